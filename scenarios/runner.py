@@ -1,0 +1,144 @@
+"""The headless runner: a scenario's simulation wired to a telemetry file.
+
+``Session`` is shared by ``twin run`` and the live TUI: it owns one ``Simulation`` and one
+``TelemetryWriter``. Everything that can be wrong with the inputs is checked before the output file
+is created, so a bad scenario leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scenarios.spec import Scenario, ScenarioError
+from storage.reader import kpi_summary
+from storage.writer import StorageError, TelemetryWriter
+from twin import __version__
+from twin.sim import Frames, Simulation, steps_for
+
+# Steps per advance: about this many UltraServer rows per chunk keeps batches large and the
+# progress bar lively.
+_ROWS_PER_CHUNK = 40_000
+
+
+class Session:
+    def __init__(
+        self,
+        scenario: Scenario,
+        text: str,
+        out: str | Path,
+        seed: int | None = None,
+        duration_s: int | None = None,
+        overwrite: bool = False,
+        flush_interval_s: float = 1.0,
+    ) -> None:
+        self.scenario = scenario
+        self.params = scenario.to_params(seed)
+        self.seed = self.params.seed
+        self.duration_s = int(duration_s if duration_s is not None else round(scenario.duration_h * 3600))
+        try:
+            self.sim = Simulation(self.params)
+        except ValueError as e:
+            raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
+        self.out = Path(out)
+        if self.out.exists():
+            if not overwrite:
+                raise StorageError(f"{self.out}: already exists (choose another --out or pass --overwrite)")
+            self.out.unlink()
+            wal = Path(str(self.out) + ".wal")
+            if wal.exists():
+                wal.unlink()
+        if self.out.parent and not self.out.parent.exists():
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        self.run_id = f"{scenario.name}-s{self.seed}-{stamp}-{os.getpid()}"
+        self.writer = TelemetryWriter(
+            self.out,
+            {
+                "run_id": self.run_id,
+                "scenario_name": scenario.name,
+                "scenario_toml": text,
+                "seed": self.seed,
+                "dt_s": self.params.dt_s,
+                "duration_s": self.duration_s,
+                "version": __version__,
+                "chips_total": self.sim.topo.chips,
+                "ultraservers": self.sim.topo.ultraservers,
+                "system": self.params.hall.system.key,
+            },
+            flush_interval_s=flush_interval_s,
+        )
+        self.closed = False
+
+    @property
+    def total_steps(self) -> int:
+        return steps_for(self.duration_s, self.params.dt_s)
+
+    @property
+    def chunk_steps(self) -> int:
+        return max(1, min(1440, _ROWS_PER_CHUNK // self.sim.topo.ultraservers))
+
+    def advance(self, steps: int) -> Frames:
+        frames = self.sim.advance(steps)
+        self.writer.write(frames, self.sim.t_s)
+        return frames
+
+    def close(self, status: str = "complete") -> None:
+        if not self.closed:
+            self.closed = True
+            self.writer.close(status)
+
+
+@dataclass
+class RunResult:
+    path: Path
+    run_id: str
+    status: str
+    steps: int
+    sim_s: int
+    wall_s: float
+    summary: dict[str, Any]
+
+
+def run(
+    scenario: Scenario,
+    text: str,
+    out: str | Path,
+    seed: int | None = None,
+    duration_s: int | None = None,
+    overwrite: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Run a scenario headless to completion; return its KPI summary."""
+    session = Session(scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite)
+    t0 = time.perf_counter()
+    done = 0
+    status = "failed"
+    try:
+        total = session.total_steps
+        while done < total:
+            n = min(session.chunk_steps, total - done)
+            session.advance(n)
+            done += n
+            if progress:
+                progress(n)
+        status = "complete"
+    except KeyboardInterrupt:
+        status = "stopped"
+        raise
+    finally:
+        session.close(status)
+    wall = time.perf_counter() - t0
+    from storage.reader import open_run_file
+
+    con = open_run_file(session.out)
+    try:
+        summary = kpi_summary(con, session.run_id)
+    finally:
+        con.close()
+    return RunResult(session.out, session.run_id, status, done, session.sim.t_s, wall, summary)

@@ -1,0 +1,133 @@
+"""Reading telemetry files: safe opening, read-only user SQL, and the queries the product uses.
+
+User SQL runs on a read-only connection with external access disabled and the configuration
+locked, and only statements that read are accepted; DuckDB errors become ``QueryError``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from storage.writer import StorageError
+from twin.telemetry import SCHEMA_VERSION
+
+READ_ONLY_TYPES = {"SELECT", "EXPLAIN", "PRAGMA"}
+
+
+class QueryError(Exception):
+    """A user query was refused or failed."""
+
+
+def open_run_file(path: str | Path) -> duckdb.DuckDBPyConnection:
+    """Open a telemetry file read-only, sandboxed; raise ``StorageError`` with a clear reason if it
+    is missing, not a DuckDB file, not a twin run, or from an incompatible version."""
+    p = Path(path)
+    if not p.exists():
+        raise StorageError(f"{p}: no such file")
+    if p.is_dir():
+        raise StorageError(f"{p}: is a directory, not a telemetry file")
+    try:
+        con = duckdb.connect(
+            str(p),
+            read_only=True,
+            config={"enable_external_access": False, "lock_configuration": True},
+        )
+    except duckdb.IOException as e:
+        msg = str(e)
+        if "lock" in msg.lower():
+            raise StorageError(f"{p}: the file is open for writing by another process (a run in progress)") from e
+        raise StorageError(f"{p}: not a DuckDB telemetry file ({msg.splitlines()[0]})") from e
+    except duckdb.Error as e:
+        raise StorageError(f"{p}: cannot open: {str(e).splitlines()[0]}") from e
+    try:
+        row = next(iter(con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall()), None)
+    except duckdb.Error:
+        con.close()
+        raise StorageError(f"{p}: a DuckDB file, but not an AI Factory Twin run (no twin_meta table)") from None
+    if row is None:
+        con.close()
+        raise StorageError(f"{p}: not an AI Factory Twin run (no schema version recorded)")
+    if int(row[0]) != SCHEMA_VERSION:
+        con.close()
+        raise StorageError(
+            f"{p}: telemetry schema v{row[0]}, this version of twin reads v{SCHEMA_VERSION}; "
+            "re-run the scenario with this version"
+        )
+    return con
+
+
+def statement_types(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
+    try:
+        return [s.type.name for s in con.extract_statements(sql)]
+    except duckdb.Error as e:
+        raise QueryError(str(e).strip()) from e
+
+
+def user_query(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    """Run user SQL (the last statement's result is returned); refuse anything that writes."""
+    types = statement_types(con, sql)
+    if not types:
+        raise QueryError("empty query")
+    bad = [t for t in types if t not in READ_ONLY_TYPES]
+    if bad:
+        raise QueryError(
+            f"refused: {bad[0]} statements are not allowed; telemetry SQL is read-only "
+            "(SELECT, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE and PRAGMA are)"
+        )
+    try:
+        result: pa.Table | None = None
+        for stmt in con.extract_statements(sql):
+            rel = con.sql(stmt.query)
+            result = rel.to_arrow_table() if rel is not None else pa.table({})
+        assert result is not None
+        return result
+    except duckdb.Error as e:
+        raise QueryError(str(e).strip()) from e
+
+
+def runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    return con.sql("SELECT * FROM runs ORDER BY started_at").to_arrow_table().to_pylist()
+
+
+def latest_run_id(con: duckdb.DuckDBPyConnection) -> str:
+    row = next(iter(con.sql("SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1").fetchall()), None)
+    if row is None:
+        raise StorageError("the file holds no run")
+    return str(row[0])
+
+
+def kpi_summary(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
+    """Whole-run KPIs from factory_ts (energies from per-step energy, so any dt works)."""
+    q = """
+    SELECT count(*) AS steps,
+           coalesce(max(time_s), 0) AS last_time_s,
+           sum(energy_j) / 3.6e9 AS facility_mwh,
+           sum(energy_j * it_power_w / facility_power_w) / 3.6e9 AS it_mwh,
+           sum(energy_j * cooling_power_w / facility_power_w) / 3.6e9 AS cooling_mwh,
+           sum(energy_j * power_loss_w / facility_power_w) / 3.6e9 AS loss_mwh,
+           max(facility_power_w) AS peak_facility_w,
+           avg(chips_busy::DOUBLE / chips_total) AS busy_fraction,
+           sum(cost_usd) AS cost_usd,
+           sum(co2_kg) / 1000 AS co2_t,
+           sum(tokens_per_s * (energy_j / facility_power_w)) AS tokens,
+           sum(training_flops * (energy_j / facility_power_w)) AS training_flop,
+           sum(requests_dropped_per_s * (energy_j / facility_power_w)) AS requests_dropped,
+           avg(queue_jobs) AS mean_queue,
+           max(max_chip_temp_c) AS max_chip_temp_c
+    FROM factory_ts WHERE run_id = ?
+    """
+    row = con.sql(q, params=[run_id]).to_arrow_table().to_pylist()[0]
+    it = row["it_mwh"] or 0.0
+    row["pue"] = (row["facility_mwh"] / it) if it else None
+    jobs = con.sql(
+        "SELECT count(*) FILTER (WHERE kind = 'training' AND state = 'done') AS jobs_done, "
+        "quantile_cont(start_time_s - submit_time_s, 0.5) FILTER (WHERE kind = 'training' AND start_time_s >= 0) AS wait_p50_s "
+        "FROM jobs WHERE run_id = ?",
+        params=[run_id],
+    ).to_arrow_table().to_pylist()[0]
+    row.update(jobs)
+    return row

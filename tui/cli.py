@@ -1,0 +1,284 @@
+"""The ``twin`` command: live TUI by default, plus headless run, validate, sql, replay.
+
+Headless commands never import Textual: the app is imported inside the commands that show it.
+Bad input exits with code 2 and one line naming the file, the key and what is wrong.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from twin import __version__
+
+EXIT_BAD_INPUT = 2
+
+
+def fail(msg: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    click.echo(f"twin: error: {msg}", err=True)
+    sys.exit(code)
+
+
+def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn the project's input errors into one clear line and exit code 2."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from scenarios.spec import ScenarioError
+        from storage.reader import QueryError
+        from storage.writer import StorageError
+
+        try:
+            return fn(*args, **kwargs)
+        except (ScenarioError, StorageError, QueryError) as e:
+            fail(str(e))
+
+    return wrapper
+
+
+def _default_out(name: str) -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("twin-runs") / f"{name}-{stamp}.duckdb"
+
+
+def _duration_s(hours: float | None, days: float | None) -> int | None:
+    if hours is not None and days is not None:
+        fail("give --hours or --days, not both")
+    if hours is not None:
+        if hours <= 0:
+            fail("--hours must be positive")
+        return int(round(hours * 3600))
+    if days is not None:
+        if days <= 0:
+            fail("--days must be positive")
+        return int(round(days * 86400))
+    return None
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="twin")
+@click.option("--scenario", "-s", default="default", show_default=True,
+              help="Built-in scenario name or path to a scenario TOML file.")
+@click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<time>.duckdb).")
+@click.pass_context
+def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None) -> None:
+    """AI Factory Twin: a digital twin of an AI factory (Trainium3 UltraServers, power, cooling,
+    site and workload).
+
+    Run without a command to watch the factory live in the terminal; the session is recorded to a
+    DuckDB file you can query with `twin sql` or replay with `twin replay`.
+
+    \b
+    Examples:
+      twin                                   live TUI on the default scenario
+      twin run default --days 7 --out week.duckdb
+      twin sql week.duckdb "SELECT avg(pue) FROM factory_ts"
+      twin replay week.duckdb
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    _live(scenario, seed, out)
+
+
+@_guard
+def _live(scenario: str, seed: int | None, out: str | None) -> None:
+    from scenarios.runner import Session
+    from scenarios.spec import load
+
+    spec, text, _ = load(scenario)
+    path = Path(out) if out else _default_out(spec.name)
+    session = Session(spec, text, path, seed=seed, duration_s=10 * 365 * 86400)
+    from tui.app import TwinApp
+
+    app = TwinApp(session=session)
+    try:
+        app.run()
+    finally:
+        session.close("stopped")
+    click.echo(f"Session recorded to {path}  (twin sql {path} / twin replay {path})")
+
+
+@main.command("run")
+@click.argument("scenario", default="default")
+@click.option("--hours", type=float, default=None, help="Simulated hours (default: the scenario's duration_h).")
+@click.option("--days", type=float, default=None, help="Simulated days.")
+@click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Telemetry file (default: twin-runs/<scenario>-<time>.duckdb).")
+@click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print the KPI summary as JSON.")
+@_guard
+def run_cmd(scenario: str, hours: float | None, days: float | None, seed: int | None, out: str | None,
+            overwrite: bool, as_json: bool) -> None:
+    """Simulate SCENARIO headless and record telemetry (SCENARIO: built-in name or TOML path)."""
+    from scenarios.runner import run
+    from scenarios.spec import load
+
+    spec, text, _ = load(scenario)
+    dur = _duration_s(hours, days)
+    path = Path(out) if out else _default_out(spec.name)
+    total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
+    steps = -(-total_s // spec.dt_s)
+    show = sys.stderr.isatty() and not as_json
+    try:
+        if show:
+            with click.progressbar(length=steps, label=f"{spec.name}: {steps:,} steps", file=sys.stderr,
+                                   show_eta=True, show_percent=True) as bar:
+                result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite,
+                             progress=bar.update)
+        else:
+            result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted; telemetry so far is in {path} (status 'stopped')", err=True)
+        sys.exit(130)
+    s = result.summary
+    if as_json:
+        click.echo(json.dumps({"file": str(result.path), "run_id": result.run_id, "status": result.status,
+                               "wall_s": result.wall_s, **s}, default=str, indent=2))
+        return
+    click.echo(_summary_text(result, s))
+
+
+def _summary_text(result: Any, s: dict[str, Any]) -> str:
+    from tui import fmt
+
+    days = result.sim_s / 86400
+    tokens = s["tokens"] or 0.0
+    lines = [
+        f"Run {result.run_id}  ({result.status})",
+        f"  file              {result.path}",
+        f"  simulated         {days:,.2f} days in {result.wall_s:,.1f} s wall ({days / max(result.wall_s, 1e-9):,.1f} sim-days/s)",
+        f"  facility energy   {fmt.energy_mwh(s['facility_mwh'])}   IT {fmt.energy_mwh(s['it_mwh'])}"
+        f"   cooling {fmt.energy_mwh(s['cooling_mwh'])}   losses {fmt.energy_mwh(s['loss_mwh'])}",
+        f"  PUE               {s['pue']:.3f}" if s["pue"] else "  PUE               –",
+        f"  peak facility     {fmt.power(s['peak_facility_w'])}",
+        f"  busy chips        {fmt.pct(s['busy_fraction'])}",
+        f"  tokens served     {fmt.si(tokens)}   dropped requests {fmt.si(s['requests_dropped'])}",
+        f"  training delivered {fmt.si(s['training_flop'], 'FLOP')}   jobs done {s['jobs_done']}"
+        f"   median wait {fmt.duration(s['wait_p50_s'])}",
+        f"  cost              {fmt.money(s['cost_usd'])}   CO2 {s['co2_t']:,.1f} t",
+        f"  hottest chip      {fmt.temp(s['max_chip_temp_c'])}",
+        f"Explore: twin sql {result.path}   |   twin replay {result.path}",
+    ]
+    return "\n".join(lines)
+
+
+@main.command("validate")
+@click.argument("scenario")
+@_guard
+def validate_cmd(scenario: str) -> None:
+    """Check a scenario file (or built-in name) without running it."""
+    from scenarios.spec import ScenarioError, load
+    from twin.sim import Simulation
+
+    spec, _, origin = load(scenario)
+    try:
+        sim = Simulation(spec.to_params())
+    except ValueError as e:
+        raise ScenarioError(f"{origin}: {e}") from None
+    click.echo(
+        f"{origin}: ok — '{spec.name}': {spec.hall.ultraservers} x {sim.sys.name}, "
+        f"{sim.topo.chips:,} chips, dt {spec.dt_s} s, {spec.duration_h:g} h, {len(spec.events)} scheduled events"
+    )
+
+
+@main.command("scenarios")
+def scenarios_cmd() -> None:
+    """List the built-in scenarios."""
+    from scenarios.spec import builtin_names, load
+
+    for name in builtin_names():
+        spec, _, _ = load(name)
+        click.echo(f"{name:<16} {spec.description}")
+
+
+@main.command("sql")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("query", required=False)
+@click.option("--format", "fmt_", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option("--max-rows", type=int, default=200, show_default=True, help="Rows shown in table format.")
+@_guard
+def sql_cmd(file: str, query: str | None, fmt_: str, max_rows: int) -> None:
+    """Query a telemetry FILE with read-only SQL (QUERY, or stdin; no QUERY on a terminal lists
+    the tables and their columns with units)."""
+    from storage.reader import open_run_file, user_query
+
+    con = open_run_file(file)
+    try:
+        if query is None:
+            if sys.stdin.isatty():
+                _print_schema()
+                return
+            query = sys.stdin.read()
+        table = user_query(con, query)
+    finally:
+        con.close()
+    if fmt_ == "csv":
+        import pyarrow.csv as pacsv
+
+        buf = sys.stdout.buffer
+        pacsv.write_csv(table, buf)
+        buf.flush()
+    elif fmt_ == "json":
+        click.echo(json.dumps(table.to_pylist(), default=str, indent=1))
+    else:
+        click.echo(_table_text(table, max_rows))
+
+
+def _print_schema() -> None:
+    from twin.telemetry import TABLES
+
+    for table, cols in TABLES.items():
+        click.echo(click.style(table, bold=True))
+        for c in cols:
+            unit = f"[{c.unit}]" if c.unit else ""
+            click.echo(f"  {c.name:<26} {c.dtype:<8} {unit:<10} {c.description}")
+
+
+def _table_text(table: Any, max_rows: int) -> str:
+    names = table.column_names
+    rows = table.slice(0, max_rows).to_pylist()
+
+    def cell(v: Any) -> str:
+        if v is None:
+            return "NULL"
+        if isinstance(v, float):
+            return f"{v:.6g}"
+        return str(v)
+
+    data = [[cell(r[n]) for n in names] for r in rows]
+    widths = [min(40, max([len(n)] + [len(d[i]) for d in data])) for i, n in enumerate(names)]
+    out = ["  ".join(n.ljust(w)[:w] for n, w in zip(names, widths, strict=True)),
+           "  ".join("-" * w for w in widths)]
+    out += ["  ".join(v.ljust(w)[:w] for v, w in zip(d, widths, strict=True)) for d in data]
+    more = table.num_rows - len(rows)
+    out.append(f"({table.num_rows:,} rows{f', {more:,} not shown' if more > 0 else ''})")
+    return "\n".join(out)
+
+
+@main.command("replay")
+@click.argument("file", type=click.Path(dir_okay=False))
+@_guard
+def replay_cmd(file: str) -> None:
+    """Show a recorded run in the TUI with a time scrubber."""
+    from storage.reader import latest_run_id, open_run_file
+
+    con = open_run_file(file)
+    run_id = latest_run_id(con)
+    from tui.app import TwinApp
+
+    TwinApp(replay_con=con, replay_run_id=run_id, replay_path=file).run()
+    con.close()
+
+
+if __name__ == "__main__":
+    main()

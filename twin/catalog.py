@@ -1,0 +1,338 @@
+"""Hardware catalog: accelerators and the systems built from them.
+
+Every number carries its source and a confidence tag, following the project's fact sheet:
+OFF (vendor documentation), OFF-2 (vendor claim via press), 3P (third party), DER (derived here by
+arithmetic), ASM (modelling assumption; override it from the scenario). This module holds data
+and derived figures only: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+TERA = 1e12
+PETA = 1e15
+GIB = 1024**3
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One accelerator chip. Peak rates are dense FLOP/s per precision."""
+
+    key: str
+    name: str
+    peak_flops: dict[str, float]  # precision -> dense FLOP/s [FLOP/s]
+    hbm_bytes: float  # [B]
+    hbm_bw_bytes_s: float  # [B/s]
+    tdp_w: float  # [W]
+    idle_fraction: float  # idle power / TDP [-]
+    tdp_assumed: bool  # True when the TDP is a modelling assumption (no published figure)
+    roadmap: bool = False  # True for announced-but-not-shipping parts (projection)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def idle_w(self) -> float:
+        """Idle power [W]."""
+        return self.tdp_w * self.idle_fraction
+
+    def peak(self, precision: str) -> float:
+        """Dense peak at a precision [FLOP/s]; raises KeyError for an unsupported precision."""
+        return self.peak_flops[precision]
+
+
+@dataclass(frozen=True)
+class System:
+    """A scale-up system (UltraServer, NVL72 rack, HGX node) built from one accelerator."""
+
+    key: str
+    name: str
+    accelerator: str  # Accelerator.key
+    chips: int  # chips per system (the scale-up domain)
+    servers: int  # servers (sleds/trays/nodes) per system
+    racks: int  # racks per system
+    host_w_per_server: float  # host CPU/DRAM/NIC/fans at full load, per server [W]
+    host_idle_fraction: float  # host idle / full [-]
+    switch_w: float  # scale-up switches per system [W]
+    liquid_fraction: float  # share of IT heat removed by direct-to-chip liquid [-]
+    roadmap: bool = False
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def chips_per_server(self) -> int:
+        return self.chips // self.servers
+
+
+ACCELERATORS: dict[str, Accelerator] = {
+    a.key: a
+    for a in [
+        Accelerator(
+            key="trainium3",
+            name="AWS Trainium3",
+            peak_flops={
+                "mxfp8": 2517 * TERA,
+                "mxfp4": 2517 * TERA,  # MXFP4 is converted to MXFP8 before the tensor engine
+                "bf16": 671 * TERA,
+                "fp32": 183 * TERA,
+            },
+            hbm_bytes=144 * GIB,
+            hbm_bw_bytes_s=4.9e12,
+            tdp_w=900.0,
+            idle_fraction=0.20,
+            tdp_assumed=True,
+            sources={
+                "peak_flops": "OFF: AWS Neuron docs, about-neuron/arch/neuron-hardware/trainium3.rst",
+                "hbm": "OFF: trainium3.rst (144 GiB, 4.9 TB/s; NKI guide says 4.7 TB/s)",
+                "tdp_w": "ASM: not published by AWS; 900 W default, sweep 700-1,100 W (facts §5)",
+                "idle_fraction": "ASM: 15-25 % of TDP (A100 60/400 W, MI250X 88/560 W; facts §5)",
+            },
+        ),
+        Accelerator(
+            key="trainium2",
+            name="AWS Trainium2",
+            peak_flops={"mxfp8": 1299 * TERA, "bf16": 667 * TERA, "fp32": 181 * TERA},
+            hbm_bytes=96 * GIB,
+            hbm_bw_bytes_s=2.9e12,
+            tdp_w=500.0,
+            idle_fraction=0.20,
+            tdp_assumed=True,
+            sources={
+                "peak_flops": "OFF: Neuron docs, about-neuron/arch/neuron-hardware/trainium2.rst",
+                "hbm": "OFF: trainium2.rst (96 GiB, 2.9 TB/s)",
+                "tdp_w": "3P (low confidence): ~500 W, inference-margins engine.js",
+                "idle_fraction": "ASM: 15-25 % of TDP (facts §5)",
+            },
+        ),
+        Accelerator(
+            key="trainium4",
+            name="AWS Trainium4 (roadmap projection)",
+            peak_flops={
+                "mxfp8": 3 * 2517 * TERA,  # "3x FP8 compute vs Trainium3"
+                "mxfp4": 6 * 2517 * TERA,  # ">= 6x FP4 compute vs Trainium3"
+                "bf16": 3 * 671 * TERA,  # ASM: BF16 scales with FP8
+            },
+            hbm_bytes=144 * GIB,  # "2x HBM capacity" unverified: kept at Trainium3's
+            hbm_bw_bytes_s=4 * 4.9e12,  # "4x memory bandwidth vs Trainium3"
+            tdp_w=1400.0,
+            idle_fraction=0.20,
+            tdp_assumed=True,
+            roadmap=True,
+            sources={
+                "peak_flops": "OFF-2: re:Invent 2025 recap (nand-research.com): 6x FP4, 3x FP8",
+                "hbm": "OFF-2: 4x memory bandwidth; capacity unverified (facts §4)",
+                "tdp_w": "ASM: projection, no source",
+            },
+        ),
+        Accelerator(
+            key="gb200",
+            name="NVIDIA GB200 (Blackwell, in NVL72)",
+            peak_flops={"fp8": 5 * PETA, "fp4": 10 * PETA, "bf16": 2.5 * PETA},
+            hbm_bytes=186 * GB,
+            hbm_bw_bytes_s=8e12,
+            tdp_w=1200.0,
+            idle_fraction=0.15,
+            tdp_assumed=False,
+            sources={
+                "peak_flops": "3P: glennklockwood.com/garden/processors/B200 (NVIDIA values @1,200 W)",
+                "hbm": "3P: MLPerf v6.1 system JSON (186 GB usable)",
+                "idle_fraction": "3P: A100 idle ~60 W of 400 W (Acme trace cdf_power)",
+            },
+        ),
+        Accelerator(
+            key="gb300",
+            name="NVIDIA GB300 (Blackwell Ultra, in NVL72)",
+            peak_flops={"fp8": 5 * PETA, "fp4": 15 * PETA, "bf16": 2.5 * PETA},
+            hbm_bytes=288 * GB,
+            hbm_bw_bytes_s=8e12,
+            tdp_w=1400.0,
+            idle_fraction=0.15,
+            tdp_assumed=False,
+            sources={
+                "peak_flops": "3P: verda.com/blog/gb300-nvl72-architecture; glennklockwood B300",
+                "hbm": "3P: verda.com (288 GB, 8 TB/s)",
+                "tdp_w": "3P: verda.com (1,400 W)",
+            },
+        ),
+        Accelerator(
+            key="b200",
+            name="NVIDIA B200 (HGX)",
+            peak_flops={"fp8": 4.5 * PETA, "fp4": 9 * PETA, "bf16": 2.25 * PETA},
+            hbm_bytes=180 * GB,
+            hbm_bw_bytes_s=8e12,
+            tdp_w=1000.0,
+            idle_fraction=0.15,
+            tdp_assumed=False,
+            sources={
+                "peak_flops": "3P: glennklockwood.com/garden/processors/B200",
+                "tdp_w": "3P: MLPerf v6.0 Nebius system JSON (B200 TGP 1000W)",
+            },
+        ),
+        Accelerator(
+            key="b300",
+            name="NVIDIA B300 (HGX)",
+            peak_flops={"fp8": 4.5 * PETA, "fp4": 13.5 * PETA, "bf16": 2.25 * PETA},
+            hbm_bytes=270 * GB,
+            hbm_bw_bytes_s=7.7e12,
+            tdp_w=1100.0,
+            idle_fraction=0.15,
+            tdp_assumed=False,
+            sources={
+                "peak_flops": "3P: verda.com; glennklockwood.com (FP4 ~13-14 PF)",
+                "tdp_w": "3P: 1,100 W (verda.com) vs 1,400 W (glennklockwood) - conflicting",
+            },
+        ),
+        Accelerator(
+            key="h100",
+            name="NVIDIA H100 SXM",
+            peak_flops={"fp8": 1.979 * PETA, "bf16": 0.989 * PETA},
+            hbm_bytes=80 * GB,
+            hbm_bw_bytes_s=3.35e12,
+            tdp_w=700.0,
+            idle_fraction=0.15,
+            tdp_assumed=False,
+            sources={"all": "OFF: NVIDIA H100 SXM datasheet (standard spec; facts §6)"},
+        ),
+    ]
+}
+
+
+SYSTEMS: dict[str, System] = {
+    s.key: s
+    for s in [
+        System(
+            key="trn3-gen2",
+            name="Trn3 Gen2 UltraServer",
+            accelerator="trainium3",
+            chips=144,
+            servers=36,
+            racks=2,
+            host_w_per_server=500.0,
+            host_idle_fraction=0.6,
+            switch_w=4000.0,
+            liquid_fraction=0.85,
+            sources={
+                "chips": "OFF: Neuron docs trn3-arch.rst (144 chips = 36 servers x 4)",
+                "racks": "ASM: 2 racks x 18 sleds (SemiAnalysis 'NL72x2'; facts §2)",
+                "host_w_per_server": "ASM: host+switch overhead 15-25 % of chip power (facts §5)",
+                "liquid_fraction": "ASM: cold plates remove ~80-90 % of heat (facts §8.2)",
+            },
+        ),
+        System(
+            key="trn3-gen1",
+            name="Trn3 Gen1 UltraServer",
+            accelerator="trainium3",
+            chips=64,
+            servers=4,
+            racks=2,
+            host_w_per_server=2000.0,
+            host_idle_fraction=0.6,
+            switch_w=2000.0,
+            liquid_fraction=0.0,
+            sources={
+                "chips": "OFF: trn3-arch.rst (64 chips = 4 servers x 16)",
+                "liquid_fraction": "ASM: Gen1 air-cooled (3P summaries; facts §2)",
+            },
+        ),
+        System(
+            key="trn2-ultra",
+            name="Trn2 UltraServer",
+            accelerator="trainium2",
+            chips=64,
+            servers=4,
+            racks=4,
+            host_w_per_server=2000.0,
+            host_idle_fraction=0.6,
+            switch_w=1000.0,
+            liquid_fraction=0.0,
+            sources={
+                "chips": "OFF: trn2-arch.rst (64 chips, 4 x trn2u.48xlarge, 83.2 PF FP8)",
+                "liquid_fraction": "OFF-2: Trainium2 air-cooled (AWS VP via fierce-network.com)",
+            },
+        ),
+        System(
+            key="gb200-nvl72",
+            name="GB200 NVL72",
+            accelerator="gb200",
+            chips=72,
+            servers=18,
+            racks=1,
+            host_w_per_server=1300.0,
+            host_idle_fraction=0.5,
+            switch_w=3600.0,
+            liquid_fraction=0.85,
+            sources={
+                "chips": "OFF: NVIDIA NVL72 (72 GPU + 36 Grace, 18 compute trays)",
+                "power": "ASM: ~125 kW rack at full load (facts §6)",
+            },
+        ),
+        System(
+            key="gb300-nvl72",
+            name="GB300 NVL72",
+            accelerator="gb300",
+            chips=72,
+            servers=18,
+            racks=1,
+            host_w_per_server=900.0,
+            host_idle_fraction=0.5,
+            switch_w=3600.0,
+            liquid_fraction=0.85,
+            sources={
+                "chips": "OFF: NVIDIA NVL72 (72 GPU, 18 compute trays, 9 NVLink trays)",
+                "power": "3P: tray build-up 18 x ~6.5 kW + 3.6 kW switches = ~121 kW (introl.com)",
+            },
+        ),
+        System(
+            key="hgx-b200",
+            name="HGX B200 (8-GPU)",
+            accelerator="b200",
+            chips=8,
+            servers=1,
+            racks=1,
+            host_w_per_server=5000.0,
+            host_idle_fraction=0.5,
+            switch_w=0.0,
+            liquid_fraction=0.0,
+            sources={"power": "3P: DGX B200 ~14.3 kW per server (The Register)"},
+        ),
+        System(
+            key="hgx-h100",
+            name="HGX H100 (8-GPU)",
+            accelerator="h100",
+            chips=8,
+            servers=1,
+            racks=1,
+            host_w_per_server=2800.0,
+            host_idle_fraction=0.5,
+            switch_w=0.0,
+            liquid_fraction=0.0,
+            sources={"power": "3P: HGX H100 node rated 10.2 kW (Latif et al., arXiv 2412.08602)"},
+        ),
+    ]
+}
+
+
+def accelerator(key: str, overrides: dict[str, Any] | None = None) -> Accelerator:
+    """Catalog accelerator with scenario overrides applied (e.g. ``tdp_w`` for Trainium3)."""
+    acc = ACCELERATORS[key]
+    if overrides:
+        acc = replace(acc, **overrides)
+    return acc
+
+
+def system(key: str, overrides: dict[str, Any] | None = None) -> System:
+    """Catalog system with scenario overrides applied."""
+    sysm = SYSTEMS[key]
+    if overrides:
+        sysm = replace(sysm, **overrides)
+    return sysm
+
+
+def system_peak_flops(sysm: System, acc: Accelerator, precision: str) -> float:
+    """Dense peak of a whole system [FLOP/s] (DER: chips x per-chip peak)."""
+    return sysm.chips * acc.peak(precision)
+
+
+def system_full_load_it_w(sysm: System, acc: Accelerator) -> float:
+    """IT power of one system with every chip at TDP and hosts at full load [W]."""
+    return sysm.chips * acc.tdp_w + sysm.servers * sysm.host_w_per_server + sysm.switch_w

@@ -1,0 +1,66 @@
+"""Power: chip power from activity, host/switch overhead, rack rectifiers and the power chain.
+
+Pure vectorised functions. IT power is measured at the rack input (rectifier losses included, as
+PUE defines IT equipment); the power chain upstream (PDU, UPS, transformer) adds conversion
+losses that are reported per stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from twin.params import PowerChainParams
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def chip_power_w(
+    activity: FloatArray, idle_w: float, tdp_w: float, alive: npt.NDArray[np.bool_]
+) -> FloatArray:
+    """Linear chip power model P = P_idle + (P_max - P_idle) * u (3P: ExaDigiT/RAPS
+    compute_node_power); a failed chip draws nothing. ``activity`` u in [0, 1]."""
+    return np.where(alive, idle_w + (tdp_w - idle_w) * activity, 0.0)
+
+
+def host_power_w(server_activity: FloatArray, host_w: float, idle_fraction: float) -> FloatArray:
+    """Host CPU/DRAM/NIC/fans per server, linear between idle and full with the mean chip
+    activity of the server [W]."""
+    return host_w * (idle_fraction + (1.0 - idle_fraction) * server_activity)
+
+
+def rectifier_input_w(dc_load_w: FloatArray | float, servers: float, p: PowerChainParams) -> FloatArray | float:
+    """Rack rectifier input P_in = (P_out + fixed) / eff (3P: Frontier fit in ExaDigiT/RAPS)."""
+    return (dc_load_w + p.psu_fixed_w_per_server * servers) / p.psu_efficiency
+
+
+def ups_loss_w(out_w: float, rating_w: float, p: PowerChainParams) -> float:
+    """UPS loss for eta(x) = x / (x + a + b x + c x^2), x = out/rating: loss = rating (a + b x + c x^2)
+    (3P shape: Schneider WP108; ASM coefficients, facts §8.3). Zero output still pays the no-load
+    term a."""
+    x = out_w / rating_w
+    return rating_w * (p.ups_a + p.ups_b * x + p.ups_c * x * x)
+
+
+@dataclass(frozen=True)
+class ChainLosses:
+    pdu_w: float
+    ups_w: float
+    transformer_w: float
+
+    @property
+    def total_w(self) -> float:
+        return self.pdu_w + self.ups_w + self.transformer_w
+
+
+def chain_losses(it_w: float, cooling_w: float, ups_rating_w: float, p: PowerChainParams) -> ChainLosses:
+    """Losses upstream of the racks. IT power flows transformer -> UPS -> PDU -> racks; the
+    cooling plant is fed from the transformer directly (mechanical load is not on the UPS)."""
+    pdu_in = it_w / p.pdu_efficiency
+    pdu = pdu_in - it_w
+    ups = ups_loss_w(pdu_in, ups_rating_w, p)
+    tx_out = pdu_in + ups + cooling_w
+    transformer = tx_out / p.transformer_efficiency - tx_out
+    return ChainLosses(pdu, ups, transformer)

@@ -1,0 +1,144 @@
+"""Telemetry column specs: the one table of every recorded quantity.
+
+Each column has a name (SI unit as suffix), a dtype, a unit and a description. The Arrow schema and
+the DuckDB DDL (``storage.schema``) and the TUI labels are all derived from this module. Pure data:
+no I/O, no Arrow or DuckDB imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Schema version of the telemetry file. Bump on any incompatible change to the tables below.
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: str  # one of: int8 int32 int64 float32 float64 string bool
+    unit: str  # SI unit, "-" for fractions/counts, "" for identifiers and text
+    description: str
+
+
+def _c(name: str, dtype: str, unit: str, description: str) -> Column:
+    return Column(name, dtype, unit, description)
+
+
+RUN_ID = _c("run_id", "string", "", "Run identifier (one file may hold several runs)")
+TIME_S = _c("time_s", "int64", "s", "Simulated time since the start of the run")
+
+TABLES: dict[str, tuple[Column, ...]] = {
+    "runs": (
+        RUN_ID,
+        _c("scenario_name", "string", "", "Scenario name"),
+        _c("scenario_toml", "string", "", "Full scenario text the run was made from"),
+        _c("seed", "int64", "", "Random seed"),
+        _c("dt_s", "int64", "s", "Simulation time step"),
+        _c("duration_s", "int64", "s", "Requested simulated duration"),
+        _c("version", "string", "", "AI Factory Twin version that wrote the run"),
+        _c("schema_version", "int32", "", "Telemetry schema version"),
+        _c("status", "string", "", "running | complete | failed | stopped"),
+        _c("started_at", "string", "", "Wall-clock start (UTC, ISO 8601)"),
+        _c("finished_at", "string", "", "Wall-clock end (UTC, ISO 8601), empty while running"),
+        _c("sim_time_s", "int64", "s", "Simulated time reached (last committed step)"),
+        _c("chips_total", "int32", "-", "Chips in the factory"),
+        _c("ultraservers", "int32", "-", "Scale-up systems in the factory"),
+        _c("system", "string", "", "System type (catalog key)"),
+    ),
+    "factory_ts": (
+        RUN_ID,
+        TIME_S,
+        _c("it_power_w", "float64", "W", "IT power (chips + hosts + switches, at rack input)"),
+        _c("facility_power_w", "float64", "W", "Facility power = IT + cooling + power-chain losses"),
+        _c("cooling_power_w", "float64", "W", "Cooling plant power (chiller, pumps, fans)"),
+        _c("power_loss_w", "float64", "W", "Power-chain losses (transformer, UPS, PDU)"),
+        _c("pue", "float64", "-", "Power usage effectiveness = facility / IT"),
+        _c("chip_power_w", "float64", "W", "Accelerator chips' power"),
+        _c("chiller_power_w", "float64", "W", "Chiller compressor power"),
+        _c("free_cooling_fraction", "float64", "-", "Share of heat rejected by the economizer"),
+        _c("chiller_cop", "float64", "-", "Chiller coefficient of performance"),
+        _c("chips_total", "int32", "-", "Chips in the factory"),
+        _c("chips_allocated", "int32", "-", "Chips allocated to jobs or inference replicas"),
+        _c("chips_busy", "int32", "-", "Allocated chips doing work this step"),
+        _c("chips_failed", "int32", "-", "Chips failed and awaiting repair"),
+        _c("activity", "float64", "-", "Mean chip activity over all chips"),
+        _c("queue_jobs", "int32", "-", "Training jobs waiting in the queue"),
+        _c("running_jobs", "int32", "-", "Training jobs running"),
+        _c("training_flops", "float64", "FLOP/s", "Model FLOP/s delivered to training"),
+        _c("tokens_per_s", "float64", "1/s", "Output tokens per second served by inference"),
+        _c("requests_per_s", "float64", "1/s", "Inference requests arriving per second"),
+        _c("requests_dropped_per_s", "float64", "1/s", "Inference requests beyond capacity"),
+        _c("energy_per_token_j", "float64", "J", "Facility energy per output token (inference)"),
+        _c("outdoor_temp_c", "float64", "°C", "Outdoor dry-bulb temperature"),
+        _c("coolant_supply_c", "float64", "°C", "Liquid loop supply temperature to cold plates"),
+        _c("coolant_return_c", "float64", "°C", "Liquid loop return temperature (mean)"),
+        _c("max_chip_temp_c", "float64", "°C", "Hottest chip junction temperature"),
+        _c("price_usd_per_mwh", "float64", "USD/MWh", "Electricity price"),
+        _c("carbon_g_per_kwh", "float64", "g/kWh", "Grid carbon intensity"),
+        _c("cost_usd", "float64", "USD", "Electricity cost of this step"),
+        _c("co2_kg", "float64", "kg", "CO2 emitted for this step's electricity"),
+        _c("energy_j", "float64", "J", "Facility energy of this step"),
+    ),
+    "ultraserver_ts": (
+        RUN_ID,
+        TIME_S,
+        _c("ultraserver_id", "int32", "", "UltraServer index in the hall"),
+        _c("row_id", "int32", "", "Row (one CDU per row)"),
+        _c("power_w", "float64", "W", "IT power of the UltraServer (chips + hosts + switches)"),
+        _c("chips_busy", "int32", "-", "Chips doing work"),
+        _c("chips_failed", "int32", "-", "Failed chips"),
+        _c("activity", "float32", "-", "Mean chip activity"),
+        _c("max_chip_temp_c", "float32", "°C", "Hottest chip junction temperature"),
+        _c("coolant_return_c", "float32", "°C", "Cold-plate loop return temperature"),
+    ),
+    "chip_ts": (
+        RUN_ID,
+        TIME_S,
+        _c("chip_id", "int32", "", "Chip index in the hall"),
+        _c("ultraserver_id", "int32", "", "UltraServer of the chip"),
+        _c("job_id", "int32", "", "Job or replica on the chip (-1 idle)"),
+        _c("neuroncore_utilization", "float32", "-", "Activity of the chip's cores (neuron-monitor)"),
+        _c("chip_power_w", "float32", "W", "Chip power (simulated ground truth)"),
+        _c("t_junction_c", "float32", "°C", "Junction temperature (simulated ground truth)"),
+        _c("failed", "bool", "", "Chip failed"),
+    ),
+    "jobs": (
+        RUN_ID,
+        _c("job_id", "int32", "", "Job identifier"),
+        _c("kind", "string", "", "training | inference"),
+        _c("name", "string", "", "Model or service name"),
+        _c("chips", "int32", "-", "Chips in the gang"),
+        _c("precision", "string", "", "Numeric precision"),
+        _c("params", "float64", "-", "Model parameters N (active for MoE)"),
+        _c("tokens", "float64", "-", "Training tokens D"),
+        _c("work_flop", "float64", "FLOP", "Work = 6·N·D"),
+        _c("done_flop", "float64", "FLOP", "Work done (from the last checkpoint on after a failure)"),
+        _c("lost_flop", "float64", "FLOP", "Work lost to failures (since the last checkpoint)"),
+        _c("submit_time_s", "int64", "s", "Submit time"),
+        _c("start_time_s", "int64", "s", "Start of the current placement (-1 not started)"),
+        _c("end_time_s", "int64", "s", "End time (-1 not ended)"),
+        _c("state", "string", "", "queued | running | done"),
+        _c("ultraservers_spanned", "int32", "-", "UltraServers the gang spans"),
+        _c("mfu", "float64", "-", "Model FLOP utilisation of the placement"),
+        _c("restarts", "int32", "-", "Restarts after chip failures"),
+    ),
+    "events": (
+        RUN_ID,
+        TIME_S,
+        _c("kind", "string", "", "Event kind"),
+        _c("target", "string", "", "What the event applies to"),
+        _c("detail", "string", "", "Human-readable detail"),
+        _c("source", "string", "", "scenario | operator | model"),
+    ),
+}
+
+# Columns the writer upserts on (one row per key, latest wins).
+UPSERT_KEYS: dict[str, tuple[str, ...]] = {"runs": ("run_id",), "jobs": ("run_id", "job_id")}
+
+
+def column(table: str, name: str) -> Column:
+    for col in TABLES[table]:
+        if col.name == name:
+            return col
+    raise KeyError(f"{table}.{name}")

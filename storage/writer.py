@@ -86,7 +86,11 @@ class TelemetryWriter:
             self.con = duckdb.connect(str(self.path))
         except duckdb.Error as e:
             raise StorageError(f"{self.path}: cannot open for writing: {e}") from e
-        init_schema(self.con)
+        try:
+            init_schema(self.con)
+        except BaseException:
+            self.con.close()
+            raise
         self.run = {c.name: run.get(c.name) for c in TABLES["runs"]}
         self.run.update(status="running", started_at=utc_now(), finished_at="", sim_time_s=0)
         self.run["schema_version"] = SCHEMA_VERSION

@@ -169,6 +169,14 @@ class Simulation:
                 self._dirty.add(j)
                 reps.append(j)
             self.services.append(ServiceState(reps, roof))
+        # Chips left for training once every inference replica is placed: the largest gang the
+        # hall can ever run (a bigger one would block a FIFO queue for good).
+        reserved = sum(sp.replicas * sp.chips_per_replica for sp in params.services)
+        if reserved > self.topo.chips:
+            raise ValueError(
+                f"inference replicas need {reserved} chips but the hall has {self.topo.chips}"
+            )
+        self.training_capacity_chips = self.topo.chips - reserved
         self.last: dict[str, float] = {}
 
     # ------------------------------------------------------------------ events
@@ -309,9 +317,11 @@ class Simulation:
 
     def _arrivals(self) -> None:
         tp = self.p.training
+        if self.training_capacity_chips <= 0:
+            return
         lam = tp.arrivals_per_day * self.dt_s / 86400.0
         for _ in range(int(self.rng_arrivals.poisson(lam))):
-            d = workload.draw_job(tp, self.train_peak, self.rng_jobs, self.topo.chips)
+            d = workload.draw_job(tp, self.train_peak, self.rng_jobs, self.training_capacity_chips)
             j = self.jobs.add(
                 d.model, tp.precision, kind=TRAINING, chips=d.chips, params=d.params,
                 tokens=d.tokens, work=workload.training_flop(d.params, d.tokens), submit=self.t_s,
@@ -376,7 +386,7 @@ class Simulation:
 
         # Inference: served = min(demand, capacity of running replicas).
         tokens_s = req_s = dropped_s = 0.0
-        inf_chip_mask_jobs = np.zeros(n, dtype=bool)
+        inf_chip_mask_jobs = np.zeros(max(n, 1), dtype=bool)
         for si, st in enumerate(self.services):
             sp = p.services[si]
             if st.surge_until_s >= 0 and t >= st.surge_until_s:

@@ -50,8 +50,9 @@ def draw_job(p: TrainingParams, peak_flop_s: float, rng: np.random.Generator, ma
     6·N·D / (chips·peak·MFU) equals it on a single-UltraServer placement."""
     sizes = np.asarray(p.size_chips)
     weights = np.asarray(p.size_weights, dtype=float)
-    ok = sizes <= max_chips
-    weights = np.where(ok, weights, 0.0)
+    weights = np.where(sizes <= max_chips, weights, 0.0)
+    if weights.sum() <= 0:  # no configured size fits: the largest gang that does
+        sizes, weights = np.array([max_chips]), np.array([1.0])
     chips = int(rng.choice(sizes, p=weights / weights.sum()))
     mix = np.asarray(p.model_weights, dtype=float)
     k = int(rng.choice(len(mix), p=mix / mix.sum()))

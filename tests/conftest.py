@@ -1,0 +1,61 @@
+"""Shared fixtures: small factories the tests build themselves (no dependency on ../shared)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from scenarios.spec import Scenario, parse
+from twin import catalog
+from twin.params import FactoryParams, HallParams, ServiceParams
+
+SMALL_TOML = """
+name = "small"
+seed = 7
+dt_s = 60
+duration_h = 6
+
+[hall]
+system = "trn3-gen2"
+ultraservers = 2
+ultraservers_per_row = 2
+
+[training]
+arrivals_per_day = 40
+size_chips = [4, 16, 36, 144]
+size_weights = [0.4, 0.3, 0.2, 0.1]
+
+[[services]]
+name = "chat"
+model = "llama-3.1-70b"
+replicas = 2
+mean_requests_per_s = 20.0
+"""
+
+
+def small_params(ultraservers: int = 2, seed: int = 7, dt_s: int = 60, **changes: object) -> FactoryParams:
+    hall = HallParams(
+        system=catalog.system("trn3-gen2"),
+        accelerator=catalog.accelerator("trainium3"),
+        ultraservers=ultraservers,
+        ultraservers_per_row=2,
+    )
+    p = FactoryParams(hall=hall, dt_s=dt_s, seed=seed, services=(ServiceParams(replicas=2, mean_requests_per_s=20.0),))
+    return dataclasses.replace(p, **changes) if changes else p
+
+
+@pytest.fixture
+def small_scenario() -> tuple[Scenario, str]:
+    return parse(SMALL_TOML, "small.toml"), SMALL_TOML
+
+
+@pytest.fixture
+def small_run(tmp_path: Path, small_scenario: tuple[Scenario, str]) -> Path:
+    from scenarios.runner import run
+
+    spec, text = small_scenario
+    out = tmp_path / "small.duckdb"
+    run(spec, text, out, duration_s=6 * 3600)
+    return out

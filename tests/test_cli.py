@@ -1,0 +1,162 @@
+"""The twin command as a user meets it: runs, bad input, read-only SQL, import hygiene."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import SMALL_TOML
+from tui.cli import main
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_version_and_help() -> None:
+    code, out, _ = invoke("--version")
+    assert code == 0 and "0.1.0" in out
+    code, out, _ = invoke("--help")
+    assert code == 0
+    for cmd in ("run", "validate", "scenarios", "sql", "replay"):
+        assert cmd in out
+
+
+def test_scenarios_lists_the_default() -> None:
+    code, out, _ = invoke("scenarios")
+    assert code == 0 and "default" in out
+
+
+def test_validate_builtin_and_file(tmp_path: Path) -> None:
+    code, out, _ = invoke("validate", "default")
+    assert code == 0 and "2,304 chips" in out
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL_TOML)
+    code, out, _ = invoke("validate", str(f))
+    assert code == 0 and "288 chips" in out
+
+
+def test_run_writes_a_file_and_prints_a_summary(tmp_path: Path) -> None:
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL_TOML)
+    out = tmp_path / "run.duckdb"
+    code, stdout, _ = invoke("run", str(f), "--hours", "3", "--out", str(out))
+    assert code == 0, stdout
+    assert out.exists() and "PUE" in stdout and "complete" in stdout
+    code, stdout, _ = invoke("sql", str(out), "SELECT count(*) AS n FROM factory_ts", "--format", "json")
+    assert code == 0 and json.loads(stdout) == [{"n": 180}]
+    code, stdout, _ = invoke("sql", str(out), "SELECT time_s, pue FROM factory_ts ORDER BY time_s LIMIT 2", "--format", "csv")
+    assert code == 0 and stdout.splitlines()[0].replace('"', "") == "time_s,pue"
+    assert stdout.splitlines()[1].startswith("0,")
+    code, stdout, _ = invoke("sql", str(out), "SELECT status FROM runs")
+    assert code == 0 and "complete" in stdout
+    # An existing file is not overwritten silently.
+    code, _, err = invoke("run", str(f), "--hours", "1", "--out", str(out))
+    assert code == 2 and "already exists" in err
+
+
+def test_run_json_summary(tmp_path: Path) -> None:
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL_TOML)
+    code, stdout, _ = invoke("run", str(f), "--hours", "2", "--out", str(tmp_path / "j.duckdb"), "--json")
+    assert code == 0
+    s = json.loads(stdout)
+    assert s["status"] == "complete" and s["steps"] == 120 and s["pue"] > 1
+
+
+def test_sql_refuses_writes_with_exit_2(small_run: Path) -> None:
+    code, _, err = invoke("sql", str(small_run), "DELETE FROM factory_ts")
+    assert code == 2 and "read-only" in err
+    code, _, err = invoke("sql", str(small_run), "SELECT * FROM read_csv('/etc/passwd')")
+    assert code == 2 and "disabled" in err
+
+
+BAD_CASES = [
+    ("unknown key", SMALL_TOML.replace("[hall]", "[hall]\ncolour = 'red'"), "hall.colour: unknown key"),
+    ("wrong type", SMALL_TOML.replace("ultraservers = 2", "ultraservers = 'two'"), "hall.ultraservers:"),
+    ("negative power", SMALL_TOML + "\n[hardware]\ntdp_w = -5\n", "hardware.tdp_w:"),
+    ("negative rate", SMALL_TOML.replace("mean_requests_per_s = 20.0", "mean_requests_per_s = -1.0"),
+     "services[0].mean_requests_per_s:"),
+    ("invalid toml", SMALL_TOML + "\n[hall\n", "invalid TOML"),
+    ("unknown system", SMALL_TOML.replace('system = "trn3-gen2"', 'system = "tpu9"'), "hall.system: unknown system"),
+    ("bad event", SMALL_TOML + '\n[[events]]\nat_h = 1\nkind = "meteor"\n', "events[0].kind: unknown event kind"),
+    ("missing name", SMALL_TOML.replace('name = "small"', ""), "name: required key is missing"),
+    ("weights do not fit", SMALL_TOML.replace('model = "llama-3.1-70b"', 'model = "llama-3.1-405b"\nchips_per_replica = 1'),
+     "do not fit"),
+]
+
+
+@pytest.mark.parametrize(("label", "text", "needle"), BAD_CASES, ids=[c[0] for c in BAD_CASES])
+def test_bad_scenarios_exit_2_with_one_clear_line_and_write_nothing(tmp_path: Path, label: str, text: str,
+                                                                    needle: str) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    out = tmp_path / "out.duckdb"
+    for args in (["run", str(f), "--out", str(out)], ["validate", str(f)]):
+        code, stdout, err = invoke(*args)
+        assert code == 2, (label, stdout, err)
+        assert needle in err, err
+        assert "bad.toml" in err or "small" in err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and not Path(str(out) + ".wal").exists()
+    assert list(tmp_path.iterdir()) == [f]
+
+
+def test_missing_scenario_file_and_unknown_name(tmp_path: Path) -> None:
+    code, _, err = invoke("run", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "o.duckdb"))
+    assert code == 2 and "nope.toml: no such scenario file" in err
+    code, _, err = invoke("run", "no-such-scenario")
+    assert code == 2 and "no built-in scenario" in err
+    assert not (tmp_path / "o.duckdb").exists()
+
+
+def test_sql_and_replay_on_a_non_twin_file(tmp_path: Path) -> None:
+    f = tmp_path / "x.duckdb"
+    f.write_text("hello")
+    for args in (["sql", str(f), "SELECT 1"], ["replay", str(f)]):
+        code, _, err = invoke(*args)
+        assert code == 2 and "not a DuckDB" in err
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sorted(sys.modules)))"],
+                         capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def test_the_model_imports_no_storage_ui_or_validation_library() -> None:
+    mods = _modules_after("import twin.sim, twin.catalog, twin.telemetry, twin.params, twin.models")
+    for banned in ("duckdb", "pyarrow", "textual", "rich", "pydantic", "storage", "scenarios", "tui"):
+        assert banned not in mods, banned
+
+
+def test_import_direction_between_packages() -> None:
+    mods = _modules_after("import storage.writer, storage.reader, storage.schema")
+    assert not {"scenarios", "tui", "textual", "pydantic"} & mods
+    mods = _modules_after("import scenarios.spec, scenarios.runner")
+    assert not {"tui", "textual"} & mods
+
+
+def test_headless_commands_never_import_textual(tmp_path: Path) -> None:
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL_TOML)
+    out = tmp_path / "h.duckdb"
+    code = (
+        "import sys\n"
+        "from tui.cli import main\n"
+        f"for args in (['run', {str(f)!r}, '--hours', '1', '--out', {str(out)!r}], ['validate', 'default'],"
+        f" ['sql', {str(out)!r}, 'SELECT 1'], ['scenarios']):\n"
+        "    try:\n"
+        "        main(args, standalone_mode=False)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "assert 'textual' not in sys.modules, 'textual imported'\n"
+    )
+    mods = _modules_after(code)
+    assert "textual" not in mods and "duckdb" in mods

@@ -1,0 +1,173 @@
+"""Telemetry files: round trip, upserts, crash safety, read-only user SQL, refusal of foreign files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from scenarios.runner import Session
+from storage.reader import QueryError, kpi_summary, open_run_file, user_query
+from storage.writer import StorageError, TelemetryWriter
+from twin.telemetry import TABLES
+
+
+def _query(con: duckdb.DuckDBPyConnection, q: str, params: list[object] | None = None) -> list[tuple[object, ...]]:
+    return con.sql(q, params=params or []).fetchall()
+
+
+def test_frames_round_trip_exactly(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]
+    spec, text = small_scenario
+    s = Session(spec, text, tmp_path / "rt.duckdb")
+    frames = [s.advance(50), s.advance(70)]
+    s.close()
+    con = open_run_file(tmp_path / "rt.duckdb")
+    try:
+        for table in ("factory_ts", "ultraserver_ts"):
+            got = con.sql(f"SELECT * FROM {table} ORDER BY time_s{', ultraserver_id' if table == 'ultraserver_ts' else ''}").to_arrow_table()
+            for col in frames[0][table]:
+                want = np.concatenate([f[table][col] for f in frames])
+                np.testing.assert_array_equal(got[col].to_numpy(), want, err_msg=f"{table}.{col}")
+        assert got.schema.names == [c.name for c in TABLES["ultraserver_ts"]]
+        (status, sim_t), = _query(con, "SELECT status, sim_time_s FROM runs")
+        assert status == "complete" and sim_t == 120 * spec.dt_s
+        # Jobs: one row per job, latest state wins over earlier upserts.
+        (dupes,), = _query(con, "SELECT count(*) - count(DISTINCT job_id) FROM jobs")
+        assert dupes == 0
+        a = s.sim.jobs.a
+        states = dict(_query(con, "SELECT job_id, state FROM jobs"))
+        assert len(states) == s.sim.jobs.n
+        for j in range(s.sim.jobs.n):
+            assert states[j] == ("queued", "running", "done")[int(a["state"][j])]
+        # Units and descriptions travel with the columns.
+        (comment,), = _query(con, "SELECT comment FROM duckdb_columns() WHERE table_name = 'factory_ts' AND column_name = 'it_power_w'")
+        assert "[W]" in comment
+    finally:
+        con.close()
+
+
+def test_kpi_summary_energy_matches_the_integral(small_run: Path) -> None:
+    con = open_run_file(small_run)
+    try:
+        run_id = _query(con, "SELECT run_id FROM runs")[0][0]
+        s = kpi_summary(con, run_id)
+        (fac_j, it_j, dt), = _query(con, "SELECT sum(facility_power_w * r.dt_s), sum(it_power_w * r.dt_s), any_value(r.dt_s) FROM factory_ts JOIN runs r USING (run_id)")
+        assert s["facility_mwh"] == pytest.approx(fac_j / 3.6e9)
+        assert s["it_mwh"] == pytest.approx(it_j / 3.6e9)
+        assert s["pue"] == pytest.approx(fac_j / it_j)
+        assert s["steps"] == 6 * 3600 // dt
+    finally:
+        con.close()
+
+
+KILL_TOML = """
+name = "long"
+dt_s = 60
+duration_h = 87600
+[hall]
+ultraservers = 4
+[[services]]
+replicas = 2
+"""
+
+
+def test_sigkill_leaves_a_readable_file_with_the_committed_prefix(tmp_path: Path) -> None:
+    scen = tmp_path / "long.toml"
+    scen.write_text(KILL_TOML)
+    out = tmp_path / "killed.duckdb"
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", str(scen), "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wal = Path(str(out) + ".wal")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (wal.exists() and wal.stat().st_size > 200_000):
+        time.sleep(0.05)
+    time.sleep(1.5)  # let a few more batches commit
+    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    if proc.stderr:
+        proc.stderr.close()
+    con = open_run_file(out)
+    try:
+        (status, sim_t), = _query(con, "SELECT status, sim_time_s FROM runs")
+        assert status == "running"  # shows as not complete
+        n, tmax, tmin = _query(con, "SELECT count(*), max(time_s), min(time_s) FROM factory_ts")[0]
+        assert n > 100 and tmin == 0
+        assert tmax == (n - 1) * 60  # a contiguous prefix: no step missing
+        assert sim_t == n * 60  # the run row was committed with the same batch
+        (us_rows,), = _query(con, "SELECT count(*) FROM ultraserver_ts")
+        assert us_rows == 4 * n
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "needle"),
+    [
+        ("DELETE FROM factory_ts", "read-only"),
+        ("DROP TABLE runs", "read-only"),
+        ("CREATE TABLE x AS SELECT 1", "read-only"),
+        ("COPY factory_ts TO 'out.csv'", "read-only"),
+        ("ATTACH 'other.duckdb'", "read-only"),
+        ("INSTALL httpfs", "read-only"),
+        ("SELECT * FROM read_csv('/etc/passwd')", "disabled"),
+        ("SELECT 1; DELETE FROM runs", "read-only"),
+        ("SET enable_external_access = true", "read-only"),
+    ],
+)
+def test_user_sql_refuses_writes_and_file_access(small_run: Path, sql: str, needle: str) -> None:
+    con = open_run_file(small_run)
+    try:
+        with pytest.raises(QueryError, match=needle):
+            user_query(con, sql)
+        (n,), = _query(con, "SELECT count(*) FROM runs")
+        assert n == 1
+    finally:
+        con.close()
+
+
+def test_user_sql_reads(small_run: Path) -> None:
+    con = open_run_file(small_run)
+    try:
+        t = user_query(con, "SELECT count(*) AS n FROM factory_ts")
+        assert t.to_pylist() == [{"n": 360}]
+        assert user_query(con, "DESCRIBE factory_ts").num_rows == len(TABLES["factory_ts"])
+        with pytest.raises(QueryError, match="does not exist"):
+            user_query(con, "SELECT * FROM nope")
+    finally:
+        con.close()
+
+
+def test_foreign_and_missing_files_are_refused_clearly(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="no such file"):
+        open_run_file(tmp_path / "missing.duckdb")
+    junk = tmp_path / "junk.duckdb"
+    junk.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StorageError, match="not a DuckDB"):
+        open_run_file(junk)
+    other = tmp_path / "other.duckdb"
+    c = duckdb.connect(str(other))
+    c.execute("CREATE TABLE t (a INT)")
+    c.close()
+    with pytest.raises(StorageError, match="not an AI Factory Twin run"):
+        open_run_file(other)
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.duckdb"
+    w = TelemetryWriter(path, {"run_id": "r"})
+    w.close()
+    c = duckdb.connect(str(path))
+    c.execute("UPDATE twin_meta SET value = '999' WHERE key = 'schema_version'")
+    c.close()
+    with pytest.raises(StorageError, match="schema v999"):
+        open_run_file(path)
+    with pytest.raises(StorageError, match="schema v999"):
+        TelemetryWriter(path, {"run_id": "r2"})

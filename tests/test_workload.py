@@ -1,0 +1,110 @@
+"""Training and inference formulas against hand calculations (facts §9.5, §13)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tests.conftest import small_params
+from twin import catalog, workload
+from twin.params import FailureParams, ServiceParams, TrainingParams
+from twin.sim import DONE, TRAINING, Simulation
+
+
+def test_kv_cache_bytes_per_token_from_the_model_card() -> None:
+    # Llama 3.1 70B BF16: 2*80*8*128*2 = 327,680 B; gpt-oss-120b BF16: 2*36*8*64*2 = 73,728 B.
+    assert workload.kv_bytes_per_token(ServiceParams()) == 327_680
+    gpt = ServiceParams(model="gpt-oss-120b", layers=36, kv_heads=8, head_dim=64)
+    assert workload.kv_bytes_per_token(gpt) == 73_728
+
+
+def test_decode_roofline_batch_one_matches_the_hand_calculation() -> None:
+    # facts §9.5: 70 B FP8 weights on 4 Trainium3 (19.6 TB/s): batch 1 => <= 280 tok/s.
+    acc = catalog.accelerator("trainium3")
+    s = ServiceParams(batch_max=1, bw_efficiency=1.0, context_tokens=1.0, output_tokens=0.0)
+    r = workload.roofline(s, acc)
+    assert r.batch == 1
+    assert r.decode_tokens_per_s == pytest.approx(19.6e12 / (70e9 + 327_680), rel=1e-9)
+    assert r.decode_tokens_per_s == pytest.approx(280, rel=0.001)
+
+
+def test_decode_roofline_batch_64_and_prefill() -> None:
+    acc = catalog.accelerator("trainium3")
+    s = ServiceParams(batch_max=64, bw_efficiency=0.7, context_tokens=4096.0, output_tokens=0.0, prefill_mfu=0.5)
+    r = workload.roofline(s, acc)
+    bw = 4 * 4.9e12 * 0.7
+    step = (70e9 + 64 * 4096 * 327_680) / bw
+    assert r.decode_step_s == pytest.approx(step)
+    assert r.decode_tokens_per_s == pytest.approx(64 / step)
+    # Prefill 2*N*L / (peak*MFU): 70 B, 4096 tokens, 4 chips MXFP8 at 50 %.
+    assert r.prefill_s == pytest.approx(2 * 70e9 * 4096 / (4 * 2517e12 * 0.5))
+    # Memory-bound: the compute a decode step needs is far below peak.
+    assert 2 * 70e9 * 64 / step < 0.2 * 4 * 2517e12
+
+
+def test_kv_cache_limits_the_batch() -> None:
+    acc = catalog.accelerator("trainium3")
+    s = ServiceParams(batch_max=10_000, context_tokens=100_000.0, output_tokens=0.0)
+    r = workload.roofline(s, acc)
+    hbm = 4 * acc.hbm_bytes * 0.9
+    assert r.batch == int((hbm - 70e9) // (100_000 * 327_680))
+    assert r.batch * 100_000 * 327_680 <= hbm - 70e9
+
+
+def test_weights_that_do_not_fit_are_refused() -> None:
+    acc = catalog.accelerator("trainium3")
+    with pytest.raises(ValueError, match="do not fit"):
+        workload.roofline(ServiceParams(params=405e9, weight_bytes_per_param=2.0, chips_per_replica=1), acc)
+
+
+def test_training_job_duration_is_6nd_over_chips_peak_mfu() -> None:
+    """One 144-chip job on an empty UltraServer finishes after 6·N·D / (144·peak·MFU)."""
+    tp = TrainingParams(arrivals_per_day=0.0)
+    p = small_params(ultraservers=1, training=tp, services=(), failures=FailureParams(chip_hazard_per_h=0.0))
+    sim = Simulation(p)
+    n, d = 8e9, 2.0e12
+    j = sim.jobs.add("llama-3.1-8b", "mxfp8", kind=TRAINING, chips=144, params=n, tokens=d,
+                     work=workload.training_flop(n, d), submit=0)
+    sim.queue.append(j)
+    expected_s = 6 * n * d / (144 * 2517e12 * 0.40)
+    steps = int(np.ceil(expected_s / p.dt_s))
+    sim.advance(steps - 1)
+    assert sim.jobs.a["state"][j] != DONE
+    sim.advance(1)
+    assert sim.jobs.a["state"][j] == DONE
+    assert sim.jobs.a["end"][j] == steps * p.dt_s
+    assert sim.jobs.a["done"][j] == pytest.approx(6 * n * d)
+
+
+def test_gang_spanning_ultraservers_gets_lower_mfu() -> None:
+    tp = TrainingParams(arrivals_per_day=0.0)
+    p = small_params(ultraservers=2, training=tp, services=(), failures=FailureParams(chip_hazard_per_h=0.0))
+    sim = Simulation(p)
+    j1 = sim.jobs.add("a", "mxfp8", kind=TRAINING, chips=144, params=1e9, tokens=1e15, work=6e24, submit=0)
+    j2 = sim.jobs.add("b", "mxfp8", kind=TRAINING, chips=288, params=1e9, tokens=1e15, work=6e24, submit=0)
+    sim.queue.extend([j1])
+    sim.advance(1)
+    assert sim.jobs.a["spanned"][j1] == 1 and sim.jobs.a["mfu"][j1] == pytest.approx(0.40)
+    sim2 = Simulation(p)
+    sim2.jobs.add("a", "mxfp8", kind=TRAINING, chips=144, params=1e9, tokens=1e15, work=6e24, submit=0)
+    j2 = sim2.jobs.add("b", "mxfp8", kind=TRAINING, chips=288, params=1e9, tokens=1e15, work=6e24, submit=0)
+    sim2.queue.append(j2)
+    sim2.advance(1)
+    assert sim2.jobs.a["spanned"][j2] == 2
+    assert sim2.jobs.a["mfu"][j2] == pytest.approx(0.40 * 0.85)
+
+
+def test_inference_serves_demand_below_capacity_and_counts_the_rest_as_dropped() -> None:
+    base = small_params(ultraservers=1, training=TrainingParams(arrivals_per_day=0.0),
+                        failures=FailureParams(chip_hazard_per_h=0.0))
+    svc = dataclasses.replace(ServiceParams(), replicas=2, mean_requests_per_s=1000.0, diurnal_peak_to_trough=1.0,
+                              weekend_factor=1.0)
+    sim = Simulation(dataclasses.replace(base, services=(svc,)))
+    f = sim.advance(3)["factory_ts"]
+    cap = 2 * workload.roofline(svc, sim.acc).requests_per_s
+    assert f["requests_per_s"][-1] == pytest.approx(1000.0)
+    served = f["requests_per_s"][-1] - f["requests_dropped_per_s"][-1]
+    assert served == pytest.approx(cap)
+    assert f["tokens_per_s"][-1] == pytest.approx(cap * svc.output_tokens)

@@ -31,8 +31,10 @@ def main() -> None:
     params = spec.to_params()
     steps = steps_for(duration, params.dt_s)
     chips = params.hall.ultraservers * params.hall.system.chips
-    print(f"reference factory: {params.hall.ultraservers} UltraServers, {chips:,} chips, dt {params.dt_s} s, "
-          f"{args.days:g} days = {steps:,} steps")
+    print(
+        f"reference factory: {params.hall.ultraservers} UltraServers, {chips:,} chips, dt {params.dt_s} s, "
+        f"{args.days:g} days = {steps:,} steps"
+    )
 
     # 1. Pure model (no storage), in the same chunks the runner uses.
     sim = Simulation(params)
@@ -46,8 +48,10 @@ def main() -> None:
         frames_sample = frames_sample or fr
         done += n
     model_s = time.perf_counter() - t0
-    print(f"  model only      {model_s:7.2f} s wall  {args.days / model_s:7.2f} sim-days/s  "
-          f"{model_s / steps * 1e6:6.0f} µs/step")
+    print(
+        f"  model only      {model_s:7.2f} s wall  {args.days / model_s:7.2f} sim-days/s  "
+        f"{model_s / steps * 1e6:6.0f} µs/step"
+    )
 
     # 2. Full headless run with telemetry.
     with tempfile.TemporaryDirectory() as d:
@@ -55,16 +59,24 @@ def main() -> None:
         r = run(spec, text, out, duration_s=duration)
         size_mb = out.stat().st_size / 1e6
         con = duckdb.connect(str(out), read_only=True)
-        rows = sum(con.sql(f"SELECT count(*) FROM {t}").fetchall()[0][0]
-                   for t in ("factory_ts", "ultraserver_ts", "chip_ts", "jobs", "events"))
+        rows = sum(
+            con.sql(f"SELECT count(*) FROM {t}").fetchall()[0][0]
+            for t in ("factory_ts", "ultraserver_ts", "chip_ts", "jobs", "events")
+        )
         con.close()
-    print(f"  full run        {r.wall_s:7.2f} s wall  {args.days / r.wall_s:7.2f} sim-days/s  "
-          f"{rows:,} rows, {size_mb:.0f} MB file")
+    print(
+        f"  full run        {r.wall_s:7.2f} s wall  {args.days / r.wall_s:7.2f} sim-days/s  "
+        f"{rows:,} rows, {size_mb:.0f} MB file"
+    )
     print(f"  run / model     {r.wall_s / model_s:7.2f}x")
 
     # 3. Raw DuckDB Arrow insert of the same kind of batches, no simulation.
     assert frames_sample is not None
-    tables = {t: to_arrow(t, "bench", cols) for t, cols in frames_sample.items() if t in ("factory_ts", "ultraserver_ts", "chip_ts")}
+    tables = {
+        t: to_arrow(t, "bench", cols)
+        for t, cols in frames_sample.items()
+        if t in ("factory_ts", "ultraserver_ts", "chip_ts")
+    }
     batch_rows = sum(t.num_rows for t in tables.values())
     with tempfile.TemporaryDirectory() as d:
         con = duckdb.connect(str(Path(d) / "raw.duckdb"))
@@ -83,11 +95,14 @@ def main() -> None:
         raw_s = time.perf_counter() - t0
         con.close()
     raw_rate = reps * batch_rows / raw_s
-    print(f"  raw DuckDB Arrow insert  {raw_rate / 1e6:5.2f} M rows/s   "
-          f"(twin writer thread sustained {rows / max(r.wall_s, 1e-9) / 1e6:5.2f} M rows/s while simulating)")
-    print(f"  summary: PUE {r.summary['pue']:.3f}, busy {r.summary['busy_fraction']:.1%}, "
-          f"{r.summary['facility_mwh']:,.0f} MWh")
-
+    print(
+        f"  raw DuckDB Arrow insert  {raw_rate / 1e6:5.2f} M rows/s   "
+        f"(twin writer thread sustained {rows / max(r.wall_s, 1e-9) / 1e6:5.2f} M rows/s while simulating)"
+    )
+    print(
+        f"  summary: PUE {r.summary['pue']:.3f}, busy {r.summary['busy_fraction']:.1%}, "
+        f"{r.summary['facility_mwh']:,.0f} MWh"
+    )
 
 
 if __name__ == "__main__":

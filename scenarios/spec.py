@@ -14,7 +14,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from twin import catalog, params
 from twin.models import MODELS
@@ -25,9 +33,24 @@ STRICT = ConfigDict(extra="forbid", frozen=True)
 # Fields whose values may be below zero (temperatures in °C).
 _SIGNED = {"mean_temp_c", "latitude_deg"}
 _UNIT_INTERVAL = ("efficiency", "fraction", "_factor", "mfu", "activity")
-_POSITIVE = {"dt_s", "ultraservers", "ultraservers_per_row", "chips_per_replica", "batch_max",
-             "layers", "kv_heads", "head_dim", "params", "active_params", "flow_l_min_per_kw",
-             "pump_efficiency", "carnot_fraction", "cop_min", "cop_max", "loop_volume_l_per_ultraserver"}
+_POSITIVE = {
+    "dt_s",
+    "ultraservers",
+    "ultraservers_per_row",
+    "chips_per_replica",
+    "batch_max",
+    "layers",
+    "kv_heads",
+    "head_dim",
+    "params",
+    "active_params",
+    "flow_l_min_per_kw",
+    "pump_efficiency",
+    "carnot_fraction",
+    "cop_min",
+    "cop_max",
+    "loop_volume_l_per_ultraserver",
+}
 
 
 class ScenarioError(Exception):
@@ -41,7 +64,11 @@ def _field_for(name: str, default: Any) -> tuple[Any, Any]:
         typ: Any = int if isinstance(default, int) else float
         if name in _SIGNED:
             return (typ, Field(default))
-        if name.endswith(("_efficiency",)) or name in {"psu_efficiency", "pdu_efficiency", "transformer_efficiency"}:
+        if name.endswith(("_efficiency",)) or name in {
+            "psu_efficiency",
+            "pdu_efficiency",
+            "transformer_efficiency",
+        }:
             return (typ, Field(default, gt=0, le=1))
         if any(k in name for k in _UNIT_INTERVAL) and "rating" not in name and "peak" not in name:
             return (typ, Field(default, ge=0, le=1))
@@ -101,8 +128,13 @@ class ServiceSection(_ServiceBase):  # type: ignore[misc,valid-type]
         """Fill the architecture of a catalogued model unless given explicitly."""
         if isinstance(data, dict) and data.get("model") in MODELS:
             m = MODELS[data["model"]]
-            filled = {"params": m.params, "active_params": m.active_params, "layers": m.layers,
-                      "kv_heads": m.kv_heads, "head_dim": m.head_dim}
+            filled = {
+                "params": m.params,
+                "active_params": m.active_params,
+                "layers": m.layers,
+                "kv_heads": m.kv_heads,
+                "head_dim": m.head_dim,
+            }
             filled.update(data)
             return filled
         return data
@@ -214,8 +246,11 @@ class Scenario(BaseModel):
         site = self.site.model_dump(exclude={"climate"})
         events = tuple(
             params.ScheduledEvent(
-                time_s=int(round(e.at_h * 3600)), kind=e.kind, target=str(e.target),
-                value=e.value, duration_s=int(round(e.duration_h * 3600)),
+                time_s=int(round(e.at_h * 3600)),
+                kind=e.kind,
+                target=str(e.target),
+                value=e.value,
+                duration_s=int(round(e.duration_h * 3600)),
             )
             for e in self.events
         )
@@ -245,7 +280,9 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("function-after[_consistent()]",) or str(part).startswith(("function-", "tagged-union")):
+        elif part in ("function-after[_consistent()]",) or str(part).startswith(
+            ("function-", "tagged-union")
+        ):
             continue
         else:
             out += ("." if out else "") + str(part)
@@ -269,7 +306,7 @@ def parse(text: str, origin: str) -> Scenario:
         elif err["type"] == "missing":
             msg = "required key is missing"
         if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
+            msg = msg[len("Value error, ") :]
         loc = _format_loc(tuple(err["loc"]))
         got = "" if err["type"] in ("extra_forbidden", "missing") else f" (got {err.get('input')!r})"
         if isinstance(err.get("input"), dict):

@@ -39,7 +39,9 @@ def open_run_file(path: str | Path) -> duckdb.DuckDBPyConnection:
     except duckdb.IOException as e:
         msg = str(e)
         if "lock" in msg.lower():
-            raise StorageError(f"{p}: the file is open for writing by another process (a run in progress)") from e
+            raise StorageError(
+                f"{p}: the file is open for writing by another process (a run in progress)"
+            ) from e
         raise StorageError(f"{p}: not a DuckDB telemetry file ({msg.splitlines()[0]})") from e
     except duckdb.Error as e:
         raise StorageError(f"{p}: cannot open: {str(e).splitlines()[0]}") from e
@@ -47,7 +49,9 @@ def open_run_file(path: str | Path) -> duckdb.DuckDBPyConnection:
         row = next(iter(con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall()), None)
     except duckdb.Error:
         con.close()
-        raise StorageError(f"{p}: a DuckDB file, but not an AI Factory Twin run (no twin_meta table)") from None
+        raise StorageError(
+            f"{p}: a DuckDB file, but not an AI Factory Twin run (no twin_meta table)"
+        ) from None
     if row is None:
         con.close()
         raise StorageError(f"{p}: not an AI Factory Twin run (no schema version recorded)")
@@ -90,7 +94,8 @@ def user_query(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
 
 
 def runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    return con.sql("SELECT * FROM runs ORDER BY started_at").to_arrow_table().to_pylist()
+    rows: list[dict[str, Any]] = con.sql("SELECT * FROM runs ORDER BY started_at").to_arrow_table().to_pylist()
+    return rows
 
 
 def latest_run_id(con: duckdb.DuckDBPyConnection) -> str:
@@ -123,11 +128,16 @@ def kpi_summary(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     row = con.sql(q, params=[run_id]).to_arrow_table().to_pylist()[0]
     it = row["it_mwh"] or 0.0
     row["pue"] = (row["facility_mwh"] / it) if it else None
-    jobs = con.sql(
-        "SELECT count(*) FILTER (WHERE kind = 'training' AND state = 'done') AS jobs_done, "
-        "quantile_cont(start_time_s - submit_time_s, 0.5) FILTER (WHERE kind = 'training' AND start_time_s >= 0) AS wait_p50_s "
-        "FROM jobs WHERE run_id = ?",
-        params=[run_id],
-    ).to_arrow_table().to_pylist()[0]
+    jobs = (
+        con.sql(
+            "SELECT count(*) FILTER (WHERE kind = 'training' AND state = 'done') AS jobs_done, "
+            "quantile_cont(start_time_s - submit_time_s, 0.5) FILTER (WHERE kind = 'training' AND start_time_s >= 0) AS wait_p50_s "
+            "FROM jobs WHERE run_id = ?",
+            params=[run_id],
+        )
+        .to_arrow_table()
+        .to_pylist()[0]
+    )
     row.update(jobs)
-    return row
+    out: dict[str, Any] = row
+    return out

@@ -53,7 +53,7 @@ def init_schema(con: duckdb.DuckDBPyConnection) -> None:
 def to_arrow(table: str, run_id: str, cols: dict[str, Any]) -> pa.Table:
     schema = arrow_schema(table)
     n = None
-    arrays = []
+    arrays: list[Any] = []
     for f in schema:
         if f.name == "run_id":
             arrays.append(None)
@@ -63,7 +63,9 @@ def to_arrow(table: str, run_id: str, cols: dict[str, Any]) -> pa.Table:
         n = len(arr)
         arrays.append(arr)
     n = n or 0
-    arrays[schema.get_field_index("run_id")] = pa.array([run_id] * n, type=pa.string()) if n else pa.array([], pa.string())
+    arrays[schema.get_field_index("run_id")] = (
+        pa.array([run_id] * n, type=pa.string()) if n else pa.array([], pa.string())
+    )
     return pa.Table.from_arrays(arrays, schema=schema)
 
 

@@ -42,7 +42,9 @@ def small_params(ultraservers: int = 2, seed: int = 7, dt_s: int = 60, **changes
         ultraservers=ultraservers,
         ultraservers_per_row=2,
     )
-    p = FactoryParams(hall=hall, dt_s=dt_s, seed=seed, services=(ServiceParams(replicas=2, mean_requests_per_s=20.0),))
+    p = FactoryParams(
+        hall=hall, dt_s=dt_s, seed=seed, services=(ServiceParams(replicas=2, mean_requests_per_s=20.0),)
+    )
     return dataclasses.replace(p, **changes) if changes else p
 
 

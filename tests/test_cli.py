@@ -51,7 +51,9 @@ def test_run_writes_a_file_and_prints_a_summary(tmp_path: Path) -> None:
     assert out.exists() and "PUE" in stdout and "complete" in stdout
     code, stdout, _ = invoke("sql", str(out), "SELECT count(*) AS n FROM factory_ts", "--format", "json")
     assert code == 0 and json.loads(stdout) == [{"n": 180}]
-    code, stdout, _ = invoke("sql", str(out), "SELECT time_s, pue FROM factory_ts ORDER BY time_s LIMIT 2", "--format", "csv")
+    code, stdout, _ = invoke(
+        "sql", str(out), "SELECT time_s, pue FROM factory_ts ORDER BY time_s LIMIT 2", "--format", "csv"
+    )
     assert code == 0 and stdout.splitlines()[0].replace('"', "") == "time_s,pue"
     assert stdout.splitlines()[1].startswith("0,")
     code, stdout, _ = invoke("sql", str(out), "SELECT status FROM runs")
@@ -81,20 +83,35 @@ BAD_CASES = [
     ("unknown key", SMALL_TOML.replace("[hall]", "[hall]\ncolour = 'red'"), "hall.colour: unknown key"),
     ("wrong type", SMALL_TOML.replace("ultraservers = 2", "ultraservers = 'two'"), "hall.ultraservers:"),
     ("negative power", SMALL_TOML + "\n[hardware]\ntdp_w = -5\n", "hardware.tdp_w:"),
-    ("negative rate", SMALL_TOML.replace("mean_requests_per_s = 20.0", "mean_requests_per_s = -1.0"),
-     "services[0].mean_requests_per_s:"),
+    (
+        "negative rate",
+        SMALL_TOML.replace("mean_requests_per_s = 20.0", "mean_requests_per_s = -1.0"),
+        "services[0].mean_requests_per_s:",
+    ),
     ("invalid toml", SMALL_TOML + "\n[hall\n", "invalid TOML"),
-    ("unknown system", SMALL_TOML.replace('system = "trn3-gen2"', 'system = "tpu9"'), "hall.system: unknown system"),
-    ("bad event", SMALL_TOML + '\n[[events]]\nat_h = 1\nkind = "meteor"\n', "events[0].kind: unknown event kind"),
+    (
+        "unknown system",
+        SMALL_TOML.replace('system = "trn3-gen2"', 'system = "tpu9"'),
+        "hall.system: unknown system",
+    ),
+    (
+        "bad event",
+        SMALL_TOML + '\n[[events]]\nat_h = 1\nkind = "meteor"\n',
+        "events[0].kind: unknown event kind",
+    ),
     ("missing name", SMALL_TOML.replace('name = "small"', ""), "name: required key is missing"),
-    ("weights do not fit", SMALL_TOML.replace('model = "llama-3.1-70b"', 'model = "llama-3.1-405b"\nchips_per_replica = 1'),
-     "do not fit"),
+    (
+        "weights do not fit",
+        SMALL_TOML.replace('model = "llama-3.1-70b"', 'model = "llama-3.1-405b"\nchips_per_replica = 1'),
+        "do not fit",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("label", "text", "needle"), BAD_CASES, ids=[c[0] for c in BAD_CASES])
-def test_bad_scenarios_exit_2_with_one_clear_line_and_write_nothing(tmp_path: Path, label: str, text: str,
-                                                                    needle: str) -> None:
+def test_bad_scenarios_exit_2_with_one_clear_line_and_write_nothing(
+    tmp_path: Path, label: str, text: str, needle: str
+) -> None:
     f = tmp_path / "bad.toml"
     f.write_text(text)
     out = tmp_path / "out.duckdb"
@@ -125,8 +142,12 @@ def test_sql_and_replay_on_a_non_twin_file(tmp_path: Path) -> None:
 
 
 def _modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sorted(sys.modules)))"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys; print(' '.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return set(out.split())
 
 

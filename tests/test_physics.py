@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -76,7 +77,7 @@ def test_chiller_cop_by_hand_and_monotone_in_outdoor_temperature() -> None:
     # evap 12 °C, outdoor 25 °C -> cond 35 °C: COP = 0.5 * 285.15 / 23 = 6.20
     assert cooling.chiller_cop(12.0, 25.0, p) == pytest.approx(0.5 * 285.15 / 23.0)
     cops = [cooling.chiller_cop(12.0, t, p) for t in range(-10, 46, 5)]
-    assert all(a >= b for a, b in zip(cops, cops[1:], strict=False))
+    assert all(a >= b for a, b in itertools.pairwise(cops))
     assert p.cop_min <= min(cops) and max(cops) <= p.cop_max
 
 

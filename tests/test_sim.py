@@ -29,18 +29,24 @@ def _run(p, steps):  # type: ignore[no-untyped-def]
     hazard=st.sampled_from([0.0, 2e-5, 5e-3]),
 )
 @settings(max_examples=25, deadline=None)
-def test_invariants_hold_every_step(ultraservers: int, dt_s: int, tdp: float, arrivals: float, seed: int,
-                                    hazard: float) -> None:
-    p = small_params(ultraservers=ultraservers, seed=seed, dt_s=dt_s,
-                     training=TrainingParams(arrivals_per_day=arrivals),
-                     failures=FailureParams(chip_hazard_per_h=hazard))
+def test_invariants_hold_every_step(
+    ultraservers: int, dt_s: int, tdp: float, arrivals: float, seed: int, hazard: float
+) -> None:
+    p = small_params(
+        ultraservers=ultraservers,
+        seed=seed,
+        dt_s=dt_s,
+        training=TrainingParams(arrivals_per_day=arrivals),
+        failures=FailureParams(chip_hazard_per_h=hazard),
+    )
     hall = dataclasses.replace(p.hall, accelerator=catalog.accelerator("trainium3", {"tdp_w": tdp}))
     p = dataclasses.replace(p, hall=hall)
     sim, fr = _run(p, 200)
     f = fr["factory_ts"]
     # Energy balance closes every step; PUE >= 1.
-    np.testing.assert_allclose(f["facility_power_w"], f["it_power_w"] + f["cooling_power_w"] + f["power_loss_w"],
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        f["facility_power_w"], f["it_power_w"] + f["cooling_power_w"] + f["power_loss_w"], rtol=1e-12
+    )
     assert (f["pue"] >= 1.0).all()
     np.testing.assert_allclose(f["pue"], f["facility_power_w"] / f["it_power_w"], rtol=1e-12)
     # Chip accounting.
@@ -64,8 +70,11 @@ def test_invariants_hold_every_step(ultraservers: int, dt_s: int, tdp: float, ar
 
 
 def test_training_flop_delivered_equals_the_sum_over_jobs() -> None:
-    p = small_params(ultraservers=2, training=TrainingParams(arrivals_per_day=300),
-                     failures=FailureParams(chip_hazard_per_h=2e-3))
+    p = small_params(
+        ultraservers=2,
+        training=TrainingParams(arrivals_per_day=300),
+        failures=FailureParams(chip_hazard_per_h=2e-3),
+    )
     sim, fr = _run(p, 2000)
     f = fr["factory_ts"]
     delivered = float((f["training_flops"] * p.dt_s).sum())
@@ -76,8 +85,11 @@ def test_training_flop_delivered_equals_the_sum_over_jobs() -> None:
 
 
 def test_same_seed_gives_identical_telemetry_and_another_seed_does_not() -> None:
-    p = small_params(ultraservers=2, training=TrainingParams(arrivals_per_day=200),
-                     failures=FailureParams(chip_hazard_per_h=1e-3))
+    p = small_params(
+        ultraservers=2,
+        training=TrainingParams(arrivals_per_day=200),
+        failures=FailureParams(chip_hazard_per_h=1e-3),
+    )
     _, a = _run(p, 500)
     _, b = _run(p, 500)
     for table in ("factory_ts", "ultraserver_ts"):
@@ -117,7 +129,7 @@ def test_injected_event_equals_the_same_event_scheduled() -> None:
 def test_failing_an_ultraserver_takes_its_chips_and_power_down_until_repair() -> None:
     ev = ScheduledEvent(time_s=600, kind="fail_ultraserver", target="0", duration_s=1800)
     p = small_params(ultraservers=2, events=(ev,), failures=FailureParams(chip_hazard_per_h=0.0))
-    sim, fr = _run(p, 60)
+    _, fr = _run(p, 60)
     f = fr["factory_ts"]
     t = f["time_s"]
     during = (t >= 600) & (t < 2400)
@@ -141,8 +153,13 @@ def test_unknown_event_kind_and_bad_target_are_refused() -> None:
 def test_loop_temperature_follows_the_time_constant_after_a_load_step() -> None:
     """After all chips go idle -> busy, the return temperature approaches its new steady state
     as 1 - exp(-t / tau)."""
-    p = small_params(ultraservers=1, training=TrainingParams(arrivals_per_day=0.0), services=(),
-                     failures=FailureParams(chip_hazard_per_h=0.0), dt_s=10)
+    p = small_params(
+        ultraservers=1,
+        training=TrainingParams(arrivals_per_day=0.0),
+        services=(),
+        failures=FailureParams(chip_hazard_per_h=0.0),
+        dt_s=10,
+    )
     sim = Simulation(p)
     sim.advance(200)  # settle at idle
     t_idle = float(sim.us_return_c[0])

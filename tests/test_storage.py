@@ -19,7 +19,9 @@ from storage.writer import StorageError, TelemetryWriter
 from twin.telemetry import TABLES
 
 
-def _query(con: duckdb.DuckDBPyConnection, q: str, params: list[object] | None = None) -> list[tuple[object, ...]]:
+def _query(
+    con: duckdb.DuckDBPyConnection, q: str, params: list[object] | None = None
+) -> list[tuple[object, ...]]:
     return con.sql(q, params=params or []).fetchall()
 
 
@@ -31,15 +33,17 @@ def test_frames_round_trip_exactly(tmp_path: Path, small_scenario) -> None:  # t
     con = open_run_file(tmp_path / "rt.duckdb")
     try:
         for table in ("factory_ts", "ultraserver_ts"):
-            got = con.sql(f"SELECT * FROM {table} ORDER BY time_s{', ultraserver_id' if table == 'ultraserver_ts' else ''}").to_arrow_table()
+            got = con.sql(
+                f"SELECT * FROM {table} ORDER BY time_s{', ultraserver_id' if table == 'ultraserver_ts' else ''}"
+            ).to_arrow_table()
             for col in frames[0][table]:
                 want = np.concatenate([f[table][col] for f in frames])
                 np.testing.assert_array_equal(got[col].to_numpy(), want, err_msg=f"{table}.{col}")
         assert got.schema.names == [c.name for c in TABLES["ultraserver_ts"]]
-        (status, sim_t), = _query(con, "SELECT status, sim_time_s FROM runs")
+        ((status, sim_t),) = _query(con, "SELECT status, sim_time_s FROM runs")
         assert status == "complete" and sim_t == 120 * spec.dt_s
         # Jobs: one row per job, latest state wins over earlier upserts.
-        (dupes,), = _query(con, "SELECT count(*) - count(DISTINCT job_id) FROM jobs")
+        ((dupes,),) = _query(con, "SELECT count(*) - count(DISTINCT job_id) FROM jobs")
         assert dupes == 0
         a = s.sim.jobs.a
         states = dict(_query(con, "SELECT job_id, state FROM jobs"))
@@ -47,7 +51,10 @@ def test_frames_round_trip_exactly(tmp_path: Path, small_scenario) -> None:  # t
         for j in range(s.sim.jobs.n):
             assert states[j] == ("queued", "running", "done")[int(a["state"][j])]
         # Units and descriptions travel with the columns.
-        (comment,), = _query(con, "SELECT comment FROM duckdb_columns() WHERE table_name = 'factory_ts' AND column_name = 'it_power_w'")
+        ((comment,),) = _query(
+            con,
+            "SELECT comment FROM duckdb_columns() WHERE table_name = 'factory_ts' AND column_name = 'it_power_w'",
+        )
         assert "[W]" in comment
     finally:
         con.close()
@@ -58,7 +65,10 @@ def test_kpi_summary_energy_matches_the_integral(small_run: Path) -> None:
     try:
         run_id = _query(con, "SELECT run_id FROM runs")[0][0]
         s = kpi_summary(con, run_id)
-        (fac_j, it_j, dt), = _query(con, "SELECT sum(facility_power_w * r.dt_s), sum(it_power_w * r.dt_s), any_value(r.dt_s) FROM factory_ts JOIN runs r USING (run_id)")
+        ((fac_j, it_j, dt),) = _query(
+            con,
+            "SELECT sum(facility_power_w * r.dt_s), sum(it_power_w * r.dt_s), any_value(r.dt_s) FROM factory_ts JOIN runs r USING (run_id)",
+        )
         assert s["facility_mwh"] == pytest.approx(fac_j / 3.6e9)
         assert s["it_mwh"] == pytest.approx(it_j / 3.6e9)
         assert s["pue"] == pytest.approx(fac_j / it_j)
@@ -82,8 +92,11 @@ def test_sigkill_leaves_a_readable_file_with_the_committed_prefix(tmp_path: Path
     scen = tmp_path / "long.toml"
     scen.write_text(KILL_TOML)
     out = tmp_path / "killed.duckdb"
-    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "run", str(scen), "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "run", str(scen), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     wal = Path(str(out) + ".wal")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (wal.exists() and wal.stat().st_size > 200_000):
@@ -96,13 +109,13 @@ def test_sigkill_leaves_a_readable_file_with_the_committed_prefix(tmp_path: Path
         proc.stderr.close()
     con = open_run_file(out)
     try:
-        (status, sim_t), = _query(con, "SELECT status, sim_time_s FROM runs")
+        ((status, sim_t),) = _query(con, "SELECT status, sim_time_s FROM runs")
         assert status == "running"  # shows as not complete
         n, tmax, tmin = _query(con, "SELECT count(*), max(time_s), min(time_s) FROM factory_ts")[0]
         assert n > 100 and tmin == 0
         assert tmax == (n - 1) * 60  # a contiguous prefix: no step missing
         assert sim_t == n * 60  # the run row was committed with the same batch
-        (us_rows,), = _query(con, "SELECT count(*) FROM ultraserver_ts")
+        ((us_rows,),) = _query(con, "SELECT count(*) FROM ultraserver_ts")
         assert us_rows == 4 * n
     finally:
         con.close()
@@ -127,7 +140,7 @@ def test_user_sql_refuses_writes_and_file_access(small_run: Path, sql: str, need
     try:
         with pytest.raises(QueryError, match=needle):
             user_query(con, sql)
-        (n,), = _query(con, "SELECT count(*) FROM runs")
+        ((n,),) = _query(con, "SELECT count(*) FROM runs")
         assert n == 1
     finally:
         con.close()

@@ -32,7 +32,9 @@ def test_decode_roofline_batch_one_matches_the_hand_calculation() -> None:
 
 def test_decode_roofline_batch_64_and_prefill() -> None:
     acc = catalog.accelerator("trainium3")
-    s = ServiceParams(batch_max=64, bw_efficiency=0.7, context_tokens=4096.0, output_tokens=0.0, prefill_mfu=0.5)
+    s = ServiceParams(
+        batch_max=64, bw_efficiency=0.7, context_tokens=4096.0, output_tokens=0.0, prefill_mfu=0.5
+    )
     r = workload.roofline(s, acc)
     bw = 4 * 4.9e12 * 0.7
     step = (70e9 + 64 * 4096 * 327_680) / bw
@@ -65,8 +67,16 @@ def test_training_job_duration_is_6nd_over_chips_peak_mfu() -> None:
     p = small_params(ultraservers=1, training=tp, services=(), failures=FailureParams(chip_hazard_per_h=0.0))
     sim = Simulation(p)
     n, d = 8e9, 2.0e12
-    j = sim.jobs.add("llama-3.1-8b", "mxfp8", kind=TRAINING, chips=144, params=n, tokens=d,
-                     work=workload.training_flop(n, d), submit=0)
+    j = sim.jobs.add(
+        "llama-3.1-8b",
+        "mxfp8",
+        kind=TRAINING,
+        chips=144,
+        params=n,
+        tokens=d,
+        work=workload.training_flop(n, d),
+        submit=0,
+    )
     sim.queue.append(j)
     expected_s = 6 * n * d / (144 * 2517e12 * 0.40)
     steps = int(np.ceil(expected_s / p.dt_s))
@@ -97,10 +107,18 @@ def test_gang_spanning_ultraservers_gets_lower_mfu() -> None:
 
 
 def test_inference_serves_demand_below_capacity_and_counts_the_rest_as_dropped() -> None:
-    base = small_params(ultraservers=1, training=TrainingParams(arrivals_per_day=0.0),
-                        failures=FailureParams(chip_hazard_per_h=0.0))
-    svc = dataclasses.replace(ServiceParams(), replicas=2, mean_requests_per_s=1000.0, diurnal_peak_to_trough=1.0,
-                              weekend_factor=1.0)
+    base = small_params(
+        ultraservers=1,
+        training=TrainingParams(arrivals_per_day=0.0),
+        failures=FailureParams(chip_hazard_per_h=0.0),
+    )
+    svc = dataclasses.replace(
+        ServiceParams(),
+        replicas=2,
+        mean_requests_per_s=1000.0,
+        diurnal_peak_to_trough=1.0,
+        weekend_factor=1.0,
+    )
     sim = Simulation(dataclasses.replace(base, services=(svc,)))
     f = sim.advance(3)["factory_ts"]
     cap = 2 * workload.roofline(svc, sim.acc).requests_per_s

@@ -64,11 +64,20 @@ def _duration_s(hours: float | None, days: float | None) -> int | None:
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="twin")
-@click.option("--scenario", "-s", default="default", show_default=True,
-              help="Built-in scenario name or path to a scenario TOML file.")
+@click.option(
+    "--scenario",
+    "-s",
+    default="default",
+    show_default=True,
+    help="Built-in scenario name or path to a scenario TOML file.",
+)
 @click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<time>.duckdb).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<time>.duckdb).",
+)
 @click.pass_context
 def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None) -> None:
     """AI Factory Twin: a digital twin of an AI factory (Trainium3 UltraServers, power, cooling,
@@ -109,16 +118,30 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
 
 @main.command("run")
 @click.argument("scenario", default="default")
-@click.option("--hours", type=float, default=None, help="Simulated hours (default: the scenario's duration_h).")
+@click.option(
+    "--hours", type=float, default=None, help="Simulated hours (default: the scenario's duration_h)."
+)
 @click.option("--days", type=float, default=None, help="Simulated days.")
 @click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's).")
-@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Telemetry file (default: twin-runs/<scenario>-<time>.duckdb).")
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Telemetry file (default: twin-runs/<scenario>-<time>.duckdb).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the KPI summary as JSON.")
 @_guard
-def run_cmd(scenario: str, hours: float | None, days: float | None, seed: int | None, out: str | None,
-            overwrite: bool, as_json: bool) -> None:
+def run_cmd(
+    scenario: str,
+    hours: float | None,
+    days: float | None,
+    seed: int | None,
+    out: str | None,
+    overwrite: bool,
+    as_json: bool,
+) -> None:
     """Simulate SCENARIO headless and record telemetry (SCENARIO: built-in name or TOML path)."""
     from scenarios.runner import run
     from scenarios.spec import load
@@ -131,10 +154,16 @@ def run_cmd(scenario: str, hours: float | None, days: float | None, seed: int | 
     show = sys.stderr.isatty() and not as_json
     try:
         if show:
-            with click.progressbar(length=steps, label=f"{spec.name}: {steps:,} steps", file=sys.stderr,
-                                   show_eta=True, show_percent=True) as bar:
-                result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite,
-                             progress=bar.update)
+            with click.progressbar(
+                length=steps,
+                label=f"{spec.name}: {steps:,} steps",
+                file=sys.stderr,
+                show_eta=True,
+                show_percent=True,
+            ) as bar:
+                result = run(
+                    spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, progress=bar.update
+                )
         else:
             result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite)
     except KeyboardInterrupt:
@@ -142,8 +171,19 @@ def run_cmd(scenario: str, hours: float | None, days: float | None, seed: int | 
         sys.exit(130)
     s = result.summary
     if as_json:
-        click.echo(json.dumps({"file": str(result.path), "run_id": result.run_id, "status": result.status,
-                               "wall_s": result.wall_s, **s}, default=str, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "file": str(result.path),
+                    "run_id": result.run_id,
+                    "status": result.status,
+                    "wall_s": result.wall_s,
+                    **s,
+                },
+                default=str,
+                indent=2,
+            )
+        )
         return
     click.echo(_summary_text(result, s))
 
@@ -204,7 +244,9 @@ def scenarios_cmd() -> None:
 @main.command("sql")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("query", required=False)
-@click.option("--format", "fmt_", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option(
+    "--format", "fmt_", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True
+)
 @click.option("--max-rows", type=int, default=200, show_default=True, help="Rows shown in table format.")
 @_guard
 def sql_cmd(file: str, query: str | None, fmt_: str, max_rows: int) -> None:
@@ -257,8 +299,10 @@ def _table_text(table: Any, max_rows: int) -> str:
 
     data = [[cell(r[n]) for n in names] for r in rows]
     widths = [min(40, max([len(n)] + [len(d[i]) for d in data])) for i, n in enumerate(names)]
-    out = ["  ".join(n.ljust(w)[:w] for n, w in zip(names, widths, strict=True)),
-           "  ".join("-" * w for w in widths)]
+    out = [
+        "  ".join(n.ljust(w)[:w] for n, w in zip(names, widths, strict=True)),
+        "  ".join("-" * w for w in widths),
+    ]
     out += ["  ".join(v.ljust(w)[:w] for v, w in zip(d, widths, strict=True)) for d in data]
     more = table.num_rows - len(rows)
     out.append(f"({table.num_rows:,} rows{f', {more:,} not shown' if more > 0 else ''})")

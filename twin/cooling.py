@@ -95,7 +95,9 @@ def plant_power(
 ) -> PlantPower:
     """Cooling plant electrical power for the current heat loads."""
     # Liquid side: economizer first, chiller trims the rest.
-    f_liq = economizer_fraction(p.supply_setpoint_c, liquid_return_c, outdoor_c, p) if liquid_heat_w > 0 else 1.0
+    f_liq = (
+        economizer_fraction(p.supply_setpoint_c, liquid_return_c, outdoor_c, p) if liquid_heat_w > 0 else 1.0
+    )
     cop_liq = chiller_cop(p.supply_setpoint_c - 2.0, outdoor_c, p)
     chiller = (1.0 - f_liq) * liquid_heat_w / cop_liq
     # Air side: chilled water at chilled_water_c, 6 K range, same plant.

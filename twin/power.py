@@ -31,7 +31,9 @@ def host_power_w(server_activity: FloatArray, host_w: float, idle_fraction: floa
     return host_w * (idle_fraction + (1.0 - idle_fraction) * server_activity)
 
 
-def rectifier_input_w(dc_load_w: FloatArray | float, servers: float, p: PowerChainParams) -> FloatArray | float:
+def rectifier_input_w(
+    dc_load_w: FloatArray | float, servers: float, p: PowerChainParams
+) -> FloatArray | float:
     """Rack rectifier input P_in = (P_out + fixed) / eff (3P: Frontier fit in ExaDigiT/RAPS)."""
     return (dc_load_w + p.psu_fixed_w_per_server * servers) / p.psu_efficiency
 

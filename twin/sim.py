@@ -17,7 +17,7 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -50,7 +50,7 @@ MODEL_EVENT_KINDS = ("chip_failed", "chip_repaired", "job_start", "job_end", "jo
 class JobTable:
     """Struct-of-arrays job store that grows by doubling."""
 
-    FIELDS: dict[str, Any] = {
+    FIELDS: ClassVar[dict[str, Any]] = {
         "kind": np.int8,
         "chips": np.int32,
         "params": np.float64,
@@ -76,9 +76,7 @@ class JobTable:
         self.n = 0
         self.names: list[str] = []
         self.precision: list[str] = []
-        self.a: dict[str, npt.NDArray[Any]] = {
-            k: np.zeros(capacity, dtype=t) for k, t in self.FIELDS.items()
-        }
+        self.a: dict[str, npt.NDArray[Any]] = {k: np.zeros(capacity, dtype=t) for k, t in self.FIELDS.items()}
 
     def add(self, name: str, precision: str, **values: float) -> int:
         if self.n == len(self.a["kind"]):
@@ -162,8 +160,13 @@ class Simulation:
             reps = []
             for _ in range(sp.replicas):
                 j = self.jobs.add(
-                    sp.name, sp.precision, kind=INFERENCE, chips=sp.chips_per_replica,
-                    params=sp.params, service=si, submit=0,
+                    sp.name,
+                    sp.precision,
+                    kind=INFERENCE,
+                    chips=sp.chips_per_replica,
+                    params=sp.params,
+                    service=si,
+                    submit=0,
                 )
                 self.queue.append(j)
                 self._dirty.add(j)
@@ -173,9 +176,7 @@ class Simulation:
         # hall can ever run (a bigger one would block a FIFO queue for good).
         reserved = sum(sp.replicas * sp.chips_per_replica for sp in params.services)
         if reserved > self.topo.chips:
-            raise ValueError(
-                f"inference replicas need {reserved} chips but the hall has {self.topo.chips}"
-            )
+            raise ValueError(f"inference replicas need {reserved} chips but the hall has {self.topo.chips}")
         self.training_capacity_chips = self.topo.chips - reserved
         self.last: dict[str, float] = {}
 
@@ -265,7 +266,9 @@ class Simulation:
             while pos < len(self.queue) and a["kind"][self.queue[pos]] == INFERENCE:
                 pos += 1
             self.queue.insert(pos, j)
-        self._log("job_interrupted", f"job:{j}", f"{self.jobs.names[j]} lost {lost:.3g} FLOP since checkpoint")
+        self._log(
+            "job_interrupted", f"job:{j}", f"{self.jobs.names[j]} lost {lost:.3g} FLOP since checkpoint"
+        )
 
     # ------------------------------------------------------------------ scheduling
     def _place(self, need: int) -> tuple[npt.NDArray[np.int64], int] | None:
@@ -313,7 +316,11 @@ class Simulation:
                 a["rate"][j] = workload.training_rate_flop_s(int(a["chips"][j]), self.train_peak, mfu)
                 a["ckpt_time"][j] = self.t_s
             self._dirty.add(j)
-            self._log("job_start", f"job:{j}", f"{self.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)")
+            self._log(
+                "job_start",
+                f"job:{j}",
+                f"{self.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)",
+            )
 
     def _arrivals(self) -> None:
         tp = self.p.training
@@ -323,8 +330,14 @@ class Simulation:
         for _ in range(int(self.rng_arrivals.poisson(lam))):
             d = workload.draw_job(tp, self.train_peak, self.rng_jobs, self.training_capacity_chips)
             j = self.jobs.add(
-                d.model, tp.precision, kind=TRAINING, chips=d.chips, params=d.params,
-                tokens=d.tokens, work=workload.training_flop(d.params, d.tokens), submit=self.t_s,
+                d.model,
+                tp.precision,
+                kind=TRAINING,
+                chips=d.chips,
+                params=d.params,
+                tokens=d.tokens,
+                work=workload.training_flop(d.params, d.tokens),
+                submit=self.t_s,
             )
             self.queue.append(j)
             self._dirty.add(j)
@@ -350,7 +363,11 @@ class Simulation:
             victims = self.rng_failures.choice(np.flatnonzero(alive), size=min(k, n_alive), replace=False)
             repair_s = int(p.failures.repair_time_h * 3600)
             for c in victims:
-                self._log("chip_failed", f"chip:{int(c)}", f"UltraServer {int(self.topo.chip_us[c])}, repair in {repair_s} s")
+                self._log(
+                    "chip_failed",
+                    f"chip:{int(c)}",
+                    f"UltraServer {int(self.topo.chip_us[c])}, repair in {repair_s} s",
+                )
             self._fail_chips(victims.astype(np.int64), t + repair_s)
             alive = ~self.chip_failed
 
@@ -368,7 +385,9 @@ class Simulation:
             if (self.chip_clock < 1.0).any():
                 owned = self.chip_owner >= 0
                 np.minimum.at(clock, self.chip_owner[owned], self.chip_clock[owned])
-            restarting = (a["restarts"][run_train] > 0) & (t < a["start"][run_train] + p.training.restart_cost_s)
+            restarting = (a["restarts"][run_train] > 0) & (
+                t < a["start"][run_train] + p.training.restart_cost_s
+            )
             rate = a["rate"][run_train] * clock[run_train] * ~restarting
             remaining = a["work"][run_train] - a["done"][run_train]
             delivered = np.minimum(rate * dt, remaining)
@@ -397,7 +416,9 @@ class Simulation:
             cap = len(up) * st.roof.requests_per_s
             served = min(lam_s, cap)
             rho = served / cap if cap > 0 else 0.0
-            act = rho * (st.roof.prefill_share * p.training.activity + (1 - st.roof.prefill_share) * sp.decode_activity)
+            act = rho * (
+                st.roof.prefill_share * p.training.activity + (1 - st.roof.prefill_share) * sp.decode_activity
+            )
             a["activity"][up] = act
             inf_chip_mask_jobs[reps] = True
             tokens_s += served * sp.output_tokens
@@ -428,7 +449,9 @@ class Simulation:
         outdoor = site.outdoor_base_temp_c(p.site, t) + self.anomaly_k
         self.anomaly_k = site.anomaly_step(p.site, self.anomaly_k, dt, self.rng_weather)
         liquid_us = lf * us_it
-        steady = cooling.steady_return_c(cp.supply_setpoint_c, liquid_us, np.full(topo.ultraservers, self.us_flow_kg_s))
+        steady = cooling.steady_return_c(
+            cp.supply_setpoint_c, liquid_us, np.full(topo.ultraservers, self.us_flow_kg_s)
+        )
         self.us_return_c = cooling.loop_return_step_c(self.us_return_c, steady, self.us_tau_s, dt)
         if lf > 0:
             coolant = 0.5 * (cp.supply_setpoint_c + self.us_return_c)
@@ -456,16 +479,37 @@ class Simulation:
         busy = owned & (act_chip > 0)
 
         rec.factory(
-            i, t=t, it=it_w, fac=facility_w, cool=cooling_w, loss=losses.total_w, pue=pue,
-            chip=float(chip_p.sum()), chiller=plant.chiller_w, free=plant.free_fraction,
-            cop=plant.cop, alloc=int(owned.sum()), busy=int(busy.sum()),
-            failed=int(self.chip_failed.sum()), act=float(act_chip.mean()),
-            queue=sum(1 for q in self.queue if a["kind"][q] == TRAINING), running=len(run_train),
-            train=train_flops, tok=tokens_s, req=req_s, drop=dropped_s, jpt=j_per_tok,
-            outdoor=outdoor, supply=cp.supply_setpoint_c, ret=ret_mean, tmax=float(tj.max()),
-            price=p.site.price_usd_per_mwh, carbon=p.site.carbon_g_per_kwh,
+            i,
+            t=t,
+            it=it_w,
+            fac=facility_w,
+            cool=cooling_w,
+            loss=losses.total_w,
+            pue=pue,
+            chip=float(chip_p.sum()),
+            chiller=plant.chiller_w,
+            free=plant.free_fraction,
+            cop=plant.cop,
+            alloc=int(owned.sum()),
+            busy=int(busy.sum()),
+            failed=int(self.chip_failed.sum()),
+            act=float(act_chip.mean()),
+            queue=sum(1 for q in self.queue if a["kind"][q] == TRAINING),
+            running=len(run_train),
+            train=train_flops,
+            tok=tokens_s,
+            req=req_s,
+            drop=dropped_s,
+            jpt=j_per_tok,
+            outdoor=outdoor,
+            supply=cp.supply_setpoint_c,
+            ret=ret_mean,
+            tmax=float(tj.max()),
+            price=p.site.price_usd_per_mwh,
+            carbon=p.site.carbon_g_per_kwh,
             cost=energy_j / 3.6e9 * p.site.price_usd_per_mwh,
-            co2=energy_j / 3.6e6 * p.site.carbon_g_per_kwh / 1000.0, energy=energy_j,
+            co2=energy_j / 3.6e6 * p.site.carbon_g_per_kwh / 1000.0,
+            energy=energy_j,
         )
         us_busy = np.bincount(topo.chip_us, weights=busy, minlength=topo.ultraservers)
         us_failed = np.bincount(topo.chip_us, weights=self.chip_failed, minlength=topo.ultraservers)
@@ -616,19 +660,28 @@ class _Recorder:
         ):
             self.u[name][s] = col
 
-    def chips(self, t: int, owner: npt.NDArray[Any], act: npt.NDArray[Any], pw: npt.NDArray[Any],
-              tj: npt.NDArray[Any], failed: npt.NDArray[Any]) -> None:
+    def chips(
+        self,
+        t: int,
+        owner: npt.NDArray[Any],
+        act: npt.NDArray[Any],
+        pw: npt.NDArray[Any],
+        tj: npt.NDArray[Any],
+        failed: npt.NDArray[Any],
+    ) -> None:
         n = self.topo.chips
-        self.c.append({
-            "time_s": np.full(n, t, dtype=np.int64),
-            "chip_id": np.arange(n, dtype=np.int32),
-            "ultraserver_id": self.topo.chip_us,
-            "job_id": owner.copy(),
-            "neuroncore_utilization": act.astype(np.float32),
-            "chip_power_w": pw.astype(np.float32),
-            "t_junction_c": tj.astype(np.float32),
-            "failed": failed.copy(),
-        })
+        self.c.append(
+            {
+                "time_s": np.full(n, t, dtype=np.int64),
+                "chip_id": np.arange(n, dtype=np.int32),
+                "ultraserver_id": self.topo.chip_us,
+                "job_id": owner.copy(),
+                "neuroncore_utilization": act.astype(np.float32),
+                "chip_power_w": pw.astype(np.float32),
+                "t_junction_c": tj.astype(np.float32),
+                "failed": failed.copy(),
+            }
+        )
 
     def frames(self) -> Frames:
         out: Frames = {"factory_ts": self.f, "ultraserver_ts": self.u}

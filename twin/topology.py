@@ -37,13 +37,15 @@ class Topology:
     def chips_per_server(self) -> int:
         return self.chips_per_us // self.servers_per_us
 
-    def per_us(self, chip_values: npt.NDArray[np.floating] | npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
+    def per_us(
+        self, chip_values: npt.NDArray[np.floating] | npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.float64]:
         """Sum a per-chip quantity over each UltraServer."""
-        return np.bincount(self.chip_us, weights=chip_values, minlength=self.ultraservers)
+        return np.bincount(self.chip_us, weights=chip_values, minlength=self.ultraservers).astype(np.float64)
 
     def per_row(self, us_values: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
         """Sum a per-UltraServer quantity over each row."""
-        return np.bincount(self.us_row, weights=us_values, minlength=self.rows)
+        return np.bincount(self.us_row, weights=us_values, minlength=self.rows).astype(np.float64)
 
 
 def build(ultraservers: int, chips_per_us: int, servers_per_us: int, us_per_row: int) -> Topology:

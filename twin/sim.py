@@ -98,6 +98,31 @@ class JobTable:
         return j
 
 
+@dataclass(frozen=True)
+class WorkloadStep:
+    train_flops: float  # model FLOP/s delivered to training this step
+    tokens_s: float
+    requests_s: float
+    dropped_s: float
+    inference_jobs: npt.NDArray[np.bool_]  # per job: is an inference replica
+    running_training: int
+
+
+@dataclass(frozen=True)
+class PhysicsStep:
+    act_chip: npt.NDArray[np.float64]
+    chip_p: npt.NDArray[np.float64]
+    us_it: npt.NDArray[np.float64]
+    it_w: float
+    cooling_w: float
+    losses: power.ChainLosses
+    facility_w: float
+    pue: float
+    plant: cooling.PlantPower
+    outdoor_c: float
+    tj: npt.NDArray[np.float64]
+
+
 @dataclass
 class ServiceState:
     replicas: list[int]
@@ -344,12 +369,23 @@ class Simulation:
 
     # ------------------------------------------------------------------ step
     def _step(self, rec: _Recorder, i: int) -> None:
-        p, t, dt = self.p, self.t_s, self.dt_s
-        a = self.jobs.a
+        """One step: events, then the workload (who runs where, how busy), then the physics
+        (power, cooling, plant), then the record."""
+        t = self.t_s
         while self._pending and self._pending[0][0] <= t:
             _, _, ev, source = heapq.heappop(self._pending)
             self._apply(ev, source)
+        w = self._workload()
+        ph = self._physics(w)
+        self._record(rec, i, w, ph)
+        self.t_s = t + self.dt_s
 
+    # ------------------------------------------------------------------ workload
+    def _workload(self) -> WorkloadStep:
+        """Failures and repairs, arrivals, scheduling, training progress, inference serving.
+        Sets each running job's ``activity``; returns the step's workload KPIs."""
+        p, t, dt = self.p, self.t_s, self.dt_s
+        a = self.jobs.a
         # Repairs due and random failures (Poisson over alive chips).
         due = np.flatnonzero((self.chip_repair_at >= 0) & (self.chip_repair_at <= t))
         if len(due):
@@ -369,7 +405,6 @@ class Simulation:
                     f"UltraServer {int(self.topo.chip_us[c])}, repair in {repair_s} s",
                 )
             self._fail_chips(victims.astype(np.int64), t + repair_s)
-            alive = ~self.chip_failed
 
         self._arrivals()
         self._schedule()
@@ -424,8 +459,15 @@ class Simulation:
             tokens_s += served * sp.output_tokens
             req_s += lam_s
             dropped_s += lam_s - served
+        return WorkloadStep(train_flops, tokens_s, req_s, dropped_s, inf_chip_mask_jobs, len(run_train))
 
-        # Chip activity and power.
+    # ------------------------------------------------------------------ physics
+    def _physics(self, w: WorkloadStep) -> PhysicsStep:
+        """Chip activity -> chip, host and rack power -> loops, junction temperatures, plant ->
+        power-chain losses. Updates the thermal state and the chips' throttle clocks."""
+        p, t, dt = self.p, self.t_s, self.dt_s
+        a = self.jobs.a
+        alive = ~self.chip_failed
         owner = self.chip_owner
         owned = owner >= 0
         act_chip = np.where(owned, a["activity"][np.maximum(owner, 0)], 0.0) * self.chip_clock
@@ -471,20 +513,33 @@ class Simulation:
         facility_w = it_w + cooling_w + losses.total_w
         pue = facility_w / it_w
 
+        return PhysicsStep(
+            act_chip, chip_p, us_it, it_w, cooling_w, losses, facility_w, pue, plant, outdoor, tj
+        )
+
+    # ------------------------------------------------------------------ record
+    def _record(self, rec: _Recorder, i: int, w: WorkloadStep, ph: PhysicsStep) -> None:
+        p, t, dt = self.p, self.t_s, self.dt_s
+        a = self.jobs.a
+        topo = self.topo
+        owner = self.chip_owner
+        owned = owner >= 0
+        act_chip, chip_p, tj = ph.act_chip, ph.chip_p, ph.tj
+        it_w, facility_w, pue, plant = ph.it_w, ph.facility_w, ph.pue, ph.plant
         # Energy per token: inference chips' share of IT, grossed up by PUE.
-        inf_chips = owned & inf_chip_mask_jobs[np.maximum(owner, 0)]
+        inf_chips = owned & w.inference_jobs[np.maximum(owner, 0)]
         inf_it = float(chip_p[inf_chips].sum()) * (it_w / max(float(chip_p.sum()), 1.0))
-        j_per_tok = inf_it * pue / tokens_s if tokens_s > 0 else float("nan")
+        j_per_tok = inf_it * pue / w.tokens_s if w.tokens_s > 0 else float("nan")
         energy_j = facility_w * dt
         busy = owned & (act_chip > 0)
-
+        cp = p.cooling
         rec.factory(
             i,
             t=t,
             it=it_w,
             fac=facility_w,
-            cool=cooling_w,
-            loss=losses.total_w,
+            cool=ph.cooling_w,
+            loss=ph.losses.total_w,
             pue=pue,
             chip=float(chip_p.sum()),
             chiller=plant.chiller_w,
@@ -495,15 +550,15 @@ class Simulation:
             failed=int(self.chip_failed.sum()),
             act=float(act_chip.mean()),
             queue=sum(1 for q in self.queue if a["kind"][q] == TRAINING),
-            running=len(run_train),
-            train=train_flops,
-            tok=tokens_s,
-            req=req_s,
-            drop=dropped_s,
+            running=w.running_training,
+            train=w.train_flops,
+            tok=w.tokens_s,
+            req=w.requests_s,
+            drop=w.dropped_s,
             jpt=j_per_tok,
-            outdoor=outdoor,
+            outdoor=ph.outdoor_c,
             supply=cp.supply_setpoint_c,
-            ret=ret_mean,
+            ret=float(self.us_return_c.mean()),
             tmax=float(tj.max()),
             price=p.site.price_usd_per_mwh,
             carbon=p.site.carbon_g_per_kwh,
@@ -515,11 +570,10 @@ class Simulation:
         us_failed = np.bincount(topo.chip_us, weights=self.chip_failed, minlength=topo.ultraservers)
         us_act = topo.per_us(act_chip) / topo.chips_per_us
         us_tmax = tj.reshape(topo.ultraservers, topo.chips_per_us).max(axis=1)
-        rec.ultraserver(i, t, us_it, us_busy, us_failed, us_act, us_tmax, self.us_return_c)
+        rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, us_act, us_tmax, self.us_return_c)
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
             rec.chips(t, owner, act_chip, chip_p, tj, self.chip_failed)
-        self.t_s = t + dt
 
     def _finish(self, j: int) -> None:
         a = self.jobs.a

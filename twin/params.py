@@ -69,6 +69,7 @@ class SiteParams:
     weather_noise_k: float = 1.5  # std of the AR(1) anomaly
     weather_noise_tau_h: float = 36.0  # correlation time of the anomaly
     start_day_of_year: int = 180
+    rel_humidity: float = 0.6  # relative humidity [-] for the wet-bulb temperature (ASM)
     price_usd_per_mwh: float = 75.0  # ASM flat industrial (facts §10; EIA avg $80/MWh)
     carbon_g_per_kwh: float = 369.0  # US grid average 2023 (3P, codecarbon; facts §10)
 

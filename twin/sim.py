@@ -119,7 +119,7 @@ class PhysicsStep:
     facility_w: float
     pue: float
     plant: cooling.PlantPower
-    outdoor_c: float
+    cond: site.Conditions
     tj: npt.NDArray[np.float64]
 
 
@@ -158,7 +158,7 @@ class Simulation:
         self.chip_activity = np.zeros(n)
         self.chip_tj = np.full(n, params.cooling.supply_setpoint_c)
         self.us_return_c = np.full(nus, params.cooling.supply_setpoint_c)
-        self.anomaly_k = 0.0
+        self.site = site.SiteModel(params.site, self.rng_weather)
         self.jobs = JobTable()
         self.queue: deque[int] = deque()
         self._dirty: set[int] = set()
@@ -488,8 +488,8 @@ class Simulation:
         # Cooling: cold-plate loops (exact exponential update), junction temperatures, plant.
         cp = p.cooling
         lf = self.sys.liquid_fraction
-        outdoor = site.outdoor_base_temp_c(p.site, t) + self.anomaly_k
-        self.anomaly_k = site.anomaly_step(p.site, self.anomaly_k, dt, self.rng_weather)
+        cond = self.site.step(t, dt)
+        outdoor = cond.drybulb_c
         liquid_us = lf * us_it
         steady = cooling.steady_return_c(
             cp.supply_setpoint_c, liquid_us, np.full(topo.ultraservers, self.us_flow_kg_s)
@@ -556,14 +556,15 @@ class Simulation:
             req=w.requests_s,
             drop=w.dropped_s,
             jpt=j_per_tok,
-            outdoor=ph.outdoor_c,
+            outdoor=ph.cond.drybulb_c,
+            wetbulb=ph.cond.wetbulb_c,
             supply=cp.supply_setpoint_c,
             ret=float(self.us_return_c.mean()),
             tmax=float(tj.max()),
-            price=p.site.price_usd_per_mwh,
-            carbon=p.site.carbon_g_per_kwh,
-            cost=energy_j / 3.6e9 * p.site.price_usd_per_mwh,
-            co2=energy_j / 3.6e6 * p.site.carbon_g_per_kwh / 1000.0,
+            price=ph.cond.price_usd_per_mwh,
+            carbon=ph.cond.carbon_g_per_kwh,
+            cost=energy_j / 3.6e9 * ph.cond.price_usd_per_mwh,
+            co2=energy_j / 3.6e6 * ph.cond.carbon_g_per_kwh / 1000.0,
             energy=energy_j,
         )
         us_busy = np.bincount(topo.chip_us, weights=busy, minlength=topo.ultraservers)
@@ -666,6 +667,7 @@ FACTORY_FIELDS = {
     "requests_dropped_per_s": ("drop", np.float64),
     "energy_per_token_j": ("jpt", np.float64),
     "outdoor_temp_c": ("outdoor", np.float64),
+    "outdoor_wetbulb_c": ("wetbulb", np.float64),
     "coolant_supply_c": ("supply", np.float64),
     "coolant_return_c": ("ret", np.float64),
     "max_chip_temp_c": ("tmax", np.float64),

@@ -7,6 +7,7 @@ weather statistics do not depend on the step size.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,3 +35,45 @@ def anomaly_step(p: SiteParams, anomaly_k: float, dt_s: float, rng: np.random.Ge
         return 0.0
     phi = math.exp(-dt_s / (p.weather_noise_tau_h * 3600.0))
     return phi * anomaly_k + p.weather_noise_k * math.sqrt(1 - phi * phi) * float(rng.standard_normal())
+
+
+def wet_bulb_c(drybulb_c: float, rel_humidity: float) -> float:
+    """Wet-bulb temperature from dry-bulb [°C] and relative humidity [-] (Stull 2011, J. Appl.
+    Meteor. Climatol. 50, 2267: valid for RH 5-99 %, -20..50 °C; error within about 1 K)."""
+    t = drybulb_c
+    rh = min(max(rel_humidity * 100.0, 5.0), 99.0)
+    return (
+        t * math.atan(0.151977 * math.sqrt(rh + 8.313659))
+        + math.atan(t + rh)
+        - math.atan(rh - 1.676331)
+        + 0.00391838 * rh**1.5 * math.atan(0.023101 * rh)
+        - 4.686035
+    )
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What the site offers at one step."""
+
+    drybulb_c: float
+    wetbulb_c: float
+    rel_humidity: float  # [-]
+    price_usd_per_mwh: float
+    carbon_g_per_kwh: float
+
+
+class SiteModel:
+    """Weather, price and carbon over time. Owns the weather anomaly state; ``step`` must be
+    called once per simulation step, in order."""
+
+    def __init__(self, p: SiteParams, rng: np.random.Generator) -> None:
+        self.p = p
+        self.rng = rng
+        self.anomaly_k = 0.0
+
+    def step(self, t_s: int, dt_s: int) -> Conditions:
+        p = self.p
+        dry = outdoor_base_temp_c(p, t_s) + self.anomaly_k
+        self.anomaly_k = anomaly_step(p, self.anomaly_k, dt_s, self.rng)
+        rh = p.rel_humidity
+        return Conditions(dry, wet_bulb_c(dry, rh), rh, p.price_usd_per_mwh, p.carbon_g_per_kwh)

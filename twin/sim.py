@@ -514,7 +514,7 @@ class Simulation:
         pue = facility_w / it_w
 
         return PhysicsStep(
-            act_chip, chip_p, us_it, it_w, cooling_w, losses, facility_w, pue, plant, outdoor, tj
+            act_chip, chip_p, us_it, it_w, cooling_w, losses, facility_w, pue, plant, cond, tj
         )
 
     # ------------------------------------------------------------------ record

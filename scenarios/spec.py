@@ -228,12 +228,12 @@ class Scenario(BaseModel):
             if m not in MODELS:
                 raise ValueError(f"training.models: unknown model {m!r}; known: {', '.join(MODELS)}")
         acc = catalog.ACCELERATORS[catalog.SYSTEMS[self.hall.system].accelerator]
-        if t.precision not in acc.peak_flops:
+        if not acc.supports(t.precision):
             raise ValueError(
                 f"training.precision: {acc.name} has no {t.precision!r} rate; use one of {', '.join(acc.peak_flops)}"
             )
         for i, s in enumerate(self.services):
-            if s.precision not in acc.peak_flops:
+            if not acc.supports(s.precision):
                 raise ValueError(f"services[{i}].precision: {acc.name} has no {s.precision!r} rate")
         return self
 

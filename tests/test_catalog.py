@@ -47,6 +47,38 @@ def test_gb300_nvl72_dense_fp8_about_360_pf() -> None:
     assert catalog.system_peak_flops(sysm, acc, "fp4") == pytest.approx(1080e15)
 
 
+def test_generic_precision_names_and_fp4_fallback() -> None:
+    trn2 = catalog.accelerator("trainium2")
+    assert trn2.peak("fp4") == trn2.peak("fp8") == trn2.peak("mxfp8")  # no FP4 path: FP8 rate
+    h100 = catalog.accelerator("h100")
+    assert h100.peak("fp4") == h100.peak("fp8")
+    gb300 = catalog.accelerator("gb300")
+    assert gb300.peak("fp4") == 3 * gb300.peak("fp8")
+    with pytest.raises(KeyError, match="no 'int3' rate"):
+        gb300.peak("int3")
+
+
+def test_every_system_reproduces_its_per_system_power_band() -> None:
+    # Full-load IT power per system (chips at TDP + hosts + switches) against the fact sheet's
+    # rack-level figures: GB200 NVL72 ~120-125 kW, GB300 NVL72 ~121-142 kW (facts §6), DGX B200
+    # ~14.3 kW (The Register), HGX H100 node rated 10.2 kW (Latif et al.).
+    bands = {"gb200-nvl72": (115e3, 130e3), "gb300-nvl72": (118e3, 142e3), "hgx-b200": (12e3, 15e3),
+             "hgx-h100": (8e3, 10.5e3)}
+    for key, (lo, hi) in bands.items():
+        sysm = catalog.system(key)
+        w = catalog.system_full_load_it_w(sysm, catalog.accelerator(sysm.accelerator))
+        assert lo <= w <= hi, (key, w)
+
+
+def test_roadmap_parts_are_labelled() -> None:
+    assert catalog.ACCELERATORS["trainium4"].roadmap and catalog.SYSTEMS["trn4-ultra"].roadmap
+    assert "projection" in catalog.ACCELERATORS["trainium4"].name
+    t3, t4 = catalog.accelerator("trainium3"), catalog.accelerator("trainium4")
+    assert t4.peak("fp8") == pytest.approx(3 * t3.peak("fp8"))  # "3x FP8 compute"
+    assert t4.peak("fp4") == pytest.approx(6 * t3.peak("fp4"))  # ">= 6x FP4 compute"
+    assert t4.hbm_bw_bytes_s == pytest.approx(4 * t3.hbm_bw_bytes_s)  # "4x memory bandwidth"
+
+
 def test_overrides_replace_catalog_values_and_every_entry_is_sourced() -> None:
     acc = catalog.accelerator("trainium3", {"tdp_w": 1100.0})
     assert acc.tdp_w == 1100.0 and catalog.ACCELERATORS["trainium3"].tdp_w == 900.0

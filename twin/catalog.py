@@ -17,6 +17,16 @@ GIB = 1024**3
 GB = 1e9
 
 
+PRECISIONS = ("fp32", "bf16", "fp8", "fp4")
+_ALIASES = {"mxfp8": "fp8", "mxfp4": "fp4", "fp16": "bf16", "tf32": "bf16", "fp8_e4m3": "fp8"}
+
+
+def normalize_precision(precision: str) -> str:
+    """Generic precision name for an alias (``mxfp8`` -> ``fp8``)."""
+    p = precision.lower()
+    return _ALIASES.get(p, p)
+
+
 @dataclass(frozen=True)
 class Accelerator:
     """One accelerator chip. Peak rates are dense FLOP/s per precision."""
@@ -38,8 +48,22 @@ class Accelerator:
         return self.tdp_w * self.idle_fraction
 
     def peak(self, precision: str) -> float:
-        """Dense peak at a precision [FLOP/s]; raises KeyError for an unsupported precision."""
-        return self.peak_flops[precision]
+        """Dense peak at a precision [FLOP/s]. Names are generic (``bf16``, ``fp8``, ``fp4``,
+        ``fp32``; ``mxfp8``/``mxfp4``/``fp16`` are accepted as aliases). A chip without an FP4
+        path runs FP4 work at its FP8 rate (weights are upcast: FP4 saves memory, not compute)."""
+        key = normalize_precision(precision)
+        if key in self.peak_flops:
+            return self.peak_flops[key]
+        if key == "fp4" and "fp8" in self.peak_flops:
+            return self.peak_flops["fp8"]
+        raise KeyError(f"{self.name} has no {precision!r} rate; it has {', '.join(self.peak_flops)}")
+
+    def supports(self, precision: str) -> bool:
+        try:
+            self.peak(precision)
+        except KeyError:
+            return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -71,8 +95,8 @@ ACCELERATORS: dict[str, Accelerator] = {
             key="trainium3",
             name="AWS Trainium3",
             peak_flops={
-                "mxfp8": 2517 * TERA,
-                "mxfp4": 2517 * TERA,  # MXFP4 is converted to MXFP8 before the tensor engine
+                "fp8": 2517 * TERA,  # MXFP8
+                "fp4": 2517 * TERA,  # MXFP4 is converted to MXFP8 before the tensor engine
                 "bf16": 671 * TERA,
                 "fp32": 183 * TERA,
             },
@@ -91,7 +115,7 @@ ACCELERATORS: dict[str, Accelerator] = {
         Accelerator(
             key="trainium2",
             name="AWS Trainium2",
-            peak_flops={"mxfp8": 1299 * TERA, "bf16": 667 * TERA, "fp32": 181 * TERA},
+            peak_flops={"fp8": 1299 * TERA, "bf16": 667 * TERA, "fp32": 181 * TERA},
             hbm_bytes=96 * GIB,
             hbm_bw_bytes_s=2.9e12,
             tdp_w=500.0,
@@ -108,8 +132,8 @@ ACCELERATORS: dict[str, Accelerator] = {
             key="trainium4",
             name="AWS Trainium4 (roadmap projection)",
             peak_flops={
-                "mxfp8": 3 * 2517 * TERA,  # "3x FP8 compute vs Trainium3"
-                "mxfp4": 6 * 2517 * TERA,  # ">= 6x FP4 compute vs Trainium3"
+                "fp8": 3 * 2517 * TERA,  # "3x FP8 compute vs Trainium3"
+                "fp4": 6 * 2517 * TERA,  # ">= 6x FP4 compute vs Trainium3"
                 "bf16": 3 * 671 * TERA,  # ASM: BF16 scales with FP8
             },
             hbm_bytes=144 * GIB,  # "2x HBM capacity" unverified: kept at Trainium3's
@@ -257,7 +281,7 @@ SYSTEMS: dict[str, System] = {
             chips=72,
             servers=18,
             racks=1,
-            host_w_per_server=1300.0,
+            host_w_per_server=1900.0,  # 2 Grace + NICs + fans per tray, sized to the 125 kW rack (ASM)
             host_idle_fraction=0.5,
             switch_w=3600.0,
             liquid_fraction=0.85,
@@ -294,6 +318,36 @@ SYSTEMS: dict[str, System] = {
             switch_w=0.0,
             liquid_fraction=0.0,
             sources={"power": "3P: DGX B200 ~14.3 kW per server (The Register)"},
+        ),
+        System(
+            key="hgx-b300",
+            name="HGX B300 (8-GPU)",
+            accelerator="b300",
+            chips=8,
+            servers=1,
+            racks=1,
+            host_w_per_server=5000.0,
+            host_idle_fraction=0.5,
+            switch_w=0.0,
+            liquid_fraction=0.0,
+            sources={"power": "ASM: host/NVSwitch overhead as HGX B200 (DGX B200 ~14.3 kW, The Register)"},
+        ),
+        System(
+            key="trn4-ultra",
+            name="Trainium4 UltraServer (roadmap projection)",
+            accelerator="trainium4",
+            chips=144,
+            servers=36,
+            racks=2,
+            host_w_per_server=500.0,
+            host_idle_fraction=0.6,
+            switch_w=6000.0,
+            liquid_fraction=0.9,
+            roadmap=True,
+            sources={
+                "chips": "ASM: projection, same 144-chip domain as Trn3 Gen2 (no published figure)",
+                "liquid_fraction": "ASM: liquid-cooled like Trn3 Gen2",
+            },
         ),
         System(
             key="hgx-h100",

@@ -241,7 +241,7 @@ class Scenario(BaseModel):
     def to_params(self, seed: int | None = None) -> params.FactoryParams:
         hw = self.hardware.model_dump(exclude_none=True)
         sysm = catalog.system(self.hall.system, {k: v for k, v in hw.items() if k in _SYS_OVERRIDABLE})
-        acc = catalog.accelerator(sysm.accelerator, {k: v for k, v in hw.items() if k in _ACC_OVERRIDABLE})
+        acc = catalog.accelerator_for(sysm, {k: v for k, v in hw.items() if k in _ACC_OVERRIDABLE})
         hall = params.HallParams(sysm, acc, self.hall.ultraservers, self.hall.ultraservers_per_row)
         site = self.site.model_dump(exclude={"climate"})
         events = tuple(

@@ -241,6 +241,46 @@ def scenarios_cmd() -> None:
         click.echo(f"{name:<16} {spec.description}")
 
 
+@main.command("hardware")
+@click.option("--sources", is_flag=True, help="Also print where every number comes from.")
+def hardware_cmd(sources: bool) -> None:
+    """List the hardware catalog: per-chip and per-system figures with their sources.
+
+    Tags: OFF vendor documentation, OFF-2 vendor claim via press, 3P third party, DER derived,
+    ASM assumption (override it in a scenario's [hardware] section). * marks an assumed TDP."""
+    from twin import catalog
+
+    def pf(x: float) -> str:
+        return f"{x / 1e15:,.0f}" if x >= 1e18 else f"{x / 1e15:,.3g}"
+
+    click.echo(click.style("Accelerators (dense peak per chip)", bold=True))
+    click.echo(f"  {'key':<10} {'name':<41} {'BF16 PF':>8} {'FP8 PF':>7} {'FP4 PF':>7} {'HBM GiB':>8} {'TB/s':>5} {'TDP W':>7}")
+    for a in catalog.ACCELERATORS.values():
+        bf16 = pf(a.peak("bf16")) if a.supports("bf16") else "–"
+        fp4 = pf(a.peak_flops["fp4"]) if "fp4" in a.peak_flops else "(fp8)"
+        tdp = f"{a.tdp_w:,.0f}{'*' if a.tdp_assumed else ' '}"
+        click.echo(
+            f"  {a.key:<10} {a.name:<41} {bf16:>8} {pf(a.peak('fp8')):>7} {fp4:>7} "
+            f"{a.hbm_bytes / 2**30:>8,.0f} {a.hbm_bw_bytes_s / 1e12:>5.1f} {tdp:>7}"
+        )
+        if sources:
+            for k, v in a.sources.items():
+                click.echo(f"      {k}: {v}")
+    click.echo()
+    click.echo(click.style("Systems (scale-up domains)", bold=True))
+    click.echo(f"  {'key':<12} {'name':<42} {'chips':>5} {'srv':>4} {'racks':>5} {'FP8 PF':>7} {'HBM TiB':>8} {'full kW':>8} {'liquid':>6}")
+    for s in catalog.SYSTEMS.values():
+        a = catalog.accelerator_for(s)
+        click.echo(
+            f"  {s.key:<12} {s.name:<42} {s.chips:>5} {s.servers:>4} {s.racks:>5} "
+            f"{pf(catalog.system_peak_flops(s, a, 'fp8')):>7} {s.chips * a.hbm_bytes / 2**40:>8,.1f} "
+            f"{catalog.system_full_load_it_w(s, a) / 1e3:>8,.1f} {s.liquid_fraction:>6.0%}"
+        )
+        if sources:
+            for k, v in s.sources.items():
+                click.echo(f"      {k}: {v}")
+
+
 @main.command("sql")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("query", required=False)

@@ -81,6 +81,7 @@ class System:
     switch_w: float  # scale-up switches per system [W]
     liquid_fraction: float  # share of IT heat removed by direct-to-chip liquid [-]
     roadmap: bool = False
+    chip_tdp_w: float | None = None  # system-specific chip power limit (e.g. air-cooled variant)
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -253,8 +254,10 @@ SYSTEMS: dict[str, System] = {
             host_idle_fraction=0.6,
             switch_w=2000.0,
             liquid_fraction=0.0,
+            chip_tdp_w=700.0,
             sources={
                 "chips": "OFF: trn3-arch.rst (64 chips = 4 servers x 16)",
+                "chip_tdp_w": "ASM: air-cooled Gen1 variant at 700 W => ~55 kW per UltraServer (facts §5)",
                 "liquid_fraction": "ASM: Gen1 air-cooled (3P summaries; facts §2)",
             },
         ),
@@ -380,6 +383,14 @@ def system(key: str, overrides: dict[str, Any] | None = None) -> System:
     if overrides:
         sysm = replace(sysm, **overrides)
     return sysm
+
+
+def accelerator_for(sysm: System, overrides: dict[str, Any] | None = None) -> Accelerator:
+    """The system's accelerator with the system's chip power limit, then scenario overrides."""
+    acc = ACCELERATORS[sysm.accelerator]
+    if sysm.chip_tdp_w is not None:
+        acc = replace(acc, tdp_w=sysm.chip_tdp_w)
+    return replace(acc, **overrides) if overrides else acc
 
 
 def system_peak_flops(sysm: System, acc: Accelerator, precision: str) -> float:

@@ -63,7 +63,7 @@ def test_invariants_hold_every_step(
     assert int(a["chips"][: sim.jobs.n][running].sum()) == int((sim.chip_owner >= 0).sum())
     assert not (sim.chip_failed & (sim.chip_owner >= 0)).any()
     # IT power bounded by idle and full-load design power.
-    assert (f["it_power_w"] <= sim.design_it_w / p.power.psu_efficiency * 1.01).all()
+    assert (f["it_power_w"] <= sim.facility.design_it_w / p.power.psu_efficiency * 1.01).all()
     # Requests are served or dropped, never negative.
     assert (f["requests_dropped_per_s"] >= -1e-9).all()
     assert (f["requests_dropped_per_s"] <= f["requests_per_s"] + 1e-9).all()
@@ -151,8 +151,8 @@ def test_unknown_event_kind_and_bad_target_are_refused() -> None:
 
 
 def test_loop_temperature_follows_the_time_constant_after_a_load_step() -> None:
-    """After all chips go idle -> busy, the return temperature approaches its new steady state
-    as 1 - exp(-t / tau)."""
+    """After the UltraServer goes idle -> busy, its rack-loop return approaches the new steady
+    state T_supply + Q / (m c_p) as 1 - exp(-t / tau) with tau = M c_p / (m c_p) = M / m."""
     p = small_params(
         ultraservers=1,
         training=TrainingParams(arrivals_per_day=0.0),
@@ -161,19 +161,26 @@ def test_loop_temperature_follows_the_time_constant_after_a_load_step() -> None:
         dt_s=10,
     )
     sim = Simulation(p)
+    fac = sim.facility
     sim.advance(200)  # settle at idle
-    t_idle = float(sim.us_return_c[0])
-    j = sim.jobs.add("x", "mxfp8", kind=0, chips=144, params=1e9, tokens=1e15, work=6e24, submit=sim.t_s)
+    t_idle = float(fac.us_return_c[0])
+    j = sim.jobs.add("x", "fp8", kind=0, chips=144, params=1e9, tokens=1e15, work=6e24, submit=sim.t_s)
     sim.queue.append(j)
     sim.advance(1)  # job starts; this step's heat is the busy heat
     busy_heat = sim.sys.liquid_fraction * float(sim.last["it_power_w"])
-    t_ss = p.cooling.supply_setpoint_c + busy_heat / (sim.us_flow_kg_s * 4180.0)
-    t1 = float(sim.us_return_c[0])
-    n = int(sim.us_tau_s // p.dt_s)
+    speed = min(max(busy_heat / fac.us_design_liquid_w, 0.3), 1.0)
+    m = fac.us_flow_design * speed
+    supply = p.cooling.supply_setpoint_c  # the facility water holds its setpoint here
+    t_ss = supply + busy_heat / (m * 4180.0)
+    tau = fac.us_mass_kg / m
+    t1 = float(fac.us_return_c[0])
+    n = int(tau // p.dt_s)
     sim.advance(n)
-    expected = t_ss + (t1 - t_ss) * np.exp(-n * p.dt_s / sim.us_tau_s)
-    assert float(sim.us_return_c[0]) == pytest.approx(expected, abs=1e-6)
-    assert t_idle < t1 < float(sim.us_return_c[0]) < t_ss
+    expected = t_ss + (t1 - t_ss) * np.exp(-n * p.dt_s / tau)
+    assert float(fac.us_return_c[0]) == pytest.approx(expected, abs=1e-6)
+    assert t_idle < t1 < float(fac.us_return_c[0]) < t_ss
+    # Hand check of the heat balance: a 10 K design rise at 1.5 L/min/kW (facts §8.5).
+    assert t_ss - supply == pytest.approx(busy_heat / (m * 4180.0))
 
 
 def test_pue_is_in_the_direct_liquid_cooling_band_and_higher_when_hot() -> None:

@@ -58,6 +58,27 @@ class CoolingParams:
     crah_fan_w_per_w: float = 0.03  # CRAH fan power per W of air-side heat (ASM)
     throttle_temp_c: float = 90.0  # T_j throttle start (ASM, facts §8.7)
     throttle_full_c: float = 100.0  # clock down to 50 % at this T_j (ASM, facts §8.7)
+    # Plant. "tower": cooling towers (economizer through a plate heat exchanger; wet-bulb driven,
+    # uses water) with water-cooled chillers; "dry": dry coolers (dry-bulb driven, no water) with
+    # air-cooled chillers.
+    plant: str = "tower"
+    cdu_approach_k: float = 3.0  # CDU: secondary supply above facility water supply (ASM)
+    facility_volume_l_per_kw: float = 15.0  # facility water loop + buffer volume (ASM: tau ~ 10-20 min)
+    tower_approach_k: float = 4.0  # tower leaving water above wet-bulb (3P: design 3-5 K, facts §8.5)
+    hx_approach_k: float = 2.0  # plate heat exchanger approach (ASM)
+    economizer_units: int = 3  # cooling towers or dry coolers
+    economizer_redundancy: int = 1  # N+1
+    economizer_effectiveness: float = 0.7  # effectiveness of the N needed units together (ASM)
+    chiller_units: int = 3
+    chiller_redundancy: int = 1  # N+1: N units carry the whole design heat
+    evaporative_fraction: float = 0.8  # share of tower heat rejected by evaporation (ASM 0.75-0.85)
+    cycles_of_concentration: float = 4.0  # tower blowdown: make-up = evap x N/(N-1) (facts §8.5)
+    dvfs_exponent: float = 3.0  # dynamic power ~ clock^k (ASM: P ~ C V^2 f, V ~ f)
+    min_clock: float = 0.3  # lowest clock a power cap may set (ASM)
+    loop_trip_c: float = 60.0  # rack loop return that powers an UltraServer off (ASM)
+    loop_restart_c: float = 45.0  # ... and back on once cooled below this (ASM; W45 class)
+    air_trip_c: float = 40.0  # air inlet that powers air-cooled systems off (ASHRAE A3 max 40 °C)
+    air_restart_c: float = 32.0  # ... and back on (ASHRAE A1 allowable max 32 °C)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from twin import cooling, power, site, workload
-from twin.catalog import system_full_load_it_w
+from twin import site, workload
+from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
+from twin.facility import Facility, FacilityStep
 from twin.params import FactoryParams, ScheduledEvent
 from twin.topology import Topology, build
 
@@ -35,6 +36,7 @@ TRAINING, INFERENCE = 0, 1
 KIND_NAMES = ("training", "inference")
 
 EVENT_KINDS = (
+    *FACILITY_EVENT_KINDS,
     "fail_chip",
     "fail_server",
     "fail_ultraserver",
@@ -108,21 +110,6 @@ class WorkloadStep:
     running_training: int
 
 
-@dataclass(frozen=True)
-class PhysicsStep:
-    act_chip: npt.NDArray[np.float64]
-    chip_p: npt.NDArray[np.float64]
-    us_it: npt.NDArray[np.float64]
-    it_w: float
-    cooling_w: float
-    losses: power.ChainLosses
-    facility_w: float
-    pue: float
-    plant: cooling.PlantPower
-    cond: site.Conditions
-    tj: npt.NDArray[np.float64]
-
-
 @dataclass
 class ServiceState:
     replicas: list[int]
@@ -144,7 +131,6 @@ class Simulation:
             hall.ultraservers, self.sys.chips, self.sys.servers, hall.ultraservers_per_row
         )
         n = self.topo.chips
-        nus = self.topo.ultraservers
         seeds = np.random.SeedSequence(params.seed).spawn(4)
         self.rng_weather, self.rng_arrivals, self.rng_failures, self.rng_jobs = (
             np.random.default_rng(s) for s in seeds
@@ -157,8 +143,8 @@ class Simulation:
         self.chip_power = np.zeros(n)
         self.chip_activity = np.zeros(n)
         self.chip_tj = np.full(n, params.cooling.supply_setpoint_c)
-        self.us_return_c = np.full(nus, params.cooling.supply_setpoint_c)
         self.site = site.SiteModel(params.site, self.rng_weather)
+        self.facility = Facility(params, self.topo, self.sys, self.acc)
         self.jobs = JobTable()
         self.queue: deque[int] = deque()
         self._dirty: set[int] = set()
@@ -167,16 +153,6 @@ class Simulation:
         self._event_seq = 0
         for ev in params.events:
             self._push_event(ev, "scenario")
-
-        # Design values, fixed for the run.
-        self.us_design_it_w = system_full_load_it_w(self.sys, self.acc)
-        self.design_it_w = nus * self.us_design_it_w
-        self.ups_rating_w = params.power.ups_rating_factor * self.design_it_w / params.power.pdu_efficiency
-        lf = self.sys.liquid_fraction
-        self.us_flow_kg_s = float(cooling.loop_flow_kg_s(max(lf, 1e-9) * self.us_design_it_w, params.cooling))
-        self.us_tau_s = float(
-            cooling.loop_tau_s(params.cooling.loop_volume_l_per_ultraserver, self.us_flow_kg_s)
-        )
 
         self.train_peak = self.acc.peak(params.training.precision)
         self.services: list[ServiceState] = []
@@ -240,6 +216,10 @@ class Simulation:
 
     def _apply(self, ev: ScheduledEvent, source: str) -> None:
         kind = ev.kind
+        if kind in FACILITY_EVENT_KINDS:
+            target, detail = self.facility.apply(ev, self.t_s)
+            self._log(kind, target, detail, source)
+            return
         target = f"{kind.split('_', 1)[1]}:{ev.target}" if kind != "inference_surge" else ev.target
         if kind.startswith("fail_"):
             chips = self._target_chips(kind, ev.target)
@@ -462,70 +442,35 @@ class Simulation:
         return WorkloadStep(train_flops, tokens_s, req_s, dropped_s, inf_chip_mask_jobs, len(run_train))
 
     # ------------------------------------------------------------------ physics
-    def _physics(self, w: WorkloadStep) -> PhysicsStep:
-        """Chip activity -> chip, host and rack power -> loops, junction temperatures, plant ->
-        power-chain losses. Updates the thermal state and the chips' throttle clocks."""
-        p, t, dt = self.p, self.t_s, self.dt_s
+    def _physics(self, w: WorkloadStep) -> FacilityStep:
+        """Chip utilisation -> power, heat, temperatures, plant and power chain (``twin.facility``).
+        Thermal trips take chips offline; the clocks decided here apply to the next step's work
+        and power alike."""
         a = self.jobs.a
-        alive = ~self.chip_failed
         owner = self.chip_owner
-        owned = owner >= 0
-        act_chip = np.where(owned, a["activity"][np.maximum(owner, 0)], 0.0) * self.chip_clock
-        act_chip[self.chip_failed] = 0.0
-        self.chip_activity = act_chip
-        chip_p = power.chip_power_w(act_chip, self.acc.idle_w, self.acc.tdp_w, alive)
-        self.chip_power = chip_p
-        topo = self.topo
-        cps = topo.chips_per_server
-        server_act = np.bincount(topo.chip_server, weights=act_chip, minlength=topo.servers) / cps
-        host_p = power.host_power_w(server_act, self.sys.host_w_per_server, self.sys.host_idle_fraction)
-        us_chip_p = topo.per_us(chip_p)
-        us_host_p = host_p.reshape(topo.ultraservers, topo.servers_per_us).sum(axis=1)
-        us_dc = us_chip_p + us_host_p + self.sys.switch_w
-        us_it = np.asarray(power.rectifier_input_w(us_dc, topo.servers_per_us, p.power))
-        it_w = float(us_it.sum())
-
-        # Cooling: cold-plate loops (exact exponential update), junction temperatures, plant.
-        cp = p.cooling
-        lf = self.sys.liquid_fraction
-        cond = self.site.step(t, dt)
-        outdoor = cond.drybulb_c
-        liquid_us = lf * us_it
-        steady = cooling.steady_return_c(
-            cp.supply_setpoint_c, liquid_us, np.full(topo.ultraservers, self.us_flow_kg_s)
-        )
-        self.us_return_c = cooling.loop_return_step_c(self.us_return_c, steady, self.us_tau_s, dt)
-        if lf > 0:
-            coolant = 0.5 * (cp.supply_setpoint_c + self.us_return_c)
-            tj = coolant[topo.chip_us] + cp.cold_plate_r_k_per_w * chip_p
-        else:
-            tj = cp.air_supply_c + cp.air_r_k_per_w * chip_p
-        self.chip_tj = tj
-        self.chip_clock = cooling.throttle_clock(tj, cp)
-        liquid_heat = float(liquid_us.sum())
-        air_heat = it_w - liquid_heat
-        ret_mean = float(self.us_return_c.mean())
-        plant = cooling.plant_power(
-            liquid_heat, air_heat, ret_mean, outdoor, self.us_flow_kg_s * topo.ultraservers, cp
-        )
-        cooling_w = plant.total_w
-        losses = power.chain_losses(it_w, cooling_w, self.ups_rating_w, p.power)
-        facility_w = it_w + cooling_w + losses.total_w
-        pue = facility_w / it_w
-
-        return PhysicsStep(
-            act_chip, chip_p, us_it, it_w, cooling_w, losses, facility_w, pue, plant, cond, tj
-        )
+        util = np.where(owner >= 0, a["activity"][np.maximum(owner, 0)], 0.0)
+        cond = self.site.step(self.t_s, self.dt_s)
+        ph = self.facility.step(util, ~self.chip_failed, cond, self.t_s, self.dt_s)
+        for kind, target, detail in self.facility.log:
+            self._log(kind, target, detail)
+        self.facility.log.clear()
+        if len(ph.tripped_chips):
+            self._fail_chips(ph.tripped_chips, -1)
+        if len(ph.recovered_chips):
+            self._repair_chips(ph.recovered_chips)
+        self.chip_clock = self.facility.clock
+        self.chip_activity, self.chip_power, self.chip_tj = ph.act_chip, ph.chip_p, ph.tj
+        return ph
 
     # ------------------------------------------------------------------ record
-    def _record(self, rec: _Recorder, i: int, w: WorkloadStep, ph: PhysicsStep) -> None:
+    def _record(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> None:
         p, t, dt = self.p, self.t_s, self.dt_s
         a = self.jobs.a
         topo = self.topo
         owner = self.chip_owner
         owned = owner >= 0
         act_chip, chip_p, tj = ph.act_chip, ph.chip_p, ph.tj
-        it_w, facility_w, pue, plant = ph.it_w, ph.facility_w, ph.pue, ph.plant
+        it_w, facility_w, pue = ph.it_w, ph.facility_w, ph.pue
         # Energy per token: inference chips' share of IT, grossed up by PUE.
         inf_chips = owned & w.inference_jobs[np.maximum(owner, 0)]
         inf_it = float(chip_p[inf_chips].sum()) * (it_w / max(float(chip_p.sum()), 1.0))
@@ -539,12 +484,24 @@ class Simulation:
             it=it_w,
             fac=facility_w,
             cool=ph.cooling_w,
-            loss=ph.losses.total_w,
+            loss=ph.loss_w,
             pue=pue,
-            chip=float(chip_p.sum()),
-            chiller=plant.chiller_w,
-            free=plant.free_fraction,
-            cop=plant.cop,
+            chip=ph.chip_w,
+            psu_loss=ph.psu_loss_w,
+            pdu_loss=ph.pdu_loss_w,
+            ups_loss=ph.ups_loss_w,
+            tx_loss=ph.transformer_loss_w,
+            chiller=ph.chiller_w,
+            pumps=ph.pumps_w,
+            fans=ph.fans_w,
+            free=ph.free_fraction,
+            cop=ph.cop,
+            water=ph.water_l,
+            fw_supply=ph.fw_supply_c,
+            unmet=ph.unmet_heat_w,
+            cap=ph.facility_cap_w if np.isfinite(ph.facility_cap_w) else np.nan,
+            throttled=ph.throttled_chips,
+            clock=float(ph.clock[busy].mean()) if busy.any() else 1.0,
             alloc=int(owned.sum()),
             busy=int(busy.sum()),
             failed=int(self.chip_failed.sum()),
@@ -559,7 +516,7 @@ class Simulation:
             outdoor=ph.cond.drybulb_c,
             wetbulb=ph.cond.wetbulb_c,
             supply=cp.supply_setpoint_c,
-            ret=float(self.us_return_c.mean()),
+            ret=float(ph.us_return_c.mean()),
             tmax=float(tj.max()),
             price=ph.cond.price_usd_per_mwh,
             carbon=ph.cond.carbon_g_per_kwh,
@@ -571,7 +528,8 @@ class Simulation:
         us_failed = np.bincount(topo.chip_us, weights=self.chip_failed, minlength=topo.ultraservers)
         us_act = topo.per_us(act_chip) / topo.chips_per_us
         us_tmax = tj.reshape(topo.ultraservers, topo.chips_per_us).max(axis=1)
-        rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, us_act, us_tmax, self.us_return_c)
+        us_clock = topo.per_us(ph.clock) / topo.chips_per_us
+        rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, us_act, us_tmax, ph.us_return_c, us_clock)
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
             rec.chips(t, owner, act_chip, chip_p, tj, self.chip_failed)
@@ -651,9 +609,21 @@ FACTORY_FIELDS = {
     "power_loss_w": ("loss", np.float64),
     "pue": ("pue", np.float64),
     "chip_power_w": ("chip", np.float64),
+    "psu_loss_w": ("psu_loss", np.float64),
+    "pdu_loss_w": ("pdu_loss", np.float64),
+    "ups_loss_w": ("ups_loss", np.float64),
+    "transformer_loss_w": ("tx_loss", np.float64),
     "chiller_power_w": ("chiller", np.float64),
+    "pump_power_w": ("pumps", np.float64),
+    "fan_power_w": ("fans", np.float64),
     "free_cooling_fraction": ("free", np.float64),
     "chiller_cop": ("cop", np.float64),
+    "water_l": ("water", np.float64),
+    "facility_water_supply_c": ("fw_supply", np.float64),
+    "unmet_heat_w": ("unmet", np.float64),
+    "facility_cap_w": ("cap", np.float64),
+    "throttled_chips": ("throttled", np.int32),
+    "mean_clock": ("clock", np.float64),
     "chips_total": ("total", np.int32),
     "chips_allocated": ("alloc", np.int32),
     "chips_busy": ("busy", np.int32),
@@ -697,6 +667,7 @@ class _Recorder:
             "activity": np.zeros(m, dtype=np.float32),
             "max_chip_temp_c": np.zeros(m, dtype=np.float32),
             "coolant_return_c": np.zeros(m, dtype=np.float32),
+            "clock": np.zeros(m, dtype=np.float32),
         }
         self.c: list[dict[str, npt.NDArray[Any]]] = []
         self._keys = {short: key for key, (short, _) in FACTORY_FIELDS.items()}
@@ -710,7 +681,7 @@ class _Recorder:
         s = slice(i * n, (i + 1) * n)
         self.u["time_s"][s] = t
         for name, col in zip(
-            ("power_w", "chips_busy", "chips_failed", "activity", "max_chip_temp_c", "coolant_return_c"),
+            ("power_w", "chips_busy", "chips_failed", "activity", "max_chip_temp_c", "coolant_return_c", "clock"),
             cols,
             strict=True,
         ):

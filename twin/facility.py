@@ -1,0 +1,542 @@
+"""The facility: chip clocks and power, the power chain with capping, and the cooling plant.
+
+``Facility.step`` turns per-chip utilisation into power, heat, temperatures and plant power for one
+step, and decides the chips' clocks for the next step (power capping and thermal throttling), so
+that the power drawn and the work done in a step always use the same clock.
+
+Heat path (liquid-cooled systems): cold plates -> each UltraServer's rack loop (thermal mass,
+variable-speed flow) -> its row's CDU -> the facility water loop (thermal mass) -> economizer
+(cooling towers with a plate heat exchanger, or dry coolers) with chiller trim. The air share goes
+to CRAHs on chilled water from the same chillers. Every loop uses the exact solution of
+C dT/dt = Q - m c_p (T - T_in) for piecewise-constant inputs, stable at any step size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from twin import cooling, power
+from twin.catalog import Accelerator, System, system_full_load_it_w
+from twin.params import CoolingParams, FactoryParams, PowerChainParams, ScheduledEvent
+from twin.site import Conditions
+from twin.topology import Topology
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+CP = cooling.WATER_CP_J_KG_K
+RHO = cooling.WATER_RHO_KG_M3
+LATENT_J_PER_KG = 2.43e6  # latent heat of vaporisation of water at ~30 °C
+MIN_FLOW = 0.3  # variable-speed pumps never go below 30 % flow (ASM)
+
+EVENT_KINDS = ("power_cap", "cdu_pump_failure", "chiller_trip", "cooling_tower_loss", "cooling_restore")
+
+
+def dvfs_power_factor(clock: FloatArray | float, exponent: float) -> FloatArray | float:
+    """Dynamic power at a clock fraction f relative to full clock: f ** exponent (P ~ C V^2 f with
+    V roughly proportional to f gives ~f^3; ASM)."""
+    return np.asarray(clock) ** exponent
+
+
+def chiller_part_load_fraction(plr: float) -> float:
+    """Fraction of full-load power at part-load ratio PLR (EnergyPlus Chiller:Electric curve,
+    FFL = 0.03303 + 0.6852 PLR + 0.2818 PLR^2; via SustainDC dc-rl, facts §8.5)."""
+    return 0.03303 + 0.6852 * plr + 0.2818 * plr * plr
+
+
+def mixed_loop_step(t0: float, t_inf: float, tau_s: float, dt_s: float) -> float:
+    return t_inf + (t0 - t_inf) * math.exp(-dt_s / tau_s)
+
+
+@dataclass
+class PlantState:
+    chillers_up: int
+    towers_up: int
+    fw_supply_c: float  # facility water supply to the CDUs
+    chw_supply_c: float  # chilled water supply to the CRAHs
+
+
+@dataclass(frozen=True)
+class FacilityStep:
+    """Everything the record needs from one physics step."""
+
+    act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
+    chip_p: FloatArray
+    clock: FloatArray  # clock the chips ran at this step [-]
+    us_it: FloatArray
+    us_return_c: FloatArray
+    tj: FloatArray
+    it_w: float
+    chip_w: float
+    psu_loss_w: float
+    pdu_loss_w: float
+    ups_loss_w: float
+    transformer_loss_w: float
+    chiller_w: float
+    pumps_w: float
+    fans_w: float
+    free_fraction: float
+    cop: float
+    water_l: float
+    fw_supply_c: float
+    unmet_heat_w: float
+    facility_cap_w: float
+    throttled_chips: int
+    cond: Conditions
+    tripped_chips: npt.NDArray[np.int64]  # chips that went offline this step (thermal trip)
+    recovered_chips: npt.NDArray[np.int64]  # chips back after a thermal trip
+
+    @property
+    def cooling_w(self) -> float:
+        return self.chiller_w + self.pumps_w + self.fans_w
+
+    @property
+    def loss_w(self) -> float:
+        return self.pdu_loss_w + self.ups_loss_w + self.transformer_loss_w
+
+    @property
+    def facility_w(self) -> float:
+        return self.it_w + self.cooling_w + self.loss_w
+
+    @property
+    def pue(self) -> float:
+        return self.facility_w / self.it_w
+
+
+@dataclass
+class Facility:
+    params: FactoryParams
+    topo: Topology
+    sys: System
+    acc: Accelerator
+    log: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        p, topo = self.params, self.topo
+        cp = p.cooling
+        self.cp: CoolingParams = cp
+        self.pp: PowerChainParams = p.power
+        n, nus, rows = topo.chips, topo.ultraservers, topo.rows
+        self.chip_row = topo.us_row[topo.chip_us]
+        self.lf = self.sys.liquid_fraction
+        # Design values, fixed for the run.
+        self.us_design_it_w = system_full_load_it_w(self.sys, self.acc)
+        self.design_it_w = nus * self.us_design_it_w
+        self.ups_rating_w = self.pp.ups_rating_factor * self.design_it_w / self.pp.pdu_efficiency
+        self.us_design_liquid_w = max(self.lf * self.us_design_it_w, 1.0)
+        self.us_flow_design = float(cooling.loop_flow_kg_s(self.us_design_liquid_w, cp))
+        self.us_mass_kg = cp.loop_volume_l_per_ultraserver * RHO / 1000.0
+        self.design_liquid_w = nus * self.us_design_liquid_w
+        self.fw_flow_design = float(cooling.loop_flow_kg_s(self.design_liquid_w, cp))
+        self.fw_mass_kg = cp.facility_volume_l_per_kw * self.design_liquid_w / 1000.0 * RHO / 1000.0
+        design_heat = self.design_it_w  # all IT power becomes heat
+        self.chiller_unit_w = design_heat / max(cp.chiller_units - cp.chiller_redundancy, 1)
+        eff_units = max(cp.economizer_units - cp.economizer_redundancy, 1)
+        self.econ_unit_effectiveness = cp.economizer_effectiveness / eff_units
+        # Pumps and fans at design flow / full speed (affinity laws scale them from here).
+        self.cdu_pump_design_w = cp.pump_head_pa * (self.us_flow_design / RHO) / cp.pump_efficiency
+        self.fw_pump_design_w = cp.pump_head_pa * (self.fw_flow_design / RHO) / cp.pump_efficiency
+        self.fan_design_w = cp.drycooler_fan_w_per_w * design_heat
+        # State.
+        self.clock = np.ones(n)
+        self.us_return_c = np.full(nus, cp.supply_setpoint_c)
+        self.row_flow_fraction = np.ones(rows)  # 1 = CDU pumps healthy, 0 = lost
+        self.row_cap_w = np.full(rows, np.inf)
+        self.facility_cap_w = math.inf
+        self.plant = PlantState(
+            chillers_up=cp.chiller_units,
+            towers_up=cp.economizer_units,
+            fw_supply_c=self.fw_setpoint_c,
+            chw_supply_c=cp.chilled_water_c,
+        )
+        self.us_tripped = np.zeros(nus, dtype=bool)
+        self.chip_tripped = np.zeros(n, dtype=bool)
+        self._restores: list[tuple[int, str, int, float]] = []  # (time, what, index, value)
+        self._throttling = False
+
+    @property
+    def fw_setpoint_c(self) -> float:
+        return self.cp.supply_setpoint_c - self.cp.cdu_approach_k
+
+    # ------------------------------------------------------------------ events
+    def apply(self, ev: ScheduledEvent, t_s: int) -> tuple[str, str]:
+        """Apply a facility event; returns (target, detail) for the events log."""
+        cp = self.cp
+        until = t_s + ev.duration_s if ev.duration_s > 0 else -1
+        if ev.kind == "power_cap":
+            target = ev.target or "facility"
+            cap = ev.value if ev.value > 0 else math.inf
+            if target == "facility":
+                old = self.facility_cap_w
+                self.facility_cap_w = cap
+                if until >= 0:
+                    self._restores.append((until, "facility_cap", 0, old))
+            else:
+                r = self._row(target)
+                old = float(self.row_cap_w[r])
+                self.row_cap_w[r] = cap
+                if until >= 0:
+                    self._restores.append((until, "row_cap", r, old))
+                target = f"row:{r}"
+            what = "cleared" if math.isinf(cap) else f"{cap / 1e6:.3f} MW"
+            return target, f"power cap {what}" + (f" for {ev.duration_s} s" if until >= 0 else "")
+        if ev.kind == "cdu_pump_failure":
+            r = self._row(ev.target or "0")
+            self.row_flow_fraction[r] = min(max(ev.value, 0.0), 1.0)
+            if until >= 0:
+                self._restores.append((until, "cdu", r, 1.0))
+            return f"row:{r}", f"CDU pumps lost, flow {self.row_flow_fraction[r]:.0%}"
+        if ev.kind == "chiller_trip":
+            k = max(int(ev.value) if ev.value > 0 else 1, 1)
+            k = min(k, self.plant.chillers_up)
+            self.plant.chillers_up -= k
+            if until >= 0:
+                self._restores.append((until, "chillers", k, 0.0))
+            return "plant", f"{k} chiller(s) tripped, {self.plant.chillers_up}/{cp.chiller_units} running"
+        if ev.kind == "cooling_tower_loss":
+            k = max(int(ev.value) if ev.value > 0 else 1, 1)
+            k = min(k, self.plant.towers_up)
+            self.plant.towers_up -= k
+            if until >= 0:
+                self._restores.append((until, "towers", k, 0.0))
+            return "plant", f"{k} economizer unit(s) lost, {self.plant.towers_up}/{cp.economizer_units} left"
+        # cooling_restore: everything back to normal.
+        self.row_flow_fraction[:] = 1.0
+        self.plant.chillers_up = cp.chiller_units
+        self.plant.towers_up = cp.economizer_units
+        return "plant", "cooling restored"
+
+    def _row(self, target: str) -> int:
+        t = target.split(":", 1)[1] if ":" in target else target
+        r = int(t)
+        if not 0 <= r < self.topo.rows:
+            raise ValueError(f"row {r} out of range 0..{self.topo.rows - 1}")
+        return r
+
+    def _due_restores(self, t_s: int) -> None:
+        keep = []
+        for item in self._restores:
+            when, what, idx, value = item
+            if when > t_s:
+                keep.append(item)
+                continue
+            if what == "facility_cap":
+                self.facility_cap_w = value
+                self.log.append(("power_cap", "facility", "power cap ended"))
+            elif what == "row_cap":
+                self.row_cap_w[idx] = value
+                self.log.append(("power_cap", f"row:{idx}", "power cap ended"))
+            elif what == "cdu":
+                self.row_flow_fraction[idx] = 1.0
+                self.log.append(("cooling_restore", f"row:{idx}", "CDU pumps back"))
+            elif what == "chillers":
+                self.plant.chillers_up = min(self.plant.chillers_up + idx, self.cp.chiller_units)
+                self.log.append(("cooling_restore", "plant", f"{idx} chiller(s) back"))
+            elif what == "towers":
+                self.plant.towers_up = min(self.plant.towers_up + idx, self.cp.economizer_units)
+                self.log.append(("cooling_restore", "plant", f"{idx} economizer unit(s) back"))
+        self._restores = keep
+
+    # ------------------------------------------------------------------ step
+    def step(self, util: FloatArray, alive: BoolArray, cond: Conditions, t_s: int, dt_s: int) -> FacilityStep:
+        """One step. ``util`` is each chip's utilisation at full clock (0 idle), ``alive`` marks
+        chips that are powered."""
+        self._due_restores(t_s)
+        p, topo, cp, pp = self.params, self.topo, self.cp, self.pp
+        acc, sysm = self.acc, self.sys
+        clock = self.clock
+        util = np.where(alive, util, 0.0)
+        dyn_full = (acc.tdp_w - acc.idle_w) * util  # dynamic power at full clock
+        chip_p = np.where(alive, acc.idle_w + dyn_full * dvfs_power_factor(clock, cp.dvfs_exponent), 0.0)
+        act_chip = util * clock
+
+        # Hosts follow their chips' work rate; switches are constant; rectifier losses are IT.
+        cps = topo.chips_per_server
+        server_act = np.bincount(topo.chip_server, weights=act_chip, minlength=topo.servers) / cps
+        host_p = power.host_power_w(server_act, sysm.host_w_per_server, sysm.host_idle_fraction)
+        us_chip_p = topo.per_us(chip_p)
+        us_host_p = host_p.reshape(topo.ultraservers, topo.servers_per_us).sum(axis=1)
+        us_dc = np.where(self.us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
+        us_it = np.where(self.us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, pp))
+        it_w = float(us_it.sum())
+        psu_loss = it_w - float(us_dc.sum())
+
+        # Rack loops: variable-speed flow holds the design temperature rise; a row whose CDU pumps
+        # are lost has no flow and its loops store the heat.
+        liquid_us = self.lf * us_it
+        sec_supply = self.plant.fw_supply_c + cp.cdu_approach_k
+        flow_frac = self.row_flow_fraction[topo.us_row]
+        speed = np.clip(liquid_us / self.us_design_liquid_w, MIN_FLOW, 1.0) * flow_frac
+        m = self.us_flow_design * speed
+        c_loop = self.us_mass_kg * CP
+        ret0 = self.us_return_c
+        with np.errstate(divide="ignore", invalid="ignore"):
+            steady = sec_supply + liquid_us / (m * CP)
+            decay = np.exp(-dt_s * m * CP / c_loop)
+            ret_flow = steady + (ret0 - steady) * decay
+        ret_noflow = ret0 + liquid_us * dt_s / c_loop
+        ret = np.where(m > 0, ret_flow, ret_noflow)
+        # Heat handed to the facility water over the step = heat in - heat stored in the loops.
+        stored = c_loop * (ret - ret0)
+        to_fw_w = max(float(liquid_us.sum() - stored.sum() / dt_s), 0.0)
+        self.us_return_c = ret
+
+        # Junction temperatures at this step's clock.
+        if self.lf > 0:
+            coolant = 0.5 * (sec_supply + ret)
+            tj = coolant[topo.chip_us] + cp.cold_plate_r_k_per_w * chip_p
+        else:
+            air_in = cp.air_supply_c + max(self.plant.chw_supply_c - cp.chilled_water_c, 0.0)
+            tj = air_in + cp.air_r_k_per_w * chip_p
+            coolant = np.full(topo.ultraservers, air_in)
+
+        # Protection: an UltraServer whose coolant runs past its trip point powers off (chips,
+        # hosts, switches) and comes back once its coolant has cooled and its CDU runs again.
+        if self.lf > 0:
+            hot_us = ret > cp.loop_trip_c
+            cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
+        else:
+            hot_us = coolant > cp.air_trip_c
+            cool_us = coolant < cp.air_restart_c
+        newly = hot_us & ~self.us_tripped
+        back = cool_us & self.us_tripped
+        tripped_chips = recovered_chips = np.zeros(0, dtype=np.int64)
+        if newly.any():
+            self.us_tripped |= newly
+            mask = newly[topo.chip_us] & alive
+            self.chip_tripped |= mask
+            tripped_chips = np.flatnonzero(mask)
+            for u in np.flatnonzero(newly):
+                self.log.append(
+                    ("thermal_trip", f"ultraserver:{int(u)}", f"coolant {coolant[u]:.1f} °C: powered off")
+                )
+        if back.any():
+            self.us_tripped &= ~back
+            mask = back[topo.chip_us] & self.chip_tripped
+            self.chip_tripped &= ~mask
+            recovered_chips = np.flatnonzero(mask)
+            for u in np.flatnonzero(back):
+                self.log.append(
+                    ("thermal_recover", f"ultraserver:{int(u)}", f"coolant {coolant[u]:.1f} °C: back on")
+                )
+
+        # Plant: air side first (CRAHs on chilled water), then the liquid loop.
+        air_heat = it_w - float(liquid_us.sum())
+        plant = self._plant(to_fw_w, air_heat, cond, dt_s)
+
+        # Power chain.
+        cooling_w = plant["chiller_w"] + plant["pumps_w"] + plant["fans_w"]
+        losses = power.chain_losses(it_w, cooling_w, self.ups_rating_w, pp)
+        facility_w = it_w + cooling_w + losses.total_w
+
+        # Clocks for the next step: power caps and thermal equilibrium.
+        self.clock = self._next_clock(util, alive, dyn_full, it_w, facility_w, us_it, coolant)
+        throttled = int(((self.clock < 0.999) & (util > 0)).sum())
+        if (throttled > 0) != self._throttling:
+            self._throttling = throttled > 0
+            self.log.append(
+                ("throttle", "factory", f"{throttled} chips throttled" if throttled else "throttling ended")
+            )
+        return FacilityStep(
+            act_chip=act_chip,
+            chip_p=chip_p,
+            clock=clock,
+            us_it=us_it,
+            us_return_c=ret,
+            tj=tj,
+            it_w=it_w,
+            chip_w=float(chip_p.sum()),
+            psu_loss_w=psu_loss,
+            pdu_loss_w=losses.pdu_w,
+            ups_loss_w=losses.ups_w,
+            transformer_loss_w=losses.transformer_w,
+            chiller_w=plant["chiller_w"],
+            pumps_w=plant["pumps_w"],
+            fans_w=plant["fans_w"],
+            free_fraction=plant["free_fraction"],
+            cop=plant["cop"],
+            water_l=plant["water_l"],
+            fw_supply_c=self.plant.fw_supply_c,
+            unmet_heat_w=plant["unmet_w"],
+            facility_cap_w=self.facility_cap_w,
+            throttled_chips=throttled,
+            cond=cond,
+            tripped_chips=tripped_chips,
+            recovered_chips=recovered_chips,
+        )
+
+    def _sink_c(self, cond: Conditions) -> tuple[float, float]:
+        """(coldest water the economizer makes, chiller condensing temperature) [°C]."""
+        cp = self.cp
+        if cp.plant == "tower":
+            tower_water = cond.wetbulb_c + cp.tower_approach_k
+            return tower_water + cp.hx_approach_k, tower_water + cp.condenser_approach_k
+        return cond.drybulb_c + cp.drycooler_approach_k, cond.drybulb_c + cp.condenser_approach_k
+
+    def _plant(self, liquid_w: float, air_w: float, cond: Conditions, dt_s: int) -> dict[str, float]:
+        cp, st = self.cp, self.plant
+        sink, t_cond = self._sink_c(cond)
+        eps = min(st.towers_up * self.econ_unit_effectiveness, 0.95)
+        cap_total = st.chillers_up * self.chiller_unit_w
+
+        # Air side: chilled water at its setpoint; the economizer precools when cold enough.
+        chw = cp.chilled_water_c
+        chw_ret = chw + 6.0
+        air_econ = min(air_w, max(eps * air_w * (chw_ret - sink) / 6.0, 0.0)) if air_w > 0 else 0.0
+        air_chiller = min(air_w - air_econ, cap_total)
+        air_unmet = air_w - air_econ - air_chiller
+        # Chilled-water loop warms when the chillers cannot keep up (thermal mass of the CHW loop
+        # taken as that of the facility loop, ASM).
+        if air_unmet > 0:
+            st.chw_supply_c += air_unmet * dt_s / (self.fw_mass_kg * CP)
+        else:
+            st.chw_supply_c = max(chw, st.chw_supply_c - 1.0 * dt_s / 60.0)
+        cap_left = cap_total - air_chiller
+
+        # Liquid side: facility water loop with thermal mass. m c_p (T_ret - T_set) must go.
+        speed = min(max(liquid_w / self.design_liquid_w, MIN_FLOW), 1.0) if liquid_w > 0 else MIN_FLOW
+        m = self.fw_flow_design * speed
+        mcp = m * CP
+        t_set = self.fw_setpoint_c
+        t0 = st.fw_supply_c
+        liq_econ = liq_chiller = liq_unmet = 0.0
+        if liquid_w > 0:
+
+            def econ(t_supply: float) -> float:
+                t_ret = t_supply + liquid_w / mcp
+                return max(eps * mcp * (t_ret - sink), 0.0)
+
+            need_at_set = liquid_w
+            e_set = min(econ(t_set), need_at_set)
+            if e_set + cap_left >= need_at_set:
+                # The plant holds the setpoint: econ first, chiller trims; any stored heat in the
+                # loop is removed within the step (it is small next to the trim capacity).
+                excess = self.fw_mass_kg * CP * max(t0 - t_set, 0.0) / dt_s
+                liq_econ = e_set
+                liq_chiller = min(need_at_set - e_set + excess, cap_left)
+                st.fw_supply_c = max(
+                    t_set, t0 - (liq_chiller - (need_at_set - e_set)) * dt_s / (self.fw_mass_kg * CP)
+                )
+            else:
+                # Capacity-limited: C dT/dt = Q (1 - eps) - eps m c_p (T - sink) - chiller cap
+                # => exact exponential towards T_ss with tau = C / (eps m c_p).
+                c_fw = self.fw_mass_kg * CP
+                if eps > 0:
+                    t_ss = sink + (liquid_w * (1 - eps) - cap_left) / (eps * mcp)
+                    t1 = mixed_loop_step(t0, t_ss, c_fw / (eps * mcp), dt_s)
+                else:
+                    t1 = t0 + (liquid_w - cap_left) * dt_s / c_fw
+                t1 = max(t1, t_set)
+                liq_chiller = cap_left
+                liq_econ = max(liquid_w - liq_chiller - c_fw * (t1 - t0) / dt_s, 0.0)
+                liq_econ = min(liq_econ, econ(0.5 * (t0 + t1)))
+                liq_unmet = max(liquid_w - liq_econ - liq_chiller, 0.0)
+                st.fw_supply_c = t1
+
+        chiller_load = air_chiller + liq_chiller
+        # Chiller power: Carnot-fraction COP at the current lift, EnergyPlus part-load curve over
+        # the units that must run.
+        cop_liq = cooling.chiller_cop(t_set - 2.0, t_cond - cp.condenser_approach_k, cp)
+        cop_air = cooling.chiller_cop(chw - 2.0, t_cond - cp.condenser_approach_k, cp)
+        chiller_w = 0.0
+        if chiller_load > 0:
+            running = max(math.ceil(chiller_load / self.chiller_unit_w - 1e-9), 1)
+            plr = chiller_load / (running * self.chiller_unit_w)
+            cop_mix = chiller_load / (air_chiller / cop_air + liq_chiller / cop_liq)
+            full_w = running * self.chiller_unit_w / cop_mix
+            chiller_w = full_w * chiller_part_load_fraction(plr)
+        cop = chiller_load / chiller_w if chiller_w > 0 else cop_air
+        # Pumps: CDU secondary pumps (per UltraServer loop) and facility water pumps by the
+        # affinity law P ~ flow^3; fans follow the heat they reject, P ~ speed^3.
+        us_speed = min(max(liquid_w / self.design_liquid_w, MIN_FLOW), 1.0)
+        pumps_w = 0.0
+        if self.lf > 0:
+            flow = float(self.row_flow_fraction[self.topo.us_row].sum())
+            pumps_w = self.cdu_pump_design_w * us_speed**3 * flow + self.fw_pump_design_w * speed**3
+        rejected = liq_econ + air_econ + chiller_load + chiller_w
+        fan_speed = min(rejected / max(self.design_it_w, 1.0), 1.0)
+        fans_w = self.fan_design_w * fan_speed**3 * (st.towers_up / max(cp.economizer_units, 1)) + (
+            cp.crah_fan_w_per_w * air_w
+        )
+        # Cooling-tower water: evaporation of the share of rejected heat carried as latent heat,
+        # plus blowdown for the cycles of concentration (make-up = evap x N / (N - 1); facts §8.5).
+        water_l = 0.0
+        if cp.plant == "tower":
+            evap_kg_s = cp.evaporative_fraction * rejected / LATENT_J_PER_KG
+            n = cp.cycles_of_concentration
+            water_l = evap_kg_s * n / (n - 1) * dt_s  # 1 kg = 1 L
+        total_heat = liquid_w + air_w
+        free = (liq_econ + air_econ) / total_heat if total_heat > 0 else 1.0
+        return {
+            "chiller_w": chiller_w,
+            "pumps_w": pumps_w,
+            "fans_w": fans_w,
+            "free_fraction": min(max(free, 0.0), 1.0),
+            "cop": cop,
+            "water_l": water_l,
+            "unmet_w": liq_unmet + air_unmet,
+        }
+
+    def _next_clock(
+        self,
+        util: FloatArray,
+        alive: BoolArray,
+        dyn_full: FloatArray,
+        it_w: float,
+        facility_w: float,
+        us_it: FloatArray,
+        coolant_us: FloatArray,
+    ) -> FloatArray:
+        """Clock per chip for the next step: the lowest of the facility cap, the row cap and the
+        thermal limit. Caps are met by scaling the clock of every busy chip in scope; dynamic power
+        follows f^k (ASM k = dvfs_exponent), performance follows f."""
+        cp, pp, topo = self.cp, self.pp, self.topo
+        k = cp.dvfs_exponent
+        f = np.ones(topo.chips)
+        dyn_it = dyn_full / pp.psu_efficiency  # rack-input watts of dynamic power at f = 1
+        cur = dvfs_power_factor(self.clock, k)
+        if math.isfinite(self.facility_cap_w):
+            # Facility power scales ~ with IT power at this operating point.
+            it_target = self.facility_cap_w * it_w / facility_w
+            dyn_now = float((dyn_it * cur).sum())
+            fixed = it_w - dyn_now
+            total_dyn = float(dyn_it.sum())
+            if total_dyn > 0:
+                x = (it_target - fixed) / total_dyn
+                f[:] = min(max(x, 0.0), 1.0) ** (1 / k)
+        if np.isfinite(self.row_cap_w).any():
+            row_dyn_now = np.bincount(self.chip_row, weights=dyn_it * cur, minlength=topo.rows)
+            row_dyn = np.bincount(self.chip_row, weights=dyn_it, minlength=topo.rows)
+            row_it = topo.per_row(us_it)
+            row_fixed = row_it - row_dyn_now
+            with np.errstate(divide="ignore", invalid="ignore"):
+                xr = np.where(row_dyn > 0, (self.row_cap_w - row_fixed) / row_dyn, 1.0)
+            fr = np.clip(xr, 0.0, 1.0) ** (1 / k)
+            f = np.minimum(f, fr[self.chip_row])
+        f = np.maximum(f, cp.min_clock)
+        # Thermal: the largest clock whose junction temperature stays on the throttle curve
+        # (quasi-steady junction: the package settles in seconds, well inside a step).
+        if self.lf > 0:
+            base = coolant_us[topo.chip_us] + cp.cold_plate_r_k_per_w * self.acc.idle_w
+            r = cp.cold_plate_r_k_per_w
+        else:
+            base = coolant_us[topo.chip_us] + cp.air_r_k_per_w * self.acc.idle_w
+            r = cp.air_r_k_per_w
+        tj_at = base + r * dyn_full * dvfs_power_factor(f, k)
+        hot = (tj_at > cp.throttle_temp_c) & alive
+        if hot.any():
+            lo = np.full(int(hot.sum()), 0.5)
+            hi = f[hot].copy()
+            b, d = base[hot], dyn_full[hot]
+            for _ in range(30):
+                mid = 0.5 * (lo + hi)
+                tj = b + r * d * mid**k
+                ok = cooling.throttle_clock(tj, cp) >= mid
+                lo = np.where(ok, mid, lo)
+                hi = np.where(ok, hi, mid)
+            f[hot] = lo
+        return f

@@ -246,7 +246,7 @@ class Facility:
         """One step. ``util`` is each chip's utilisation at full clock (0 idle), ``alive`` marks
         chips that are powered."""
         self._due_restores(t_s)
-        p, topo, cp, pp = self.params, self.topo, self.cp, self.pp
+        topo, cp, pp = self.topo, self.cp, self.pp
         acc, sysm = self.acc, self.sys
         clock = self.clock
         util = np.where(alive, util, 0.0)

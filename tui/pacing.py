@@ -1,0 +1,135 @@
+"""Simulation speed: the five speed levels and the pacer that turns wall time into steps.
+
+Pure Python (no Textual), shared by the live worker thread and the UI thread: the UI changes the
+level, the worker asks the pacer how many steps are due. Plain attribute reads and writes under a
+lock; nothing here blocks.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+
+# (label, simulated seconds per wall second). Keys 1..5 select these levels.
+SPEEDS: tuple[tuple[str, float], ...] = (
+    ("pause", 0.0),
+    ("1×", 1.0),
+    ("60×", 60.0),
+    ("3600×", 3600.0),
+    ("max", math.inf),
+)
+PAUSE, MAX = 0, len(SPEEDS) - 1
+DEFAULT_LEVEL = 3  # 3600×: one simulated hour per wall second
+
+
+class SpeedControl:
+    """The selected speed level; ``paused`` is level 0. Space toggles back to the last speed."""
+
+    def __init__(self, level: int = DEFAULT_LEVEL) -> None:
+        self._lock = threading.Lock()
+        self.level = level
+        self._resume = level if level != PAUSE else DEFAULT_LEVEL
+
+    @property
+    def paused(self) -> bool:
+        return self.level == PAUSE
+
+    @property
+    def label(self) -> str:
+        return SPEEDS[self.level][0]
+
+    @property
+    def factor(self) -> float:
+        return SPEEDS[self.level][1]
+
+    @property
+    def resume_label(self) -> str:
+        return SPEEDS[self._resume][0]
+
+    def set(self, level: int) -> None:
+        with self._lock:
+            self.level = max(PAUSE, min(MAX, level))
+            if self.level != PAUSE:
+                self._resume = self.level
+
+    def toggle(self) -> None:
+        self.set(self._resume if self.paused else PAUSE)
+
+    def step(self, delta: int) -> None:
+        self.set(self.level + delta)
+
+
+class Pacer:
+    """Converts elapsed wall time into due simulation steps at the selected speed.
+
+    Simulated time owed accumulates at ``factor`` sim-seconds per wall second and is paid in whole
+    steps of ``dt_s``; debt is capped at one chunk so a slow step never triggers a catch-up burst.
+    At "max" every call returns a full chunk.
+    """
+
+    def __init__(self, speed: SpeedControl, dt_s: int, chunk_steps: int) -> None:
+        self.speed = speed
+        self.dt_s = dt_s
+        self.chunk = max(1, chunk_steps)
+        self._owed_s = 0.0
+        self._last: float | None = None
+        self._level = speed.level
+
+    def due(self, now: float) -> int:
+        level, factor = self.speed.level, self.speed.factor
+        if level != self._level:  # a speed change starts a fresh count
+            self._level, self._owed_s = level, 0.0
+        last, self._last = self._last, now
+        if factor == 0.0:
+            self._owed_s = 0.0
+            return 0
+        if math.isinf(factor):
+            return self.chunk
+        if last is not None:
+            self._owed_s = min(self._owed_s + (now - last) * factor, self.chunk * self.dt_s)
+        k = int(self._owed_s // self.dt_s)
+        self._owed_s -= k * self.dt_s
+        return k
+
+    def wait_s(self) -> float:
+        """How long until the next step is due at the current speed (inf when paused)."""
+        factor = self.speed.factor
+        if factor == 0.0:
+            return math.inf
+        if math.isinf(factor):
+            return 0.0
+        return max(0.0, (self.dt_s - self._owed_s) / factor)
+
+
+class RateMeter:
+    """Measured simulated seconds per wall second over a short sliding window."""
+
+    def __init__(self, window_s: float = 3.0) -> None:
+        self.window_s = window_s
+        self._pts: deque[tuple[float, float]] = deque()
+
+    def add(self, wall: float, sim_t: float) -> None:
+        if self._pts and sim_t < self._pts[-1][1]:
+            self._pts.clear()
+        self._pts.append((wall, sim_t))
+        while len(self._pts) > 2 and wall - self._pts[0][0] > self.window_s:
+            self._pts.popleft()
+
+    def reset(self) -> None:
+        self._pts.clear()
+
+    def rate(self) -> float | None:
+        if len(self._pts) < 2:
+            return None
+        (w0, t0), (w1, t1) = self._pts[0], self._pts[-1]
+        return (t1 - t0) / (w1 - w0) if w1 > w0 else None
+
+
+def rate_text(sim_s_per_s: float) -> str:
+    """'1.2 d/s', '3.4 h/s', '60×' style text for a measured rate."""
+    if sim_s_per_s >= 86400:
+        return f"{sim_s_per_s / 86400:.1f} d/s"
+    if sim_s_per_s >= 3600:
+        return f"{sim_s_per_s / 3600:.1f} h/s"
+    return f"{sim_s_per_s:.0f}×"

@@ -1,0 +1,1 @@
+"""Widgets of the AI Factory Twin TUI (each module holds one widget family)."""

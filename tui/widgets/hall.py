@@ -1,0 +1,73 @@
+"""One-line hall strip: one glyph per UltraServer (bucketed when they do not fit).
+
+Glyph height is the mean chip activity; red ✗ where chips have failed, warning colour where the
+hottest chip is at or above the throttle temperature. Aggregation is vectorised (``np.bincount``).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from rich.text import Text
+from textual.widget import Widget
+
+from tui import fmt
+from tui.feed import Meta, Snapshot
+
+_LEVELS = " ▁▂▃▄▅▆▇█"
+
+
+class HallStrip(Widget):
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"hall--label", "hall--ok", "hall--hot", "hall--failed", "hall--info"}
+    DEFAULT_CSS = """
+    HallStrip { height: 1; }
+    HallStrip > .hall--label { color: $text-muted; }
+    HallStrip > .hall--ok { color: $success; }
+    HallStrip > .hall--hot { color: $warning; }
+    HallStrip > .hall--failed { color: $error; text-style: bold; }
+    HallStrip > .hall--info { color: $text-muted; }
+    """
+
+    def __init__(self, meta: Meta, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.meta = meta
+        self.snap: Snapshot | None = None
+
+    def show(self, snap: Snapshot | None) -> None:
+        if snap is not self.snap:
+            self.snap = snap
+            self.refresh()
+
+    def info(self) -> str:
+        us = self.snap.us if self.snap else {}
+        if not us or not len(us.get("power_w", ())):
+            return f"{self.meta.ultraservers} UltraServers"
+        failed_us = int(np.count_nonzero(us["chips_failed"] > 0))
+        hot = int(np.argmax(us["max_chip_temp_c"]))
+        return (f"{self.meta.ultraservers} UltraServers, {failed_us} with failed chips · hottest "
+                f"#{hot} {fmt.temp(float(us['max_chip_temp_c'][hot]))}")
+
+    def render(self) -> Text:
+        w = self.content_size.width
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("Hall ", style=self.get_component_rich_style("hall--label"))
+        info = "  " + self.info()
+        us = self.snap.us if self.snap else {}
+        n = len(us.get("power_w", ()))
+        room = max(1, min(n, w - 5, max(8, w - 5 - len(info)))) if n else 0
+        if n:
+            b = (np.arange(n) * room) // n  # bucket of each UltraServer
+            cnt = np.bincount(b, minlength=room)
+            act = np.bincount(b, weights=us["activity"], minlength=room) / cnt
+            failed = np.bincount(b, weights=us["chips_failed"], minlength=room) > 0
+            hot = np.bincount(b, weights=us["max_chip_temp_c"] >= self.meta.throttle_c, minlength=room) > 0
+            lvl = np.clip(np.rint(act * (len(_LEVELS) - 2)).astype(int) + 1, 1, len(_LEVELS) - 1)
+            styles = {k: self.get_component_rich_style(f"hall--{k}") for k in ("ok", "hot", "failed")}
+            for i in range(room):
+                if failed[i]:
+                    text.append("✗", style=styles["failed"])
+                else:
+                    text.append(_LEVELS[lvl[i]], style=styles["hot" if hot[i] else "ok"])
+        text.append(info, style=self.get_component_rich_style("hall--info"))
+        return text

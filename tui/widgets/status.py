@@ -1,0 +1,108 @@
+"""The status line (mode, sim clock, speed, scenario, file) and the replay scrubber."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.content import Content
+from textual.widget import Widget
+from textual.widgets import Static
+
+from tui import fmt
+
+
+def short_clock(t_s: int) -> str:
+    """'d3 14:05' — compact simulated time for scales and logs."""
+    d, r = divmod(int(t_s), 86400)
+    return f"d{d + 1} {r // 3600:02d}:{r % 3600 // 60:02d}"
+
+
+@dataclass(frozen=True)
+class Status:
+    mode: str  # "LIVE" | "REPLAY"
+    t_s: int | None  # time of the row shown (None before the first step)
+    speed: str  # e.g. "3600×", "1× · next step in 37 s", "max ≈ 4.2 d/s"
+    paused: bool
+    resume: str  # the speed space resumes at
+    scenario: str
+    path: str
+    position: str = ""  # replay: "/ day 2 00:00:00 (21 %)"
+
+
+class StatusBar(Static):
+    """One line; the file path is last so it is the part cut at narrow widths."""
+
+    DEFAULT_CSS = """
+    StatusBar { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.status: Status | None = None
+        self.plain = ""
+
+    def show(self, st: Status) -> None:
+        if st == self.status:
+            return
+        self.status = st
+        clock = fmt.sim_clock(st.t_s) if st.t_s is not None else "starting…"
+        parts: list[str | tuple[str, str]] = [
+            (f" {st.mode} ", "bold reverse $accent"),
+            " ",
+            (clock, "bold"),
+        ]
+        if st.position:
+            parts += [(f" · {st.position}", "$text-muted")]
+        parts += [" │ "]
+        if st.paused:
+            parts += [(" PAUSED ", "bold reverse $warning"), (f" ␣ {st.resume}", "$text-muted")]
+        else:
+            parts += [(st.speed, "bold")]
+        parts += [" │ ", st.scenario, " │ ", (st.path, "$text-muted")]
+        content = Content.assemble(*parts)
+        self.plain = content.plain
+        self.update(content)
+
+
+class Scrubber(Widget):
+    """Replay position over the run: ━━━━●──── with the start and end times at the sides."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"scrubber--done", "scrubber--todo", "scrubber--knob", "scrubber--label"}
+    DEFAULT_CSS = """
+    Scrubber { height: 1; }
+    Scrubber > .scrubber--done { color: $accent; }
+    Scrubber > .scrubber--todo { color: $panel-lighten-2; }
+    Scrubber > .scrubber--knob { color: $accent; text-style: bold; }
+    Scrubber > .scrubber--label { color: $text-muted; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.t0 = self.t1 = self.t = 0
+
+    def show(self, t0: int, t1: int, t: int) -> None:
+        if (t0, t1, t) != (self.t0, self.t1, self.t):
+            self.t0, self.t1, self.t = t0, t1, t
+            self.refresh()
+
+    def render(self) -> Text:
+        w = self.content_size.width
+        left, right = short_clock(self.t0), short_clock(self.t1)
+        bar_w = w - len(left) - len(right) - 2
+        label = self.get_component_rich_style("scrubber--label")
+        if bar_w < 3:
+            left = right = ""
+            bar_w = max(1, w)
+        frac = (self.t - self.t0) / (self.t1 - self.t0) if self.t1 > self.t0 else 1.0
+        knob = min(bar_w - 1, max(0, round(frac * (bar_w - 1))))
+        text = Text(no_wrap=True, overflow="crop")
+        if left:
+            text.append(left + " ", style=label)
+        text.append("━" * knob, style=self.get_component_rich_style("scrubber--done"))
+        text.append("●", style=self.get_component_rich_style("scrubber--knob"))
+        text.append("─" * (bar_w - knob - 1), style=self.get_component_rich_style("scrubber--todo"))
+        if right:
+            text.append(" " + right, style=label)
+        return text

@@ -1,0 +1,115 @@
+"""The job queue table and the event log."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual.events import Resize
+from textual.widgets import DataTable, RichLog
+
+from tui.feed import EventRow, QueueRow
+from tui.widgets.status import short_clock
+
+
+def wait_text(s: float) -> str:
+    """Compact waiting time: '42 m', '9.5 h', '3.2 d' (at most 6 characters)."""
+    if s < 3600:
+        return f"{s / 60:.0f} m"
+    if s < 86400 * 2:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d" if s < 86400 * 100 else f"{s / 86400:.0f} d"
+
+
+class QueueTable(DataTable[object]):
+    """Queued jobs: id, model, chips, wait. Not focusable, so arrow keys stay with the app."""
+
+    can_focus = False
+
+    def on_mount(self) -> None:
+        self.cursor_type = "none"
+        self.show_cursor = False
+        self.zebra_stripes = True
+        self.add_column("Job", key="job", width=5)
+        self.add_column("Model", key="model", width=14)
+        self.add_column("Chips", key="chips", width=5)
+        self.add_column("Wait", key="wait", width=6)
+        self.shown: list[QueueRow] = []
+
+    def show(self, rows: list[QueueRow]) -> None:
+        if rows == self.shown:
+            return
+        self.shown = list(rows)
+        self.clear()
+        self.add_rows(
+            (str(j), name, Text(f"{chips:,}", justify="right"), Text(wait_text(wait), justify="right"))
+            for j, name, chips, wait in rows
+        )
+
+
+class EventLog(RichLog):
+    """Newest event at the bottom, capped. Fed with the tail of the event list and the total count,
+    so merged (dropped) ticks lose nothing and scrubbing back in a replay rebuilds the log."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"event--time", "event--fail", "event--repair", "event--operator", "event--job",
+                         "event--other"}
+    DEFAULT_CSS = """
+    EventLog > .event--time { color: $text-muted; }
+    EventLog > .event--fail { color: $error; text-style: bold; }
+    EventLog > .event--repair { color: $success; }
+    EventLog > .event--operator { color: $warning; text-style: bold; }
+    EventLog > .event--job { color: $text-muted; }
+    EventLog > .event--other { color: $accent; }
+    """
+    can_focus = False
+
+    def __init__(self, cap: int = 200, *, id: str | None = None) -> None:
+        super().__init__(max_lines=cap, wrap=False, min_width=1, auto_scroll=True, id=id)
+        self.cap = cap
+        self.rows: list[EventRow] = []
+        self.total = 0
+
+    def _style(self, kind: str, source: str) -> Style:
+        if source == "operator":
+            name = "operator"
+        elif "fail" in kind or kind == "job_interrupted":
+            name = "fail"
+        elif "repair" in kind:
+            name = "repair"
+        elif kind.startswith("job_"):
+            name = "job"
+        else:
+            name = "other"
+        return self.get_component_rich_style(f"event--{name}")
+
+    def _line(self, ev: EventRow) -> Text:
+        t, kind, target, detail, source = ev
+        text = Text(no_wrap=True, overflow="crop")
+        text.append(short_clock(t) + " ", style=self.get_component_rich_style("event--time"))
+        text.append(kind, style=self._style(kind, source))
+        text.append(f" {target}  {detail}")
+        return text
+
+    def show(self, tail: list[EventRow], total: int) -> None:
+        new = total - self.total
+        if new == 0:
+            return
+        if 0 < new <= len(tail) and self.rows:
+            add = tail[len(tail) - new:]
+        else:
+            self.rows, add = [], tail
+            self.clear()
+        self.rows = (self.rows + list(add))[-self.cap:]
+        self.total = total
+        for ev in add[-self.cap:]:
+            self.write(self._line(ev))
+
+    def on_resize(self, event: Resize) -> None:
+        # Lines are cropped to the width when written; redraw them at the new width.
+        self.clear()
+        for ev in self.rows:
+            self.write(self._line(ev))
+
+    def plain_lines(self) -> list[str]:
+        return [f"{short_clock(e[0])} {e[1]} {e[2]}  {e[3]}" for e in self.rows]

@@ -1,0 +1,1 @@
+"""Screens of the AI Factory Twin TUI, one per module."""

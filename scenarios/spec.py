@@ -18,12 +18,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     create_model,
     field_validator,
     model_validator,
 )
 
+from scenarios import sitefiles
 from twin import catalog, params
 from twin.models import MODELS
 from twin.sim import EVENT_KINDS
@@ -31,7 +33,7 @@ from twin.sim import EVENT_KINDS
 STRICT = ConfigDict(extra="forbid", frozen=True)
 
 # Fields whose values may be below zero (temperatures in °C).
-_SIGNED = {"mean_temp_c", "latitude_deg"}
+_SIGNED = {"mean_temp_c", "latitude_deg", "dewpoint_seasonal_k"}
 _UNIT_INTERVAL = ("efficiency", "fraction", "_factor", "mfu", "activity")
 _POSITIVE = {
     "dt_s",
@@ -50,6 +52,7 @@ _POSITIVE = {
     "cop_min",
     "cop_max",
     "loop_volume_l_per_ultraserver",
+    "weather_noise_tau_h",
 }
 
 
@@ -95,30 +98,181 @@ def _section(dc: type, skip: tuple[str, ...] = ()) -> type[BaseModel]:
 
 PowerSection = _section(params.PowerChainParams)
 CoolingSection = _section(params.CoolingParams)
-_SiteBase = _section(params.SiteParams)
+_SiteBase = _section(
+    params.SiteParams,
+    skip=(
+        "price_tou",
+        "weather_drybulb_c",
+        "weather_rel_humidity",
+        "weather_wetbulb_c",
+        "price_hourly_usd_per_mwh",
+        "carbon_hourly_g_per_kwh",
+    ),
+)
 TrainingSection = _section(params.TrainingParams)
 FailureSection = _section(params.FailureParams)
 _ServiceBase = _section(params.ServiceParams)
 
+
+def _climate(
+    mean: float, seasonal: float, diurnal: float, depression: float, depression_seasonal: float, **more: float
+) -> dict[str, float]:
+    return {
+        "mean_temp_c": mean,
+        "seasonal_amplitude_k": seasonal,
+        "diurnal_amplitude_k": diurnal,
+        "dewpoint_depression_k": depression,
+        "dewpoint_seasonal_k": depression_seasonal,
+        **more,
+    }
+
+
+# Synthetic climates: annual mean dry-bulb, its seasonal and diurnal half-swings [°C, K]; dew-point
+# depression below the daily mean and its seasonal half-swing [K]. All ASM, rounded; the dry-bulb
+# figures of hot-dry follow Phoenix AZ normals (3P: monthly mean highs/lows 20/8 °C in January,
+# 41/29 °C in July), the rest are shaped on remembered normals of the places named and are not
+# verified. Keys given in [site] override the preset's.
 CLIMATES: dict[str, dict[str, float]] = {
-    # Synthetic climates (ASM): annual mean, seasonal and diurnal half-swings of dry-bulb [°C, K].
-    "temperate": {"mean_temp_c": 12.0, "seasonal_amplitude_k": 9.0, "diurnal_amplitude_k": 5.0},
-    "hot": {"mean_temp_c": 24.0, "seasonal_amplitude_k": 9.0, "diurnal_amplitude_k": 7.0},
-    "cold": {"mean_temp_c": 3.0, "seasonal_amplitude_k": 11.0, "diurnal_amplitude_k": 4.0},
+    # Central Europe (Frankfurt-like): RH ~85 % in winter, ~65 % on summer days.
+    "temperate": _climate(12.0, 9.0, 5.0, 5.0, 2.5),
+    # Hot, semi-arid: between hot-dry and hot-humid.
+    "hot": _climate(24.0, 9.0, 7.0, 10.0, 3.0),
+    # Desert (Phoenix-like): afternoon RH 10-20 % in early summer, wet-bulb far below dry-bulb.
+    "hot-dry": _climate(24.5, 10.5, 6.5, 19.0, 6.0),
+    # Equatorial (Singapore-like): almost no seasons, RH 60-100 %, wet-bulb 24-27 °C year-round.
+    "hot-humid": _climate(27.5, 1.0, 3.5, 3.5, 0.0, weather_noise_k=0.7, dewpoint_noise_k=0.5),
+    # Boreal (Oulu-like): air close to saturation in winter.
+    "cold": _climate(3.0, 11.0, 4.0, 3.0, 2.0),
 }
+# Keys of the synthetic weather: meaningless (and refused) next to a weather file.
+_SYNTHETIC_WEATHER_KEYS = {"climate", *(k for c in CLIMATES.values() for k in c)}
 
 
 class SiteSection(_SiteBase):  # type: ignore[misc,valid-type]
-    climate: Literal["temperate", "hot", "cold"] | None = None
+    climate: str | None = None
+    latitude_deg: float = Field(params.SiteParams.latitude_deg, ge=-90, le=90)
+    start_day_of_year: int = Field(params.SiteParams.start_day_of_year, ge=1, le=366)
+    # Hourly weather for one year: an EPW file (.epw) or a CSV (scenarios.sitefiles), relative to
+    # the scenario file's directory. Replaces the synthetic weather.
+    weather_file: str | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _preset(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("weather_file") is not None:
+            clash = sorted(k for k in data if k in _SYNTHETIC_WEATHER_KEYS)
+            if clash:
+                raise ValueError(f"weather_file replaces the synthetic weather; remove {', '.join(clash)}")
         if isinstance(data, dict) and data.get("climate") in CLIMATES:
             merged = dict(CLIMATES[data["climate"]])
             merged.update(data)
             return merged
         return data
+
+    @field_validator("climate")
+    @classmethod
+    def _known_climate(cls, v: str | None) -> str | None:
+        if v is not None and v not in CLIMATES:
+            raise ValueError(f"unknown climate {v!r}; known: {', '.join(CLIMATES)}")
+        return v
+
+
+_TOU_KEYS = tuple(f.name for f in dataclasses.fields(params.TouTariff))
+
+
+class PriceSection(BaseModel):
+    """[grid.price]: kind = "flat" (usd_per_mwh), "tou" (time-of-use: peak/off-peak prices and
+    hours, weekend_peak) or "file" (hourly CSV: hour or timestamp, price_usd_per_mwh)."""
+
+    model_config = STRICT
+    kind: Literal["flat", "tou", "file"] = "flat"
+    usd_per_mwh: float | None = Field(None, ge=0)
+    peak_usd_per_mwh: float | None = Field(None, ge=0)
+    offpeak_usd_per_mwh: float | None = Field(None, ge=0)
+    peak_start_h: float | None = Field(None, ge=0, le=24)
+    peak_end_h: float | None = Field(None, ge=0, le=24)
+    weekend_peak: bool | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _keys_fit_kind(self) -> PriceSection:
+        allowed = {"flat": ("usd_per_mwh",), "tou": _TOU_KEYS, "file": ("file",)}[self.kind]
+        _check_kind_keys(self, allowed)
+        if self.kind == "tou":
+            tou = params.TouTariff(**self.model_dump(include=set(_TOU_KEYS), exclude_none=True))
+            if tou.peak_start_h == tou.peak_end_h:
+                raise ValueError("peak_start_h equals peak_end_h: the tariff has no peak hours")
+        return self
+
+
+class CarbonSection(BaseModel):
+    """[grid.carbon]: kind = "flat" (g_per_kwh) or "file" (hourly CSV: hour or timestamp,
+    carbon_g_per_kwh)."""
+
+    model_config = STRICT
+    kind: Literal["flat", "file"] = "flat"
+    g_per_kwh: float | None = Field(None, ge=0)
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _keys_fit_kind(self) -> CarbonSection:
+        _check_kind_keys(self, {"flat": ("g_per_kwh",), "file": ("file",)}[self.kind])
+        return self
+
+
+def _check_kind_keys(section: PriceSection | CarbonSection, allowed: tuple[str, ...]) -> None:
+    extra = sorted(section.model_fields_set - {"kind", *allowed})
+    if extra:
+        raise ValueError(
+            f"{extra[0]} does not apply to kind = {section.kind!r} (its keys: kind, {', '.join(allowed)})"
+        )
+    if section.kind == "file" and section.file is None:
+        raise ValueError('kind = "file" needs file = "path.csv" (relative to the scenario file)')
+
+
+class GridSection(BaseModel):
+    """[grid]: electricity price and grid carbon intensity. Defaults: flat $75/MWh (ASM, facts
+    §10) and 369 g/kWh (US average 2023, facts §10); [site] price_usd_per_mwh and
+    carbon_g_per_kwh are the same flat values, kept as a shorthand."""
+
+    model_config = STRICT
+    price: PriceSection = PriceSection()
+    carbon: CarbonSection = CarbonSection()
+
+
+def site_params(
+    site: SiteSection, grid: GridSection, base_dir: Path | None, origin: str
+) -> params.SiteParams:
+    """The model's site parameters, with the hourly series read from the files the scenario
+    names (paths relative to ``base_dir``, the scenario file's directory)."""
+
+    def read(key: str, reader: Any, name: str) -> Any:
+        path = Path(name).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            return reader(path)
+        except sitefiles.SiteFileError as e:
+            raise ScenarioError(f"{origin}: {key}: {e}") from None
+
+    kw: dict[str, Any] = site.model_dump(exclude={"climate", "weather_file"})
+    if site.weather_file is not None:
+        w = read("site.weather_file", sitefiles.read_weather, site.weather_file)
+        kw.update(
+            weather_drybulb_c=w.drybulb_c, weather_rel_humidity=w.rel_humidity, weather_wetbulb_c=w.wetbulb_c
+        )
+    price, carbon = grid.price, grid.carbon
+    if price.kind == "flat" and price.usd_per_mwh is not None:
+        kw["price_usd_per_mwh"] = price.usd_per_mwh
+    elif price.kind == "tou":
+        kw["price_tou"] = params.TouTariff(**price.model_dump(include=set(_TOU_KEYS), exclude_none=True))
+    elif price.kind == "file":
+        kw["price_hourly_usd_per_mwh"] = read("grid.price.file", sitefiles.read_price_csv, price.file)
+    if carbon.kind == "flat" and carbon.g_per_kwh is not None:
+        kw["carbon_g_per_kwh"] = carbon.g_per_kwh
+    elif carbon.kind == "file":
+        kw["carbon_hourly_g_per_kwh"] = read("grid.carbon.file", sitefiles.read_carbon_csv, carbon.file)
+    return params.SiteParams(**kw)
 
 
 class ServiceSection(_ServiceBase):  # type: ignore[misc,valid-type]
@@ -203,6 +357,7 @@ class Scenario(BaseModel):
     hall: HallSection = HallSection()
     hardware: HardwareSection = HardwareSection()
     site: SiteSection = SiteSection()  # type: ignore[valid-type]
+    grid: GridSection = GridSection()
     power: PowerSection = PowerSection()  # type: ignore[valid-type]
     cooling: CoolingSection = CoolingSection()  # type: ignore[valid-type]
     training: TrainingSection = TrainingSection()  # type: ignore[valid-type]
@@ -210,6 +365,16 @@ class Scenario(BaseModel):
     failures: FailureSection = FailureSection()  # type: ignore[valid-type]
     telemetry: TelemetrySection = TelemetrySection()
     events: list[EventSection] = Field(default_factory=list)
+    # Where the scenario came from (set by ``parse``): error messages and site file paths.
+    _origin: str = PrivateAttr("scenario")
+    _base_dir: Path | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _price_and_carbon_in_one_place(self) -> Scenario:
+        for key, sub in (("price_usd_per_mwh", "price"), ("carbon_g_per_kwh", "carbon")):
+            if key in self.site.model_fields_set and sub in self.grid.model_fields_set:
+                raise ValueError(f"site.{key} and [grid.{sub}] both set the {sub}; keep one")
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -243,7 +408,7 @@ class Scenario(BaseModel):
         sysm = catalog.system(self.hall.system, {k: v for k, v in hw.items() if k in _SYS_OVERRIDABLE})
         acc = catalog.accelerator_for(sysm, {k: v for k, v in hw.items() if k in _ACC_OVERRIDABLE})
         hall = params.HallParams(sysm, acc, self.hall.ultraservers, self.hall.ultraservers_per_row)
-        site = self.site.model_dump(exclude={"climate"})
+        site = site_params(self.site, self.grid, self._base_dir, self._origin)
         events = tuple(
             params.ScheduledEvent(
                 time_s=int(round(e.at_h * 3600)),
@@ -260,7 +425,7 @@ class Scenario(BaseModel):
             seed=self.seed if seed is None else seed,
             power=params.PowerChainParams(**self.power.model_dump()),
             cooling=params.CoolingParams(**self.cooling.model_dump()),
-            site=params.SiteParams(**site),
+            site=site,
             training=params.TrainingParams(**self.training.model_dump()),
             services=tuple(params.ServiceParams(**s.model_dump()) for s in self.services),
             failures=params.FailureParams(**self.failures.model_dump()),
@@ -289,14 +454,18 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-def parse(text: str, origin: str) -> Scenario:
-    """Parse and validate scenario text; ``origin`` names the file in error messages."""
+def parse(text: str, origin: str, base_dir: str | Path | None = None) -> Scenario:
+    """Parse and validate scenario text; ``origin`` names the file in error messages and
+    ``base_dir`` is where relative file paths in it start (default: the working directory)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{origin}: invalid TOML: {e}") from None
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
+        scenario._origin = origin
+        scenario._base_dir = Path(base_dir) if base_dir is not None else None
+        return scenario
     except ValidationError as e:
         err = e.errors()[0]
         more = f" (and {len(e.errors()) - 1} more problem(s))" if len(e.errors()) > 1 else ""
@@ -328,7 +497,7 @@ def load(name_or_path: str) -> tuple[Scenario, str, str]:
             text = p.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise ScenarioError(f"{p}: cannot read: {e}") from None
-        return parse(text, str(p)), text, str(p)
+        return parse(text, str(p), base_dir=p.parent), text, str(p)
     names = builtin_names()
     if name_or_path not in names:
         raise ScenarioError(

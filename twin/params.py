@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
+
 from twin.catalog import Accelerator, System
+
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -82,17 +87,45 @@ class CoolingParams:
 
 
 @dataclass(frozen=True)
+class TouTariff:
+    """Time-of-use electricity price: peak from ``peak_start_h`` to ``peak_end_h`` (local hours; a
+    window with start > end wraps midnight) on weekdays, and on weekends too if ``weekend_peak``;
+    off-peak otherwise. The run starts on a Monday."""
+
+    peak_usd_per_mwh: float = 97.5  # ASM: $75/MWh + 30 % (facts §10: optional TOU ±30 %)
+    offpeak_usd_per_mwh: float = 52.5  # ASM: $75/MWh - 30 %
+    peak_start_h: float = 14.0  # ASM: afternoon-evening peak window
+    peak_end_h: float = 20.0
+    weekend_peak: bool = False  # ASM: weekends off-peak all day, as in common TOU tariffs
+
+
+@dataclass(frozen=True)
 class SiteParams:
-    latitude_deg: float = 45.0
+    """Weather (synthetic unless hourly series are given) and grid price and carbon."""
+
+    latitude_deg: float = 45.0  # its sign picks the hemisphere: seasons flip south of the equator
     mean_temp_c: float = 12.0  # annual mean dry-bulb
     seasonal_amplitude_k: float = 9.0  # half of summer-winter swing
     diurnal_amplitude_k: float = 5.0  # half of day-night swing
-    weather_noise_k: float = 1.5  # std of the AR(1) anomaly
-    weather_noise_tau_h: float = 36.0  # correlation time of the anomaly
-    start_day_of_year: int = 180
-    rel_humidity: float = 0.6  # relative humidity [-] for the wet-bulb temperature (ASM)
+    # Dew point = daily-mean dry-bulb minus a depression (ASM, temperate: ~3 K in winter to ~7 K
+    # in summer); relative humidity from the Magnus formula (twin.site).
+    dewpoint_depression_k: float = 5.0  # annual mean depression
+    dewpoint_seasonal_k: float = 2.5  # half-swing of the depression, largest in summer
+    weather_noise_k: float = 1.5  # std of the AR(1) temperature anomaly
+    dewpoint_noise_k: float = 1.5  # std of the AR(1) anomaly of the depression (ASM)
+    weather_noise_tau_h: float = 36.0  # correlation time of the anomalies
+    start_day_of_year: int = 180  # the run starts at 00:00 of this day (1 = 1 January)
     price_usd_per_mwh: float = 75.0  # ASM flat industrial (facts §10; EIA avg $80/MWh)
     carbon_g_per_kwh: float = 369.0  # US grid average 2023 (3P, codecarbon; facts §10)
+    price_tou: TouTariff | None = None  # time-of-use price instead of the flat one
+    # Hourly series over one year (index 0 = 1 January 00:00; 8,760 or 8,784 values) read from
+    # files by scenarios.sitefiles; each replaces its synthetic or flat counterpart. Weather is
+    # interpolated linearly between hours, price and carbon hold for their hour; all wrap around.
+    weather_drybulb_c: FloatArray | None = field(default=None, compare=False, repr=False)
+    weather_rel_humidity: FloatArray | None = field(default=None, compare=False, repr=False)
+    weather_wetbulb_c: FloatArray | None = field(default=None, compare=False, repr=False)
+    price_hourly_usd_per_mwh: FloatArray | None = field(default=None, compare=False, repr=False)
+    carbon_hourly_g_per_kwh: FloatArray | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

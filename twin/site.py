@@ -1,54 +1,183 @@
-"""Site: synthetic weather (seasonal + diurnal + correlated anomaly), price and carbon.
+"""Site: outdoor weather (dry-bulb, humidity, wet-bulb), electricity price and grid carbon.
 
-Pure functions of time plus an AR(1) anomaly advanced with the exact discrete update, so the
-weather statistics do not depend on the step size.
+Weather is either synthetic or hourly series from a file. Synthetic: a seasonal cosine (flipped
+south of the equator) plus a diurnal cosine plus an AR(1) anomaly advanced with the exact discrete
+update, so the statistics do not depend on the step size; the dew point sits a climate-dependent
+depression below the daily-mean temperature, and relative humidity follows from the Magnus
+formula. File series (one year, hour 0 = 1 January 00:00, read by ``scenarios.sitefiles``) are
+interpolated linearly between hours and wrap around the year. Price is flat, time-of-use or an
+hourly series; carbon intensity is flat or an hourly series; hourly prices and intensities hold
+for their hour. Wet-bulb comes from Stull (2011) unless a file gives it.
+
+Pure functions plus ``SiteModel``, which owns the anomaly state. No I/O here.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from twin.params import SiteParams
+from twin.params import SiteParams, TouTariff
 
 DAY_S = 86400
+HOUR_S = 3600
 YEAR_DAYS = 365.0
+# Warmest day of the year (days since 1 January 00:00): about four weeks after the solstice in
+# the north (ASM: typical lag of the mid-latitude annual temperature cycle), half a year later in
+# the south.
+WARMEST_DAY_NORTH = 200.0
+WARMEST_DAY_SOUTH = WARMEST_DAY_NORTH - YEAR_DAYS / 2
+# Magnus formula over water, e_s(t) = 6.112 exp(17.62 t / (243.12 + t)) hPa, t in °C (WMO Guide
+# to Meteorological Instruments and Methods of Observation, WMO-No. 8, Annex 4.B; -45..60 °C).
+MAGNUS_HPA = 6.112
+MAGNUS_A = 17.62
+MAGNUS_B_C = 243.12
+STANDARD_PRESSURE_HPA = 1013.25
+
+FloatArray = npt.NDArray[np.float64]
 
 
-def outdoor_base_temp_c(p: SiteParams, time_s: float) -> float:
-    """Deterministic dry-bulb temperature [°C]: seasonal cosine (warmest ~day 200 in the north,
-    ~day 17 in the south) plus a diurnal cosine peaking at 15:00 local solar time."""
-    day = p.start_day_of_year + time_s / DAY_S
-    hour = (time_s % DAY_S) / 3600.0
-    warmest_day = 200.0 if p.latitude_deg >= 0 else 17.0
-    seasonal = p.seasonal_amplitude_k * math.cos(2 * math.pi * (day - warmest_day) / YEAR_DAYS)
-    diurnal = p.diurnal_amplitude_k * math.cos(2 * math.pi * (hour - 15.0) / 24.0)
-    return p.mean_temp_c + seasonal + diurnal
+# ---------------------------------------------------------------------- psychrometrics
+def saturation_vapour_pressure_hpa(t_c: Any) -> Any:
+    """Saturation vapour pressure over water [hPa] at temperature ``t_c`` [°C] (Magnus, WMO-No. 8
+    Annex 4.B). Scalars or arrays."""
+    t = np.asarray(t_c, dtype=np.float64)
+    out = MAGNUS_HPA * np.exp(MAGNUS_A * t / (MAGNUS_B_C + t))
+    return float(out) if out.ndim == 0 else out
 
 
-def anomaly_step(p: SiteParams, anomaly_k: float, dt_s: float, rng: np.random.Generator) -> float:
-    """Exact AR(1) (Ornstein-Uhlenbeck) update of the weather anomaly [K]; the stationary std
-    is ``weather_noise_k`` whatever ``dt_s`` is."""
-    if p.weather_noise_k <= 0:
-        return 0.0
-    phi = math.exp(-dt_s / (p.weather_noise_tau_h * 3600.0))
-    return phi * anomaly_k + p.weather_noise_k * math.sqrt(1 - phi * phi) * float(rng.standard_normal())
+def rel_humidity_from_dewpoint(drybulb_c: float, dewpoint_c: float) -> float:
+    """Relative humidity [-] = e_s(T_d) / e_s(T) (Magnus); a dew point above the dry-bulb is
+    saturation (1.0)."""
+    td = min(dewpoint_c, drybulb_c)
+    return math.exp(MAGNUS_A * td / (MAGNUS_B_C + td) - MAGNUS_A * drybulb_c / (MAGNUS_B_C + drybulb_c))
+
+
+def rel_humidity_from_wetbulb(
+    drybulb_c: Any, wetbulb_c: Any, pressure_hpa: float = STANDARD_PRESSURE_HPA
+) -> Any:
+    """Relative humidity [-] from dry- and wet-bulb temperatures [°C] with the psychrometric
+    formula e = e_s(T_w) - 6.60e-4 (1 + 0.00115 T_w) p (T - T_w) (AMS Glossary of Meteorology,
+    "Psychrometric formula"), clipped to [0, 1]. Scalars or arrays."""
+    t = np.asarray(drybulb_c, dtype=np.float64)
+    tw = np.asarray(wetbulb_c, dtype=np.float64)
+    e = saturation_vapour_pressure_hpa(tw) - 6.60e-4 * (1 + 0.00115 * tw) * pressure_hpa * (t - tw)
+    out = np.clip(e / saturation_vapour_pressure_hpa(t), 0.0, 1.0)
+    return float(out) if out.ndim == 0 else out
 
 
 def wet_bulb_c(drybulb_c: float, rel_humidity: float) -> float:
     """Wet-bulb temperature from dry-bulb [°C] and relative humidity [-] (Stull 2011, J. Appl.
-    Meteor. Climatol. 50, 2267: valid for RH 5-99 %, -20..50 °C; error within about 1 K)."""
+    Meteor. Climatol. 50, 2267: fitted for RH 5-99 %, -20..50 °C at standard pressure; error
+    within about 1 K, e.g. 20 °C / 50 % -> 13.7 °C). RH is clamped to 5-99 %; the result is capped
+    at the dry-bulb, which the fit overshoots when cold and dry."""
     t = drybulb_c
     rh = min(max(rel_humidity * 100.0, 5.0), 99.0)
-    return (
+    tw = (
         t * math.atan(0.151977 * math.sqrt(rh + 8.313659))
         + math.atan(t + rh)
         - math.atan(rh - 1.676331)
         + 0.00391838 * rh**1.5 * math.atan(0.023101 * rh)
         - 4.686035
     )
+    return min(float(tw), t)
+
+
+# ---------------------------------------------------------------------- synthetic weather
+def year_day(p: SiteParams, time_s: float) -> float:
+    """Days since 1 January 00:00 [d] at simulated time ``time_s`` (the run starts at 00:00 of
+    day ``start_day_of_year``, 1 = 1 January)."""
+    return (p.start_day_of_year - 1) + time_s / DAY_S
+
+
+def seasonal_phase(p: SiteParams, time_s: float) -> float:
+    """Seasonal cosine in [-1, 1]: +1 on the warmest day of the hemisphere of ``latitude_deg``."""
+    warmest = WARMEST_DAY_NORTH if p.latitude_deg >= 0 else WARMEST_DAY_SOUTH
+    return math.cos(2 * math.pi * (year_day(p, time_s) - warmest) / YEAR_DAYS)
+
+
+def diurnal_phase(time_s: float) -> float:
+    """Diurnal cosine in [-1, 1]: +1 at 15:00 local solar time, -1 at 03:00."""
+    return math.cos(2 * math.pi * ((time_s % DAY_S) / HOUR_S - 15.0) / 24.0)
+
+
+def outdoor_base_temp_c(p: SiteParams, time_s: float) -> float:
+    """Deterministic dry-bulb temperature [°C]: annual mean + seasonal + diurnal cosines."""
+    return (
+        p.mean_temp_c
+        + p.seasonal_amplitude_k * seasonal_phase(p, time_s)
+        + p.diurnal_amplitude_k * diurnal_phase(time_s)
+    )
+
+
+def synthetic_weather(
+    p: SiteParams, time_s: float, anomaly_k: float = 0.0, depression_anomaly_k: float = 0.0
+) -> tuple[float, float]:
+    """Dry-bulb [°C] and relative humidity [-] of the synthetic climate.
+
+    Dew point = daily-mean temperature (mean + seasonal + anomaly) minus a depression that grows
+    in summer (``dewpoint_depression_k`` + ``dewpoint_seasonal_k`` x seasonal cosine + its own
+    anomaly, never below 0). The dew point changes little over a day while the dry-bulb swings, so
+    RH peaks before dawn and is lowest in the afternoon, as observed."""
+    season = seasonal_phase(p, time_s)
+    daily_mean = p.mean_temp_c + p.seasonal_amplitude_k * season + anomaly_k
+    dry = daily_mean + p.diurnal_amplitude_k * diurnal_phase(time_s)
+    depression = max(p.dewpoint_depression_k + p.dewpoint_seasonal_k * season + depression_anomaly_k, 0.0)
+    return dry, rel_humidity_from_dewpoint(dry, daily_mean - depression)
+
+
+def ar1_factor(dt_s: float, tau_h: float) -> float:
+    """Autocorrelation of the AR(1) anomaly over one step: exp(-dt / tau)."""
+    return math.exp(-dt_s / (tau_h * 3600.0))
+
+
+def anomaly_step(p: SiteParams, anomaly_k: float, dt_s: float, rng: np.random.Generator) -> float:
+    """Exact AR(1) (Ornstein-Uhlenbeck) update of the temperature anomaly [K]; the stationary std
+    is ``weather_noise_k`` whatever ``dt_s`` is."""
+    if p.weather_noise_k <= 0:
+        return 0.0
+    phi = ar1_factor(dt_s, p.weather_noise_tau_h)
+    return phi * anomaly_k + p.weather_noise_k * math.sqrt(1 - phi * phi) * float(rng.standard_normal())
+
+
+# ---------------------------------------------------------------------- hourly series, price
+def hour_index(p: SiteParams, time_s: int) -> tuple[int, float]:
+    """Whole hours since 1 January 00:00 and the fraction of the current hour [-]."""
+    h, rem = divmod(int(time_s), HOUR_S)
+    return (p.start_day_of_year - 1) * 24 + h, rem / HOUR_S
+
+
+def hourly_linear(values: FloatArray | list[float], hour: int, frac: float) -> float:
+    """Value between hour ``hour`` and the next (linear), wrapping around the series."""
+    n = len(values)
+    a = float(values[hour % n])
+    return a + frac * (float(values[(hour + 1) % n]) - a)
+
+
+def hourly_hold(values: FloatArray | list[float], hour: int) -> float:
+    """Value of hour ``hour`` (held for the whole hour), wrapping around the series."""
+    return float(values[hour % len(values)])
+
+
+def tou_is_peak(tariff: TouTariff, time_s: float) -> bool:
+    """Peak period of a time-of-use tariff. The run starts on a Monday at 00:00 (as the
+    inference demand model assumes); days 5 and 6 of each week are the weekend."""
+    weekday = int(time_s // DAY_S) % 7
+    if weekday >= 5 and not tariff.weekend_peak:
+        return False
+    hour = (time_s % DAY_S) / HOUR_S
+    start, end = tariff.peak_start_h, tariff.peak_end_h
+    if start <= end:
+        return start <= hour < end
+    return hour >= start or hour < end  # window across midnight
+
+
+def tou_price_usd_per_mwh(tariff: TouTariff, time_s: float) -> float:
+    return tariff.peak_usd_per_mwh if tou_is_peak(tariff, time_s) else tariff.offpeak_usd_per_mwh
 
 
 @dataclass(frozen=True)
@@ -62,18 +191,63 @@ class Conditions:
     carbon_g_per_kwh: float
 
 
+def _as_list(a: FloatArray | None) -> list[float] | None:
+    # Python floats index faster than NumPy scalars in the per-step path; same IEEE doubles.
+    return None if a is None else [float(x) for x in np.asarray(a, dtype=np.float64)]
+
+
 class SiteModel:
     """Weather, price and carbon over time. Owns the weather anomaly state; ``step`` must be
-    called once per simulation step, in order."""
+    called once per simulation step, in order. Scalar math only: it runs every step."""
 
     def __init__(self, p: SiteParams, rng: np.random.Generator) -> None:
         self.p = p
         self.rng = rng
         self.anomaly_k = 0.0
+        self.depression_anomaly_k = 0.0
+        self._dry = _as_list(p.weather_drybulb_c)
+        self._rh = _as_list(p.weather_rel_humidity)
+        self._wet = _as_list(p.weather_wetbulb_c)
+        if (self._dry is None) != (self._rh is None):
+            raise ValueError("site weather series need both dry-bulb and relative humidity")
+        if self._dry is not None and self._rh is not None and len(self._dry) != len(self._rh):
+            raise ValueError("site weather series differ in length")
+        self._price = _as_list(p.price_hourly_usd_per_mwh)
+        self._carbon = _as_list(p.carbon_hourly_g_per_kwh)
+        self._phi_dt = -1.0
+        self._phi = 0.0
+        self._kick = 0.0
+
+    def _advance_anomalies(self, dt_s: float) -> None:
+        p = self.p
+        if dt_s != self._phi_dt:
+            self._phi_dt = dt_s
+            self._phi = ar1_factor(dt_s, p.weather_noise_tau_h)
+            self._kick = math.sqrt(1 - self._phi * self._phi)
+        phi, kick, rng = self._phi, self._kick, self.rng
+        if p.weather_noise_k > 0:
+            self.anomaly_k = phi * self.anomaly_k + p.weather_noise_k * kick * float(rng.standard_normal())
+        if p.dewpoint_noise_k > 0:
+            self.depression_anomaly_k = phi * self.depression_anomaly_k + p.dewpoint_noise_k * kick * float(
+                rng.standard_normal()
+            )
 
     def step(self, t_s: int, dt_s: int) -> Conditions:
         p = self.p
-        dry = outdoor_base_temp_c(p, t_s) + self.anomaly_k
-        self.anomaly_k = anomaly_step(p, self.anomaly_k, dt_s, self.rng)
-        rh = p.rel_humidity
-        return Conditions(dry, wet_bulb_c(dry, rh), rh, p.price_usd_per_mwh, p.carbon_g_per_kwh)
+        hour, frac = hour_index(p, t_s)
+        if self._dry is not None and self._rh is not None:
+            dry = hourly_linear(self._dry, hour, frac)
+            rh = hourly_linear(self._rh, hour, frac)
+            wet = hourly_linear(self._wet, hour, frac) if self._wet is not None else wet_bulb_c(dry, rh)
+        else:
+            dry, rh = synthetic_weather(p, t_s, self.anomaly_k, self.depression_anomaly_k)
+            wet = wet_bulb_c(dry, rh)
+            self._advance_anomalies(dt_s)
+        if self._price is not None:
+            price = hourly_hold(self._price, hour)
+        elif p.price_tou is not None:
+            price = tou_price_usd_per_mwh(p.price_tou, t_s)
+        else:
+            price = p.price_usd_per_mwh
+        carbon = hourly_hold(self._carbon, hour) if self._carbon is not None else p.carbon_g_per_kwh
+        return Conditions(dry, wet, rh, price, carbon)

@@ -84,6 +84,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("energy_per_token_j", "float64", "J", "Facility energy per output token (inference)"),
         _c("outdoor_temp_c", "float64", "°C", "Outdoor dry-bulb temperature"),
         _c("outdoor_wetbulb_c", "float64", "°C", "Outdoor wet-bulb temperature"),
+        _c("outdoor_rh", "float64", "-", "Outdoor relative humidity"),
         _c("coolant_supply_c", "float64", "°C", "Liquid loop supply temperature to cold plates"),
         _c("coolant_return_c", "float64", "°C", "Liquid loop return temperature (mean)"),
         _c("max_chip_temp_c", "float64", "°C", "Hottest chip junction temperature"),

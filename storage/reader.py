@@ -128,6 +128,8 @@ def kpi_summary(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     row = con.sql(q, params=[run_id]).to_arrow_table().to_pylist()[0]
     it = row["it_mwh"] or 0.0
     row["pue"] = (row["facility_mwh"] / it) if it else None
+    # CUE = CO2 of the facility's energy / IT energy [kg/kWh] (The Green Grid; t/MWh = kg/kWh).
+    row["cue_kg_per_kwh"] = (row["co2_t"] / it) if it else None
     jobs = (
         con.sql(
             "SELECT count(*) FILTER (WHERE kind = 'training' AND state = 'done') AS jobs_done, "

@@ -238,6 +238,22 @@ def test_csv_weather_with_wet_bulb_and_timestamps(tmp_path: Path) -> None:
     assert m.step(5400, 60).wetbulb_c == pytest.approx(28.5)  # the file's wet-bulb, interpolated
 
 
+def test_leap_year_files_have_8784_hours_and_wrap_there(tmp_path: Path) -> None:
+    t0 = dt.datetime(2024, 1, 1)
+    rows = [((t0 + dt.timedelta(hours=k)).isoformat(), float(k)) for k in range(8784)]
+    price = sitefiles.read_price_csv(write_csv(tmp_path / "p.csv", ["timestamp", "price_usd_per_mwh"], rows))
+    assert len(price) == 8784
+    m = _model(start_day_of_year=366, price_hourly_usd_per_mwh=price)
+    assert m.step(23 * 3600, 60).price_usd_per_mwh == 8783.0
+    assert m.step(DAY_S, 60).price_usd_per_mwh == 0.0
+    with pytest.raises(sitefiles.SiteFileError, match=r"p2\.csv:8761: 8,760 hourly rows, but 2024 has 8,784"):
+        sitefiles.read_price_csv(
+            write_csv(tmp_path / "p2.csv", ["timestamp", "price_usd_per_mwh"], rows[:YEAR])
+        )
+    with pytest.raises(ValueError, match="both dry-bulb and relative humidity"):
+        _model(weather_drybulb_c=np.zeros(YEAR))
+
+
 def test_epw_fields_and_hour_convention(tmp_path: Path) -> None:
     rows = [(k * 0.001, -5.0, 50.0 + (k % 2) * 10) for k in range(YEAR)]
     rows[5] = (20.0, 10.0, 999.0)  # relative humidity missing: computed from the dew point

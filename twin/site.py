@@ -131,17 +131,14 @@ def synthetic_weather(
 
 
 def ar1_factor(dt_s: float, tau_h: float) -> float:
-    """Autocorrelation of the AR(1) anomaly over one step: exp(-dt / tau)."""
+    """Autocorrelation of an AR(1) anomaly over one step: phi = exp(-dt / tau)."""
     return math.exp(-dt_s / (tau_h * 3600.0))
 
 
-def anomaly_step(p: SiteParams, anomaly_k: float, dt_s: float, rng: np.random.Generator) -> float:
-    """Exact AR(1) (Ornstein-Uhlenbeck) update of the temperature anomaly [K]; the stationary std
-    is ``weather_noise_k`` whatever ``dt_s`` is."""
-    if p.weather_noise_k <= 0:
-        return 0.0
-    phi = ar1_factor(dt_s, p.weather_noise_tau_h)
-    return phi * anomaly_k + p.weather_noise_k * math.sqrt(1 - phi * phi) * float(rng.standard_normal())
+def ar1_update(x: float, phi: float, std: float, z: float) -> float:
+    """Exact AR(1) (Ornstein-Uhlenbeck) update of an anomaly with autocorrelation ``phi`` over the
+    step and a standard-normal draw ``z``; its stationary std is ``std`` whatever the step is."""
+    return phi * x + std * math.sqrt(1.0 - phi * phi) * z
 
 
 # ---------------------------------------------------------------------- hourly series, price
@@ -216,20 +213,18 @@ class SiteModel:
         self._carbon = _as_list(p.carbon_hourly_g_per_kwh)
         self._phi_dt = -1.0
         self._phi = 0.0
-        self._kick = 0.0
 
     def _advance_anomalies(self, dt_s: float) -> None:
         p = self.p
         if dt_s != self._phi_dt:
-            self._phi_dt = dt_s
-            self._phi = ar1_factor(dt_s, p.weather_noise_tau_h)
-            self._kick = math.sqrt(1 - self._phi * self._phi)
-        phi, kick, rng = self._phi, self._kick, self.rng
+            self._phi_dt, self._phi = dt_s, ar1_factor(dt_s, p.weather_noise_tau_h)
         if p.weather_noise_k > 0:
-            self.anomaly_k = phi * self.anomaly_k + p.weather_noise_k * kick * float(rng.standard_normal())
+            z = float(self.rng.standard_normal())
+            self.anomaly_k = ar1_update(self.anomaly_k, self._phi, p.weather_noise_k, z)
         if p.dewpoint_noise_k > 0:
-            self.depression_anomaly_k = phi * self.depression_anomaly_k + p.dewpoint_noise_k * kick * float(
-                rng.standard_normal()
+            z = float(self.rng.standard_normal())
+            self.depression_anomaly_k = ar1_update(
+                self.depression_anomaly_k, self._phi, p.dewpoint_noise_k, z
             )
 
     def step(self, t_s: int, dt_s: int) -> Conditions:

@@ -29,6 +29,7 @@ from tui.widgets.status import Status
 MIN_PERIOD_S = 0.05  # the worker posts at most ~20 ticks per wall second below "max"
 REPLAY_MAX = 4 * DAY_S  # "max" playback speed in replay [sim s per wall s]
 PLAY_PERIOD_S = 0.1
+FAIL_REPAIR_S = 4 * HOUR_S  # an operator-failed UltraServer comes back after this
 
 
 class SimTick(Message):
@@ -217,7 +218,7 @@ class TwinApp(App[None]):
         assert self.live is not None
         target = self._fail_next % self.meta.ultraservers
         self._fail_next += 1
-        repair_s = int(self.session.params.failures.repair_time_h * 3600)
+        repair_s = FAIL_REPAIR_S
         self.live.request_inject("fail_ultraserver", str(target), 0.0, repair_s)
         self.notify(f"Failing UltraServer {target} at the next step (repair in {fmt.duration(repair_s)})",
                     title="fail_ultraserver")

@@ -21,6 +21,7 @@ DAY_S = 86400
 PLOT_WINDOW_S = 24 * HOUR_S  # the plots show the last simulated day
 EVENT_TAIL = 200  # events kept for the log
 QUEUE_ROWS = 50  # queued jobs shown
+DEFAULT_THROTTLE_C = 90.0
 PLOT_KEYS = ("time_s", "facility_power_w", "it_power_w", "pue", "tokens_per_s", "outdoor_temp_c")
 US_KEYS = ("power_w", "chips_busy", "chips_failed", "activity", "max_chip_temp_c")
 
@@ -125,7 +126,7 @@ class LiveFeed:
             dt_s=sim.dt_s,
             ultraservers=sim.topo.ultraservers,
             chips_total=sim.topo.chips,
-            throttle_c=float(session.params.cooling.throttle_temp_c),
+            throttle_c=_throttle_c(session.params),
         )
         self.history = History(-(-(PLOT_WINDOW_S + HOUR_S) // sim.dt_s) + 1)
         self.events: deque[EventRow] = deque(maxlen=EVENT_TAIL)
@@ -168,13 +169,18 @@ class LiveFeed:
         )
 
 
+def _throttle_c(params: Any) -> float:
+    """Junction temperature where clocks start throttling (hall-strip warning colour)."""
+    return float(getattr(getattr(params, "cooling", None), "throttle_temp_c", DEFAULT_THROTTLE_C))
+
+
 def _throttle_from_toml(text: str | None) -> float:
     try:
         from scenarios.spec import parse
 
-        return float(parse(text or "", "run").to_params().cooling.throttle_temp_c)
-    except Exception:
-        return 90.0
+        return _throttle_c(parse(text or "", "run").to_params())
+    except Exception:  # an old or foreign scenario text: fall back to the default
+        return DEFAULT_THROTTLE_C
 
 
 class ReplayFeed:

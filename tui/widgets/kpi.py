@@ -114,7 +114,7 @@ class KpiTile(Static):
             style = "$text-muted" if good is None else ("$success" if (self.arrow > 0) == good else "$error")
         parts: list[str | tuple[str, str]] = [(self.kpi.label, "$text-muted"), "\n", (self.value_text, "bold"), " "]
         parts.append((mark, style) if style else mark)
-        self.update(Content.assemble(*parts))
+        self.update(Content.assemble(*parts), layout=False)  # fixed-size tile: no relayout
 
 
 class KpiGrid(Grid):

@@ -8,6 +8,7 @@ hundred), never over data points. Redraws happen only when ``set_data`` is calle
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
@@ -114,19 +115,21 @@ class BraillePlot(Widget):
             ypx[ok] = np.clip(np.rint((col[ok] - lo) / (hi - lo) * (py - 1)), 0, py - 1).astype(np.int64)
             packed.append(_pack(_dots(ypx, py)))
         styles: list[Style] = [self.get_component_rich_style(f"plot--s{i}") for i in range(2)]
-        text = Text(no_wrap=True, overflow="crop")
+        codes = np.stack(packed)  # [series, h, pw]
+        bits = np.bitwise_or.reduce(codes, axis=0)
+        owner = np.full(bits.shape, -1)  # which series colours the cell (series 0 on top)
+        for i in range(len(packed) - 1, -1, -1):
+            owner[codes[i] > 0] = min(i, 1)
+        chars = np.where(bits > 0, 0x2800 + bits, 0x20)
+        text = Text(no_wrap=True, overflow="crop", end="")
         for r in range(h):
             if r:
                 text.append("\n")
-            text.append(labels.get(r, "").rjust(gutter - 1) + "┤" if r in labels else " " * (gutter - 1) + "│",
+            text.append(labels[r].rjust(gutter - 1) + "┤" if r in labels else " " * (gutter - 1) + "│",
                         style=axis)
-            codes = [p[r] for p in packed]
-            for c in range(pw):
-                bits, style = 0, None
-                for i in range(len(codes) - 1, -1, -1):
-                    b = int(codes[i][c])
-                    if b:
-                        bits |= b
-                        style = styles[min(i, 1)]
-                text.append(chr(0x2800 + bits) if bits else " ", style=style)
+            row = "".join(map(chr, chars[r].tolist()))
+            cuts = [0, *(np.flatnonzero(np.diff(owner[r])) + 1).tolist(), pw]
+            for a, b in itertools.pairwise(cuts):
+                o = int(owner[r, a])
+                text.append(row[a:b], style=styles[o] if o >= 0 else None)
         return text

@@ -63,7 +63,7 @@ class StatusBar(Static):
         parts += [" │ ", st.scenario, " │ ", (st.path, "$text-muted")]
         content = Content.assemble(*parts)
         self.plain = content.plain
-        self.update(content)
+        self.update(content, layout=False)  # one fixed line: no relayout
 
 
 class Scrubber(Widget):

@@ -6,8 +6,8 @@ from typing import ClassVar
 
 from rich.style import Style
 from rich.text import Text
-from textual.events import Resize
-from textual.widgets import DataTable, RichLog
+from textual.widget import Widget
+from textual.widgets import DataTable
 
 from tui.feed import EventRow, QueueRow
 from tui.widgets.status import short_clock
@@ -40,20 +40,35 @@ class QueueTable(DataTable[object]):
     def show(self, rows: list[QueueRow]) -> None:
         if rows == self.shown:
             return
-        self.shown = list(rows)
-        self.clear()
-        self.add_rows(
+        cells = [
             (str(j), name, Text(f"{chips:,}", justify="right"), Text(wait_text(wait), justify="right"))
             for j, name, chips, wait in rows
-        )
+        ]
+        if len(rows) == len(self.shown):
+            # Same shape (the common case: waits grow): update cells in place, no relayout.
+            for i, (new, old) in enumerate(zip(cells, self.shown, strict=True)):
+                if new[0] != str(old[0]) or new[1] != old[1]:
+                    self.update_cell(str(i), "job", new[0])
+                    self.update_cell(str(i), "model", new[1])
+                    self.update_cell(str(i), "chips", new[2])
+                self.update_cell(str(i), "wait", new[3])
+        else:
+            self.clear()
+            for i, row in enumerate(cells):
+                self.add_row(*row, key=str(i))
+        self.shown = list(rows)
 
 
-class EventLog(RichLog):
-    """Newest event at the bottom, capped. Fed with the tail of the event list and the total count,
-    so merged (dropped) ticks lose nothing and scrubbing back in a replay rebuilds the log."""
+class EventLog(Widget):
+    """The latest events, newest at the bottom, as many as fit (at most ``cap`` are kept).
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"event--time", "event--fail", "event--repair", "event--operator", "event--job",
-                         "event--other"}
+    Fed with the tail of the event list and the total count, so merged (dropped) ticks lose
+    nothing and scrubbing back in a replay rebuilds the log. A plain render (no scrollback):
+    appending never changes the widget's size, so a busy log never forces a screen relayout."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "event--time", "event--fail", "event--repair", "event--operator", "event--job", "event--other",
+    }
     DEFAULT_CSS = """
     EventLog > .event--time { color: $text-muted; }
     EventLog > .event--fail { color: $error; text-style: bold; }
@@ -62,10 +77,9 @@ class EventLog(RichLog):
     EventLog > .event--job { color: $text-muted; }
     EventLog > .event--other { color: $accent; }
     """
-    can_focus = False
 
     def __init__(self, cap: int = 200, *, id: str | None = None) -> None:
-        super().__init__(max_lines=cap, wrap=False, min_width=1, auto_scroll=True, id=id)
+        super().__init__(id=id)
         self.cap = cap
         self.rows: list[EventRow] = []
         self.total = 0
@@ -83,33 +97,28 @@ class EventLog(RichLog):
             name = "other"
         return self.get_component_rich_style(f"event--{name}")
 
-    def _line(self, ev: EventRow) -> Text:
-        t, kind, target, detail, source = ev
-        text = Text(no_wrap=True, overflow="crop")
-        text.append(short_clock(t) + " ", style=self.get_component_rich_style("event--time"))
-        text.append(kind, style=self._style(kind, source))
-        text.append(f" {target}  {detail}")
-        return text
-
     def show(self, tail: list[EventRow], total: int) -> None:
         new = total - self.total
         if new == 0:
             return
         if 0 < new <= len(tail) and self.rows:
-            add = tail[len(tail) - new:]
+            self.rows = (self.rows + tail[len(tail) - new :])[-self.cap :]
         else:
-            self.rows, add = [], tail
-            self.clear()
-        self.rows = (self.rows + list(add))[-self.cap:]
+            self.rows = list(tail[-self.cap :])
         self.total = total
-        for ev in add[-self.cap:]:
-            self.write(self._line(ev))
+        self.refresh()
 
-    def on_resize(self, event: Resize) -> None:
-        # Lines are cropped to the width when written; redraw them at the new width.
-        self.clear()
-        for ev in self.rows:
-            self.write(self._line(ev))
+    def render(self) -> Text:
+        h = self.content_size.height
+        text = Text(no_wrap=True, overflow="crop", end="")
+        time_style = self.get_component_rich_style("event--time")
+        for i, (t, kind, target, detail, source) in enumerate(self.rows[-h:] if h > 0 else []):
+            if i:
+                text.append("\n")
+            text.append(short_clock(t) + " ", style=time_style)
+            text.append(kind, style=self._style(kind, source))
+            text.append(f" {target}  {detail}")
+        return text
 
     def plain_lines(self) -> list[str]:
         return [f"{short_clock(e[0])} {e[1]} {e[2]}  {e[3]}" for e in self.rows]

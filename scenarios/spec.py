@@ -25,10 +25,11 @@ from pydantic import (
     model_validator,
 )
 
-from scenarios import sitefiles
+from scenarios import sitefiles, traces
 from twin import catalog, params
-from twin.models import MODELS
+from twin.models import DENSE_MFU, MODELS, MOE_MFU, ModelSpec
 from twin.sim import EVENT_KINDS
+from twin.workload import TOKEN_PROFILES
 
 STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -109,9 +110,157 @@ _SiteBase = _section(
         "carbon_hourly_g_per_kwh",
     ),
 )
-TrainingSection = _section(params.TrainingParams)
-FailureSection = _section(params.FailureParams)
-_ServiceBase = _section(params.ServiceParams)
+class _JobClassChecks(BaseModel):
+    model_config = STRICT
+
+    @model_validator(mode="after")
+    def _shapes(self) -> Any:
+        s: Any = self
+        if len(s.size_chips) != len(s.size_weights):
+            raise ValueError("size_chips and size_weights must have the same length")
+        if len(s.models) != len(s.model_weights):
+            raise ValueError("models and model_weights must have the same length")
+        if not s.size_chips or any(c <= 0 for c in s.size_chips):
+            raise ValueError("size_chips: gang sizes must be positive")
+        for name in ("size_weights", "model_weights"):
+            w = getattr(s, name)
+            if any(x < 0 for x in w) or sum(w) <= 0:
+                raise ValueError(f"{name}: weights must be non-negative with a positive sum")
+        if s.duration_median_h <= 0 or s.duration_max_h <= 0:
+            raise ValueError("duration_median_h and duration_max_h must be positive")
+        return s
+
+
+def _job_class_section(kind: str) -> type[BaseModel]:
+    inst = params.TrainingParams().job_class(kind)
+    fields = {f.name: _field_for(f.name, getattr(inst, f.name)) for f in dataclasses.fields(inst)}
+    model: type[BaseModel] = create_model(f"JobClass_{kind}", __base__=_JobClassChecks, **fields)
+    return model
+
+
+PretrainSection = _job_class_section("pretrain")
+FinetuneSection = _job_class_section("finetune")
+EvalSection = _job_class_section("eval")
+BatchInferenceSection = _job_class_section("batch_inference")
+
+
+class TrainingSection(BaseModel):
+    """[training]: batch work. Per-class tables [training.pretrain], [training.finetune],
+    [training.eval], [training.batch_inference] override the fitted defaults key by key."""
+
+    model_config = STRICT
+    arrivals_per_day: float = Field(params.TrainingParams.arrivals_per_day, ge=0)
+    diurnal_peak_to_trough: float = Field(params.TrainingParams.diurnal_peak_to_trough, ge=1)
+    peak_hour: float = Field(params.TrainingParams.peak_hour, ge=0, le=24)
+    weekend_factor: float = Field(params.TrainingParams.weekend_factor, ge=0)
+    pretrain: PretrainSection = PretrainSection()  # type: ignore[valid-type]
+    finetune: FinetuneSection = FinetuneSection()  # type: ignore[valid-type]
+    eval: EvalSection = EvalSection()  # type: ignore[valid-type]
+    batch_inference: BatchInferenceSection = BatchInferenceSection()  # type: ignore[valid-type]
+    cross_ultraserver_mfu_factor: float = Field(params.TrainingParams.cross_ultraserver_mfu_factor, gt=0, le=1)
+    activity: float = Field(params.TrainingParams.activity, ge=0, le=1)
+    restart_cost_s: int = Field(params.TrainingParams.restart_cost_s, ge=0)
+    # Precision of every class that does not set its own.
+    precision: str | None = None
+    # Job trace CSV (scenarios.traces), relative to the scenario file: replayed as batch work on
+    # top of the synthetic arrivals (set arrivals_per_day = 0 to replay the trace alone).
+    trace: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_class(cls, data: Any) -> Any:
+        """Shorthand: class keys directly under [training] (size_chips, models, ...) describe one
+        class of pre-training jobs; the other classes are off unless their tables are given."""
+        if not isinstance(data, dict):
+            return data
+        keys = set(PretrainSection.model_fields) - {"share"}
+        short = {k: v for k, v in data.items() if k in keys}
+        if not short:
+            return data
+        out = {k: v for k, v in data.items() if k not in keys}
+        pre = out.get("pretrain", {})
+        if isinstance(pre, dict):
+            clash = sorted(set(pre) & set(short))
+            if clash:
+                raise ValueError(f"{clash[0]} is given both under [training] and [training.pretrain]; keep one")
+            out["pretrain"] = {**short, **pre}
+        for kind in ("finetune", "eval", "batch_inference"):
+            other = out.get(kind, {})
+            if isinstance(other, dict) and "share" not in other:
+                out[kind] = {**other, "share": 0.0}
+        return out
+
+
+class SchedulerSection(BaseModel):
+    """[scheduler]: fifo | backfill (EASY) | priority (with preemption); topology-aware or
+    first-fit placement."""
+
+    model_config = STRICT
+    policy: Literal["fifo", "backfill", "priority"] = "backfill"
+    placement: Literal["topology", "first_fit"] = "topology"
+    backfill_depth: int = Field(params.SchedulerParams.backfill_depth, gt=0)
+    runtime_estimate_factor: float = Field(params.SchedulerParams.runtime_estimate_factor, gt=0)
+
+
+class FailureCauseSection(BaseModel):
+    model_config = STRICT
+    weight: float = Field(ge=0)
+    repair_h: float = Field(ge=0)
+    blast: Literal["chip", "server", "job"]
+
+
+def _cause_field(name: str) -> Any:
+    c = params.FailureParams().cause(name)
+
+    class _Cause(FailureCauseSection):
+        weight: float = Field(c.weight, ge=0)
+        repair_h: float = Field(c.repair_h, ge=0)
+        blast: Literal["chip", "server", "job"] = c.blast  # type: ignore[assignment]
+
+    _Cause.__name__ = f"FailureCause_{name}"
+    return (_Cause, _Cause())
+
+
+FailureSection = create_model(
+    "FailureSection",
+    __config__=STRICT,
+    chip_hazard_per_h=(float, Field(params.FailureParams.chip_hazard_per_h, ge=0)),
+    repair_sigma=(float, Field(params.FailureParams.repair_sigma, ge=0)),
+    **{name: _cause_field(name) for name in params.FAILURE_CAUSES},
+)
+
+_ServiceBase = _section(params.ServiceParams, skip=("trace",))
+
+
+class ModelSection(BaseModel):
+    """[[models]]: a model the scenario defines (or redefines) for its jobs and services."""
+
+    model_config = STRICT
+    name: str = Field(min_length=1)
+    params: float = Field(gt=0)
+    active_params: float | None = Field(None, gt=0)  # default: params (dense)
+    layers: int = Field(gt=0)
+    kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    hidden: int = Field(0, ge=0)
+    experts: int = Field(0, ge=0)
+    experts_active: int = Field(0, ge=0)
+    mfu: float | None = Field(None, gt=0, le=1)  # default: 0.40 dense, 0.30 MoE (ASM)
+
+    def spec(self) -> ModelSpec:
+        return ModelSpec(
+            self.name,
+            self.params,
+            self.active_params if self.active_params is not None else self.params,
+            self.layers,
+            self.kv_heads,
+            self.head_dim,
+            self.hidden,
+            self.experts,
+            self.experts_active,
+            self.mfu if self.mfu is not None else (MOE_MFU if self.experts else DENSE_MFU),
+            "scenario",
+        )
 
 
 def _climate(
@@ -275,23 +424,73 @@ def site_params(
     return params.SiteParams(**kw)
 
 
+def _architecture(m: ModelSpec) -> dict[str, Any]:
+    return {
+        "params": m.params,
+        "active_params": m.active_params,
+        "layers": m.layers,
+        "kv_heads": m.kv_heads,
+        "head_dim": m.head_dim,
+    }
+
+
 class ServiceSection(_ServiceBase):  # type: ignore[misc,valid-type]
+    # Request trace in the Azure LLM inference format (scenarios.traces), relative to the
+    # scenario file: the service's demand and token lengths (the rate shape keys do not apply).
+    trace: str | None = None
+
     @model_validator(mode="before")
     @classmethod
     def _model_defaults(cls, data: Any) -> Any:
-        """Fill the architecture of a catalogued model unless given explicitly."""
-        if isinstance(data, dict) and data.get("model") in MODELS:
-            m = MODELS[data["model"]]
-            filled = {
-                "params": m.params,
-                "active_params": m.active_params,
-                "layers": m.layers,
-                "kv_heads": m.kv_heads,
-                "head_dim": m.head_dim,
-            }
-            filled.update(data)
-            return filled
-        return data
+        """Fill the demand shape of the token profile and the architecture of a catalogued model
+        unless given explicitly."""
+        if not isinstance(data, dict):
+            return data
+        filled: dict[str, Any] = {}
+        prof = TOKEN_PROFILES.get(data.get("token_profile", params.ServiceParams.token_profile))
+        if prof is not None:
+            filled.update(
+                context_tokens=prof.input_mean,
+                output_tokens=prof.output_mean,
+                diurnal_peak_to_trough=prof.diurnal_peak_to_trough,
+                weekend_factor=prof.weekend_factor,
+                burst_rate_per_day=prof.burst_rate_per_day,
+                burst_multiplier=prof.burst_multiplier,
+                burst_duration_s=prof.burst_duration_s,
+            )
+        if data.get("model") in MODELS:
+            filled.update(_architecture(MODELS[data["model"]]))
+        filled.update(data)
+        return filled
+
+    @field_validator("token_profile")
+    @classmethod
+    def _known_profile(cls, v: str) -> str:
+        if v not in TOKEN_PROFILES:
+            raise ValueError(f"unknown token profile {v!r}; known: {', '.join(TOKEN_PROFILES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _serving(self) -> ServiceSection:
+        s: Any = self
+        if not 0 < s.target_utilization <= 1:
+            raise ValueError("target_utilization must be in (0, 1]")
+        if s.trace_speedup <= 0:
+            raise ValueError("trace_speedup must be positive")
+        if s.burst_multiplier <= 0:
+            raise ValueError("burst_multiplier must be positive")
+        if s.diurnal_peak_to_trough < 1:
+            raise ValueError("diurnal_peak_to_trough must be at least 1")
+        if s.active_params > s.params:
+            raise ValueError("active_params cannot exceed params")
+        if s.autoscale:
+            hi = s.replicas_max if s.replicas_max > 0 else s.replicas
+            if not s.replicas_min <= s.replicas <= hi:
+                raise ValueError(
+                    f"autoscale needs replicas_min <= replicas <= replicas_max (got {s.replicas_min}, "
+                    f"{s.replicas}, {hi})"
+                )
+        return self
 
 
 class HallSection(BaseModel):
@@ -363,6 +562,8 @@ class Scenario(BaseModel):
     training: TrainingSection = TrainingSection()  # type: ignore[valid-type]
     services: list[ServiceSection] = Field(default_factory=lambda: [ServiceSection()])  # type: ignore[valid-type]
     failures: FailureSection = FailureSection()  # type: ignore[valid-type]
+    scheduler: SchedulerSection = SchedulerSection()
+    models: list[ModelSection] = Field(default_factory=list)
     telemetry: TelemetrySection = TelemetrySection()
     events: list[EventSection] = Field(default_factory=list)
     # Where the scenario came from (set by ``parse``): error messages and site file paths.
@@ -378,31 +579,95 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
-        t = self.training
-        if len(t.size_chips) != len(t.size_weights):
-            raise ValueError("training.size_chips and training.size_weights must have the same length")
-        if len(t.models) != len(t.model_weights):
-            raise ValueError("training.models and training.model_weights must have the same length")
-        if any(c <= 0 for c in t.size_chips):
-            raise ValueError("training.size_chips: gang sizes must be positive")
-        for name in ("size_weights", "model_weights"):
-            w = getattr(t, name)
-            if any(x < 0 for x in w) or sum(w) <= 0:
-                raise ValueError(f"training.{name}: weights must be non-negative with a positive sum")
-        for m in t.models:
-            if m not in MODELS:
-                raise ValueError(f"training.models: unknown model {m!r}; known: {', '.join(MODELS)}")
+        known = {**MODELS, **{m.name: m.spec() for m in self.models}}
         acc = catalog.ACCELERATORS[catalog.SYSTEMS[self.hall.system].accelerator]
-        if not acc.supports(t.precision):
-            raise ValueError(
-                f"training.precision: {acc.name} has no {t.precision!r} rate; use one of {', '.join(acc.peak_flops)}"
-            )
+        for kind in params.JOB_CLASSES:
+            c = getattr(self.training, kind)
+            for m in c.models:
+                if m not in known:
+                    raise ValueError(f"training.{kind}.models: unknown model {m!r}; known: {', '.join(known)}")
+            prec = self._class_precision(kind)
+            if not acc.supports(prec):
+                where = f"training.{kind}.precision" if "precision" in c.model_fields_set else "training.precision"
+                raise ValueError(
+                    f"{where}: {acc.name} has no {prec!r} rate; use one of {', '.join(acc.peak_flops)}"
+                )
         for i, s in enumerate(self.services):
             if not acc.supports(s.precision):
                 raise ValueError(f"services[{i}].precision: {acc.name} has no {s.precision!r} rate")
+            if s.model not in known and "params" not in s.model_fields_set:
+                raise ValueError(
+                    f"services[{i}].model: unknown model {s.model!r}; known: {', '.join(known)} "
+                    "(or define it in [[models]])"
+                )
+        names = [s.name for s in self.services]
+        if len(set(names)) != len(names):
+            raise ValueError("services: service names must be unique")
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _scenario_models(cls, data: Any) -> Any:
+        """Services of a model defined in [[models]] take its architecture unless given."""
+        if not isinstance(data, dict) or not isinstance(data.get("models"), list):
+            return data
+        custom = {m.get("name"): m for m in data["models"] if isinstance(m, dict)}
+        svcs = data.get("services")
+        if not isinstance(svcs, list):
+            return data
+        out = []
+        for s in svcs:
+            m = custom.get(s.get("model")) if isinstance(s, dict) else None
+            if m is not None:
+                arch = {k: m[k] for k in ("params", "layers", "kv_heads", "head_dim") if k in m}
+                arch["active_params"] = m.get("active_params", m.get("params"))
+                s = {**{k: v for k, v in arch.items() if v is not None}, **s}
+            out.append(s)
+        return {**data, "services": out}
+
     # ------------------------------------------------------------------ to model
+    def _trace_path(self, name: str) -> Path:
+        path = Path(name).expanduser()
+        if not path.is_absolute() and self._base_dir is not None:
+            path = self._base_dir / path
+        return path
+
+    def _training_params(self) -> params.TrainingParams:
+        t = self.training
+        kw: dict[str, Any] = t.model_dump(exclude={"trace", "precision", *params.JOB_CLASSES})
+        for kind in params.JOB_CLASSES:
+            dump = {**getattr(t, kind).model_dump(), "precision": self._class_precision(kind)}
+            kw[kind] = params.JobClassParams(**dump)
+        if t.trace is not None:
+            known = set(MODELS) | {m.name for m in self.models}
+            try:
+                kw["trace"] = traces.read_job_trace(self._trace_path(t.trace), known)
+            except traces.TraceError as e:
+                raise ScenarioError(f"{self._origin}: training.trace: {e}") from None
+        return params.TrainingParams(**kw)
+
+    def _class_precision(self, kind: str) -> str:
+        c = getattr(self.training, kind)
+        if self.training.precision is not None and "precision" not in c.model_fields_set:
+            return self.training.precision
+        p: str = c.precision
+        return p
+
+    def _service_params(self, i: int) -> params.ServiceParams:
+        s = self.services[i]
+        kw: dict[str, Any] = s.model_dump(exclude={"trace"})
+        if s.trace is not None:
+            try:
+                kw["trace"] = traces.read_request_trace(self._trace_path(s.trace))
+            except traces.TraceError as e:
+                raise ScenarioError(f"{self._origin}: services[{i}].trace: {e}") from None
+        return params.ServiceParams(**kw)
+
+    def _failure_params(self) -> params.FailureParams:
+        f = self.failures
+        causes = {n: params.FailureCause(**getattr(f, n).model_dump()) for n in params.FAILURE_CAUSES}
+        return params.FailureParams(chip_hazard_per_h=f.chip_hazard_per_h, repair_sigma=f.repair_sigma, **causes)
+
     def to_params(self, seed: int | None = None) -> params.FactoryParams:
         hw = self.hardware.model_dump(exclude_none=True)
         sysm = catalog.system(self.hall.system, {k: v for k, v in hw.items() if k in _SYS_OVERRIDABLE})
@@ -426,9 +691,11 @@ class Scenario(BaseModel):
             power=params.PowerChainParams(**self.power.model_dump()),
             cooling=params.CoolingParams(**self.cooling.model_dump()),
             site=site,
-            training=params.TrainingParams(**self.training.model_dump()),
-            services=tuple(params.ServiceParams(**s.model_dump()) for s in self.services),
-            failures=params.FailureParams(**self.failures.model_dump()),
+            training=self._training_params(),
+            services=tuple(self._service_params(i) for i in range(len(self.services))),
+            failures=self._failure_params(),
+            scheduler=params.SchedulerParams(**self.scheduler.model_dump()),
+            models=tuple(m.spec() for m in self.models),
             events=events,
             chip_sample_interval_s=self.telemetry.chip_sample_interval_s,
         )

@@ -24,6 +24,8 @@ ultraservers_per_row = 2
 
 [training]
 arrivals_per_day = 40
+
+[training.pretrain]
 size_chips = [4, 16, 36, 144]
 size_weights = [0.4, 0.3, 0.2, 0.1]
 

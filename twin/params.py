@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from twin.catalog import Accelerator, System
+from twin.models import ModelSpec
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -128,27 +129,173 @@ class SiteParams:
     carbon_hourly_g_per_kwh: FloatArray | None = field(default=None, compare=False, repr=False)
 
 
+# ---------------------------------------------------------------------- batch work (jobs)
+# Job classes: names in the order of their codes in the ``jobs`` table (code 1 is an inference
+# replica of an online service, which is not a batch class).
+KIND_NAMES = ("pretrain", "inference", "finetune", "eval", "batch_inference")
+JOB_CLASSES = ("pretrain", "finetune", "eval", "batch_inference")
+
+
+@dataclass(frozen=True)
+class JobClassParams:
+    """One class of batch work: how often it arrives, how big and how long its jobs are, what
+    they run and how the scheduler treats them.
+
+    Sizes and run lengths are heavy-tailed: a discrete chip-count distribution and a log-normal
+    nominal run length (the time the job takes on its ideal placement; the token budget D follows
+    from it). The default classes are fitted to AcmeTrace ``data/cluster_summary.csv`` (Seren,
+    663,813 GPU jobs, Mar-Aug 2023; facts §9.2): together they reproduce its median run 122 s,
+    mean run 1,414 s, mean GPUs per job 5.68 (median 1, max 1,024) and mean GPU time per job
+    32,405 GPU-s (= 21.5e9 GPU-s / 663,813 jobs). Class shapes are ASM; the fitted numbers are
+    the eval/debug median and sigma (to the median and mean run), the pre-training share (to the
+    mean job size) and the pre-training median (to the GPU time per job)."""
+
+    share: float  # share of ``training.arrivals_per_day`` (shares are normalised) [-]
+    size_chips: tuple[int, ...]
+    size_weights: tuple[float, ...]
+    duration_median_h: float
+    duration_sigma: float  # log-normal sigma of the nominal run length [-]
+    duration_max_h: float
+    models: tuple[str, ...]
+    model_weights: tuple[float, ...]
+    precision: str
+    mfu_factor: float  # x the model's training MFU (fine-tuning 0.3 vs 0.4, facts §9.5) [-]
+    priority: int  # higher goes first under the priority policy
+    preemptible: bool  # may be preempted by higher-priority work (restarts from its checkpoint)
+    checkpoint_interval_s: int  # 0: no checkpoints (an interrupted job starts over)
+
+
+_TRAIN_MODELS = ("llama-3.1-8b", "llama-3.1-70b", "gpt-oss-120b", "llama-3.1-405b")
+
+PRETRAIN = JobClassParams(
+    share=0.0051,  # fitted: mean GPUs per job 5.68 (Seren)
+    size_chips=(64, 128, 256, 512, 1024),  # ASM: 64-1,024 (Seren/Kalos max 1,024 GPUs)
+    size_weights=(0.20, 0.25, 0.25, 0.20, 0.10),
+    duration_median_h=1.354,  # fitted: GPU time per job 32,405 GPU-s (Seren)
+    duration_sigma=1.5,  # ASM
+    duration_max_h=14 * 24.0,  # ASM (trace maxima 7-50 days)
+    models=_TRAIN_MODELS,
+    model_weights=(0.3, 0.3, 0.25, 0.15),
+    precision="fp8",  # MXFP8 on Trainium3 (ASM)
+    mfu_factor=1.0,
+    priority=0,
+    preemptible=True,
+    checkpoint_interval_s=1800,  # ASM: every 30 min
+)
+FINETUNE = JobClassParams(
+    share=0.09,  # ASM
+    size_chips=(4, 8, 16, 32, 64, 128),
+    size_weights=(0.10, 0.25, 0.25, 0.20, 0.15, 0.05),
+    duration_median_h=1200 / 3600,  # ASM 20 min
+    duration_sigma=1.2,
+    duration_max_h=72.0,
+    models=("llama-3.1-8b", "llama-3.1-70b", "gpt-oss-20b", "gpt-oss-120b"),
+    model_weights=(0.4, 0.3, 0.15, 0.15),
+    precision="bf16",
+    mfu_factor=0.75,  # ASM: fine-tune MFU 0.3 vs pre-training 0.4 (facts §9.5)
+    priority=1,
+    preemptible=True,
+    checkpoint_interval_s=1800,
+)
+EVAL = JobClassParams(
+    share=0.8549,  # rest of the arrivals: most jobs are short evaluation/debug runs (Acme)
+    size_chips=(1, 2, 4, 8),
+    size_weights=(0.85, 0.07, 0.05, 0.03),  # ASM: P(1 chip) 0.74 overall (facts §9.2: 0.6-0.7)
+    duration_median_h=73.6 / 3600,  # fitted: median run 122 s (Seren)
+    duration_sigma=2.466,  # fitted: mean run 1,414 s (Seren)
+    duration_max_h=24.0,
+    models=("llama-3.1-8b", "llama-3.1-70b", "gpt-oss-20b", "gpt-oss-120b"),
+    model_weights=(0.4, 0.3, 0.15, 0.15),
+    precision="bf16",
+    mfu_factor=0.5,  # ASM: forward passes at small batch
+    priority=2,  # interactive: jumps the queue under the priority policy
+    preemptible=False,
+    checkpoint_interval_s=0,
+)
+BATCH_INFERENCE = JobClassParams(
+    share=0.05,  # ASM
+    size_chips=(1, 4, 8, 16),
+    size_weights=(0.3, 0.4, 0.2, 0.1),
+    duration_median_h=1200 / 3600,  # ASM 20 min
+    duration_sigma=1.0,
+    duration_max_h=48.0,
+    models=("llama-3.1-70b", "gpt-oss-120b", "gpt-oss-20b", "llama-3.1-8b"),
+    model_weights=(0.3, 0.3, 0.2, 0.2),
+    precision="fp8",
+    mfu_factor=0.6,  # ASM: large-batch offline inference, prefill-heavy
+    priority=0,
+    preemptible=True,
+    checkpoint_interval_s=600,  # finished shards are kept (ASM)
+)
+
+
+@dataclass(frozen=True, eq=False)
+class JobTrace:
+    """Batch work replayed from a job trace (built by ``scenarios.traces``; arrays, one per row,
+    sorted by submit time). Each row has a duration or a work figure (NaN for the other)."""
+
+    submit_s: npt.NDArray[np.int64]  # seconds after the start of the run
+    chips: npt.NDArray[np.int64]
+    duration_s: npt.NDArray[np.float64]  # nominal run length on the ideal placement (or NaN)
+    work_flop: npt.NDArray[np.float64]  # work (or NaN)
+    kind: npt.NDArray[np.int8]  # code into KIND_NAMES (never 1)
+    priority: npt.NDArray[np.int64]  # -1: the class default
+    model: tuple[str, ...]  # model name per row ("" = the class's first model)
+    source: str = ""
+
+
 @dataclass(frozen=True)
 class TrainingParams:
-    arrivals_per_day: float = 90.0
-    # Gang sizes (chips) and their probabilities: heavy-tailed, many small, a few huge (ASM
-    # shaped on Acme/Helios GPU-count distributions, facts §9.2, scaled to 4-chip servers).
-    size_chips: tuple[int, ...] = (4, 16, 36, 72, 144, 288, 576)
-    size_weights: tuple[float, ...] = (0.30, 0.22, 0.16, 0.12, 0.10, 0.06, 0.04)
-    # Nominal run length: log-normal, median 3 h, sigma 1.4 (ASM; mean/median run-time ratio of
-    # 10-20x in AcmeTrace cluster_summary, facts §9.2).
-    duration_median_h: float = 3.0
-    duration_sigma: float = 1.4
-    duration_max_h: float = 24.0 * 14
-    # Model mix of training jobs (names from twin.models; N = active parameters).
-    models: tuple[str, ...] = ("llama-3.1-8b", "llama-3.1-70b", "gpt-oss-120b", "llama-3.1-405b")
-    model_weights: tuple[float, ...] = (0.4, 0.3, 0.2, 0.1)
-    precision: str = "mxfp8"
-    mfu: float = 0.40  # ASM pre-training MFU 0.35-0.45 (facts §9.5)
+    """Batch work: training, fine-tuning, evaluation/debug and batch-inference jobs."""
+
+    # Mean weekday arrivals per day, all classes (Seren ran ~3,600 GPU jobs/day on ~2,300 GPUs;
+    # DER from facts §9.2 over Mar-Aug 2023). Modulated by hour of day and day of week (ASM:
+    # submissions follow the working day; weekends lower, as in the Helios/Acme traces).
+    arrivals_per_day: float = 1500.0
+    diurnal_peak_to_trough: float = 2.0
+    peak_hour: float = 14.0
+    weekend_factor: float = 0.5
+    pretrain: JobClassParams = PRETRAIN
+    finetune: JobClassParams = FINETUNE
+    eval: JobClassParams = EVAL
+    batch_inference: JobClassParams = BATCH_INFERENCE
     cross_ultraserver_mfu_factor: float = 0.85  # ASM: leaving the scale-up domain costs MFU
     activity: float = 0.85  # chip power activity while training (ASM: H100 node 8.4/10.2 kW)
-    checkpoint_interval_s: int = 1800
-    restart_cost_s: int = 600
+    restart_cost_s: int = 600  # ASM: reload checkpoint, re-initialise the gang
+    trace: JobTrace | None = None
+
+    def job_class(self, kind: str) -> JobClassParams:
+        cls: JobClassParams = getattr(self, kind)
+        return cls
+
+
+@dataclass(frozen=True)
+class SchedulerParams:
+    # fifo: strict submit order, the head blocks; backfill: EASY backfill (the head gets a
+    # reservation, later jobs start if they do not delay it); priority: priority order, the head
+    # may preempt lower-priority preemptible work, EASY backfill behind it.
+    policy: str = "backfill"
+    # topology: whole gang inside one UltraServer when it fits (best fit), else the fewest
+    # UltraServers; first_fit: lowest free chip indices, topology-blind (for comparison).
+    placement: str = "topology"
+    backfill_depth: int = 100  # queued jobs examined for backfill per pass
+    runtime_estimate_factor: float = 1.0  # user runtime estimate / true nominal run length
+
+
+# ---------------------------------------------------------------------- online inference
+@dataclass(frozen=True, eq=False)
+class RequestTrace:
+    """Inference requests replayed from a trace (Azure LLM inference format; built by
+    ``scenarios.traces``): arrival times relative to the first request, sorted."""
+
+    time_s: npt.NDArray[np.float64]
+    input_tokens: npt.NDArray[np.int64]
+    output_tokens: npt.NDArray[np.int64]
+    source: str = ""
+
+    @property
+    def span_s(self) -> float:
+        return float(self.time_s[-1]) if len(self.time_s) else 0.0
 
 
 @dataclass(frozen=True)
@@ -163,18 +310,58 @@ class ServiceParams:
     weight_bytes_per_param: float = 1.0  # FP8 weights
     kv_bytes_per_elem: float = 2.0  # BF16 KV cache
     chips_per_replica: int = 4
-    replicas: int = 16
+    replicas: int = 16  # at the start (and always, without the autoscaler)
     batch_max: int = 64
+    # Token lengths: the shape of the distribution ("conversation" or "code", fitted to the Azure
+    # LLM inference 2023 traces, twin.workload.TOKEN_PROFILES) scaled to these means.
+    token_profile: str = "conversation"
     context_tokens: float = 1155.0  # mean input (Azure conv 2023, facts §9.3)
     output_tokens: float = 211.0  # mean output (Azure conv 2023, facts §9.3)
     bw_efficiency: float = 0.7  # ASM eta_BW 0.6-0.8 (facts §9.5)
     prefill_mfu: float = 0.5  # ASM (facts §9.5 prefill example)
-    precision: str = "mxfp8"
-    mean_requests_per_s: float = 150.0
+    precision: str = "fp8"
+    mean_requests_per_s: float = 150.0  # weekday mean, before bursts
     diurnal_peak_to_trough: float = 2.5  # conversation 2-2.5x (Azure 2024, facts §9.3)
     peak_hour: float = 15.0
     weekend_factor: float = 0.6  # ASM: weekend peaks lower (facts §9.3)
+    # Bursts: onsets per day, rate multiplier while on, mean length (exponential). Mean rate is
+    # preserved. The conversation trace shows none; the code profile's are fitted to it.
+    burst_rate_per_day: float = 0.0
+    burst_multiplier: float = 1.0
+    burst_duration_s: float = 90.0
     decode_activity: float = 0.6  # chip power activity when decode-bound and busy (ASM)
+    prefill_activity: float = 0.85  # chip power activity while prefilling (compute-bound, ASM)
+    # Autoscaler: replicas = ceil(demand / (capacity per replica * target utilisation)) within
+    # [replicas_min, replicas_max], decided every scale_interval_s; new replicas load weights for
+    # startup_s before serving; scale-down waits scale_down_delay_s of lower demand.
+    autoscale: bool = False
+    replicas_min: int = 1
+    replicas_max: int = 0  # 0: = replicas
+    target_utilization: float = 0.7
+    startup_s: float = 300.0  # ASM: weights from storage + warm-up
+    scale_interval_s: float = 60.0
+    scale_down_delay_s: float = 900.0
+    # Requests that would wait longer than this in the queue are dropped (client time-out, ASM).
+    max_queue_wait_s: float = 30.0
+    # SLO per request (3P: MLPerf Inference llama2-70b Server, loadgen mlperf.conf: TTFT 2,000 ms,
+    # TPOT 200 ms at p99).
+    ttft_slo_s: float = 2.0
+    tpot_slo_s: float = 0.2
+    priority: int = 10  # replicas' priority (the priority policy lets them preempt training)
+    trace: RequestTrace | None = None  # demand replayed from a request trace instead of the shape
+    trace_speedup: float = 1.0  # replay the trace this many times faster (rate x speedup)
+    trace_loop: bool = True  # repeat the trace to fill the run
+
+
+# ---------------------------------------------------------------------- failures
+@dataclass(frozen=True)
+class FailureCause:
+    weight: float  # share of failures [-] (normalised over causes)
+    repair_h: float  # mean repair / replacement time (log-normal, sigma repair_sigma) [h]
+    blast: str  # "chip": the chip is down; "server": its whole server; "job": software, restart only
+
+
+FAILURE_CAUSES = ("accelerator", "hbm", "network", "host", "software")
 
 
 @dataclass(frozen=True)
@@ -182,7 +369,21 @@ class FailureParams:
     # Per-chip Poisson hazard ~2.0e-5 /h, all causes (DER from Llama 3 405B: 419 unexpected
     # interruptions on 16,384 GPUs in 54 days; facts §9.4).
     chip_hazard_per_h: float = 2.0e-5
-    repair_time_h: float = 4.0  # ASM
+    # Cause mix: counts of the 419 Llama 3 405B interruptions (facts §9.4) grouped by cause.
+    # accelerator = faulty GPU incl. NVLink 148 + SRAM 19 + system processor 17 + SDC 6 +
+    # thermal interface 6; HBM 72; network = switch/cable 35 + NIC 7 + NCCL watchdog 7; host =
+    # unplanned maintenance 32 + SSD 3 + PSU 3 + chassis/IO/dependency/CPU/DRAM 10; software 54.
+    # Repair times and blast radius are ASM.
+    accelerator: FailureCause = FailureCause(196, 8.0, "chip")
+    hbm: FailureCause = FailureCause(72, 8.0, "chip")
+    network: FailureCause = FailureCause(49, 2.0, "server")
+    host: FailureCause = FailureCause(48, 4.0, "server")
+    software: FailureCause = FailureCause(54, 0.0, "job")
+    repair_sigma: float = 0.5  # log-normal spread of repair times (ASM)
+
+    def cause(self, name: str) -> FailureCause:
+        c: FailureCause = getattr(self, name)
+        return c
 
 
 @dataclass(frozen=True)
@@ -205,5 +406,7 @@ class FactoryParams:
     training: TrainingParams = field(default_factory=TrainingParams)
     services: tuple[ServiceParams, ...] = (ServiceParams(),)
     failures: FailureParams = field(default_factory=FailureParams)
+    scheduler: SchedulerParams = field(default_factory=SchedulerParams)
+    models: tuple[ModelSpec, ...] = ()  # scenario-defined models (added to twin.models.MODELS)
     events: tuple[ScheduledEvent, ...] = ()
     chip_sample_interval_s: int = 3600  # chip_ts every this much simulated time (0 = off)

@@ -15,25 +15,30 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from twin import site, workload
+from twin import site
+from twin.cluster import (  # noqa: F401  (job-state names re-exported for callers)
+    DONE,
+    INFERENCE,
+    QUEUED,
+    RUNNING,
+    STATE_NAMES,
+    STOPPED,
+    TRAINING,
+    Cluster,
+    JobTable,
+    WorkStep,
+)
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.facility import Facility, FacilityStep
-from twin.params import FactoryParams, ScheduledEvent
+from twin.params import KIND_NAMES, FactoryParams, ScheduledEvent  # noqa: F401
 from twin.topology import Topology, build
 
 Frames = dict[str, dict[str, Any]]
-
-QUEUED, RUNNING, DONE = 0, 1, 2
-STATE_NAMES = ("queued", "running", "done")
-TRAINING, INFERENCE = 0, 1
-KIND_NAMES = ("training", "inference")
 
 EVENT_KINDS = (
     *FACILITY_EVENT_KINDS,
@@ -43,79 +48,27 @@ EVENT_KINDS = (
     "repair_chip",
     "repair_server",
     "repair_ultraserver",
+    "drain_ultraserver",
+    "undrain_ultraserver",
     "inference_surge",
 )
 # Events that the model itself generates (never injected; regenerated from the seed on replay).
-MODEL_EVENT_KINDS = ("chip_failed", "chip_repaired", "job_start", "job_end", "job_interrupted")
+MODEL_EVENT_KINDS = (
+    "failure",
+    "chip_repaired",
+    "job_start",
+    "job_end",
+    "job_interrupted",
+    "job_preempted",
+    "job_rejected",
+    "autoscale",
+    "maintenance_start",
+    "maintenance_end",
+)
 
 
-class JobTable:
-    """Struct-of-arrays job store that grows by doubling."""
-
-    FIELDS: ClassVar[dict[str, Any]] = {
-        "kind": np.int8,
-        "chips": np.int32,
-        "params": np.float64,
-        "tokens": np.float64,
-        "work": np.float64,
-        "done": np.float64,
-        "ckpt_done": np.float64,
-        "ckpt_time": np.int64,
-        "lost": np.float64,
-        "submit": np.int64,
-        "start": np.int64,
-        "end": np.int64,
-        "state": np.int8,
-        "spanned": np.int32,
-        "mfu": np.float64,
-        "rate": np.float64,
-        "activity": np.float64,
-        "restarts": np.int32,
-        "service": np.int32,
-    }
-
-    def __init__(self, capacity: int = 256) -> None:
-        self.n = 0
-        self.names: list[str] = []
-        self.precision: list[str] = []
-        self.a: dict[str, npt.NDArray[Any]] = {k: np.zeros(capacity, dtype=t) for k, t in self.FIELDS.items()}
-
-    def add(self, name: str, precision: str, **values: float) -> int:
-        if self.n == len(self.a["kind"]):
-            for k, arr in self.a.items():
-                grown = np.zeros(2 * len(arr), dtype=arr.dtype)
-                grown[: self.n] = arr[: self.n]
-                self.a[k] = grown
-        j = self.n
-        self.n += 1
-        for k in self.a:
-            self.a[k][j] = 0
-        self.a["start"][j] = -1
-        self.a["end"][j] = -1
-        self.a["service"][j] = -1
-        for k, v in values.items():
-            self.a[k][j] = v
-        self.names.append(name)
-        self.precision.append(precision)
-        return j
-
-
-@dataclass(frozen=True)
-class WorkloadStep:
-    train_flops: float  # model FLOP/s delivered to training this step
-    tokens_s: float
-    requests_s: float
-    dropped_s: float
-    inference_jobs: npt.NDArray[np.bool_]  # per job: is an inference replica
-    running_training: int
-
-
-@dataclass
-class ServiceState:
-    replicas: list[int]
-    roof: workload.Roofline
-    surge: float = 1.0
-    surge_until_s: int = -1
+# The workload step's result (``twin.cluster``): FLOP/s, tokens, requests, per-service steps.
+WorkloadStep = WorkStep
 
 
 class Simulation:
@@ -136,50 +89,35 @@ class Simulation:
             np.random.default_rng(s) for s in seeds
         )
         self.t_s = 0
-        self.chip_owner = np.full(n, -1, dtype=np.int32)
-        self.chip_failed = np.zeros(n, dtype=bool)
-        self.chip_repair_at = np.full(n, -1, dtype=np.int64)
+        # The work side (jobs, queue, scheduler, failures, services) and its chip state; the
+        # arrays are shared, the physics reads them. Its random streams are child 4 of the seed.
+        self.cluster = Cluster(params, self.topo, self.acc, np.random.SeedSequence(params.seed).spawn(5)[4])
+        self.chip_owner = self.cluster.chip_owner
+        self.chip_failed = self.cluster.chip_failed
+        self.chip_repair_at = self.cluster.chip_repair_at
+        self.jobs: JobTable = self.cluster.jobs
         self.chip_clock = np.ones(n)
         self.chip_power = np.zeros(n)
         self.chip_activity = np.zeros(n)
         self.chip_tj = np.full(n, params.cooling.supply_setpoint_c)
         self.site = site.SiteModel(params.site, self.rng_weather)
         self.facility = Facility(params, self.topo, self.sys, self.acc)
-        self.jobs = JobTable()
-        self.queue: deque[int] = deque()
-        self._dirty: set[int] = set()
         self._events: list[tuple[int, str, str, str, str]] = []
         self._pending: list[tuple[int, int, ScheduledEvent, str]] = []
         self._event_seq = 0
         for ev in params.events:
             self._push_event(ev, "scenario")
 
-        self.train_peak = self.acc.peak(params.training.precision)
-        self.services: list[ServiceState] = []
-        for si, sp in enumerate(params.services):
-            roof = workload.roofline(sp, self.acc)
-            reps = []
-            for _ in range(sp.replicas):
-                j = self.jobs.add(
-                    sp.name,
-                    sp.precision,
-                    kind=INFERENCE,
-                    chips=sp.chips_per_replica,
-                    params=sp.params,
-                    service=si,
-                    submit=0,
-                )
-                self.queue.append(j)
-                self._dirty.add(j)
-                reps.append(j)
-            self.services.append(ServiceState(reps, roof))
-        # Chips left for training once every inference replica is placed: the largest gang the
-        # hall can ever run (a bigger one would block a FIFO queue for good).
-        reserved = sum(sp.replicas * sp.chips_per_replica for sp in params.services)
-        if reserved > self.topo.chips:
-            raise ValueError(f"inference replicas need {reserved} chips but the hall has {self.topo.chips}")
-        self.training_capacity_chips = self.topo.chips - reserved
         self.last: dict[str, float] = {}
+
+    @property
+    def queue(self) -> list[int]:
+        """Batch jobs waiting, in the scheduling policy's order (replica requests: ``cluster``)."""
+        return self.cluster.queue
+
+    @property
+    def training_capacity_chips(self) -> int:
+        return self.cluster.training_capacity_chips
 
     # ------------------------------------------------------------------ events
     def _push_event(self, ev: ScheduledEvent, source: str) -> None:
@@ -197,155 +135,48 @@ class Simulation:
     def _log(self, kind: str, target: str, detail: str, source: str = "model") -> None:
         self._events.append((self.t_s, kind, target, detail, source))
 
-    def _target_chips(self, kind: str, target: str) -> npt.NDArray[np.int64]:
-        idx = int(target)
-        level = kind.split("_", 1)[1]
-        if level == "chip":
-            if not 0 <= idx < self.topo.chips:
-                raise ValueError(f"chip {idx} out of range 0..{self.topo.chips - 1}")
-            return np.array([idx])
-        if level == "server":
-            if not 0 <= idx < self.topo.servers:
-                raise ValueError(f"server {idx} out of range 0..{self.topo.servers - 1}")
-            c = self.topo.chips_per_server
-            return np.arange(idx * c, (idx + 1) * c)
-        if not 0 <= idx < self.topo.ultraservers:
-            raise ValueError(f"ultraserver {idx} out of range 0..{self.topo.ultraservers - 1}")
-        c = self.topo.chips_per_us
-        return np.arange(idx * c, (idx + 1) * c)
-
     def _apply(self, ev: ScheduledEvent, source: str) -> None:
         kind = ev.kind
         if kind in FACILITY_EVENT_KINDS:
             target, detail = self.facility.apply(ev, self.t_s)
             self._log(kind, target, detail, source)
             return
-        target = f"{kind.split('_', 1)[1]}:{ev.target}" if kind != "inference_surge" else ev.target
+        cl, t = self.cluster, self.t_s
+        level = kind.split("_", 1)[1]
+        target = f"{level}:{ev.target}" if kind != "inference_surge" else ev.target
         if kind.startswith("fail_"):
-            chips = self._target_chips(kind, ev.target)
-            repair = self.t_s + ev.duration_s if ev.duration_s > 0 else -1
-            self._fail_chips(chips, repair)
-            detail = f"{len(chips)} chips failed" + (f", repair in {ev.duration_s} s" if repair >= 0 else "")
+            detail = cl.inject_failure(level, int(ev.target), ev.duration_s, t, source)
         elif kind.startswith("repair_"):
-            chips = self._target_chips(kind, ev.target)
-            self._repair_chips(chips)
+            chips = cl.target_chips(level, int(ev.target))
+            cl.repair_chips(chips)
             detail = f"{len(chips)} chips repaired"
+        elif kind == "drain_ultraserver":
+            # value: grace period [h] before running jobs are evicted; duration: maintenance.
+            detail = cl.drain(int(ev.target), int(round(ev.value * 3600)), ev.duration_s, t)
+        elif kind == "undrain_ultraserver":
+            detail = cl.undrain(int(ev.target))
         else:  # inference_surge
             factor = ev.value if ev.value > 0 else 2.0
-            until = self.t_s + (ev.duration_s if ev.duration_s > 0 else 3600)
-            for si, st in enumerate(self.services):
-                if not ev.target or self.p.services[si].name == ev.target:
-                    st.surge, st.surge_until_s = factor, until
+            until = t + (ev.duration_s if ev.duration_s > 0 else 3600)
+            cl.surge(ev.target, factor, until)
             detail = f"x{factor:g} request rate until t={until} s"
         self._log(kind, target, detail, source)
+        self._drain_cluster_log()
+
+    def _drain_cluster_log(self) -> None:
+        for kind, target, detail in self.cluster.log:
+            self._log(kind, target, detail)
+        self.cluster.log.clear()
 
     # ------------------------------------------------------------------ failures
-    def _fail_chips(self, chips: npt.NDArray[np.int64], repair_at: int) -> None:
-        newly = chips[~self.chip_failed[chips]]
-        self.chip_failed[chips] = True
-        self.chip_repair_at[chips] = repair_at
-        owners = np.unique(self.chip_owner[newly])
-        for j in owners[owners >= 0]:
-            self._interrupt(int(j))
+    def _fail_chips(self, chips: npt.NDArray[np.int64], repair_at: int, cause: str = "thermal") -> None:
+        """Take chips out of service (the physics calls this for thermal trips); their jobs
+        restart from the last checkpoint."""
+        self.cluster.fail_chips(chips, repair_at, cause, self.t_s)
+        self._drain_cluster_log()
 
     def _repair_chips(self, chips: npt.NDArray[np.int64]) -> None:
-        self.chip_failed[chips] = False
-        self.chip_repair_at[chips] = -1
-
-    def _interrupt(self, j: int) -> None:
-        a = self.jobs.a
-        self.chip_owner[self.chip_owner == j] = -1
-        lost = a["done"][j] - a["ckpt_done"][j]
-        a["lost"][j] += lost
-        a["done"][j] = a["ckpt_done"][j]
-        a["state"][j] = QUEUED
-        a["restarts"][j] += 1
-        a["activity"][j] = 0.0
-        a["rate"][j] = 0.0
-        self._dirty.add(j)
-        # Interrupted work goes back to the front; inference replicas ahead of training.
-        if a["kind"][j] == INFERENCE:
-            self.queue.appendleft(j)
-        else:
-            pos = 0
-            while pos < len(self.queue) and a["kind"][self.queue[pos]] == INFERENCE:
-                pos += 1
-            self.queue.insert(pos, j)
-        self._log(
-            "job_interrupted", f"job:{j}", f"{self.jobs.names[j]} lost {lost:.3g} FLOP since checkpoint"
-        )
-
-    # ------------------------------------------------------------------ scheduling
-    def _place(self, need: int) -> tuple[npt.NDArray[np.int64], int] | None:
-        """Gang placement: best-fit inside one UltraServer when the gang fits in one; otherwise
-        the fewest UltraServers, emptiest first. Returns chip indices and UltraServers spanned."""
-        free = (self.chip_owner < 0) & ~self.chip_failed
-        per_us = np.bincount(self.topo.chip_us, weights=free, minlength=self.topo.ultraservers)
-        if per_us.sum() < need:
-            return None
-        c = self.topo.chips_per_us
-        if need <= c:
-            fits = np.flatnonzero(per_us >= need)
-            if len(fits):
-                us = int(fits[np.argmin(per_us[fits])])
-                chips = np.flatnonzero(free[us * c : (us + 1) * c])[:need] + us * c
-                return chips, 1
-        order = np.argsort(-per_us, kind="stable")
-        taken: list[npt.NDArray[np.int64]] = []
-        left = need
-        for us in order:
-            if left <= 0 or per_us[us] <= 0:
-                break
-            chips = np.flatnonzero(free[us * c : (us + 1) * c])[:left] + us * c
-            taken.append(chips)
-            left -= len(chips)
-        return np.concatenate(taken), len(taken)
-
-    def _schedule(self) -> None:
-        """Strict FIFO: start the head while it fits; stop at the first job that does not."""
-        a = self.jobs.a
-        while self.queue:
-            j = self.queue[0]
-            placed = self._place(int(a["chips"][j]))
-            if placed is None:
-                return
-            chips, spanned = placed
-            self.queue.popleft()
-            self.chip_owner[chips] = j
-            a["state"][j] = RUNNING
-            a["start"][j] = self.t_s
-            a["spanned"][j] = spanned
-            if a["kind"][j] == TRAINING:
-                mfu = workload.placement_mfu(self.p.training, spanned)
-                a["mfu"][j] = mfu
-                a["rate"][j] = workload.training_rate_flop_s(int(a["chips"][j]), self.train_peak, mfu)
-                a["ckpt_time"][j] = self.t_s
-            self._dirty.add(j)
-            self._log(
-                "job_start",
-                f"job:{j}",
-                f"{self.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)",
-            )
-
-    def _arrivals(self) -> None:
-        tp = self.p.training
-        if self.training_capacity_chips <= 0:
-            return
-        lam = tp.arrivals_per_day * self.dt_s / 86400.0
-        for _ in range(int(self.rng_arrivals.poisson(lam))):
-            d = workload.draw_job(tp, self.train_peak, self.rng_jobs, self.training_capacity_chips)
-            j = self.jobs.add(
-                d.model,
-                tp.precision,
-                kind=TRAINING,
-                chips=d.chips,
-                params=d.params,
-                tokens=d.tokens,
-                work=workload.training_flop(d.params, d.tokens),
-                submit=self.t_s,
-            )
-            self.queue.append(j)
-            self._dirty.add(j)
+        self.cluster.repair_chips(chips)
 
     # ------------------------------------------------------------------ step
     def _step(self, rec: _Recorder, i: int) -> None:
@@ -362,84 +193,11 @@ class Simulation:
 
     # ------------------------------------------------------------------ workload
     def _workload(self) -> WorkloadStep:
-        """Failures and repairs, arrivals, scheduling, training progress, inference serving.
-        Sets each running job's ``activity``; returns the step's workload KPIs."""
-        p, t, dt = self.p, self.t_s, self.dt_s
-        a = self.jobs.a
-        # Repairs due and random failures (Poisson over alive chips).
-        due = np.flatnonzero((self.chip_repair_at >= 0) & (self.chip_repair_at <= t))
-        if len(due):
-            self._repair_chips(due)
-            self._log("chip_repaired", f"chips:{len(due)}", f"{len(due)} chips back in service")
-        alive = ~self.chip_failed
-        n_alive = int(alive.sum())
-        lam = n_alive * p.failures.chip_hazard_per_h * dt / 3600.0
-        k = int(self.rng_failures.poisson(lam)) if lam > 0 else 0
-        if k:
-            victims = self.rng_failures.choice(np.flatnonzero(alive), size=min(k, n_alive), replace=False)
-            repair_s = int(p.failures.repair_time_h * 3600)
-            for c in victims:
-                self._log(
-                    "chip_failed",
-                    f"chip:{int(c)}",
-                    f"UltraServer {int(self.topo.chip_us[c])}, repair in {repair_s} s",
-                )
-            self._fail_chips(victims.astype(np.int64), t + repair_s)
-
-        self._arrivals()
-        self._schedule()
-
-        # Training progress (gang runs at its slowest chip's clock; no progress during restart).
-        n = self.jobs.n
-        kind = a["kind"][:n]
-        state = a["state"][:n]
-        run_train = np.flatnonzero((state == RUNNING) & (kind == TRAINING))
-        train_flops = 0.0
-        if len(run_train):
-            clock = np.ones(n)
-            if (self.chip_clock < 1.0).any():
-                owned = self.chip_owner >= 0
-                np.minimum.at(clock, self.chip_owner[owned], self.chip_clock[owned])
-            restarting = (a["restarts"][run_train] > 0) & (
-                t < a["start"][run_train] + p.training.restart_cost_s
-            )
-            rate = a["rate"][run_train] * clock[run_train] * ~restarting
-            remaining = a["work"][run_train] - a["done"][run_train]
-            delivered = np.minimum(rate * dt, remaining)
-            a["done"][run_train] += delivered
-            train_flops = float(delivered.sum()) / dt
-            a["activity"][run_train] = np.where(restarting, 0.1, p.training.activity)
-            ck = (t + dt - a["ckpt_time"][run_train]) >= p.training.checkpoint_interval_s
-            if ck.any():
-                jj = run_train[ck]
-                a["ckpt_done"][jj] = a["done"][jj]
-                a["ckpt_time"][jj] = t + dt
-            finished = run_train[a["done"][run_train] >= a["work"][run_train] * (1 - 1e-12)]
-            for j in finished:
-                self._finish(int(j))
-
-        # Inference: served = min(demand, capacity of running replicas).
-        tokens_s = req_s = dropped_s = 0.0
-        inf_chip_mask_jobs = np.zeros(max(n, 1), dtype=bool)
-        for si, st in enumerate(self.services):
-            sp = p.services[si]
-            if st.surge_until_s >= 0 and t >= st.surge_until_s:
-                st.surge, st.surge_until_s = 1.0, -1
-            lam_s = workload.diurnal_rate(sp, t) * st.surge
-            reps = np.asarray(st.replicas)
-            up = reps[a["state"][reps] == RUNNING]
-            cap = len(up) * st.roof.requests_per_s
-            served = min(lam_s, cap)
-            rho = served / cap if cap > 0 else 0.0
-            act = rho * (
-                st.roof.prefill_share * p.training.activity + (1 - st.roof.prefill_share) * sp.decode_activity
-            )
-            a["activity"][up] = act
-            inf_chip_mask_jobs[reps] = True
-            tokens_s += served * sp.output_tokens
-            req_s += lam_s
-            dropped_s += lam_s - served
-        return WorkloadStep(train_flops, tokens_s, req_s, dropped_s, inf_chip_mask_jobs, len(run_train))
+        """Repairs and failures, drains, arrivals, autoscaling, scheduling, batch progress and
+        inference serving (``twin.cluster``). Sets each running job's ``activity``."""
+        w = self.cluster.step(self.t_s, self.dt_s, self.chip_clock)
+        self._drain_cluster_log()
+        return w
 
     # ------------------------------------------------------------------ physics
     def _physics(self, w: WorkloadStep) -> FacilityStep:
@@ -465,16 +223,15 @@ class Simulation:
     # ------------------------------------------------------------------ record
     def _record(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> None:
         p, t, dt = self.p, self.t_s, self.dt_s
-        a = self.jobs.a
         topo = self.topo
         owner = self.chip_owner
         owned = owner >= 0
         act_chip, chip_p, tj = ph.act_chip, ph.chip_p, ph.tj
         it_w, facility_w, pue = ph.it_w, ph.facility_w, ph.pue
-        # Energy per token: inference chips' share of IT, grossed up by PUE.
-        inf_chips = owned & w.inference_jobs[np.maximum(owner, 0)]
-        inf_it = float(chip_p[inf_chips].sum()) * (it_w / max(float(chip_p.sum()), 1.0))
-        j_per_tok = inf_it * pue / w.tokens_s if w.tokens_s > 0 else float("nan")
+        # Energy per token: the facility power attributed to inference replicas (their chips'
+        # share of IT, grossed up by PUE), recorded with the other workload columns.
+        inf_w = self._record_work(rec, i, w, ph)
+        j_per_tok = inf_w / w.tokens_s if w.tokens_s > 0 else float("nan")
         energy_j = facility_w * dt
         busy = owned & (act_chip > 0)
         cp = p.cooling
@@ -506,7 +263,7 @@ class Simulation:
             busy=int(busy.sum()),
             failed=int(self.chip_failed.sum()),
             act=float(act_chip.mean()),
-            queue=sum(1 for q in self.queue if a["kind"][q] == TRAINING),
+            queue=len(self.cluster.queue),
             running=w.running_training,
             train=w.train_flops,
             tok=w.tokens_s,
@@ -535,60 +292,48 @@ class Simulation:
         if si > 0 and t % si < dt:
             rec.chips(t, owner, act_chip, chip_p, tj, self.chip_failed)
 
-    def _finish(self, j: int) -> None:
-        a = self.jobs.a
-        self.chip_owner[self.chip_owner == j] = -1
-        a["state"][j] = DONE
-        a["end"][j] = self.t_s + self.dt_s
-        a["activity"][j] = 0.0
-        a["rate"][j] = 0.0
-        self._dirty.add(j)
-        self._log("job_end", f"job:{j}", f"{self.jobs.names[j]} done, {a['work'][j]:.3g} FLOP")
+    def _record_work(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> float:
+        """Workload columns of ``factory_ts`` and this step's ``service_ts`` rows; returns the
+        facility power attributed to inference [W]."""
+        cl = self.cluster
+        gross = ph.facility_w / ph.chip_w if ph.chip_w > 0 else 0.0  # = IT per chip W x PUE
+        svc_w = cl.service_power_w(ph.chip_p, gross)
+        inf_w = float(svc_w.sum())
+        free, drained, whole, frag = cl.us_counts()
+        rec.factory(
+            i,
+            jobflops=w.job_flops,
+            served=w.served_s,
+            rqueued=w.requests_queued,
+            cfree=free,
+            cdrained=drained,
+            usfree=whole,
+            frag=frag,
+            fails=cl.step_failures,
+            preempt=cl.step_preemptions,
+            infw=inf_w,
+        )
+        if w.svc:
+            rec.services(i, self.t_s, self.dt_s, w, svc_w)
+        return inf_w
 
     # ------------------------------------------------------------------ public
     def advance(self, steps: int) -> Frames:
         """Run ``steps`` steps; return their telemetry frames."""
-        rec = _Recorder(steps, self.topo)
+        rec = _Recorder(steps, self.topo, tuple(s.name for s in self.p.services))
         for i in range(steps):
             self._step(rec, i)
         frames = rec.frames()
-        frames["jobs"] = self._job_rows()
+        frames["jobs"] = self.cluster.job_rows(self.t_s)
         frames["events"] = self._event_rows()
+        frames.update(self.cluster.event_tables())
         if steps:
             self.last = {k: float(v[-1]) for k, v in frames["factory_ts"].items()}
         return frames
 
     def queue_view(self, limit: int = 50) -> list[tuple[int, str, int, int]]:
-        """First queued jobs: (job_id, name, chips, wait_s)."""
-        a = self.jobs.a
-        out = []
-        for j in list(self.queue)[:limit]:
-            out.append((j, self.jobs.names[j], int(a["chips"][j]), self.t_s - int(a["submit"][j])))
-        return out
-
-    def _job_rows(self) -> dict[str, Any]:
-        ids = np.array(sorted(self._dirty), dtype=np.int64)
-        self._dirty.clear()
-        a = self.jobs.a
-        return {
-            "job_id": ids.astype(np.int32),
-            "kind": [KIND_NAMES[int(a["kind"][j])] for j in ids],
-            "name": [self.jobs.names[j] for j in ids],
-            "chips": a["chips"][ids],
-            "precision": [self.jobs.precision[j] for j in ids],
-            "params": a["params"][ids],
-            "tokens": a["tokens"][ids],
-            "work_flop": a["work"][ids],
-            "done_flop": a["done"][ids],
-            "lost_flop": a["lost"][ids],
-            "submit_time_s": a["submit"][ids],
-            "start_time_s": a["start"][ids],
-            "end_time_s": a["end"][ids],
-            "state": [STATE_NAMES[int(a["state"][j])] for j in ids],
-            "ultraservers_spanned": a["spanned"][ids],
-            "mfu": a["mfu"][ids],
-            "restarts": a["restarts"][ids],
-        }
+        """First waiting jobs, replica requests first: (job_id, name, chips, wait_s)."""
+        return self.cluster.queue_view(self.t_s, limit)
 
     def _event_rows(self) -> dict[str, Any]:
         ev = self._events
@@ -637,6 +382,16 @@ FACTORY_FIELDS = {
     "requests_per_s": ("req", np.float64),
     "requests_dropped_per_s": ("drop", np.float64),
     "energy_per_token_j": ("jpt", np.float64),
+    "job_flops": ("jobflops", np.float64),
+    "requests_served_per_s": ("served", np.float64),
+    "requests_queued": ("rqueued", np.int64),
+    "chips_free": ("cfree", np.int32),
+    "chips_drained": ("cdrained", np.int32),
+    "ultraservers_free": ("usfree", np.int32),
+    "fragmentation": ("frag", np.float64),
+    "failures": ("fails", np.int32),
+    "preemptions": ("preempt", np.int32),
+    "inference_power_w": ("infw", np.float64),
     "outdoor_temp_c": ("outdoor", np.float64),
     "outdoor_wetbulb_c": ("wetbulb", np.float64),
     "outdoor_rh": ("rh", np.float64),
@@ -651,11 +406,43 @@ FACTORY_FIELDS = {
 }
 
 
+SERVICE_FIELDS: dict[str, Any] = {
+    "time_s": np.int64,
+    "requests_arrived": np.int64,
+    "requests_served": np.int64,
+    "requests_dropped": np.int64,
+    "requests_queued": np.int64,
+    "request_rate_per_s": np.float64,
+    "replicas_running": np.int32,
+    "replicas_starting": np.int32,
+    "replicas_target": np.int32,
+    "tokens_per_s": np.float64,
+    "input_tokens_per_s": np.float64,
+    "ttft_p50_s": np.float64,
+    "ttft_p90_s": np.float64,
+    "ttft_p99_s": np.float64,
+    "tpot_p50_s": np.float64,
+    "tpot_p90_s": np.float64,
+    "tpot_p99_s": np.float64,
+    "slo_met": np.float64,
+    "slo_attainment": np.float64,
+    "occupancy": np.float64,
+    "kv_cache_fraction": np.float64,
+    "utilization": np.float64,
+    "power_w": np.float64,
+}
+
+
 class _Recorder:
     """Preallocated per-advance telemetry buffers."""
 
-    def __init__(self, steps: int, topo: Topology) -> None:
+    def __init__(self, steps: int, topo: Topology, services: tuple[str, ...] = ()) -> None:
         self.topo = topo
+        self.svc_names = services
+        ns = steps * len(services)
+        self.s: dict[str, Any] = {k: np.zeros(ns, dtype=dt) for k, dt in SERVICE_FIELDS.items()}
+        self.s["service_id"] = np.tile(np.arange(len(services), dtype=np.int32), steps)
+        self.s["service"] = list(services) * steps
         self.f = {key: np.zeros(steps, dtype=dt) for key, (_, dt) in FACTORY_FIELDS.items()}
         self.f["chips_total"][:] = topo.chips
         m = steps * topo.ultraservers
@@ -712,8 +499,39 @@ class _Recorder:
             }
         )
 
+    def services(
+        self, i: int, t: int, dt: int, w: WorkloadStep, power_w: npt.NDArray[np.float64]
+    ) -> None:
+        """One ``service_ts`` row per service for step ``i``."""
+        s = self.s
+        k0 = i * len(self.svc_names)
+        for k, (st, (warm, starting, active)) in enumerate(zip(w.svc, w.replicas, strict=True)):
+            r = k0 + k
+            s["time_s"][r] = t
+            s["requests_arrived"][r] = st.arrived
+            s["requests_served"][r] = st.served
+            s["requests_dropped"][r] = st.dropped
+            s["requests_queued"][r] = st.queued
+            s["request_rate_per_s"][r] = st.arrived / dt
+            s["replicas_running"][r] = warm
+            s["replicas_starting"][r] = starting
+            s["replicas_target"][r] = active
+            s["tokens_per_s"][r] = st.tokens_s
+            s["input_tokens_per_s"][r] = st.input_tokens_s
+            s["ttft_p50_s"][r], s["ttft_p90_s"][r], s["ttft_p99_s"][r] = st.ttft_s
+            s["tpot_p50_s"][r], s["tpot_p90_s"][r], s["tpot_p99_s"][r] = st.tpot_s
+            s["slo_met"][r] = st.slo_met
+            decided = st.served + st.dropped
+            s["slo_attainment"][r] = st.slo_met / decided if decided else np.nan
+            s["occupancy"][r] = st.occupancy
+            s["kv_cache_fraction"][r] = st.kv_fraction
+            s["utilization"][r] = st.utilization
+            s["power_w"][r] = power_w[k]
+
     def frames(self) -> Frames:
         out: Frames = {"factory_ts": self.f, "ultraserver_ts": self.u}
+        if self.svc_names:
+            out["service_ts"] = self.s
         if self.c:
             out["chip_ts"] = {k: np.concatenate([c[k] for c in self.c]) for k in self.c[0]}
         return out

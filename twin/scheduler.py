@@ -1,0 +1,96 @@
+"""Scheduling decisions as pure functions: gang placement, the EASY-backfill reservation and the
+choice of preemption victims. The queue itself and the bookkeeping live in ``twin.cluster``.
+
+Placement is topology-aware: a gang that fits inside one UltraServer (the scale-up domain) goes
+into the one with the fewest free chips that can hold it (best fit, which keeps whole UltraServers
+free for big gangs); a bigger gang takes the fewest UltraServers, emptiest first. ``first_fit`` is
+the topology-blind baseline (lowest free chip indices). Arrays in, arrays out; no state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+POLICIES = ("fifo", "backfill", "priority")
+PLACEMENTS = ("topology", "first_fit")
+
+
+def place(
+    free: npt.NDArray[np.bool_],
+    us_free: npt.NDArray[np.int64],
+    need: int,
+    chips_per_us: int,
+    mode: str = "topology",
+) -> tuple[IntArray, int] | None:
+    """Chips for a gang of ``need`` and the UltraServers it spans, or None if too few are free.
+
+    ``free`` marks schedulable chips, ``us_free`` counts them per UltraServer."""
+    if need <= 0 or int(us_free.sum()) < need:
+        return None
+    c = chips_per_us
+    if mode == "first_fit":
+        chips = np.flatnonzero(free)[:need].astype(np.int64)
+        return chips, int(len(np.unique(chips // c)))
+    if need <= c:
+        fits = np.flatnonzero(us_free >= need)
+        if len(fits):
+            us = int(fits[np.argmin(us_free[fits])])
+            return np.flatnonzero(free[us * c : (us + 1) * c])[:need].astype(np.int64) + us * c, 1
+    order = np.argsort(-us_free, kind="stable")
+    taken: list[IntArray] = []
+    left = need
+    for us in order:
+        if left <= 0 or us_free[us] <= 0:
+            break
+        chips = np.flatnonzero(free[us * c : (us + 1) * c])[:left].astype(np.int64) + int(us) * c
+        taken.append(chips)
+        left -= len(chips)
+    return np.concatenate(taken), len(taken)
+
+
+def reservation(
+    now: float, free_chips: int, need: int, run_end: npt.NDArray[np.float64], run_chips: IntArray
+) -> tuple[float, int]:
+    """EASY backfill: the time the queue head can start (the "shadow time", from the running
+    jobs' estimated ends) and the chips left over at that time ("extra" chips a backfilled job
+    may use however long it runs). Counts chips, not topology."""
+    if free_chips >= need:
+        return now, free_chips - need
+    order = np.argsort(run_end, kind="stable")
+    avail = free_chips + np.cumsum(run_chips[order])
+    k = int(np.searchsorted(avail, need, side="left"))
+    if k >= len(avail):
+        return float("inf"), 0
+    return float(run_end[order[k]]), int(avail[k] - need)
+
+
+def victims(need: int, chips: IntArray, priority: IntArray, cost: npt.NDArray[np.float64]) -> IntArray:
+    """Indices of candidate jobs to preempt so that ``need`` more chips come free: lowest priority
+    first, then least wasted work (``cost``); jobs not needed after all are given back. Empty if
+    the candidates cannot free enough."""
+    if need <= 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((cost, priority))
+    cum = np.cumsum(chips[order])
+    k = int(np.searchsorted(cum, need, side="left"))
+    if k >= len(order):
+        return np.zeros(0, dtype=np.int64)
+    picked = list(order[: k + 1])
+    total = int(cum[k])
+    for v in sorted(picked, key=lambda i: (-cost[i], -priority[i])):  # drop the costliest spare
+        if total - chips[v] >= need:
+            picked.remove(v)
+            total -= int(chips[v])
+    return np.asarray(picked, dtype=np.int64)
+
+
+def fragmentation(us_free: IntArray, chips_per_us: int) -> float:
+    """Share of the free chips that sit in partly occupied UltraServers, i.e. that a gang of a
+    whole scale-up domain cannot use (0 when nothing is free)."""
+    total = int(us_free.sum())
+    if total <= 0:
+        return 0.0
+    whole = int((us_free == chips_per_us).sum()) * chips_per_us
+    return 1.0 - whole / total

@@ -38,7 +38,10 @@ class Session:
         flush_interval_s: float = 1.0,
     ) -> None:
         self.scenario = scenario
-        self.params = scenario.to_params(seed)
+        try:
+            self.params = scenario.to_params(seed)
+        except ValueError as e:
+            raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
         self.seed = self.params.seed
         self.duration_s = int(duration_s if duration_s is not None else round(scenario.duration_h * 3600))
         try:

@@ -496,8 +496,28 @@ class ServiceSection(_ServiceBase):  # type: ignore[misc,valid-type]
 class HallSection(BaseModel):
     model_config = STRICT
     system: str = "trn3-gen2"
-    ultraservers: int = Field(16, gt=0, le=20000)
+    ultraservers: int | None = Field(None, gt=0, le=20000)  # default 16 unless it_envelope_w
+    # Size the hall to a power envelope instead: as many systems as fit at full-load IT power.
+    it_envelope_w: float | None = Field(None, gt=0)
     ultraservers_per_row: int = Field(4, gt=0)
+
+    @model_validator(mode="after")
+    def _one_size(self) -> HallSection:
+        if self.ultraservers is not None and self.it_envelope_w is not None:
+            raise ValueError("give hall.ultraservers or hall.it_envelope_w, not both")
+        return self
+
+    def count(self, sysm: catalog.System, acc: catalog.Accelerator) -> int:
+        """Systems in the hall: given, or as many as the IT envelope holds at full load."""
+        if self.it_envelope_w is None:
+            return self.ultraservers if self.ultraservers is not None else 16
+        n = int(self.it_envelope_w // catalog.system_full_load_it_w(sysm, acc))
+        if n < 1:
+            raise ValueError(
+                f"hall.it_envelope_w: {self.it_envelope_w / 1e3:,.0f} kW is less than one "
+                f"{sysm.name} at full load ({catalog.system_full_load_it_w(sysm, acc) / 1e3:,.0f} kW)"
+            )
+        return n
 
     @field_validator("system")
     @classmethod
@@ -569,6 +589,12 @@ class Scenario(BaseModel):
     # Where the scenario came from (set by ``parse``): error messages and site file paths.
     _origin: str = PrivateAttr("scenario")
     _base_dir: Path | None = PrivateAttr(None)
+    # Variants of a comparison scenario ([[variants]]: a name plus tables that override the base).
+    _variants: list[Scenario] = PrivateAttr(default_factory=list)
+
+    @property
+    def variants(self) -> list[Scenario]:
+        return self._variants
 
     @model_validator(mode="after")
     def _price_and_carbon_in_one_place(self) -> Scenario:
@@ -672,7 +698,7 @@ class Scenario(BaseModel):
         hw = self.hardware.model_dump(exclude_none=True)
         sysm = catalog.system(self.hall.system, {k: v for k, v in hw.items() if k in _SYS_OVERRIDABLE})
         acc = catalog.accelerator_for(sysm, {k: v for k, v in hw.items() if k in _ACC_OVERRIDABLE})
-        hall = params.HallParams(sysm, acc, self.hall.ultraservers, self.hall.ultraservers_per_row)
+        hall = params.HallParams(sysm, acc, self.hall.count(sysm, acc), self.hall.ultraservers_per_row)
         site = site_params(self.site, self.grid, self._base_dir, self._origin)
         events = tuple(
             params.ScheduledEvent(
@@ -728,6 +754,34 @@ def parse(text: str, origin: str, base_dir: str | Path | None = None) -> Scenari
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{origin}: invalid TOML: {e}") from None
+    variants = data.pop("variants", None)
+    scenario = validate(data, origin, base_dir)
+    if variants is not None:
+        if not isinstance(variants, list) or not all(isinstance(v, dict) for v in variants):
+            raise ScenarioError(f"{origin}: variants: expected [[variants]] tables")
+        for i, v in enumerate(variants):
+            vname = v.get("name")
+            if not isinstance(vname, str) or not vname:
+                raise ScenarioError(f"{origin}: variants[{i}].name: required key is missing")
+            merged = _deep_merge(data, {k: val for k, val in v.items() if k != "name"})
+            merged["name"] = vname
+            scenario._variants.append(validate(merged, f"{origin} (variant '{vname}')", base_dir))
+    return scenario
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Variant overrides: tables merge key by key, anything else replaces."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def validate(data: dict[str, Any], origin: str, base_dir: str | Path | None = None) -> Scenario:
+    """Validate parsed scenario data; errors name ``origin``, the key path and the problem."""
     try:
         scenario = Scenario.model_validate(data)
         scenario._origin = origin

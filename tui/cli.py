@@ -142,13 +142,32 @@ def run_cmd(
     overwrite: bool,
     as_json: bool,
 ) -> None:
-    """Simulate SCENARIO headless and record telemetry (SCENARIO: built-in name or TOML path)."""
-    from scenarios.runner import run
+    """Simulate SCENARIO headless and record telemetry (SCENARIO: built-in name or TOML path).
+
+    A comparison scenario (one with [[variants]]) runs every variant into its own file
+    (OUT-<variant>.duckdb) and prints their KPIs side by side."""
     from scenarios.spec import load
 
     spec, text, _ = load(scenario)
     dur = _duration_s(hours, days)
+    if spec.variants:
+        base = Path(out) if out else _default_out(spec.name)
+        paths = []
+        for v in spec.variants:
+            vpath = base.with_name(f"{base.stem}-{v.name}{base.suffix or '.duckdb'}")
+            click.echo(f"— variant {v.name} → {vpath}", err=True)
+            _run_one(v, text, vpath, seed, dur, overwrite, as_json=False, quiet=True)
+            paths.append(str(vpath))
+        _print_compare(paths, as_json)
+        return
     path = Path(out) if out else _default_out(spec.name)
+    _run_one(spec, text, path, seed, dur, overwrite, as_json)
+
+
+def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None, overwrite: bool,
+             as_json: bool, quiet: bool = False) -> None:
+    from scenarios.runner import run
+
     total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
     steps = -(-total_s // spec.dt_s)
     show = sys.stderr.isatty() and not as_json
@@ -170,6 +189,8 @@ def run_cmd(
         click.echo(f"\ninterrupted; telemetry so far is in {path} (status 'stopped')", err=True)
         sys.exit(130)
     s = result.summary
+    if quiet:
+        return
     if as_json:
         click.echo(
             json.dumps(
@@ -347,6 +368,53 @@ def _table_text(table: Any, max_rows: int) -> str:
     more = table.num_rows - len(rows)
     out.append(f"({table.num_rows:,} rows{f', {more:,} not shown' if more > 0 else ''})")
     return "\n".join(out)
+
+
+@main.command("compare")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the KPIs as JSON.")
+@_guard
+def compare_cmd(runs: tuple[str, ...], as_json: bool) -> None:
+    """Print the KPIs of recorded RUNS side by side (each a telemetry file; its latest run).
+
+    Energy, cost, PUE, WUE, CUE, tokens, J/token, $ per million tokens, training FLOP delivered,
+    throttled hours and more; with two runs, a ratio column (second / first)."""
+    if len(runs) < 2:
+        fail("give at least two telemetry files to compare")
+    _print_compare(list(runs), as_json)
+
+
+def _print_compare(runs: list[str], as_json: bool) -> None:
+    from storage.kpis import COMPARE_ROWS, run_kpis
+    from storage.reader import latest_run_id, open_run_file
+
+    cols: list[tuple[str, dict[str, Any]]] = []
+    for path in runs:
+        con = open_run_file(path)
+        try:
+            run_id = latest_run_id(con)
+            name = next(iter(con.sql("SELECT scenario_name FROM runs WHERE run_id = ?", params=[run_id]).fetchall()))[0]
+            cols.append((f"{name} ({Path(path).name})", run_kpis(con, run_id)))
+        finally:
+            con.close()
+    if as_json:
+        click.echo(json.dumps({label: {k: v for k, v in kp.items() if k != "jobs"} for label, kp in cols},
+                              default=str, indent=2))
+        return
+    width = max(14, *(len(label) for label, _ in cols))
+    header = f"{'KPI':<30}" + "".join(f" {label:>{width}}" for label, _ in cols)
+    if len(cols) == 2:
+        header += f" {'ratio':>8}"
+    click.echo(header)
+    click.echo("-" * len(header))
+    for key, label, form in COMPARE_ROWS:
+        vals = [kp.get(key) for _, kp in cols]
+        line = f"{label:<30}" + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals)
+        if len(cols) == 2:
+            a, b = vals
+            ratio = f"{b / a:.3f}" if isinstance(a, int | float) and isinstance(b, int | float) and a else "–"
+            line += f" {ratio:>8}"
+        click.echo(line)
 
 
 @main.command("replay")

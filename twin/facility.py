@@ -39,7 +39,8 @@ EVENT_KINDS = ("power_cap", "cdu_pump_failure", "chiller_trip", "cooling_tower_l
 def dvfs_power_factor(clock: FloatArray | float, exponent: float) -> FloatArray | float:
     """Dynamic power at a clock fraction f relative to full clock: f ** exponent (P ~ C V^2 f with
     V roughly proportional to f gives ~f^3; ASM)."""
-    return np.asarray(clock) ** exponent
+    c = np.asarray(clock)
+    return c * c * c if exponent == 3.0 else c**exponent
 
 
 def chiller_part_load_fraction(plr: float) -> float:
@@ -104,7 +105,8 @@ class FacilityStep:
 
     @property
     def pue(self) -> float:
-        return self.facility_w / self.it_w
+        """Facility / IT power; undefined (NaN) while every system is powered off."""
+        return self.facility_w / self.it_w if self.it_w > 0 else math.nan
 
 
 @dataclass
@@ -143,6 +145,7 @@ class Facility:
         self.fan_design_w = cp.drycooler_fan_w_per_w * design_heat
         # State.
         self.clock = np.ones(n)
+        self._full_clock = True
         self.us_return_c = np.full(nus, cp.supply_setpoint_c)
         self.row_flow_fraction = np.ones(rows)  # 1 = CDU pumps healthy, 0 = lost
         self.row_cap_w = np.full(rows, np.inf)
@@ -251,12 +254,14 @@ class Facility:
         clock = self.clock
         util = np.where(alive, util, 0.0)
         dyn_full = (acc.tdp_w - acc.idle_w) * util  # dynamic power at full clock
-        chip_p = np.where(alive, acc.idle_w + dyn_full * dvfs_power_factor(clock, cp.dvfs_exponent), 0.0)
-        act_chip = util * clock
+        full_clock = self._full_clock
+        scaled = dyn_full if full_clock else dyn_full * dvfs_power_factor(clock, cp.dvfs_exponent)
+        chip_p = np.where(alive, acc.idle_w + scaled, 0.0)
+        act_chip = util if full_clock else util * clock
 
         # Hosts follow their chips' work rate; switches are constant; rectifier losses are IT.
         cps = topo.chips_per_server
-        server_act = np.bincount(topo.chip_server, weights=act_chip, minlength=topo.servers) / cps
+        server_act = topo.per_server(act_chip) / cps
         host_p = power.host_power_w(server_act, sysm.host_w_per_server, sysm.host_idle_fraction)
         us_chip_p = topo.per_us(chip_p)
         us_host_p = host_p.reshape(topo.ultraservers, topo.servers_per_us).sum(axis=1)
@@ -335,6 +340,7 @@ class Facility:
 
         # Clocks for the next step: power caps and thermal equilibrium.
         self.clock = self._next_clock(util, alive, dyn_full, it_w, facility_w, us_it, coolant)
+        self._full_clock = bool(self.clock.min() >= 1.0)
         throttled = int(((self.clock < 0.999) & (util > 0)).sum())
         if (throttled > 0) != self._throttling:
             self._throttling = throttled > 0
@@ -498,18 +504,19 @@ class Facility:
         k = cp.dvfs_exponent
         f = np.ones(topo.chips)
         dyn_it = dyn_full / pp.psu_efficiency  # rack-input watts of dynamic power at f = 1
-        cur = dvfs_power_factor(self.clock, k)
+        if math.isfinite(self.facility_cap_w) or np.isfinite(self.row_cap_w).any():
+            cur = dyn_it if self._full_clock else dyn_it * dvfs_power_factor(self.clock, k)
         if math.isfinite(self.facility_cap_w):
             # Facility power scales ~ with IT power at this operating point.
             it_target = self.facility_cap_w * it_w / facility_w
-            dyn_now = float((dyn_it * cur).sum())
+            dyn_now = float(cur.sum())
             fixed = it_w - dyn_now
             total_dyn = float(dyn_it.sum())
             if total_dyn > 0:
                 x = (it_target - fixed) / total_dyn
                 f[:] = min(max(x, 0.0), 1.0) ** (1 / k)
         if np.isfinite(self.row_cap_w).any():
-            row_dyn_now = np.bincount(self.chip_row, weights=dyn_it * cur, minlength=topo.rows)
+            row_dyn_now = np.bincount(self.chip_row, weights=cur, minlength=topo.rows)
             row_dyn = np.bincount(self.chip_row, weights=dyn_it, minlength=topo.rows)
             row_it = topo.per_row(us_it)
             row_fixed = row_it - row_dyn_now
@@ -520,12 +527,11 @@ class Facility:
         f = np.maximum(f, cp.min_clock)
         # Thermal: the largest clock whose junction temperature stays on the throttle curve
         # (quasi-steady junction: the package settles in seconds, well inside a step).
-        if self.lf > 0:
-            base = coolant_us[topo.chip_us] + cp.cold_plate_r_k_per_w * self.acc.idle_w
-            r = cp.cold_plate_r_k_per_w
-        else:
-            base = coolant_us[topo.chip_us] + cp.air_r_k_per_w * self.acc.idle_w
-            r = cp.air_r_k_per_w
+        r = cp.cold_plate_r_k_per_w if self.lf > 0 else cp.air_r_k_per_w
+        # Fast exit: even a chip at TDP on the warmest coolant stays below the throttle point.
+        if float(coolant_us.max()) + r * self.acc.tdp_w <= cp.throttle_temp_c:
+            return f
+        base = coolant_us[topo.chip_us] + r * self.acc.idle_w
         tj_at = base + r * dyn_full * dvfs_power_factor(f, k)
         hot = (tj_at > cp.throttle_temp_c) & alive
         if hot.any():

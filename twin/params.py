@@ -119,6 +119,12 @@ class SiteParams:
     price_usd_per_mwh: float = 75.0  # ASM flat industrial (facts §10; EIA avg $80/MWh)
     carbon_g_per_kwh: float = 369.0  # US grid average 2023 (3P, codecarbon; facts §10)
     price_tou: TouTariff | None = None  # time-of-use price instead of the flat one
+    # Heat wave: dry-bulb raised by up to heatwave_delta_k over heatwave_days from heatwave_start_h
+    # (a smooth sin^2 bump), the dew point by heatwave_dewpoint_share of it. Off when delta is 0.
+    heatwave_start_h: float = 0.0
+    heatwave_days: float = 0.0
+    heatwave_delta_k: float = 0.0
+    heatwave_dewpoint_share: float = 0.5  # ASM: humid heat waves raise the dew point too
     # Hourly series over one year (index 0 = 1 January 00:00; 8,760 or 8,784 values) read from
     # files by scenarios.sitefiles; each replaces its synthetic or flat counterpart. Weather is
     # interpolated linearly between hours, price and carbon hold for their hour; all wrap around.

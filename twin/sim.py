@@ -282,10 +282,10 @@ class Simulation:
             co2=energy_j / 3.6e6 * ph.cond.carbon_g_per_kwh / 1000.0,
             energy=energy_j,
         )
-        us_busy = np.bincount(topo.chip_us, weights=busy, minlength=topo.ultraservers)
-        us_failed = np.bincount(topo.chip_us, weights=self.chip_failed, minlength=topo.ultraservers)
+        us_busy = topo.per_us(busy)
+        us_failed = topo.per_us(self.chip_failed)
         us_act = topo.per_us(act_chip) / topo.chips_per_us
-        us_tmax = tj.reshape(topo.ultraservers, topo.chips_per_us).max(axis=1)
+        us_tmax = topo.max_per_us(tj)
         us_clock = topo.per_us(ph.clock) / topo.chips_per_us
         rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, us_act, us_tmax, ph.us_return_c, us_clock)
         si = p.chip_sample_interval_s

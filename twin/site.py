@@ -70,6 +70,23 @@ def rel_humidity_from_wetbulb(
     return float(out) if out.ndim == 0 else out
 
 
+def dewpoint_c(drybulb_c: float, rel_humidity: float) -> float:
+    """Dew point from dry-bulb and relative humidity: the inverse of the Magnus formula
+    (WMO-No. 8, Annex 4.B: e_s = 6.112 exp(17.62 t / (243.12 + t)) hPa)."""
+    g = math.log(max(rel_humidity, 1e-6)) + 17.62 * drybulb_c / (243.12 + drybulb_c)
+    return 243.12 * g / (17.62 - g)
+
+
+def heatwave_offset_k(p: SiteParams, time_s: float) -> float:
+    """Extra dry-bulb of a heat wave at this time [K]: a sin^2 bump from start to end."""
+    if p.heatwave_delta_k <= 0 or p.heatwave_days <= 0:
+        return 0.0
+    x = (time_s / 3600.0 - p.heatwave_start_h) / (p.heatwave_days * 24.0)
+    if not 0.0 < x < 1.0:
+        return 0.0
+    return p.heatwave_delta_k * math.sin(math.pi * x) ** 2
+
+
 def wet_bulb_c(drybulb_c: float, rel_humidity: float) -> float:
     """Wet-bulb temperature from dry-bulb [°C] and relative humidity [-] (Stull 2011, J. Appl.
     Meteor. Climatol. 50, 2267: fitted for RH 5-99 %, -20..50 °C at standard pressure; error
@@ -245,4 +262,10 @@ class SiteModel:
         else:
             price = p.price_usd_per_mwh
         carbon = hourly_hold(self._carbon, hour) if self._carbon is not None else p.carbon_g_per_kwh
+        bump = heatwave_offset_k(p, t_s)
+        if bump > 0:
+            dew = dewpoint_c(dry, rh) + p.heatwave_dewpoint_share * bump
+            dry += bump
+            rh = rel_humidity_from_dewpoint(dry, dew)
+            wet = wet_bulb_c(dry, rh)
         return Conditions(dry, wet, rh, price, carbon)

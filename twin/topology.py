@@ -40,8 +40,26 @@ class Topology:
     def per_us(
         self, chip_values: npt.NDArray[np.floating] | npt.NDArray[np.bool_]
     ) -> npt.NDArray[np.float64]:
-        """Sum a per-chip quantity over each UltraServer."""
-        return np.bincount(self.chip_us, weights=chip_values, minlength=self.ultraservers).astype(np.float64)
+        """Sum a per-chip quantity over each UltraServer (chips are contiguous per UltraServer,
+        so this is a reshape and a row sum)."""
+        out: npt.NDArray[np.float64] = (
+            np.asarray(chip_values, dtype=np.float64).reshape(self.ultraservers, self.chips_per_us).sum(axis=1)
+        )
+        return out
+
+    def per_server(self, chip_values: npt.NDArray[np.floating] | npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
+        """Sum a per-chip quantity over each server."""
+        out: npt.NDArray[np.float64] = (
+            np.asarray(chip_values, dtype=np.float64).reshape(self.servers, self.chips_per_server).sum(axis=1)
+        )
+        return out
+
+    def max_per_us(self, chip_values: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
+        """Maximum of a per-chip quantity in each UltraServer."""
+        out: npt.NDArray[np.float64] = (
+            np.asarray(chip_values, dtype=np.float64).reshape(self.ultraservers, self.chips_per_us).max(axis=1)
+        )
+        return out
 
     def per_row(self, us_values: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
         """Sum a per-UltraServer quantity over each row."""

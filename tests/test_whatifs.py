@@ -1,0 +1,106 @@
+"""What-if scenarios: power envelopes, variants, the shipped physics scenarios, twin compare."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from scenarios.spec import ScenarioError, builtin_names, load, parse
+from tui.cli import main
+from twin import catalog
+
+ENVELOPE = """
+name = "env"
+duration_h = 2
+[hall]
+it_envelope_w = 2.5e6
+ultraservers_per_row = 4
+[[services]]
+replicas = 2
+[[variants]]
+name = "trn2"
+hall = { system = "trn2-ultra" }
+[[variants]]
+name = "gb300"
+hall = { system = "gb300-nvl72" }
+"""
+
+
+def test_power_envelope_sizes_the_hall_by_full_load_it_power() -> None:
+    spec = parse(ENVELOPE, "env.toml")
+    names = [v.name for v in spec.variants]
+    assert names == ["trn2", "gb300"]
+    for v, key in zip(spec.variants, ("trn2-ultra", "gb300-nvl72"), strict=True):
+        p = v.to_params()
+        sysm = catalog.system(key)
+        per = catalog.system_full_load_it_w(sysm, catalog.accelerator_for(sysm))
+        n = p.hall.ultraservers
+        assert n == int(2.5e6 // per)
+        assert n * per <= 2.5e6 < (n + 1) * per
+    # The base keeps everything the variants do not override.
+    assert spec.variants[0].services[0].replicas == 2
+
+
+def test_envelope_and_count_together_or_too_small_are_errors() -> None:
+    with pytest.raises(ScenarioError, match="not both"):
+        parse('name = "x"\n[hall]\nultraservers = 2\nit_envelope_w = 1e6\n', "x.toml")
+    spec = parse('name = "x"\n[hall]\nit_envelope_w = 1e3\n', "x.toml")
+    with pytest.raises(ValueError, match="less than one"):
+        spec.to_params()
+
+
+def test_a_bad_variant_names_the_variant_and_key() -> None:
+    bad = ENVELOPE.replace('hall = { system = "gb300-nvl72" }', 'hall = { sytem = "gb300-nvl72" }')
+    with pytest.raises(ScenarioError, match=r"variant 'gb300'.*hall.sytem: unknown key"):
+        parse(bad, "env.toml")
+
+
+@pytest.mark.parametrize(
+    "name", ["heatwave", "cooling-failure", "demand-response", "trn2-vs-trn3", "trainium3-vs-gb300"]
+)
+def test_shipped_physics_scenarios_validate(name: str) -> None:
+    assert name in builtin_names()
+    spec, _, _ = load(name)
+    for s in spec.variants or [spec]:
+        s.to_params()
+
+
+def test_variant_run_writes_one_file_per_variant_and_compares(tmp_path: Path) -> None:
+    f = tmp_path / "env.toml"
+    f.write_text(ENVELOPE)
+    out = tmp_path / "cmp.duckdb"
+    r = CliRunner().invoke(main, ["run", str(f), "--hours", "2", "--out", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    for v in ("trn2", "gb300"):
+        assert (tmp_path / f"cmp-{v}.duckdb").exists()
+    assert "PUE" in r.stdout and "ratio" in r.stdout
+    r = CliRunner().invoke(
+        main,
+        ["compare", str(tmp_path / "cmp-trn2.duckdb"), str(tmp_path / "cmp-gb300.duckdb"), "--json"],
+        catch_exceptions=False,
+    )
+    assert r.exit_code == 0
+    data = json.loads(r.stdout)
+    (a, ka), (_, kb) = data.items()
+    assert "env-trn2" in a or "trn2" in a
+    # Same envelope: IT energies within the envelope, PUE >= 1, chips differ.
+    for k in (ka, kb):
+        assert k["pue"] >= 1.0
+        assert k["it_mwh"] <= 2.5 * 2 * 1.01
+    assert ka["chips"] != kb["chips"]
+
+
+def test_compare_needs_two_runs(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["compare", str(tmp_path / "a.duckdb")])
+    assert r.exit_code == 2
+
+
+def test_hardware_command_lists_every_catalog_entry() -> None:
+    r = CliRunner().invoke(main, ["hardware", "--sources"], catch_exceptions=False)
+    assert r.exit_code == 0
+    for key in list(catalog.ACCELERATORS) + list(catalog.SYSTEMS):
+        assert key in r.stdout
+    assert "roadmap projection" in r.stdout and "ASM" in r.stdout and "OFF" in r.stdout

@@ -341,7 +341,7 @@ class Facility:
         # Clocks for the next step: power caps and thermal equilibrium.
         self.clock = self._next_clock(util, alive, dyn_full, it_w, facility_w, us_it, coolant)
         self._full_clock = bool(self.clock.min() >= 1.0)
-        throttled = int(((self.clock < 0.999) & (util > 0)).sum())
+        throttled = 0 if full_clock else int(((clock < 0.999) & (util > 0)).sum())
         if (throttled > 0) != self._throttling:
             self._throttling = throttled > 0
             self.log.append(

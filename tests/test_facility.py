@@ -63,6 +63,16 @@ def test_facility_cap_holds_power_and_throughput_falls_with_the_clock() -> None:
     assert (f["throttled_chips"][3:] == 288).all()
 
 
+def test_standing_cap_from_the_power_section() -> None:
+    sim = busy_hall()
+    sim.advance(10)
+    base = sim.last["facility_power_w"]
+    capped = busy_hall(power=PowerChainParams(facility_cap_w=0.9 * base))
+    f = capped.advance(10)["factory_ts"]
+    assert (f["facility_power_w"][2:] <= 0.9 * base * 1.01).all()
+    assert f["facility_cap_w"][-1] == pytest.approx(0.9 * base)
+
+
 def test_row_cap_throttles_only_its_row() -> None:
     p = small_params(
         ultraservers=4,

@@ -148,8 +148,8 @@ class Facility:
         self._full_clock = True
         self.us_return_c = np.full(nus, cp.supply_setpoint_c)
         self.row_flow_fraction = np.ones(rows)  # 1 = CDU pumps healthy, 0 = lost
-        self.row_cap_w = np.full(rows, np.inf)
-        self.facility_cap_w = math.inf
+        self.row_cap_w = np.full(rows, self.pp.row_cap_w if self.pp.row_cap_w > 0 else np.inf)
+        self.facility_cap_w = self.pp.facility_cap_w if self.pp.facility_cap_w > 0 else math.inf
         self.plant = PlantState(
             chillers_up=cp.chiller_units,
             towers_up=cp.economizer_units,

@@ -41,6 +41,10 @@ class PowerChainParams:
     ups_c: float = 0.0064
     ups_rating_factor: float = 2.0  # 2N UPS: rating = 2 x design IT load (runs 20-50 % loaded)
     transformer_efficiency: float = 0.99  # ASM 98.5-99.5 % (facts §8.3)
+    # Standing power caps (0 = none): facility power, and IT power of every row. Grid events
+    # (kind "power_cap") set or clear caps during a run.
+    facility_cap_w: float = 0.0
+    row_cap_w: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,7 @@ class TrainingSection(BaseModel):
         class of pre-training jobs; the other classes are off unless their tables are given."""
         if not isinstance(data, dict):
             return data
-        keys = set(PretrainSection.model_fields) - {"share"}
+        keys = set(PretrainSection.model_fields) - {"share", "precision"}
         short = {k: v for k, v in data.items() if k in keys}
         if not short:
             return data

@@ -135,7 +135,9 @@ def read_request_trace(path: str | Path) -> RequestTrace:
     out = np.empty(len(rows), dtype=np.int64)
     for i, (line, f) in enumerate(rows):
         if len(f) < 3:
-            raise TraceError(f"{path}:{line}: expected 3 fields (TIMESTAMP,ContextTokens,GeneratedTokens), got {len(f)}")
+            raise TraceError(
+                f"{path}:{line}: expected 3 fields (TIMESTAMP,ContextTokens,GeneratedTokens), got {len(f)}"
+            )
         t[i] = _parse(path, line, "TIMESTAMP", f[0], _time_s, "not a timestamp or a number of seconds")
         inp[i] = _parse(path, line, "ContextTokens", f[1], _count, "not a non-negative integer")
         out[i] = _parse(path, line, "GeneratedTokens", f[2], _count, "not a non-negative integer")
@@ -153,7 +155,9 @@ def _column(path: Path, header: list[str], key: str, required: bool = True) -> i
         if alias in names:
             return names.index(alias)
     if required:
-        raise TraceError(f"{path}:1: no {JOB_COLUMNS[key][0]} column (or {', '.join(JOB_COLUMNS[key][1:]) or 'alias'})")
+        raise TraceError(
+            f"{path}:1: no {JOB_COLUMNS[key][0]} column (or {', '.join(JOB_COLUMNS[key][1:]) or 'alias'})"
+        )
     return -1
 
 
@@ -197,8 +201,12 @@ def read_job_trace(path: str | Path, known_models: set[str] | None = None) -> Jo
         return f[c] if 0 <= c < len(f) else ""
 
     for i, (line, f) in enumerate(rows):
-        sub[i] = _parse(path, line, header[c_sub], field(f, c_sub), _time_s, "not a time (seconds or a timestamp)")
-        chips[i] = _parse(path, line, header[c_chips], field(f, c_chips), _positive_int, "not a positive integer")
+        sub[i] = _parse(
+            path, line, header[c_sub], field(f, c_sub), _time_s, "not a time (seconds or a timestamp)"
+        )
+        chips[i] = _parse(
+            path, line, header[c_chips], field(f, c_chips), _positive_int, "not a positive integer"
+        )
         k = field(f, c_kind).lower()
         if k not in KIND_ALIASES:
             raise TraceError(
@@ -215,10 +223,14 @@ def read_job_trace(path: str | Path, known_models: set[str] | None = None) -> Jo
             work[i] = _parse(path, line, header[c_work], w, _nonneg, "not a non-negative number of FLOP")
         m = field(f, c_model)
         if m and known_models is not None and m not in known_models:
-            raise TraceError(f"{path}:{line}: model: unknown model {m!r}; known: {', '.join(sorted(known_models))}")
+            raise TraceError(
+                f"{path}:{line}: model: unknown model {m!r}; known: {', '.join(sorted(known_models))}"
+            )
         models.append(m)
         if c_prio >= 0 and field(f, c_prio):
-            prio[i] = _parse(path, line, header[c_prio], field(f, c_prio), _count, "not a non-negative integer")
+            prio[i] = _parse(
+                path, line, header[c_prio], field(f, c_prio), _count, "not a non-negative integer"
+            )
     if not np.isfinite(sub).all():
         line = rows[int(np.flatnonzero(~np.isfinite(sub))[0])][0]
         raise TraceError(f"{path}:{line}: {header[c_sub]}: not a finite time")

@@ -130,7 +130,9 @@ class WorkStep:
 
 
 class Cluster:
-    def __init__(self, p: FactoryParams, topo: Topology, acc: Accelerator, seed_seq: np.random.SeedSequence) -> None:
+    def __init__(
+        self, p: FactoryParams, topo: Topology, acc: Accelerator, seed_seq: np.random.SeedSequence
+    ) -> None:
         self.p = p
         self.topo = topo
         self.acc = acc
@@ -174,7 +176,9 @@ class Cluster:
         self.sp = p.scheduler
         # Batch-job classes: codes, parameters and arrival rates.
         tp = p.training
-        self.classes: list[tuple[int, JobClassParams]] = [(KIND_CODE[k], tp.job_class(k)) for k in JOB_CLASSES]
+        self.classes: list[tuple[int, JobClassParams]] = [
+            (KIND_CODE[k], tp.job_class(k)) for k in JOB_CLASSES
+        ]
         shares = np.array([cls.share for _, cls in self.classes], dtype=float)
         self.class_rate_s = tp.arrivals_per_day / 86400.0 * shares / max(shares.sum(), 1e-300)
         self.trace_next = 0
@@ -226,14 +230,18 @@ class Cluster:
         if not len(chips):
             return
         topo = self.topo
-        self.free[chips] = (self.chip_owner[chips] < 0) & ~self.chip_failed[chips] & ~self.us_drain[topo.chip_us[chips]]
+        self.free[chips] = (
+            (self.chip_owner[chips] < 0) & ~self.chip_failed[chips] & ~self.us_drain[topo.chip_us[chips]]
+        )
         c = self.cpu
         for u in np.unique(topo.chip_us[chips]):
             self.us_free[u] = int(np.count_nonzero(self.free[u * c : (u + 1) * c]))
         self.n_free = int(self.us_free.sum())
         self._sched = True
 
-    def fail_chips(self, chips: npt.NDArray[np.int64], repair_at: int, cause: str = "thermal", t: int = 0) -> int:
+    def fail_chips(
+        self, chips: npt.NDArray[np.int64], repair_at: int, cause: str = "thermal", t: int = 0
+    ) -> int:
         """Take chips out of service until ``repair_at`` (-1: until repaired); every job with a
         chip among them is interrupted. Returns the number of jobs interrupted."""
         chips = np.asarray(chips, dtype=np.int64)
@@ -294,7 +302,11 @@ class Cluster:
         self.failure_rows.append((t, level, idx, cause, down, repair_s, hit, source))
         rep = f", repair in {repair_s / 3600:.1f} h" if repair_s > 0 else ""
         self.log.append(
-            ("failure", f"{level}:{idx}", f"cause {cause}, {down} chip(s) down{rep}, {hit} job(s) interrupted")
+            (
+                "failure",
+                f"{level}:{idx}",
+                f"cause {cause}, {down} chip(s) down{rep}, {hit} job(s) interrupted",
+            )
         )
 
     def _repairs_due(self, t: int) -> None:
@@ -321,7 +333,11 @@ class Cluster:
 
     def target_chips(self, level: str, idx: int) -> npt.NDArray[np.int64]:
         topo = self.topo
-        sizes = {"chip": (topo.chips, 1), "server": (topo.servers, topo.chips_per_server), "ultraserver": (topo.ultraservers, self.cpu)}
+        sizes = {
+            "chip": (topo.chips, 1),
+            "server": (topo.servers, topo.chips_per_server),
+            "ultraserver": (topo.ultraservers, self.cpu),
+        }
         count, width = sizes[level]
         if not 0 <= idx < count:
             raise ValueError(f"{level} {idx} out of range 0..{count - 1}")
@@ -359,7 +375,13 @@ class Cluster:
                 if not len(busy):
                     ms = int(self.drain_maint_s[u])
                     self.maint_until[u] = t + ms if ms > 0 else -1
-                    self.log.append(("maintenance_start", f"ultraserver:{u}", "drained" + (f", back in {ms} s" if ms > 0 else "")))
+                    self.log.append(
+                        (
+                            "maintenance_start",
+                            f"ultraserver:{u}",
+                            "drained" + (f", back in {ms} s" if ms > 0 else ""),
+                        )
+                    )
             elif self.maint_until[u] >= 0 and t >= self.maint_until[u]:
                 self.undrain(u)
                 self.log.append(("maintenance_end", f"ultraserver:{u}", "back in service"))
@@ -460,9 +482,13 @@ class Cluster:
                 a["mfu_base"][j] = workload.model_mfu(self.models.get(self.jobs.names[j]), cls)
             if a["ckpt_every"][j] < 0:
                 a["ckpt_every"][j] = cls.checkpoint_interval_s if cls is not None else 1800
-            mfu = workload.placement_mfu(float(a["mfu_base"][j]), spanned, self.p.training.cross_ultraserver_mfu_factor)
+            mfu = workload.placement_mfu(
+                float(a["mfu_base"][j]), spanned, self.p.training.cross_ultraserver_mfu_factor
+            )
             a["mfu"][j] = mfu
-            a["rate"][j] = workload.training_rate_flop_s(int(a["chips"][j]), self.acc.peak(self.jobs.precision[j]), mfu)
+            a["rate"][j] = workload.training_rate_flop_s(
+                int(a["chips"][j]), self.acc.peak(self.jobs.precision[j]), mfu
+            )
             a["ckpt_time"][j] = t
             every = int(a["ckpt_every"][j])
             a["ckpt_due"][j] = t + every if every > 0 else NEVER
@@ -477,7 +503,9 @@ class Cluster:
             self.running.append(j)
             self._run_dirty = True
         self.dirty.add(j)
-        self.log.append(("job_start", f"job:{j}", f"{self.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)"))
+        self.log.append(
+            ("job_start", f"job:{j}", f"{self.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)")
+        )
         return True
 
     def _class(self, kind: int) -> JobClassParams | None:
@@ -538,7 +566,13 @@ class Cluster:
         self.dirty.add(j)
         what = "preempted" if reason == "preemption" else "interrupted"
         by_s = f" by job:{by}" if by >= 0 else f" ({cause})"
-        self.log.append((f"job_{what}", f"job:{j}", f"{self.jobs.names[j]} {what}{by_s}, lost {lost:.3g} FLOP since checkpoint"))
+        self.log.append(
+            (
+                f"job_{what}",
+                f"job:{j}",
+                f"{self.jobs.names[j]} {what}{by_s}, lost {lost:.3g} FLOP since checkpoint",
+            )
+        )
 
     def _finish(self, j: int, t_end: int) -> None:
         a = self.jobs.a
@@ -564,7 +598,9 @@ class Cluster:
             return False
         waste = (a["done"][cand] - a["ckpt_done"][cand]) / np.maximum(a["rate"][cand], 1.0)
         cost = (waste + self.p.training.restart_cost_s) * a["chips"][cand]
-        pick = scheduler.victims(need, a["chips"][cand].astype(np.int64), a["priority"][cand].astype(np.int64), cost)
+        pick = scheduler.victims(
+            need, a["chips"][cand].astype(np.int64), a["priority"][cand].astype(np.int64), cost
+        )
         if not len(pick):
             return False
         for v in cand[pick].tolist():
@@ -591,7 +627,9 @@ class Cluster:
         if head_need < 0:
             while self.queue:
                 j = self.queue[0]
-                if self._start(j, t) or (policy == "priority" and self._preempt_for(j, t) and self._start(j, t)):
+                if self._start(j, t) or (
+                    policy == "priority" and self._preempt_for(j, t) and self._start(j, t)
+                ):
                     self.queue.pop(0)
                     self._qkeys.pop(0)
                     continue
@@ -629,7 +667,9 @@ class Cluster:
             self.queue[:] = [self.queue[i] for i in keep]
             self._qkeys = [self._qkeys[i] for i in keep]
 
-    def _job_clock(self, run: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    def _job_clock(
+        self, run: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]:
         """Slowest chip clock of each job in ``run`` (chips grouped by owner, cached until the
         placements change)."""
         if self._seg is None:
@@ -675,10 +715,22 @@ class Cluster:
                 assert tcls is not None
                 chips = int(tr.chips[r])
                 if chips > self.topo.chips:
-                    self.log.append(("job_rejected", f"trace:{r}", f"{chips} chips > the hall's {self.topo.chips}"))
+                    self.log.append(
+                        ("job_rejected", f"trace:{r}", f"{chips} chips > the hall's {self.topo.chips}")
+                    )
                     continue
                 model = tr.model[r] or tcls.models[0]
-                self._add_job(code, tcls, chips, model, float(tr.duration_s[r]), float(tr.work_flop[r]), t, int(tr.priority[r]), 1)
+                self._add_job(
+                    code,
+                    tcls,
+                    chips,
+                    model,
+                    float(tr.duration_s[r]),
+                    float(tr.work_flop[r]),
+                    t,
+                    int(tr.priority[r]),
+                    1,
+                )
 
     def _next_draw(self, ci: int, cls: JobClassParams, cap: int) -> tuple[int, str, float]:
         """Next job of class ``ci`` from a buffer drawn in batches (same stream, fewer calls)."""
@@ -709,7 +761,9 @@ class Cluster:
         base = workload.model_mfu(m, cls)
         spanned = workload.ideal_spanned(chips, self.cpu)
         rate = workload.training_rate_flop_s(
-            chips, self.acc.peak(cls.precision), workload.placement_mfu(base, spanned, self.p.training.cross_ultraserver_mfu_factor)
+            chips,
+            self.acc.peak(cls.precision),
+            workload.placement_mfu(base, spanned, self.p.training.cross_ultraserver_mfu_factor),
         )
         if math.isnan(work):
             work = nominal_s * rate
@@ -810,7 +864,16 @@ class Cluster:
             dropped += s.dropped / dt
             queued += s.queued
         return WorkStep(
-            train_flops, job_flops, tokens, req, served, dropped, queued, len(self.running), tuple(steps), tuple(reps)
+            train_flops,
+            job_flops,
+            tokens,
+            req,
+            served,
+            dropped,
+            queued,
+            len(self.running),
+            tuple(steps),
+            tuple(reps),
         )
 
     def _scale(self, si: int, want: int, active: int, t: int) -> None:

@@ -179,9 +179,7 @@ class ServiceModel:
         self.dropped_total += dropped
 
         if served == 0 or warm == 0:
-            return ServiceStep(
-                arrived, served, dropped, q1, 0.0, 0.0, _NAN3, _NAN3, 0.0, 0.0, 0.0, 0.0, 0.0
-            )
+            return ServiceStep(arrived, served, dropped, q1, 0.0, 0.0, _NAN3, _NAN3, 0.0, 0.0, 0.0, 0.0, 0.0)
         rate = served / dt / warm  # per replica
         util = min(served / (cap_rate * dt), 1.0)
         n, f_p = workload.decode_occupancy(roof, rate, sp.output_tokens)

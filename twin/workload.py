@@ -78,9 +78,7 @@ class JobDraws:
     nominal_s: FloatArray  # run length on the ideal placement
 
 
-def draw_jobs(
-    cls: JobClassParams, n: int, rng: np.random.Generator, max_chips: int
-) -> JobDraws:
+def draw_jobs(cls: JobClassParams, n: int, rng: np.random.Generator, max_chips: int) -> JobDraws:
     """``n`` jobs of one class: gang size from its discrete heavy-tailed distribution (sizes above
     ``max_chips`` are excluded; if none fits, the largest gang that does), model from the mix, and
     a log-normal nominal run length capped at ``duration_max_h``."""
@@ -94,7 +92,9 @@ def draw_jobs(
     mw /= mw[-1]
     mi = np.minimum(np.searchsorted(mw, rng.random(n), side="right"), len(mw) - 1)
     z = rng.standard_normal(n)
-    nominal = np.minimum(cls.duration_median_h * 3600.0 * np.exp(cls.duration_sigma * z), cls.duration_max_h * 3600.0)
+    nominal = np.minimum(
+        cls.duration_median_h * 3600.0 * np.exp(cls.duration_sigma * z), cls.duration_max_h * 3600.0
+    )
     return JobDraws(chips, [cls.models[int(k)] for k in mi], np.maximum(nominal, 1.0))
 
 
@@ -273,4 +273,3 @@ def queue_wait_s(u: FloatArray, rho: float, service_s: float) -> FloatArray:
     tail = 1.0 - u
     w = service_s / (1.0 - rho) * np.log(np.maximum(rho / tail, 1.0))
     return np.asarray(w, dtype=np.float64)
-

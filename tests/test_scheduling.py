@@ -1,0 +1,250 @@
+"""Scheduling: gang placement, EASY backfill, priority preemption, drains, fragmentation, Little's
+law on the queue, and the backfill-vs-FIFO built-in scenario."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from scenarios.spec import load
+from tests.conftest import small_params
+from twin import scheduler
+from twin.cluster import EVAL, PRETRAIN, QUEUED, RUNNING
+from twin.params import FailureParams, ScheduledEvent, SchedulerParams, TrainingParams
+from twin.sim import Simulation
+
+QUIET = dict(
+    training=TrainingParams(arrivals_per_day=0.0), services=(), failures=FailureParams(chip_hazard_per_h=0.0)
+)
+
+
+def _free(us_free: list[int], c: int = 144) -> tuple[np.ndarray, np.ndarray]:
+    free = np.zeros(len(us_free) * c, dtype=bool)
+    for u, k in enumerate(us_free):
+        free[u * c + (c - k) : (u + 1) * c] = True  # the last k chips of each UltraServer
+    return free, np.array(us_free, dtype=np.int64)
+
+
+def test_gang_goes_to_the_fullest_ultraserver_that_holds_it() -> None:
+    free, us = _free([144, 10, 50])
+    chips, spanned = scheduler.place(free, us, 8, 144)  # type: ignore[misc]
+    assert spanned == 1 and set(chips // 144) == {1} and len(chips) == 8
+    chips, spanned = scheduler.place(free, us, 60, 144)  # type: ignore[misc]
+    assert spanned == 1 and set(chips // 144) == {0}
+    # Bigger than any free block: the fewest UltraServers, emptiest first.
+    chips, spanned = scheduler.place(free, us, 180, 144)  # type: ignore[misc]
+    assert spanned == 2 and set(chips // 144) == {0, 2} and len(set(chips.tolist())) == 180
+    assert free[chips].all()
+    assert scheduler.place(free, us, 205, 144) is None
+    # The topology-blind baseline takes the lowest free chips: a small job breaks up the only
+    # whole free UltraServer.
+    chips, spanned = scheduler.place(free, us, 8, 144, "first_fit")  # type: ignore[misc]
+    assert spanned == 1 and set(chips // 144) == {0} and free[chips].all()
+
+
+def test_easy_reservation_by_hand() -> None:
+    # 10 free; running jobs end at t=100 (20 chips), 50 (30), 200 (40). A 50-chip head can start
+    # when the 50 and 100 jobs have ended: 10 + 30 + 20 = 60 chips, 10 to spare.
+    shadow, extra = scheduler.reservation(0.0, 10, 50, np.array([100.0, 50.0, 200.0]), np.array([20, 30, 40]))
+    assert (shadow, extra) == (100.0, 10)
+    assert scheduler.reservation(0.0, 60, 50, np.array([100.0]), np.array([20])) == (0.0, 10)
+    assert scheduler.reservation(0.0, 0, 500, np.array([100.0]), np.array([20]))[0] == float("inf")
+
+
+def test_victims_are_lowest_priority_then_cheapest_and_no_more_than_needed() -> None:
+    chips = np.array([64, 8, 8, 128])
+    prio = np.array([0, 0, 1, 0])
+    cost = np.array([5.0, 1.0, 0.1, 9.0])
+    v = scheduler.victims(8, chips, prio, cost)
+    assert v.tolist() == [1]  # priority 0 before 1, then the cheapest that is enough
+    v = scheduler.victims(70, chips, prio, cost)
+    assert sorted(v.tolist()) == [0, 1]
+    assert len(scheduler.victims(1000, chips, prio, cost)) == 0
+
+
+def test_fragmentation_counts_free_chips_outside_whole_ultraservers() -> None:
+    assert scheduler.fragmentation(np.array([144, 144, 0]), 144) == 0.0
+    assert scheduler.fragmentation(np.array([144, 72, 0]), 144) == pytest.approx(72 / 216)
+    assert scheduler.fragmentation(np.array([0, 0]), 144) == 0.0
+
+
+def _add(sim: Simulation, chips: int, hours: float, kind: int = PRETRAIN, **kw: float) -> int:
+    """A batch job whose run length on its ideal placement is ``hours``."""
+    rate = chips * sim.acc.peak("fp8") * 0.40 * (0.85 if chips > 144 else 1.0)
+    j = sim.jobs.add(
+        "llama-3.1-70b",
+        "fp8",
+        kind=kind,
+        chips=chips,
+        params=70e9,
+        work=rate * hours * 3600,
+        submit=sim.t_s,
+        queued_since=sim.t_s,
+        est=hours * 3600,
+        nominal=hours * 3600,
+        **kw,
+    )
+    sim.cluster._enqueue(j)
+    return j
+
+
+@pytest.mark.parametrize("policy", ["fifo", "backfill", "priority"])
+def test_no_chip_in_two_jobs_and_allocations_add_up(policy: str) -> None:
+    p = small_params(
+        ultraservers=3,
+        training=TrainingParams(arrivals_per_day=3000.0),
+        failures=FailureParams(chip_hazard_per_h=3e-3),
+        scheduler=SchedulerParams(policy=policy),
+    )
+    sim = Simulation(p)
+    cl = sim.cluster
+    a = sim.jobs.a
+    for _ in range(40):
+        f = sim.advance(15)["factory_ts"]
+        owner = sim.chip_owner
+        running = np.flatnonzero(a["state"][: sim.jobs.n] == RUNNING)
+        # Each running job owns exactly its gang; no chip is owned twice or owned while failed.
+        assert sorted(cl.placement) == sorted(running.tolist())
+        placed = np.concatenate([cl.placement[j] for j in running]) if len(running) else np.zeros(0, int)
+        assert len(placed) == len(np.unique(placed)) == int((owner >= 0).sum())
+        for j in running:
+            assert (owner[cl.placement[j]] == j).all() and len(cl.placement[j]) == a["chips"][j]
+        assert not (sim.chip_failed & (owner >= 0)).any()
+        # Free-chip bookkeeping equals a recount.
+        recount = (owner < 0) & ~sim.chip_failed
+        assert (cl.free == recount).all()
+        np.testing.assert_array_equal(cl.us_free, np.bincount(sim.topo.chip_us, weights=recount, minlength=3))
+        assert f["chips_free"][-1] == recount.sum()
+        assert (f["chips_allocated"] + f["chips_free"] + f["chips_failed"] == f["chips_total"]).all()
+
+
+def test_backfill_starts_a_short_job_in_the_gap_fifo_does_not() -> None:
+    """One UltraServer; a 100-chip job runs for 2 h, a 144-chip job waits at the head. A 20-chip
+    1-hour job behind it fits in the 44 free chips and ends before the head can start."""
+    waits = {}
+    for policy in ("fifo", "backfill"):
+        sim = Simulation(small_params(ultraservers=1, scheduler=SchedulerParams(policy=policy), **QUIET))
+        _add(sim, 100, 2.0)
+        head = _add(sim, 144, 1.0)
+        small = _add(sim, 20, 1.0)
+        long_small = _add(sim, 20, 5.0)  # would delay the head: not backfilled
+        sim.advance(2)
+        a = sim.jobs.a
+        assert a["state"][head] == QUEUED and a["state"][long_small] == QUEUED
+        waits[policy] = a["state"][small]
+    assert waits == {"fifo": QUEUED, "backfill": RUNNING}
+
+
+def test_priority_preempts_training_which_restarts_from_its_checkpoint() -> None:
+    p = small_params(ultraservers=1, scheduler=SchedulerParams(policy="priority"), **QUIET)
+    sim = Simulation(p)
+    a = sim.jobs.a
+    train = _add(sim, 144, 10.0, kind=PRETRAIN, preemptible=True, ckpt_every=1800)
+    sim.advance(45)  # 45 min: one checkpoint at 30 min
+    done_at_ckpt = a["ckpt_done"][train]
+    assert 0 < done_at_ckpt < a["done"][train]
+    urgent = _add(sim, 8, 0.5, kind=EVAL, priority=5)
+    fr = sim.advance(1)
+    assert a["state"][urgent] == RUNNING and a["state"][train] == QUEUED
+    assert a["done"][train] == done_at_ckpt and a["preemptions"][train] == 1
+    # Lost: the work of the 15 minutes since the checkpoint at 30 min, at 144 x peak x 0.40.
+    assert a["lost"][train] == pytest.approx((45 * 60 - 1800) * 144 * sim.acc.peak("fp8") * 0.40)
+    ir = fr["interruptions"]
+    assert list(ir["reason"]) == ["preemption"] and ir["by_job_id"][0] == urgent
+    assert fr["factory_ts"]["preemptions"].sum() == 1
+    # Under FIFO the same urgent job waits instead.
+    sim2 = Simulation(small_params(ultraservers=1, scheduler=SchedulerParams(policy="fifo"), **QUIET))
+    t2 = _add(sim2, 144, 10.0, preemptible=True)
+    sim2.advance(45)
+    u2 = _add(sim2, 8, 0.5, kind=EVAL, priority=5)
+    sim2.advance(1)
+    assert sim2.jobs.a["state"][u2] == QUEUED and sim2.jobs.a["state"][t2] == RUNNING
+
+
+def test_drain_evicts_after_grace_holds_maintenance_and_returns() -> None:
+    ev = ScheduledEvent(time_s=600, kind="drain_ultraserver", target="0", value=0.5, duration_s=3600)
+    sim = Simulation(small_params(ultraservers=2, events=(ev,), **QUIET))
+    a = sim.jobs.a
+    j0 = _add(sim, 100, 10.0)  # fills UltraServer 0 (best fit)
+    j1 = _add(sim, 100, 10.0)  # UltraServer 1
+    fr = sim.advance(10)  # drain at 600 s: no new work on UltraServer 0
+    assert set(np.unique(sim.topo.chip_us[sim.cluster.placement[j0]])) == {0}
+    j2 = _add(sim, 40, 1.0)  # fits on 0 by count, but 0 is draining: goes to 1
+    fr = sim.advance(1)
+    assert set(np.unique(sim.topo.chip_us[sim.cluster.placement[j2]])) == {1}
+    assert fr["factory_ts"]["chips_drained"][-1] == 44
+    fr = sim.advance(30)  # grace 0.5 h after 600 s: j0 evicted at 2,400 s, maintenance starts
+    assert a["state"][j0] == QUEUED and a["failures"][j0] == 1 and a["state"][j1] == RUNNING
+    assert "maintenance_start" in fr["events"]["kind"]
+    assert "drain" in list(fr["interruptions"]["reason"])
+    fr = sim.advance(60)  # maintenance of 3,600 s ends; j0 comes back on UltraServer 0
+    assert "maintenance_end" in fr["events"]["kind"]
+    assert a["state"][j0] == RUNNING and fr["factory_ts"]["chips_drained"][-1] == 0
+
+
+def test_live_drain_equals_the_same_drain_scheduled() -> None:
+    p = small_params(ultraservers=2, training=TrainingParams(arrivals_per_day=1500.0))
+    live = Simulation(p)
+    first = live.advance(90)
+    ev = live.inject("drain_ultraserver", "1", value=0.25, duration_s=1800)
+    second = live.advance(150)
+    replay = Simulation(dataclasses.replace(p, events=(ev,)))
+    again = replay.advance(240)
+    for table in ("factory_ts", "service_ts"):
+        for col in again[table]:
+            if isinstance(again[table][col], list):
+                assert list(first[table][col]) + list(second[table][col]) == again[table][col]
+                continue
+            joined = np.concatenate([first[table][col], second[table][col]])
+            np.testing.assert_array_equal(joined, again[table][col], err_msg=f"{table}.{col}")
+    assert "drain_ultraserver" in second["events"]["kind"]
+
+
+def test_littles_law_on_the_batch_queue() -> None:
+    """L = lambda W from the telemetry of a long, busy run (FIFO, so the queue is long).
+
+    Sample-path form: the time integral of the queue length equals the sum of every job's time
+    in the queue exactly (both count whole steps). Classic form: L = lambda W with lambda the
+    arrival rate and W the mean wait of the jobs that have started; the two differ only by the
+    jobs still waiting at the end, whose share bounds the tolerance."""
+    spec, _, _ = load("backfill-vs-fifo")
+    fifo = next(v for v in spec.variants if v.name == "fifo")
+    p = fifo.to_params()
+    sim = Simulation(p)
+    frames = [sim.advance(1440) for _ in range(4)]
+    q = np.concatenate([f["factory_ts"]["queue_jobs"] for f in frames])
+    T = len(q) * p.dt_s
+    a = sim.jobs.a
+    n = sim.jobs.n
+    batch = a["kind"][:n] != 1
+    queued = a["state"][:n] == QUEUED
+    waits = (a["wait"][:n] + np.where(queued, sim.t_s - a["queued_since"][:n], 0))[batch]
+    area = float(q.sum()) * p.dt_s
+    assert area == pytest.approx(waits.sum(), rel=1e-12)
+    L = area / T
+    started = a["first_start"][:n][batch] >= 0
+    lam = batch.sum() / T
+    W = waits[started].mean()
+    tail = waits[~started].sum() / area  # share of the queue area from jobs still waiting
+    assert L > 5  # a real queue
+    assert lam * W == pytest.approx(L, rel=tail + 0.02)
+
+
+def test_backfill_cuts_mean_wait_against_fifo_on_the_same_arrivals() -> None:
+    spec, _, _ = load("backfill-vs-fifo")
+    out = {}
+    for v in spec.variants:
+        sim = Simulation(v.to_params())
+        for _ in range(3):
+            sim.advance(1440)
+        a = sim.jobs.a
+        n = sim.jobs.n
+        b = a["kind"][:n] != 1
+        wait = a["wait"][:n] + np.where(a["state"][:n] == QUEUED, sim.t_s - a["queued_since"][:n], 0)
+        out[v.name] = (a["submit"][:n][b], a["chips"][:n][b], a["work"][:n][b], wait[b].mean())
+    f, b = out["fifo"], out["backfill"]
+    for k in range(3):  # the same jobs arrive at the same times
+        np.testing.assert_array_equal(f[k], b[k])
+    assert b[3] < 0.5 * f[3]

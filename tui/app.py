@@ -19,7 +19,6 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.worker import Worker, get_current_worker
 
-from tui import fmt
 from tui.feed import DAY_S, HOUR_S, LiveFeed, Meta, ReplayFeed, Snapshot
 from tui.pacing import DEFAULT_LEVEL, MAX, PAUSE, SPEEDS, Pacer, RateMeter, SpeedControl, rate_text
 from tui.screens.help import HelpScreen
@@ -43,8 +42,8 @@ class SimTick(Message):
         return isinstance(message, SimTick)
 
 
-LIVE_ONLY = {"fail", "surge"}
-REPLAY_ONLY = {"scrub", "jump"}
+LIVE_ONLY = {"fail", "surge", "toggle_pause"}
+REPLAY_ONLY = {"scrub", "jump", "toggle_play"}
 
 
 class TwinApp(App[None]):
@@ -56,8 +55,8 @@ class TwinApp(App[None]):
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (150, "-wide")]
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (40, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("space", "toggle_pause", "Pause/Play", key_display="␣",
-                tooltip="Pause / resume (replay: play / pause)"),
+        Binding("space", "toggle_pause", "Pause", key_display="␣", tooltip="Pause / resume"),
+        Binding("space", "toggle_play", "Play", key_display="␣", tooltip="Play / pause"),
         Binding("1", "set_speed(0)", "Speed", key_display="1-5", tooltip="Speed: pause"),
         Binding("2", "set_speed(1)", "1×", show=False, tooltip="Speed: 1× (one simulated second per second)"),
         Binding("3", "set_speed(2)", "60×", show=False, tooltip="Speed: 60× (one simulated minute per second)"),
@@ -67,12 +66,13 @@ class TwinApp(App[None]):
         Binding("minus", "speed(-1)", "Slower", show=False, tooltip="Next slower speed (down to pause)"),
         Binding("f", "fail", "Fail US", tooltip="Fail the next UltraServer (0, 1, 2, …) until repaired"),
         Binding("s", "surge", "Surge", tooltip="Inference surge: ×2 request rate for one simulated hour"),
-        Binding("left", "scrub(-3600)", "±1 h", key_display="←→", tooltip="Back one simulated hour"),
+        Binding("left", "scrub(-3600)", "±1h", key_display="←→", tooltip="Back one simulated hour"),
         Binding("right", "scrub(3600)", "+1 h", show=False, tooltip="Forward one simulated hour"),
-        Binding("shift+left", "scrub(-86400)", "±1 d", key_display="⇧←→", tooltip="Back one simulated day"),
+        Binding("shift+left", "scrub(-86400)", "±1d", key_display="⇧←→", tooltip="Back one simulated day"),
         Binding("shift+right", "scrub(86400)", "+1 d", show=False, tooltip="Forward one simulated day"),
-        Binding("home", "jump(0)", "Start/End", key_display="Home/End", tooltip="Jump to the start of the run"),
+        Binding("home", "jump(0)", "Jump", key_display="Home/End", tooltip="Jump to the start of the run"),
         Binding("end", "jump(1)", "End", show=False, tooltip="Jump to the end of the run"),
+        Binding("e", "toggle_events", "Events", tooltip="Event log: notable events only / all (incl. job start/end)"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="This help"),
         Binding("q", "quit", "Quit", tooltip="Quit (a live session stays in its file)"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="Quit (a live session stays in its file)"),
@@ -206,6 +206,9 @@ class TwinApp(App[None]):
         self.speed.toggle()
         self._speed_changed()
 
+    def action_toggle_play(self) -> None:
+        self.action_toggle_pause()
+
     def action_set_speed(self, level: int) -> None:
         self.speed.set(level)
         self._speed_changed()
@@ -220,13 +223,13 @@ class TwinApp(App[None]):
         self._fail_next += 1
         repair_s = FAIL_REPAIR_S
         self.live.request_inject("fail_ultraserver", str(target), 0.0, repair_s)
-        self.notify(f"Failing UltraServer {target} at the next step (repair in {fmt.duration(repair_s)})",
-                    title="fail_ultraserver")
+        self.notify(f"fail_ultraserver: UltraServer {target} at the next step, back after "
+                    f"{repair_s / 3600:g} h", timeout=4)
 
     def action_surge(self) -> None:
         assert self.live is not None
         self.live.request_inject("inference_surge", "", 2.0, HOUR_S)
-        self.notify("Inference surge ×2 for one simulated hour from the next step", title="inference_surge")
+        self.notify("inference_surge: ×2 requests for one simulated hour from the next step", timeout=4)
 
     def action_scrub(self, delta_s: int) -> None:
         assert self.replay is not None
@@ -236,6 +239,11 @@ class TwinApp(App[None]):
     def action_jump(self, end: int) -> None:
         assert self.replay is not None
         self._show_index(self.replay.n - 1 if end else 0)
+
+    def action_toggle_events(self) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, OverviewScreen) and screen.is_mounted:
+                screen.toggle_events()
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

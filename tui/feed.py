@@ -20,6 +20,7 @@ HOUR_S = 3600
 DAY_S = 86400
 PLOT_WINDOW_S = 24 * HOUR_S  # the plots show the last simulated day
 EVENT_TAIL = 200  # events kept for the log
+ROUTINE_KINDS = frozenset({"job_start", "job_end"})  # hidden by the log's "notable" filter
 QUEUE_ROWS = 50  # queued jobs shown
 DEFAULT_THROTTLE_C = 90.0
 PLOT_KEYS = ("time_s", "facility_power_w", "it_power_w", "pue", "tokens_per_s", "outdoor_temp_c")
@@ -58,6 +59,8 @@ class Snapshot:
     queue_len: int
     events: list[EventRow]  # newest last, at most EVENT_TAIL
     events_total: int  # events up to this time (the tail is the last len(events) of them)
+    notable: list[EventRow] = field(default_factory=list)  # the same without ROUTINE_KINDS
+    notable_total: int = 0
     us: dict[str, Array] = field(default_factory=dict)  # per-UltraServer values at t_s
 
 
@@ -131,6 +134,8 @@ class LiveFeed:
         self.history = History(-(-(PLOT_WINDOW_S + HOUR_S) // sim.dt_s) + 1)
         self.events: deque[EventRow] = deque(maxlen=EVENT_TAIL)
         self.events_total = 0
+        self.notable: deque[EventRow] = deque(maxlen=EVENT_TAIL)
+        self.notable_total = 0
         self.cost_usd = 0.0
         self.co2_kg = 0.0
         self._inject: queue.SimpleQueue[tuple[str, str, float, int]] = queue.SimpleQueue()
@@ -155,6 +160,9 @@ class LiveFeed:
         new = list(zip(ev["time_s"].tolist(), ev["kind"], ev["target"], ev["detail"], ev["source"], strict=True))
         self.events.extend(new)
         self.events_total += len(new)
+        notable = [e for e in new if e[1] not in ROUTINE_KINDS]
+        self.notable.extend(notable)
+        self.notable_total += len(notable)
         nus = self.meta.ultraservers
         u = frames["ultraserver_ts"]
         us = {key: np.array(u[key][-nus:], dtype=np.float64) for key in US_KEYS}
@@ -165,7 +173,8 @@ class LiveFeed:
             view, len(view["time_s"]) - 1,
             cost_usd=self.cost_usd, co2_kg=self.co2_kg,
             queue=queue_rows, queue_len=len(sim.queue),
-            events=list(self.events), events_total=self.events_total, us=us,
+            events=list(self.events), events_total=self.events_total,
+            notable=list(self.notable), notable_total=self.notable_total, us=us,
         )
 
 
@@ -227,6 +236,9 @@ class ReplayFeed:
             (int(ev_t[o]), cols[0][o], cols[1][o], cols[2][o], cols[3][o]) for o in order.tolist()
         ]
         kinds = np.array(cols[0], dtype=object)[order] if len(order) else np.zeros(0, dtype=object)
+        nb = np.flatnonzero(~np.isin(kinds, list(ROUTINE_KINDS)))
+        self.nb_time = self.ev_time[nb]
+        self.nb_rows = [self.ev_rows[i] for i in nb.tolist()]
         targets = np.array(cols[1], dtype=object)[order] if len(order) else np.zeros(0, dtype=object)
         js = np.flatnonzero((kinds == "job_start") | (kinds == "job_interrupted"))
         self.js_time = self.ev_time[js]
@@ -288,10 +300,12 @@ class ReplayFeed:
         t = int(self.times[i])
         q, qlen = self.queue_at(t)
         n_ev = int(np.searchsorted(self.ev_time, t, side="right"))
+        n_nb = int(np.searchsorted(self.nb_time, t, side="right"))
         return _build(
             self.cols, i,
             cost_usd=float(self.cum_cost[i]), co2_kg=float(self.cum_co2[i]),
             queue=q, queue_len=qlen,
             events=self.ev_rows[max(0, n_ev - EVENT_TAIL) : n_ev], events_total=n_ev,
+            notable=self.nb_rows[max(0, n_nb - EVENT_TAIL) : n_nb], notable_total=n_nb,
             us=self.us_at(t),
         )

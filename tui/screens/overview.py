@@ -73,9 +73,9 @@ class OverviewScreen(Screen[None]):
             q.border_title = "Queue"
             yield q
             e = EventLog(id="events")
-            e.border_title = "Events"
+            e.border_title = e.title()
             yield e
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.set_interval(REFRESH_S, self.update_view)
@@ -109,4 +109,8 @@ class OverviewScreen(Screen[None]):
         self.query_one("#plot-power", BraillePlot).set_data(t, (h["facility_power_w"], h["it_power_w"]), snap.t_s)
         self.query_one("#plot-pue", BraillePlot).set_data(t, (h["pue"],), snap.t_s)
         self.query_one("#plot-tokens", BraillePlot).set_data(t, (h["tokens_per_s"],), snap.t_s)
-        self.query_one(EventLog).show(snap.events, snap.events_total)
+        self.query_one(EventLog).show_snapshot(snap)
+
+    def toggle_events(self) -> None:
+        log = self.query_one(EventLog)
+        log.set_notable_only(not log.notable_only, self.twin.snapshot)

@@ -21,6 +21,7 @@ _LEVELS = " ▁▂▃▄▅▆▇█"
 class HallStrip(Widget):
     COMPONENT_CLASSES: ClassVar[set[str]] = {"hall--label", "hall--ok", "hall--hot", "hall--failed", "hall--info"}
     DEFAULT_CSS = """
+    HallStrip { text-wrap: nowrap; text-overflow: ellipsis; }
     HallStrip { height: 1; }
     HallStrip > .hall--label { color: $text-muted; }
     HallStrip > .hall--ok { color: $success; }
@@ -45,7 +46,7 @@ class HallStrip(Widget):
             return f"{self.meta.ultraservers} UltraServers"
         failed_us = int(np.count_nonzero(us["chips_failed"] > 0))
         hot = int(np.argmax(us["max_chip_temp_c"]))
-        return (f"{self.meta.ultraservers} UltraServers, {failed_us} with failed chips · hottest "
+        return (f"{self.meta.ultraservers} UltraServers · {failed_us} with failed chips · hottest "
                 f"#{hot} {fmt.temp(float(us['max_chip_temp_c'][hot]))}")
 
     def render(self) -> Text:
@@ -55,7 +56,7 @@ class HallStrip(Widget):
         info = "  " + self.info()
         us = self.snap.us if self.snap else {}
         n = len(us.get("power_w", ()))
-        room = max(1, min(n, w - 5, max(8, w - 5 - len(info)))) if n else 0
+        room = max(1, min(n, w - 5)) if n else 0  # one glyph per UltraServer while they fit
         if n:
             b = (np.arange(n) * room) // n  # bucket of each UltraServer
             cnt = np.bincount(b, minlength=room)

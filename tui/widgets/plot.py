@@ -60,6 +60,7 @@ class BraillePlot(Widget):
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"plot--axis", "plot--s0", "plot--s1"}
     DEFAULT_CSS = """
+    BraillePlot { text-wrap: nowrap; text-overflow: clip; }
     BraillePlot { height: 1fr; min-height: 2; }
     BraillePlot > .plot--axis { color: $text-muted; }
     BraillePlot > .plot--s0 { color: $accent; }

@@ -71,7 +71,7 @@ class Scrubber(Widget):
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"scrubber--done", "scrubber--todo", "scrubber--knob", "scrubber--label"}
     DEFAULT_CSS = """
-    Scrubber { height: 1; }
+    Scrubber { height: 1; text-wrap: nowrap; text-overflow: clip; }
     Scrubber > .scrubber--done { color: $accent; }
     Scrubber > .scrubber--todo { color: $panel-lighten-2; }
     Scrubber > .scrubber--knob { color: $accent; text-style: bold; }

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import DataTable
 
-from tui.feed import EventRow, QueueRow
+from tui.feed import EventRow, QueueRow, Snapshot
 from tui.widgets.status import short_clock
 
 
@@ -70,6 +70,7 @@ class EventLog(Widget):
         "event--time", "event--fail", "event--repair", "event--operator", "event--job", "event--other",
     }
     DEFAULT_CSS = """
+    EventLog { text-wrap: nowrap; text-overflow: clip; }
     EventLog > .event--time { color: $text-muted; }
     EventLog > .event--fail { color: $error; text-style: bold; }
     EventLog > .event--repair { color: $success; }
@@ -83,6 +84,25 @@ class EventLog(Widget):
         self.cap = cap
         self.rows: list[EventRow] = []
         self.total = 0
+        self.notable_only = True  # hide routine job_start / job_end rows
+
+    def title(self) -> str:
+        return "Events · notable (e: all)" if self.notable_only else "Events · all (e: notable)"
+
+    def set_notable_only(self, on: bool, snap: Snapshot | None) -> None:
+        self.notable_only = on
+        self.rows, self.total = [], 0
+        self.border_title = self.title()
+        if snap is not None:
+            self.show_snapshot(snap)
+        else:
+            self.refresh()
+
+    def show_snapshot(self, snap: Snapshot) -> None:
+        if self.notable_only:
+            self.show(snap.notable, snap.notable_total)
+        else:
+            self.show(snap.events, snap.events_total)
 
     def _style(self, kind: str, source: str) -> Style:
         if source == "operator":
@@ -109,15 +129,26 @@ class EventLog(Widget):
         self.refresh()
 
     def render(self) -> Text:
+        """The last rows that fit; consecutive rows of one kind in one step share a line
+        ("job_interrupted ×7  job:3, job:9, …") so a cause is not scrolled away by its effects."""
         h = self.content_size.height
+        groups: list[tuple[EventRow, list[str]]] = []
+        for ev in self.rows:
+            if groups and groups[-1][0][:2] == ev[:2]:
+                groups[-1][1].append(ev[2])
+            else:
+                groups.append((ev, [ev[2]]))
         text = Text(no_wrap=True, overflow="crop", end="")
         time_style = self.get_component_rich_style("event--time")
-        for i, (t, kind, target, detail, source) in enumerate(self.rows[-h:] if h > 0 else []):
+        for i, ((t, kind, target, detail, source), targets) in enumerate(groups[-h:] if h > 0 else []):
             if i:
                 text.append("\n")
             text.append(short_clock(t) + " ", style=time_style)
             text.append(kind, style=self._style(kind, source))
-            text.append(f" {target}  {detail}")
+            if len(targets) == 1:
+                text.append(f" {target}  {detail}")
+            else:
+                text.append(f" ×{len(targets)}  {', '.join(targets)}")
         return text
 
     def plain_lines(self) -> list[str]:

@@ -221,6 +221,20 @@ async def test_live_quit_key_stops_worker(tmp_path: Path) -> None:
         session.close("stopped")
 
 
+async def test_live_stops_at_the_session_duration(tmp_path: Path) -> None:
+    from tui.app import TwinApp
+
+    session = Session(parse(TINY, "test"), TINY, tmp_path / "d.duckdb", duration_s=3 * 3600)
+    app = TwinApp(session=session)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("5")
+            await wait_for(pilot, lambda: "end of the session" in status_text(app))
+            assert session.sim.t_s == 3 * 3600 and app.snapshot.t_s == 3 * 3600 - 60
+    finally:
+        session.close("complete")
+
+
 # ---------------------------------------------------------------------- replay
 def factory_row(con: Any, t: int) -> dict[str, Any]:
     q = "SELECT * FROM factory_ts WHERE time_s = ?"

@@ -135,9 +135,10 @@ class TwinApp(App[None]):
         try:
             while not worker.is_cancelled:
                 t0 = time.monotonic()
-                k = self.pacer.due(t0)
+                k = min(self.pacer.due(t0), self.live.remaining)
                 if k == 0:
-                    time.sleep(min(MIN_PERIOD_S, self.pacer.wait_s()))
+                    done = self.live.remaining == 0
+                    time.sleep(MIN_PERIOD_S if done else min(MIN_PERIOD_S, self.pacer.wait_s()))
                     continue
                 snap = self.live.advance(k)
                 if worker.is_cancelled:
@@ -172,6 +173,8 @@ class TwinApp(App[None]):
 
     def _speed_text(self) -> str:
         label, factor = SPEEDS[self.speed.level]
+        if self.live is not None and self.live.remaining == 0:
+            return "end of the session's duration"
         if self.replay is not None:
             if math.isinf(factor):
                 return f"max {rate_text(REPLAY_MAX)}"

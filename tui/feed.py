@@ -139,6 +139,13 @@ class LiveFeed:
         self.cost_usd = 0.0
         self.co2_kg = 0.0
         self._inject: queue.SimpleQueue[tuple[str, str, float, int]] = queue.SimpleQueue()
+        self.steps_done = 0
+        self.total_steps = int(session.total_steps)
+
+    @property
+    def remaining(self) -> int:
+        """Steps left in the session's duration (the live CLI asks for ten years)."""
+        return max(0, self.total_steps - self.steps_done)
 
     def request_inject(self, kind: str, target: str, value: float = 0.0, duration_s: int = 0) -> None:
         self._inject.put((kind, target, value, duration_s))
@@ -152,6 +159,7 @@ class LiveFeed:
                 break
             sim.inject(kind, target, value, duration_s)
         frames = self.session.advance(steps)
+        self.steps_done += steps
         f = frames["factory_ts"]
         self.history.extend(f)
         self.cost_usd += float(np.sum(f["cost_usd"]))

@@ -140,6 +140,9 @@ class EventLog(Widget):
                 groups.append((ev, [ev[2]]))
         text = Text(no_wrap=True, overflow="crop", end="")
         time_style = self.get_component_rich_style("event--time")
+        if not groups:
+            hint = "no failures, repairs or operator events yet" if self.notable_only else "no events yet"
+            text.append(hint, style=time_style)
         for i, ((t, kind, target, detail, source), targets) in enumerate(groups[-h:] if h > 0 else []):
             if i:
                 text.append("\n")

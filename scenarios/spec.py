@@ -801,7 +801,9 @@ def validate(data: dict[str, Any], origin: str, base_dir: str | Path | None = No
         got = "" if err["type"] in ("extra_forbidden", "missing") else f" (got {err.get('input')!r})"
         if isinstance(err.get("input"), dict):
             got = ""
-        raise ScenarioError(f"{origin}: {loc}: {msg}{got}{more}") from None
+        if loc == "(top level)" and msg.split(": ", 1)[0].replace("[", ".").replace("]", "").replace(".", "_").isidentifier():
+            loc = ""  # a whole-scenario check that names its own key path
+        raise ScenarioError(f"{origin}: {loc + ': ' if loc else ''}{msg}{got}{more}") from None
 
 
 def load(name_or_path: str) -> tuple[Scenario, str, str]:

@@ -105,6 +105,50 @@ BAD_CASES = [
         SMALL_TOML.replace('model = "llama-3.1-70b"', 'model = "llama-3.1-405b"\nchips_per_replica = 1'),
         "do not fit",
     ),
+    # Workload: scheduler, job classes, failures, services.
+    ("unknown policy", SMALL_TOML + '\n[scheduler]\npolicy = "lottery"\n', "scheduler.policy:"),
+    (
+        "unknown class key",
+        SMALL_TOML.replace("[training.pretrain]", "[training.pretrain]\ncolour = 1"),
+        "training.pretrain.colour: unknown key",
+    ),
+    (
+        "class weights mismatch",
+        SMALL_TOML.replace("size_weights = [0.4, 0.3, 0.2, 0.1]", "size_weights = [0.4, 0.6]"),
+        "training.pretrain: size_chips and size_weights must have the same length",
+    ),
+    (
+        "unknown training model",
+        SMALL_TOML + '\n[training.eval]\nmodels = ["gpt-9"]\nmodel_weights = [1.0]\n',
+        "training.eval.models: unknown model 'gpt-9'",
+    ),
+    ("bad blast radius", SMALL_TOML + '\n[failures.hbm]\nblast = "rack"\n', "failures.hbm.blast:"),
+    ("negative hazard", SMALL_TOML + "\n[failures]\nchip_hazard_per_h = -1\n", "failures.chip_hazard_per_h:"),
+    (
+        "bad target utilization",
+        SMALL_TOML.replace("mean_requests_per_s = 20.0", "target_utilization = 0.0"),
+        "services[0]: target_utilization must be in (0, 1]",
+    ),
+    (
+        "autoscale bounds",
+        SMALL_TOML.replace("mean_requests_per_s = 20.0", "autoscale = true\nreplicas_max = 1"),
+        "autoscale needs replicas_min <= replicas <= replicas_max",
+    ),
+    (
+        "unknown token profile",
+        SMALL_TOML.replace("mean_requests_per_s = 20.0", 'token_profile = "poetry"'),
+        "services[0].token_profile: unknown token profile 'poetry'",
+    ),
+    (
+        "unknown service model",
+        SMALL_TOML.replace('model = "llama-3.1-70b"', 'model = "gpt-9"'),
+        "services[0].model: unknown model 'gpt-9'",
+    ),
+    (
+        "missing trace file",
+        SMALL_TOML.replace("mean_requests_per_s = 20.0", 'trace = "nope.csv"'),
+        "services[0].trace: ",
+    ),
 ]
 
 

@@ -1,0 +1,180 @@
+"""Failures: the count of a long run against the Poisson band of the hazard, the cause mix, blast
+radius, restart from the last checkpoint with its restart cost, goodput, injection."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from tests.conftest import small_params
+from twin import failures
+from twin.cluster import PRETRAIN, QUEUED, RUNNING
+from twin.params import FAILURE_CAUSES, FailureCause, FailureParams, ScheduledEvent, TrainingParams
+from twin.sim import Simulation
+
+NO_WORK = dict(training=TrainingParams(arrivals_per_day=0.0), services=())
+Z_999 = 3.2905  # two-sided 99.9 % normal quantile
+
+
+def test_default_hazard_is_the_llama3_405b_rate() -> None:
+    # 419 unexpected interruptions on 16,384 GPUs in 54 days (facts §9.4).
+    assert FailureParams().chip_hazard_per_h == pytest.approx(419 / (16384 * 54 * 24), rel=0.02)
+    total = sum(FailureParams().cause(c).weight for c in FAILURE_CAUSES)
+    assert total == 419
+
+
+def test_failure_count_of_a_long_run_is_within_the_poisson_band() -> None:
+    """30 days of 4 UltraServers at 150x the default hazard (so the count is large): the number
+    of failures is Poisson with mean sum_steps(chips in service x hazard x dt). Chips in service
+    are read from the telemetry at the end of the previous step (repairs falling due at a step's
+    start are missed: well under 1 % of the band)."""
+    hazard = 3.0e-3
+    p = small_params(ultraservers=4, dt_s=300, failures=FailureParams(chip_hazard_per_h=hazard), **NO_WORK)
+    sim = Simulation(p)
+    frames = [sim.advance(8640 // 2) for _ in range(2)]
+    f = {k: np.concatenate([fr["factory_ts"][k] for fr in frames]) for k in ("chips_total", "chips_failed")}
+    rows = [fr["failures"] for fr in frames]
+    count = sum(int((np.asarray(r["source"]) == "model").sum()) for r in rows)
+    in_service = f["chips_total"] - f["chips_failed"]  # at the end of each step: the next step's
+    mu = float(np.concatenate([[p.hall.ultraservers * 144], in_service[:-1]]).sum()) * hazard * p.dt_s / 3600
+    assert mu > 1000
+    assert abs(count - mu) < Z_999 * math.sqrt(mu), (count, mu)
+    # factory_ts counts the same failures step by step.
+    assert sum(int(fr["factory_ts"]["failures"].sum()) for fr in frames) == count
+
+
+def test_cause_mix_follows_the_llama3_counts() -> None:
+    table = failures.cause_table(FailureParams())
+    rng = np.random.default_rng(5)
+    alive = np.ones(100_000, dtype=bool)
+    d = failures.draw(alive, 20_000, table, 0.5, rng)
+    share = np.bincount(d.cause, minlength=5) / 20_000
+    expect = np.array([196, 72, 49, 48, 54]) / 419
+    assert np.abs(share - expect).max() < Z_999 * np.sqrt(expect * (1 - expect) / 20_000).max()
+    # Repair times: log-normal around each cause's mean (software needs none).
+    rep = d.repair_s.astype(float)
+    for ci, name in enumerate(FAILURE_CAUSES):
+        mean_h = FailureParams().cause(name).repair_h
+        sel = rep[d.cause == ci]
+        if mean_h == 0:
+            assert (sel == 0).all()
+        else:
+            assert sel.mean() / 3600 == pytest.approx(mean_h, rel=0.05)
+
+
+def _job(sim: Simulation, chips: int, hours: float, ckpt_s: int = 1800) -> int:
+    rate = chips * sim.acc.peak("fp8") * 0.40
+    j = sim.jobs.add(
+        "llama-3.1-70b",
+        "fp8",
+        kind=PRETRAIN,
+        chips=chips,
+        params=70e9,
+        work=rate * hours * 3600,
+        submit=sim.t_s,
+        queued_since=sim.t_s,
+        est=hours * 3600,
+        nominal=hours * 3600,
+        ckpt_every=ckpt_s,
+        preemptible=True,
+    )
+    sim.cluster._enqueue(j)
+    return j
+
+
+def test_server_failure_interrupts_every_job_on_it_and_only_those() -> None:
+    sim = Simulation(small_params(ultraservers=1, failures=FailureParams(chip_hazard_per_h=0.0), **NO_WORK))
+    a = sim.jobs.a
+    jobs = [_job(sim, 2, 5.0) for _ in range(3)]  # chips 0-1 and 2-3 (server 0), 4-5 (server 1)
+    sim.advance(5)
+    assert [sim.cluster.placement[j].tolist() for j in jobs] == [[0, 1], [2, 3], [4, 5]]
+    sim.inject("fail_server", "0", duration_s=3600)
+    fr = sim.advance(1)
+    assert a["failures"][jobs[0]] == a["failures"][jobs[1]] == 1 and a["failures"][jobs[2]] == 0
+    row = {k: fr["failures"][k][0] for k in fr["failures"]}
+    assert (row["level"], row["target_id"], row["chips_down"], row["jobs_interrupted"]) == ("server", 0, 4, 2)
+    assert row["source"] == "operator" and row["cause"] == "injected"
+    assert sim.chip_failed[:4].all() and not sim.chip_failed[4:].any()
+    # The two jobs restart elsewhere on the UltraServer at once.
+    assert a["state"][jobs[0]] == RUNNING and not set(sim.cluster.placement[jobs[0]].tolist()) & {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize(("cause", "down"), [("host", 4), ("hbm", 1), ("software", 0)])
+def test_blast_radius_of_each_cause(cause: str, down: int) -> None:
+    only = {
+        c: FailureCause(1.0 if c == cause else 0.0, 2.0, FailureParams().cause(c).blast)
+        for c in FAILURE_CAUSES
+    }
+    p = small_params(ultraservers=1, failures=FailureParams(chip_hazard_per_h=0.05, **only), **NO_WORK)
+    sim = Simulation(p)
+    for _ in range(36):
+        _job(sim, 4, 50.0)  # 36 four-chip jobs fill the UltraServer, one per server
+    fr = sim.advance(60)
+    f = fr["failures"]
+    assert len(f["cause"]) > 2 and set(f["cause"]) == {cause}
+    assert (f["chips_down"] == down).all()
+    # Every failure here hits a busy server or chip: exactly one job each (one job per server).
+    assert (f["jobs_interrupted"] == 1).all()
+    assert fr["factory_ts"]["chips_failed"].max() >= (down if down else 0)
+
+
+def test_restart_from_checkpoint_with_restart_cost_and_goodput_by_hand() -> None:
+    """One 144-chip job of 4 h on a 2-UltraServer hall, checkpoints every 30 min, restart cost
+    10 min. Its UltraServer fails at 1 h 45 min: the 15 min since the 1 h 30 checkpoint are lost,
+    it restarts at once on the other UltraServer, spends 10 min reloading, then finishes the 2 h
+    30 min left. End = 1:45 + 0:10 + 2:30 = 4:25."""
+    ev = ScheduledEvent(time_s=6300, kind="fail_ultraserver", target="0", duration_s=8 * 3600)
+    p = small_params(ultraservers=2, failures=FailureParams(chip_hazard_per_h=0.0), events=(ev,), **NO_WORK)
+    sim = Simulation(p)
+    j = _job(sim, 144, 4.0)
+    fr = sim.advance(5 * 60)
+    a = sim.jobs.a
+    rate = 144 * sim.acc.peak("fp8") * 0.40
+    assert a["state"][j] == 2 and a["end"][j] == 6300 + 600 + 9000
+    assert a["lost"][j] == pytest.approx(rate * 900)
+    assert a["lost_s"][j] == 900 and a["restarts"][j] == 1
+    assert a["done"][j] == pytest.approx(rate * 4 * 3600)
+    rows = fr["jobs"]
+    k = list(rows["job_id"]).index(j)
+    assert rows["run_s"][k] == 6300 + 600 + 9000  # chip time held
+    assert rows["effective_s"][k] == 4 * 3600  # progress kept = the nominal run
+    goodput = rows["effective_s"][k] / rows["run_s"][k]
+    assert goodput == pytest.approx(14400 / 15900)
+    ir = fr["interruptions"]
+    assert list(ir["reason"]) == ["failure"] and ir["lost_s"][0] == 900
+    # The restart: no progress and low activity for restart_cost_s after the second start.
+    assert fr["factory_ts"]["training_flops"][6300 // 60 + 1] == 0.0
+    assert fr["factory_ts"]["training_flops"][(6300 + 600) // 60 + 1] == pytest.approx(rate)
+
+
+def test_job_on_failed_hardware_waits_for_repair_when_nothing_else_fits() -> None:
+    ev = ScheduledEvent(time_s=600, kind="fail_chip", target="5", duration_s=1800)
+    p = small_params(ultraservers=1, failures=FailureParams(chip_hazard_per_h=0.0), events=(ev,), **NO_WORK)
+    sim = Simulation(p)
+    j = _job(sim, 144, 2.0)
+    sim.advance(11)
+    assert sim.jobs.a["state"][j] == QUEUED  # 143 chips left: a 144-chip gang cannot start
+    sim.advance(30)
+    assert sim.jobs.a["state"][j] == RUNNING  # repaired at 2,400 s
+    assert sim.jobs.a["start"][j] == 2400
+
+
+def test_same_seed_same_failures_and_interruptions() -> None:
+    p = small_params(
+        ultraservers=2,
+        failures=FailureParams(chip_hazard_per_h=5e-3),
+        training=TrainingParams(arrivals_per_day=2000.0),
+    )
+    a, b = Simulation(p).advance(600), Simulation(p).advance(600)
+    for table in ("failures", "interruptions", "jobs", "service_ts"):
+        for col in a[table]:
+            if isinstance(a[table][col], list):
+                assert a[table][col] == b[table][col], f"{table}.{col}"
+            else:
+                np.testing.assert_array_equal(a[table][col], b[table][col], err_msg=f"{table}.{col}")
+    assert len(a["failures"]["cause"]) > 0
+    c = Simulation(dataclasses.replace(p, seed=p.seed + 1)).advance(600)
+    assert list(a["failures"]["target_id"]) != list(c["failures"]["target_id"])

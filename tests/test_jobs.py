@@ -1,0 +1,148 @@
+"""Batch-job classes against the published trace statistics they were fitted to, the model
+catalog against the model cards, arrival shapes, and scenario-defined models."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from scenarios.spec import parse
+from tests.conftest import SMALL_TOML, small_params
+from twin import workload
+from twin.models import MODELS
+from twin.params import JOB_CLASSES, KIND_NAMES, FailureParams, TrainingParams
+from twin.sim import Simulation
+
+# AcmeTrace data/cluster_summary.csv, Seren (Hu et al., NSDI 2024; facts §9.2).
+SEREN = {"median_run_s": 122.0, "mean_run_s": 1414.3, "mean_gpus": 5.68, "gpu_s_per_job": 21.51e9 / 663_813}
+
+
+def _mixture(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    tp = TrainingParams()
+    shares = np.array([tp.job_class(k).share for k in JOB_CLASSES])
+    shares /= shares.sum()
+    rng = np.random.default_rng(seed)
+    chips, runs = [], []
+    for k, sh in zip(JOB_CLASSES, shares, strict=True):
+        d = workload.draw_jobs(tp.job_class(k), int(round(n * sh)), rng, 4096)
+        chips.append(d.chips)
+        runs.append(d.nominal_s)
+    return np.concatenate(chips), np.concatenate(runs)
+
+
+def test_class_mix_reproduces_the_seren_job_statistics() -> None:
+    chips, runs = _mixture(2_000_000)
+    assert np.median(runs) == pytest.approx(SEREN["median_run_s"], rel=0.03)
+    assert np.median(chips) == 1
+    assert chips.mean() == pytest.approx(SEREN["mean_gpus"], rel=0.03)
+    # Heavy tails converge slowly: the mean run and the GPU time per job within 10 %.
+    assert runs.mean() == pytest.approx(SEREN["mean_run_s"], rel=0.10)
+    assert (chips * runs).mean() == pytest.approx(SEREN["gpu_s_per_job"], rel=0.15)
+    assert chips.max() == 1024
+    # Heavy-tailed, as in the traces: mean/median run ratio 10-20x (facts §9.2).
+    assert 8 < runs.mean() / np.median(runs) < 20
+
+
+def test_model_catalog_matches_the_model_cards() -> None:
+    g = MODELS["gpt-oss-120b"]
+    assert (g.params, g.active_params, g.layers, g.kv_heads, g.head_dim, g.experts, g.experts_active) == (
+        117e9,
+        5.1e9,
+        36,
+        8,
+        64,
+        128,
+        4,
+    )
+    g = MODELS["gpt-oss-20b"]
+    assert (g.params, g.active_params, g.layers, g.experts) == (21e9, 3.6e9, 24, 32)
+    m = MODELS["llama-3.1-405b"]
+    assert (m.params, m.active_params, m.layers, m.kv_heads, m.head_dim, m.hidden) == (
+        405e9,
+        405e9,
+        126,
+        8,
+        128,
+        16384,
+    )
+    m = MODELS["llama-3.1-70b"]
+    assert (m.layers, m.kv_heads, m.head_dim, m.hidden) == (80, 8, 128, 8192)
+    # KV cache per token (facts §13): gpt-oss-120b BF16 72 KiB, Llama 3.1 70B 320 KiB.
+    assert MODELS["gpt-oss-120b"].kv_bytes_per_token(2) == 73_728
+    assert MODELS["llama-3.1-70b"].kv_bytes_per_token(2) == 327_680
+    # Llama 3 405B: 6 N D with 15.6 T tokens is the published 3.8e25 FLOP.
+    assert workload.training_flop(405e9, 15.6e12) == pytest.approx(3.8e25, rel=0.01)
+    # MoE trains on its active parameters; dense MFU above MoE MFU (facts §9.5).
+    assert MODELS["gpt-oss-120b"].mfu < MODELS["llama-3.1-70b"].mfu
+
+
+def test_arrival_shape_has_weekday_mean_one_and_lower_weekends() -> None:
+    t = np.arange(0, 7 * 86400, 60)
+    f = np.array([workload.diurnal_factor(x, 2.0, 14.0, 0.5) for x in t])
+    day = f.reshape(7, -1)
+    np.testing.assert_allclose(day[:5].mean(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(day[5:].mean(axis=1), 0.5, rtol=1e-12)
+    assert day[0].max() / day[0].min() == pytest.approx(2.0)
+    assert int(np.argmax(day[0])) * 60 // 3600 == 14
+
+
+def test_arrivals_per_class_over_a_week() -> None:
+    tp = TrainingParams(arrivals_per_day=400.0, diurnal_peak_to_trough=2.0, weekend_factor=0.5)
+    p = small_params(ultraservers=2, training=tp, services=(), failures=FailureParams(chip_hazard_per_h=0.0))
+    sim = Simulation(p)
+    for _ in range(7):
+        sim.advance(1440)
+    a = sim.jobs.a
+    kinds = a["kind"][: sim.jobs.n]
+    shares = np.array([tp.job_class(k).share for k in JOB_CLASSES])
+    expect_total = 400.0 * (5 + 2 * 0.5)  # weekday mean, halved on the weekend
+    for name, sh in zip(JOB_CLASSES, shares / shares.sum(), strict=True):
+        mu = expect_total * sh
+        got = int((kinds == KIND_NAMES.index(name)).sum())
+        assert abs(got - mu) <= 3.3 * math.sqrt(mu) + 1, (name, got, mu)
+    # Submissions follow the working day: afternoon and night counts each within 4 sigma of the
+    # shape's expectation (and the afternoon far above the night).
+    hours = (a["submit"][: sim.jobs.n] % 86400) // 3600
+    steps = np.arange(0, 7 * 86400, 60)
+    rate = np.array([workload.diurnal_factor(t, 2.0, 14.0, 0.5) for t in steps]) * 400.0 / 1440
+    step_hours = (steps % 86400) // 3600
+    for window in ((12, 16), (0, 4)):
+        sel = (hours >= window[0]) & (hours <= window[1])
+        mu = rate[(step_hours >= window[0]) & (step_hours <= window[1])].sum()
+        assert abs(int(sel.sum()) - mu) < 4 * math.sqrt(mu), (window, int(sel.sum()), mu)
+    assert ((hours >= 12) & (hours <= 16)).sum() > 1.5 * (hours <= 4).sum()
+
+
+def test_scenario_defined_model_serves_and_trains(tmp_path: object) -> None:
+    text = (
+        SMALL_TOML
+        + """
+[[models]]
+name = "my-moe-30b"
+params = 30e9
+active_params = 3e9
+layers = 48
+kv_heads = 4
+head_dim = 128
+experts = 64
+experts_active = 8
+"""
+    )
+    text = text.replace('model = "llama-3.1-70b"', 'model = "my-moe-30b"\nchips_per_replica = 1')
+    # Class keys directly under [training]: one class of pre-training jobs with this model.
+    text = text.replace(
+        "arrivals_per_day = 40", 'arrivals_per_day = 40\nmodels = ["my-moe-30b"]\nmodel_weights = [1.0]'
+    )
+    spec = parse(text, "small.toml")
+    p = spec.to_params()
+    svc = p.services[0]
+    assert (svc.params, svc.active_params, svc.layers, svc.kv_heads) == (30e9, 3e9, 48, 4)
+    assert p.models[0].mfu == 0.30  # MoE default
+    sim = Simulation(p)
+    fr = sim.advance(600)
+    jobs = fr["jobs"]
+    trained = [i for i, k in enumerate(jobs["kind"]) if k == "pretrain"]
+    assert trained and all(jobs["name"][i] == "my-moe-30b" and jobs["params"][i] == 3e9 for i in trained)
+    assert fr["service_ts"]["tokens_per_s"].sum() > 0

@@ -52,8 +52,8 @@ class TwinApp(App[None]):
     ENABLE_COMMAND_PALETTE = False
     MODES: ClassVar[dict[str, Any]] = {"overview": OverviewScreen}
     DEFAULT_MODE = "overview"
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (150, "-wide")]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-short"), (40, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]  # noqa: RUF012 (typed on App)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "toggle_pause", "Pause", key_display="␣", tooltip="Pause / resume"),
         Binding("space", "toggle_play", "Play", key_display="␣", tooltip="Play / pause"),

@@ -52,7 +52,8 @@ def _pack(grid: np.ndarray) -> np.ndarray:
     """[4h, 2w] dots -> [h, w] braille bit patterns."""
     py, px = grid.shape
     cells = grid.reshape(py // 4, 4, px // 2, 2)
-    return np.einsum("rycx,yx->rc", cells.astype(np.int32), _DOT_BITS)
+    packed: np.ndarray = np.einsum("rycx,yx->rc", cells.astype(np.int32), _DOT_BITS)
+    return packed
 
 
 class BraillePlot(Widget):

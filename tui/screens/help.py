@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
@@ -42,10 +42,11 @@ class HelpScreen(ModalScreen[None]):
         parts: list[str | tuple[str, str]] = []
         for keys, what in rows:
             parts += [(keys.ljust(width), "bold $accent"), what, "\n"]
-        parts.append(("escape or ? closes this help", "$text-muted"))
-        with Vertical(id="help-box"):
+        parts.pop()
+        with VerticalScroll(id="help-box"):
             yield Static(Content.assemble(*parts), id="help-keys")
 
     def on_mount(self) -> None:
         box = self.query_one("#help-box")
         box.border_title = "Keys"
+        box.border_subtitle = "esc or ? closes"

@@ -197,6 +197,6 @@ def workload_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]
     """Whole-run KPIs of the work: queue waits, goodput, failures and preemptions, requests and
     SLO attainment, tokens per day, energy and electricity cost per token."""
     out: dict[str, Any] = {}
-    for name, q in _WORKLOAD_Q.items():
+    for q in _WORKLOAD_Q.values():
         out.update(con.sql(q, params=[run_id]).to_arrow_table().to_pylist()[0])
     return out

@@ -223,9 +223,17 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
         f"  PUE               {s['pue']:.3f}" if s["pue"] else "  PUE               –",
         f"  peak facility     {fmt.power(s['peak_facility_w'])}",
         f"  busy chips        {fmt.pct(s['busy_fraction'])}",
-        f"  tokens served     {fmt.si(tokens)}   dropped requests {fmt.si(s['requests_dropped'])}",
+        f"  tokens served     {fmt.si(tokens)} ({fmt.si(s.get('tokens_per_day'))}/day)"
+        f"   dropped requests {fmt.si(s['requests_dropped'])}   SLO met {fmt.pct(s.get('slo_attainment'))}",
+        f"  per token         {fmt.si(s.get('j_per_token'), 'J')}   ${s['usd_per_mtok']:.3f} per M tokens (electricity)"
+        if s.get("usd_per_mtok") is not None
+        else "  per token         –",
         f"  training delivered {fmt.si(s['training_flop'], 'FLOP')}   jobs done {s['jobs_done']}"
-        f"   median wait {fmt.duration(s['wait_p50_s'])}",
+        f" of {s.get('jobs_submitted')}   goodput {fmt.pct(s.get('goodput'))}",
+        f"  queue wait        p50 {fmt.duration(s['wait_p50_s'])}   p90 {fmt.duration(s.get('wait_p90_s'))}"
+        f"   p99 {fmt.duration(s.get('wait_p99_s'))}",
+        f"  failures          {s.get('failures') or 0} (+{s.get('failures_injected') or 0} injected)"
+        f"   preemptions {s.get('preemptions') or 0}   work lost {fmt.pct(s.get('lost_fraction'))}",
         f"  cost              {fmt.money(s['cost_usd'])}   CO2 {s['co2_t']:,.1f} t",
         f"  hottest chip      {fmt.temp(s['max_chip_temp_c'])}",
         f"Explore: twin sql {result.path}   |   twin replay {result.path}",

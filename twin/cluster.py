@@ -639,7 +639,9 @@ class Cluster:
         if policy == "fifo" or head_need < 0 or len(self.queue) <= first:
             return
         # EASY backfill behind the blocked head.
-        free = int(self.us_free.sum())
+        free = self.n_free
+        if free <= 0:
+            return
         run = self._running_array()
         shadow, extra = scheduler.reservation(
             t, free, head_need, a["est_end"][run], a["chips"][run].astype(np.int64)

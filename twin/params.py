@@ -261,7 +261,7 @@ class TrainingParams:
     # Mean weekday arrivals per day, all classes (Seren ran ~3,600 GPU jobs/day on ~2,300 GPUs;
     # DER from facts §9.2 over Mar-Aug 2023). Modulated by hour of day and day of week (ASM:
     # submissions follow the working day; weekends lower, as in the Helios/Acme traces).
-    arrivals_per_day: float = 1500.0
+    arrivals_per_day: float = 4000.0  # ~1.7 per chip and day on the 2,304-chip default hall
     diurnal_peak_to_trough: float = 2.0
     peak_hour: float = 14.0
     weekend_factor: float = 0.5

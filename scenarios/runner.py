@@ -7,6 +7,7 @@ is created, so a bad scenario leaves nothing behind.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import time
@@ -15,10 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from scenarios.spec import Scenario, ScenarioError
 from storage.reader import kpi_summary
 from storage.writer import StorageError, TelemetryWriter
 from twin import __version__
+from twin.params import ScheduledEvent
 from twin.sim import Frames, Simulation, steps_for
 
 # Steps per advance: about this many UltraServer rows per chunk keeps batches large and the
@@ -36,12 +40,15 @@ class Session:
         duration_s: int | None = None,
         overwrite: bool = False,
         flush_interval_s: float = 1.0,
+        extra_events: tuple[ScheduledEvent, ...] = (),
     ) -> None:
         self.scenario = scenario
         try:
             self.params = scenario.to_params(seed)
         except ValueError as e:
             raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
+        if extra_events:
+            self.params = dataclasses.replace(self.params, events=self.params.events + tuple(extra_events))
         self.seed = self.params.seed
         self.duration_s = int(duration_s if duration_s is not None else round(scenario.duration_h * 3600))
         try:
@@ -116,9 +123,12 @@ def run(
     duration_s: int | None = None,
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
+    extra_events: tuple[ScheduledEvent, ...] = (),
 ) -> RunResult:
     """Run a scenario headless to completion; return its KPI summary."""
-    session = Session(scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite)
+    session = Session(
+        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events
+    )
     t0 = time.perf_counter()
     done = 0
     status = "failed"
@@ -145,3 +155,99 @@ def run(
     finally:
         con.close()
     return RunResult(session.out, session.run_id, status, done, session.sim.t_s, wall, summary)
+
+
+@dataclass
+class Recording:
+    """What a re-run needs from a recorded run."""
+
+    path: Path
+    run_id: str
+    scenario: Scenario
+    text: str
+    seed: int
+    sim_time_s: int
+    operator_events: tuple[ScheduledEvent, ...]
+
+
+def read_recording(path: str | Path) -> Recording:
+    """The scenario, seed, simulated time and operator what-ifs of a file's latest run."""
+    from scenarios.spec import parse
+    from storage.reader import latest_run_id, open_run_file
+
+    con = open_run_file(path)
+    try:
+        run_id = latest_run_id(con)
+        text, name, seed, sim_t = con.sql(
+            "SELECT scenario_toml, scenario_name, seed, sim_time_s FROM runs WHERE run_id = ?",
+            params=[run_id],
+        ).fetchall()[0]
+        rows = con.sql(
+            "SELECT time_s, kind, arg, value, duration_s FROM events "
+            "WHERE run_id = ? AND source = 'operator' ORDER BY time_s, rowid",
+            params=[run_id],
+        ).fetchall()
+    finally:
+        con.close()
+    spec = parse(text, f"{path} (recorded scenario)", base_dir=Path(path).parent)
+    for v in spec.variants:
+        if v.name == name:
+            spec = v
+            break
+    events = tuple(ScheduledEvent(int(t), k, a, float(v), int(d)) for t, k, a, v, d in rows)
+    return Recording(Path(path), run_id, spec, text, int(seed), int(sim_t), events)
+
+
+def rerun(
+    path: str | Path,
+    out: str | Path,
+    overwrite: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Re-run a recording headless: same scenario, seed and duration, with its operator what-ifs
+    applied at the times they were recorded. The telemetry is identical to the original's."""
+    rec = read_recording(path)
+    if rec.sim_time_s <= 0:
+        raise ScenarioError(f"{path}: the recorded run has no steps to re-run")
+    return run(
+        rec.scenario,
+        rec.text,
+        out,
+        seed=rec.seed,
+        duration_s=rec.sim_time_s,
+        overwrite=overwrite,
+        progress=progress,
+        extra_events=rec.operator_events,
+    )
+
+
+def _same_column(a: Any, b: Any) -> bool:
+    """Bit-for-bit equal, counting NaN (e.g. J/token while nothing is served) equal to NaN."""
+    if a.dtype.kind == "f":
+        return bool(np.array_equal(a, b, equal_nan=True))
+    return bool(np.array_equal(a, b))
+
+
+def same_telemetry(
+    a: str | Path, b: str | Path, tables: tuple[str, ...] = ("factory_ts", "ultraserver_ts")
+) -> list[str]:
+    """Tables whose rows differ between two recordings (run ids aside); empty when identical."""
+    from storage.reader import latest_run_id, open_run_file
+
+    out: list[str] = []
+    cons = [open_run_file(a), open_run_file(b)]
+    try:
+        ids = [latest_run_id(c) for c in cons]
+        for t in tables:
+            key = "time_s, ultraserver_id" if t == "ultraserver_ts" else "time_s"
+            q = f"SELECT * EXCLUDE (run_id) FROM {t} WHERE run_id = ? ORDER BY {key}"
+            x, y = (c.sql(q, params=[i]).to_arrow_table() for c, i in zip(cons, ids, strict=True))
+            if x.num_rows != y.num_rows or x.schema != y.schema or not all(
+                _same_column(x[n].to_numpy(zero_copy_only=False), y[n].to_numpy(zero_copy_only=False))
+                for n in x.column_names
+            ):
+                out.append(t)
+    finally:
+        for c in cons:
+            c.close()
+    return out

@@ -132,14 +132,21 @@ class Simulation:
         self._push_event(ev, "operator")
         return ev
 
-    def _log(self, kind: str, target: str, detail: str, source: str = "model") -> None:
-        self._events.append((self.t_s, kind, target, detail, source))
+    def _log(
+        self, kind: str, target: str, detail: str, source: str = "model", ev: ScheduledEvent | None = None
+    ) -> None:
+        """Record an event. Applied scenario/operator events keep their arguments (raw target,
+        value, duration) so a recording can be re-run with exactly the same what-ifs."""
+        if ev is None:
+            self._events.append((self.t_s, kind, target, detail, source, "", 0.0, 0))
+        else:
+            self._events.append((self.t_s, kind, target, detail, source, ev.target, ev.value, ev.duration_s))
 
     def _apply(self, ev: ScheduledEvent, source: str) -> None:
         kind = ev.kind
         if kind in FACILITY_EVENT_KINDS:
             target, detail = self.facility.apply(ev, self.t_s)
-            self._log(kind, target, detail, source)
+            self._log(kind, target, detail, source, ev)
             return
         cl, t = self.cluster, self.t_s
         level = kind.split("_", 1)[1]
@@ -160,7 +167,7 @@ class Simulation:
             until = t + (ev.duration_s if ev.duration_s > 0 else 3600)
             cl.surge(ev.target, factor, until)
             detail = f"x{factor:g} request rate until t={until} s"
-        self._log(kind, target, detail, source)
+        self._log(kind, target, detail, source, ev)
         self._drain_cluster_log()
 
     def _drain_cluster_log(self) -> None:
@@ -344,6 +351,9 @@ class Simulation:
             "target": [e[2] for e in ev],
             "detail": [e[3] for e in ev],
             "source": [e[4] for e in ev],
+            "arg": [e[5] for e in ev],
+            "value": np.array([e[6] for e in ev], dtype=np.float64),
+            "duration_s": np.array([e[7] for e in ev], dtype=np.int64),
         }
 
 

@@ -221,6 +221,9 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("target", "string", "", "What the event applies to"),
         _c("detail", "string", "", "Human-readable detail"),
         _c("source", "string", "", "scenario | operator | model"),
+        _c("arg", "string", "", "Target argument as given (scenario/operator events; for re-runs)"),
+        _c("value", "float64", "", "Event value as given (surge factor, cap in W, units, …)"),
+        _c("duration_s", "int64", "s", "Event duration as given (0: until cleared)"),
     ),
 }
 

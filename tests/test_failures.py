@@ -178,3 +178,19 @@ def test_same_seed_same_failures_and_interruptions() -> None:
     assert len(a["failures"]["cause"]) > 0
     c = Simulation(dataclasses.replace(p, seed=p.seed + 1)).advance(600)
     assert list(a["failures"]["target_id"]) != list(c["failures"]["target_id"])
+
+
+def test_thermal_recovery_does_not_repair_broken_hardware() -> None:
+    sim = Simulation(small_params(ultraservers=1, failures=FailureParams(chip_hazard_per_h=0.0), **NO_WORK))
+    cl = sim.cluster
+    chips = np.arange(8)
+    cl.fail_chips(chips[:2], 3600, "hbm", 0)  # hardware: back at 1 h
+    cl.fail_chips(chips, -1, "thermal", 0)  # the UltraServer trips
+    cl.recover_thermal(chips)  # ... and cools down
+    assert sim.chip_failed[:2].all() and not sim.chip_failed[2:8].any()
+    assert cl.n_free == 144 - 2
+    # A later fault never shortens a pending repair; the repair clears it.
+    cl.fail_chips(chips[:1], 1800, "network", 0)
+    assert sim.chip_repair_at[0] == 3600
+    cl.repair_chips(chips[:2])
+    assert not sim.chip_failed.any() and cl.n_free == 144

@@ -144,6 +144,8 @@ class Cluster:
         self.chip_owner = np.full(n, -1, dtype=np.int32)
         self.chip_failed = np.zeros(n, dtype=bool)
         self.chip_repair_at = np.full(n, -1, dtype=np.int64)
+        self.chip_hw_failed = np.zeros(n, dtype=bool)  # failed hardware (chip_failed = hw | tripped)
+        self.chip_tripped = np.zeros(n, dtype=bool)  # powered off by a thermal trip
         self.chip_service = np.full(n, -1, dtype=np.int32)
         self.free = np.ones(n, dtype=bool)
         self.us_free = np.full(nus, c, dtype=np.int64)
@@ -242,13 +244,25 @@ class Cluster:
     def fail_chips(
         self, chips: npt.NDArray[np.int64], repair_at: int, cause: str = "thermal", t: int = 0
     ) -> int:
-        """Take chips out of service until ``repair_at`` (-1: until repaired); every job with a
-        chip among them is interrupted. Returns the number of jobs interrupted."""
+        """Take chips out of service; every job with a chip among them is interrupted. Hardware
+        faults last until ``repair_at`` (-1: until a repair event; a chip already awaiting repair
+        keeps the later time); ``cause == "thermal"`` (a trip of the physics) lasts until
+        ``recover_thermal``. Returns the number of jobs interrupted."""
         chips = np.asarray(chips, dtype=np.int64)
         self.chip_failed[chips] = True
-        self.chip_repair_at[chips] = repair_at
-        if repair_at >= 0:
-            self.next_repair = min(self.next_repair, repair_at)
+        if cause == "thermal":
+            self.chip_tripped[chips] = True
+        else:
+            was = self.chip_hw_failed[chips]
+            old = self.chip_repair_at[chips]
+            new = np.full(len(chips), repair_at, dtype=np.int64)
+            if repair_at >= 0:
+                new = np.where(was & (old >= 0), np.maximum(old, repair_at), new)
+                new = np.where(was & (old < 0), -1, new)  # an open-ended fault stays open
+            self.chip_repair_at[chips] = new
+            self.chip_hw_failed[chips] = True
+            if repair_at >= 0:
+                self.next_repair = min(self.next_repair, repair_at)
         owners = np.unique(self.chip_owner[chips])
         hit = [int(j) for j in owners[owners >= 0]]
         for j in hit:
@@ -257,9 +271,18 @@ class Cluster:
         return len(hit)
 
     def repair_chips(self, chips: npt.NDArray[np.int64]) -> None:
+        """Hardware repaired (a chip still tripped by heat stays out until it recovers)."""
         chips = np.asarray(chips, dtype=np.int64)
-        self.chip_failed[chips] = False
+        self.chip_hw_failed[chips] = False
         self.chip_repair_at[chips] = -1
+        self.chip_failed[chips] = self.chip_tripped[chips]
+        self._refresh(chips)
+
+    def recover_thermal(self, chips: npt.NDArray[np.int64]) -> None:
+        """Thermal trip over (a chip with a hardware fault stays out until repaired)."""
+        chips = np.asarray(chips, dtype=np.int64)
+        self.chip_tripped[chips] = False
+        self.chip_failed[chips] = self.chip_hw_failed[chips]
         self._refresh(chips)
 
     def _random_failures(self, t: int, dt: int) -> None:

@@ -258,9 +258,10 @@ class JobTrace:
 class TrainingParams:
     """Batch work: training, fine-tuning, evaluation/debug and batch-inference jobs."""
 
-    # Mean weekday arrivals per day, all classes (Seren ran ~3,600 GPU jobs/day on ~2,300 GPUs;
-    # DER from facts §9.2 over Mar-Aug 2023). Modulated by hour of day and day of week (ASM:
-    # submissions follow the working day; weekends lower, as in the Helios/Acme traces).
+    # Mean weekday arrivals per day, all classes. Seren ran 663,813 GPU jobs in Mar-Aug 2023
+    # (AcmeTrace cluster_summary.csv): ~3,600 a day (DER); on a cluster of ~2,300 GPUs (Acme
+    # paper, not verified here) that is ~1.6 jobs per GPU and day. Modulated by hour of day and
+    # day of week (ASM: submissions follow the working day, weekends lower).
     arrivals_per_day: float = 4000.0  # ~1.7 per chip and day on the 2,304-chip default hall
     diurnal_peak_to_trough: float = 2.0
     peak_hour: float = 14.0

@@ -183,7 +183,9 @@ class Simulation:
         self._drain_cluster_log()
 
     def _repair_chips(self, chips: npt.NDArray[np.int64]) -> None:
-        self.cluster.repair_chips(chips)
+        """Chips back from a thermal trip (the physics calls this); a chip that also has a
+        hardware fault stays out until that is repaired."""
+        self.cluster.recover_thermal(chips)
 
     # ------------------------------------------------------------------ step
     def _step(self, rec: _Recorder, i: int) -> None:

@@ -56,6 +56,13 @@ COMPARE_ROWS: list[tuple[str, str, str]] = [
     ("j_per_token", "energy per token [J]", "{:.3f}"),
     ("usd_per_mtok", "energy cost per M tokens [$]", "{:.4f}"),
     ("training_eflop", "training delivered [EFLOP]", "{:,.4g}"),
+    ("jobs_done", "batch jobs done", "{:,.0f}"),
+    ("wait_mean_min", "mean wait of started jobs [min]", "{:,.1f}"),
+    ("wait_p90_min", "p90 wait of started jobs [min]", "{:,.1f}"),
+    ("goodput", "training goodput [-]", "{:.3f}"),
+    ("failures", "failures", "{:,.0f}"),
+    ("preemptions", "preemptions", "{:,.0f}"),
+    ("slo_attainment", "inference SLO attainment [-]", "{:.3f}"),
     ("busy_fraction", "busy chips [-]", "{:.3f}"),
     ("throttled_hours", "hours with throttling", "{:,.2f}"),
     ("throttled_chip_hours", "throttled chip-hours", "{:,.0f}"),
@@ -75,5 +82,10 @@ def run_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     row["usd_per_mtok"] = row["inference_cost_usd"] / tokens * 1e6 if tokens else None
     row["training_eflop"] = (row["training_flop"] or 0.0) / 1e18
     row["peak_facility_mw"] = (row["peak_facility_w"] or 0.0) / 1e6
-    row["jobs"] = kpi_summary(con, run_id)
+    jobs = row["jobs"] = kpi_summary(con, run_id)
+    # Work KPIs (storage.reader.workload_kpis) at the top level, for the comparison rows.
+    for key in ("jobs_done", "goodput", "failures", "preemptions", "slo_attainment"):
+        row[key] = jobs.get(key)
+    for key in ("wait_mean_s", "wait_p90_s"):
+        row[key[:-2] + "_min"] = jobs[key] / 60.0 if jobs.get(key) is not None else None
     return row

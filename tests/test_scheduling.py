@@ -248,3 +248,15 @@ def test_backfill_cuts_mean_wait_against_fifo_on_the_same_arrivals() -> None:
     for k in range(3):  # the same jobs arrive at the same times
         np.testing.assert_array_equal(f[k], b[k])
     assert b[3] < 0.5 * f[3]
+
+
+def test_jobs_table_keeps_the_placement_of_finished_jobs() -> None:
+    sim = Simulation(small_params(ultraservers=2, **QUIET))
+    j = _add(sim, 200, 0.5)  # spans both UltraServers
+    k = _add(sim, 20, 0.5)
+    fr = sim.advance(40)
+    rows = fr["jobs"]
+    by_id = dict(zip(rows["job_id"].tolist(), rows["ultraservers"], strict=True))
+    assert rows["state"][list(rows["job_id"]).index(j)] == "done"
+    assert by_id[j] == "0,1" and by_id[k] in ("0", "1")
+    assert rows["ultraservers_spanned"][list(rows["job_id"]).index(j)] == 2

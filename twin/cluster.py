@@ -157,6 +157,7 @@ class Cluster:
         self.next_repair = math.inf
         self.jobs = JobTable()
         self.placement: dict[int, npt.NDArray[np.int64]] = {}
+        self.last_us: dict[int, str] = {}  # UltraServers of each job's latest placement
         self.queue: list[int] = []  # batch jobs waiting, in policy order
         self._qkeys: list[tuple[float, ...]] = []
         self.rqueue: list[int] = []  # replica requests waiting (always ahead of batch jobs)
@@ -475,6 +476,11 @@ class Cluster:
         chips, spanned = placed
         self.chip_owner[chips] = j
         self.placement[j] = chips
+        self.last_us[j] = (
+            str(int(chips[0]) // self.cpu)
+            if spanned == 1
+            else ",".join(str(u) for u in np.unique(chips // self.cpu))
+        )
         self._seg = None
         self.free[chips] = False
         if spanned == 1:
@@ -978,19 +984,13 @@ class Cluster:
             "lost_s": a["lost_s"][ids],
             "estimate_s": a["nominal"][ids],
             "ultraservers_spanned": a["spanned"][ids],
-            "ultraservers": [self._us_list(int(j)) for j in ids],
+            "ultraservers": [self.last_us.get(int(j), "") for j in ids],
             "mfu": a["mfu"][ids],
             "restarts": a["restarts"][ids],
             "failures": a["failures"][ids],
             "preemptions": a["preemptions"][ids],
             "source": [SOURCES[int(s)] for s in a["source"][ids]],
         }
-
-    def _us_list(self, j: int) -> str:
-        chips = self.placement.get(j)
-        if chips is None:
-            return ""
-        return ",".join(str(int(u)) for u in np.unique(self.topo.chip_us[chips]))
 
     def event_tables(self) -> dict[str, dict[str, Any]]:
         fr, ir = self.failure_rows, self.interrupt_rows

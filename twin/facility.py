@@ -160,6 +160,7 @@ class Facility:
         self.chip_tripped = np.zeros(n, dtype=bool)
         self._restores: list[tuple[int, str, int, float]] = []  # (time, what, index, value)
         self._throttling = False
+        self._last: tuple[FloatArray, BoolArray, FloatArray, float, float, FloatArray, FloatArray] | None = None
 
     @property
     def fw_setpoint_c(self) -> float:
@@ -192,6 +193,7 @@ class Facility:
             self.row_flow_fraction[r] = min(max(ev.value, 0.0), 1.0)
             if until >= 0:
                 self._restores.append((until, "cdu", r, 1.0))
+            self._reclock_for_flow()
             return f"row:{r}", f"CDU pumps lost, flow {self.row_flow_fraction[r]:.0%}"
         if ev.kind == "chiller_trip":
             k = max(int(ev.value) if ev.value > 0 else 1, 1)
@@ -212,6 +214,22 @@ class Facility:
         self.plant.chillers_up = cp.chiller_units
         self.plant.towers_up = cp.economizer_units
         return "plant", "cooling restored"
+
+    def _reclock_for_flow(self) -> None:
+        """Flow changed between steps: the chips' thermal protection acts within milliseconds,
+        so re-solve this step's clocks for the new cold-plate resistance at the loops' current
+        temperatures (stagnant loops are one mixed volume)."""
+        if self._last is None or self.lf <= 0:
+            return
+        util, alive, dyn_full, it_w, facility_w, us_it, speed = self._last
+        flow_frac = self.row_flow_fraction[self.topo.us_row]
+        new_speed = speed * flow_frac
+        sec = self.plant.fw_supply_c + self.cp.cdu_approach_k
+        coolant = np.where(new_speed > 0, 0.5 * (sec + self.us_return_c), self.us_return_c)
+        self.clock = self._next_clock(
+            util, alive, dyn_full, it_w, facility_w, us_it, coolant, self._cold_plate_r(new_speed)
+        )
+        self._full_clock = bool(self.clock.min() >= 1.0)
 
     def _row(self, target: str) -> int:
         t = target.split(":", 1)[1] if ":" in target else target
@@ -292,12 +310,16 @@ class Facility:
 
         # Junction temperatures at this step's clock.
         if self.lf > 0:
-            coolant = 0.5 * (sec_supply + ret)
-            tj = coolant[topo.chip_us] + cp.cold_plate_r_k_per_w * chip_p
+            # Flowing loop: the cold plates see the mean of supply and return; a stagnant loop is
+            # one mixed volume at its own temperature.
+            coolant = np.where(m > 0, 0.5 * (sec_supply + ret), ret)
+            r_us = self._cold_plate_r(speed)
+            tj = coolant[topo.chip_us] + r_us[topo.chip_us] * chip_p
         else:
             air_in = cp.air_supply_c + max(self.plant.chw_supply_c - cp.chilled_water_c, 0.0)
             tj = air_in + cp.air_r_k_per_w * chip_p
             coolant = np.full(topo.ultraservers, air_in)
+            r_us = np.full(topo.ultraservers, cp.air_r_k_per_w)
 
         # Protection: an UltraServer whose coolant runs past its trip point powers off (chips,
         # hosts, switches) and comes back once its coolant has cooled and its CDU runs again.
@@ -339,7 +361,8 @@ class Facility:
         facility_w = it_w + cooling_w + losses.total_w
 
         # Clocks for the next step: power caps and thermal equilibrium.
-        self.clock = self._next_clock(util, alive, dyn_full, it_w, facility_w, us_it, coolant)
+        self._last = (util, alive, dyn_full, it_w, facility_w, us_it, speed)
+        self.clock = self._next_clock(util, alive, dyn_full, it_w, facility_w, us_it, coolant, r_us)
         self._full_clock = bool(self.clock.min() >= 1.0)
         throttled = 0 if full_clock else int(((clock < 0.999) & (util > 0)).sum())
         if (throttled > 0) != self._throttling:
@@ -374,6 +397,15 @@ class Facility:
             tripped_chips=tripped_chips,
             recovered_chips=recovered_chips,
         )
+
+    def _cold_plate_r(self, speed: FloatArray) -> FloatArray:
+        """Junction-to-coolant resistance per UltraServer [K/W]: a conduction part plus a forced-
+        convection part that grows as flow falls (h ~ velocity^0.8, Dittus-Boelter); without flow
+        only natural convection is left (taken as 10 % of design velocity; ASM)."""
+        cp = self.cp
+        conv = cp.cold_plate_r_k_per_w * cp.cold_plate_convective_share
+        cond = cp.cold_plate_r_k_per_w - conv
+        return cond + conv * np.maximum(speed, cp.natural_convection_speed) ** -0.8
 
     def _sink_c(self, cond: Conditions) -> tuple[float, float]:
         """(coldest water the economizer makes, chiller condensing temperature) [°C]."""
@@ -496,6 +528,7 @@ class Facility:
         facility_w: float,
         us_it: FloatArray,
         coolant_us: FloatArray,
+        r_us: FloatArray,
     ) -> FloatArray:
         """Clock per chip for the next step: the lowest of the facility cap, the row cap and the
         thermal limit. Caps are met by scaling the clock of every busy chip in scope; dynamic power
@@ -527,17 +560,17 @@ class Facility:
         f = np.maximum(f, cp.min_clock)
         # Thermal: the largest clock whose junction temperature stays on the throttle curve
         # (quasi-steady junction: the package settles in seconds, well inside a step).
-        r = cp.cold_plate_r_k_per_w if self.lf > 0 else cp.air_r_k_per_w
         # Fast exit: even a chip at TDP on the warmest coolant stays below the throttle point.
-        if float(coolant_us.max()) + r * self.acc.tdp_w <= cp.throttle_temp_c:
+        if float((coolant_us + r_us * self.acc.tdp_w).max()) <= cp.throttle_temp_c:
             return f
+        r = r_us[topo.chip_us]
         base = coolant_us[topo.chip_us] + r * self.acc.idle_w
         tj_at = base + r * dyn_full * dvfs_power_factor(f, k)
         hot = (tj_at > cp.throttle_temp_c) & alive
         if hot.any():
             lo = np.full(int(hot.sum()), 0.5)
             hi = f[hot].copy()
-            b, d = base[hot], dyn_full[hot]
+            b, d, r = base[hot], dyn_full[hot], r[hot]
             for _ in range(30):
                 mid = 0.5 * (lo + hi)
                 tj = b + r * d * mid**k

@@ -102,7 +102,7 @@ class Simulation:
         self.chip_tj = np.full(n, params.cooling.supply_setpoint_c)
         self.site = site.SiteModel(params.site, self.rng_weather)
         self.facility = Facility(params, self.topo, self.sys, self.acc)
-        self._events: list[tuple[int, str, str, str, str]] = []
+        self._events: list[tuple[int, str, str, str, str, str, float, int]] = []
         self._pending: list[tuple[int, int, ScheduledEvent, str]] = []
         self._event_seq = 0
         for ev in params.events:
@@ -146,6 +146,7 @@ class Simulation:
         kind = ev.kind
         if kind in FACILITY_EVENT_KINDS:
             target, detail = self.facility.apply(ev, self.t_s)
+            self.chip_clock = self.facility.clock  # protection may have re-clocked the chips
             self._log(kind, target, detail, source, ev)
             return
         cl, t = self.cluster, self.t_s

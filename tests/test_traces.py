@@ -187,3 +187,16 @@ def test_bad_trace_row_at_the_cli_is_one_line_with_exit_2_and_no_file(tmp_path: 
     f.write_text(SMALL_TOML.replace("arrivals_per_day = 40", 'arrivals_per_day = 40\ntrace = "jobs.csv"'))
     r = CliRunner().invoke(main, ["validate", str(f)], catch_exceptions=False)
     assert r.exit_code == 2 and "training.trace:" in r.stderr and "jobs.csv:4: chips" in r.stderr
+
+
+def test_trace_job_bigger_than_the_batch_capacity_is_rejected_not_queued(tmp_path: Path) -> None:
+    # SMALL_TOML: 288 chips, 8 of them for the chat replicas: a 288-chip job could never start.
+    (tmp_path / "jobs.csv").write_text(
+        "submit_time_s,chips,kind,duration_s\n0,288,pretrain,600\n0,280,pretrain,600\n"
+    )
+    text = SMALL_TOML.replace("arrivals_per_day = 40", 'arrivals_per_day = 0\ntrace = "jobs.csv"')
+    sim = Simulation(parse(text, "small.toml", base_dir=tmp_path).to_params())
+    fr = sim.advance(15)
+    assert "job_rejected" in fr["events"]["kind"]
+    batch = [c for c, k in zip(fr["jobs"]["chips"], fr["jobs"]["kind"], strict=True) if k != "inference"]
+    assert batch == [280] and "done" in fr["jobs"]["state"]

@@ -622,6 +622,8 @@ class Cluster:
             return False
         run = np.asarray(self.running, dtype=np.int64)
         ok = a["preemptible"][run] & (a["priority"][run] < a["priority"][j])
+        if self.us_drain.any():  # chips on a draining UltraServer would not come free
+            ok &= np.array([not self.us_drain[self.placement[int(v)] // self.cpu].any() for v in run])
         cand = run[ok]
         if not len(cand):
             return False
@@ -745,9 +747,13 @@ class Cluster:
                 tcls = self._class(code)
                 assert tcls is not None
                 chips = int(tr.chips[r])
-                if chips > self.topo.chips:
+                if chips > self.training_capacity_chips:  # could never start: it would block the queue
                     self.log.append(
-                        ("job_rejected", f"trace:{r}", f"{chips} chips > the hall's {self.topo.chips}")
+                        (
+                            "job_rejected",
+                            f"trace:{r}",
+                            f"{chips} chips > the {self.training_capacity_chips} the hall has for batch work",
+                        )
                     )
                     continue
                 model = tr.model[r] or tcls.models[0]

@@ -12,7 +12,7 @@ may add their own models (``[[models]]``); this module is data only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 DENSE_MFU = 0.40  # ASM: dense pre-training MFU 0.35-0.45 (facts §9.5; Llama 3 405B 38-43 % 3P)
@@ -67,7 +67,3 @@ def registry(extra: Iterable[ModelSpec] = ()) -> dict[str, ModelSpec]:
     out = dict(MODELS)
     out.update({m.key: m for m in extra})
     return out
-
-
-def lookup(models: Mapping[str, ModelSpec], name: str) -> ModelSpec | None:
-    return models.get(name)

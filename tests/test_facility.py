@@ -213,7 +213,9 @@ def test_water_use_matches_evaporation_by_hand() -> None:
 
 
 def test_dry_plant_uses_no_water_and_more_power_when_hot() -> None:
-    warm = SiteParams(mean_temp_c=30.0, weather_noise_k=0.0, diurnal_amplitude_k=0.0, seasonal_amplitude_k=0.0)
+    warm = SiteParams(
+        mean_temp_c=30.0, weather_noise_k=0.0, diurnal_amplitude_k=0.0, seasonal_amplitude_k=0.0
+    )
     tower = busy_hall(site=warm).advance(20)["factory_ts"]
     dry = busy_hall(site=warm, cooling=CoolingParams(plant="dry")).advance(20)["factory_ts"]
     assert dry["water_l"].sum() == 0.0 and tower["water_l"].sum() > 0
@@ -243,8 +245,12 @@ def test_pue_colder_climate_lower_and_decode_draws_less_than_training() -> None:
         f = busy_hall(site=site).advance(30)["factory_ts"]
         return float(f["energy_j"].sum() / (f["it_power_w"] * 60).sum())
 
-    cold = pue(SiteParams(mean_temp_c=0.0, weather_noise_k=0.0, diurnal_amplitude_k=0.0, seasonal_amplitude_k=0.0))
-    hot = pue(SiteParams(mean_temp_c=38.0, weather_noise_k=0.0, diurnal_amplitude_k=0.0, seasonal_amplitude_k=0.0))
+    cold = pue(
+        SiteParams(mean_temp_c=0.0, weather_noise_k=0.0, diurnal_amplitude_k=0.0, seasonal_amplitude_k=0.0)
+    )
+    hot = pue(
+        SiteParams(mean_temp_c=38.0, weather_noise_k=0.0, diurnal_amplitude_k=0.0, seasonal_amplitude_k=0.0)
+    )
     assert 1.05 < cold < hot < 1.4
     # Memory-bound decode draws less per chip than compute-bound training.
     tp = TrainingParams()

@@ -158,3 +158,64 @@ def test_live_what_ifs_rerun_headless_give_identical_telemetry(tmp_path: Path) -
 
     run(spec, LIVE, plain, duration_s=200 * 60)
     assert "factory_ts" in same_telemetry(live, plain)
+
+
+def test_variants_ask_the_same_work_of_different_hardware() -> None:
+    """Same scenario on Trn2 and Trn3 halls: the same jobs (same FLOP), different run times."""
+    from twin.sim import Simulation
+
+    spec = parse(
+        ENVELOPE.replace(
+            'name = "gb300"\nhall = { system = "gb300-nvl72" }',
+            'name = "trn3"\nhall = { system = "trn3-gen2" }',
+        ),
+        "env.toml",
+    )
+    sims = [Simulation(v.to_params()) for v in spec.variants]
+    frames = [s.advance(240) for s in sims]
+    jobs = [f["jobs"] for f in frames]
+    n = min(len(j["job_id"]) for j in jobs)
+    assert n > 50
+    w = [dict(zip(j["job_id"].tolist(), j["work_flop"].tolist(), strict=True)) for j in jobs]
+    common = sorted(set(w[0]) & set(w[1]))
+    batch = [k for k in common if w[0][k] > 0]
+    assert len(batch) > 50
+    assert all(w[0][k] == pytest.approx(w[1][k], rel=1e-12) for k in batch)
+
+
+def test_throttled_replicas_serve_less_prefill_bound_work() -> None:
+    """Under a cap the replicas' compute-bound prefill slows with the clock while decode keeps its
+    pace: capacity = n / (prefill / f + decode) per request."""
+    from twin.params import ScheduledEvent
+    from twin.sim import Simulation
+
+    toml = """
+name = "cap"
+[hall]
+ultraservers = 1
+[training]
+arrivals_per_day = 0
+[[services]]
+replicas = 4
+mean_requests_per_s = 5000.0
+diurnal_peak_to_trough = 1.0
+weekend_factor = 1.0
+autoscale = false
+"""
+    spec = parse(toml, "cap.toml")
+    free = Simulation(spec.to_params())
+    f0 = free.advance(30)["factory_ts"]
+    p = spec.to_params()
+    capped = Simulation(
+        __import__("dataclasses").replace(
+            p, events=(ScheduledEvent(0, "power_cap", "facility", 0.85 * float(f0["facility_power_w"][-1])),)
+        )
+    )
+    f1 = capped.advance(30)["factory_ts"]
+    svc = free.cluster.services[0]
+    per = 1.0 / svc.capacity_per_replica
+    pre = svc.roof.prefill_s
+    clock = float(f1["mean_clock"][-1])
+    assert clock < 1.0
+    expect = float(f0["requests_served_per_s"][-1]) * per / (pre / clock + (per - pre))
+    assert float(f1["requests_served_per_s"][-1]) == pytest.approx(expect, rel=0.02)

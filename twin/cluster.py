@@ -700,6 +700,20 @@ class Cluster:
             self.queue[:] = [self.queue[i] for i in keep]
             self._qkeys = [self._qkeys[i] for i in keep]
 
+    def _effective_replicas(
+        self, svc: services.ServiceModel, warm: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
+    ) -> float:
+        """Warm replicas in full-clock equivalents. A capped or hot replica runs its compute-bound
+        prefill at its clock while memory-bound decode keeps its pace (HBM bandwidth does not
+        follow the core clock): per-request time = prefill / f + decode."""
+        n = len(warm)
+        if n == 0 or clock.min() >= 1.0:
+            return float(n)
+        f = np.maximum(self._job_clock(warm, clock), 1e-3)
+        per = 1.0 / svc.capacity_per_replica
+        pre = min(svc.roof.prefill_s, per)
+        return float(np.sum(per / (pre / f + (per - pre))))
+
     def _job_clock(
         self, run: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
     ) -> npt.NDArray[np.float64]:
@@ -791,21 +805,31 @@ class Cluster:
         priority: int,
         source: int,
     ) -> int:
-        """A batch job: D from the nominal run length on the ideal placement, or the given work."""
+        """A batch job: the given work, or D from its nominal run length — the time it takes on
+        its ideal placement on the reference hardware (Trainium3 in 144-chip UltraServers), so
+        the same scenario asks the same FLOP of any hall and the hardware decides how long the
+        job runs."""
         m = self.models.get(model_name)
         n_act = m.active_params if m is not None else 1e9
         k = workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[code]]
         base = workload.model_mfu(m, cls)
-        spanned = workload.ideal_spanned(chips, self.cpu)
+        xf = self.p.training.cross_ultraserver_mfu_factor
         rate = workload.training_rate_flop_s(
             chips,
             self.acc.peak(cls.precision),
-            workload.placement_mfu(base, spanned, self.p.training.cross_ultraserver_mfu_factor),
+            workload.placement_mfu(base, workload.ideal_spanned(chips, self.cpu), xf),
         )
         if math.isnan(work):
-            work = nominal_s * rate
-        else:
-            nominal_s = work / rate
+            ref = workload.REFERENCE_ACCELERATOR
+            ref_rate = workload.training_rate_flop_s(
+                chips,
+                ref.peak(cls.precision),
+                workload.placement_mfu(
+                    base, workload.ideal_spanned(chips, workload.REFERENCE_DOMAIN_CHIPS), xf
+                ),
+            )
+            work = nominal_s * ref_rate
+        nominal_s = work / rate
         j = self.jobs.add(
             model_name,
             cls.precision,
@@ -891,7 +915,7 @@ class Cluster:
             up = a["state"][slots] == RUNNING
             warm = up & (a["warm_at"][slots] <= t)
             n_warm, n_up = int(np.count_nonzero(warm)), int(np.count_nonzero(up))
-            s = svc.serve(arrived[si], n_warm, dt)
+            s = svc.serve(arrived[si], self._effective_replicas(svc, slots[warm], clock), dt)
             reps.append((n_warm, n_up - n_warm, int(np.count_nonzero(a["state"][slots] != STOPPED))))
             a["activity"][slots] = np.where(warm, s.activity, np.where(up, services.STARTING_ACTIVITY, 0.0))
             steps.append(s)

@@ -160,7 +160,7 @@ class ServiceModel:
         return active
 
     # ------------------------------------------------------------------ serving
-    def serve(self, arrived: int, warm: int, dt: int) -> ServiceStep:
+    def serve(self, arrived: int, warm: float, dt: int) -> ServiceStep:
         sp, roof = self.p, self.roof
         cap_rate = warm * self.capacity_per_replica
         q0 = self.queue

@@ -16,7 +16,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from twin.catalog import Accelerator
+from twin.catalog import ACCELERATORS, Accelerator
 from twin.models import DENSE_MFU, ModelSpec
 from twin.params import JobClassParams, ServiceParams
 
@@ -32,6 +32,12 @@ TRAINING_KINDS = ("pretrain", "finetune")
 def training_flop(params: float, tokens: float, flop_per_param_token: float = 6.0) -> float:
     """Training work 6·N·D [FLOP] (N active parameters for MoE)."""
     return flop_per_param_token * params * tokens
+
+
+# Nominal run lengths of batch jobs are stated on this hardware: Trainium3 in Trn3 Gen2
+# UltraServers (144-chip scale-up domain), so a scenario's work does not depend on the hall.
+REFERENCE_ACCELERATOR = ACCELERATORS["trainium3"]
+REFERENCE_DOMAIN_CHIPS = 144
 
 
 def training_rate_flop_s(chips: int, peak_flop_s: float, mfu: float) -> float:

@@ -250,14 +250,15 @@ def validate_cmd(scenario: str) -> None:
     from twin.sim import Simulation
 
     spec, _, origin = load(scenario)
-    try:
-        sim = Simulation(spec.to_params())
-    except ValueError as e:
-        raise ScenarioError(f"{origin}: {e}") from None
-    click.echo(
-        f"{origin}: ok — '{spec.name}': {spec.hall.ultraservers} x {sim.sys.name}, "
-        f"{sim.topo.chips:,} chips, dt {spec.dt_s} s, {spec.duration_h:g} h, {len(spec.events)} scheduled events"
-    )
+    for s in spec.variants or [spec]:
+        try:
+            sim = Simulation(s.to_params())
+        except ValueError as e:
+            raise ScenarioError(f"{origin}: {e}") from None
+        click.echo(
+            f"{origin}: ok — '{s.name}': {sim.topo.ultraservers} x {sim.sys.name}, "
+            f"{sim.topo.chips:,} chips, dt {s.dt_s} s, {s.duration_h:g} h, {len(s.events)} scheduled events"
+        )
 
 
 @main.command("scenarios")

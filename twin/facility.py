@@ -124,6 +124,9 @@ class Facility:
         self.pp: PowerChainParams = p.power
         n, nus, rows = topo.chips, topo.ultraservers, topo.rows
         self.chip_row = topo.us_row[topo.chip_us]
+        cpp = p.cooling
+        self.plate_r = cpp.cold_plate_r_k_per_w or cpp.junction_rise_at_tdp_k / self.acc.tdp_w
+        self.air_r = cpp.air_r_k_per_w or cpp.air_junction_rise_at_tdp_k / self.acc.tdp_w
         self.lf = self.sys.liquid_fraction
         # Design values, fixed for the run.
         self.us_design_it_w = system_full_load_it_w(self.sys, self.acc)
@@ -227,7 +230,7 @@ class Facility:
         sec = self.plant.fw_supply_c + self.cp.cdu_approach_k
         coolant = np.where(new_speed > 0, 0.5 * (sec + self.us_return_c), self.us_return_c)
         self.clock = self._next_clock(
-            util, alive, dyn_full, it_w, facility_w, us_it, coolant, self._cold_plate_r(new_speed)
+            util, alive, dyn_full, it_w, facility_w, us_it, coolant, self._cold_plate_r(flow_frac)
         )
         self._full_clock = bool(self.clock.min() >= 1.0)
 
@@ -313,13 +316,15 @@ class Facility:
             # Flowing loop: the cold plates see the mean of supply and return; a stagnant loop is
             # one mixed volume at its own temperature.
             coolant = np.where(m > 0, 0.5 * (sec_supply + ret), ret)
-            r_us = self._cold_plate_r(speed)
+            # Convection on the plates follows the pumps' health, not the load-following speed
+            # (the CDU holds the pressure across each rack's manifold).
+            r_us = self._cold_plate_r(flow_frac)
             tj = coolant[topo.chip_us] + r_us[topo.chip_us] * chip_p
         else:
             air_in = cp.air_supply_c + max(self.plant.chw_supply_c - cp.chilled_water_c, 0.0)
-            tj = air_in + cp.air_r_k_per_w * chip_p
+            tj = air_in + self.air_r * chip_p
             coolant = np.full(topo.ultraservers, air_in)
-            r_us = np.full(topo.ultraservers, cp.air_r_k_per_w)
+            r_us = np.full(topo.ultraservers, self.air_r)
 
         # Protection: an UltraServer whose coolant runs past its trip point powers off (chips,
         # hosts, switches) and comes back once its coolant has cooled and its CDU runs again.
@@ -403,8 +408,8 @@ class Facility:
         convection part that grows as flow falls (h ~ velocity^0.8, Dittus-Boelter); without flow
         only natural convection is left (taken as 10 % of design velocity; ASM)."""
         cp = self.cp
-        conv = cp.cold_plate_r_k_per_w * cp.cold_plate_convective_share
-        cond = cp.cold_plate_r_k_per_w - conv
+        conv = self.plate_r * cp.cold_plate_convective_share
+        cond = self.plate_r - conv
         return cond + conv * np.maximum(speed, cp.natural_convection_speed) ** -0.8
 
     def _sink_c(self, cond: Conditions) -> tuple[float, float]:

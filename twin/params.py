@@ -54,10 +54,17 @@ class CoolingParams:
     chilled_water_c: float = 14.0  # chilled water for the air side (ASM)
     flow_l_min_per_kw: float = 1.5  # OCP/OAI design rule 1.25-2.0, typical 1.5 (3P, facts §8.5)
     loop_volume_l_per_ultraserver: float = 300.0  # rack + CDU loop volume (ASM, facts §8.5)
-    cold_plate_r_k_per_w: float = 0.03  # junction-to-coolant resistance at design flow (ASM 0.02-0.05 K/W)
+    # Junction-to-coolant resistance at design flow [K/W]; 0 = sized to the chip: a cold plate is
+    # designed so a chip at TDP runs junction_rise_at_tdp_k above its coolant (ASM: 27 K gives
+    # 0.03 K/W for a 900 W Trainium3, 0.019 K/W for a 1,400 W GB300; facts §8.5: 0.02-0.05 K/W).
+    cold_plate_r_k_per_w: float = 0.0
+    junction_rise_at_tdp_k: float = 27.0
+    # Air-cooled: junction-to-inlet-air resistance, likewise sized to the chip when 0 (ASM: 30 K
+    # at TDP, i.e. 0.06 K/W for a 500 W Trainium2).
+    air_r_k_per_w: float = 0.0
+    air_junction_rise_at_tdp_k: float = 30.0
     cold_plate_convective_share: float = 0.5  # share of it that is forced convection (ASM)
     natural_convection_speed: float = 0.1  # stagnant loop: convection as at 10 % flow (ASM)
-    air_r_k_per_w: float = 0.06  # junction-to-air for air-cooled chips (ASM)
     drycooler_approach_k: float = 6.0  # dry cooler / economizer approach to outdoor air (ASM)
     condenser_approach_k: float = 10.0  # air-cooled chiller condensing above outdoor (ASM)
     carnot_fraction: float = 0.5  # chiller COP as fraction of Carnot (ASM 0.5-0.6, facts §8.5)

@@ -527,8 +527,8 @@ class HallSection(BaseModel):
         return v
 
 
-_ACC_OVERRIDABLE = {"tdp_w", "idle_fraction", "hbm_bytes", "hbm_bw_bytes_s"}
-_SYS_OVERRIDABLE = {"host_w_per_server", "host_idle_fraction", "switch_w", "liquid_fraction"}
+_ACC_OVERRIDABLE = {"tdp_w", "idle_fraction", "hbm_bytes", "hbm_bw_bytes_s", "peak_flops"}
+_SYS_OVERRIDABLE = {"host_w_per_server", "host_idle_fraction", "switch_w", "liquid_fraction", "chips", "servers", "racks"}
 
 
 class HardwareSection(BaseModel):
@@ -543,6 +543,34 @@ class HardwareSection(BaseModel):
     host_idle_fraction: float | None = Field(None, ge=0, le=1)
     switch_w: float | None = Field(None, ge=0)
     liquid_fraction: float | None = Field(None, ge=0, le=1)
+    # Per-precision dense peaks [FLOP/s] replacing (or adding to) the catalog's, e.g.
+    # peak_flops = { fp8 = 2.6e15 }; names as in `twin hardware` (bf16, fp8, fp4, fp32).
+    peak_flops: dict[str, float] | None = None
+    # Scale-up system shape: chips per system and servers per system (chips must divide evenly).
+    chips: int | None = Field(None, gt=0)
+    servers: int | None = Field(None, gt=0)
+    racks: int | None = Field(None, gt=0)
+
+    @field_validator("peak_flops")
+    @classmethod
+    def _peaks(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        if v is None:
+            return v
+        out = {}
+        for k, x in v.items():
+            key = catalog.normalize_precision(k)
+            if key not in catalog.PRECISIONS:
+                raise ValueError(f"unknown precision {k!r}; known: {', '.join(catalog.PRECISIONS)}")
+            if not x > 0:
+                raise ValueError(f"{k}: peak must be positive (got {x!r})")
+            out[key] = float(x)
+        return out
+
+    @model_validator(mode="after")
+    def _shape(self) -> HardwareSection:
+        if self.chips is not None and self.servers is not None and self.chips % self.servers:
+            raise ValueError("hardware.chips must divide evenly into hardware.servers")
+        return self
 
 
 class EventSection(BaseModel):
@@ -697,7 +725,13 @@ class Scenario(BaseModel):
     def to_params(self, seed: int | None = None) -> params.FactoryParams:
         hw = self.hardware.model_dump(exclude_none=True)
         sysm = catalog.system(self.hall.system, {k: v for k, v in hw.items() if k in _SYS_OVERRIDABLE})
-        acc = catalog.accelerator_for(sysm, {k: v for k, v in hw.items() if k in _ACC_OVERRIDABLE})
+        if sysm.chips % sysm.servers:
+            raise ValueError(f"hardware: {sysm.chips} chips do not divide into {sysm.servers} servers")
+        acc_over = {k: v for k, v in hw.items() if k in _ACC_OVERRIDABLE}
+        if "peak_flops" in acc_over:
+            base = catalog.ACCELERATORS[sysm.accelerator].peak_flops
+            acc_over["peak_flops"] = {**base, **acc_over["peak_flops"]}
+        acc = catalog.accelerator_for(sysm, acc_over)
         hall = params.HallParams(sysm, acc, self.hall.count(sysm, acc), self.hall.ultraservers_per_row)
         site = site_params(self.site, self.grid, self._base_dir, self._origin)
         events = tuple(

@@ -219,3 +219,20 @@ autoscale = false
     assert clock < 1.0
     expect = float(f0["requests_served_per_s"][-1]) * per / (pre / clock + (per - pre))
     assert float(f1["requests_served_per_s"][-1]) == pytest.approx(expect, rel=0.02)
+
+
+def test_hardware_section_overrides_any_catalog_figure() -> None:
+    spec = parse(
+        'name = "x"\n[hall]\nultraservers = 1\n[hardware]\ntdp_w = 1100\npeak_flops = { mxfp8 = 3.0e15 }\n'
+        "chips = 64\nservers = 16\n[[services]]\nreplicas = 1\n",
+        "x.toml",
+    )
+    p = spec.to_params()
+    acc, sysm = p.hall.accelerator, p.hall.system
+    assert acc.tdp_w == 1100 and acc.peak("fp8") == 3.0e15
+    assert acc.peak("bf16") == catalog.ACCELERATORS["trainium3"].peak("bf16")  # the rest kept
+    assert sysm.chips == 64 and sysm.chips_per_server == 4
+    with pytest.raises(ScenarioError, match="unknown precision"):
+        parse('name = "x"\n[hardware]\npeak_flops = { int2 = 1e15 }\n', "x.toml")
+    with pytest.raises(ScenarioError, match="divide evenly"):
+        parse('name = "x"\n[hardware]\nchips = 10\nservers = 4\n', "x.toml")

@@ -1,60 +1,99 @@
-"""The AI Factory Twin Textual app: live mode (simulation in a thread worker) and replay mode.
+"""The AI Factory Twin console: six screens (Textual modes) over a live session or a recording.
 
-Live: a thread worker started here advances the session at the selected speed and posts
-``SimTick`` messages carrying a plain ``Snapshot``; stale ticks merge (``can_replace``). Screens pull
-the latest snapshot on their own timers. Replay: a ``ReplayFeed`` over a recorded run, moved by the
-scrubber keys or played back by a timer. Widgets and screens live in ``tui.widgets`` / ``tui.screens``.
+Live: a thread worker advances the session at the selected speed and posts ``SimTick`` (stale
+ticks merge, ``can_replace``); screens pull the in-memory panels on their own 4 Hz timers. Panels
+that run SQL (all of them in a replay; tables live) go to one loader thread with its own cursor,
+which keeps only the newest request per screen. User SQL runs in its own thread worker and can be
+interrupted. Screens, widgets and the what-if menu live in ``tui.screens`` / ``tui.widgets``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
+import os
 import threading
 import time
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, ClassVar
 
-from textual.app import App
+import pyarrow as pa
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.screen import Screen
 from textual.worker import Worker, get_current_worker
 
-from tui.feed import DAY_S, HOUR_S, LiveFeed, Meta, ReplayFeed, Snapshot
+from storage.queries import check_user_sql, run_sql
+from tui import fmt
+from tui.feed import DEFAULT_WINDOW_S, HOUR_S, WINDOWS_S, LiveFeed, Meta, PanelReq, ReplayFeed, params_for
 from tui.pacing import DEFAULT_LEVEL, MAX, PAUSE, SPEEDS, Pacer, RateMeter, SpeedControl, rate_text
+from tui.scale import METRIC_KEYS
+from tui.screens.base import TwinScreen
+from tui.screens.energy import EnergyScreen
+from tui.screens.floor import FloorScreen
 from tui.screens.help import HelpScreen
+from tui.screens.jobs import JobsScreen
 from tui.screens.overview import OverviewScreen
-from tui.widgets.status import Status
+from tui.screens.prompt import PromptScreen
+from tui.screens.sql import SqlDone, SqlScreen
+from tui.screens.timeline import TimelineScreen
+from tui.screens.ultraserver import UltraServerScreen
+from tui.screens.whatif import Injection, WhatIfScreen
+from tui.whatif import WHAT_IFS, build, context_from, summary
+from tui.widgets.status import SCREENS, Status
 
 MIN_PERIOD_S = 0.05  # the worker posts at most ~20 ticks per wall second below "max"
-REPLAY_MAX = 4 * DAY_S  # "max" playback speed in replay [sim s per wall s]
+REPLAY_MAX = 4 * 86400  # "max" playback speed in replay [sim s per wall s]
 PLAY_PERIOD_S = 0.1
-FAIL_REPAIR_S = 4 * HOUR_S  # an operator-failed UltraServer comes back after this
+MAX_RESULT_ROWS = 2_000_000  # user query results kept (virtual table)
 
 
 class SimTick(Message):
-    """A new snapshot from the simulation worker; a newer tick supersedes an unprocessed one."""
+    """The simulation advanced to ``t``; a newer tick supersedes an unprocessed one."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, t: int) -> None:
         super().__init__()
-        self.snapshot = snapshot
+        self.t = t
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SimTick)
 
 
-LIVE_ONLY = {"fail", "surge", "toggle_pause"}
-REPLAY_ONLY = {"scrub", "jump", "toggle_play"}
+class PanelData(Message):
+    def __init__(self, requester: Any, seq: int, results: dict[str, Any]) -> None:
+        super().__init__()
+        self.requester = requester
+        self.seq = seq
+        self.results = results
+
+
+def default_config_dir() -> Path:
+    env = os.environ.get("TWIN_CONFIG_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "ai-factory-twin"
+
+
+LIVE_ONLY = {"toggle_pause", "whatif"}
+REPLAY_ONLY = {"scrub", "jump", "toggle_play", "goto", "step"}
 
 
 class TwinApp(App[None]):
     TITLE = "AI Factory Twin"
     CSS_PATH = "twin.tcss"
-    ENABLE_COMMAND_PALETTE = False
-    MODES: ClassVar[dict[str, Any]] = {"overview": OverviewScreen}
+    MODES: ClassVar[dict[str, Any]] = {
+        "overview": OverviewScreen, "floor": FloorScreen, "ultraserver": UltraServerScreen,
+        "jobs": JobsScreen, "energy": EnergyScreen, "sql": SqlScreen,
+    }
     DEFAULT_MODE = "overview"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]  # noqa: RUF012 (typed on App)
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
+        *[Binding(k, f"switch_mode('{m}')", label, show=False, tooltip=f"{label} screen") for k, m, label in SCREENS],
         Binding("space", "toggle_pause", "Pause", key_display="␣", tooltip="Pause / resume"),
         Binding("space", "toggle_play", "Play", key_display="␣", tooltip="Play / pause"),
         Binding("1", "set_speed(0)", "Speed", key_display="1-5", tooltip="Speed: pause"),
@@ -64,27 +103,26 @@ class TwinApp(App[None]):
         Binding("5", "set_speed(4)", "max", show=False, tooltip="Speed: max (as fast as possible)"),
         Binding("plus,equals_sign", "speed(1)", "Faster", show=False, tooltip="Next faster speed"),
         Binding("minus", "speed(-1)", "Slower", show=False, tooltip="Next slower speed (down to pause)"),
-        Binding("f", "fail", "Fail US", tooltip="Fail the next UltraServer (0, 1, 2, …) until repaired"),
-        Binding("s", "surge", "Surge", tooltip="Inference surge: ×2 request rate for one simulated hour"),
+        Binding("i", "whatif", "What-if", tooltip="What-if menu: fail, drain, cooling, power cap, surge"),
+        Binding("w", "window", "Window", tooltip="Plot window: 1 h, 6 h, 24 h, 7 d"),
         Binding("left", "scrub(-3600)", "±1h", key_display="←→", tooltip="Back one simulated hour"),
         Binding("right", "scrub(3600)", "+1 h", show=False, tooltip="Forward one simulated hour"),
-        Binding("shift+left", "scrub(-86400)", "±1d", key_display="⇧←→", tooltip="Back one simulated day"),
-        Binding("shift+right", "scrub(86400)", "+1 d", show=False, tooltip="Forward one simulated day"),
-        Binding("home", "jump(0)", "Jump", key_display="Home/End", tooltip="Jump to the start of the run"),
+        Binding("left_square_bracket", "scrub(-3600)", "-1 h", show=False, tooltip="Back one hour (any screen)"),
+        Binding("right_square_bracket", "scrub(3600)", "+1 h", show=False, tooltip="Forward one hour (any screen)"),
+        Binding("shift+left,left_curly_bracket", "scrub(-86400)", "-1 d", show=False, tooltip="Back one day"),
+        Binding("shift+right,right_curly_bracket", "scrub(86400)", "+1 d", show=False, tooltip="Forward one day"),
+        Binding("comma", "step(-1)", "-step", show=False, tooltip="Back one step"),
+        Binding("full_stop", "step(1)", "+step", show=False, tooltip="Forward one step"),
+        Binding("home", "jump(0)", "Start", show=False, tooltip="Jump to the start of the run"),
         Binding("end", "jump(1)", "End", show=False, tooltip="Jump to the end of the run"),
-        Binding("e", "toggle_events", "Events", tooltip="Event log: notable events only / all events"),
+        Binding("t", "goto", "Jump", tooltip="Jump to a time (d3 14:00, 38.5 h)"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="This help"),
         Binding("q", "quit", "Quit", tooltip="Quit (a live session stays in its file)"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="Quit (a live session stays in its file)"),
     ]
 
-    def __init__(
-        self,
-        session: Any = None,
-        replay_con: Any = None,
-        replay_run_id: str | None = None,
-        replay_path: str | None = None,
-    ) -> None:
+    def __init__(self, session: Any = None, replay_con: Any = None, replay_run_id: str | None = None,
+                 replay_path: str | None = None, config_dir: str | Path | None = None) -> None:
         super().__init__()
         if (session is None) == (replay_con is None):
             raise ValueError("TwinApp needs either a live session or a replay connection")
@@ -96,40 +134,71 @@ class TwinApp(App[None]):
             self.meta: Meta = self.live.meta
             self.speed = SpeedControl(DEFAULT_LEVEL)
             self.pacer = Pacer(self.speed, self.meta.dt_s, session.chunk_steps)
+            self.t: int | None = None
         else:
             assert replay_run_id is not None
             self.replay = ReplayFeed(replay_con, replay_run_id, replay_path or "")
             self.meta = self.replay.meta
             self.speed = SpeedControl(PAUSE)
-        self.snapshot: Snapshot | None = None
-        self.seq = 0  # bumped on every new snapshot
+            self.t = self.replay.t_first if self.replay.n else None
+        self.config_dir = Path(config_dir) if config_dir else default_config_dir()
+        self.seq = 0  # bumped whenever the time shown changes
         self.rate = RateMeter()
-        self._sim_worker: Worker[None] | None = None
+        self.sel_us = 0
+        self.sel_chip = 0
+        self.metric = METRIC_KEYS[0]
+        self.window_s = DEFAULT_WINDOW_S
+        self.events_notable = True
         self._sim_done = threading.Event()
-        self._fail_next = 0
-        self._play_t = 0.0
+        self._loader_done = threading.Event()
+        self._requests: dict[int, tuple[Any, int, list[PanelReq]]] = {}
+        self._req_seq = 0
+        self._asked: dict[int, int] = {}
+        self._answered: dict[int, int] = {}
+        self.t_file: int | None = None  # live: the last step committed to the file
+        self._req_lock = threading.Lock()
+        self._req_event = threading.Event()
+        self._bg_workers: list[Worker[None]] = []
+        self._cursors: list[Any] = []
+        self._sql_cur: Any = None
+        self._pending_sql: tuple[str, bool, str] | None = None
+        self._play_t = float(self.t or 0)
         self._play_wall = time.monotonic()
 
     # ------------------------------------------------------------------ lifecycle
     def on_mount(self) -> None:
+        cur = self.new_cursor()
+        self._cursors.append(cur)
+        self._bg_workers.append(self.run_worker(lambda: self._loader(cur), name="panels", group="panels",
+                                             thread=True, exit_on_error=False))
         if self.live is not None:
-            self._sim_worker = self.run_worker(self._sim_loop, name="simulation", group="sim", thread=True,
-                                               exit_on_error=True)
+            self._bg_workers.append(self.run_worker(self._sim_loop, name="simulation", group="sim", thread=True,
+                                                 exit_on_error=True))
         else:
-            assert self.replay is not None
-            self._show_index(0)
+            self._sim_done.set()
             self.set_interval(PLAY_PERIOD_S, self._play)
 
     async def on_unmount(self) -> None:
-        """Stop the simulation thread before the session can be closed by the caller."""
-        if self._sim_worker is not None:
-            self._sim_worker.cancel()
-            deadline = time.monotonic() + 30.0
-            while not self._sim_done.is_set() and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
+        """Stop the threads before the caller closes the session or the file."""
+        self.cancel_user_sql()
+        for w in self._bg_workers:
+            w.cancel()
+        for cur in self._cursors:
+            try:
+                cur.interrupt()
+            except Exception:
+                pass
+        deadline = time.monotonic() + 30.0
+        while not (self._sim_done.is_set() and self._loader_done.is_set()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    def new_cursor(self) -> Any:
+        """A cursor for another thread: the replay's read-only connection, or the live file through
+        the writer's database."""
+        return self.session.writer.cursor() if self.session is not None else self.replay.con.cursor()  # type: ignore[union-attr]
 
     def _sim_loop(self) -> None:
-        """Thread worker: advance the session at the selected speed, post snapshots."""
+        """Thread worker: advance the session at the selected speed, post ticks."""
         worker = get_current_worker()
         assert self.live is not None
         try:
@@ -140,35 +209,100 @@ class TwinApp(App[None]):
                     done = self.live.remaining == 0
                     time.sleep(MIN_PERIOD_S if done else min(MIN_PERIOD_S, self.pacer.wait_s()))
                     continue
-                snap = self.live.advance(k)
+                t = self.live.advance(k)
                 if worker.is_cancelled:
                     break
-                self.post_message(SimTick(snap))
+                self.post_message(SimTick(t))
                 if self.speed.level != MAX:
                     time.sleep(max(0.0, MIN_PERIOD_S - (time.monotonic() - t0)))
         finally:
             self._sim_done.set()
 
     def on_sim_tick(self, message: SimTick) -> None:
-        self.snapshot = message.snapshot
+        self.t = message.t
         self.seq += 1
-        self.rate.add(time.monotonic(), message.snapshot.t_s)
+        self.rate.add(time.monotonic(), message.t)
 
-    def refresh_views(self, force_queue: bool = False) -> None:
-        """Redraw now (after a key) instead of at the next timer tick."""
-        for screen in self.screen_stack:
-            if isinstance(screen, OverviewScreen) and screen.is_mounted:
-                screen.update_view(force_queue=force_queue)
+    # ------------------------------------------------------------------ panels
+    def params(self, **extra: Any) -> dict[str, Any]:
+        return params_for(self.meta, self.t, window_s=self.window_s, **extra)
+
+    def request_panels(self, requester: Any, reqs: list[PanelReq]) -> None:
+        """Run these panels' SQL in the loader thread; a newer request from the same requester
+        replaces one not yet started."""
+        with self._req_lock:
+            self._req_seq += 1
+            self._requests[id(requester)] = (requester, self._req_seq, list(reqs))
+            self._asked[id(requester)] = self._req_seq
+        self._req_event.set()
+
+    def panels_pending(self) -> bool:
+        """Whether a panel request has not been answered yet (tests and the bench wait on it)."""
+        return any(self._answered.get(k, 0) < v for k, v in self._asked.items())
+
+    def _loader(self, cur: Any) -> None:
+        worker = get_current_worker()
+        try:
+            while not worker.is_cancelled:
+                if not self._req_event.wait(0.05):
+                    continue
+                with self._req_lock:
+                    self._req_event.clear()
+                    pending, self._requests = list(self._requests.values()), {}
+                if self.live is not None:
+                    self.t_file = self._committed_t(cur)
+                for requester, seq, items in pending:
+                    results: dict[str, Any] = {}
+                    for r in items:
+                        if worker.is_cancelled:
+                            return
+                        try:
+                            results[r.panel] = run_sql(cur, self.file_req(r).sql)
+                        except Exception as e:  # shown on the panel's screen
+                            results[r.panel] = e
+                    self.post_message(PanelData(requester, seq, results))
+        finally:
+            try:
+                cur.close()
+            except Exception:
+                pass
+            self._loader_done.set()
+
+    def _committed_t(self, cur: Any) -> int | None:
+        """Live: time of the last step in the file (the writer commits behind the simulation)."""
+        rows = cur.execute("SELECT sim_time_s FROM runs WHERE run_id = ?", [self.meta.run_id]).fetchall()
+        return int(rows[0][0]) - self.meta.dt_s if rows and rows[0][0] else None
+
+    def file_req(self, r: PanelReq) -> PanelReq:
+        """The request as it can run on the file: live, not past the last committed step."""
+        t = r.params.get("t")
+        if self.live is None or self.t_file is None or t is None or t <= self.t_file:
+            return r
+        return dataclasses.replace(r, params={**r.params, "t": self.t_file})
+
+    def on_panel_data(self, msg: PanelData) -> None:
+        screen = msg.requester
+        self._answered[id(screen)] = max(self._answered.get(id(screen), 0), msg.seq)
+        if not screen.is_attached:
+            return
+        for panel, cols in msg.results.items():
+            if isinstance(cols, Exception):
+                screen.show_error(panel, cols)
+            else:
+                screen.show_panel(panel, cols)
+                screen.load_count += 1
+
+    def refresh_views(self, force: bool = True) -> None:
+        if isinstance(self.screen, TwinScreen):
+            self.screen.refresh_view(force=force)
 
     # ------------------------------------------------------------------ status
     def status(self) -> Status:
-        snap = self.snapshot
-        t = snap.t_s if snap else None
         position = ""
-        if self.replay is not None and t is not None:
+        if self.replay is not None and self.t is not None:
             span = self.replay.t_last - self.replay.t_first
-            position = f"{100 * (t - self.replay.t_first) / span:.0f} %" if span > 0 else "100 %"
-        return Status("REPLAY" if self.replay else "LIVE", t, self._speed_text(), self.speed.paused,
+            position = f"{100 * (self.t - self.replay.t_first) / span:.0f} %" if span > 0 else "100 %"
+        return Status("REPLAY" if self.replay else "LIVE", self.t, self._speed_text(), self.speed.paused,
                       self.speed.resume_label, self.meta.scenario, self.meta.path, position)
 
     def _speed_text(self) -> str:
@@ -176,12 +310,9 @@ class TwinApp(App[None]):
         if self.live is not None and self.live.remaining == 0:
             return "end of the session's duration"
         if self.replay is not None:
-            if math.isinf(factor):
-                return f"max {rate_text(REPLAY_MAX)}"
-            return f"▶ {label}"
+            return f"max {rate_text(REPLAY_MAX)}" if math.isinf(factor) else f"▶ {label}"
         if factor == 1.0:
-            wait = self.pacer.wait_s()
-            return f"1× · next step in {math.ceil(wait)} s"
+            return f"1× · next step in {math.ceil(self.pacer.wait_s())} s"
         measured = self.rate.rate()
         if math.isinf(factor):
             return f"max ≈ {rate_text(measured)}" if measured else "max"
@@ -189,21 +320,25 @@ class TwinApp(App[None]):
             return f"{label} (behind: {rate_text(measured)})"
         return label
 
+    def tab_extra(self) -> dict[str, str]:
+        return {"ultraserver": str(self.sel_us)}
+
     # ------------------------------------------------------------------ actions
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in LIVE_ONLY and self.live is None:
             return False
         if action in REPLAY_ONLY and self.replay is None:
             return False
+        if action == "window":
+            return bool(getattr(self.screen, "HAS_WINDOW", False))
         return True
 
     def _speed_changed(self) -> None:
         self.rate.reset()
         self._play_wall = time.monotonic()
-        if self.replay is not None and not self.speed.paused and self.snapshot is not None:
-            if self.snapshot.t_s >= self.replay.t_last:  # play again from the start
-                self._show_index(0)
-        self.refresh_views()
+        if self.replay is not None and not self.speed.paused and self.t is not None and self.t >= self.replay.t_last:
+            self._show_time(self.replay.t_first)  # play again from the start
+        self.refresh_views(force=False)
 
     def action_toggle_pause(self) -> None:
         self.speed.toggle()
@@ -220,63 +355,209 @@ class TwinApp(App[None]):
         self.speed.step(delta)
         self._speed_changed()
 
-    def action_fail(self) -> None:
-        assert self.live is not None
-        target = self._fail_next % self.meta.ultraservers
-        self._fail_next += 1
-        repair_s = FAIL_REPAIR_S
-        self.live.request_inject("fail_ultraserver", str(target), 0.0, repair_s)
-        self.notify(f"fail_ultraserver: UltraServer {target} at the next step, back after "
-                    f"{repair_s / 3600:g} h", timeout=4)
+    def action_window(self) -> None:
+        i = WINDOWS_S.index(self.window_s) if self.window_s in WINDOWS_S else 0
+        self.window_s = WINDOWS_S[(i + 1) % len(WINDOWS_S)]
+        self.notify(f"plot window: last {fmt.window(self.window_s)}", timeout=2)
+        self.refresh_views()
 
-    def action_surge(self) -> None:
-        assert self.live is not None
-        self.live.request_inject("inference_surge", "", 2.0, HOUR_S)
-        self.notify("inference_surge: ×2 requests for one simulated hour from the next step", timeout=4)
+    def action_metric(self) -> None:
+        self.metric = METRIC_KEYS[(METRIC_KEYS.index(self.metric) + 1) % len(METRIC_KEYS)]
+        redraw = getattr(self.screen, "redraw_selection", None)
+        if redraw is not None:
+            redraw()
 
-    def action_scrub(self, delta_s: int) -> None:
-        assert self.replay is not None
-        t = (self.snapshot.t_s if self.snapshot else self.replay.t_first) + delta_s
-        self._show_index(self.replay.index_at(max(self.replay.t_first, t)))
-
-    def action_jump(self, end: int) -> None:
-        assert self.replay is not None
-        self._show_index(self.replay.n - 1 if end else 0)
-
-    def action_toggle_events(self) -> None:
-        for screen in self.screen_stack:
-            if isinstance(screen, OverviewScreen) and screen.is_mounted:
-                screen.toggle_events()
+    def select_us(self, us: int) -> None:
+        self.sel_us = max(0, min(self.meta.ultraservers - 1, int(us)))
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    # ------------------------------------------------------------------ SQL
+    def open_sql(self, sql: str, run: bool = True, source: str = "") -> None:
+        """Open ``sql`` in the SQL editor (and run it)."""
+        self._pending_sql = (sql, run, source)
+        if self.current_mode == "sql" and isinstance(self.screen, SqlScreen):
+            self.screen._take_pending()
+        else:
+            self.switch_mode("sql")
+
+    def take_pending_sql(self) -> tuple[str, bool, str] | None:
+        pending, self._pending_sql = self._pending_sql, None
+        return pending
+
+    def open_job(self, job: int) -> None:
+        self.push_screen(TimelineScreen(job))
+
+    def run_user_sql(self, sql: str, requester: Any) -> None:
+        """Run user SQL in a thread worker on its own cursor; ``requester`` gets ``SqlDone``."""
+        self.cancel_user_sql()
+        cur = self.new_cursor()
+        self._sql_cur = cur
+        strict = self.live is not None
+        self.run_worker(lambda: self._sql_job(cur, sql, strict, requester), name="sql", group="sql", thread=True,
+                        exit_on_error=False)
+
+    def _sql_job(self, cur: Any, sql: str, strict: bool, requester: Any) -> None:
+        worker = get_current_worker()
+        t0 = time.perf_counter()
+        msg: SqlDone
+        try:
+            stmts = check_user_sql(cur, sql, strict)
+            rel = cur.sql(stmts[-1])
+            if rel is None:
+                table = pa.table({})
+                more = False
+            else:
+                reader = rel.to_arrow_reader(100_000)
+                batches, rows, more = [], 0, False
+                for batch in reader:
+                    if worker.is_cancelled:
+                        raise InterruptedError
+                    batches.append(batch)
+                    rows += batch.num_rows
+                    if rows >= MAX_RESULT_ROWS:
+                        more = True
+                        break
+                table = pa.Table.from_batches(batches, schema=reader.schema)
+                reader.close()
+                if more:
+                    table = table.slice(0, MAX_RESULT_ROWS)
+            info = f"{table.num_rows:,} rows in {time.perf_counter() - t0:.2f} s"
+            if more:
+                info = f"first {MAX_RESULT_ROWS:,} rows kept (more not fetched) · {time.perf_counter() - t0:.2f} s"
+            if len(stmts) > 1:
+                info += f" · the last of {len(stmts)} statements"
+            msg = SqlDone(table, info)
+        except InterruptedError:
+            msg = SqlDone(None, "", "cancelled")
+        except Exception as e:
+            text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            msg = SqlDone(None, "", "cancelled" if "INTERRUPT" in text.upper() else text)
+        finally:
+            try:
+                cur.close()
+            except Exception:
+                pass
+        if self._sql_cur is cur:
+            self._sql_cur = None
+        requester.post_message(msg)
+
+    def cancel_user_sql(self) -> None:
+        cur = self._sql_cur
+        if cur is not None:
+            try:
+                cur.interrupt()
+            except Exception:
+                pass
+
+    def export_table(self, table: pa.Table, path: Path) -> None:
+        def job() -> None:
+            try:
+                if path.suffix.lower() in (".parquet", ".pq"):
+                    import pyarrow.parquet as pq
+
+                    pq.write_table(table, path)
+                else:
+                    import pyarrow.csv as pacsv
+
+                    pacsv.write_csv(table, path)
+                self.call_from_thread(self.notify, f"exported {table.num_rows:,} rows to {path}", timeout=5)
+            except Exception as e:
+                self.call_from_thread(self.notify, f"export failed: {e}", severity="error")
+
+        self.run_worker(job, name="export", group="export", thread=True, exit_on_error=False)
+
+    # ------------------------------------------------------------------ what-ifs
+    def whatif_context(self) -> Any:
+        fac = row_it = math.nan
+        if self.live is not None:
+            with self.live.lock:
+                fac = self.live.row.get("facility_power_w", math.nan)
+                u = self.live.us_now
+                if u:
+                    row = self.meta.us_row[self.sel_us]
+                    row_it = float(u["power_w"][u["row_id"] == row].sum())
+        return context_from(self.meta, self.sel_us, self.sel_chip, fac, row_it)
+
+    def action_whatif(self) -> None:
+        def done(inj: Injection | None) -> None:
+            if inj is not None:
+                self.inject(*inj)
+
+        self.push_screen(WhatIfScreen(self.whatif_context()), done)
+
+    def inject(self, kind: str, target: str, value: float, duration_s: int, text: str = "") -> None:
+        """Queue a what-if for the next step (recorded as an operator event)."""
+        assert self.live is not None
+        self.live.request_inject(kind, target, value, duration_s)
+        self.notify(f"what-if at the next step: {text or kind}", timeout=4)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for key, mode, label in SCREENS:
+            yield SystemCommand(f"Screen: {label}", f"Switch to the {label} screen ({key.upper()})",
+                                lambda m=mode: self.switch_mode(m))
+        for level, (label, _) in enumerate(SPEEDS):
+            yield SystemCommand(f"Speed: {label}", f"Set the speed to {label} (key {level + 1})",
+                                lambda lv=level: self.action_set_speed(lv))
+        if self.live is not None:
+            ctx = self.whatif_context()
+            for w in WHAT_IFS:
+                yield SystemCommand(f"What-if: {summary(w, ctx)}", "Inject at the next step (recorded)",
+                                    lambda w=w: self.inject(*build(w, ctx), summary(w, ctx)))
+
     # ------------------------------------------------------------------ replay
-    def _show_index(self, i: int) -> None:
+    def _show_time(self, t: float) -> None:
         assert self.replay is not None
-        snap = self.replay.snapshot(i)
-        if snap is None:
+        if not self.replay.n:
             return
-        self.snapshot = snap
-        self._play_t = float(snap.t_s)
+        self.t = self.replay.time_at(max(self.replay.t_first, t))
+        self._play_t = float(self.t)
         self.seq += 1
-        self.refresh_views(force_queue=True)
+        self.refresh_views(force=False)
+
+    def action_scrub(self, delta_s: int) -> None:
+        self._show_time((self.t or 0) + delta_s)
+
+    def action_step(self, n: int) -> None:
+        assert self.replay is not None
+        i = self.replay.index_at(self.t or 0) + n
+        self._show_time(float(self.replay.times[max(0, min(self.replay.n - 1, i))]))
+
+    def action_jump(self, end: int) -> None:
+        assert self.replay is not None
+        self._show_time(self.replay.t_last if end else self.replay.t_first)
+
+    def action_goto(self) -> None:
+        def done(text: str | None) -> None:
+            if text:
+                t = fmt.parse_time(text)
+                if t is None:
+                    self.notify(f"not a time: {text!r} (try d3 14:00, 14:00, 38.5 or 2d)", severity="error")
+                else:
+                    self._show_time(t)
+
+        self.push_screen(PromptScreen("Jump to", "Time: d3 14:00 · 14:00 (day 1) · 38.5 (hours) · 2d",
+                                      fmt.short_clock(self.t or 0)), done)
 
     def _play(self) -> None:
         assert self.replay is not None
         now = time.monotonic()
         elapsed, self._play_wall = now - self._play_wall, now
-        if self.speed.paused or self.snapshot is None:
+        if self.speed.paused or self.t is None:
             return
-        factor = self.speed.factor
-        rate = REPLAY_MAX if math.isinf(factor) else factor
+        rate = REPLAY_MAX if math.isinf(self.speed.factor) else self.speed.factor
         self._play_t = min(self._play_t + rate * elapsed, float(self.replay.t_last))
-        i = self.replay.index_at(self._play_t)
-        if self.replay.times[i] != self.snapshot.t_s:
+        t = self.replay.time_at(self._play_t)
+        if t != self.t:
             play_t = self._play_t
-            self._show_index(i)
+            self._show_time(t)
             self._play_t = play_t
         if self._play_t >= self.replay.t_last:
             self.speed.set(PAUSE)
-            self.refresh_views()
+            self.refresh_views(force=False)
+
+
+__all__ = ["HOUR_S", "SimTick", "TwinApp"]

@@ -1,34 +1,58 @@
-"""What the TUI shows, as plain data: ``Snapshot`` and the two sources that produce it.
+"""Where the TUI's numbers come from: a live session held in memory, or a recorded run.
 
-``LiveFeed`` wraps a running ``scenarios.runner.Session`` (its ``advance`` is called from the
-simulation worker thread only); ``ReplayFeed`` reads a recorded run from a DuckDB connection. Both
-produce the same immutable ``Snapshot`` (copied arrays, no references into the simulation), so the
-screens do not care where the data came from. No Textual imports here.
+Every panel of the console is one named query (``storage.queries``). In a replay the panel shows
+the result of that SQL on the file. Live, the hot panels (KPIs, plots, floor, chips, events, energy)
+are computed from the simulation's latest step kept in memory by ``LiveFeed`` — the same columns
+the SQL would return on the file — and the slower tables (jobs, histories of one UltraServer) run
+their SQL on the live file through the writer's database. No Textual imports here.
 """
 
 from __future__ import annotations
 
+import math
 import queue
+import threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from storage import queries as Q
+
 HOUR_S = 3600
 DAY_S = 86400
-PLOT_WINDOW_S = 24 * HOUR_S  # the plots show the last simulated day
-EVENT_TAIL = 200  # events kept for the log
-ROUTINE_KINDS = frozenset({"job_start", "job_end"})  # hidden by the log's "notable" filter
-QUEUE_ROWS = 50  # queued jobs shown
+WINDOWS_S = (HOUR_S, 6 * HOUR_S, DAY_S, 7 * DAY_S)  # plot windows, ``w`` cycles
+DEFAULT_WINDOW_S = DAY_S
+MAX_HISTORY_ROWS = 20_000  # live plot history is cut to this many steps (7 days at dt = 60 s)
 DEFAULT_THROTTLE_C = 90.0
-PLOT_KEYS = ("time_s", "facility_power_w", "it_power_w", "pue", "tokens_per_s", "outdoor_temp_c")
-US_KEYS = ("power_w", "chips_busy", "chips_failed", "activity", "max_chip_temp_c")
+EVENT_ROWS = ("time_s", "kind", "target", "detail", "source")
 
-EventRow = tuple[int, str, str, str, str]  # time_s, kind, target, detail, source
-QueueRow = tuple[int, str, int, int]  # job_id, name, chips, wait_s
+# Panel queries computed in memory in a live session (the others run their SQL on the live file).
+LIVE_PANELS = frozenset({
+    "kpis", *Q.SERIES, "events", "events_notable", "floor", "rows", "chips", "us_jobs", "us_history",
+    "us_events", "power_chain", "cooling_plant", "site_grid",
+})
+MAX_US_HISTORY_CELLS = 500_000  # live per-UltraServer history: steps x UltraServers kept
+US_HIST_COLS = ("power_w", "max_chip_temp_c", "coolant_return_c", "activity", "clock")
+HARDWARE_EVENTS = 2000  # live events about chips, servers, UltraServers and rows kept
+
+# Factory columns the live history keeps (the KPI and plot columns), plus derived ones.
+_KPI_COLS = ("it_power_w", "facility_power_w", "pue", "busy_share", "tokens_per_s", "energy_per_token_j",
+             "usd_per_mtok", "queue_jobs", "max_chip_temp_c", "chips_failed", "cost_usd", "co2_kg", "cost_so_far_usd",
+             "co2_so_far_kg", "slo_attainment")
+_RAW_HIST = ("time_s", "it_power_w", "facility_power_w", "pue", "chips_busy", "chips_total", "activity",
+             "tokens_per_s", "energy_per_token_j", "price_usd_per_mwh", "queue_jobs", "running_jobs",
+             "max_chip_temp_c", "chips_failed")
+HIST_KEYS = tuple(dict.fromkeys(
+    (*_RAW_HIST, *(c for cols in Q.SERIES.values() for c in cols), *_KPI_COLS)
+))
+US_COLS = ("ultraserver_id", "row_id", "power_w", "chips_busy", "chips_failed", "activity",
+           "max_chip_temp_c", "coolant_return_c", "clock")
+
 Array = npt.NDArray[Any]
+Cols = dict[str, Array]
 
 
 @dataclass(frozen=True)
@@ -42,49 +66,61 @@ class Meta:
     dt_s: int
     ultraservers: int
     chips_total: int
-    throttle_c: float = 90.0
+    chips_per_us: int
+    servers_per_us: int
+    us_row: tuple[int, ...]  # row (CDU) of each UltraServer
+    throttle_c: float = DEFAULT_THROTTLE_C
+    us_power_w: float = 0.0  # full-load IT power of one UltraServer (colour scale), 0 unknown
+
+    @property
+    def rows(self) -> int:
+        return max(self.us_row) + 1 if self.us_row else 1
+
+    @property
+    def chips_per_server(self) -> int:
+        return max(1, self.chips_per_us // max(1, self.servers_per_us))
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything the Overview needs for one point in simulated time (plain values only)."""
-
-    t_s: int  # time_s of the factory row shown
-    row: dict[str, float]  # that factory_ts row
-    prev: dict[str, float] | None  # the row about one simulated hour earlier (trend arrows)
-    hist: dict[str, Array]  # PLOT_KEYS over the last PLOT_WINDOW_S, oldest first
-    cost_usd: float  # electricity cost up to and including this row
-    co2_kg: float
-    queue: list[QueueRow]
-    queue_len: int
-    events: list[EventRow]  # newest last, at most EVENT_TAIL
-    events_total: int  # events up to this time (the tail is the last len(events) of them)
-    notable: list[EventRow] = field(default_factory=list)  # the same without ROUTINE_KINDS
-    notable_total: int = 0
-    us: dict[str, Array] = field(default_factory=dict)  # per-UltraServer values at t_s
+def params_for(meta: Meta, t: int | None, **extra: Any) -> dict[str, Any]:
+    """Parameters of the panel queries at time ``t``."""
+    p: dict[str, Any] = {
+        "run_id": meta.run_id, "t": int(t or 0), "chips_per_us": meta.chips_per_us,
+        "servers_per_us": meta.servers_per_us, "window_s": DEFAULT_WINDOW_S,
+    }
+    p.update(extra)
+    if "us" in p:
+        p["row"] = meta.us_row[int(p["us"])] if meta.us_row else 0
+    return p
 
 
-def _row(cols: dict[str, Array], i: int) -> dict[str, float]:
-    return {k: float(v[i]) for k, v in cols.items()}
+def _nominal_us_power(params: Any) -> float:
+    """Full-load IT power of one UltraServer from the scenario (chips at TDP, hosts, switches,
+    rectifier losses); 0 when the parameters are not the expected shape."""
+    try:
+        hall, pw = params.hall, params.power
+        sys_, acc = hall.system, hall.accelerator
+        tdp = sys_.chip_tdp_w or acc.tdp_w
+        dc = sys_.chips * tdp + sys_.servers * sys_.host_w_per_server + sys_.switch_w
+        return float((dc + pw.psu_fixed_w_per_server * sys_.servers) / pw.psu_efficiency)
+    except AttributeError:
+        return 0.0
 
 
-def _build(cols: dict[str, Array], i: int, **rest: Any) -> Snapshot:
-    """Snapshot at row ``i`` of ``cols`` (time-ordered factory columns, at least up to ``i``)."""
-    times = cols["time_s"]
-    t = int(times[i])
-    j = int(np.searchsorted(times[: i + 1], t - HOUR_S, side="right")) - 1
-    k = int(np.searchsorted(times[: i + 1], t - PLOT_WINDOW_S, side="right"))
-    return Snapshot(
-        t_s=t,
-        row=_row(cols, i),
-        prev=_row(cols, j) if j >= 0 else None,
-        hist={key: np.array(cols[key][k : i + 1], dtype=np.float64) for key in PLOT_KEYS},
-        **rest,
-    )
+def _throttle_c(params: Any) -> float:
+    return float(getattr(getattr(params, "cooling", None), "throttle_temp_c", DEFAULT_THROTTLE_C))
+
+
+def _params_from_toml(text: str | None) -> Any:
+    try:
+        from scenarios.spec import parse
+
+        return parse(text or "", "run").to_params()
+    except Exception:  # an old or foreign scenario text: the defaults will do
+        return None
 
 
 class History:
-    """Rolling window of the latest factory rows (all columns), amortised O(1) append."""
+    """Rolling window of the latest rows (a fixed set of columns), amortised O(1) append."""
 
     def __init__(self, capacity: int) -> None:
         self.cap = max(2, capacity)
@@ -114,33 +150,98 @@ class History:
         return {key: v[lo : self.n] for key, v in self.buf.items()}
 
 
+class UsHistory:
+    """Rolling window of per-UltraServer columns: [steps, ultraservers] arrays."""
+
+    def __init__(self, capacity: int, n_us: int) -> None:
+        self.cap = max(2, capacity)
+        self.n_us = n_us
+        self.t = np.empty(2 * self.cap, dtype=np.int64)
+        # The file's types: power float64, the rest float32 (so live equals the recording).
+        self.buf = {k: np.empty((2 * self.cap, n_us), dtype=np.float64 if k == "power_w" else np.float32)
+                    for k in US_HIST_COLS}
+        self.n = 0
+
+    def extend(self, times: Array, u: dict[str, Any]) -> None:
+        k = len(times)
+        cols = {c: np.asarray(u[c], dtype=self.buf[c].dtype).reshape(k, self.n_us) for c in US_HIST_COLS}
+        if k >= self.cap:
+            self.t[: self.cap] = times[-self.cap :]
+            for c, v in cols.items():
+                self.buf[c][: self.cap] = v[-self.cap :]
+            self.n = self.cap
+            return
+        if self.n + k > 2 * self.cap:
+            keep = min(self.n, self.cap)
+            self.t[:keep] = self.t[self.n - keep : self.n]
+            for v in self.buf.values():
+                v[:keep] = v[self.n - keep : self.n]
+            self.n = keep
+        self.t[self.n : self.n + k] = times
+        for c, v in cols.items():
+            self.buf[c][self.n : self.n + k] = v
+        self.n += k
+
+    def series(self, us: int, window_s: float) -> Cols:
+        lo = max(0, self.n - self.cap)
+        t = self.t[lo : self.n]
+        a = lo + int(np.searchsorted(t, (t[-1] if len(t) else 0) - window_s, side="right"))
+        out: Cols = {"time_s": self.t[a : self.n].copy()}
+        for c in US_HIST_COLS:
+            out[c] = self.buf[c][a : self.n, us].copy()
+        return out
+
+
+def _hardware_target(target: str) -> bool:
+    return target.split(":", 1)[0] in ("ultraserver", "server", "chip", "row")
+
+
+def _event_cols(rows: list[tuple[Any, ...]], total: int) -> Cols:
+    """Event rows (oldest first) as the events query returns them: newest first, with the total."""
+    rows = rows[::-1]
+    out: Cols = {
+        "time_s": np.array([r[0] for r in rows], dtype=np.int64),
+        **{k: np.array([r[i] for r in rows], dtype=object) for i, k in enumerate(EVENT_ROWS[1:], 1)},
+    }
+    out["total"] = np.full(len(rows), total, dtype=np.int64)
+    return out
+
+
 class LiveFeed:
-    """The live session as snapshots. ``advance`` runs in the simulation worker thread only;
-    ``request_inject`` may be called from any thread (it is applied before the next advance)."""
+    """The live session. ``advance`` runs in the simulation worker thread only and updates the
+    in-memory state under ``lock``; ``panel`` (UI thread) reads it; ``request_inject`` may be called
+    from any thread (applied before the next advance, so recorded at the next step)."""
 
     def __init__(self, session: Any) -> None:
         self.session = session
         sim = session.sim
+        topo = sim.topo
         self.meta = Meta(
-            mode="live",
-            scenario=session.scenario.name,
-            path=str(session.out),
-            run_id=session.run_id,
-            dt_s=sim.dt_s,
-            ultraservers=sim.topo.ultraservers,
-            chips_total=sim.topo.chips,
-            throttle_c=_throttle_c(session.params),
+            mode="live", scenario=session.scenario.name, path=str(session.out), run_id=session.run_id,
+            dt_s=sim.dt_s, ultraservers=topo.ultraservers, chips_total=topo.chips,
+            chips_per_us=topo.chips_per_us, servers_per_us=topo.servers_per_us,
+            us_row=tuple(int(r) for r in topo.us_row), throttle_c=_throttle_c(session.params),
+            us_power_w=_nominal_us_power(session.params),
         )
-        self.history = History(-(-(PLOT_WINDOW_S + HOUR_S) // sim.dt_s) + 1)
-        self.events: deque[EventRow] = deque(maxlen=EVENT_TAIL)
+        self.lock = threading.Lock()
+        cap = min(MAX_HISTORY_ROWS, math.ceil((max(WINDOWS_S) + HOUR_S) / sim.dt_s) + 1)
+        self.history = History(cap)
+        self.us_history = UsHistory(min(cap, MAX_US_HISTORY_CELLS // max(1, topo.ultraservers)), topo.ultraservers)
+        self.hw_events: deque[tuple[Any, ...]] = deque(maxlen=HARDWARE_EVENTS)
+        self.t: int | None = None  # time_s of the last step
+        self.row: dict[str, float] = {}  # every factory column at t
+        self.us_now: Cols = {}
+        self.chips_now: Cols = {}
+        self.events: deque[tuple[Any, ...]] = deque(maxlen=Q.EVENT_LIMIT)
+        self.notable: deque[tuple[Any, ...]] = deque(maxlen=Q.EVENT_LIMIT)
         self.events_total = 0
-        self.notable: deque[EventRow] = deque(maxlen=EVENT_TAIL)
         self.notable_total = 0
         self.cost_usd = 0.0
         self.co2_kg = 0.0
         self._inject: queue.SimpleQueue[tuple[str, str, float, int]] = queue.SimpleQueue()
         self.steps_done = 0
         self.total_steps = int(session.total_steps)
+        self.injected: list[tuple[str, str, float, int]] = []
 
     @property
     def remaining(self) -> int:
@@ -148,120 +249,239 @@ class LiveFeed:
         return max(0, self.total_steps - self.steps_done)
 
     def request_inject(self, kind: str, target: str, value: float = 0.0, duration_s: int = 0) -> None:
-        self._inject.put((kind, target, value, duration_s))
+        self._inject.put((kind, str(target), float(value), int(duration_s)))
 
-    def advance(self, steps: int) -> Snapshot:
+    # ------------------------------------------------------------------ worker thread
+    def advance(self, steps: int) -> int:
+        """Apply pending what-ifs, run ``steps`` steps, update the in-memory state; returns the
+        time of the last step."""
         sim = self.session.sim
         while True:
             try:
-                kind, target, value, duration_s = self._inject.get_nowait()
+                item = self._inject.get_nowait()
             except queue.Empty:
                 break
-            sim.inject(kind, target, value, duration_s)
+            sim.inject(*item)
+            self.injected.append(item)
         frames = self.session.advance(steps)
         self.steps_done += steps
         f = frames["factory_ts"]
-        self.history.extend(f)
-        self.cost_usd += float(np.sum(f["cost_usd"]))
-        self.co2_kg += float(np.sum(f["co2_kg"]))
+        n = len(f["time_s"])
+        cols: dict[str, Array] = {k: np.asarray(f[k], dtype=np.float64) for k in _RAW_HIST}
+        for k in HIST_KEYS:
+            if k not in cols and k in f:
+                cols[k] = np.asarray(f[k], dtype=np.float64)
+        cols["busy_share"] = cols["chips_busy"] / cols["chips_total"]
+        cols["usd_per_mtok"] = cols["energy_per_token_j"] * cols["price_usd_per_mwh"] / 3600.0
+        cols["cost_so_far_usd"] = self.cost_usd + np.cumsum(f["cost_usd"])
+        cols["co2_so_far_kg"] = self.co2_kg + np.cumsum(f["co2_kg"])
+        cols["slo_attainment"] = self._slo(frames.get("service_ts"), n)
+        self.cost_usd = float(cols["cost_so_far_usd"][-1])
+        self.co2_kg = float(cols["co2_so_far_kg"][-1])
         ev = frames["events"]
         new = list(zip(ev["time_s"].tolist(), ev["kind"], ev["target"], ev["detail"], ev["source"], strict=True))
-        self.events.extend(new)
-        self.events_total += len(new)
-        notable = [e for e in new if e[1] not in ROUTINE_KINDS]
-        self.notable.extend(notable)
-        self.notable_total += len(notable)
+        notable = [e for e in new if e[1] not in Q.ROUTINE_EVENT_KINDS]
+        hardware = [e for e in notable if _hardware_target(e[2])]
         nus = self.meta.ultraservers
         u = frames["ultraserver_ts"]
-        us = {key: np.array(u[key][-nus:], dtype=np.float64) for key in US_KEYS}
-        view = self.history.view()
-        t = int(sim.t_s - sim.dt_s)  # time_s of the last row
-        queue_rows = [(j, name, chips, max(0, wait - (sim.t_s - t))) for j, name, chips, wait in sim.queue_view(QUEUE_ROWS)]
-        return _build(
-            view, len(view["time_s"]) - 1,
-            cost_usd=self.cost_usd, co2_kg=self.co2_kg,
-            queue=queue_rows, queue_len=len(sim.queue),
-            events=list(self.events), events_total=self.events_total,
-            notable=list(self.notable), notable_total=self.notable_total, us=us,
-        )
+        us_now = {k: np.array(u[k][-nus:]) for k in US_COLS}
+        chips = {
+            "job_id": sim.chip_owner.astype(np.int32),
+            "neuroncore_utilization": np.asarray(sim.chip_activity, dtype=np.float32),
+            "chip_power_w": np.asarray(sim.chip_power, dtype=np.float32),
+            "t_junction_c": np.asarray(sim.chip_tj, dtype=np.float32),
+            "failed": np.array(sim.chip_failed, dtype=bool),
+            "clock": np.asarray(sim.chip_clock, dtype=np.float32),
+        }
+        with self.lock:
+            self.history.extend(cols)
+            self.us_history.extend(np.asarray(f["time_s"], dtype=np.int64), u)
+            self.hw_events.extend(hardware)
+            self.t = int(f["time_s"][-1])
+            self.row = {k: float(v[-1]) for k, v in f.items()}
+            self.us_now = us_now
+            self.chips_now = chips
+            self.events.extend(new)
+            self.events_total += len(new)
+            self.notable.extend(notable)
+            self.notable_total += len(notable)
+        return self.t
 
+    @staticmethod
+    def _slo(svc: dict[str, Any] | None, n: int) -> Array:
+        """SLO attainment per step over all services (NaN where nothing was decided)."""
+        if not svc or not len(svc["time_s"]):
+            return np.full(n, np.nan)
+        k = len(svc["time_s"]) // n
+        met = np.asarray(svc["slo_met"], dtype=np.float64).reshape(n, k).sum(axis=1)
+        dec = (np.asarray(svc["requests_served"], dtype=np.float64)
+               + np.asarray(svc["requests_dropped"], dtype=np.float64)).reshape(n, k).sum(axis=1)
+        out = np.full(n, np.nan)
+        np.divide(met, dec, out=out, where=dec > 0)
+        return out
 
-def _throttle_c(params: Any) -> float:
-    """Junction temperature where clocks start throttling (hall-strip warning colour)."""
-    return float(getattr(getattr(params, "cooling", None), "throttle_temp_c", DEFAULT_THROTTLE_C))
+    # ------------------------------------------------------------------ UI thread
+    def panel(self, name: str, p: dict[str, Any]) -> Cols | None:
+        """The columns panel query ``name`` would return on the file, from memory (None before the
+        first step). Only for ``LIVE_PANELS``."""
+        with self.lock:
+            if self.t is None:
+                return None
+            if name == "kpis":
+                return self._kpis()
+            if name in Q.SERIES:
+                return self._series(Q.SERIES[name], float(p.get("window_s", DEFAULT_WINDOW_S)))
+            if name == "events":
+                return _event_cols(list(self.events), self.events_total)
+            if name == "events_notable":
+                return _event_cols(list(self.notable), self.notable_total)
+            if name == "floor":
+                return dict(self.us_now)
+            if name == "rows":
+                return self._rows()
+            if name in ("power_chain", "cooling_plant", "site_grid"):
+                keys = Q.ROW_PANELS[name]
+                return {"time_s": np.array([self.t]), **{k: np.array([self.row[k]]) for k in keys}}
+            if name == "us_history":
+                return self.us_history.series(int(p["us"]), float(p.get("window_s", DEFAULT_WINDOW_S)))
+            if name == "us_events":
+                return self._us_events(int(p["us"]))
+            if name in ("chips", "us_jobs"):
+                chips = self.chips_now
+                t = self.t
+        us = int(p["us"])
+        c = self.meta.chips_per_us
+        if name == "chips":
+            sl = slice(us * c, (us + 1) * c)
+            return {"time_s": np.full(c, t, dtype=np.int64), "chip_id": np.arange(sl.start, sl.stop, dtype=np.int32),
+                    **{k: v[sl] for k, v in chips.items()}}
+        return self._us_jobs(us, chips["job_id"])
 
+    def _us_events(self, us: int) -> Cols:
+        """Events of UltraServer ``us``: itself, its servers and chips, its row (newest first)."""
+        m = self.meta
+        mine = []
+        for e in self.hw_events:
+            level, _, idx = e[2].partition(":")
+            try:
+                i = int(idx)
+            except ValueError:
+                continue
+            if ((level == "ultraserver" and i == us) or (level == "server" and i // m.servers_per_us == us)
+                    or (level == "chip" and i // m.chips_per_us == us) or (level == "row" and i == m.us_row[us])):
+                mine.append(e)
+        cols = _event_cols(mine[-Q.US_EVENT_LIMIT:], len(mine))
+        del cols["total"]
+        return cols
 
-def _throttle_from_toml(text: str | None) -> float:
-    try:
-        from scenarios.spec import parse
+    def _kpis(self) -> Cols:
+        h = self.history.view()
+        times = h["time_s"]
+        now = len(times) - 1
+        prev = int(np.searchsorted(times, times[now] - HOUR_S, side="right")) - 1
+        idx = [now] + ([prev] if prev >= 0 else [])
+        out: Cols = {"time_s": times[idx].astype(np.int64)}
+        for k in _KPI_COLS:
+            out[k] = h[k][idx].copy()
+        return out
 
-        return _throttle_c(parse(text or "", "run").to_params())
-    except Exception:  # an old or foreign scenario text: fall back to the default
-        return DEFAULT_THROTTLE_C
+    def _series(self, cols: tuple[str, ...], window_s: float) -> Cols:
+        h = self.history.view()
+        times = h["time_s"]
+        lo = int(np.searchsorted(times, times[-1] - window_s, side="right"))
+        out: Cols = {"time_s": times[lo:].astype(np.int64)}
+        for k in cols:
+            out[k] = h[k][lo:].copy()
+        return out
+
+    def _rows(self) -> Cols:
+        u = self.us_now
+        r = u["row_id"].astype(np.int64)
+        nr = int(r.max()) + 1 if len(r) else 0
+        cnt = np.bincount(r, minlength=nr)
+        out: Cols = {"row_id": np.arange(nr), "ultraservers": cnt}
+        for k in ("power_w", "chips_busy", "chips_failed"):
+            out[k] = np.bincount(r, weights=u[k], minlength=nr)
+        out["activity"] = np.bincount(r, weights=u["activity"], minlength=nr) / np.maximum(cnt, 1)
+        tmax = np.full(nr, -np.inf)
+        np.maximum.at(tmax, r, u["max_chip_temp_c"].astype(np.float64))
+        out["max_chip_temp_c"] = tmax
+        out["coolant_return_c"] = np.bincount(r, weights=u["coolant_return_c"], minlength=nr) / np.maximum(cnt, 1)
+        return out
+
+    def _us_jobs(self, us: int, owner: Array) -> Cols:
+        """Jobs holding chips of UltraServer ``us`` (from the chip owners of the last step)."""
+        from twin.params import KIND_NAMES
+
+        c = self.meta.chips_per_us
+        here = owner[us * c : (us + 1) * c]
+        ids, counts = np.unique(here[here >= 0], return_counts=True)
+        order = np.lexsort((ids, -counts))
+        ids, counts = ids[order], counts[order]
+        jobs = self.session.sim.jobs
+        a = jobs.a
+        on = np.isin(owner, ids)
+        pairs = np.unique(owner[on].astype(np.int64) * self.meta.ultraservers + np.flatnonzero(on) // c)
+        spans: dict[int, list[str]] = {}
+        for pair in pairs.tolist():
+            spans.setdefault(pair // self.meta.ultraservers, []).append(str(pair % self.meta.ultraservers))
+        idl = ids.tolist()
+        return {
+            "job_id": ids.astype(np.int64),
+            "kind": np.array([KIND_NAMES[int(a["kind"][j])] for j in idl], dtype=object),
+            "model": np.array([jobs.names[j] for j in idl], dtype=object),
+            "chips": np.array([int(a["chips"][j]) for j in idl], dtype=np.int64),
+            "chips_here": counts.astype(np.int64),
+            "ultraservers": np.array([",".join(spans.get(j, [])) for j in idl], dtype=object),
+        }
 
 
 class ReplayFeed:
-    """A recorded run held in memory (factory rows, events, jobs); UltraServer rows are read for
-    the time on screen only."""
+    """A recorded run: its facts and its time axis; panels run their SQL on the file."""
 
     def __init__(self, con: Any, run_id: str, path: str) -> None:
+        from storage.writer import StorageError
+
         self.con = con
         self.run_id = run_id
-        runs = con.sql("SELECT * FROM runs WHERE run_id = ?", params=[run_id]).to_arrow_table().to_pylist()
-        if not runs:
-            raise ValueError(f"{path}: no run {run_id!r}")
-        run = runs[0]
+        try:
+            runs = con.sql("SELECT * FROM runs WHERE run_id = ?", params=[run_id]).to_arrow_table().to_pylist()
+            if not runs:
+                raise StorageError(f"{path}: no run {run_id!r}")
+            run = runs[0]
+            self.times = con.sql(
+                "SELECT time_s FROM factory_ts WHERE run_id = ? ORDER BY time_s", params=[run_id]
+            ).to_arrow_table().column(0).to_numpy().astype(np.int64)
+            first = int(self.times[0]) if len(self.times) else 0
+            rows = con.sql(
+                "SELECT row_id FROM ultraserver_ts WHERE run_id = ? AND time_s = ? ORDER BY ultraserver_id",
+                params=[run_id, first],
+            ).to_arrow_table().column(0).to_pylist()
+        except StorageError:
+            raise
+        except Exception as e:  # a twin file whose tables are not what this version expects
+            raise StorageError(f"{path}: cannot read the run ({str(e).splitlines()[0]})") from None
         self.status = str(run["status"])
+        params = _params_from_toml(run["scenario_toml"])
+        nus = int(run["ultraservers"])
+        chips_per_us = int(run["chips_total"]) // max(1, nus)
+        servers = chips_per_us
+        try:
+            from twin import catalog
+
+            servers = catalog.system(str(run["system"])).servers
+        except Exception:
+            if params is not None:
+                servers = params.hall.system.servers
         self.meta = Meta(
-            mode="replay",
-            scenario=str(run["scenario_name"]),
-            path=str(path),
-            run_id=run_id,
-            dt_s=int(run["dt_s"]),
-            ultraservers=int(run["ultraservers"]),
-            chips_total=int(run["chips_total"]),
-            throttle_c=_throttle_from_toml(run["scenario_toml"]),
+            mode="replay", scenario=str(run["scenario_name"]), path=str(path), run_id=run_id,
+            dt_s=int(run["dt_s"]), ultraservers=nus, chips_total=int(run["chips_total"]),
+            chips_per_us=chips_per_us, servers_per_us=int(servers),
+            us_row=tuple(int(r) for r in rows) if len(rows) == nus else tuple(range(nus)),
+            throttle_c=_throttle_c(params) if params is not None else DEFAULT_THROTTLE_C,
+            us_power_w=_nominal_us_power(params) if params is not None else 0.0,
         )
-        tb = con.sql(
-            "SELECT * EXCLUDE (run_id) FROM factory_ts WHERE run_id = ? ORDER BY time_s", params=[run_id]
-        ).to_arrow_table()
-        self.cols: dict[str, Array] = {
-            name: tb.column(name).to_numpy().astype(np.float64) for name in tb.column_names
-        }
-        self.times = tb.column("time_s").to_numpy().astype(np.int64)
         self.n = len(self.times)
-        self.cum_cost = np.cumsum(self.cols["cost_usd"]) if self.n else np.zeros(0)
-        self.cum_co2 = np.cumsum(self.cols["co2_kg"]) if self.n else np.zeros(0)
-        ev = con.sql(
-            "SELECT time_s, kind, target, detail, source FROM events WHERE run_id = ? ORDER BY time_s, rowid",
-            params=[run_id],
-        ).to_arrow_table()
-        ev_t = ev.column("time_s").to_numpy().astype(np.int64)
-        order = np.argsort(ev_t, kind="stable")  # already in (time, file) order; kept explicit
-        self.ev_time = ev_t[order]
-        cols = [ev.column(c).to_pylist() for c in ("kind", "target", "detail", "source")]
-        self.ev_rows: list[EventRow] = [
-            (int(ev_t[o]), cols[0][o], cols[1][o], cols[2][o], cols[3][o]) for o in order.tolist()
-        ]
-        kinds = np.array(cols[0], dtype=object)[order] if len(order) else np.zeros(0, dtype=object)
-        nb = np.flatnonzero(~np.isin(kinds, list(ROUTINE_KINDS)))
-        self.nb_time = self.ev_time[nb]
-        self.nb_rows = [self.ev_rows[i] for i in nb.tolist()]
-        targets = np.array(cols[1], dtype=object)[order] if len(order) else np.zeros(0, dtype=object)
-        js = np.flatnonzero((kinds == "job_start") | (kinds == "job_interrupted"))
-        self.js_time = self.ev_time[js]
-        self.js_job = np.array([int(str(x).rsplit(":", 1)[-1]) for x in targets[js]], dtype=np.int64)
-        self.js_start = kinds[js] == "job_start"
-        jobs = con.sql(
-            "SELECT job_id, name, chips, submit_time_s, start_time_s FROM jobs WHERE run_id = ? "
-            "ORDER BY submit_time_s, job_id",
-            params=[run_id],
-        ).to_arrow_table()
-        self.job_id = jobs.column("job_id").to_numpy().astype(np.int64)
-        self.job_name: list[str] = jobs.column("name").to_pylist()
-        self.job_chips = jobs.column("chips").to_numpy().astype(np.int64)
-        self.job_submit = jobs.column("submit_time_s").to_numpy().astype(np.int64)
-        self.job_start = jobs.column("start_time_s").to_numpy().astype(np.int64)
 
     @property
     def t_first(self) -> int:
@@ -276,44 +496,19 @@ class ReplayFeed:
         i = int(np.searchsorted(self.times, t_s, side="right")) - 1
         return max(0, min(self.n - 1, i))
 
-    def queue_at(self, t: int) -> tuple[list[QueueRow], int]:
-        """Jobs waiting at ``t``: submitted by then and not running or done. The jobs table keeps
-        only each job's latest placement, so whether a job was placed at ``t`` comes from its last
-        job_start / job_interrupted event at or before ``t``."""
-        n = int(np.searchsorted(self.js_time, t, side="right"))
-        placed = np.zeros(0, dtype=np.int64)
-        if n:
-            jobs, starts = self.js_job[:n][::-1], self.js_start[:n][::-1]
-            ids, last = np.unique(jobs, return_index=True)  # last event of each job up to t
-            placed = ids[starts[last]]
-        idx = np.flatnonzero((self.job_submit <= t) & ~np.isin(self.job_id, placed))
-        rows = [
-            (int(self.job_id[j]), self.job_name[j], int(self.job_chips[j]), int(t - self.job_submit[j]))
-            for j in idx[:QUEUE_ROWS].tolist()
-        ]
-        return rows, len(idx)
+    def time_at(self, t_s: float) -> int:
+        return int(self.times[self.index_at(t_s)]) if self.n else 0
 
-    def us_at(self, t: int) -> dict[str, Array]:
-        tb = self.con.sql(
-            f"SELECT {', '.join(US_KEYS)} FROM ultraserver_ts WHERE run_id = ? AND time_s = ? "
-            "ORDER BY ultraserver_id",
-            params=[self.run_id, t],
-        ).to_arrow_table()
-        return {k: tb.column(k).to_numpy().astype(np.float64) for k in US_KEYS}
 
-    def snapshot(self, i: int) -> Snapshot | None:
-        if not self.n:
-            return None
-        i = max(0, min(self.n - 1, i))
-        t = int(self.times[i])
-        q, qlen = self.queue_at(t)
-        n_ev = int(np.searchsorted(self.ev_time, t, side="right"))
-        n_nb = int(np.searchsorted(self.nb_time, t, side="right"))
-        return _build(
-            self.cols, i,
-            cost_usd=float(self.cum_cost[i]), co2_kg=float(self.cum_co2[i]),
-            queue=q, queue_len=qlen,
-            events=self.ev_rows[max(0, n_ev - EVENT_TAIL) : n_ev], events_total=n_ev,
-            notable=self.nb_rows[max(0, n_nb - EVENT_TAIL) : n_nb], notable_total=n_nb,
-            us=self.us_at(t),
-        )
+@dataclass(frozen=True)
+class PanelReq:
+    """One panel's data: the widget it feeds, its query and the query's parameters."""
+
+    panel: str
+    query: str
+    params: dict[str, Any]
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def sql(self) -> str:
+        return Q.panel_sql(self.query, self.params, **dict(self.options))

@@ -83,3 +83,52 @@ def sim_clock(t_s: int) -> str:
     h, r = divmod(r, 3600)
     m, s = divmod(r, 60)
     return f"day {d + 1:>3} {h:02d}:{m:02d}:{s:02d}"
+
+
+def count(n: float | None) -> str:
+    return "–" if _bad(n) else f"{n:,.0f}"
+
+
+def span(s: float | None) -> str:
+    """A length of time: '45 s', '12 min', '3.5 h', '2.0 d'."""
+    if _bad(s):
+        return "–"
+    assert s is not None
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
+
+
+def window(s: float) -> str:
+    """A plot window: '1 h', '6 h', '24 h', '7 d'."""
+    return f"{s / 86400:g} d" if s >= 2 * 86400 else f"{s / 3600:g} h"
+
+
+def short_clock(t_s: int) -> str:
+    """'d3 14:05' — compact simulated time for scales and logs."""
+    d, r = divmod(int(t_s), 86400)
+    return f"d{d + 1} {r // 3600:02d}:{r % 3600 // 60:02d}"
+
+
+def parse_time(text: str) -> int | None:
+    """'d3 14:05', 'd3', '14:05' (day 1), '38.5' or '38.5h' (hours), '2d' (days) -> seconds."""
+    import re
+
+    s = text.strip().lower()
+    m = re.fullmatch(r"(?:day\s*|d)(\d+)(?:\s+(\d{1,2}):(\d{2})(?::(\d{2}))?)?", s)
+    if m:
+        d = int(m.group(1)) - 1
+        h, mi, se = (int(m.group(i) or 0) for i in (2, 3, 4))
+        return max(0, d) * 86400 + h * 3600 + mi * 60 + se
+    m = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", s)
+    if m:
+        return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3) or 0)
+    m = re.fullmatch(r"(\d+(?:\.\d*)?)\s*([hd]?)", s)
+    if m:
+        v = float(m.group(1))
+        return int(round(v * (86400 if m.group(2) == "d" else 3600)))
+    return None

@@ -1,8 +1,8 @@
-"""The help screen: every key of the current mode, generated from the app's bindings."""
+"""The help screen: every key, everywhere and per screen, generated from the bindings."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -11,25 +11,52 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+EXTRA_GLOBAL = [
+    ("ctrl+p", "Command palette: what-ifs, screens, speeds"),
+    ("mouse", "Click a tab, a cell on the Floor or a chip; wheel scrolls tables"),
+]
 
-def key_rows(app: object) -> list[tuple[str, str]]:
-    """(keys, what they do) for the bindings enabled in the app's current mode."""
-    from textual.app import App
 
-    assert isinstance(app, App)
-    merged: dict[tuple[str, str], list[str]] = {}  # (action, text) -> keys, in binding order
-    for b in app.BINDINGS:
+def _rows(bindings: list[Any], app: Any, check: Any = None) -> list[tuple[str, str]]:
+    """(keys, what they do), bindings with the same action merged, in binding order."""
+    merged: dict[tuple[str, str], list[str]] = {}
+    for b in bindings:
         if not isinstance(b, Binding):
             continue
-        if app.check_action(b.action.split("(", 1)[0], ()) is False:
+        if check is not None and check(b.action.split("(", 1)[0], ()) is False:
             continue
         keys = merged.setdefault((b.action, b.tooltip or b.description), [])
         keys += [app.get_key_display(Binding(k, b.action)) for k in b.key.split(",")]
     return [(" / ".join(keys), what) for (_, what), keys in merged.items()]
 
 
+def key_rows(app: Any) -> list[tuple[str, str]]:
+    """Keys of the app itself that are enabled in the current mode (live or replay)."""
+    return _rows(list(app.BINDINGS), app, app.check_action)
+
+
+def sections(app: Any) -> list[tuple[str, list[tuple[str, str]]]]:
+    """('Everywhere', rows) then one section per screen and for tables."""
+    from tui.screens.base import TwinScreen
+    from tui.widgets.arrowtable import ArrowTable
+
+    out = [("Everywhere", key_rows(app) + EXTRA_GLOBAL)]
+    base = _rows(list(TwinScreen.BINDINGS), app)
+    out.append(("Every screen but SQL", base))
+    base_keys = {k for k, _ in base}
+    from tui.widgets.status import SCREENS
+
+    for key, mode, label in SCREENS:
+        cls = app.MODES[mode]
+        rows = [r for r in _rows(list(cls.BINDINGS), app) if r[0] not in base_keys or mode == "sql"]
+        if rows:
+            out.append((f"{label} ({key.upper()})", rows))
+    out.append(("Tables (Jobs, results, rows)", _rows(list(ArrowTable.BINDINGS), app)))
+    return out
+
+
 class HelpScreen(ModalScreen[None]):
-    """Keys of the current mode; escape or ? closes it."""
+    """Every key; escape or ? closes it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Close"),
@@ -37,16 +64,21 @@ class HelpScreen(ModalScreen[None]):
     ]
 
     def compose(self) -> ComposeResult:
-        rows = key_rows(self.app)
-        width = max(len(k) for k, _ in rows) + 2
+        secs = sections(self.app)
+        width = max(len(k) for _, rows in secs for k, _ in rows) + 2
         parts: list[str | tuple[str, str]] = []
-        for keys, what in rows:
-            parts += [(keys.ljust(width), "bold $accent"), what, "\n"]
-        parts.pop()
+        for title, rows in secs:
+            parts += [(title, "bold underline $foreground"), "\n"]
+            for keys, what in rows:
+                parts += [(keys.ljust(width), "bold $accent"), what, "\n"]
+            parts.append("\n")
+        while parts and parts[-1] == "\n":
+            parts.pop()
         with VerticalScroll(id="help-box"):
             yield Static(Content.assemble(*parts), id="help-keys")
 
     def on_mount(self) -> None:
         box = self.query_one("#help-box")
         box.border_title = "Keys"
-        box.border_subtitle = "esc or ? closes"
+        box.border_subtitle = "esc or ? closes · ↑↓ scroll"
+        box.focus()

@@ -1,116 +1,109 @@
-"""The Overview screen: status line, KPI tiles, hall strip, plots, job queue and event log.
-
-The screen pulls the app's latest snapshot on its own timer (4 Hz; the queue table 1 Hz) and only
-redraws what changed, so a fast simulation does not cost more UI time than a slow one.
-"""
+"""Overview: KPI tiles with trend arrows, the hall strip, six plots over the selected window and
+the event log. Every panel is one query (``s`` opens it in the SQL editor)."""
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
 
-from textual.app import ComposeResult
-from textual.containers import Horizontal
-from textual.screen import Screen
-from textual.widgets import Footer
+from textual.binding import Binding, BindingType
+from textual.containers import Grid
+from textual.widget import Widget
 
+from storage import queries as Q
 from tui import fmt
-from tui.feed import PLOT_WINDOW_S, Snapshot
+from tui.feed import PanelReq
+from tui.screens.base import TwinScreen
 from tui.widgets.hall import HallStrip
 from tui.widgets.kpi import KpiGrid
 from tui.widgets.plot import BraillePlot
-from tui.widgets.status import Scrubber, StatusBar
-from tui.widgets.tables import EventLog, QueueTable
+from tui.widgets.tables import EventLog
 
-if TYPE_CHECKING:
-    from tui.app import TwinApp
-
-REFRESH_S = 0.25  # KPI, plot and status refresh period
-QUEUE_REFRESH_S = 1.0
+PlotSpec = tuple[str, str, str, Callable[[float], str], tuple[str, ...]]  # id, query, title, fmt, legend
 
 
-def _legend(title: str, *names: str) -> str:
+def legend(title: str, names: tuple[str, ...]) -> str:
     colours = ("$accent", "$success")
-    legend = "  ".join(f"[{c}]━ {n}[/]" for c, n in zip(colours, names, strict=False))
-    return f"{title}  {legend}" if len(names) > 1 else title
+    if len(names) < 2:
+        return title
+    return f"{title} " + " ".join(f"[{c}]━{n}[/]" for c, n in zip(colours, names, strict=False))
 
 
-class OverviewScreen(Screen[None]):
-    """Everything at a glance; works the same on live and replayed runs."""
+def plot_widget(spec: PlotSpec) -> BraillePlot:
+    pid, _, title, f, names = spec
+    p = BraillePlot(f, 86400, id=pid, classes="panel")
+    p.border_title = legend(title, names)
+    return p
 
-    def __init__(self) -> None:
-        super().__init__(id="overview")
-        self._seen = -1
-        self._queue_at = 0.0
 
-    @property
-    def twin(self) -> TwinApp:
-        return cast("TwinApp", self.app)
+def show_plot(screen: TwinScreen, spec: PlotSpec, cols: dict[str, Any]) -> None:
+    pid, query = spec[0], spec[1]
+    app = screen.twin
+    p = screen.query_one(f"#{pid}", BraillePlot)
+    series = [cols[c].astype(float) for c in Q.SERIES[query]] if query in Q.SERIES else []
+    p.set_data(cols["time_s"].astype(float), series, app.t or 0, app.window_s)
+    p.border_subtitle = f"last {fmt.window(app.window_s)}"
 
-    def compose(self) -> ComposeResult:
-        meta = self.twin.meta
-        yield StatusBar(id="status")
-        if meta.mode == "replay":
-            yield Scrubber(id="scrubber")
+
+PLOTS: tuple[PlotSpec, ...] = (
+    ("plot-power", "plot_power", "Power", fmt.power, ("fac", "IT")),
+    ("plot-pue", "plot_pue", "PUE", lambda v: f"{v:.3f}", ()),
+    ("plot-activity", "plot_activity", "Chips", lambda v: fmt.pct(v, 0), ("active", "busy")),
+    ("plot-tokens", "plot_tokens", "Tokens/s", lambda v: fmt.si(v, "", 3), ()),
+    ("plot-queue", "plot_queue", "Jobs", lambda v: f"{v:,.0f}", ("queue", "run")),
+    ("plot-temp", "plot_temp", "Temp", lambda v: f"{v:.0f}°C", ("chip", "loop")),
+)
+
+
+class OverviewScreen(TwinScreen):
+    """Everything at a glance; the same on live and replayed runs."""
+
+    MODE = "overview"
+    HAS_WINDOW = True
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("e", "toggle_events", "Events", tooltip="Event log: notable events only / all events"),
+    ]
+
+    def compose_body(self) -> Iterable[Widget]:
         yield KpiGrid(id="kpis")
-        yield HallStrip(meta, id="hall")
-        window = f"last {PLOT_WINDOW_S // 3600} h"
-        with Horizontal(id="plots"):
-            p = BraillePlot(fmt.power, PLOT_WINDOW_S, id="plot-power")
-            p.border_title = _legend("Power", "facility", "IT")
-            p.border_subtitle = window
-            yield p
-            p = BraillePlot(lambda v: f"{v:.3f}", PLOT_WINDOW_S, id="plot-pue")
-            p.border_title = "PUE"
-            p.border_subtitle = window
-            yield p
-            p = BraillePlot(lambda v: fmt.si(v, "", 3), PLOT_WINDOW_S, id="plot-tokens")
-            p.border_title = "Tokens/s"
-            p.border_subtitle = window
-            yield p
-        with Horizontal(id="lower"):
-            q = QueueTable(id="queue")
-            q.border_title = "Queue"
-            yield q
-            e = EventLog(id="events")
-            e.border_title = e.title()
-            yield e
-        yield Footer(compact=True, show_command_palette=False)
+        yield HallStrip(self.twin.meta, id="hall")
+        with Grid(id="plots"):
+            for spec in PLOTS:
+                yield plot_widget(spec)
+        e = EventLog(id="events", empty="no failures, repairs or operator events yet")
+        e.add_class("panel")
+        yield e
 
     def on_mount(self) -> None:
-        self.set_interval(REFRESH_S, self.update_view)
-        self.update_view()
+        super().on_mount()
+        self._title_events()
+        self.query_one(KpiGrid).focus()
 
-    def update_view(self, force_queue: bool = False) -> None:
-        """Pull the app's state; redraw the parts whose data changed."""
+    def panel_requests(self) -> list[PanelReq]:
         app = self.twin
-        self.query_one(StatusBar).show(app.status())
-        if app.meta.mode == "replay" and app.replay is not None:
-            self.query_one(Scrubber).show(app.replay.t_first, app.replay.t_last, app.snapshot.t_s if app.snapshot else 0)
-        snap = app.snapshot
-        if app.seq != self._seen:
-            self._seen = app.seq
-            self._draw(snap)
-        now = time.monotonic()
-        if snap is not None and (force_queue or now - self._queue_at >= QUEUE_REFRESH_S):
-            self._queue_at = now
-            q = self.query_one(QueueTable)
-            q.show(snap.queue)
-            more = f", {len(snap.queue)} shown" if snap.queue_len > len(snap.queue) else ""
-            q.border_title = f"Queue · {snap.queue_len} waiting{more}"
+        p = app.params()
+        reqs = [PanelReq("kpis", "kpis", p), PanelReq("hall", "floor", p)]
+        reqs += [PanelReq(spec[0], spec[1], p) for spec in PLOTS]
+        reqs.append(PanelReq("events", "events_notable" if app.events_notable else "events", p))
+        return reqs
 
-    def _draw(self, snap: Snapshot | None) -> None:
-        self.query_one(KpiGrid).show(snap)
-        self.query_one(HallStrip).show(snap)
-        if snap is None:
-            return
-        h = snap.hist
-        t = h["time_s"]
-        self.query_one("#plot-power", BraillePlot).set_data(t, (h["facility_power_w"], h["it_power_w"]), snap.t_s)
-        self.query_one("#plot-pue", BraillePlot).set_data(t, (h["pue"],), snap.t_s)
-        self.query_one("#plot-tokens", BraillePlot).set_data(t, (h["tokens_per_s"],), snap.t_s)
-        self.query_one(EventLog).show_snapshot(snap)
+    def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
+        if panel == "kpis":
+            self.query_one(KpiGrid).show(cols)
+        elif panel == "hall":
+            self.query_one(HallStrip).show(cols)
+        elif panel == "events":
+            self.query_one(EventLog).show(cols)
+        else:
+            spec = next(s for s in PLOTS if s[0] == panel)
+            show_plot(self, spec, cols)
 
-    def toggle_events(self) -> None:
+    def _title_events(self) -> None:
         log = self.query_one(EventLog)
-        log.set_notable_only(not log.notable_only, self.twin.snapshot)
+        log.empty = "no failures, repairs or operator events yet" if self.twin.events_notable else "no events yet"
+        log.border_title = "Events · notable (e: all)" if self.twin.events_notable else "Events · all (e: notable)"
+
+    def action_toggle_events(self) -> None:
+        self.twin.events_notable = not self.twin.events_notable
+        self._title_events()
+        self.refresh_view(force=True)

@@ -13,12 +13,12 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tui import fmt
-from tui.feed import Meta, Snapshot
+from tui.feed import Cols, Meta
 
 _LEVELS = " ▁▂▃▄▅▆▇█"
 
 
-class HallStrip(Widget):
+class HallStrip(Widget, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {"hall--label", "hall--ok", "hall--hot", "hall--failed", "hall--info"}
     DEFAULT_CSS = """
     HallStrip { text-wrap: nowrap; text-overflow: ellipsis; }
@@ -33,15 +33,15 @@ class HallStrip(Widget):
     def __init__(self, meta: Meta, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.meta = meta
-        self.snap: Snapshot | None = None
+        self.us: Cols = {}
 
-    def show(self, snap: Snapshot | None) -> None:
-        if snap is not self.snap:
-            self.snap = snap
+    def show(self, us: Cols | None) -> None:
+        if us is not self.us:
+            self.us = us or {}
             self.refresh()
 
     def info(self) -> str:
-        us = self.snap.us if self.snap else {}
+        us = self.us
         if not us or not len(us.get("power_w", ())):
             return f"{self.meta.ultraservers} UltraServers"
         failed_us = int(np.count_nonzero(us["chips_failed"] > 0))
@@ -54,7 +54,7 @@ class HallStrip(Widget):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("Hall ", style=self.get_component_rich_style("hall--label"))
         info = "  " + self.info()
-        us = self.snap.us if self.snap else {}
+        us = self.us
         n = len(us.get("power_w", ()))
         room = max(1, min(n, w - 5)) if n else 0  # one glyph per UltraServer while they fit
         if n:

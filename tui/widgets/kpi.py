@@ -1,10 +1,15 @@
-"""KPI tiles: a label, a value and a trend arrow against the value one simulated hour earlier."""
+"""KPI tiles: a label, a value and a trend arrow against the step one simulated hour earlier.
+
+Fed with the ``kpis`` panel query's columns: row 0 is the step shown, row 1 (if any) the step an
+hour earlier.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Grid
@@ -12,65 +17,56 @@ from textual.content import Content
 from textual.widgets import Static
 
 from tui import fmt
-from tui.feed import Snapshot
 from twin.telemetry import column
 
 Row = dict[str, float]
 
 
 def _co2(kg: float) -> str:
-    return f"{kg / 1000:,.1f} t" if abs(kg) >= 1000 else f"{kg:,.0f} kg"
-
-
-def _busy(r: Row) -> float:
-    return r["chips_busy"] / r["chips_total"] if r.get("chips_total") else math.nan
+    return "–" if not math.isfinite(kg) else (f"{kg / 1000:,.1f} t" if abs(kg) >= 1000 else f"{kg:,.0f} kg")
 
 
 @dataclass(frozen=True)
 class Kpi:
     key: str
     label: str
-    rate: Callable[[Row], float]  # the quantity compared for the trend arrow
-    text: Callable[[Snapshot], str]  # the displayed value
+    col: str  # column of the kpis query shown
+    text: Callable[[float], str]
     good_up: bool | None  # colour of ▲: True good, False bad, None neutral
     help: str
+    trend_col: str = ""  # column compared for the arrow (default: col)
 
 
-def _col(name: str) -> Callable[[Row], float]:
-    return lambda r: r.get(name, math.nan)
+def _desc(name: str) -> str:
+    return column("factory_ts", name).description
+
+
+def _num(fmt_: str) -> Callable[[float], str]:
+    return lambda v: "–" if not math.isfinite(v) else fmt_.format(v)
 
 
 KPIS: tuple[Kpi, ...] = (
-    Kpi("it", "IT power", _col("it_power_w"), lambda s: fmt.power(s.row["it_power_w"]), None,
-        column("factory_ts", "it_power_w").description),
-    Kpi("facility", "Facility", _col("facility_power_w"), lambda s: fmt.power(s.row["facility_power_w"]), None,
-        column("factory_ts", "facility_power_w").description),
-    Kpi("pue", "PUE", _col("pue"), lambda s: f"{s.row['pue']:.3f}", False,
-        column("factory_ts", "pue").description),
-    Kpi("busy", "Busy chips", _busy, lambda s: fmt.pct(_busy(s.row)), True,
-        "Share of all chips doing work (chips_busy / chips_total)"),
-    Kpi("tokens", "Tokens/s", _col("tokens_per_s"), lambda s: fmt.si(s.row["tokens_per_s"]), True,
-        column("factory_ts", "tokens_per_s").description),
-    Kpi("jpt", "J/token", _col("energy_per_token_j"),
-        lambda s: "–" if math.isnan(s.row["energy_per_token_j"]) else f"{s.row['energy_per_token_j']:.2f} J",
-        False, column("factory_ts", "energy_per_token_j").description),
-    Kpi("queue", "Queue", _col("queue_jobs"), lambda s: f"{s.row['queue_jobs']:.0f} jobs", False,
-        column("factory_ts", "queue_jobs").description),
-    Kpi("outdoor", "Outdoor", _col("outdoor_temp_c"), lambda s: fmt.temp(s.row["outdoor_temp_c"]), None,
-        column("factory_ts", "outdoor_temp_c").description),
-    Kpi("chipmax", "Max chip", _col("max_chip_temp_c"), lambda s: fmt.temp(s.row["max_chip_temp_c"]), False,
-        column("factory_ts", "max_chip_temp_c").description),
-    Kpi("failed", "Failed", _col("chips_failed"), lambda s: f"{s.row['chips_failed']:,.0f}", False,
-        column("factory_ts", "chips_failed").description),
-    Kpi("cost", "Cost total", _col("cost_usd"), lambda s: fmt.money(s.cost_usd), False,
-        "Electricity cost since the start of the run (arrow: spending rate vs an hour ago)"),
-    Kpi("co2", "CO₂ total", _col("co2_kg"), lambda s: _co2(s.co2_kg), False,
-        "CO2 emitted since the start of the run (arrow: emission rate vs an hour ago)"),
+    Kpi("it", "IT power", "it_power_w", fmt.power, None, _desc("it_power_w")),
+    Kpi("facility", "Facility", "facility_power_w", fmt.power, None, _desc("facility_power_w")),
+    Kpi("pue", "PUE", "pue", _num("{:.3f}"), False, _desc("pue")),
+    Kpi("busy", "Busy chips", "busy_share", fmt.pct, True, "Share of all chips doing work (chips_busy / chips_total)"),
+    Kpi("tokens", "Tokens/s", "tokens_per_s", fmt.si, True, _desc("tokens_per_s")),
+    Kpi("jpt", "J/token", "energy_per_token_j", _num("{:.2f} J"), False, _desc("energy_per_token_j")),
+    Kpi("usdtok", "$/M tokens", "usd_per_mtok", _num("${:.3f}"), False,
+        "Electricity cost per million output tokens: J/token × price"),
+    Kpi("queue", "Queue", "queue_jobs", _num("{:,.0f} jobs"), False, _desc("queue_jobs")),
+    Kpi("slo", "SLO met", "slo_attainment", fmt.pct, True,
+        "Requests served within the TTFT and TPOT SLO / requests decided, this step, all services"),
+    Kpi("chipmax", "Max chip", "max_chip_temp_c", fmt.temp, False, _desc("max_chip_temp_c")),
+    Kpi("cost", "Cost so far", "cost_so_far_usd", fmt.money, False,
+        "Electricity cost since the start of the run (arrow: spending rate vs an hour ago)", "cost_usd"),
+    Kpi("co2", "CO₂ so far", "co2_so_far_kg", _co2, False,
+        "CO2 emitted since the start of the run (arrow: emission rate vs an hour ago)", "co2_kg"),
 )
 
 
 def trend(now: float, before: float | None) -> int:
-    """+1, -1 or 0: change beyond 0.5 % (any change for counts near zero)."""
+    """+1, -1 or 0: change beyond 0.5 %."""
     if before is None or not (math.isfinite(now) and math.isfinite(before)):
         return 0
     tol = 0.005 * max(abs(before), abs(now))
@@ -79,6 +75,13 @@ def trend(now: float, before: float | None) -> int:
     if before - now > tol:
         return -1
     return 0
+
+
+def _val(cols: dict[str, Any], key: str, i: int) -> float:
+    v = cols.get(key)
+    if v is None or i >= len(v) or v[i] is None:
+        return math.nan
+    return float(v[i])
 
 
 class KpiTile(Static):
@@ -94,13 +97,15 @@ class KpiTile(Static):
     def on_mount(self) -> None:
         self._draw()
 
-    def show(self, snap: Snapshot | None) -> None:
-        if snap is None:
+    def show(self, cols: dict[str, Any] | None) -> None:
+        if not cols or not len(cols.get("time_s", ())):
             value, arrow = "–", 0
         else:
-            value = self.kpi.text(snap)
-            before = self.kpi.rate(snap.prev) if snap.prev is not None else None
-            arrow = trend(self.kpi.rate(snap.row), before)
+            k = self.kpi
+            value = k.text(_val(cols, k.col, 0))
+            tc = k.trend_col or k.col
+            before = _val(cols, tc, 1) if len(cols["time_s"]) > 1 else None
+            arrow = trend(_val(cols, tc, 0), before)
         if (value, arrow) != (self.value_text, self.arrow):
             self.value_text, self.arrow = value, arrow
             self._draw()
@@ -117,13 +122,18 @@ class KpiTile(Static):
         self.update(Content.assemble(*parts), layout=False)  # fixed-size tile: no relayout
 
 
-class KpiGrid(Grid):
+class KpiGrid(Grid, can_focus=True):
     """All KPI tiles; the column count follows the terminal width (see twin.tcss)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.draw_count = 0
 
     def compose(self) -> ComposeResult:
         for k in KPIS:
             yield KpiTile(k)
 
-    def show(self, snap: Snapshot | None) -> None:
+    def show(self, cols: dict[str, Any] | None) -> None:
+        self.draw_count += 1
         for tile in self.query(KpiTile):
-            tile.show(snap)
+            tile.show(cols)

@@ -56,7 +56,7 @@ def _pack(grid: np.ndarray) -> np.ndarray:
     return packed
 
 
-class BraillePlot(Widget):
+class BraillePlot(Widget, can_focus=True):
     """Time-series plot; series 0 is drawn over series 1 where both use a cell."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"plot--axis", "plot--s0", "plot--s1"}
@@ -82,9 +82,14 @@ class BraillePlot(Widget):
         self._t: np.ndarray = np.zeros(0)
         self._series: Sequence[np.ndarray] = ()
         self._t_end = 0.0
+        self.draw_count = 0
 
-    def set_data(self, t: np.ndarray, series: Sequence[np.ndarray], t_end: float) -> None:
+    def set_data(self, t: np.ndarray, series: Sequence[np.ndarray], t_end: float,
+                 window_s: float | None = None) -> None:
         self._t, self._series, self._t_end = t, series, float(t_end)
+        if window_s is not None:
+            self.window_s = float(window_s)
+        self.draw_count += 1
         self.refresh()
 
     def render(self) -> Text:
@@ -102,7 +107,7 @@ class BraillePlot(Widget):
             return Text("no data", style=axis)
         lo, hi = float(vals.min()), float(vals.max())
         pad = max(abs(hi - lo) * 0.05, abs(hi) * 0.005, 1e-9)
-        lo, hi = lo - pad, hi + pad
+        lo, hi = (lo - pad if lo - pad >= 0 or lo < 0 else 0.0), hi + pad
         labels = {0: self.fmt_y(hi), h - 1: self.fmt_y(lo)}
         if h >= 5:
             labels[(h - 1) // 2] = self.fmt_y((lo + hi) / 2)

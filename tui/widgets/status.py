@@ -1,4 +1,4 @@
-"""The status line (mode, sim clock, speed, scenario, file) and the replay scrubber."""
+"""The status line (mode, sim clock, speed, scenario, file), the screen tabs and the replay scrubber."""
 
 from __future__ import annotations
 
@@ -6,17 +6,23 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Static
 
 from tui import fmt
+from tui.fmt import short_clock
 
-
-def short_clock(t_s: int) -> str:
-    """'d3 14:05' — compact simulated time for scales and logs."""
-    d, r = divmod(int(t_s), 86400)
-    return f"d{d + 1} {r // 3600:02d}:{r % 3600 // 60:02d}"
+# The screens (Textual modes): key, mode name, tab label.
+SCREENS: tuple[tuple[str, str, str], ...] = (
+    ("f1", "overview", "Overview"),
+    ("f2", "floor", "Floor"),
+    ("f3", "ultraserver", "UltraServer"),
+    ("f4", "jobs", "Jobs"),
+    ("f5", "energy", "Energy"),
+    ("f6", "sql", "SQL"),
+)
 
 
 @dataclass(frozen=True)
@@ -106,3 +112,47 @@ class Scrubber(Widget):
         if right:
             text.append(" " + right, style=label)
         return text
+
+
+class ModeTabs(Widget):
+    """The screens and their keys, the current one highlighted: ' F1 Overview │ F2 Floor │ …'."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"tabs--key", "tabs--current", "tabs--other"}
+    DEFAULT_CSS = """
+    ModeTabs { height: 1; text-wrap: nowrap; text-overflow: ellipsis; background: $panel; }
+    ModeTabs > .tabs--key { color: $accent; text-style: bold; }
+    ModeTabs > .tabs--current { color: $foreground; background: $primary-muted; text-style: bold; }
+    ModeTabs > .tabs--other { color: $text-muted; }
+    """
+
+    def __init__(self, current: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.current = current
+        self.extra: dict[str, str] = {}
+        self._spans: list[tuple[int, int, str]] = []
+
+    def show(self, extra: dict[str, str]) -> None:
+        if extra != self.extra:
+            self.extra = dict(extra)
+            self.refresh()
+
+    def render(self) -> Text:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        self._spans = []
+        key_style = self.get_component_rich_style("tabs--key")
+        for i, (key, mode, label) in enumerate(SCREENS):
+            if i:
+                text.append("│", style=self.get_component_rich_style("tabs--other"))
+            x0 = text.cell_len
+            style = self.get_component_rich_style("tabs--current" if mode == self.current else "tabs--other")
+            text.append(f" {key.upper()}", style=key_style + style if mode == self.current else key_style)
+            name = label + (f" {self.extra[mode]}" if self.extra.get(mode) else "")
+            text.append(f" {name} ", style=style)
+            self._spans.append((x0, text.cell_len, mode))
+        return text
+
+    def on_click(self, event: events.Click) -> None:
+        for x0, x1, mode in self._spans:
+            if x0 <= event.x < x1:
+                self.app.switch_mode(mode)
+                return

@@ -1,0 +1,386 @@
+"""The SQL behind every panel of the TUI, and the guard for SQL typed by a user in a live session.
+
+Each panel of the console is one read-only query over the telemetry tables. ``panel_sql`` renders
+it with literal values (run id, time, UltraServer, window, …), so the text a user opens in the SQL
+editor is exactly the text the panel ran in a replay; ``run_sql`` executes such text and returns
+plain columns. Queries only read (SELECT); nothing here writes. No Textual imports.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import duckdb
+import numpy as np
+import numpy.typing as npt
+
+from storage.reader import QueryError, statement_types
+
+Cols = dict[str, npt.NDArray[Any]]
+Params = Mapping[str, Any]
+
+# Events that are routine (hidden by the "notable" event filters).
+ROUTINE_EVENT_KINDS = ("job_start", "job_end")
+EVENT_LIMIT = 200
+US_EVENT_LIMIT = 100
+JOB_EVENT_KINDS = ("job_start", "job_interrupted", "job_preempted", "job_end")
+
+
+# Derived columns the panels use, as SQL expressions.
+_EXPR = {"busy_share": "chips_busy / chips_total AS busy_share"}
+
+# Time-series plots: query name -> (title, factory_ts columns).
+SERIES: dict[str, tuple[str, ...]] = {
+    "plot_power": ("facility_power_w", "it_power_w"),
+    "plot_pue": ("pue",),
+    "plot_activity": ("activity", "busy_share"),
+    "plot_tokens": ("tokens_per_s",),
+    "plot_queue": ("queue_jobs", "running_jobs"),
+    "plot_temp": ("max_chip_temp_c", "coolant_return_c"),
+    "plot_cooling": ("cooling_power_w", "power_loss_w"),
+    "plot_free": ("free_cooling_fraction", "chiller_cop"),
+    "plot_weather": ("outdoor_temp_c", "outdoor_wetbulb_c"),
+    "plot_loops": ("coolant_return_c", "facility_water_supply_c"),
+    "plot_price": ("price_usd_per_mwh",),
+    "plot_carbon": ("carbon_g_per_kwh",),
+}
+
+# Energy panels: one factory_ts row at $t.
+ROW_PANELS: dict[str, tuple[str, ...]] = {
+    "power_chain": (
+        "facility_power_w", "transformer_loss_w", "ups_loss_w", "pdu_loss_w", "it_power_w", "psu_loss_w",
+        "chip_power_w", "cooling_power_w", "chiller_power_w", "pump_power_w", "fan_power_w", "power_loss_w",
+        "facility_cap_w", "throttled_chips", "mean_clock",
+    ),
+    "cooling_plant": (
+        "coolant_supply_c", "coolant_return_c", "facility_water_supply_c", "free_cooling_fraction",
+        "chiller_cop", "chiller_power_w", "pump_power_w", "fan_power_w", "water_l", "unmet_heat_w",
+        "max_chip_temp_c",
+    ),
+    "site_grid": (
+        "outdoor_temp_c", "outdoor_wetbulb_c", "outdoor_rh", "price_usd_per_mwh", "carbon_g_per_kwh",
+        "cost_usd", "co2_kg", "energy_j",
+    ),
+}
+
+
+TITLES: dict[str, str] = {
+    "plot_power": "Power plot (facility and IT)", "plot_pue": "PUE plot", "plot_activity": "Activity plot",
+    "plot_tokens": "Tokens/s plot", "plot_queue": "Queue plot (waiting and running batch jobs)",
+    "plot_temp": "Temperature plot (hottest chip, loop return)", "plot_cooling": "Cooling power and losses plot",
+    "plot_free": "Free cooling and chiller COP plot", "plot_weather": "Weather plot (dry and wet bulb)",
+    "plot_loops": "Loop temperatures plot", "plot_price": "Electricity price plot", "plot_carbon": "Grid carbon plot",
+    "power_chain": "Power chain", "cooling_plant": "Cooling plant", "site_grid": "Site and grid",
+}
+
+
+def _series(name: str, cols: tuple[str, ...]) -> str:
+    sel = ", ".join(("time_s", *(_EXPR.get(c, c) for c in cols)))
+    return (
+        f"-- {TITLES[name]}: the last $window_s s up to $t\n"
+        f"SELECT {sel}\nFROM factory_ts\n"
+        "WHERE run_id = $run_id AND time_s > $t - $window_s AND time_s <= $t\nORDER BY time_s"
+    )
+
+
+def _row(name: str, cols: tuple[str, ...]) -> str:
+    return (
+        f"-- {TITLES[name]} at $t\n"
+        f"SELECT {', '.join(('time_s', *cols))}\nFROM factory_ts\n"
+        "WHERE run_id = $run_id AND time_s = $t"
+    )
+
+
+_NEAREST_CHIP_SAMPLE = """nearest AS (  -- the chip_ts sample nearest to $t
+    SELECT time_s FROM (
+        SELECT max(time_s) AS time_s FROM chip_ts WHERE run_id = $run_id AND time_s <= $t
+        UNION ALL
+        SELECT min(time_s) FROM chip_ts WHERE run_id = $run_id AND time_s > $t)
+    WHERE time_s IS NOT NULL
+    ORDER BY abs(time_s - $t), time_s
+    LIMIT 1)"""
+
+TEMPLATES: dict[str, str] = {
+    **{name: _series(name, cols) for name, cols in SERIES.items()},
+    **{name: _row(name, cols) for name, cols in ROW_PANELS.items()},
+    "kpis": """-- KPI tiles: the step at $t (first row) and the step an hour earlier (trend arrows)
+WITH f AS (
+    SELECT time_s, it_power_w, facility_power_w, pue,
+           chips_busy / chips_total AS busy_share,
+           tokens_per_s, energy_per_token_j,
+           energy_per_token_j * price_usd_per_mwh / 3600 AS usd_per_mtok,  -- J/token x $/MWh -> $/M tokens
+           queue_jobs, max_chip_temp_c, chips_failed, cost_usd, co2_kg,
+           sum(cost_usd) OVER (ORDER BY time_s) AS cost_so_far_usd,
+           sum(co2_kg) OVER (ORDER BY time_s) AS co2_so_far_kg
+    FROM factory_ts WHERE run_id = $run_id AND time_s <= $t),
+slo AS (
+    SELECT time_s, sum(slo_met) / nullif(sum(requests_served + requests_dropped), 0) AS slo_attainment
+    FROM service_ts WHERE run_id = $run_id AND time_s <= $t
+    GROUP BY time_s)
+SELECT f.*, slo.slo_attainment
+FROM f LEFT JOIN slo USING (time_s)
+WHERE f.time_s IN ((SELECT max(time_s) FROM f), (SELECT max(time_s) FROM f WHERE time_s <= $t - 3600))
+ORDER BY f.time_s DESC""",
+    "events": """-- Events log: the latest events up to $t
+SELECT time_s, kind, target, detail, source, count(*) OVER () AS total
+FROM events
+WHERE run_id = $run_id AND time_s <= $t
+ORDER BY time_s DESC, rowid DESC
+LIMIT 200""",
+    "events_notable": """-- Events log (notable): the latest events up to $t without routine job starts and ends
+SELECT time_s, kind, target, detail, source, count(*) OVER () AS total
+FROM events
+WHERE run_id = $run_id AND time_s <= $t AND kind NOT IN ('job_start', 'job_end')
+ORDER BY time_s DESC, rowid DESC
+LIMIT 200""",
+    "floor": """-- Floor: every UltraServer at $t
+SELECT ultraserver_id, row_id, power_w, chips_busy, chips_failed, activity,
+       max_chip_temp_c, coolant_return_c, clock
+FROM ultraserver_ts
+WHERE run_id = $run_id AND time_s = $t
+ORDER BY ultraserver_id""",
+    "rows": """-- Rows (one CDU each) at $t
+SELECT row_id, count(*) AS ultraservers, sum(power_w) AS power_w, sum(chips_busy) AS chips_busy,
+       sum(chips_failed) AS chips_failed, avg(activity) AS activity,
+       max(max_chip_temp_c) AS max_chip_temp_c, avg(coolant_return_c) AS coolant_return_c
+FROM ultraserver_ts
+WHERE run_id = $run_id AND time_s = $t
+GROUP BY row_id
+ORDER BY row_id""",
+    "chips": f"""-- Chips of UltraServer $us at the chip_ts sample nearest to $t
+WITH {_NEAREST_CHIP_SAMPLE}
+SELECT c.time_s, c.chip_id, c.job_id, c.neuroncore_utilization, c.chip_power_w, c.t_junction_c, c.failed
+FROM chip_ts c JOIN nearest USING (time_s)
+WHERE c.run_id = $run_id AND c.ultraserver_id = $us
+ORDER BY c.chip_id""",
+    "us_jobs": f"""-- Jobs on UltraServer $us at the chip_ts sample nearest to $t
+WITH {_NEAREST_CHIP_SAMPLE},
+here AS (
+    SELECT c.job_id, count(*) AS chips_here
+    FROM chip_ts c JOIN nearest USING (time_s)
+    WHERE c.run_id = $run_id AND c.ultraserver_id = $us AND c.job_id >= 0
+    GROUP BY c.job_id)
+SELECT h.job_id, j.kind, j.name AS model, j.chips, h.chips_here, j.ultraservers
+FROM here h JOIN jobs j ON j.run_id = $run_id AND j.job_id = h.job_id
+ORDER BY h.chips_here DESC, h.job_id""",
+    "us_history": """-- UltraServer $us: power and temperatures over the last $window_s s up to $t
+SELECT time_s, power_w, max_chip_temp_c, coolant_return_c, activity, clock
+FROM ultraserver_ts
+WHERE run_id = $run_id AND ultraserver_id = $us AND time_s > $t - $window_s AND time_s <= $t
+ORDER BY time_s""",
+    "us_events": """-- Events of UltraServer $us (its chips, servers and row $row) up to $t
+SELECT time_s, kind, target, detail, source
+FROM events
+WHERE run_id = $run_id AND time_s <= $t AND (
+      target = 'ultraserver:' || $us
+   OR target = 'row:' || $row
+   OR (target LIKE 'server:%' AND TRY_CAST(split_part(target, ':', 2) AS INTEGER) // $servers_per_us = $us)
+   OR (target LIKE 'chip:%' AND TRY_CAST(split_part(target, ':', 2) AS INTEGER) // $chips_per_us = $us))
+ORDER BY time_s DESC, rowid DESC
+LIMIT 100""",
+    "job_timeline": """-- Timeline of job $job: submitted, starts, interruptions (with the work lost), end
+SELECT submit_time_s AS time_s, 'submitted' AS what,
+       kind || ' ' || name || ' on ' || chips || ' chips, estimate ' || round(estimate_s / 3600, 2) || ' h' AS detail
+FROM jobs WHERE run_id = $run_id AND job_id = $job
+UNION ALL
+SELECT time_s, kind, detail FROM events
+WHERE run_id = $run_id AND target = 'job:' || $job AND kind <> 'job_interrupted' AND kind <> 'job_preempted'
+UNION ALL
+SELECT time_s, reason, cause || ', lost ' || round(lost_s / 60, 1) || ' min of progress, '
+       || printf('%.3g', lost_flop) || ' FLOP'
+FROM interruptions WHERE run_id = $run_id AND job_id = $job
+ORDER BY time_s, what""",
+}
+
+# Jobs: state at $t from each job's latest start / interruption / end event (the jobs table keeps
+# only a job's latest state). Progress of a running job ~ time on its current placement / estimate.
+_JOBS_BASE = """-- Jobs at $t: state from each job's latest start / interrupt / end event up to $t
+WITH ev AS (
+    SELECT CAST(split_part(target, ':', 2) AS INTEGER) AS job_id, kind AS last_event, time_s AS since_s,
+           count(*) FILTER (WHERE kind IN ('job_interrupted', 'job_preempted'))
+               OVER (PARTITION BY target) AS restarts
+    FROM events
+    WHERE run_id = $run_id AND time_s <= $t
+      AND kind IN ('job_start', 'job_interrupted', 'job_preempted', 'job_end')
+    QUALIFY row_number() OVER (PARTITION BY target ORDER BY time_s DESC, rowid DESC) = 1),
+j AS (
+    SELECT j.job_id, j.kind, j.name AS model, j.chips, j.priority,
+           CASE WHEN ev.last_event = 'job_end' THEN 'done'
+                WHEN ev.last_event = 'job_start' AND j.state = 'stopped' AND j.end_time_s BETWEEN 0 AND $t
+                    THEN 'stopped'
+                WHEN ev.last_event = 'job_start' THEN 'running'
+                ELSE 'queued' END AS state,
+           j.submit_time_s,
+           CASE WHEN ev.last_event IS NULL OR ev.last_event IN ('job_interrupted', 'job_preempted')
+                THEN $t - coalesce(ev.since_s, j.submit_time_s) END AS waiting_s,
+           CASE WHEN ev.last_event = 'job_end' THEN 1.0
+                WHEN ev.last_event = 'job_start' AND j.kind <> 'inference'
+                THEN least(0.99, ($t - ev.since_s) / nullif(j.estimate_s, 0)) END AS progress,
+           coalesce(ev.restarts, 0) AS restarts,
+           CASE WHEN ev.last_event = 'job_start' THEN j.ultraservers ELSE '' END AS placement,
+           j.mfu, j.wait_s AS total_wait_s
+    FROM jobs j LEFT JOIN ev USING (job_id)
+    WHERE j.run_id = $run_id AND j.submit_time_s <= $t)
+SELECT * FROM j"""
+
+JOB_VIEWS: dict[str, tuple[str, ...]] = {
+    "active": ("queued", "running"),
+    "queued": ("queued",),
+    "running": ("running",),
+    "done": ("done", "stopped"),
+    "all": (),
+}
+JOB_SORTS: tuple[str, ...] = ("job_id", "state", "waiting_s", "chips", "progress", "restarts", "priority", "kind")
+
+
+def jobs_sql(view: str = "active", text: str = "", sort: str = "job_id", desc: bool = False) -> str:
+    """The Jobs panel's query with its view (state filter), text filter and sort order."""
+    states = JOB_VIEWS[view]
+    where: list[str] = []
+    if states:
+        where.append("state IN (" + ", ".join(_lit(s) for s in states) + ")")
+    if text.strip():
+        pat = _lit(f"%{text.strip()}%")
+        where.append(f"(model ILIKE {pat} OR kind ILIKE {pat} OR CAST(job_id AS VARCHAR) = {_lit(text.strip())})")
+    if sort not in JOB_SORTS:
+        raise ValueError(f"unknown sort column {sort!r}")
+    order = f"{sort} {'DESC' if desc else 'ASC'} NULLS LAST"
+    if sort != "job_id":
+        order += ", job_id"
+    return _JOBS_BASE + (f"\nWHERE {' AND '.join(where)}" if where else "") + f"\nORDER BY {order}"
+
+
+def _lit(v: Any) -> str:
+    """A SQL literal for a parameter value."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | np.integer):
+        return str(int(v))
+    if isinstance(v, float | np.floating):
+        f = float(v)
+        return str(int(f)) if f.is_integer() else repr(f)
+    s = str(v)
+    return "'" + s.replace("'", "''") + "'"
+
+
+_PARAM = re.compile(r"\$([a-z_]+)\b")
+
+
+def render(template: str, params: Params) -> str:
+    """Substitute ``$name`` with literals (unknown names are left as they are)."""
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        return _lit(params[name]) if name in params else m.group(0)
+
+    return _PARAM.sub(sub, template)
+
+
+def panel_sql(name: str, params: Params, **options: Any) -> str:
+    """The SQL text of panel query ``name`` with its parameters filled in."""
+    template = jobs_sql(**options) if name == "jobs" else TEMPLATES[name]
+    return render(template, params)
+
+
+def to_cols(tb: Any) -> Cols:
+    """An Arrow table as plain columns (numbers as float/int arrays, text as object arrays)."""
+    out: Cols = {}
+    for name in tb.column_names:
+        col = tb.column(name)
+        try:
+            arr = col.to_numpy()
+        except Exception:  # nulls in integer/bool columns, or nested types
+            arr = np.array(col.to_pylist(), dtype=object)
+        if arr.dtype.kind in "iub" and col.null_count:
+            arr = np.array(col.to_pylist(), dtype=object)
+        out[name] = arr
+    return out
+
+
+def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> Cols:
+    """Run one of our own panel queries (read-only) and return its columns."""
+    rel = con.sql(sql)
+    if rel is None:
+        return {}
+    return to_cols(rel.to_arrow_table())
+
+
+# ---------------------------------------------------------------------------------------------
+# User SQL. ``storage.reader.user_query`` runs on a read-only, sandboxed connection. A live
+# session has none (the writer's connection is the only one in the process), so SQL typed there is
+# checked harder: only reading statements, no table functions or paths that touch files, and only
+# PRAGMAs that report.
+READ_TYPES = frozenset({"SELECT", "EXPLAIN", "PRAGMA"})
+_SAFE_PRAGMAS = frozenset({
+    "table_info", "show_tables", "show_tables_expanded", "show", "database_size", "database_list",
+    "version", "storage_info", "platform", "functions", "collations", "metadata_info",
+})
+_FILE_FUNCS = re.compile(
+    r"^(read_.*|glob|.*_scan|parquet_.*|sniff_csv|query_table|query|iceberg_.*|delta_.*|"
+    r"sqlite_.*|postgres_.*|mysql_.*|.*_attach|http_.*|duckdb_secrets|load_.*|install_.*|which_secret)$",
+    re.IGNORECASE,
+)
+
+
+def _ast_names(node: Any, funcs: set[str], tables: set[str]) -> None:
+    if isinstance(node, dict):
+        if isinstance(node.get("function_name"), str):
+            funcs.add(node["function_name"])
+        if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
+            tables.add(node["table_name"])
+        for v in node.values():
+            _ast_names(v, funcs, tables)
+    elif isinstance(node, list):
+        for v in node:
+            _ast_names(v, funcs, tables)
+
+
+def check_user_sql(con: duckdb.DuckDBPyConnection, sql: str, strict: bool) -> list[str]:
+    """The statements of ``sql`` if a user may run them; raise ``QueryError`` otherwise.
+
+    Always: reading statements only (SELECT, EXPLAIN, PRAGMA; DESCRIBE, SHOW and SUMMARIZE parse as
+    SELECT). ``strict`` (no read-only connection, i.e. a live session): also no file-reading table
+    functions or file paths as tables, and only reporting PRAGMAs."""
+    types = statement_types(con, sql)
+    if not types:
+        raise QueryError("empty query")
+    bad = [t for t in types if t not in READ_TYPES]
+    if bad:
+        raise QueryError(
+            f"refused: {bad[0]} statements are not allowed; telemetry SQL is read-only "
+            "(SELECT, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE and PRAGMA are)"
+        )
+    try:
+        stmts = [s.query for s in con.extract_statements(sql)]
+    except duckdb.Error as e:
+        raise QueryError(str(e).strip()) from e
+    if not strict:
+        return stmts
+    for stmt, kind in zip(stmts, types, strict=True):
+        text = stmt.strip()
+        if kind == "PRAGMA":
+            m = re.match(r"(?is)pragma\s+([a-z_]+)", text)
+            if not m or m.group(1).lower() not in _SAFE_PRAGMAS:
+                raise QueryError("refused: only reporting PRAGMAs (table_info, show_tables, …) in a live session")
+            continue
+        if kind == "EXPLAIN":
+            text = re.sub(r"(?is)^\s*explain\s+(analyze\s+)?", "", text)
+        ser = con.execute("SELECT json_serialize_sql(?)", [text]).fetchall()[0][0]
+        tree = json.loads(ser)
+        if tree.get("error"):
+            if re.match(r"(?is)^\s*(describe|show|summarize)\s+[a-z_][a-z0-9_]*\s*;?\s*$", text):
+                continue  # DESCRIBE / SHOW / SUMMARIZE of a table by name
+            raise QueryError(f"refused in a live session: {tree.get('error_message', 'cannot check the query')}")
+        funcs: set[str] = set()
+        tables: set[str] = set()
+        _ast_names(tree, funcs, tables)
+        file_funcs = sorted(f for f in funcs if _FILE_FUNCS.match(f))
+        if file_funcs:
+            raise QueryError(f"refused: {file_funcs[0]}() reads outside the telemetry; not allowed")
+        paths = sorted(t for t in tables if re.search(r"[./\\:~]", t))
+        if paths:
+            raise QueryError(f"refused: {paths[0]!r} looks like a file path; query the telemetry tables")
+    return stmts

@@ -1,0 +1,134 @@
+"""What every screen shares: the status line, the scrubber (replay), the screen tabs and the
+footer around its body, and the panel plumbing.
+
+A screen lists its panels (``panel_requests``: widget id, query name, parameters). Live, the hot
+panels are computed from memory every refresh tick; every other panel (all of them in a replay)
+runs its SQL in the app's loader thread and comes back through ``show_panel``. ``s`` opens the
+focused panel's SQL in the SQL editor.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer
+
+from tui.feed import LIVE_PANELS, PanelReq
+from tui.widgets.status import ModeTabs, Scrubber, StatusBar
+
+if TYPE_CHECKING:
+    from tui.app import TwinApp
+
+REFRESH_S = 0.25  # KPI, plot and status refresh period (4 Hz)
+SQL_PANEL_REFRESH_S = 1.0  # live panels that run SQL on the file (tables) refresh at 1 Hz
+
+
+class TwinScreen(Screen[None]):
+    MODE: ClassVar[str] = ""
+    HAS_WINDOW: ClassVar[bool] = False
+    ALIASES: ClassVar[dict[str, str]] = {}  # widget id -> the panel whose query feeds it
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "open_sql", "SQL", tooltip="Open the SQL behind the focused panel in the SQL editor"),
+        Binding("tab", "app.focus_next", "Panel", key_display="⇥", show=False, tooltip="Focus the next panel"),
+        Binding("shift+tab", "app.focus_previous", "Previous panel", show=False,
+                tooltip="Focus the previous panel"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(id=self.MODE)
+        self._seen = -1
+        self._sql_at = 0.0
+        self.load_count = 0  # panel results shown (refresh-rate figures)
+
+    @property
+    def twin(self) -> TwinApp:
+        return cast("TwinApp", self.app)
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        if self.twin.replay is not None:
+            yield Scrubber(id="scrubber")
+        yield from self.compose_body()
+        yield ModeTabs(self.MODE, id="tabs")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def compose_body(self) -> Iterable[Widget]:
+        return ()
+
+    # ------------------------------------------------------------------ refresh
+    def on_mount(self) -> None:
+        self.set_interval(REFRESH_S, self._tick)
+
+    def on_screen_resume(self) -> None:
+        self.refresh_view(force=True)
+
+    def _tick(self) -> None:
+        if self.app.screen is self:
+            self.refresh_view()
+
+    def refresh_view(self, force: bool = False) -> None:
+        """Status line always; panels when the time shown changed (or ``force``)."""
+        app = self.twin
+        self.query_one(StatusBar).show(app.status())
+        if app.replay is not None:
+            self.query_one(Scrubber).show(app.replay.t_first, app.replay.t_last, app.t or 0)
+        self.query_one(ModeTabs).show(app.tab_extra())
+        if app.t is None:
+            return
+        now = time.monotonic()
+        changed = force or app.seq != self._seen
+        self._seen = app.seq
+        reqs = self.panel_requests()
+        if app.live is not None:
+            if changed:
+                for r in reqs:
+                    if r.query in LIVE_PANELS:
+                        cols = app.live.panel(r.query, r.params)
+                        if cols is not None:
+                            self.show_panel(r.panel, cols)
+                            self.load_count += 1
+            sql = [r for r in reqs if r.query not in LIVE_PANELS]
+            if sql and (force or now - self._sql_at >= SQL_PANEL_REFRESH_S):
+                self._sql_at = now
+                app.request_panels(self, sql)
+        elif changed and reqs:
+            app.request_panels(self, reqs)
+
+    def panel_requests(self) -> list[PanelReq]:
+        return []
+
+    def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
+        """Show a panel's query result (called on the UI thread)."""
+
+    def show_error(self, panel: str, error: Exception) -> None:
+        self.notify(f"{panel}: {str(error).splitlines()[0]}", severity="error", timeout=6)
+
+    # ------------------------------------------------------------------ SQL drill-down
+    def focused_panel(self) -> PanelReq | None:
+        reqs = {r.panel: r for r in self.panel_requests()}
+        w: Any = self.focused
+        while w is not None and w is not self:
+            pid = self.ALIASES.get(w.id or "", w.id)
+            if pid in reqs:
+                return reqs[pid]
+            w = w.parent
+        return next(iter(reqs.values()), None)
+
+    def action_open_sql(self) -> None:
+        req = self.focused_panel()
+        if req is None:
+            self.notify("no panel with a query here", timeout=3)
+            return
+        app = self.twin
+        file_req = app.file_req(req)
+        if file_req is not req:
+            self.notify("the file is behind the live clock (the writer commits every second): the query "
+                        "runs at the last committed step; pause to line them up", timeout=6)
+        app.open_sql(file_req.sql, run=True, source=f"{self.MODE}: {req.panel}")

@@ -1,0 +1,133 @@
+"""Jobs: the queue and the running jobs at the time shown (or done / all), sortable and
+filterable; waits, placement, progress, restarts. Enter opens a job's timeline.
+
+One query (``storage.queries.jobs_sql``) in live and replay alike; the view, filter and sort are
+part of its SQL, so ``s`` opens exactly what is on screen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from textual.binding import Binding, BindingType
+from textual.widget import Widget
+from textual.widgets import Input, Static
+
+from storage import queries as Q
+from tui import fmt
+from tui.feed import PanelReq
+from tui.screens.base import TwinScreen
+from tui.widgets.arrowtable import ArrowTable
+
+VIEWS = tuple(Q.JOB_VIEWS)
+LABELS = {"job_id": "job", "model": "model", "chips": "chips", "priority": "prio", "state": "state",
+          "submit_time_s": "submitted", "waiting_s": "waiting", "progress": "progress", "restarts": "restarts",
+          "placement": "UltraServers", "mfu": "MFU", "total_wait_s": "total wait"}
+
+
+def _opt(f: Any) -> Any:
+    return lambda v: "" if v is None else f(v)
+
+
+FORMATS = {
+    "submit_time_s": _opt(fmt.short_clock),
+    "waiting_s": _opt(fmt.span),
+    "total_wait_s": _opt(fmt.span),
+    "progress": _opt(lambda v: fmt.pct(v, 0)),
+    "mfu": _opt(lambda v: fmt.pct(v, 0)),
+    "chips": _opt(lambda v: f"{v:,}"),
+}
+
+
+class JobsScreen(TwinScreen):
+    MODE = "jobs"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("v", "view", "View", tooltip="Jobs shown: active (queued + running), queued, running, done, all"),
+        Binding("o", "sort", "Sort", tooltip="Sort by the next column"),
+        Binding("r", "reverse", "Reverse", show=False, tooltip="Reverse the sort order"),
+        Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter by model, kind or job id"),
+        Binding("escape", "clear_filter", "Clear", show=False, tooltip="Clear the filter"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view = "active"
+        self.sort = "state"
+        self.desc = False
+        self.text = ""
+
+    def compose_body(self) -> Iterable[Widget]:
+        yield Static(id="jobs-bar")
+        yield Input(placeholder="filter: model, kind or job id (Enter applies, Esc clears)", id="jobs-filter")
+        t = ArrowTable(formatters=FORMATS, labels=LABELS, empty="no jobs in this view", id="jobs", classes="panel")
+        yield t
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#jobs-filter").display = False
+        self.query_one("#jobs", ArrowTable).focus()
+        self._bar()
+
+    def options(self) -> tuple[tuple[str, Any], ...]:
+        return (("view", self.view), ("text", self.text), ("sort", self.sort), ("desc", self.desc))
+
+    def panel_requests(self) -> list[PanelReq]:
+        return [PanelReq("jobs", "jobs", self.twin.params(), self.options())]
+
+    def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
+        t = self.query_one("#jobs", ArrowTable)
+        t.set_table(cols)
+        counts = {s: int((cols["state"] == s).sum()) for s in ("queued", "running")} if "state" in cols else {}
+        t.border_title = f"Jobs · {self.view} · {t.row_count:,} shown" + (
+            f" · {counts['queued']:,} queued, {counts['running']:,} running" if counts else "")
+        app = self.twin
+        lag = ""
+        if app.live is not None and app.t_file is not None and app.t is not None and app.t_file < app.t:
+            lag = f"as committed at {fmt.short_clock(app.t_file)} · "
+        t.border_subtitle = f"{lag}⏎ timeline"
+
+    def _bar(self) -> None:
+        filt = f" · filter “{self.text}” (esc clears)" if self.text else ""
+        self.query_one("#jobs-bar", Static).update(
+            f"view [b]{self.view}[/b] (v) · sort [b]{self.sort}{' ↓' if self.desc else ' ↑'}[/b] (o, r){filt}")
+
+    def _changed(self) -> None:
+        self._bar()
+        self.refresh_view(force=True)
+
+    def action_view(self) -> None:
+        self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
+        self._changed()
+
+    def action_sort(self) -> None:
+        self.sort = Q.JOB_SORTS[(Q.JOB_SORTS.index(self.sort) + 1) % len(Q.JOB_SORTS)]
+        self.desc = self.sort in ("waiting_s", "chips", "restarts", "priority")
+        self._changed()
+
+    def action_reverse(self) -> None:
+        self.desc = not self.desc
+        self._changed()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#jobs-filter", Input)
+        box.display = True
+        box.value = self.text
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#jobs-filter", Input)
+        box.display = False
+        self.text = ""
+        self.query_one("#jobs", ArrowTable).focus()
+        self._changed()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.text = event.value.strip()
+        event.input.display = bool(self.text)
+        self.query_one("#jobs", ArrowTable).focus()
+        self._changed()
+
+    def on_arrow_table_selected(self, event: ArrowTable.Selected) -> None:
+        row = event.table.row(event.row)
+        if "job_id" in row:
+            self.twin.open_job(int(row["job_id"]))

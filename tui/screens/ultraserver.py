@@ -1,0 +1,141 @@
+"""UltraServer: its chips as a grid coloured by the chosen metric (live: the simulation's arrays;
+replay: the chip_ts sample nearest the time shown), the selected chip, the jobs placed on it, its
+power and temperature history and its events. Arrow keys move between chips, n/p between
+UltraServers, Esc goes back to the Floor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import Static
+
+from tui import fmt
+from tui.feed import PanelReq
+from tui.scale import metric
+from tui.screens.base import TwinScreen
+from tui.widgets.arrowtable import ArrowTable
+from tui.widgets.heatmap import ChipGrid, Legend, chip_detail
+from tui.widgets.plot import BraillePlot
+from tui.widgets.tables import EventLog
+
+JOB_LABELS = {"job_id": "job", "kind": "kind", "model": "model", "chips": "chips", "chips_here": "here",
+              "ultraservers": "UltraServers"}
+
+
+class UltraServerScreen(TwinScreen):
+    MODE = "ultraserver"
+    HAS_WINDOW = True
+    ALIASES: ClassVar[dict[str, str]] = {"chip-detail": "chips", "plot-us-temp": "plot-us-power"}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left", "move(-1)", "←", show=False, tooltip="Previous chip"),
+        Binding("right", "move(1)", "→", show=False, tooltip="Next chip"),
+        Binding("up", "move_line(-1)", "↑", show=False, tooltip="Chip one line up"),
+        Binding("down", "move_line(1)", "↓", show=False, tooltip="Chip one line down"),
+        Binding("escape,backspace", "back", "Floor", key_display="esc", tooltip="Back to the Floor"),
+        Binding("n", "next_us(1)", "Next US", tooltip="Next UltraServer"),
+        Binding("p", "next_us(-1)", "Prev US", show=False, tooltip="Previous UltraServer"),
+        Binding("m", "app.metric", "Metric", tooltip="Colour by the next metric"),
+    ]
+
+    def compose_body(self) -> Iterable[Widget]:
+        meta = self.twin.meta
+        with Vertical(id="us-chips", classes="panel"):
+            yield Legend(id="legend")
+            yield ChipGrid(meta, id="chips")
+            yield Static(id="chip-detail")
+        with Horizontal(id="us-plots"):
+            p = BraillePlot(fmt.power, 86400, id="plot-us-power", classes="panel")
+            p.border_title = "Power"
+            yield p
+            p = BraillePlot(lambda v: f"{v:.0f}°C", 86400, id="plot-us-temp", classes="panel")
+            p.border_title = "Temp  [$accent]━ max chip[/]  [$success]━ loop return[/]"
+            yield p
+        with Horizontal(id="us-lower"):
+            t = ArrowTable(labels=JOB_LABELS, empty="no jobs on it", id="us-jobs", classes="panel")
+            t.border_title = "Jobs on it"
+            yield t
+            e = EventLog(id="us-events", empty="no events for it yet")
+            e.add_class("panel")
+            e.border_title = "Its events"
+            yield e
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one(ChipGrid).focus()
+
+    def panel_requests(self) -> list[PanelReq]:
+        app = self.twin
+        p = app.params(us=app.sel_us)
+        return [PanelReq("chips", "chips", p), PanelReq("us-jobs", "us_jobs", p),
+                PanelReq("plot-us-power", "us_history", p), PanelReq("us-events", "us_events", p)]
+
+    def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
+        app = self.twin
+        if panel == "chips":
+            self._chips = cols
+            self._draw_chips()
+        elif panel == "us-jobs":
+            self.query_one("#us-jobs", ArrowTable).set_table(cols)
+        elif panel == "plot-us-power":
+            t = cols["time_s"].astype(float)
+            sub = f"last {fmt.window(app.window_s)}"
+            p = self.query_one("#plot-us-power", BraillePlot)
+            p.set_data(t, [cols["power_w"].astype(float)], app.t or 0, app.window_s)
+            p.border_subtitle = sub
+            p = self.query_one("#plot-us-temp", BraillePlot)
+            p.set_data(t, [cols["max_chip_temp_c"].astype(float), cols["coolant_return_c"].astype(float)],
+                       app.t or 0, app.window_s)
+            p.border_subtitle = sub
+        elif panel == "us-events":
+            self.query_one("#us-events", EventLog).show(cols)
+
+    def _draw_chips(self) -> None:
+        app = self.twin
+        cols = getattr(self, "_chips", None)
+        m = metric(app.metric)
+        lo, hi = m.chip_range(app.meta)
+        note = ""
+        if cols is not None and m.chip_col not in cols:
+            note = "(not recorded per chip: chip_ts has no clock)"
+        self.query_one(Legend).show(m, lo, hi, note)
+        box = self.query_one("#us-chips")
+        us = app.sel_us
+        when = ""
+        if cols is not None and len(cols.get("time_s", ())):
+            ts = int(cols["time_s"][0])
+            when = "live" if app.live is not None else f"chip sample at {fmt.short_clock(ts)}"
+        elif app.replay is not None:
+            when = "no chip sample"
+        box.border_title = f"UltraServer {us} · row {app.meta.us_row[us]} · {app.meta.chips_per_us} chips · {m.label}"
+        box.border_subtitle = when
+        if cols is None:
+            return
+        self.query_one(ChipGrid).show(cols, m, app.sel_chip)
+        self.query_one("#chip-detail", Static).update(chip_detail(cols, app.sel_chip, app.meta) or " ")
+
+    def redraw_selection(self) -> None:
+        self._draw_chips()
+
+    def action_move(self, delta: int) -> None:
+        app = self.twin
+        app.sel_chip = max(0, min(app.meta.chips_per_us - 1, app.sel_chip + delta))
+        self._draw_chips()
+
+    def action_move_line(self, delta: int) -> None:
+        self.action_move(delta * self.query_one(ChipGrid).per_line())
+
+    def action_back(self) -> None:
+        self.twin.switch_mode("floor")
+
+    def action_next_us(self, delta: int) -> None:
+        app = self.twin
+        app.select_us((app.sel_us + delta) % app.meta.ultraservers)
+        self.refresh_view(force=True)
+
+    def on_chip_grid_picked(self, event: ChipGrid.Picked) -> None:
+        self.twin.sel_chip = event.chip
+        self._draw_chips()

@@ -1,0 +1,316 @@
+"""Colour maps of the hall: the Floor (one cell per UltraServer, by row/CDU), the chips of one
+UltraServer (grouped by server), and the legend of the colour scale.
+
+Colour levels are computed for all cells at once (``tui.scale.levels``); drawing loops over the
+cells on screen (at most a few hundred), never over the chips of the hall.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from rich.style import Style
+from rich.text import Text
+from textual.events import Click
+from textual.message import Message
+from textual.widget import Widget
+
+from tui import fmt
+from tui.scale import MISSING, Metric, levels, text_colour
+
+Cols = dict[str, Any]
+
+
+def short_value(m: Metric, v: float) -> str:
+    """At most 4 characters: '87%', '187k', '64°', '3✗'."""
+    if not np.isfinite(v):
+        return "–"
+    if m.key in ("activity", "clock"):
+        return f"{100 * v:.0f}%"
+    if m.key == "power":
+        return f"{v / 1e3:.0f}k" if v < 1e6 else f"{v / 1e6:.1f}M"
+    if m.key == "temp":
+        return f"{v:.0f}°"
+    return f"{v:.0f}" if v else "0"
+
+
+def _styles(m: Metric) -> list[Style]:
+    cols = m.colours()
+    return [Style(bgcolor=c, color=text_colour(c)) for c in cols] + [Style(bgcolor=MISSING, color="#ffffff")]
+
+
+class Legend(Widget):
+    """'Activity  0 % ████████ 100 %   ✗ failed chips   ▒ no data'."""
+
+    DEFAULT_CSS = """
+    Legend { height: 1; text-wrap: nowrap; text-overflow: ellipsis; color: $text-muted; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.metric: Metric | None = None
+        self.lo = self.hi = 0.0
+        self.note = ""
+
+    def show(self, m: Metric, lo: float, hi: float, note: str = "") -> None:
+        if (m, lo, hi, note) != (self.metric, self.lo, self.hi, self.note):
+            self.metric, self.lo, self.hi, self.note = m, lo, hi, note
+            self.refresh()
+
+    def render(self) -> Text:
+        m = self.metric
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if m is None:
+            return text
+        text.append(f"{m.label} ", style="bold")
+        text.append(f"{m.fmt(self.lo)} ")
+        for c in m.colours():
+            text.append("██", style=Style(color=c))
+        text.append(f" {m.fmt(self.hi)}")
+        text.append("   ✗ failed chips   ")
+        text.append("  ", style=Style(bgcolor=MISSING))
+        text.append(" no data")
+        if self.note:
+            text.append(f"   {self.note}")
+        return text
+
+
+class FloorMap(Widget, can_focus=True):
+    """Every UltraServer as a coloured cell, one line per row (CDU). The selected one is framed."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"floor--label", "floor--summary", "floor--selected"}
+    DEFAULT_CSS = """
+    FloorMap { height: auto; text-wrap: nowrap; text-overflow: clip; }
+    FloorMap > .floor--label { color: $text-muted; }
+    FloorMap > .floor--summary { color: $text-muted; }
+    FloorMap > .floor--selected { text-style: bold reverse; }
+    """
+
+    class Picked(Message):
+        def __init__(self, us: int, open_: bool) -> None:
+            super().__init__()
+            self.us = us
+            self.open = open_
+
+    def __init__(self, meta: Any, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.meta = meta
+        self.data: Cols = {}
+        self.metric: Metric | None = None
+        self.selected = 0
+        self._cells: list[tuple[int, int, int, int]] = []  # (y, x0, x1, us)
+        self.draw_count = 0
+        rows = np.asarray(meta.us_row, dtype=np.int64)
+        self.by_row: list[list[int]] = [np.flatnonzero(rows == r).tolist() for r in range(meta.rows)]
+
+    def show(self, data: Cols, m: Metric, selected: int) -> None:
+        self.data, self.metric, self.selected = data, m, selected
+        self.refresh(layout=False)
+
+    def _layout(self, width: int, height: int) -> tuple[int, int, int, int, int]:
+        """(label width, cell width, cells per line, cell height, gap lines between rows)."""
+        label = len(f"R{self.meta.rows - 1}") + 1
+        widest = max((len(r) for r in self.by_row), default=1)
+        cw = max(4, min(20, (width - label) // max(1, widest)))
+        per_line = max(1, (width - label) // cw)
+        lines = sum(max(1, -(-len(r) // per_line)) for r in self.by_row)
+        rows = len(self.by_row)
+        ch = max(1, min(5, (height - (rows - 1)) // max(1, lines)))
+        gap = 1 if height >= lines * ch + rows - 1 else 0
+        return label, cw, per_line, ch, gap
+
+    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
+        """Compact height (one line per row of cells, a gap between rows); CSS may give more."""
+        _, _, per_line, _, _ = self._layout(width, 0)
+        lines = sum(max(1, -(-len(r) // per_line)) for r in self.by_row)
+        return lines + len(self.by_row) - 1
+
+    def row_neighbours(self, us: int, dx: int, dy: int) -> int:
+        """The UltraServer dx cells right and dy rows down of ``us`` (clamped)."""
+        r = self.meta.us_row[us]
+        members = self.by_row[r]
+        i = members.index(us)
+        if dy:
+            r2 = min(max(0, r + dy), len(self.by_row) - 1)
+            target = self.by_row[r2]
+            return target[min(i, len(target) - 1)] if target else us
+        return members[min(max(0, i + dx), len(members) - 1)]
+
+    def render(self) -> Text:
+        self.draw_count += 1
+        width, height = self.content_size
+        text = Text(no_wrap=True, overflow="crop", end="")
+        m = self.metric
+        d = self.data
+        self._cells = []
+        if m is None or not d or m.floor_col not in d:
+            text.append("waiting for data…", style=self.get_component_rich_style("floor--label"))
+            return text
+        vals = np.asarray(d[m.floor_col], dtype=np.float64)
+        lo, hi = m.floor_range(self.meta)
+        lv = levels(vals, lo, hi)
+        styles = _styles(m)
+        failed = np.asarray(d.get("chips_failed", np.zeros(len(vals))), dtype=np.float64)
+        label_w, cw, per_line, ch, gap = self._layout(width, height)
+        lab = self.get_component_rich_style("floor--label")
+        sel_style = self.get_component_rich_style("floor--selected")
+        lines: list[Text] = []
+        for r, members in enumerate(self.by_row):
+            if r and gap:
+                lines.append(Text(""))
+            for start in range(0, max(1, len(members)), per_line):
+                block = [Text(no_wrap=True, overflow="crop", end="") for _ in range(ch)]
+                y0 = len(lines)
+                for k, line in enumerate(block):
+                    line.append((f"R{r}" if start == 0 and k == 0 else "").ljust(label_w), style=lab)
+                x = label_w
+                for us in members[start : start + per_line]:
+                    v = vals[us] if us < len(vals) else np.nan
+                    nf = failed[us] if us < len(failed) else 0
+                    mark = "✗" if nf > 0 else " "
+                    if ch >= 2:
+                        body = [f"{us:>3}{mark}" + (f"{nf:.0f}" if nf > 0 and cw >= 8 else ""),
+                                f"   {short_value(m, v)}"]
+                    elif cw >= 9:
+                        body = [f"{us:>3}{mark}{short_value(m, v):>4}"]
+                    else:
+                        body = [f"{us:>3}{mark}"]
+                    st = styles[int(lv[us]) if us < len(lv) else -1]
+                    for k, line in enumerate(block):
+                        cell = (body[k] if k < len(body) else "")[: cw - 1].ljust(cw - 1)
+                        if us == self.selected:
+                            line.append("[" if k == 0 else " ", style=sel_style if k == 0 else st)
+                            line.append(cell[1:], style=st + Style(bold=True, underline=k == 0))
+                            line.append("]" if k == 0 else " ", style=sel_style if k == 0 else None)
+                        else:
+                            line.append(cell, style=st)
+                            line.append(" ")
+                    for k in range(ch):
+                        self._cells.append((y0 + k, x, x + cw, us))
+                    x += cw
+                lines.extend(block)
+        for k, line in enumerate(lines):
+            if k:
+                text.append("\n")
+            text.append_text(line)
+        return text
+
+    def on_click(self, event: Click) -> None:
+        for y, x0, x1, us in self._cells:
+            if event.y == y and x0 <= event.x < x1:
+                self.post_message(self.Picked(us, event.chain >= 2))
+                return
+
+
+class ChipGrid(Widget, can_focus=True):
+    """The chips of one UltraServer, grouped by server (a gap between servers)."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"chips--label", "chips--selected"}
+    DEFAULT_CSS = """
+    ChipGrid { height: auto; text-wrap: nowrap; text-overflow: clip; }
+    ChipGrid > .chips--label { color: $text-muted; }
+    ChipGrid > .chips--selected { text-style: bold reverse; }
+    """
+
+    class Picked(Message):
+        def __init__(self, chip: int) -> None:
+            super().__init__()
+            self.chip = chip
+
+    def __init__(self, meta: Any, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.meta = meta
+        self.data: Cols = {}
+        self.metric: Metric | None = None
+        self.selected = 0
+        self._cells: list[tuple[int, int, int, int]] = []
+        self.draw_count = 0
+
+    def show(self, data: Cols, m: Metric, selected: int) -> None:
+        self.data, self.metric, self.selected = data, m, selected
+        self.refresh(layout=False)
+
+    def _layout(self, width: int) -> tuple[int, int, int]:
+        """(label width, cell width, servers per line)."""
+        cps = self.meta.chips_per_server
+        servers = max(1, self.meta.servers_per_us)
+        label = len(f"s{servers - 1}") + 1
+        for cw in (5, 3, 2):
+            spl = (width - label) // (cps * cw + 1)
+            if spl >= min(servers, 6) or cw == 2:
+                return label, cw, max(1, min(servers, spl))
+        return label, 2, 1
+
+    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
+        _, _, spl = self._layout(width)
+        return -(-max(1, self.meta.servers_per_us) // spl)
+
+    def per_line(self) -> int:
+        return self._layout(self.content_size.width)[2] * self.meta.chips_per_server
+
+    def render(self) -> Text:
+        self.draw_count += 1
+        width = self.content_size.width
+        text = Text(no_wrap=True, overflow="crop", end="")
+        m, d = self.metric, self.data
+        self._cells = []
+        lab = self.get_component_rich_style("chips--label")
+        if m is None or not d:
+            text.append("waiting for data…", style=lab)
+            return text
+        cpu, cps = self.meta.chips_per_us, self.meta.chips_per_server
+        if not m.chip_col or m.chip_col not in d:
+            vals = np.full(cpu, np.nan)
+        else:
+            vals = np.asarray(d[m.chip_col], dtype=np.float64)
+        lo, hi = m.chip_range(self.meta)
+        lv = levels(vals, lo, hi)
+        failed = np.asarray(d.get("failed", np.zeros(cpu)), dtype=bool)
+        styles = _styles(m)
+        sel_style = self.get_component_rich_style("chips--selected")
+        label_w, cw, spl = self._layout(width)
+        servers = max(1, self.meta.servers_per_us)
+        for line, s0 in enumerate(range(0, servers, spl)):
+            if line:
+                text.append("\n")
+            text.append(f"s{s0}".ljust(label_w), style=lab)
+            x = label_w
+            for s in range(s0, min(servers, s0 + spl)):
+                for c in range(s * cps, (s + 1) * cps):
+                    v = vals[c] if c < len(vals) else np.nan
+                    mark = "✗" if c < len(failed) and failed[c] else ""
+                    body = (mark or short_value(m, v)) if cw >= 3 else (mark or " ")
+                    cell = body[:cw].center(cw)
+                    st = styles[int(lv[c]) if c < len(lv) else -1]
+                    if c == self.selected:
+                        st = st + sel_style
+                        if cw == 2 and not mark:
+                            cell = "◆ "
+                    text.append(cell, style=st)
+                    self._cells.append((line, x, x + cw, c))
+                    x += cw
+                text.append(" ")
+                x += 1
+        return text
+
+    def on_click(self, event: Click) -> None:
+        for y, x0, x1, c in self._cells:
+            if event.y == y and x0 <= event.x < x1:
+                self.post_message(self.Picked(c))
+                return
+
+
+def chip_detail(d: Cols, i: int, meta: Any) -> str:
+    """One line about chip ``i`` (local index) of the chips data."""
+    if not d or i >= len(d.get("chip_id", ())):
+        return ""
+    chip = int(d["chip_id"][i])
+    job = int(d["job_id"][i])
+    parts = [f"chip {chip} (server {chip // meta.chips_per_server}, #{i})",
+             "FAILED" if bool(d["failed"][i]) else ("idle" if job < 0 else f"job {job}"),
+             f"util {fmt.pct(float(d['neuroncore_utilization'][i]), 0)}",
+             fmt.power(float(d["chip_power_w"][i])), fmt.temp(float(d["t_junction_c"][i]))]
+    if "clock" in d:
+        parts.append(f"clock {fmt.pct(float(d['clock'][i]), 0)}")
+    return " · ".join(parts)

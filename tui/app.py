@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import math
 import os
 import threading
@@ -49,6 +50,8 @@ MIN_PERIOD_S = 0.05  # the worker posts at most ~20 ticks per wall second below 
 REPLAY_MAX = 4 * 86400  # "max" playback speed in replay [sim s per wall s]
 PLAY_PERIOD_S = 0.1
 MAX_RESULT_ROWS = 2_000_000  # user query results kept (virtual table)
+GC_YOUNG_S = 0.25  # young-generation garbage collection period
+GC_FULL_S = 300.0  # full collection period while running (sooner when paused)
 
 
 class SimTick(Message):
@@ -149,6 +152,7 @@ class TwinApp(App[None]):
         self.metric = METRIC_KEYS[0]
         self.window_s = DEFAULT_WINDOW_S
         self.events_notable = True
+        self.thread_ids: dict[str, int] = {}  # native ids of the worker threads (the bench's CPU figures)
         self._sim_done = threading.Event()
         self._loader_done = threading.Event()
         self._requests: dict[int, tuple[Any, int, list[PanelReq]]] = {}
@@ -167,6 +171,14 @@ class TwinApp(App[None]):
 
     # ------------------------------------------------------------------ lifecycle
     def on_mount(self) -> None:
+        # A full (generation 2) collection walks every object — Textual's line caches make that
+        # 100-200 ms, and automatic ones came every few seconds at max speed, freezing keys. Young
+        # generations are collected on a timer instead, the full one rarely and when paused.
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
+        gc.freeze()
+        self._gc_full_at = self._paused_at = time.monotonic()
+        self.set_interval(GC_YOUNG_S, self._collect)
         cur = self.new_cursor()
         self._cursors.append(cur)
         self._bg_workers.append(self.run_worker(lambda: self._loader(cur), name="panels", group="panels",
@@ -177,6 +189,17 @@ class TwinApp(App[None]):
         else:
             self._sim_done.set()
             self.set_interval(PLAY_PERIOD_S, self._play)
+
+    def _collect(self) -> None:
+        now = time.monotonic()
+        if not self.speed.paused:
+            self._paused_at = now
+        # Full: once after three quiet seconds of pause, or every GC_FULL_S while running.
+        quiet = now - self._paused_at > 3.0 and self._gc_full_at < self._paused_at
+        full = quiet or now - self._gc_full_at > GC_FULL_S
+        gc.collect(2 if full else 1)
+        if full:
+            self._gc_full_at = now
 
     async def on_unmount(self) -> None:
         """Stop the threads before the caller closes the session or the file."""
@@ -191,6 +214,9 @@ class TwinApp(App[None]):
         deadline = time.monotonic() + 30.0
         while not (self._sim_done.is_set() and self._loader_done.is_set()) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+        gc.unfreeze()
+        if self._gc_was_enabled:
+            gc.enable()
 
     def new_cursor(self) -> Any:
         """A cursor for another thread: the replay's read-only connection, or the live file through
@@ -201,6 +227,7 @@ class TwinApp(App[None]):
         """Thread worker: advance the session at the selected speed, post ticks."""
         worker = get_current_worker()
         assert self.live is not None
+        self.thread_ids["simulation"] = threading.get_native_id()
         try:
             while not worker.is_cancelled:
                 t0 = time.monotonic()
@@ -242,6 +269,7 @@ class TwinApp(App[None]):
 
     def _loader(self, cur: Any) -> None:
         worker = get_current_worker()
+        self.thread_ids["panels"] = threading.get_native_id()
         try:
             while not worker.is_cancelled:
                 if not self._req_event.wait(0.05):

@@ -70,7 +70,11 @@ class TwinScreen(Screen[None]):
         self.refresh_view(force=True)
 
     def _tick(self) -> None:
-        if self.app.screen is self:
+        try:
+            current = self.app.screen is self
+        except Exception:  # no screen while the app shuts down
+            return
+        if current:
             self.refresh_view()
 
     def refresh_view(self, force: bool = False) -> None:

@@ -1,0 +1,198 @@
+"""Responsiveness of the console at max simulation speed (figures only, no pass/fail).
+
+Drives the live TUI headless (``App.run_test``) on the ``reference`` scenario (64 UltraServers,
+9,216 chips) at speed "max" and reports:
+
+* key → screen latency: from posting a key event to the first frame written after the screen shows
+  the result (screen switches, Floor moves, metric change, drill-in, pause) — every frame is also
+  serialised to terminal escape codes, as a real terminal would get it;
+* refresh rates: KPI tiles, plots and the Jobs table updates per second, frames per second;
+* CPU: the whole process and the UI thread, and the simulated days per wall second.
+
+    python bench/bench_tui.py [--size 200x60] [--seconds 8] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def thread_cpu_s(native_id: int | None) -> float:
+    """CPU seconds of one thread (Linux /proc; 0 elsewhere)."""
+    if native_id is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class Frames:
+    """Counts frames and lets a measurement wait for the first frame after a condition holds."""
+
+    def __init__(self, app: Any) -> None:
+        from textual._compositor import CompositorUpdate
+
+        self.app = app
+        self.count = 0
+        self.render_s = 0.0
+        self.waiting: tuple[Callable[[], bool], asyncio.Future[float]] | None = None
+        original = app._display
+
+        def display(screen: Any, renderable: Any) -> None:
+            t0 = time.perf_counter()
+            if isinstance(renderable, CompositorUpdate):
+                renderable.render_segments(app.console)  # what a terminal would be sent
+            self.render_s += time.perf_counter() - t0
+            self.count += 1
+            original(screen, renderable)
+            if self.waiting is not None:
+                cond, fut = self.waiting
+                if not fut.done() and cond():
+                    fut.set_result(time.perf_counter())
+
+        app._display = display
+
+    async def latency(self, key: str, cond: Callable[[], bool], timeout: float = 5.0) -> float:
+        """Post ``key``; seconds until the first frame written once ``cond()`` holds."""
+        from textual import events
+
+        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self.waiting = (cond, fut)
+        t0 = time.perf_counter()
+        char = key if len(key) == 1 else (" " if key == "space" else None)
+        self.app.post_message(events.Key(key, char))
+        try:
+            t1 = await asyncio.wait_for(fut, timeout)
+        finally:
+            self.waiting = None
+        return t1 - t0
+
+
+async def bench(size: tuple[int, int], seconds: float, rounds: int) -> None:
+    from scenarios.runner import Session
+    from scenarios.spec import load
+    from tui.app import TwinApp
+    from tui.screens.floor import FloorScreen
+    from tui.screens.jobs import JobsScreen
+    from tui.screens.ultraserver import UltraServerScreen
+    from tui.widgets.arrowtable import ArrowTable
+    from tui.widgets.heatmap import ChipGrid, FloorMap
+    from tui.widgets.kpi import KpiGrid
+    from tui.widgets.plot import BraillePlot
+    from tui.widgets.status import StatusBar
+
+    spec, text, _ = load("reference")
+    tmp = tempfile.mkdtemp(prefix="bench-tui-")
+    session = Session(spec, text, Path(tmp) / "bench.duckdb", duration_s=3650 * 86400)
+    app = TwinApp(session=session, config_dir=tmp)
+    print(f"reference: {session.sim.topo.ultraservers} UltraServers, {session.sim.topo.chips:,} chips, "
+          f"dt {session.params.dt_s} s · terminal {size[0]}×{size[1]} · headless, frames serialised")
+    try:
+        async with app.run_test(size=size) as pilot:
+            frames = Frames(app)
+            while app.t is None:
+                await asyncio.sleep(0.05)
+            app.action_set_speed(4)  # max
+            await asyncio.sleep(2.0)  # warm up: every screen once
+            for key in ("f2", "f3", "f4", "f5", "f6", "f1"):
+                app.post_message(__import__("textual").events.Key(key, None))
+                await asyncio.sleep(0.6)
+
+            # ---------------------------------------------------------- refresh rates on the Overview
+            ui_tid = threading.get_native_id()
+            sim_tid = app.thread_ids.get("simulation")
+            writer_tid = next((t.native_id for t in threading.enumerate() if t.name == "twin-writer"), None)
+            kpi = app.screen.query_one(KpiGrid)
+            plot = app.screen.query_one("#plot-power", BraillePlot)
+            n0 = (kpi.draw_count, plot.draw_count, frames.count, frames.render_s, app.t)
+            c0 = (time.process_time(), thread_cpu_s(ui_tid), thread_cpu_s(sim_tid), thread_cpu_s(writer_tid))
+            w0 = time.perf_counter()
+            await asyncio.sleep(seconds)
+            wall = time.perf_counter() - w0
+            c1 = (time.process_time(), thread_cpu_s(ui_tid), thread_cpu_s(sim_tid), thread_cpu_s(writer_tid))
+            n1 = (kpi.draw_count, plot.draw_count, frames.count, frames.render_s, app.t)
+            sim_days = (n1[4] - n0[4]) / 86400
+            print(f"\nOverview at max speed for {wall:.1f} s: {sim_days / wall:.2f} simulated days per second")
+            print(f"  KPI tiles refreshed   {(n1[0] - n0[0]) / wall:5.1f} /s")
+            print(f"  plots refreshed       {(n1[1] - n0[1]) / wall:5.1f} /s")
+            print(f"  frames written        {(n1[2] - n0[2]) / wall:5.1f} /s "
+                  f"({1000 * (n1[3] - n0[3]) / max(1, n1[2] - n0[2]):.1f} ms to serialise one)")
+            print(f"  CPU: process {100 * (c1[0] - c0[0]) / wall:5.1f} %  UI thread {100 * (c1[1] - c0[1]) / wall:5.1f} %"
+                  f"  simulation {100 * (c1[2] - c0[2]) / wall:5.1f} %  writer {100 * (c1[3] - c0[3]) / wall:5.1f} %"
+                  "  (100 % = one core)")
+
+            # ---------------------------------------------------------- Jobs table at 1 Hz
+            await frames.latency("f4", lambda: isinstance(app.screen, JobsScreen))
+            table = app.screen.query_one("#jobs", ArrowTable)
+            s0, w0 = table.set_count, time.perf_counter()
+            await asyncio.sleep(seconds / 2)
+            print(f"  Jobs table refreshed  {(table.set_count - s0) / (time.perf_counter() - w0):5.1f} /s "
+                  f"({table.row_count:,} rows, SQL on the live file)")
+
+            # ---------------------------------------------------------- key -> screen latency
+            lat: dict[str, list[float]] = {}
+
+            async def measure(name: str, key: str, cond: Callable[[], bool]) -> None:
+                lat.setdefault(name, []).append(await frames.latency(key, cond))
+                await asyncio.sleep(0.15)
+
+            def on(cls: type, ready: Callable[[Any], bool]) -> Callable[[], bool]:
+                return lambda: isinstance(app.screen, cls) and ready(app.screen)
+
+            for _ in range(rounds):
+                await measure("F2 Floor", "f2", on(FloorScreen, lambda s: s.query_one(FloorMap).data != {}))
+                us = app.sel_us
+                await measure("→ on Floor", "right",
+                              lambda us=us: app.screen.query_one(FloorMap).selected == (us + 1) % 64)
+                await measure("↓ on Floor", "down", lambda: app.screen.query_one(FloorMap).selected // 8 >= 1)
+                m = app.metric
+                await measure("m (metric)", "m", lambda m=m: app.screen.query_one(FloorMap).metric.key != m)
+                await measure("⏎ drill in", "enter",
+                              on(UltraServerScreen, lambda s: s.query_one(ChipGrid).data != {}))
+                await measure("→ chip", "right", lambda: app.screen.query_one(ChipGrid).selected == app.sel_chip)
+                await measure("esc back", "escape", on(FloorScreen, lambda s: True))
+                await measure("F4 Jobs", "f4", on(JobsScreen, lambda s: s.query_one("#jobs", ArrowTable).row_count > 0))
+                await measure("F5 Energy", "f5", lambda: app.current_mode == "energy")
+                await measure("F6 SQL", "f6", lambda: app.current_mode == "sql")
+                await measure("F1 Overview", "f1", lambda: app.current_mode == "overview")
+                await measure("space pause", "space", lambda: "PAUSED" in app.screen.query_one(StatusBar).plain)
+                await measure("5 max", "5", lambda: "PAUSED" not in app.screen.query_one(StatusBar).plain)
+                app.select_us(0)
+            print(f"\nkey → screen latency at max speed, {rounds} rounds (median / max, ms):")
+            for name, xs in lat.items():
+                print(f"  {name:<14} {1000 * statistics.median(xs):6.1f} / {1000 * max(xs):6.1f}")
+            allx = [x for xs in lat.values() for x in xs]
+            print(f"  {'all':<14} {1000 * statistics.median(allx):6.1f} / {1000 * max(allx):6.1f}"
+                  f"   ({sum(x < 0.1 for x in allx)}/{len(allx)} under 100 ms)")
+            app.action_set_speed(0)
+            await pilot.pause(0.1)
+    finally:
+        session.close("stopped")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="200x60", help="terminal size WxH (default 200x60)")
+    ap.add_argument("--seconds", type=float, default=8.0, help="measuring window for rates")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of key measurements")
+    a = ap.parse_args()
+    w, h = (int(x) for x in a.size.lower().split("x"))
+    asyncio.run(bench((w, h), a.seconds, a.rounds))
+
+
+if __name__ == "__main__":
+    main()

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
@@ -87,9 +88,11 @@ class JobsScreen(TwinScreen):
         t.border_subtitle = f"{lag}⏎ timeline"
 
     def _bar(self) -> None:
-        filt = f" · filter “{self.text}” (esc clears)" if self.text else ""
-        self.query_one("#jobs-bar", Static).update(
-            f"view [b]{self.view}[/b] (v) · sort [b]{self.sort}{' ↓' if self.desc else ' ↑'}[/b] (o, r){filt}")
+        parts: list[str | tuple[str, str]] = ["view ", (self.view, "bold"), " (v) · sort ",
+                                              (f"{self.sort}{' ↓' if self.desc else ' ↑'}", "bold"), " (o, r)"]
+        if self.text:
+            parts += [" · filter “", (self.text, "bold"), "” (esc clears)"]
+        self.query_one("#jobs-bar", Static).update(Content.assemble(*parts))
 
     def _changed(self) -> None:
         self._bar()

@@ -22,7 +22,7 @@ class PromptScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="prompt-box"):
-            yield Static(self.hint, id="prompt-hint")
+            yield Static(self.hint, id="prompt-hint", markup=False)
             yield Input(value=self.value, id="prompt-input")
 
     def on_mount(self) -> None:

@@ -91,7 +91,7 @@ class SqlScreen(TwinScreen):
                                           classes="panel")
                 ed.border_title = "SQL · ^r run"
                 yield ed
-                yield Static("", id="sql-status")
+                yield Static("", id="sql-status", markup=False)
                 res = WideArrowTable(row_numbers=True, empty="run a query (^r)", id="result", classes="panel")
                 res.border_title = "Result"
                 yield res
@@ -99,7 +99,7 @@ class SqlScreen(TwinScreen):
                 tree: Tree[str] = Tree("telemetry", id="schema", classes="panel")
                 tree.border_title = "Schema · saved · history"
                 yield tree
-                yield Static("", id="schema-help")
+                yield Static("", id="schema-help", markup=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "open_sql":

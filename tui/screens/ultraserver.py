@@ -46,7 +46,7 @@ class UltraServerScreen(TwinScreen):
         with Vertical(id="us-chips", classes="panel"):
             yield Legend(id="legend")
             yield ChipGrid(meta, id="chips")
-            yield Static(id="chip-detail")
+            yield Static(id="chip-detail", markup=False)
         with Horizontal(id="us-plots"):
             p = BraillePlot(fmt.power, 86400, id="plot-us-power", classes="panel")
             p.border_title = "Power"

@@ -33,11 +33,11 @@ class WhatIfScreen(ModalScreen[Injection | None]):
                 id="whatif-list",
             )
             with Horizontal(id="whatif-fields"):
-                yield Static("", id="whatif-value-label")
-                yield Input(id="whatif-value")
-                yield Static("", id="whatif-duration-label")
-                yield Input(id="whatif-duration")
-            yield Static("", id="whatif-summary")
+                yield Static("", id="whatif-value-label", markup=False)
+                yield Input(id="whatif-value", compact=True)
+                yield Static("", id="whatif-duration-label", markup=False)
+                yield Input(id="whatif-duration", compact=True)
+            yield Static("", id="whatif-summary", markup=False)
 
     def on_mount(self) -> None:
         box = self.query_one("#whatif-box")

@@ -60,7 +60,7 @@ def _float_format(col: pa.ChunkedArray) -> Formatter:
 
 
 def _numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
 
 
 class ArrowTable(ScrollView, can_focus=True):

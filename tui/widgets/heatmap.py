@@ -134,8 +134,8 @@ class FloorMap(Widget, can_focus=True):
         if dy:
             r2 = min(max(0, r + dy), len(self.by_row) - 1)
             target = self.by_row[r2]
-            return target[min(i, len(target) - 1)] if target else us
-        return members[min(max(0, i + dx), len(members) - 1)]
+            return int(target[min(i, len(target) - 1)]) if target else us
+        return int(members[min(max(0, i + dx), len(members) - 1)])
 
     def render(self) -> Text:
         self.draw_count += 1
@@ -244,10 +244,10 @@ class ChipGrid(Widget, can_focus=True):
 
     def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
         _, _, spl = self._layout(width)
-        return -(-max(1, self.meta.servers_per_us) // spl)
+        return int(-(-max(1, self.meta.servers_per_us) // spl))
 
     def per_line(self) -> int:
-        return self._layout(self.content_size.width)[2] * self.meta.chips_per_server
+        return int(self._layout(self.content_size.width)[2] * self.meta.chips_per_server)
 
     def render(self) -> Text:
         self.draw_count += 1

@@ -181,17 +181,18 @@ WHERE run_id = $run_id AND time_s <= $t AND (
    OR (target LIKE 'chip:%' AND TRY_CAST(split_part(target, ':', 2) AS INTEGER) // $chips_per_us = $us))
 ORDER BY time_s DESC, rowid DESC
 LIMIT 100""",
-    "job_timeline": """-- Timeline of job $job: submitted, starts, interruptions (with the work lost), end
+    "job_timeline": """-- Timeline of job $job up to $t: submitted, starts, interruptions (with the work lost), end
 SELECT submit_time_s AS time_s, 'submitted' AS what,
        kind || ' ' || name || ' on ' || chips || ' chips, estimate ' || round(estimate_s / 3600, 2) || ' h' AS detail
-FROM jobs WHERE run_id = $run_id AND job_id = $job
+FROM jobs WHERE run_id = $run_id AND job_id = $job AND submit_time_s <= $t
 UNION ALL
 SELECT time_s, kind, detail FROM events
 WHERE run_id = $run_id AND target = 'job:' || $job AND kind <> 'job_interrupted' AND kind <> 'job_preempted'
+  AND time_s <= $t
 UNION ALL
 SELECT time_s, reason, cause || ', lost ' || round(lost_s / 60, 1) || ' min of progress, '
        || printf('%.3g', lost_flop) || ' FLOP'
-FROM interruptions WHERE run_id = $run_id AND job_id = $job
+FROM interruptions WHERE run_id = $run_id AND job_id = $job AND time_s <= $t
 ORDER BY time_s, what""",
 }
 
@@ -207,13 +208,13 @@ WITH ev AS (
       AND kind IN ('job_start', 'job_interrupted', 'job_preempted', 'job_end')
     QUALIFY row_number() OVER (PARTITION BY target ORDER BY time_s DESC, rowid DESC) = 1),
 j AS (
-    SELECT j.job_id, j.kind, j.name AS model, j.chips, j.priority,
+    SELECT j.job_id,
            CASE WHEN ev.last_event = 'job_end' THEN 'done'
                 WHEN ev.last_event = 'job_start' AND j.state = 'stopped' AND j.end_time_s BETWEEN 0 AND $t
                     THEN 'stopped'
                 WHEN ev.last_event = 'job_start' THEN 'running'
                 ELSE 'queued' END AS state,
-           j.submit_time_s,
+           j.kind, j.name AS model, j.chips,
            CASE WHEN ev.last_event IS NULL OR ev.last_event IN ('job_interrupted', 'job_preempted')
                 THEN $t - coalesce(ev.since_s, j.submit_time_s) END AS waiting_s,
            CASE WHEN ev.last_event = 'job_end' THEN 1.0
@@ -221,7 +222,7 @@ j AS (
                 THEN least(0.99, ($t - ev.since_s) / nullif(j.estimate_s, 0)) END AS progress,
            coalesce(ev.restarts, 0) AS restarts,
            CASE WHEN ev.last_event = 'job_start' THEN j.ultraservers ELSE '' END AS placement,
-           j.mfu, j.wait_s AS total_wait_s
+           j.priority, j.submit_time_s, j.mfu, j.wait_s AS total_wait_s
     FROM jobs j LEFT JOIN ev USING (job_id)
     WHERE j.run_id = $run_id AND j.submit_time_s <= $t)
 SELECT * FROM j"""

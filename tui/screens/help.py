@@ -51,7 +51,8 @@ def sections(app: Any) -> list[tuple[str, list[tuple[str, str]]]]:
         rows = [r for r in _rows(list(cls.BINDINGS), app) if r[0] not in base_keys or mode == "sql"]
         if rows:
             out.append((f"{label} ({key.upper()})", rows))
-    out.append(("Tables (Jobs, results, rows)", _rows(list(ArrowTable.BINDINGS), app)))
+    sideways = ("← →", "Scroll sideways (Jobs, SQL result); [ ] still move the replay")
+    out.append(("Tables (Jobs, SQL result, rows)", [*_rows(list(ArrowTable.BINDINGS), app), sideways]))
     return out
 
 

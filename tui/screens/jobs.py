@@ -18,7 +18,7 @@ from storage import queries as Q
 from tui import fmt
 from tui.feed import PanelReq
 from tui.screens.base import TwinScreen
-from tui.widgets.arrowtable import ArrowTable
+from tui.widgets.arrowtable import ArrowTable, WideArrowTable
 
 VIEWS = tuple(Q.JOB_VIEWS)
 LABELS = {"job_id": "job", "model": "model", "chips": "chips", "priority": "prio", "state": "state",
@@ -60,7 +60,7 @@ class JobsScreen(TwinScreen):
     def compose_body(self) -> Iterable[Widget]:
         yield Static(id="jobs-bar")
         yield Input(placeholder="filter: model, kind or job id (Enter applies, Esc clears)", id="jobs-filter")
-        t = ArrowTable(formatters=FORMATS, labels=LABELS, empty="no jobs in this view", id="jobs", classes="panel")
+        t = WideArrowTable(formatters=FORMATS, labels=LABELS, empty="no jobs in this view", id="jobs", classes="panel")
         yield t
 
     def on_mount(self) -> None:

@@ -33,6 +33,7 @@ class TwinScreen(Screen[None]):
     MODE: ClassVar[str] = ""
     HAS_WINDOW: ClassVar[bool] = False
     ALIASES: ClassVar[dict[str, str]] = {}  # widget id -> the panel whose query feeds it
+    TABLES: ClassVar[frozenset[str]] = frozenset()  # live panels redrawn at 1 Hz (tables), not 4 Hz
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "open_sql", "SQL", tooltip="Open the SQL behind the focused panel in the SQL editor"),
         Binding("tab", "app.focus_next", "Panel", key_display="⇥", show=False, tooltip="Focus the next panel"),
@@ -44,6 +45,7 @@ class TwinScreen(Screen[None]):
         super().__init__(id=self.MODE)
         self._seen = -1
         self._sql_at = 0.0
+        self._table_at = 0.0
         self.load_count = 0  # panel results shown (refresh-rate figures)
 
     @property
@@ -91,9 +93,12 @@ class TwinScreen(Screen[None]):
         self._seen = app.seq
         reqs = self.panel_requests()
         if app.live is not None:
+            tables = force or now - self._table_at >= SQL_PANEL_REFRESH_S
+            if tables:
+                self._table_at = now
             if changed:
                 for r in reqs:
-                    if r.query in LIVE_PANELS:
+                    if r.query in LIVE_PANELS and (tables or r.panel not in self.TABLES):
                         cols = app.live.panel(r.query, r.params)
                         if cols is not None:
                             self.show_panel(r.panel, cols)

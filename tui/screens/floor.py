@@ -56,6 +56,7 @@ def us_items(d: dict[str, Any], us: int, meta: Any) -> list[Item]:
 class FloorScreen(TwinScreen):
     MODE = "floor"
     ALIASES: ClassVar[dict[str, str]] = {"us-detail": "map"}
+    TABLES: ClassVar[frozenset[str]] = frozenset({"rows"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left", "move(-1, 0)", "←", show=False, tooltip="Select the UltraServer to the left"),
         Binding("right", "move(1, 0)", "→", show=False, tooltip="Select the UltraServer to the right"),

@@ -33,6 +33,8 @@ def plot_widget(spec: PlotSpec) -> BraillePlot:
     pid, _, title, f, names = spec
     p = BraillePlot(f, 86400, id=pid, classes="panel")
     p.border_title = legend(title, names)
+    if pid in FRACTION_PLOTS:
+        p.bounds = (0.0, 1.0)
     return p
 
 
@@ -44,6 +46,8 @@ def show_plot(screen: TwinScreen, spec: PlotSpec, cols: dict[str, Any]) -> None:
     p.set_data(cols["time_s"].astype(float), series, app.t or 0, app.window_s)
     p.border_subtitle = f"last {fmt.window(app.window_s)}"
 
+
+FRACTION_PLOTS = frozenset({"plot-activity"})
 
 PLOTS: tuple[PlotSpec, ...] = (
     ("plot-power", "plot_power", "Power", fmt.power, ("fac", "IT")),

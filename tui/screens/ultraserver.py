@@ -30,6 +30,7 @@ class UltraServerScreen(TwinScreen):
     MODE = "ultraserver"
     HAS_WINDOW = True
     ALIASES: ClassVar[dict[str, str]] = {"chip-detail": "chips", "plot-us-temp": "plot-us-power"}
+    TABLES: ClassVar[frozenset[str]] = frozenset({"us-jobs", "us-events"})
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left", "move(-1)", "←", show=False, tooltip="Previous chip"),
         Binding("right", "move(1)", "→", show=False, tooltip="Next chip"),

@@ -83,6 +83,7 @@ class BraillePlot(Widget, can_focus=True):
         self._series: Sequence[np.ndarray] = ()
         self._t_end = 0.0
         self.draw_count = 0
+        self.bounds: tuple[float, float] | None = None  # the axis never goes beyond these (fractions)
 
     def set_data(self, t: np.ndarray, series: Sequence[np.ndarray], t_end: float,
                  window_s: float | None = None) -> None:
@@ -108,6 +109,10 @@ class BraillePlot(Widget, can_focus=True):
         lo, hi = float(vals.min()), float(vals.max())
         pad = max(abs(hi - lo) * 0.05, abs(hi) * 0.005, 1e-9)
         lo, hi = (lo - pad if lo - pad >= 0 or lo < 0 else 0.0), hi + pad
+        if self.bounds is not None:
+            lo, hi = max(lo, self.bounds[0]), min(hi, self.bounds[1])
+            if hi <= lo:
+                lo, hi = self.bounds
         labels = {0: self.fmt_y(hi), h - 1: self.fmt_y(lo)}
         if h >= 5:
             labels[(h - 1) // 2] = self.fmt_y((lo + hi) / 2)

@@ -269,6 +269,7 @@ async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> Non
             assert len(p._t) == 1440 and p._t[-1] == t
 
             session.writer.flush()
+            await wait_for(pilot, lambda: app.t_file == t)  # the loader sees the committed step
             con = session.writer.cursor()
             try:
                 params = app.params(us=1)

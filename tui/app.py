@@ -270,15 +270,18 @@ class TwinApp(App[None]):
     def _loader(self, cur: Any) -> None:
         worker = get_current_worker()
         self.thread_ids["panels"] = threading.get_native_id()
+        polled = 0.0
         try:
             while not worker.is_cancelled:
-                if not self._req_event.wait(0.05):
+                woke = self._req_event.wait(0.05)
+                if self.live is not None and (woke or time.monotonic() - polled > 0.5):
+                    polled = time.monotonic()
+                    self.t_file = self._committed_t(cur)  # also between requests: for ``s``
+                if not woke:
                     continue
                 with self._req_lock:
                     self._req_event.clear()
                     pending, self._requests = list(self._requests.values()), {}
-                if self.live is not None:
-                    self.t_file = self._committed_t(cur)
                 for requester, seq, items in pending:
                     results: dict[str, Any] = {}
                     for r in items:

@@ -41,7 +41,7 @@ SERIES: dict[str, tuple[str, ...]] = {
     "plot_queue": ("queue_jobs", "running_jobs"),
     "plot_temp": ("max_chip_temp_c", "coolant_return_c"),
     "plot_cooling": ("cooling_power_w", "power_loss_w"),
-    "plot_free": ("free_cooling_fraction", "chiller_cop"),
+    "plot_free": ("free_cooling_fraction",),
     "plot_weather": ("outdoor_temp_c", "outdoor_wetbulb_c"),
     "plot_loops": ("coolant_return_c", "facility_water_supply_c"),
     "plot_price": ("price_usd_per_mwh",),
@@ -71,7 +71,7 @@ TITLES: dict[str, str] = {
     "plot_power": "Power plot (facility and IT)", "plot_pue": "PUE plot", "plot_activity": "Activity plot",
     "plot_tokens": "Tokens/s plot", "plot_queue": "Queue plot (waiting and running batch jobs)",
     "plot_temp": "Temperature plot (hottest chip, loop return)", "plot_cooling": "Cooling power and losses plot",
-    "plot_free": "Free cooling and chiller COP plot", "plot_weather": "Weather plot (dry and wet bulb)",
+    "plot_free": "Free cooling plot (share of heat rejected without the chillers)", "plot_weather": "Weather plot (dry and wet bulb)",
     "plot_loops": "Loop temperatures plot", "plot_price": "Electricity price plot", "plot_carbon": "Grid carbon plot",
     "power_chain": "Power chain", "cooling_plant": "Cooling plant", "site_grid": "Site and grid",
 }

@@ -19,7 +19,7 @@ from tui.widgets.info import InfoList, Item
 
 PLOTS: tuple[PlotSpec, ...] = (
     ("plot-cooling", "plot_cooling", "Cooling / losses", fmt.power, ("cooling", "losses")),
-    ("plot-free", "plot_free", "Free cooling / COP", lambda v: f"{v:.2f}", ("free", "COP")),
+    ("plot-free", "plot_free", "Free cooling", lambda v: fmt.pct(v, 0), ()),
     ("plot-loops", "plot_loops", "Loops", lambda v: f"{v:.0f}°C", ("return", "facility")),
     ("plot-weather", "plot_weather", "Weather", lambda v: f"{v:.0f}°C", ("dry", "wet bulb")),
     ("plot-price", "plot_price", "Price $/MWh", lambda v: f"{v:.0f}", ()),

@@ -47,7 +47,7 @@ def show_plot(screen: TwinScreen, spec: PlotSpec, cols: dict[str, Any]) -> None:
     p.border_subtitle = f"last {fmt.window(app.window_s)}"
 
 
-FRACTION_PLOTS = frozenset({"plot-activity"})
+FRACTION_PLOTS = frozenset({"plot-activity", "plot-free"})
 
 PLOTS: tuple[PlotSpec, ...] = (
     ("plot-power", "plot_power", "Power", fmt.power, ("fac", "IT")),

@@ -37,7 +37,7 @@ class UltraServerScreen(TwinScreen):
         Binding("up", "move_line(-1)", "↑", show=False, tooltip="Chip one line up"),
         Binding("down", "move_line(1)", "↓", show=False, tooltip="Chip one line down"),
         Binding("escape,backspace", "back", "Floor", key_display="esc", tooltip="Back to the Floor"),
-        Binding("n", "next_us(1)", "Next US", tooltip="Next UltraServer"),
+        Binding("n", "next_us(1)", "Next", tooltip="Next UltraServer"),
         Binding("p", "next_us(-1)", "Prev US", show=False, tooltip="Previous UltraServer"),
         Binding("m", "app.metric", "Metric", tooltip="Colour by the next metric"),
     ]

@@ -501,7 +501,7 @@ async def test_replay_screens_show_their_sql(replay_con: Any) -> None:
         p = app.params()
         fm = app.screen.query_one(FloorMap)
         same_cols(fm.data, sql_cols(replay_con, "floor", p))
-        assert fm.data["chips_failed"][1] == 144 and "✗" in str(fm.render())
+        assert fm.data["chips_failed"][1] == 144 and "✗" in fm.plain_text()
         detail = app.screen.query_one("#us-detail", InfoList)
         assert "UltraServer 0" in detail.items[0][0]
         await pilot.press("m")  # colour by power

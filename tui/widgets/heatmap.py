@@ -10,10 +10,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.events import Click
+from textual.geometry import Region
 from textual.message import Message
+from textual.strip import Strip
 from textual.widget import Widget
 
 from tui import fmt
@@ -101,12 +104,22 @@ class FloorMap(Widget, can_focus=True):
         self.selected = 0
         self._cells: list[tuple[int, int, int, int]] = []  # (y, x0, x1, us)
         self.draw_count = 0
+        self._key: tuple[Any, ...] | None = None
+        self._strips: list[Strip] = []
         rows = np.asarray(meta.us_row, dtype=np.int64)
         self.by_row: list[list[int]] = [np.flatnonzero(rows == r).tolist() for r in range(meta.rows)]
 
     def show(self, data: Cols, m: Metric, selected: int) -> None:
+        moved_only = data is self.data and m is self.metric and selected != self.selected
+        old = self.selected
         self.data, self.metric, self.selected = data, m, selected
-        self.refresh(layout=False)
+        if moved_only and self._cells:
+            # Repaint only the lines of the two cells (Line API: the rest of the map is untouched).
+            width = self.size.width
+            for y in sorted({y for y, _, _, us in self._cells if us in (old, selected)}):
+                self.refresh(Region(0, y, width, 1))
+        else:
+            self.refresh()
 
     def _layout(self, width: int, height: int) -> tuple[int, int, int, int, int]:
         """(label width, cell width, cells per line, cell height, gap lines between rows)."""
@@ -137,16 +150,13 @@ class FloorMap(Widget, can_focus=True):
             return int(target[min(i, len(target) - 1)]) if target else us
         return int(members[min(max(0, i + dx), len(members) - 1)])
 
-    def render(self) -> Text:
-        self.draw_count += 1
-        width, height = self.content_size
-        text = Text(no_wrap=True, overflow="crop", end="")
+    def _spans(self, width: int, height: int) -> list[list[tuple[str, Style | None]]]:
+        """The map as lines of (text, style) runs; records each cell's place for clicks."""
         m = self.metric
         d = self.data
         self._cells = []
         if m is None or not d or m.floor_col not in d:
-            text.append("waiting for data…", style=self.get_component_rich_style("floor--label"))
-            return text
+            return [[("waiting for data…", self.get_component_rich_style("floor--label"))]]
         vals = np.asarray(d[m.floor_col], dtype=np.float64)
         lo, hi = m.floor_range(self.meta)
         lv = levels(vals, lo, hi)
@@ -155,15 +165,15 @@ class FloorMap(Widget, can_focus=True):
         label_w, cw, per_line, ch, gap = self._layout(width, height)
         lab = self.get_component_rich_style("floor--label")
         sel_style = self.get_component_rich_style("floor--selected")
-        lines: list[Text] = []
+        lines: list[list[tuple[str, Style | None]]] = []
         for r, members in enumerate(self.by_row):
             if r and gap:
-                lines.append(Text(""))
+                lines.append([])
             for start in range(0, max(1, len(members)), per_line):
-                block = [Text(no_wrap=True, overflow="crop", end="") for _ in range(ch)]
+                block: list[list[tuple[str, Style | None]]] = [[] for _ in range(ch)]
                 y0 = len(lines)
                 for k, line in enumerate(block):
-                    line.append((f"R{r}" if start == 0 and k == 0 else "").ljust(label_w), style=lab)
+                    line.append(((f"R{r}" if start == 0 and k == 0 else "").ljust(label_w), lab))
                 x = label_w
                 for us in members[start : start + per_line]:
                     v = vals[us] if us < len(vals) else np.nan
@@ -180,21 +190,41 @@ class FloorMap(Widget, can_focus=True):
                     for k, line in enumerate(block):
                         cell = (body[k] if k < len(body) else "")[: cw - 1].ljust(cw - 1)
                         if us == self.selected:
-                            line.append("[" if k == 0 else " ", style=sel_style if k == 0 else st)
-                            line.append(cell[1:], style=st + Style(bold=True, underline=k == 0))
-                            line.append("]" if k == 0 else " ", style=sel_style if k == 0 else None)
+                            line.append(("[" if k == 0 else " ", sel_style if k == 0 else st))
+                            line.append((cell[1:], st + Style(bold=True, underline=k == 0)))
+                            line.append(("]" if k == 0 else " ", sel_style if k == 0 else None))
                         else:
-                            line.append(cell, style=st)
-                            line.append(" ")
+                            line.append((cell, st))
+                            line.append((" ", None))
                     for k in range(ch):
                         self._cells.append((y0 + k, x, x + cw, us))
                     x += cw
                 lines.extend(block)
-        for k, line in enumerate(lines):
-            if k:
-                text.append("\n")
-            text.append_text(line)
-        return text
+        return lines
+
+    def _build(self) -> None:
+        width, height = self.size
+        key = (id(self.data), self.metric, self.selected, width, height)
+        if key == self._key:
+            return
+        self._key = key
+        self.draw_count += 1
+        base = self.rich_style
+        self._strips = [
+            Strip([Segment(t, base + st if st is not None else base) for t, st in line]).crop(0, width)
+            .extend_cell_length(width, base)
+            for line in self._spans(width, height)
+        ]
+
+    def render_line(self, y: int) -> Strip:
+        self._build()
+        if 0 <= y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(self.size.width, self.rich_style)
+
+    def plain_text(self) -> str:
+        self._build()
+        return "\n".join(strip.text for strip in self._strips)
 
     def on_click(self, event: Click) -> None:
         for y, x0, x1, us in self._cells:

@@ -35,8 +35,9 @@ class InfoList(Widget, can_focus=True):
 
     def show(self, items: list[Item]) -> None:
         if items != self.items:
+            relayout = len(items) != len(self.items)  # same height: repaint only
             self.items = list(items)
-            self.refresh(layout=True)
+            self.refresh(layout=relayout)
 
     def get_content_height(self, container: object, viewport: object, width: int) -> int:
         return max(1, len(self.items))

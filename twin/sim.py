@@ -300,7 +300,7 @@ class Simulation:
         rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, us_act, us_tmax, ph.us_return_c, us_clock)
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
-            rec.chips(t, owner, act_chip, chip_p, tj, self.chip_failed)
+            rec.chips(t, owner, act_chip, chip_p, tj, self.chip_failed, ph.clock)
 
     def _record_work(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> float:
         """Workload columns of ``factory_ts`` and this step's ``service_ts`` rows; returns the
@@ -497,6 +497,7 @@ class _Recorder:
         pw: npt.NDArray[Any],
         tj: npt.NDArray[Any],
         failed: npt.NDArray[Any],
+        clock: npt.NDArray[Any],
     ) -> None:
         n = self.topo.chips
         self.c.append(
@@ -509,6 +510,7 @@ class _Recorder:
                 "chip_power_w": pw.astype(np.float32),
                 "t_junction_c": tj.astype(np.float32),
                 "failed": failed.copy(),
+                "clock": clock.astype(np.float32),
             }
         )
 

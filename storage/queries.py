@@ -17,7 +17,7 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
-from storage.reader import QueryError, statement_types
+from storage.reader import QueryError, reading_statements
 
 Cols = dict[str, npt.NDArray[Any]]
 Params = Mapping[str, Any]
@@ -314,7 +314,6 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> Cols:
 # session has none (the writer's connection is the only one in the process), so SQL typed there is
 # checked harder: only reading statements, no table functions or paths that touch files, and only
 # PRAGMAs that report.
-READ_TYPES = frozenset({"SELECT", "EXPLAIN", "PRAGMA"})
 _SAFE_PRAGMAS = frozenset({
     "table_info", "show_tables", "show_tables_expanded", "show", "database_size", "database_list",
     "version", "storage_info", "platform", "functions", "collations", "metadata_info",
@@ -345,19 +344,7 @@ def check_user_sql(con: duckdb.DuckDBPyConnection, sql: str, strict: bool) -> li
     Always: reading statements only (SELECT, EXPLAIN, PRAGMA; DESCRIBE, SHOW and SUMMARIZE parse as
     SELECT). ``strict`` (no read-only connection, i.e. a live session): also no file-reading table
     functions or file paths as tables, and only reporting PRAGMAs."""
-    types = statement_types(con, sql)
-    if not types:
-        raise QueryError("empty query")
-    bad = [t for t in types if t not in READ_TYPES]
-    if bad:
-        raise QueryError(
-            f"refused: {bad[0]} statements are not allowed; telemetry SQL is read-only "
-            "(SELECT, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE and PRAGMA are)"
-        )
-    try:
-        stmts = [s.query for s in con.extract_statements(sql)]
-    except duckdb.Error as e:
-        raise QueryError(str(e).strip()) from e
+    types, stmts = reading_statements(con, sql)
     if not strict:
         return stmts
     for stmt, kind in zip(stmts, types, strict=True):

@@ -71,8 +71,9 @@ def statement_types(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
         raise QueryError(str(e).strip()) from e
 
 
-def user_query(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
-    """Run user SQL (the last statement's result is returned); refuse anything that writes."""
+def reading_statements(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[str]]:
+    """(statement types, statement texts) of user SQL; ``QueryError`` unless every statement only
+    reads (SELECT, EXPLAIN, PRAGMA; DESCRIBE, SHOW and SUMMARIZE parse as SELECT)."""
     types = statement_types(con, sql)
     if not types:
         raise QueryError("empty query")
@@ -83,9 +84,18 @@ def user_query(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
             "(SELECT, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE and PRAGMA are)"
         )
     try:
+        return types, [s.query for s in con.extract_statements(sql)]
+    except duckdb.Error as e:
+        raise QueryError(str(e).strip()) from e
+
+
+def user_query(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    """Run user SQL (the last statement's result is returned); refuse anything that writes."""
+    _, stmts = reading_statements(con, sql)
+    try:
         result: pa.Table | None = None
-        for stmt in con.extract_statements(sql):
-            rel = con.sql(stmt.query)
+        for stmt in stmts:
+            rel = con.sql(stmt)
             result = rel.to_arrow_table() if rel is not None else pa.table({})
         assert result is not None
         return result

@@ -2,7 +2,8 @@
 
 ``Session`` is shared by ``twin run`` and the live TUI: it owns one ``Simulation`` and one
 ``TelemetryWriter``. Everything that can be wrong with the inputs is checked before the output file
-is created, so a bad scenario leaves nothing behind.
+is created, so a bad scenario leaves nothing behind. The writer creates the file atomically and
+locks it for the run's life, so ``overwrite`` never replaces a file another live run is writing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import numpy as np
 
 from scenarios.spec import Scenario, ScenarioError
 from storage.reader import kpi_summary
+from storage.runlock import crash_point
+from storage.sandbox import Limits
 from storage.writer import StorageError, TelemetryWriter
 from twin import __version__
 from twin.params import ScheduledEvent
@@ -41,6 +44,7 @@ class Session:
         overwrite: bool = False,
         flush_interval_s: float = 1.0,
         extra_events: tuple[ScheduledEvent, ...] = (),
+        sql_limits: Limits | None = None,
     ) -> None:
         self.scenario = scenario
         try:
@@ -56,15 +60,13 @@ class Session:
         except ValueError as e:
             raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
         self.out = Path(out)
-        if self.out.exists():
-            if not overwrite:
-                raise StorageError(f"{self.out}: already exists (choose another --out or pass --overwrite)")
-            self.out.unlink()
-            wal = Path(str(self.out) + ".wal")
-            if wal.exists():
-                wal.unlink()
+        check_output(self.out, overwrite)
         if self.out.parent and not self.out.parent.exists():
-            self.out.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.out.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StorageError(f"{self.out.parent}: cannot create the folder: {e.strerror or e}") from None
+        crash_point("session:writer")
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         self.run_id = f"{scenario.name}-s{self.seed}-{stamp}-{os.getpid()}"
         self.writer = TelemetryWriter(
@@ -82,6 +84,8 @@ class Session:
                 "system": self.params.hall.system.key,
             },
             flush_interval_s=flush_interval_s,
+            if_exists="replace" if overwrite else "error",
+            limits=sql_limits,
         )
         self.closed = False
 
@@ -102,6 +106,25 @@ class Session:
         if not self.closed:
             self.closed = True
             self.writer.close(status)
+
+
+def check_output(path: str | Path, overwrite: bool) -> None:
+    """``StorageError`` if a run could not write ``path``: it exists (without ``overwrite``), is a
+    folder, or another live run holds it. (The writer checks again under the lock.)"""
+    from storage.runlock import LockedError, RunLock
+
+    p = Path(path)
+    if p.is_dir():
+        raise StorageError(f"{p}: is a directory")
+    if p.exists() and not overwrite:
+        raise StorageError(f"{p}: already exists (choose another --out or pass --overwrite)")
+    if p.parent.is_dir():
+        try:
+            RunLock(p).release()
+        except LockedError as e:
+            raise StorageError(f"{p}: another run (process {e}) is writing this file; choose another output") from None
+        except OSError as e:
+            raise StorageError(f"{p}: cannot write here: {e.strerror or e}") from None
 
 
 @dataclass

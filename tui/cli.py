@@ -318,22 +318,21 @@ def hardware_cmd(sources: bool) -> None:
     "--format", "fmt_", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True
 )
 @click.option("--max-rows", type=int, default=200, show_default=True, help="Rows shown in table format.")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
+              help="Time limit of the query [s]; it is stopped there.")
+@click.option("--memory-limit", "memory", default="1GB", show_default=True,
+              help="Memory the query may use (e.g. 512MB, 4GB).")
 @_guard
-def sql_cmd(file: str, query: str | None, fmt_: str, max_rows: int) -> None:
+def sql_cmd(file: str, query: str | None, fmt_: str, max_rows: int, timeout_s: float, memory: str) -> None:
     """Query a telemetry FILE with read-only SQL (QUERY, or stdin; no QUERY on a terminal lists
-    the tables and their columns with units)."""
-    from storage.reader import open_run_file, user_query
+    the tables and their columns with units). The file is opened in a sandbox: no other file,
+    extension or setting is reachable. Ctrl-C stops a running query."""
+    from tui.cli_sql import run_user_query
 
-    con = open_run_file(file)
-    try:
-        if query is None:
-            if sys.stdin.isatty():
-                _print_schema()
-                return
-            query = sys.stdin.read()
-        table = user_query(con, query)
-    finally:
-        con.close()
+    table = run_user_query(file, query, timeout_s, memory)
+    if table is None:
+        _print_schema()
+        return
     if fmt_ == "csv":
         import pyarrow.csv as pacsv
 

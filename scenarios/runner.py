@@ -8,11 +8,14 @@ locks it for the run's life, so ``overwrite`` never replaces a file another live
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,6 +111,48 @@ class Session:
             self.writer.close(status)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: handled like Ctrl-C (the run is recorded ``stopped``)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the main thread,
+    so a run killed politely ends like one interrupted with Ctrl-C. Elsewhere than in the main
+    thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def variant_outputs(scenario: Scenario, base: Path, seed: int | None, overwrite: bool) -> list[tuple[Scenario, Path]]:
+    """Each variant of a comparison scenario with its output file, every one checked (its
+    parameters, and that its file can be written) before any file is written."""
+    plan: list[tuple[Scenario, Path]] = []
+    seen: set[Path] = set()
+    for v in scenario.variants:
+        path = base.with_name(f"{base.stem}-{v.name}{base.suffix or '.duckdb'}")
+        try:
+            v.to_params(seed)
+        except ValueError as e:
+            raise ScenarioError(f"scenario '{scenario.name}', variant '{v.name}': {e}") from None
+        if path.resolve() in seen:
+            raise ScenarioError(f"scenario '{scenario.name}': two variants write {path}")
+        seen.add(path.resolve())
+        check_output(path, overwrite)
+        plan.append((v, path))
+    return plan
+
+
 def check_output(path: str | Path, overwrite: bool) -> None:
     """``StorageError`` if a run could not write ``path``: it exists (without ``overwrite``), is a
     folder, or another live run holds it. (The writer checks again under the lock.)"""
@@ -149,12 +194,12 @@ def run(
     extra_events: tuple[ScheduledEvent, ...] = (),
 ) -> RunResult:
     """Run a scenario headless to completion; return its KPI summary."""
-    session = Session(
-        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events
-    )
     t0 = time.perf_counter()
     done = 0
     status = "failed"
+    session = Session(
+        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events
+    )
     try:
         total = session.total_steps
         while done < total:

@@ -2,9 +2,10 @@
 
 DuckDB enforces the sandbox itself, from the moment a file is created or opened: no file system
 access beyond the database's own files, no extension installing or auto-loading, no community or
-unsigned extensions, no spilling to temporary files, and a locked configuration (no ``SET``,
-``PRAGMA`` or ``enable_logging``/``enable_profiling`` can change a setting). Before the lock, one
-cursor is set aside for user SQL with its own memory limit for query intermediates.
+unsigned extensions, no spilling to temporary files, a memory limit, and a locked configuration
+(no ``SET``, ``PRAGMA`` or ``enable_logging``/``enable_profiling`` can change a setting). One
+cursor is set aside for user SQL. In a live run the writer shares the memory limit and wins: when
+an insert runs short, it stops the user's query and tries again.
 
 User SQL (``twin sql`` and the console's SQL screen, live or replay) goes through
 ``UserSql.run`` only: the statement check of ``storage.queries.check_user_sql`` first (a second
@@ -28,10 +29,7 @@ import pyarrow as pa
 from storage.runlock import crash_point
 
 DEFAULT_TIMEOUT_S = 60.0
-DEFAULT_MEMORY = "1GB"
-# The writer's share of a live database's memory, on top of the user SQL limit: Arrow batches of
-# up to ~500k rows and the jobs table's primary-key index (a few hundred MB at the largest scales).
-WRITER_MEMORY_BYTES = 2 << 30
+DEFAULT_MEMORY = "2GB"
 MAX_MEMORY_BYTES = 1 << 50
 
 SANDBOX_CONFIG: dict[str, Any] = {
@@ -89,17 +87,13 @@ class Limits:
 
 def connect(path: str | Path, *, read_only: bool, limits: Limits, extra_config: dict[str, Any] | None = None,
             ) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
-    """Open (or create) a database in the sandbox: ``(connection, user cursor)``.
-
-    The user cursor carries the per-query memory limit; then the configuration is locked for every
-    connection of the database. A writable database gets the writer's share of memory on top."""
-    total = limits.memory_bytes + (0 if read_only else WRITER_MEMORY_BYTES)
-    config = {**SANDBOX_CONFIG, "memory_limit": f"{total}B", **(extra_config or {})}
+    """Open (or create) a database in the sandbox with the memory limit of ``limits``:
+    ``(connection, user cursor)``; the configuration is locked for every connection of it."""
+    config = {**SANDBOX_CONFIG, "memory_limit": f"{limits.memory_bytes}B", **(extra_config or {})}
     con = duckdb.connect(str(path), read_only=read_only, config=config)
     try:
-        user = con.cursor()
-        user.execute(f"SET operator_memory_limit = '{limits.memory_bytes}B'")
         con.execute("SET lock_configuration = true")
+        user = con.cursor()
     except BaseException:
         con.close()
         raise
@@ -199,6 +193,9 @@ class UserSql:
     def _interrupted_text(self) -> str:
         if self._why == "timeout":
             return f"the query was stopped at its {self.limits.timeout_s:g} s time limit"
+        if self._why == "writer":
+            return (f"the query was stopped: the live run needed the memory (the {self.limits.memory_text} "
+                    "limit is shared with it)")
         return "cancelled"
 
     def _interrupt(self, why: str) -> None:
@@ -213,8 +210,9 @@ class UserSql:
         """Cancel the running query (from another thread); it ends with ``QueryError('cancelled')``."""
         self._interrupt("cancel")
 
-    def wait_idle(self) -> None:
-        """Return once no query runs."""
+    def make_room(self) -> None:
+        """The writer ran short of memory: stop the user's query and return once it has ended."""
+        self._interrupt("writer")
         with self._lock:
             pass
 

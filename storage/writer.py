@@ -326,8 +326,7 @@ class TelemetryWriter:
         except duckdb.OutOfMemoryException:
             # A console query may hold the memory: stop it and try once more.
             self._rollback()
-            self.user_sql.interrupt()
-            self.user_sql.wait_idle()
+            self.user_sql.make_room()
             self._flush_once()
         except BaseException:
             self._rollback()

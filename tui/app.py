@@ -14,6 +14,7 @@ import dataclasses
 import gc
 import math
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterable
@@ -170,6 +171,7 @@ class TwinApp(App[None]):
         self._bg_workers: list[Worker[None]] = []
         self._cursors: list[Any] = []
         self._pending_sql: tuple[str, bool, str] | None = None
+        self.terminated = False  # a live session ended by SIGTERM
         self._play_t = float(self.t or 0)
         self._play_wall = time.monotonic()
 
@@ -190,9 +192,17 @@ class TwinApp(App[None]):
         if self.live is not None:
             self._bg_workers.append(self.run_worker(self._sim_loop, name="simulation", group="sim", thread=True,
                                                  exit_on_error=True))
+            try:  # SIGTERM ends a live session like quitting: the run is recorded 'stopped'
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self._terminate)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
         else:
             self._sim_done.set()
             self.set_interval(PLAY_PERIOD_S, self._play)
+
+    def _terminate(self) -> None:
+        self.terminated = True
+        self.exit()
 
     def _collect(self) -> None:
         now = time.monotonic()

@@ -34,23 +34,24 @@ def run_user_query(file: str, query: str | None, timeout_s: float, memory: str) 
     try:
         sandbox = UserSql(con, limits, strict=False)
         out: dict[str, Any] = {}
+        done = threading.Event()
 
         def work() -> None:
             try:
                 out["table"] = sandbox.run(query).table
             except BaseException as e:  # handed to the main thread
                 out["error"] = e
+            finally:
+                done.set()
 
         # The query runs in a thread so that Ctrl-C reaches the main thread, which interrupts it.
-        worker = threading.Thread(target=work, name="twin-sql", daemon=True)
-        worker.start()
+        threading.Thread(target=work, name="twin-sql", daemon=True).start()
         try:
-            while worker.is_alive():
-                worker.join(0.1)
+            while not done.wait(0.1):
+                pass
         except KeyboardInterrupt:
-            while worker.is_alive():  # again until it ends: the query may just be starting
+            while not done.wait(0.05):  # again until it ends: the query may just be starting
                 sandbox.interrupt()
-                worker.join(0.05)
             _cancelled()
         if "error" in out:
             raise out["error"]

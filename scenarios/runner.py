@@ -134,6 +134,20 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM until the block ends (in the main thread; elsewhere they do not
+    arrive anyway)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def variant_outputs(scenario: Scenario, base: Path, seed: int | None, overwrite: bool) -> list[tuple[Scenario, Path]]:
     """Each variant of a comparison scenario with its output file, every one checked (its
     parameters, and that its file can be written) before any file is written."""
@@ -213,7 +227,8 @@ def run(
         status = "stopped"
         raise
     finally:
-        session.close(status)
+        with signals_deferred():  # a second Ctrl-C or SIGTERM must not cut the closing short
+            session.close(status)
     wall = time.perf_counter() - t0
     from storage.reader import open_run_file
 

@@ -15,7 +15,7 @@ import os
 import signal
 from pathlib import Path
 
-RESERVE_BYTES = 4 << 20  # room to record a run's end after the disk filled up
+RESERVE_BYTES = 256 << 10  # room to record a run's end after the disk filled up
 
 
 class LockedError(Exception):

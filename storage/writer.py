@@ -231,7 +231,7 @@ class TelemetryWriter:
         if self._thread.is_alive():
             self._q.put(_STOP)
             self._thread.join()
-        self.user_sql.interrupt()
+        self.user_sql.close()  # stops a console query still running, and its cursor
         try:
             self._record_end(status if self._error is None else "failed")
             try:

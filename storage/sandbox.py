@@ -92,7 +92,9 @@ def connect(path: str | Path, *, read_only: bool, limits: Limits, extra_config: 
     config = {**SANDBOX_CONFIG, "memory_limit": f"{limits.memory_bytes}B", **(extra_config or {})}
     con = duckdb.connect(str(path), read_only=read_only, config=config)
     try:
-        con.execute("SET lock_configuration = true")
+        # The process may already hold this database (same configuration), locked.
+        if not con.sql("SELECT current_setting('lock_configuration')").fetchall()[0][0]:
+            con.execute("SET lock_configuration = true")
         user = con.cursor()
     except BaseException:
         con.close()

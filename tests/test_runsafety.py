@@ -164,6 +164,19 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path: Path) -> None:
     assert status == "stopped" and 0 < sim_t == last < 3650 * 86400
 
 
+def test_a_signal_while_a_run_closes_waits_for_the_close(tmp_path: Path) -> None:
+    out = tmp_path / "closing.duckdb"
+    p = _stopped_run(tmp_path, out, "close:begin")  # every step simulated, the file not closed yet
+    os.kill(p.pid, signal.SIGTERM)
+    os.kill(p.pid, signal.SIGCONT)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 143
+    assert err.strip() == f"twin: terminated (SIGTERM); telemetry so far is in {out} (status 'complete')"
+    _, status, sim_t, last = _state(out) or ("", "", 0, 0)
+    assert status == "complete" and sim_t == last == 12 * 3600
+    assert not (tmp_path / "closing.duckdb.lock").exists()
+
+
 def test_a_failed_write_records_what_was_committed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A write failing in the third flush (as on a full disk): the run is 'failed' and its
     sim_time_s is the end of the last step actually in the tables."""

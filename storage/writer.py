@@ -23,6 +23,12 @@ from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 _STOP = object()
 
+# On-disk format of new files: the oldest DuckDB storage version that keeps everything the file
+# uses (tables, views, column comments). "v1.2.0" writes storage version 65, which DuckDB 1.2 and
+# later 1.x releases (1.5.x reads 64-68) and 2.x all open; DuckDB 2.0's own default (999) is
+# unreadable by every 1.x release. Only applies when the file is created.
+STORAGE_COMPATIBILITY = "v1.2.0"
+
 
 class StorageError(Exception):
     """A telemetry file could not be created, opened or written."""
@@ -85,7 +91,9 @@ class TelemetryWriter:
         self.flush_rows = flush_rows
         self.flush_interval_s = flush_interval_s
         try:
-            self.con = duckdb.connect(str(self.path))
+            self.con = duckdb.connect(
+                str(self.path), config={"storage_compatibility_version": STORAGE_COMPATIBILITY}
+            )
         except duckdb.Error as e:
             raise StorageError(f"{self.path}: cannot open for writing: {e}") from e
         try:

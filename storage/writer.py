@@ -65,7 +65,9 @@ def to_arrow(table: str, run_id: str, cols: dict[str, Any]) -> pa.Table:
             arrays.append(None)
             continue
         v = cols[f.name]
-        arr = pa.array(v, type=f.type)
+        # NaN is the model's "no value" (no cap, nothing served); the file stores NULL so that
+        # max(), avg() and every reader treat it as missing, not as a number.
+        arr = pa.array(v, type=f.type, from_pandas=pa.types.is_floating(f.type))
         n = len(arr)
         arrays.append(arr)
     n = n or 0

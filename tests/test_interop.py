@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
+import numpy as np
 import pytest
+from click.testing import CliRunner
+
+from tests.conftest import SMALL_TOML
+from tui.cli import main
 
 # DuckDB 1.5.x (the newest 1.x) refuses a file "with version number 69 ... can only read versions
 # between 64 and 68"; DuckDB 1.2.0 reads up to 65.
 DUCKDB1_READABLE = range(64, 66)
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return r.exit_code, r.stdout, r.stderr
 
 
 def storage_version(path: Path) -> int:
@@ -40,3 +52,105 @@ def test_a_duckdb_1x_reader_opens_the_recording(small_run: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "-> ok" in proc.stdout
+
+
+# ------------------------------------------------------------------ NULL for "no value", strict JSON
+
+def _strict_json(text: str) -> object:
+    def refuse(c: str) -> object:
+        raise AssertionError(f"non-standard JSON constant {c}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_no_value_is_stored_as_null_never_nan(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]
+    from scenarios.runner import Session
+    from storage.reader import open_run_file
+    from twin.telemetry import TABLES
+
+    spec, text = small_scenario
+    s = Session(spec, text, tmp_path / "n.duckdb")
+    frames = [s.advance(90), s.advance(90)]
+    s.close()
+    con = open_run_file(tmp_path / "n.duckdb")
+    try:
+        # The model's NaN ("no value") positions are exactly the file's NULLs, column by column.
+        got = con.sql("SELECT * FROM factory_ts ORDER BY time_s").to_arrow_table()
+        had_nan = 0
+        for c in TABLES["factory_ts"]:
+            if c.dtype.startswith("float"):
+                want = np.isnan(np.concatenate([f["factory_ts"][c.name] for f in frames]))
+                had_nan += int(want.sum())
+                assert np.array_equal(got[c.name].is_null().to_numpy(zero_copy_only=False), want), c.name
+        assert had_nan > 0  # no facility cap in this scenario: facility_cap_w has no value
+        # And no float column of any table holds a NaN.
+        for table, cols in TABLES.items():
+            for c in cols:
+                if c.dtype.startswith("float"):
+                    ((n,),) = con.sql(f"SELECT count(*) FILTER (WHERE isnan({c.name})) FROM {table}").fetchall()
+                    assert n == 0, f"{table}.{c.name}"
+        ((cap,),) = con.sql("SELECT max(facility_cap_w) FROM factory_ts").fetchall()
+        assert cap is None
+    finally:
+        con.close()
+
+
+def test_sql_json_is_strict_and_jsonl_is_one_object_per_line(small_run: Path) -> None:
+    q = ("SELECT time_s, facility_cap_w, 'nan'::DOUBLE AS nan, 'inf'::DOUBLE AS inf, "
+         "sum(chips_busy) OVER (ORDER BY time_s) AS busy_total FROM factory_ts ORDER BY time_s LIMIT 5")
+    code, out, _ = invoke("sql", str(small_run), q, "--format", "json")
+    assert code == 0
+    rows = _strict_json(out)
+    assert isinstance(rows, list) and len(rows) == 5
+    assert all(r["facility_cap_w"] is None and r["nan"] is None and r["inf"] is None for r in rows)
+    assert all(isinstance(r["busy_total"], int) for r in rows)  # a 128-bit sum, still a number
+    code, out2, _ = invoke("sql", str(small_run), q, "--format", "jsonl")
+    assert code == 0
+    lines = out2.splitlines()
+    assert [_strict_json(line) for line in lines] == rows
+    code, out3, _ = invoke("sql", str(small_run), "SELECT 1 AS x WHERE false", "--format", "json")
+    assert code == 0 and _strict_json(out3) == []
+
+
+def test_sql_parquet_to_a_file_matches_the_query(small_run: Path, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    dest = tmp_path / "r.parquet"
+    q = "SELECT time_s, it_power_w, facility_cap_w FROM factory_ts ORDER BY time_s"
+    code, _, err = invoke("sql", str(small_run), q, "--format", "parquet", "--out", str(dest))
+    assert code == 0, err
+    got = pq.read_table(dest)
+    con = duckdb.connect(str(small_run), read_only=True)
+    try:
+        n, s, caps = con.sql("SELECT count(*), sum(it_power_w), count(facility_cap_w) FROM factory_ts").fetchall()[0]
+    finally:
+        con.close()
+    assert got.num_rows == n and got["it_power_w"].to_numpy().sum() == pytest.approx(s, rel=1e-12)
+    assert got["facility_cap_w"].null_count == n - caps
+    # Bad --out: one line, exit 2, nothing written.
+    code, _, err = invoke("sql", str(small_run), q, "--format", "csv", "--out", str(tmp_path / "no" / "x.csv"))
+    assert code == 2 and "no such directory" in err and len(err.strip().splitlines()) == 1
+
+
+def test_run_json_is_one_line_with_numbers_and_variants_one_line_each(tmp_path: Path) -> None:
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL_TOML)
+    code, out, _ = invoke("run", str(f), "--hours", "1", "--out", str(tmp_path / "j.duckdb"), "--json")
+    assert code == 0
+    assert len(out.strip().splitlines()) == 1
+    s = _strict_json(out)
+    assert isinstance(s, dict)
+    con = duckdb.connect(str(tmp_path / "j.duckdb"), read_only=True)
+    try:
+        ((requests,),) = con.sql("SELECT sum(requests_arrived) FROM service_ts").fetchall()
+    finally:
+        con.close()
+    assert requests > 0 and s["requests"] == int(requests) and isinstance(s["requests"], int)
+    v = tmp_path / "v.toml"
+    v.write_text(SMALL_TOML.replace('name = "small"', 'name = "pair"') +
+                 '\n[[variants]]\nname = "a"\n\n[[variants]]\nname = "b"\nseed = 8\n')
+    code, out, _ = invoke("run", str(v), "--hours", "1", "--out", str(tmp_path / "p.duckdb"), "--json")
+    assert code == 0
+    lines = [_strict_json(line) for line in out.splitlines()]
+    assert [d["variant"] for d in lines] == ["a", "b"]  # type: ignore[index]
+    assert all(Path(d["file"]).exists() for d in lines)  # type: ignore[index]

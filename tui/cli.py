@@ -7,7 +7,6 @@ Bad input exits with code 2 and one line naming the file, the key and what is wr
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -131,7 +130,8 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
     help="Telemetry file (default: twin-runs/<scenario>-<time>.duckdb).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
-@click.option("--json", "as_json", is_flag=True, help="Print the KPI summary as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the KPI summary as one line of JSON (one line per variant).")
 @_guard
 def run_cmd(
     scenario: str,
@@ -156,16 +156,17 @@ def run_cmd(
         for v in spec.variants:
             vpath = base.with_name(f"{base.stem}-{v.name}{base.suffix or '.duckdb'}")
             click.echo(f"— variant {v.name} → {vpath}", err=True)
-            _run_one(v, text, vpath, seed, dur, overwrite, as_json=False, quiet=True)
+            _run_one(v, text, vpath, seed, dur, overwrite, as_json=as_json, quiet=not as_json, variant=v.name)
             paths.append(str(vpath))
-        _print_compare(paths, as_json)
+        if not as_json:  # --json: one line per variant (JSON Lines) instead of the table
+            _print_compare(paths, as_json)
         return
     path = Path(out) if out else _default_out(spec.name)
     _run_one(spec, text, path, seed, dur, overwrite, as_json)
 
 
 def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None, overwrite: bool,
-             as_json: bool, quiet: bool = False) -> None:
+             as_json: bool, quiet: bool = False, variant: str | None = None) -> None:
     from scenarios.runner import run
 
     total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
@@ -192,19 +193,9 @@ def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None
     if quiet:
         return
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "file": str(result.path),
-                    "run_id": result.run_id,
-                    "status": result.status,
-                    "wall_s": result.wall_s,
-                    **s,
-                },
-                default=str,
-                indent=2,
-            )
-        )
+        from tui.cli_formats import run_json
+
+        click.echo(run_json(result, **({"variant": variant} if variant else {})))
         return
     click.echo(_summary_text(result, s))
 
@@ -315,11 +306,16 @@ def hardware_cmd(sources: bool) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("query", required=False)
 @click.option(
-    "--format", "fmt_", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True
+    "--format", "fmt_", type=click.Choice(["table", "csv", "json", "jsonl", "parquet"]), default="table",
+    show_default=True,
+    help="json: one array of row objects; jsonl: one object per line; NULL is null, never NaN. "
+    "parquet needs --out or a redirected stdout.",
 )
+@click.option("--out", "-o", "out", type=click.Path(dir_okay=False), default=None,
+              help="Write the result to this file (replaced atomically) instead of stdout.")
 @click.option("--max-rows", type=int, default=200, show_default=True, help="Rows shown in table format.")
 @_guard
-def sql_cmd(file: str, query: str | None, fmt_: str, max_rows: int) -> None:
+def sql_cmd(file: str, query: str | None, fmt_: str, out: str | None, max_rows: int) -> None:
     """Query a telemetry FILE with read-only SQL (QUERY, or stdin; no QUERY on a terminal lists
     the tables and their columns with units)."""
     from storage.reader import open_run_file, user_query
@@ -334,16 +330,9 @@ def sql_cmd(file: str, query: str | None, fmt_: str, max_rows: int) -> None:
         table = user_query(con, query)
     finally:
         con.close()
-    if fmt_ == "csv":
-        import pyarrow.csv as pacsv
+    from tui.cli_formats import emit_table
 
-        buf = sys.stdout.buffer
-        pacsv.write_csv(table, buf)
-        buf.flush()
-    elif fmt_ == "json":
-        click.echo(json.dumps(table.to_pylist(), default=str, indent=1))
-    else:
-        click.echo(_table_text(table, max_rows))
+    emit_table(table, fmt_, out, max_rows, _table_text)
 
 
 def _print_schema() -> None:
@@ -431,8 +420,9 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
         finally:
             con.close()
     if as_json:
-        click.echo(json.dumps({label: {k: v for k, v in kp.items() if k != "jobs"} for label, kp in cols},
-                              default=str, indent=2))
+        from storage.formats import dumps
+
+        click.echo(dumps({label: {k: v for k, v in kp.items() if k != "jobs"} for label, kp in cols}))
         return
     width = max(14, *(len(label) for label, _ in cols))
     header = f"{'KPI':<30}" + "".join(f" {label:>{width}}" for label, _ in cols)

@@ -154,3 +154,20 @@ def test_run_json_is_one_line_with_numbers_and_variants_one_line_each(tmp_path: 
     lines = [_strict_json(line) for line in out.splitlines()]
     assert [d["variant"] for d in lines] == ["a", "b"]  # type: ignore[index]
     assert all(Path(d["file"]).exists() for d in lines)  # type: ignore[index]
+
+
+def test_three_runs_started_together_in_one_directory_get_their_own_files(tmp_path: Path) -> None:
+    (tmp_path / "small.toml").write_text(SMALL_TOML)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    cmd = [sys.executable, "-c", "from tui.cli import main; main()", "run", "small.toml", "--hours", "0.5"]
+    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    results = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [err for _, err in results]
+    files = sorted((tmp_path / "twin-runs").glob("small-*.duckdb"))
+    assert len(files) == 3
+    pids = {f"-p{p.pid}.duckdb" for p in procs}
+    assert {f.name[f.name.rindex("-p"):] for f in files} == pids
+    for f in files:
+        assert str(f.relative_to(tmp_path)) in "".join(out for out, _ in results)

@@ -7,6 +7,7 @@ Bad input exits with code 2 and one line naming the file, the key and what is wr
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -43,8 +44,11 @@ def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _default_out(name: str) -> Path:
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("twin-runs") / f"{name}-{stamp}.duckdb"
+    """twin-runs/<scenario>-<UTC time to the millisecond>-p<process id>.duckdb: unique for runs
+    started in parallel in one directory."""
+    now = _dt.datetime.now(_dt.UTC)
+    stamp = now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z"
+    return Path("twin-runs") / f"{name}-{stamp}-p{os.getpid()}.duckdb"
 
 
 def _duration_s(hours: float | None, days: float | None) -> int | None:
@@ -75,7 +79,7 @@ def _duration_s(hours: float | None, days: float | None) -> int | None:
     "--out",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<time>.duckdb).",
+    help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
 )
 @click.pass_context
 def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None) -> None:
@@ -127,7 +131,7 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
     "-o",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Telemetry file (default: twin-runs/<scenario>-<time>.duckdb).",
+    help="Telemetry file (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option("--json", "as_json", is_flag=True,

@@ -80,6 +80,8 @@ class Session:
                 "chips_total": self.sim.topo.chips,
                 "ultraservers": self.sim.topo.ultraservers,
                 "system": self.params.hall.system.key,
+                # Calendar time of time_s = 0 (the scenario key ``start``; older specs have none).
+                "start": getattr(scenario, "start", None),
             },
             flush_interval_s=flush_interval_s,
         )

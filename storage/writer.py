@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from storage.schema import arrow_schema, migrations
+from storage.schema import DEFAULT_START, arrow_schema, columns, migrations, timestamps
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 _STOP = object()
@@ -56,13 +56,16 @@ def init_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("COMMIT")
 
 
-def to_arrow(table: str, run_id: str, cols: dict[str, Any]) -> pa.Table:
+def to_arrow(table: str, run_id: str, cols: dict[str, Any], start: _dt.datetime = DEFAULT_START) -> pa.Table:
     schema = arrow_schema(table)
     n = None
     arrays: list[Any] = []
     for f in schema:
         if f.name == "run_id":
             arrays.append(None)
+            continue
+        if f.name == "ts" and "ts" not in cols:
+            arrays.append(timestamps(start, cols["time_s"]))
             continue
         v = cols[f.name]
         # NaN is the model's "no value" (no cap, nothing served); the file stores NULL so that
@@ -103,7 +106,9 @@ class TelemetryWriter:
         except BaseException:
             self.con.close()
             raise
-        self.run = {c.name: run.get(c.name) for c in TABLES["runs"]}
+        self.run = {c.name: run.get(c.name) for c in columns("runs")}
+        self.start: _dt.datetime = run.get("start") or DEFAULT_START
+        self.run["start"] = self.start
         self.run.update(status="running", started_at=utc_now(), finished_at="", sim_time_s=0)
         self.run["schema_version"] = SCHEMA_VERSION
         self._upsert_run()
@@ -176,7 +181,7 @@ class TelemetryWriter:
                     frames, t = item
                     self._sim_time_s = t
                     for table, cols in frames.items():
-                        tb = to_arrow(table, self.run_id, cols)
+                        tb = to_arrow(table, self.run_id, cols, self.start)
                         if tb.num_rows:
                             self._buf[table].append(tb)
                             self._rows += tb.num_rows
@@ -221,7 +226,7 @@ class TelemetryWriter:
         self._rows = 0
 
     def _upsert_run(self) -> None:
-        cols = [c.name for c in TABLES["runs"]]
+        cols = [c.name for c in columns("runs")]
         self.con.execute(
             f"INSERT OR REPLACE INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
             [self.run[c] for c in cols],

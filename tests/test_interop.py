@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import struct
@@ -171,3 +172,54 @@ def test_three_runs_started_together_in_one_directory_get_their_own_files(tmp_pa
     assert {f.name[f.name.rindex("-p"):] for f in files} == pids
     for f in files:
         assert str(f.relative_to(tmp_path)) in "".join(out for out, _ in results)
+
+
+# ------------------------------------------------------------------ calendar time
+
+def _ts_tables() -> list[str]:
+    from twin.telemetry import TABLES
+
+    return [t for t, cols in TABLES.items() if any(c.name == "time_s" for c in cols)]
+
+
+def test_every_time_series_row_has_ts_equal_start_plus_time_s(small_run: Path) -> None:
+    con = duckdb.connect(str(small_run), read_only=True)
+    try:
+        ((start,),) = con.sql("SELECT start FROM runs").fetchall()
+        # The default start is a Monday at midnight UTC (scenario key `start`).
+        utc = start.astimezone(_dt.UTC)
+        assert utc.weekday() == 0 and (utc.hour, utc.minute, utc.second) == (0, 0, 0)
+        checked = 0
+        for t in _ts_tables():
+            n, bad, nulls = con.sql(
+                f"SELECT count(*), count(*) FILTER (WHERE epoch(ts) - epoch(r.start) <> time_s), "
+                f"count(*) FILTER (WHERE ts IS NULL) FROM {t} JOIN runs r USING (run_id)"
+            ).fetchall()[0]
+            assert bad == 0 and nulls == 0, t
+            checked += n
+        assert checked > 0
+        ((typ,),) = con.sql("SELECT data_type FROM duckdb_columns() WHERE table_name = 'factory_ts' "
+                            "AND column_name = 'ts'").fetchall()
+        assert typ == "TIMESTAMP WITH TIME ZONE"
+    finally:
+        con.close()
+
+
+def test_a_start_with_a_zone_is_recorded_as_that_instant(tmp_path: Path) -> None:
+    from storage.writer import TelemetryWriter
+    from tests.conftest import small_params
+    from twin.sim import Simulation
+
+    start = _dt.datetime(2026, 7, 1, 12, 0, tzinfo=_dt.timezone(_dt.timedelta(hours=2)))
+    sim = Simulation(small_params())
+    w = TelemetryWriter(tmp_path / "z.duckdb", {"run_id": "z", "start": start, "dt_s": 60})
+    w.write(sim.advance(30), sim.t_s)
+    w.close()
+    con = duckdb.connect(str(tmp_path / "z.duckdb"), read_only=True)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        first, last, n = con.sql("SELECT min(ts), max(ts), count(*) FROM factory_ts").fetchall()[0]
+    finally:
+        con.close()
+    assert first == start  # 10:00 UTC
+    assert last - first == _dt.timedelta(seconds=29 * 60) and n == 30

@@ -340,11 +340,12 @@ def sql_cmd(file: str, query: str | None, fmt_: str, out: str | None, max_rows: 
 
 
 def _print_schema() -> None:
+    from storage.schema import columns
     from twin.telemetry import TABLES
 
-    for table, cols in TABLES.items():
+    for table in TABLES:
         click.echo(click.style(table, bold=True))
-        for c in cols:
+        for c in columns(table):
             unit = f"[{c.unit}]" if c.unit else ""
             click.echo(f"  {c.name:<26} {c.dtype:<8} {unit:<10} {c.description}")
 

@@ -460,5 +460,16 @@ def replay_cmd(file: str) -> None:
     con.close()
 
 
+def _register(cmd: click.Command) -> None:
+    """Add a command whose body lives in its own module, with the input-error guard."""
+    assert cmd.callback is not None
+    cmd.callback = _guard(cmd.callback)
+    main.add_command(cmd)
+
+
+from tui.cli_export import export_cmd  # noqa: E402
+
+_register(export_cmd)
+
 if __name__ == "__main__":
     main()

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from scenarios.spec import Scenario, ScenarioError
+from storage.live import LivePublisher
 from storage.reader import kpi_summary
 from storage.writer import StorageError, TelemetryWriter
 from twin import __version__
@@ -41,6 +42,7 @@ class Session:
         overwrite: bool = False,
         flush_interval_s: float = 1.0,
         extra_events: tuple[ScheduledEvent, ...] = (),
+        publish_live: bool = True,
     ) -> None:
         self.scenario = scenario
         try:
@@ -67,6 +69,8 @@ class Session:
             self.out.parent.mkdir(parents=True, exist_ok=True)
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         self.run_id = f"{scenario.name}-s{self.seed}-{stamp}-{os.getpid()}"
+        # Other processes read the run while it is written through Parquet parts next to the file.
+        self.publisher = LivePublisher(self.out) if publish_live else None
         self.writer = TelemetryWriter(
             self.out,
             {
@@ -84,6 +88,7 @@ class Session:
                 "start": getattr(scenario, "start", None),
             },
             flush_interval_s=flush_interval_s,
+            on_commit=self.publisher.on_commit if self.publisher else None,
         )
         self.closed = False
 
@@ -103,7 +108,11 @@ class Session:
     def close(self, status: str = "complete") -> None:
         if not self.closed:
             self.closed = True
-            self.writer.close(status)
+            try:
+                self.writer.close(status)
+            finally:
+                if self.publisher is not None:
+                    self.publisher.close()
 
 
 @dataclass
@@ -126,10 +135,12 @@ def run(
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
     extra_events: tuple[ScheduledEvent, ...] = (),
+    publish_live: bool = True,
 ) -> RunResult:
     """Run a scenario headless to completion; return its KPI summary."""
     session = Session(
-        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events
+        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events,
+        publish_live=publish_live,
     )
     t0 = time.perf_counter()
     done = 0

@@ -12,6 +12,7 @@ import datetime as _dt
 import queue
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,11 @@ class TelemetryWriter:
         flush_rows: int = 500_000,
         flush_interval_s: float = 1.0,
         max_pending: int = 8,
+        on_commit: Callable[[dict[str, pa.Table], dict[str, Any]], None] | None = None,
     ) -> None:
+        # Called in the writer thread after every commit with the committed batches and the run row
+        # (storage.live publishes them for readers while the file is locked).
+        self.on_commit = on_commit
         self.path = Path(path)
         self.run_id = str(run["run_id"])
         self.flush_rows = flush_rows
@@ -112,6 +117,8 @@ class TelemetryWriter:
         self.run.update(status="running", started_at=utc_now(), finished_at="", sim_time_s=0)
         self.run["schema_version"] = SCHEMA_VERSION
         self._upsert_run()
+        if on_commit is not None:
+            on_commit({}, dict(self.run))
         self._q: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
         self._buf: dict[str, list[pa.Table]] = {t: [] for t in TABLES if t != "runs"}
         self._rows = 0
@@ -202,11 +209,12 @@ class TelemetryWriter:
 
     def _flush(self) -> None:
         con = self.con
+        committed: dict[str, pa.Table] = {}
         con.execute("BEGIN")
         for table, parts in self._buf.items():
             if not parts:
                 continue
-            tb = pa.concat_tables(parts)
+            tb = committed[table] = pa.concat_tables(parts)
             con.register("_batch", tb)
             if table in UPSERT_KEYS:
                 keys = ", ".join(UPSERT_KEYS[table])
@@ -224,6 +232,8 @@ class TelemetryWriter:
         self._upsert_run()
         con.execute("COMMIT")
         self._rows = 0
+        if self.on_commit is not None:
+            self.on_commit(committed, dict(self.run))
 
     def _upsert_run(self) -> None:
         cols = [c.name for c in columns("runs")]

@@ -322,9 +322,11 @@ def hardware_cmd(sources: bool) -> None:
 def sql_cmd(file: str, query: str | None, fmt_: str, out: str | None, max_rows: int) -> None:
     """Query a telemetry FILE with read-only SQL (QUERY, or stdin; no QUERY on a terminal lists
     the tables and their columns with units)."""
-    from storage.reader import open_run_file, user_query
+    from storage.live import open_for_reading
+    from storage.reader import user_query
 
-    con = open_run_file(file)
+    reading = open_for_reading(file)
+    con = reading.con
     try:
         if query is None:
             if sys.stdin.isatty():
@@ -334,6 +336,8 @@ def sql_cmd(file: str, query: str | None, fmt_: str, out: str | None, max_rows: 
         table = user_query(con, query)
     finally:
         con.close()
+    if reading.in_progress:
+        click.echo(reading.note, err=True)
     from tui.cli_formats import emit_table
 
     emit_table(table, fmt_, out, max_rows, _table_text)
@@ -413,11 +417,15 @@ def compare_cmd(runs: tuple[str, ...], as_json: bool) -> None:
 
 def _print_compare(runs: list[str], as_json: bool) -> None:
     from storage.kpis import COMPARE_ROWS, run_kpis
-    from storage.reader import latest_run_id, open_run_file
+    from storage.live import open_for_reading
+    from storage.reader import latest_run_id
 
     cols: list[tuple[str, dict[str, Any]]] = []
     for path in runs:
-        con = open_run_file(path)
+        reading = open_for_reading(path)
+        con = reading.con
+        if reading.in_progress:
+            click.echo(reading.note, err=True)
         try:
             run_id = latest_run_id(con)
             name = next(iter(con.sql("SELECT scenario_name FROM runs WHERE run_id = ?", params=[run_id]).fetchall()))[0]
@@ -450,9 +458,13 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
 @_guard
 def replay_cmd(file: str) -> None:
     """Show a recorded run in the TUI with a time scrubber."""
-    from storage.reader import latest_run_id, open_run_file
+    from storage.live import open_for_reading
+    from storage.reader import latest_run_id
 
-    con = open_run_file(file)
+    reading = open_for_reading(file, snapshot=True)
+    con = reading.con
+    if reading.in_progress:
+        click.echo(reading.note, err=True)
     run_id = latest_run_id(con)
     from tui.app import TwinApp
 

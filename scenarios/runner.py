@@ -43,8 +43,10 @@ class Session:
         flush_interval_s: float = 1.0,
         extra_events: tuple[ScheduledEvent, ...] = (),
         publish_live: bool = True,
+        on_chunk: Callable[[Frames], None] | None = None,
     ) -> None:
         self.scenario = scenario
+        self.on_chunk = on_chunk  # called with each advance's frames (e.g. the metrics endpoint)
         try:
             self.params = scenario.to_params(seed)
         except ValueError as e:
@@ -103,6 +105,8 @@ class Session:
     def advance(self, steps: int) -> Frames:
         frames = self.sim.advance(steps)
         self.writer.write(frames, self.sim.t_s)
+        if self.on_chunk is not None:
+            self.on_chunk(frames)
         return frames
 
     def close(self, status: str = "complete") -> None:
@@ -136,11 +140,13 @@ def run(
     progress: Callable[[int], None] | None = None,
     extra_events: tuple[ScheduledEvent, ...] = (),
     publish_live: bool = True,
+    on_chunk: Callable[[Frames], None] | None = None,
 ) -> RunResult:
-    """Run a scenario headless to completion; return its KPI summary."""
+    """Run a scenario headless to completion; return its KPI summary. ``on_chunk`` gets each
+    chunk's frames after they are queued for writing."""
     session = Session(
         scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events,
-        publish_live=publish_live,
+        publish_live=publish_live, on_chunk=on_chunk,
     )
     t0 = time.perf_counter()
     done = 0

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import click
 
+from tui.cli_metrics import METRICS_HELP, start_metrics
 from twin import __version__
 
 EXIT_BAD_INPUT = 2
@@ -81,8 +82,9 @@ def _duration_s(hours: float | None, days: float | None) -> int | None:
     default=None,
     help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
 )
+@click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
 @click.pass_context
-def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None) -> None:
+def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None, metrics_port: int | None) -> None:
     """AI Factory Twin: a digital twin of an AI factory (Trainium3 UltraServers, power, cooling,
     site and workload).
 
@@ -98,17 +100,21 @@ def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None) -
     """
     if ctx.invoked_subcommand is not None:
         return
-    _live(scenario, seed, out)
+    _live(scenario, seed, out, metrics_port)
 
 
 @_guard
-def _live(scenario: str, seed: int | None, out: str | None) -> None:
+def _live(scenario: str, seed: int | None, out: str | None, metrics_port: int | None = None) -> None:
     from scenarios.runner import Session
     from scenarios.spec import load
 
     spec, text, _ = load(scenario)
     path = Path(out) if out else _default_out(spec.name)
-    session = Session(spec, text, path, seed=seed, duration_s=10 * 365 * 86400)
+    metrics = start_metrics(metrics_port)
+    session = Session(spec, text, path, seed=seed, duration_s=10 * 365 * 86400,
+                      on_chunk=metrics.update if metrics else None)
+    if metrics:
+        metrics.set_run(run_id=session.run_id, scenario=spec.name, file=str(path))
     from tui.app import TwinApp
 
     app = TwinApp(session=session)
@@ -116,6 +122,8 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
         app.run()
     finally:
         session.close("stopped")
+        if metrics:
+            metrics.close()
     click.echo(f"Session recorded to {path}  (twin sql {path} / twin replay {path})")
 
 
@@ -136,6 +144,7 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the KPI summary as one line of JSON (one line per variant).")
+@click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
 @_guard
 def run_cmd(
     scenario: str,
@@ -145,6 +154,7 @@ def run_cmd(
     out: str | None,
     overwrite: bool,
     as_json: bool,
+    metrics_port: int | None,
 ) -> None:
     """Simulate SCENARIO headless and record telemetry (SCENARIO: built-in name or TOML path).
 
@@ -154,24 +164,39 @@ def run_cmd(
 
     spec, text, _ = load(scenario)
     dur = _duration_s(hours, days)
+    metrics = start_metrics(metrics_port)
+    try:
+        _run_all(spec, text, out, seed, dur, overwrite, as_json, metrics)
+    finally:
+        if metrics:
+            metrics.close()
+
+
+def _run_all(spec: Any, text: str, out: str | None, seed: int | None, dur: int | None, overwrite: bool,
+             as_json: bool, metrics: Any) -> None:
     if spec.variants:
         base = Path(out) if out else _default_out(spec.name)
         paths = []
         for v in spec.variants:
             vpath = base.with_name(f"{base.stem}-{v.name}{base.suffix or '.duckdb'}")
             click.echo(f"— variant {v.name} → {vpath}", err=True)
-            _run_one(v, text, vpath, seed, dur, overwrite, as_json=as_json, quiet=not as_json, variant=v.name)
+            _run_one(v, text, vpath, seed, dur, overwrite, as_json=as_json, quiet=not as_json, variant=v.name,
+                     metrics=metrics)
             paths.append(str(vpath))
         if not as_json:  # --json: one line per variant (JSON Lines) instead of the table
             _print_compare(paths, as_json)
         return
     path = Path(out) if out else _default_out(spec.name)
-    _run_one(spec, text, path, seed, dur, overwrite, as_json)
+    _run_one(spec, text, path, seed, dur, overwrite, as_json, metrics=metrics)
 
 
 def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None, overwrite: bool,
-             as_json: bool, quiet: bool = False, variant: str | None = None) -> None:
+             as_json: bool, quiet: bool = False, variant: str | None = None, metrics: Any = None) -> None:
     from scenarios.runner import run
+
+    if metrics:
+        metrics.set_run(scenario=spec.name, file=str(path))
+    hook = {"on_chunk": metrics.update} if metrics else {}
 
     total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
     steps = -(-total_s // spec.dt_s)
@@ -186,10 +211,10 @@ def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None
                 show_percent=True,
             ) as bar:
                 result = run(
-                    spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, progress=bar.update
+                    spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, progress=bar.update, **hook
                 )
         else:
-            result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite)
+            result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, **hook)
     except KeyboardInterrupt:
         click.echo(f"\ninterrupted; telemetry so far is in {path} (status 'stopped')", err=True)
         sys.exit(130)

@@ -223,3 +223,27 @@ def test_a_start_with_a_zone_is_recorded_as_that_instant(tmp_path: Path) -> None
         con.close()
     assert first == start  # 10:00 UTC
     assert last - first == _dt.timedelta(seconds=29 * 60) and n == 30
+
+
+def test_telemetry_commands_never_import_textual(tmp_path: Path) -> None:
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL_TOML)
+    out = tmp_path / "h.duckdb"
+    code = (
+        "import sys\n"
+        "from tui.cli import main\n"
+        f"for args in (['run', {str(f)!r}, '--hours', '1', '--out', {str(out)!r}, '--json', '--metrics-port', '0'],"
+        f" ['sql', {str(out)!r}, 'SELECT 1', '--format', 'jsonl'],"
+        f" ['export', {str(out)!r}, {str(tmp_path / 'pq')!r}],"
+        f" ['report', {str(out)!r}, '--out', {str(tmp_path / 'r.html')!r}]):\n"
+        "    try:\n"
+        "        main(args, standalone_mode=False)\n"
+        "    except SystemExit as e:\n"
+        "        assert not e.code, (args, e.code)\n"
+        "assert 'textual' not in sys.modules, 'textual imported'\n"
+        "assert {'prometheus_client', 'matplotlib', 'pyarrow.parquet'} <= set(sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "r.html").exists() and (tmp_path / "pq" / "table=factory_ts").is_dir()

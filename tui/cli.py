@@ -505,8 +505,10 @@ def _register(cmd: click.Command) -> None:
 
 
 from tui.cli_export import export_cmd  # noqa: E402
+from tui.cli_report import report_cmd  # noqa: E402
 
 _register(export_cmd)
+_register(report_cmd)
 
 if __name__ == "__main__":
     main()

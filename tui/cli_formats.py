@@ -11,6 +11,12 @@ from typing import Any
 import click
 
 
+def umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def emit_table(table: Any, fmt: str, out: str | None, max_rows: int, text: Any) -> None:
     """Write a query result in ``fmt`` to ``out`` (atomically: a temporary file renamed into place)
     or to stdout. Parquet is binary: without ``--out`` it goes to stdout only when that is not a
@@ -40,6 +46,7 @@ def emit_table(table: Any, fmt: str, out: str | None, max_rows: int, text: Any) 
                 f.write((text(table, table.num_rows) + "\n").encode())
             else:
                 write_table(table, fmt, f)
+        os.chmod(tmp, 0o666 & ~umask())  # as an ordinary new file, not mkstemp's 0600
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

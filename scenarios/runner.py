@@ -71,7 +71,8 @@ class Session:
             self.out.parent.mkdir(parents=True, exist_ok=True)
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         self.run_id = f"{scenario.name}-s{self.seed}-{stamp}-{os.getpid()}"
-        # Other processes read the run while it is written through Parquet parts next to the file.
+        # Other processes read the run while it is written through Parquet parts next to the file
+        # (published from the writer's first commit on, once it holds the file).
         self.publisher = LivePublisher(self.out) if publish_live else None
         self.writer = TelemetryWriter(
             self.out,

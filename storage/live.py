@@ -83,10 +83,10 @@ class LivePublisher:
     """
 
     def __init__(self, path: str | Path) -> None:
+        # Nothing touches the disk before the first commit: by then the writer holds the file, so
+        # a sidecar found here was left behind by a killed run, not published by a live one.
         self.dir = live_dir(path)
-        if self.dir.exists():  # left behind by a run that was killed
-            shutil.rmtree(self.dir)
-        self.dir.mkdir(mode=0o700)
+        self.created = False
         self.seq = 0
         self.parts: dict[str, list[_Part]] = {t: [] for t in TABLES if t != "runs"}
         self._doomed: list[tuple[float, Path]] = []
@@ -98,6 +98,11 @@ class LivePublisher:
         if self.error is not None or self.closed:
             return
         try:
+            if not self.created:
+                if self.dir.exists():  # left behind by a run that was killed
+                    shutil.rmtree(self.dir)
+                self.dir.mkdir(mode=0o700)
+                self.created = True
             self.seq += 1
             for table, tb in tables.items():
                 if table in self.parts and tb.num_rows:
@@ -109,12 +114,14 @@ class LivePublisher:
             self._collect()
         except Exception as e:  # publishing is best effort; the run goes on
             self.error = e
-            shutil.rmtree(self.dir, ignore_errors=True)
+            if self.created and self.dir.is_dir():
+                shutil.rmtree(self.dir, ignore_errors=True)
 
     def close(self) -> None:
         """Remove the sidecar (the file itself is readable again once its writer has closed)."""
         self.closed = True
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.created and self.dir.is_dir():
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     # ---------------------------------------------------------------- internals
     def _table_dir(self, table: str) -> Path:

@@ -495,6 +495,8 @@ def replay_cmd(file: str) -> None:
 
     TwinApp(replay_con=con, replay_run_id=run_id, replay_path=file).run()
     con.close()
+    if reading.in_progress:  # again after the screen is restored
+        click.echo(reading.note.replace("showing", "showed"), err=True)
 
 
 def _register(cmd: click.Command) -> None:

@@ -247,3 +247,29 @@ def test_telemetry_commands_never_import_textual(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "r.html").exists() and (tmp_path / "pq" / "table=factory_ts").is_dir()
+
+
+def test_a_v1_file_gains_calendar_time_when_written_to(tmp_path: Path) -> None:
+    from storage.schema import migrations
+    from storage.writer import TelemetryWriter
+    from tests.conftest import small_params
+    from twin.sim import Simulation
+
+    path = tmp_path / "v1.duckdb"
+    con = duckdb.connect(str(path))
+    for stmt in migrations()[0]:
+        con.execute(stmt)
+    con.execute("INSERT INTO twin_meta VALUES ('schema_version', '1')")
+    con.close()
+    sim = Simulation(small_params())
+    w = TelemetryWriter(path, {"run_id": "m", "dt_s": 60})
+    w.write(sim.advance(20), sim.t_s)
+    w.close()
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        ((version,),) = con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall()
+        ((n, bad),) = con.sql("SELECT count(*), count(*) FILTER (WHERE epoch(ts) - epoch(r.start) <> time_s) "
+                              "FROM factory_ts JOIN runs r USING (run_id)").fetchall()
+    finally:
+        con.close()
+    assert int(version) == 2 and n == 20 and bad == 0

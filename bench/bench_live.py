@@ -38,7 +38,7 @@ def main() -> None:
         orig_commit(self, tables, run_row)
         publishing[0] += time.perf_counter() - t
 
-    live.LivePublisher.on_commit = commit_timed  # type: ignore[method-assign]
+    live.LivePublisher.on_commit = commit_timed  # type: ignore[method-assign,assignment]
 
     def close_counting(self: live.LivePublisher) -> None:
         files = [p for p in self.dir.rglob("*.parquet")]

@@ -7,7 +7,6 @@ is created, so a bad scenario leaves nothing behind.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import os
 import time
@@ -18,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from scenarios.spec import Scenario, ScenarioError
+from scenarios.spec import Scenario, ScenarioError, build_simulation
 from storage.reader import kpi_summary
 from storage.writer import StorageError, TelemetryWriter
 from twin import __version__
@@ -43,18 +42,11 @@ class Session:
         extra_events: tuple[ScheduledEvent, ...] = (),
     ) -> None:
         self.scenario = scenario
-        try:
-            self.params = scenario.to_params(seed)
-        except ValueError as e:
-            raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
-        if extra_events:
-            self.params = dataclasses.replace(self.params, events=self.params.events + tuple(extra_events))
+        # The same checks as `twin validate`, all before the output file is created.
+        self.params, sim = build_simulation(scenario, seed, duration_s, tuple(extra_events))
+        self.sim: Simulation = sim
         self.seed = self.params.seed
         self.duration_s = int(duration_s if duration_s is not None else round(scenario.duration_h * 3600))
-        try:
-            self.sim = Simulation(self.params)
-        except ValueError as e:
-            raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
         self.out = Path(out)
         if self.out.exists():
             if not overwrite:

@@ -49,17 +49,12 @@ def _default_out(name: str) -> Path:
 
 
 def _duration_s(hours: float | None, days: float | None) -> int | None:
-    if hours is not None and days is not None:
-        fail("give --hours or --days, not both")
-    if hours is not None:
-        if hours <= 0:
-            fail("--hours must be positive")
-        return int(round(hours * 3600))
-    if days is not None:
-        if days <= 0:
-            fail("--days must be positive")
-        return int(round(days * 86400))
-    return None
+    from scenarios.spec import ScenarioError, duration_arg
+
+    try:
+        return duration_arg(hours, days)
+    except ScenarioError as e:
+        fail(str(e))
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -151,6 +146,10 @@ def run_cmd(
     spec, text, _ = load(scenario)
     dur = _duration_s(hours, days)
     if spec.variants:
+        from scenarios.spec import prepare
+
+        for v in spec.variants:  # every variant checked before any file is written
+            prepare(v, seed, dur)
         base = Path(out) if out else _default_out(spec.name)
         paths = []
         for v in spec.variants:
@@ -243,22 +242,24 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
 
 @main.command("validate")
 @click.argument("scenario")
+@click.option("--hours", type=float, default=None, help="Check for a run of this many hours (as `twin run --hours`).")
+@click.option("--days", type=float, default=None, help="Check for a run of this many days.")
+@click.option("--seed", type=int, default=None, help="Check with this seed (as `twin run --seed`).")
 @_guard
-def validate_cmd(scenario: str) -> None:
-    """Check a scenario file (or built-in name) without running it."""
-    from scenarios.spec import ScenarioError, load
-    from twin.sim import Simulation
+def validate_cmd(scenario: str, hours: float | None, days: float | None, seed: int | None) -> None:
+    """Check a scenario file (or built-in name) without running it: the same checks as `twin run`
+    (keys, hall size, event targets, files, run length), nothing written."""
+    from tui.cli_schema import validate_scenario
 
-    spec, _, origin = load(scenario)
-    for s in spec.variants or [spec]:
-        try:
-            sim = Simulation(s.to_params())
-        except ValueError as e:
-            raise ScenarioError(f"{origin}: {e}") from None
-        click.echo(
-            f"{origin}: ok — '{s.name}': {sim.topo.ultraservers} x {sim.sys.name}, "
-            f"{sim.topo.chips:,} chips, dt {s.dt_s} s, {s.duration_h:g} h, {len(s.events)} scheduled events"
-        )
+    validate_scenario(scenario, _duration_s(hours, days), seed)
+
+
+@main.command("schema")
+def schema_cmd() -> None:
+    """Print the JSON Schema of scenario files (for editors): twin schema > scenario.schema.json"""
+    from tui.cli_schema import print_schema
+
+    print_schema()
 
 
 @main.command("scenarios")

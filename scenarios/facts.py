@@ -136,7 +136,7 @@ def _num(x: float) -> str:
     if x == 2**63 - 1:
         return "2^63 - 1"
     if x == int(x) and abs(x) < 1e7:
-        return f"{int(x):,}".replace(",", "_") if abs(x) >= 10_000 else str(int(x))
+        return f"{int(x):,}" if abs(x) >= 10_000 else str(int(x))
     return f"{x:g}"
 
 
@@ -238,7 +238,7 @@ FACTS: tuple[Fact, ...] = (
     _pos("hardware", "tdp_w", "float", "W", 5000, "Accelerator TDP", "twin.catalog", default=NONE),
     Fact("hardware", "idle_fraction", "float", "-", 0, 1, hi_open=True, description="Idle power / TDP",
          source="twin.catalog", default=NONE),
-    _pos("hardware", "hbm_bytes", "float", "B", 2**40, "HBM capacity per chip", "twin.catalog", default=NONE),
+    _pos("hardware", "hbm_bytes", "float", "B", 1.2e12, "HBM capacity per chip", "twin.catalog", default=NONE),
     _pos("hardware", "hbm_bw_bytes_s", "float", "B/s", 1e14, "HBM bandwidth per chip", "twin.catalog",
          default=NONE),
     Fact("hardware", "peak_flops", "table[float]", "FLOP/s", 0, 1e18, lo_open=True, choices=PRECISION_NAMES,
@@ -259,7 +259,7 @@ FACTS: tuple[Fact, ...] = (
     _enum("site", "climate", CLIMATE_NAMES, "Preset of the synthetic weather keys below (keys given override "
           "it)", "ASM, scenarios/spec.py CLIMATES", default=NONE),
     _f("site", "latitude_deg", "float", "°", -90, 90, "Latitude; its sign picks the hemisphere"),
-    _temp("site", "mean_temp_c", -60, 50, "Annual mean dry-bulb"),
+    _temp("site", "mean_temp_c", -50, 50, "Annual mean dry-bulb"),
     _f("site", "seasonal_amplitude_k", "float", "K", 0, 40, "Half the summer-winter swing"),
     _f("site", "diurnal_amplitude_k", "float", "K", 0, 30, "Half the day-night swing"),
     _f("site", "dewpoint_depression_k", "float", "K", 0, 50, "Annual mean dew-point depression below the "

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import click
 
+from tui.cli_errors import OneLineErrors
 from twin import __version__
 
 EXIT_BAD_INPUT = 2
@@ -57,7 +58,7 @@ def _duration_s(hours: float | None, days: float | None) -> int | None:
         fail(str(e))
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="twin")
 @click.option(
     "--scenario",

@@ -968,8 +968,8 @@ def _message(err: Any) -> str:
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
     text = _format_loc(loc)
-    if text == "(top level)" and re.match(r"^[A-Za-z_][\w.\[\]]*[:( ]", msg):
-        text = ""  # a whole-scenario check that names its own key path
+    if (text == "(top level)" and re.match(r"^[A-Za-z_][\w.\[\]]*[:( ]", msg)) or msg.startswith(f"{text}."):
+        text = ""  # a check that names its own key path
     return f"{text + ': ' if text else ''}{msg}{got}"
 
 

@@ -703,7 +703,8 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         for i, e in enumerate(self.events):
             _check_event(f"events[{i}]", e, chips, servers, n, rows, names, self.cooling)
 
-    def to_params(self, seed: int | None = None) -> params.FactoryParams:
+    def _hardware(self) -> tuple[catalog.System, catalog.Accelerator, int]:
+        """The system and accelerator with the scenario's overrides, and the number of systems."""
         hw = self.hardware.model_dump(exclude_none=True)
         sysm = catalog.system(self.hall.system, {k: v for k, v in hw.items() if k in _SYS_OVERRIDABLE})
         if sysm.chips % sysm.servers:
@@ -713,7 +714,19 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             base = catalog.ACCELERATORS[sysm.accelerator].peak_flops
             acc_over["peak_flops"] = {**base, **acc_over["peak_flops"]}
         acc = catalog.accelerator_for(sysm, acc_over)
-        n = self.hall.count(sysm, acc)
+        return sysm, acc, self.hall.count(sysm, acc)
+
+    def longest_run_s(self) -> int:
+        """The longest run this hall may have: ten years, or fewer for a hall so large that
+        steps x systems would pass ``MAX_US_STEPS`` (a live session runs until it is quit)."""
+        try:
+            n = self._hardware()[2]
+        except ValueError as e:
+            raise ScenarioError(f"{self._origin}: {e}") from None
+        return int(min(F.MAX_RUN_H * 3600, (F.MAX_US_STEPS // max(n, 1)) * self.dt_s))
+
+    def to_params(self, seed: int | None = None) -> params.FactoryParams:
+        sysm, acc, n = self._hardware()
         self._check_hall(sysm, n)
         hall = params.HallParams(sysm, acc, n, self.hall.ultraservers_per_row)
         site = site_params(self.site, self.grid, self._base_dir, self._origin)

@@ -292,3 +292,18 @@ def test_readme_key_tables_are_the_generated_ones() -> None:
     assert F.readme_with_tables(readme) == readme, "README key tables are stale: python -m scenarios.facts --readme"
     for f in F.FACTS:
         assert f"| `{f.key}` |" in readme, f.path
+
+
+@pytest.mark.parametrize(("system", "n"), [("trn3-gen2", 16), ("hgx-h100", 20_000), ("trn3-gen2", 6_000)])
+def test_the_longest_run_is_the_limit_of_steps_times_systems(system: str, n: int) -> None:
+    """A live session asks for the longest run the hall may have; one step more is refused."""
+    from scenarios.spec import prepare
+
+    s = parse(f'name = "x"\ndt_s = 60\n[hall]\nsystem = "{system}"\nultraservers = {n}', "s.toml")
+    longest = s.longest_run_s()
+    assert longest <= F.MAX_RUN_H * 3600
+    prepare(s, duration_s=longest)
+    if longest < F.MAX_RUN_H * 3600:
+        assert (longest // 60) * n <= F.MAX_US_STEPS < (longest // 60 + 1) * n
+        with pytest.raises(ScenarioError, match="system-steps; a run may have at most 1,000,000,000"):
+            prepare(s, duration_s=longest + 60)

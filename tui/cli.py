@@ -101,7 +101,7 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
 
     spec, text, _ = load(scenario)
     path = Path(out) if out else _default_out(spec.name)
-    session = Session(spec, text, path, seed=seed, duration_s=10 * 365 * 86400)
+    session = Session(spec, text, path, seed=seed, duration_s=spec.longest_run_s())
     from tui.app import TwinApp
 
     app = TwinApp(session=session)

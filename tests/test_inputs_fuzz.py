@@ -468,7 +468,7 @@ SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=N
 
 
 @SETTINGS
-@given(fact_case())
+@given(st.one_of(fact_case(), fact_case(good_only=True, label="extremes")))
 def test_fact_table_values_are_refused_or_run_the_same_way(tmp_path_factory: pytest.TempPathFactory,
                                                           case: Case) -> None:
     _assert_clean(case, check_case(case, tmp_path_factory.mktemp("f")))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import math
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -109,10 +108,6 @@ class Fact:
     def path(self) -> str:
         return f"{self.section}.{self.key}" if self.section else self.key
 
-    @property
-    def required(self) -> bool:
-        return self.default is REQUIRED
-
     def range_text(self) -> str:
         """The bounds as people write them: ``0 ≤ x < 24``, ``0 < x ≤ 1``, ``x ≥ 0``."""
         if self.lo is None and self.hi is None:
@@ -120,13 +115,6 @@ class Fact:
         lo = "" if self.lo is None else f"{_num(self.lo)} {'<' if self.lo_open else '≤'} "
         hi = "" if self.hi is None else f" {'<' if self.hi_open else '≤'} {_num(self.hi)}"
         return f"{lo}x{hi}"
-
-    def contains(self, v: float) -> bool:
-        if not math.isfinite(v):
-            return False
-        if self.lo is not None and (v < self.lo or (self.lo_open and v == self.lo)):
-            return False
-        return not (self.hi is not None and (v > self.hi or (self.hi_open and v == self.hi)))
 
 
 REQUIRED = object()
@@ -146,7 +134,6 @@ class Section:
     title: str  # how it is written in TOML: "[cooling]", "[[services]]", "top level"
     doc: str
     dataclass: Any = None  # the twin.params dataclass (or instance) holding its defaults
-    is_list: bool = False
 
 
 def _hour(section: str, key: str, desc: str, src: str = "ASM") -> Fact:
@@ -201,15 +188,13 @@ SECTIONS: dict[str, Section] = {
                 "[training.batch_inference]", "One class of batch work; defaults per class (the fitted mix).",
                 params.PRETRAIN),
         Section("scheduler", "[scheduler]", "Queue policy and placement.", params.SchedulerParams),
-        Section("services", "[[services]]", "Online inference services (one table each).", params.ServiceParams,
-                is_list=True),
-        Section("models", "[[models]]", "Models the scenario defines or redefines for its jobs and services.",
-                is_list=True),
+        Section("services", "[[services]]", "Online inference services (one table each).", params.ServiceParams),
+        Section("models", "[[models]]", "Models the scenario defines or redefines for its jobs and services."),
         Section("failures", "[failures]", "Hardware and software failures.", params.FailureParams),
         Section("failures.<cause>", "[failures.accelerator], [failures.hbm], [failures.network], "
                 "[failures.host], [failures.software]", "One failure cause; defaults per cause."),
         Section("telemetry", "[telemetry]", "What is recorded.", params.FactoryParams),
-        Section("events", "[[events]]", "Scheduled what-ifs (one table each).", is_list=True),
+        Section("events", "[[events]]", "Scheduled what-ifs (one table each)."),
     )
 }
 

@@ -206,8 +206,8 @@ FACTS: tuple[Fact, ...] = (
     Fact("", "description", "str", "", description="One line shown by `twin scenarios`", default=""),
     _f("", "seed", "int", "", 0, 2**63 - 1, "Random seed of the run (same seed, same run)", ""),
     _f("", "dt_s", "int", "s", 1, 3600, "Time step of the model"),
-    _pos("", "duration_h", "float", "h", MAX_RUN_H, "Simulated length of `twin run` without --hours/--days",
-         default=168.0),
+    _f("", "duration_h", "float", "h", 0.001, MAX_RUN_H, "Simulated length of `twin run` without "
+       "--hours/--days", default=168.0),
     Fact("", "start", "datetime", "", description="Wall-clock time of the run's first step, ISO 8601 with a "
          "zone (`2026-01-05T00:00:00Z`); stamps the telemetry's `ts`", source="ASM: a Monday",
          default=DEFAULT_START),
@@ -657,7 +657,6 @@ def json_schema() -> dict[str, Any]:
     )
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://github.com/ai-factory-twin/scenario.schema.json",
         "title": "AI Factory Twin scenario",
         **top,
     }

@@ -440,6 +440,7 @@ def prepare(
 
         p = dataclasses.replace(p, events=p.events + tuple(extra_events))
     total_s = duration_s if duration_s is not None else int(round(scenario.duration_h * 3600))
+    check_duration(total_s, "duration_h")
     steps = -(-total_s // p.dt_s)
     n = p.hall.ultraservers
     if steps * n > F.MAX_US_STEPS:

@@ -167,6 +167,7 @@ def _refused(text: str, needle: str) -> str:
         ('name = "x"\n[cooling]\ncop_min = 13', "cooling.cop_min (13) must be at most cooling.cop_max (12)"),
         ('name = "x"\n[cooling]\nchiller_redundancy = 3', "must be below cooling.chiller_units"),
         ('name = "x"\n[cooling]\ncycles_of_concentration = 1', "cycles_of_concentration: out of range"),
+        ('name = "x"\nduration_h = 1e-9', "duration_h: out of range: must lie in 0.001 ≤ x ≤ 87,600 [h]"),
         # Booleans are not numbers; NaN and infinity are refused (issue 8).
         ('name = "x"\ndt_s = true', "dt_s: expected a whole number (true/false is not a number) (got True)"),
         ('name = "x"\n[site]\nmean_temp_c = nan', "site.mean_temp_c: must be a finite number"),

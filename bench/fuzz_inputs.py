@@ -82,19 +82,24 @@ class Worker:
 
 
 def generate(n: int) -> list[object]:
+    """About ``n`` inputs, an equal share from each family of the generator."""
     from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
 
-    from tests.test_inputs_fuzz import any_case
+    from tests.test_inputs_fuzz import args_case, builtin_case, fact_case, file_case, special_case
 
+    families = [fact_case(), fact_case(good_only=True, label="extremes"), builtin_case(), file_case(),
+                st.one_of(args_case(), special_case())]
     cases: list[object] = []
+    for strategy in families:
 
-    @settings(max_examples=n, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(any_case())
-    def collect(case: object) -> None:
-        cases.append(case)
+        @settings(max_examples=-(-n // len(families)), deadline=None, database=None, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck))
+        @given(strategy)
+        def collect(case: object) -> None:
+            cases.append(case)
 
-    collect()
+        collect()
     return cases
 
 

@@ -80,7 +80,7 @@ CLIMATES: dict[str, dict[str, float]] = {
 CLIMATE_NAMES = tuple(CLIMATES)
 DEFAULT_START = _dt.datetime(2026, 1, 5, tzinfo=_dt.UTC)  # a Monday, 00:00 UTC
 # A safe file stem: scenario and variant names become file names under twin-runs/.
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_CHARS - 1}}}$"
 
 PARAMS = object()  # default: the model's, from the section's twin.params dataclass
 NONE = object()  # optional key without a default value (catalog, preset or derived)
@@ -671,9 +671,25 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def limits_text() -> str:
+    """The resource limits, as the README states them."""
+    mib = 1 << 20
+    return (
+        "Limits, checked before anything is allocated (each refusal states its limit): at most "
+        f"{MAX_CHIPS:,} chips and {MAX_ULTRASERVERS:,} systems in a hall; at most {MAX_US_STEPS:,} "
+        f"system-steps in a run (steps × systems); runs of at most {MAX_RUN_H:,.0f} h (ten years); at "
+        f"most {MAX_ARRIVALS_PER_DAY:,.0f} batch arrivals a day and {MAX_REPLICAS:,} replicas in all; "
+        f"scenario files up to {MAX_SCENARIO_BYTES // mib} MiB, weather/price/carbon files up to "
+        f"{MAX_SITE_FILE_BYTES // mib} MiB, traces up to {MAX_TRACE_BYTES // mib} MiB and "
+        f"{MAX_TRACE_ROWS:,} rows, CSV fields up to {MAX_FIELD_BYTES >> 10} KiB; files must be regular "
+        f"files (not devices or pipes); names up to {MAX_NAME_CHARS} characters, {MAX_TABLE_ITEMS} "
+        f"[[services]], [[models]], [[events]] or [[variants]], {MAX_LIST_ITEMS} items in a list."
+    )
+
+
 def markdown() -> str:
-    """The README's scenario key tables: one table per section."""
-    out: list[str] = []
+    """The README's scenario key tables (one table per section), after the limits."""
+    out: list[str] = [limits_text(), ""]
     for s in SECTIONS.values():
         out.append(f"**{s.title}** — {s.doc}")
         out.append("")

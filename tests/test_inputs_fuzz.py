@@ -474,10 +474,19 @@ def test_fact_table_values_are_refused_or_run_the_same_way(tmp_path_factory: pyt
     _assert_clean(case, check_case(case, tmp_path_factory.mktemp("f")))
 
 
-@settings(SETTINGS, max_examples=25)
-@given(builtin_case())
-def test_mutated_builtin_scenarios_are_refused_or_run(tmp_path_factory: pytest.TempPathFactory,
-                                                      case: Case) -> None:
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_builtin_scenario_validates_and_runs(tmp_path: Path, name: str) -> None:
+    outcome = check_case(Case(f"builtin {name}", target=name, args=["--hours", "0.25"]), tmp_path)
+    assert outcome.kind == "ran", outcome
+
+
+@pytest.mark.parametrize("name", builtin_names())
+@settings(SETTINGS, max_examples=4)
+@given(data=st.data())
+def test_mutated_builtin_scenarios_are_refused_or_run(tmp_path_factory: pytest.TempPathFactory, name: str,
+                                                      data: st.DataObject) -> None:
+    case = data.draw(fact_case(base=_builtin(name), label=f"mutated {name}"))
+    case.args = ["--hours", "0.25"]
     _assert_clean(case, check_case(case, tmp_path_factory.mktemp("b")))
 
 

@@ -1,6 +1,6 @@
 """Throw a large generated set of hostile inputs at `twin validate` and `twin run`; print figures.
 
-    python bench/fuzz_inputs.py [--inputs 650] [--timeout 120] [--memory-gib 3]
+    python bench/fuzz_inputs.py [--inputs 800] [--timeout 120] [--memory-gib 3]
 
 The inputs come from the generator in ``tests/test_inputs_fuzz.py`` (the scenario fact table,
 mutated built-in scenarios, broken weather/price/carbon/trace files, hostile arguments and
@@ -105,7 +105,7 @@ def generate(n: int) -> list[object]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--inputs", type=int, default=650)
+    ap.add_argument("--inputs", type=int, default=800)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds before an input counts as a hang")
     ap.add_argument("--memory-gib", type=float, default=3.0, help="address-space limit of the worker")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

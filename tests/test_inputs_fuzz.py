@@ -462,7 +462,7 @@ def _assert_clean(case: Case, outcome: Outcome) -> None:
                                                 outcome)
 
 
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+SETTINGS = settings(max_examples=30, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture])
 
@@ -481,7 +481,7 @@ def test_every_builtin_scenario_validates_and_runs(tmp_path: Path, name: str) ->
 
 
 @pytest.mark.parametrize("name", builtin_names())
-@settings(SETTINGS, max_examples=4)
+@settings(SETTINGS, max_examples=3)
 @given(data=st.data())
 def test_mutated_builtin_scenarios_are_refused_or_run(tmp_path_factory: pytest.TempPathFactory, name: str,
                                                       data: st.DataObject) -> None:
@@ -490,7 +490,7 @@ def test_mutated_builtin_scenarios_are_refused_or_run(tmp_path_factory: pytest.T
     _assert_clean(case, check_case(case, tmp_path_factory.mktemp("b")))
 
 
-@settings(SETTINGS, max_examples=40)
+@settings(SETTINGS, max_examples=30)
 @given(file_case())
 def test_broken_site_and_trace_files_are_refused_cleanly(tmp_path_factory: pytest.TempPathFactory,
                                                          case: Case) -> None:

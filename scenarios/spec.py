@@ -537,6 +537,10 @@ def _message(err: Any) -> str:
     elif f is not None and typ in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         unit = f" [{f.unit}]" if f.unit and f.unit != "-" else ""
         msg = f"out of range: must lie in {f.range_text()}{unit}"
+    elif typ in ("model_type", "model_attributes_type", "dict_type"):
+        msg = "expected a table"
+    elif typ in ("list_type", "tuple_type"):
+        msg = "expected an array"
     elif typ == "finite_number":
         msg = "must be a finite number (not nan or inf)"
     elif typ in ("int_type", "float_type", "bool_type", "string_type", "int_from_float", "bool_parsing"):

@@ -389,9 +389,47 @@ def special_case(draw: st.DrawFn) -> Case:
     return Case(f"name {data['name'][:20]}", scenario=to_toml(data), args=["--hours", "0.5", "--default-out"])
 
 
+SECTION_KEYS = ("hall", "hardware", "site", "grid", "power", "cooling", "training", "scheduler", "services",
+                "models", "failures", "telemetry", "events", "variants")
+SHAPES: list[Any] = [5, "x", [], [1, 2], {}, [{}], {"a": {"b": {"c": 1}}}, True, 1.5, [[1]], [{"name": "v"}]]
+
+
+@st.composite
+def structure_case(draw: st.DrawFn) -> Case:
+    """A scenario whose shape is wrong: a section that is a number or a list, a list of
+    tables that is a table, a missing name, unknown keys deep inside, odd variants."""
+    data = json.loads(json.dumps(draw(st.sampled_from([TINY, *(_builtin(n) for n in ("default",
+                                                                                    "trn2-vs-trn3"))]))))
+    for _ in range(draw(st.integers(1, 3))):
+        how = draw(st.sampled_from(["shape", "drop", "deep_unknown", "variant", "duplicate_service"]))
+        if how == "shape":
+            data[draw(st.sampled_from(SECTION_KEYS))] = draw(st.sampled_from(SHAPES))
+        elif how == "drop":
+            data.pop(draw(st.sampled_from(["name", *SECTION_KEYS])), None)
+        elif how == "deep_unknown":
+            section = draw(st.sampled_from(["hall", "site", "cooling", "training", "failures"]))
+            sub = data.setdefault(section, {})
+            if isinstance(sub, dict):
+                sub[draw(st.sampled_from(["colour", "eval", "hbm", "pretrain"]))] = {"nope": 1}
+        elif how == "variant":
+            data["variants"] = draw(st.sampled_from([
+                [{"name": "a"}, {"name": "b", "hall": {"ultraservers": 2}}],
+                [{"name": "a", "variants": []}],
+                [{"hall": {"ultraservers": 2}}],
+                [{"name": "a", "hall": 3}],
+                [{"name": "a", "dt_s": True}],
+                [{"name": "a", "events": [{"at_h": 0.1, "kind": "fail_chip", "target": 10_000}]}],
+            ]))
+        else:
+            svcs = data.get("services")
+            if isinstance(svcs, list) and svcs and isinstance(svcs[0], dict):
+                svcs.append(dict(svcs[0]))
+    return Case("structure", scenario=to_toml(data) if isinstance(data, dict) else "")
+
+
 def any_case() -> st.SearchStrategy[Case]:
     return st.one_of(fact_case(), fact_case(good_only=True, label="extremes"), builtin_case(), file_case(),
-                     args_case(), special_case())
+                     args_case(), special_case(), structure_case())
 
 
 # ---------------------------------------------------------------------- the property
@@ -497,8 +535,8 @@ def test_broken_site_and_trace_files_are_refused_cleanly(tmp_path_factory: pytes
     _assert_clean(case, check_case(case, tmp_path_factory.mktemp("w")))
 
 
-@settings(SETTINGS, max_examples=20)
-@given(st.one_of(args_case(), special_case()))
+@settings(SETTINGS, max_examples=30)
+@given(st.one_of(args_case(), special_case(), structure_case()))
 def test_hostile_arguments_and_scenario_files_are_refused_cleanly(tmp_path_factory: pytest.TempPathFactory,
                                                                   case: Case) -> None:
     _assert_clean(case, check_case(case, tmp_path_factory.mktemp("a")))

@@ -190,6 +190,8 @@ def _refused(text: str, needle: str) -> str:
         # Unknown keys name themselves, one line even when they hold a newline.
         ('name = "x"\n"bad\\nkey" = 1', "'bad\\nkey': unknown key"),
         ('name = "x"\n[hall]\nsystem = "tpu9"', "hall.system: unknown system 'tpu9'"),
+        ('name = "x"\nhall = 5', "hall: expected a table (got 5)"),
+        ('name = "x"\nservices = 5', "services: expected an array (got 5)"),
     ],
 )
 def test_bad_values_are_refused_with_the_key_and_the_rule(text: str, needle: str) -> None:

@@ -2,9 +2,9 @@
 
     python bench/fuzz_inputs.py [--inputs 800] [--timeout 120] [--memory-gib 3]
 
-The inputs come from the generator in ``tests/test_inputs_fuzz.py`` (the scenario fact table,
-mutated built-in scenarios, broken weather/price/carbon/trace files, hostile arguments and
-scenario files). Each input runs in a worker subprocess under an address-space limit; an input
+The inputs come from the generator in ``tests/test_inputs_fuzz.py`` (the scenario fact table and
+valid extremes of it, mutated built-in scenarios, broken weather/price/carbon/trace files, hostile
+arguments and scenario files, scenarios of the wrong shape). Each input runs in a worker subprocess under an address-space limit; an input
 that takes longer than ``--timeout`` counts as a hang (the worker is killed and replaced), one that
 exhausts the limit as out of memory. Prints: inputs tried / clean refusals / accepted and ran /
 traceback / hang / OOM / file left / disagreement between validate and run / other.
@@ -86,10 +86,17 @@ def generate(n: int) -> list[object]:
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
 
-    from tests.test_inputs_fuzz import args_case, builtin_case, fact_case, file_case, special_case
+    from tests.test_inputs_fuzz import (
+        args_case,
+        builtin_case,
+        fact_case,
+        file_case,
+        special_case,
+        structure_case,
+    )
 
     families = [fact_case(), fact_case(good_only=True, label="extremes"), builtin_case(), file_case(),
-                st.one_of(args_case(), special_case())]
+                st.one_of(args_case(), special_case()), structure_case()]
     cases: list[object] = []
     for strategy in families:
 

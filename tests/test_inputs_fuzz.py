@@ -682,3 +682,18 @@ def test_a_fifo_scenario_and_hours_nan_in_a_subprocess(tmp_path: Path) -> None:
     p = run_twin(["run", "default", "--hours", "nan", "--out", "o.duckdb"], tmp_path, timeout_s=60)
     assert p.returncode == 2 and "--hours: must be a positive finite number" in p.stderr
     assert not (tmp_path / "o.duckdb").exists()
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["run", "--seed", "nan"], "Invalid value for '--seed': 'nan' is not a valid integer"),
+    (["validate"], "Missing argument 'SCENARIO'"),
+    (["run", "default", "--hours", "1", "--days", "1"], "give --hours or --days, not both"),
+    (["run", "default", "--seed", "-1", "--hours", "1"], "--seed: must lie in 0 ≤ seed < 2^63 (got -1)"),
+    (["validate", "a\x00b"], "cannot contain a NUL character"),
+])
+def test_bad_arguments_get_one_line_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                        needle: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, r.stderr
+    assert r.stderr.startswith("twin: error: ") and list(tmp_path.iterdir()) == []

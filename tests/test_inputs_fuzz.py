@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -478,18 +479,25 @@ def check_case(case: Case, d: Path) -> Outcome:
         if left:
             return Outcome("file left", f"{sorted(left)[:3]} after: {r.stderr.strip()[:200]}")
         return Outcome("refused", r.stderr.strip())
-    summary = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}
-    if "status" not in summary:  # a comparison scenario: its variants' KPIs side by side
-        if not summary or not all(isinstance(k, dict) and k.get("pue") is not None for k in summary.values()):
-            return Outcome("run failed", r.stdout[-300:])
-        return Outcome("ran", "variants")
-    if summary.get("status") != "complete":
-        return Outcome("run failed", str(summary.get("status")))
-    nan = sorted(k for k, x in summary.items() if isinstance(x, float) and not math.isfinite(x))
-    if nan:
-        return Outcome("meaningless run", f"{', '.join(nan[:5])} not finite")
+    try:  # --json: one line of JSON per run (per variant of a comparison scenario)
+        runs = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    except ValueError:
+        return Outcome("run failed", f"not JSON lines: {r.stdout[-300:]}")
+    if not runs:
+        return Outcome("run failed", "no summary")
+    for summary in runs:
+        if summary.get("status") != "complete":
+            return Outcome("run failed", str(summary.get("status")))
+        pue = summary.get("pue")
+        # Facility power includes the IT power: a run that stepped has a finite PUE of at least 1.
+        if not isinstance(pue, int | float) or not math.isfinite(pue) or pue < 1 - 1e-9:
+            return Outcome("meaningless run", f"PUE {pue!r}")
+        nan = sorted(k for k, x in summary.items() if isinstance(x, float) and not math.isfinite(x))
+        if nan:
+            return Outcome("meaningless run", f"{', '.join(nan[:5])} not finite")
     left = _listing(d) - before
-    outside = {p for p in left if not (p == "out.duckdb" or p.startswith("twin-runs"))}
+    # The run's own files: out.duckdb, out-<variant>.duckdb, or under twin-runs/ (the default).
+    outside = {p for p in left if not (re.fullmatch(r"out(-[\w.-]+)?\.duckdb", p) or p.startswith("twin-runs"))}
     if outside:
         return Outcome("file left", f"written outside the output: {sorted(outside)[:3]}")
     return Outcome("ran", summary.get("file", ""))

@@ -9,7 +9,6 @@ locks it for the run's life, so ``overwrite`` never replaces a file another live
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as _dt
 import os
 import signal
@@ -22,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from scenarios.spec import Scenario, ScenarioError
+from scenarios.spec import Scenario, ScenarioError, build_simulation, prepare
 from storage.live import LivePublisher
 from storage.reader import kpi_summary
 from storage.runlock import crash_point
@@ -54,18 +53,11 @@ class Session:
     ) -> None:
         self.scenario = scenario
         self.on_chunk = on_chunk  # called with each advance's frames (e.g. the metrics endpoint)
-        try:
-            self.params = scenario.to_params(seed)
-        except ValueError as e:
-            raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
-        if extra_events:
-            self.params = dataclasses.replace(self.params, events=self.params.events + tuple(extra_events))
+        # The same checks as `twin validate`, all before the output file is created.
+        self.params, sim = build_simulation(scenario, seed, duration_s, tuple(extra_events))
+        self.sim: Simulation = sim
         self.seed = self.params.seed
         self.duration_s = int(duration_s if duration_s is not None else round(scenario.duration_h * 3600))
-        try:
-            self.sim = Simulation(self.params)
-        except ValueError as e:
-            raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
         self.out = Path(out)
         check_output(self.out, overwrite)
         if self.out.parent and not self.out.parent.exists():
@@ -172,17 +164,16 @@ def signals_deferred() -> Iterator[None]:
             signal.raise_signal(pending[0])
 
 
-def variant_outputs(scenario: Scenario, base: Path, seed: int | None, overwrite: bool) -> list[tuple[Scenario, Path]]:
-    """Each variant of a comparison scenario with its output file, every one checked (its
-    parameters, and that its file can be written) before any file is written."""
+def variant_outputs(
+    scenario: Scenario, base: Path, seed: int | None, overwrite: bool, duration_s: int | None = None
+) -> list[tuple[Scenario, Path]]:
+    """Each variant of a comparison scenario with its output file, every one checked (the same
+    checks as `twin validate`, and that its file can be written) before any file is written."""
     plan: list[tuple[Scenario, Path]] = []
     seen: set[Path] = set()
     for v in scenario.variants:
         path = base.with_name(f"{base.stem}-{v.name}{base.suffix or '.duckdb'}")
-        try:
-            v.to_params(seed)
-        except ValueError as e:
-            raise ScenarioError(f"scenario '{scenario.name}', variant '{v.name}': {e}") from None
+        prepare(v, seed, duration_s)
         if path.resolve() in seen:
             raise ScenarioError(f"scenario '{scenario.name}': two variants write {path}")
         seen.add(path.resolve())

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import click
 
+from tui.cli_errors import OneLineErrors
 from tui.cli_metrics import METRICS_HELP, start_metrics
 from tui.cli_signals import stoppable
 from twin import __version__
@@ -54,20 +55,15 @@ def _default_out(name: str) -> Path:
 
 
 def _duration_s(hours: float | None, days: float | None) -> int | None:
-    if hours is not None and days is not None:
-        fail("give --hours or --days, not both")
-    if hours is not None:
-        if hours <= 0:
-            fail("--hours must be positive")
-        return int(round(hours * 3600))
-    if days is not None:
-        if days <= 0:
-            fail("--days must be positive")
-        return int(round(days * 86400))
-    return None
+    from scenarios.spec import ScenarioError, duration_arg
+
+    try:
+        return duration_arg(hours, days)
+    except ScenarioError as e:
+        fail(str(e))
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="twin")
 @click.option(
     "--scenario",
@@ -112,7 +108,7 @@ def _live(scenario: str, seed: int | None, out: str | None, metrics_port: int | 
     spec, text, _ = load(scenario)
     path = Path(out) if out else _default_out(spec.name)
     metrics = start_metrics(metrics_port)
-    session = Session(spec, text, path, seed=seed, duration_s=10 * 365 * 86400,
+    session = Session(spec, text, path, seed=seed, duration_s=spec.longest_run_s(),
                       on_chunk=metrics.update if metrics else None)
     if metrics:
         metrics.set_run(run_id=session.run_id, scenario=spec.name, file=str(path))
@@ -183,7 +179,7 @@ def _run_all(spec: Any, text: str, out: str | None, seed: int | None, dur: int |
 
         base = Path(out) if out else _default_out(spec.name)
         paths = []
-        for v, vpath in variant_outputs(spec, base, seed, overwrite):
+        for v, vpath in variant_outputs(spec, base, seed, overwrite, duration_s=dur):
             click.echo(f"— variant {v.name} → {vpath}", err=True)
             _run_one(v, text, vpath, seed, dur, overwrite, as_json=as_json, quiet=not as_json, variant=v.name,
                      metrics=metrics)
@@ -265,22 +261,24 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
 
 @main.command("validate")
 @click.argument("scenario")
+@click.option("--hours", type=float, default=None, help="Check for a run of this many hours (as `twin run --hours`).")
+@click.option("--days", type=float, default=None, help="Check for a run of this many days.")
+@click.option("--seed", type=int, default=None, help="Check with this seed (as `twin run --seed`).")
 @_guard
-def validate_cmd(scenario: str) -> None:
-    """Check a scenario file (or built-in name) without running it."""
-    from scenarios.spec import ScenarioError, load
-    from twin.sim import Simulation
+def validate_cmd(scenario: str, hours: float | None, days: float | None, seed: int | None) -> None:
+    """Check a scenario file (or built-in name) without running it: the same checks as `twin run`
+    (keys, hall size, event targets, files, run length), nothing written."""
+    from tui.cli_schema import validate_scenario
 
-    spec, _, origin = load(scenario)
-    for s in spec.variants or [spec]:
-        try:
-            sim = Simulation(s.to_params())
-        except ValueError as e:
-            raise ScenarioError(f"{origin}: {e}") from None
-        click.echo(
-            f"{origin}: ok — '{s.name}': {sim.topo.ultraservers} x {sim.sys.name}, "
-            f"{sim.topo.chips:,} chips, dt {s.dt_s} s, {s.duration_h:g} h, {len(s.events)} scheduled events"
-        )
+    validate_scenario(scenario, _duration_s(hours, days), seed)
+
+
+@main.command("schema")
+def schema_cmd() -> None:
+    """Print the JSON Schema of scenario files (for editors): twin schema > scenario.schema.json"""
+    from tui.cli_schema import print_schema
+
+    print_schema()
 
 
 @main.command("scenarios")

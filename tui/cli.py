@@ -62,6 +62,9 @@ def _duration_s(hours: float | None, days: float | None) -> int | None:
     return None
 
 
+_SET_HELP = "Override a scenario key: KEY=VALUE, e.g. hall.ultraservers=32 or site.climate=hot (repeatable)."
+
+
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="twin")
 @click.option(
@@ -78,8 +81,9 @@ def _duration_s(hours: float | None, days: float | None) -> int | None:
     default=None,
     help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<time>.duckdb).",
 )
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @click.pass_context
-def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None) -> None:
+def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...]) -> None:
     """AI Factory Twin: a digital twin of an AI factory (Trainium3 UltraServers, power, cooling,
     site and workload).
 
@@ -95,15 +99,15 @@ def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None) -
     """
     if ctx.invoked_subcommand is not None:
         return
-    _live(scenario, seed, out)
+    _live(scenario, seed, out, sets)
 
 
 @_guard
-def _live(scenario: str, seed: int | None, out: str | None) -> None:
+def _live(scenario: str, seed: int | None, out: str | None, sets: tuple[str, ...] = ()) -> None:
+    from scenarios.overrides import load
     from scenarios.runner import Session
-    from scenarios.spec import load
 
-    spec, text, _ = load(scenario)
+    spec, text, _ = load(scenario, sets)
     path = Path(out) if out else _default_out(spec.name)
     session = Session(spec, text, path, seed=seed, duration_s=10 * 365 * 86400)
     from tui.app import TwinApp
@@ -132,6 +136,7 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
 )
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the KPI summary as JSON.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_guard
 def run_cmd(
     scenario: str,
@@ -141,14 +146,15 @@ def run_cmd(
     out: str | None,
     overwrite: bool,
     as_json: bool,
+    sets: tuple[str, ...],
 ) -> None:
     """Simulate SCENARIO headless and record telemetry (SCENARIO: built-in name or TOML path).
 
     A comparison scenario (one with [[variants]]) runs every variant into its own file
     (OUT-<variant>.duckdb) and prints their KPIs side by side."""
-    from scenarios.spec import load
+    from scenarios.overrides import load
 
-    spec, text, _ = load(scenario)
+    spec, text, _ = load(scenario, sets)
     dur = _duration_s(hours, days)
     if spec.variants:
         base = Path(out) if out else _default_out(spec.name)
@@ -243,13 +249,15 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
 
 @main.command("validate")
 @click.argument("scenario")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_guard
-def validate_cmd(scenario: str) -> None:
+def validate_cmd(scenario: str, sets: tuple[str, ...]) -> None:
     """Check a scenario file (or built-in name) without running it."""
-    from scenarios.spec import ScenarioError, load
+    from scenarios.overrides import load
+    from scenarios.spec import ScenarioError
     from twin.sim import Simulation
 
-    spec, _, origin = load(scenario)
+    spec, _, origin = load(scenario, sets)
     for s in spec.variants or [spec]:
         try:
             sim = Simulation(s.to_params())

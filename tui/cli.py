@@ -329,16 +329,27 @@ def hardware_cmd(sources: bool) -> None:
 @_guard
 def sql_cmd(file: str, query: str | None, fmt_: str, max_rows: int) -> None:
     """Query a telemetry FILE with read-only SQL (QUERY, or stdin; no QUERY on a terminal lists
-    the tables and their columns with units)."""
+    the tables and their columns with units). A .parquet FILE (a sweep's results.parquet) is the
+    view `results`."""
     from storage.reader import open_run_file, user_query
 
-    con = open_run_file(file)
+    parquet = file.endswith(".parquet")
+    if parquet:
+        from storage.parquet_sql import open_parquet
+
+        con = open_parquet(file)
+    else:
+        con = open_run_file(file)
     try:
         if query is None:
             if sys.stdin.isatty():
-                _print_schema()
-                return
-            query = sys.stdin.read()
+                if parquet:
+                    query = "DESCRIBE results"
+                else:
+                    _print_schema()
+                    return
+            else:
+                query = sys.stdin.read()
         table = user_query(con, query)
     finally:
         con.close()
@@ -472,6 +483,10 @@ def replay_cmd(file: str) -> None:
     TwinApp(replay_con=con, replay_run_id=run_id, replay_path=file).run()
     con.close()
 
+
+from tui.cli_sweep import sweep_cmd  # noqa: E402
+
+main.add_command(sweep_cmd)
 
 if __name__ == "__main__":
     main()

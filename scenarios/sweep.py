@@ -167,7 +167,8 @@ def _dimension(where: str, key: str, v: Any) -> Dimension:
         if not isinstance(c, list) or not c or len(c) > MAX_VALUES:
             raise ScenarioError(f"{where}.choices: expected a non-empty list (at most {MAX_VALUES:,} values)")
         return Dimension(key, choices=tuple(c))
-    lo, hi = v.get("min"), v.get("max")
+    lo: Any = v.get("min")
+    hi: Any = v.get("max")
     if not (_number(lo) and _number(hi)):
         raise ScenarioError(f"{where}: min and max must both be finite numbers (got {lo!r}, {hi!r})")
     if lo > hi:
@@ -331,21 +332,27 @@ def point_overrides(sw: Sweep, pt: Point) -> list[overrides.Override]:
 def validate(sw: Sweep, pts: list[Point]) -> None:
     """Check every point as a scenario (and its model parameters) before anything runs; the first
     bad one raises ``ScenarioError`` naming the sweep file, the point and the key."""
-    from twin.sim import Simulation
-
     raw = tomllib.loads(sw.base_text)
     base_dir = overrides.base_dir_of(sw.base_origin)
     for pt in pts:
         where = f"{sw.origin}: point {pt.index} {pt.id} ({_describe(pt.params)})"
-        try:
-            data = overrides.apply(raw, point_overrides(sw, pt))
-        except ScenarioError as e:
-            raise ScenarioError(f"{where}: {e}") from None
-        scen = overrides.validate_raw(data, where, base_dir)
-        try:
-            Simulation(scen.to_params())
-        except ValueError as e:
-            raise ScenarioError(f"{where}: {e}") from None
+        check(raw, base_dir, point_overrides(sw, pt), where)
+
+
+def check(raw: dict[str, Any], base_dir: Path | None, ovs: list[overrides.Override], where: str) -> None:
+    """Validate raw scenario data with overrides as a scenario and as model parameters; errors
+    start with ``where``."""
+    from twin.sim import Simulation
+
+    try:
+        data = overrides.apply(raw, ovs)
+    except ScenarioError as e:
+        raise ScenarioError(f"{where}: {e}") from None
+    scen = overrides.validate_raw(data, where, base_dir)
+    try:
+        Simulation(scen.to_params())
+    except ValueError as e:
+        raise ScenarioError(f"{where}: {e}") from None
 
 
 def tasks(sw: Sweep, pts: list[Point], out_dir: Path | None) -> list[Task]:

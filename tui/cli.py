@@ -484,9 +484,11 @@ def replay_cmd(file: str) -> None:
     con.close()
 
 
+from tui.cli_plan import plan_cmd  # noqa: E402
 from tui.cli_sweep import sweep_cmd  # noqa: E402
 
 main.add_command(sweep_cmd)
+main.add_command(plan_cmd)
 
 if __name__ == "__main__":
     main()

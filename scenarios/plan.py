@@ -158,6 +158,7 @@ class Planner:
             raise ScenarioError(f"{origin}: a comparison scenario ([[variants]]) cannot be planned; use one variant")
         if not constraints:
             raise ScenarioError("give at least one --subject-to constraint")
+        sweep.check_backend(backend, jobs)
         try:
             overrides.parse_path(key)
         except ValueError as e:

@@ -456,10 +456,7 @@ def execute(
     ray_address: str | None = None,
 ) -> None:
     """Run tasks on a backend, calling ``on_result(task, row)`` in the caller's process as each ends."""
-    if backend not in BACKENDS:
-        raise ScenarioError(f"--backend: unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
-    if jobs is not None and jobs < 1:
-        raise ScenarioError(f"-j: expected a positive number of parallel runs (got {jobs})")
+    check_backend(backend, jobs)
     if not todo:
         return
     if backend == "ray":
@@ -469,6 +466,15 @@ def execute(
             on_result(t, run_task(t))
     else:
         _execute_local(todo, on_result, jobs or default_jobs())
+
+
+def check_backend(backend: str, jobs: int | None) -> None:
+    if backend not in BACKENDS:
+        raise ScenarioError(f"--backend: unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+    if jobs is not None and not 1 <= jobs <= 4096:
+        raise ScenarioError(f"-j: expected a number of parallel runs in 1..4096 (got {jobs})")
+    if backend == "ray" and ray_missing():
+        raise ScenarioError(f"--backend ray: {ray_missing()}")
 
 
 def _execute_local(todo: list[Task], on_result: OnResult, jobs: int) -> None:
@@ -642,10 +648,9 @@ def run_sweep(
     rebuild_every_s: float = 30.0,
 ) -> Outcome:
     """Validate every point, then run the ones not finished yet; rebuild results.parquet."""
+    check_backend(backend, jobs)
     pts = points(sw)
     validate(sw, pts)
-    if backend == "ray" and ray_missing():
-        raise ScenarioError(f"--backend ray: {ray_missing()}")
     prepare_dir(out_dir, files)
     all_tasks = tasks(sw, pts, out_dir if files else None)
     todo = []

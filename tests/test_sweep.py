@@ -329,3 +329,29 @@ def test_local_and_ray_give_identical_rows(tmp_path: Path, small: Path) -> None:
                         for r in rows]
     assert res["local"] == res["ray"]
     assert len({r["pue"] for r in res["local"]}) == 4  # four different points, not one row repeated
+
+
+def test_sweep_and_plan_never_import_textual(tmp_path: Path, small: Path) -> None:
+    f = write_sweep(tmp_path, 'hours = 1\n[sweep.grid]\n"hall.ultraservers" = [1]\n')
+    code = (
+        "import sys\n"
+        "from tui.cli import main\n"
+        f"for args in (['sweep', {str(f)!r}, '--out', {str(tmp_path / 'o')!r}, '-j', '1', '--report'],"
+        f" ['plan', {str(small)!r}, '--subject-to', 'chips >= 200', '--range', '1:3', '--hours', '1', '-j', '1'],"
+        f" ['sql', {str(tmp_path / 'o' / 'results.parquet')!r}, 'SELECT count(*) FROM results']):\n"
+        "    try:\n"
+        "        main(args, standalone_mode=False)\n"
+        "    except SystemExit as e:\n"
+        "        assert not e.code, (args, e.code)\n"
+        "assert 'textual' not in sys.modules, 'textual imported'\n"
+        "print('ok')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
+
+
+def test_bad_backend_arguments_write_nothing(tmp_path: Path, small: Path) -> None:
+    f = write_sweep(tmp_path, 'hours = 1\n[sweep.grid]\n"hall.ultraservers" = [1]\n')
+    code, _, err = invoke("sweep", str(f), "--out", str(tmp_path / "o"), "-j", "0")
+    assert code == 2 and "-j" in err and not (tmp_path / "o").exists()

@@ -70,6 +70,9 @@ def plan_cmd(
         result = planner.bisect() if method == "bisect" else planner.sweep_range()
     except planning.RunFailed as e:
         fail(str(e), code=1)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted after {runs[0]} run(s)", err=True)
+        sys.exit(130)
     if show:
         click.echo("", err=True)
     if as_json:

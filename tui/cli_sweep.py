@@ -80,10 +80,16 @@ def sweep_cmd(
     sw = sweeps.load_sweep(tp)
     out_dir = Path(out)
     state = _Progress(backend)
-    outcome = sweeps.run_sweep(
-        sw, out_dir, backend=backend, jobs=jobs, ray_address=ray_address, files=not no_files,
-        retry_failed=retry_failed, on_start=state.start, on_result=state.result,
-    )
+    try:
+        outcome = sweeps.run_sweep(
+            sw, out_dir, backend=backend, jobs=jobs, ray_address=ray_address, files=not no_files,
+            retry_failed=retry_failed, on_start=state.start, on_result=state.result,
+        )
+    except KeyboardInterrupt:
+        state.close()
+        click.echo(f"\ninterrupted: {state.done:,} run(s) finished and kept in {out_dir}; "
+                   "run the same command again to go on", err=True)
+        sys.exit(130)
     state.close()
     assert outcome.results is not None
     rows, _ = sweeps.read_results(outcome.results)

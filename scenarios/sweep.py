@@ -226,7 +226,7 @@ def parse_sweep(data: dict[str, Any], origin: str, base_dir: Path) -> Sweep:
     seeds_raw = s.get("seeds")
     seeds: list[int | None]
     if seeds_raw is None:
-        seeds = [None]
+        seeds = [base.seed]  # the scenario's own
     else:
         if (
             not isinstance(seeds_raw, list)
@@ -484,17 +484,26 @@ def _execute_local(todo: list[Task], on_result: OnResult, jobs: int) -> None:
     # forkserver: workers start from a clean process (no inherited threads or open files).
     ctx = multiprocessing.get_context("forkserver")
     ex = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx)
+    queue = iter(todo)
+    futs: dict[Future[dict[str, Any]], Task] = {}
+
+    def submit(n: int) -> None:
+        for t in itertools.islice(queue, n):
+            futs[ex.submit(run_task, t)] = t
+
     try:
-        futs: dict[Future[dict[str, Any]], Task] = {ex.submit(run_task, t): t for t in todo}
-        pending = set(futs)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        # A bounded window of tasks in flight: memory stays flat however many points there are.
+        submit(2 * jobs)
+        while futs:
+            done, _ = wait(futs, return_when=FIRST_COMPLETED)
             for f in done:
+                t = futs.pop(f)
                 try:
                     row = f.result()
                 except Exception as e:  # the worker process died (e.g. out of memory)
-                    row = failed_row(futs[f], e)
-                on_result(futs[f], row)
+                    row = failed_row(t, e)
+                on_result(t, row)
+            submit(len(done))
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
 
@@ -528,19 +537,30 @@ def _execute_ray(todo: list[Task], on_result: OnResult, jobs: int | None, addres
         started = True
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
-        refs = {remote.remote(t): t for t in todo}
-        pending = list(refs)
+        resources: Any = ray.cluster_resources
+        cpus = int(resources().get("CPU", jobs or 1))
+        queue = iter(todo)
+        refs: dict[Any, Task] = {}
+
+        def submit(n: int) -> None:
+            for t in itertools.islice(queue, n):
+                refs[remote.remote(t)] = t
+
         try:
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
+            # A bounded window in flight (twice the cluster's CPUs): flat memory on the driver.
+            submit(2 * max(cpus, 1))
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
                 for r in ready:
+                    t = refs.pop(r)
                     try:
                         row = ray.get(r)
                     except Exception as e:  # the worker died or the task could not run
-                        row = failed_row(refs[r], e)
-                    on_result(refs[r], row)
+                        row = failed_row(t, e)
+                    on_result(t, row)
+                submit(len(ready))
         finally:
-            for r in pending:
+            for r in refs:
                 with contextlib.suppress(Exception):
                     ray.cancel(r, force=True)
     finally:
@@ -662,16 +682,20 @@ def run_sweep(
     if on_start:
         on_start(len(todo), outcome.skipped)
     last = time.monotonic()
+    every = rebuild_every_s
 
     def done(t: Task, row: dict[str, Any]) -> None:
-        nonlocal last
+        nonlocal last, every
         record(out_dir, t, row)
         outcome.ran += 1
         outcome.failed += row["status"] != "complete"
         if on_result:
             on_result(t, row)
-        if time.monotonic() - last > rebuild_every_s:
+        if time.monotonic() - last > every:
+            t0 = time.monotonic()
             write_results(sw, all_tasks, out_dir)
+            # Rebuilding reads every point's file: keep it a small share of the time.
+            every = max(rebuild_every_s, 20 * (time.monotonic() - t0))
             last = time.monotonic()
 
     try:

@@ -10,7 +10,6 @@ nothing here asserts a speed.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import tempfile
 import time
@@ -72,15 +71,9 @@ def main() -> None:
     go("local -j 1", "local", 1)
     go("local -j 2", "local", 2)
     if not a.no_ray and sweep.ray_missing() is None:
-        import ray
-
         t0 = time.perf_counter()
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        startup = time.perf_counter() - t0
-        try:
-            go("ray 2 CPUs", "ray", 2, startup)
-        finally:
-            ray.shutdown()
+        with sweep.backend_session("ray", 2):  # the local Ray a sweep starts, timed on its own
+            go("ray 2 CPUs", "ray", 2, time.perf_counter() - t0)
     base = rows[0][1]
     print(f"{'backend':<12} {'wall s':>8} {'runs/min':>9} {'speed-up':>9} {'in flight':>10} {'start-up s':>11}")
     for label, wall, startup, rate, busy in rows:

@@ -39,7 +39,7 @@ import shutil
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -509,17 +509,25 @@ def _execute_local(todo: list[Task], on_result: OnResult, jobs: int) -> None:
 
 
 def ray_missing() -> str | None:
-    try:
-        import ray  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
         return "the ray backend needs Ray: pip install 'ai-factory-twin[ray]'"
     return None
 
 
-def _execute_ray(todo: list[Task], on_result: OnResult, jobs: int | None, address: str | None) -> None:
-    missing = ray_missing()
-    if missing:
-        raise ScenarioError(f"--backend ray: {missing}")
+@contextlib.contextmanager
+def backend_session(backend: str, jobs: int | None = None, address: str | None = None) -> Iterator[None]:
+    """Keep a backend up across several ``execute`` calls: for Ray, connect to ``address`` or start a
+    local Ray with ``jobs`` CPUs (unless Ray is up already), and shut down what was started."""
+    check_backend(backend, jobs)
+    if backend != "ray":
+        yield
+        return
+    if not address:
+        # A Ray started for one sweep serves this machine only: Ray's own switch keeps its
+        # processes on the loopback address instead of the machine's network address.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import logging
 
     import ray
@@ -533,39 +541,51 @@ def _execute_ray(todo: list[Task], on_result: OnResult, jobs: int | None, addres
             else:
                 ray.init(num_cpus=jobs or default_jobs(), include_dashboard=False, **kw)
         except (ConnectionError, RuntimeError, ValueError) as e:
-            raise ScenarioError(f"--ray-address {address or '(local)'}: cannot start or reach Ray: {_one_line(e)}") from None
+            where = f"--ray-address {address}" if address else "--backend ray"
+            raise ScenarioError(f"{where}: cannot start or reach Ray: {_one_line(e)}") from None
         started = True
     try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
-        resources: Any = ray.cluster_resources
-        cpus = int(resources().get("CPU", jobs or 1))
-        queue = iter(todo)
-        refs: dict[Any, Task] = {}
-
-        def submit(n: int) -> None:
-            for t in itertools.islice(queue, n):
-                refs[remote.remote(t)] = t
-
-        try:
-            # A bounded window in flight (twice the cluster's CPUs): flat memory on the driver.
-            submit(2 * max(cpus, 1))
-            while refs:
-                ready, _ = ray.wait(list(refs), num_returns=1)
-                for r in ready:
-                    t = refs.pop(r)
-                    try:
-                        row = ray.get(r)
-                    except Exception as e:  # the worker died or the task could not run
-                        row = failed_row(t, e)
-                    on_result(t, row)
-                submit(len(ready))
-        finally:
-            for r in refs:
-                with contextlib.suppress(Exception):
-                    ray.cancel(r, force=True)
+        yield
     finally:
         if started:
             ray.shutdown()
+
+
+def _execute_ray(todo: list[Task], on_result: OnResult, jobs: int | None, address: str | None) -> None:
+    with backend_session("ray", jobs, address):
+        _run_on_ray(todo, on_result, jobs)
+
+
+def _run_on_ray(todo: list[Task], on_result: OnResult, jobs: int | None) -> None:
+    import ray
+
+    remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
+    resources: Any = ray.cluster_resources
+    cpus = int(resources().get("CPU", jobs or 1))
+    queue = iter(todo)
+    refs: dict[Any, Task] = {}
+
+    def submit(n: int) -> None:
+        for t in itertools.islice(queue, n):
+            refs[remote.remote(t)] = t
+
+    try:
+        # A bounded window in flight (twice the cluster's CPUs): flat memory on the driver.
+        submit(2 * max(cpus, 1))
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            for r in ready:
+                t = refs.pop(r)
+                try:
+                    row = ray.get(r)
+                except Exception as e:  # the worker died or the task could not run
+                    row = failed_row(t, e)
+                on_result(t, row)
+            submit(len(ready))
+    finally:
+        for r in refs:
+            with contextlib.suppress(Exception):
+                ray.cancel(r, force=True)
 
 
 # ---------------------------------------------------------------------- a sweep directory
@@ -671,6 +691,16 @@ def run_sweep(
     check_backend(backend, jobs)
     pts = points(sw)
     validate(sw, pts)
+    with backend_session(backend, jobs, ray_address):
+        return _run_points(sw, pts, out_dir, backend, jobs, ray_address, files, retry_failed, on_start, on_result,
+                           rebuild_every_s)
+
+
+def _run_points(
+    sw: Sweep, pts: list[Point], out_dir: Path, backend: str, jobs: int | None, ray_address: str | None,
+    files: bool, retry_failed: bool, on_start: Callable[[int, int], None] | None, on_result: OnResult | None,
+    rebuild_every_s: float,
+) -> Outcome:
     prepare_dir(out_dir, files)
     all_tasks = tasks(sw, pts, out_dir if files else None)
     todo = []

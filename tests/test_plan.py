@@ -110,3 +110,14 @@ def test_bad_plan_arguments_exit_2_before_running(small: Path) -> None:
         code, _, err = invoke("plan", str(small), "--hours", "1", *args)
         assert code == 2, (args, err)
         assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_plan_on_ray_matches_the_hand_answer(small: Path) -> None:
+    from scenarios import sweep
+
+    if sweep.ray_missing():
+        pytest.skip("ray is not installed (pip install -e '.[ray]')")
+    code, out, err = invoke("plan", str(small), "--subject-to", "chips >= 300", "--range", "1:9", "--hours", "1",
+                            "--backend", "ray", "-j", "2", "--json")
+    assert code == 0, err
+    assert json.loads(out)["answer"] == math.ceil(300 / CHIPS["trn3-gen2"])

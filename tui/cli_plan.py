@@ -49,6 +49,7 @@ def plan_cmd(
     """
     from scenarios import overrides
     from scenarios import plan as planning
+    from scenarios import sweep as sweeps
 
     if hours is not None and hours <= 0:
         fail("--hours must be positive")
@@ -67,7 +68,8 @@ def plan_cmd(
     planner = planning.Planner(spec, text, origin, key, cons, overs, lo, hi, hours, seed, backend, jobs,
                                ray_address, on_run)
     try:
-        result = planner.bisect() if method == "bisect" else planner.sweep_range()
+        with sweeps.backend_session(backend, jobs, ray_address):  # one Ray for every round
+            result = planner.bisect() if method == "bisect" else planner.sweep_range()
     except planning.RunFailed as e:
         fail(str(e), code=1)
     except KeyboardInterrupt:

@@ -100,6 +100,41 @@ def test_set_refuses_unknown_keys_and_bad_values(small: Path) -> None:
     assert code == 0 and f"{3 * CHIPS_PER_ULTRASERVER:,} chips" in out
 
 
+@pytest.mark.parametrize(
+    "layout",
+    [
+        SMALL_TOML,
+        # The same scenario written with an inline table and top-level dotted keys.
+        SMALL_TOML.replace('[hall]\nsystem = "trn3-gen2"\nultraservers = 2\nultraservers_per_row = 2\n',
+                           'hall = { system = "trn3-gen2", ultraservers = 2, ultraservers_per_row = 2 }\n')
+                  .replace("[training]\n", "training.arrivals_per_day = 40\n[training.x]\n", 1)
+                  .replace("[training.x]\narrivals_per_day = 40\n\n", ""),
+    ],
+)
+def test_effective_text_reparses_to_the_overridden_data(layout: str) -> None:
+    sets = ["hall.ultraservers=1", "site.climate=hot", "training.pretrain.share=0.5", "services[0].replicas=1"]
+    ovs = [overrides.parse_set(a) for a in sets]
+    text = overrides.effective_text(layout, ovs, "small.toml")
+    want = overrides.apply(tomllib.loads(layout), ovs)
+    assert tomllib.loads(text) == want
+    assert want["hall"]["ultraservers"] == 1 and want["training"]["pretrain"]["share"] == 0.5
+    assert want["training"]["pretrain"]["size_chips"] == [4, 16, 36, 144]  # the rest of the table kept
+
+
+def test_set_applies_to_every_variant(tmp_path: Path) -> None:
+    f = tmp_path / "cmp.toml"
+    f.write_text(SMALL_TOML + '\n[[variants]]\nname = "a"\nhall = { ultraservers = 3 }\n'
+                 '\n[[variants]]\nname = "b"\nsite = { climate = "cold" }\n')
+    spec, text, _ = overrides.load(str(f), ["hall.ultraservers=1"])
+    assert [v.hall.ultraservers for v in spec.variants] == [1, 1]
+    assert [v.site.climate for v in spec.variants] == [None, "cold"]
+    # The recorded text re-parses to the same variants (what twin rerun reads).
+    from scenarios.spec import parse
+
+    again = parse(text, "recorded")
+    assert [(v.name, v.hall.ultraservers) for v in again.variants] == [("a", 1), ("b", 1)]
+
+
 # ---------------------------------------------------------------------- points
 def test_grid_is_the_full_factorial_in_order(tmp_path: Path, small: Path) -> None:
     f = write_sweep(tmp_path, '[sweep.grid]\n"hall.ultraservers" = [1, 2, 3]\n'

@@ -214,7 +214,10 @@ def parse_sweep(data: dict[str, Any], origin: str, base_dir: Path) -> Sweep:
     if ref.endswith(".toml") or "/" in ref:
         rp = Path(ref).expanduser()
         ref = str(rp if rp.is_absolute() else base_dir / rp)
-    base, text, base_origin = spec.load(ref)
+    try:
+        base, text, base_origin = spec.load(ref)
+    except ScenarioError as e:
+        raise ScenarioError(f"{origin}: sweep.scenario: {e}") from None
     if base.variants:
         raise ScenarioError(
             f"{origin}: sweep.scenario: {base_origin} is a comparison scenario ([[variants]]); "

@@ -41,7 +41,8 @@ def small(tmp_path: Path) -> Path:
 
 def write_sweep(tmp_path: Path, body: str, name: str = "sweep.toml") -> Path:
     f = tmp_path / name
-    f.write_text('[sweep]\nscenario = "small.toml"\n' + body)
+    head = "" if body.startswith("scenario =") else 'scenario = "small.toml"\n'
+    f.write_text("[sweep]\n" + head + body)
     return f
 
 
@@ -196,6 +197,7 @@ def test_grid_crossed_with_random_and_seeds(tmp_path: Path, small: Path) -> None
         ("[sweep.random]\nn = 0\n\"a.b\" = { min = 1, max = 2 }\n", ("sweep.random.n",)),
         ("[sweep.random]\nn = 2\n\"a.b\" = { min = 3, max = 2 }\n", ("sweep.random.a.b", "above max")),
         ("colour = 1\n", ("sweep.colour", "unknown key")),
+        ('scenario = "nope.toml"\n', ("sweep.scenario", "nope.toml", "no such scenario file")),
         ('[sweep.grid]\nseed = [1, 2]\n', ("seed", "sweep.seeds")),
         ('[sweep.grid]\n"hall.ultraservers" = ' + str(list(range(1, 400))) + "\n"
          '"hardware.tdp_w" = ' + str(list(range(1, 400))) + "\n", ("at most 100,000",)),

@@ -20,7 +20,7 @@ import json
 import math
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,7 +144,7 @@ class Planner:
         origin: str,
         key: str,
         constraints: list[Constraint],
-        over: list[tuple[str, list[Any]]] = (),  # type: ignore[assignment]
+        over: Sequence[tuple[str, list[Any]]] = (),
         lo: int = 1,
         hi: int = 64,
         hours: float | None = None,

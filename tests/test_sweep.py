@@ -393,3 +393,22 @@ def test_bad_backend_arguments_write_nothing(tmp_path: Path, small: Path) -> Non
     f = write_sweep(tmp_path, 'hours = 1\n[sweep.grid]\n"hall.ultraservers" = [1]\n')
     code, _, err = invoke("sweep", str(f), "--out", str(tmp_path / "o"), "-j", "0")
     assert code == 2 and "-j" in err and not (tmp_path / "o").exists()
+
+
+def test_sigterm_stops_a_sweep_politely(tmp_path: Path, small: Path) -> None:
+    f = write_sweep(tmp_path, 'hours = 3\nseeds = [1, 2, 3]\n[sweep.grid]\n"hall.ultraservers" = [1, 2]\n')
+    out = tmp_path / "out"
+    cmd = [str(Path(sys.executable).parent / "twin"), "sweep", str(f), "--out", str(out), "-j", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    points_dir = out / "points"
+    for _ in range(100_000):
+        if (points_dir.exists() and list(points_dir.glob("*.json"))) or proc.poll() is not None:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate()
+    done = len(list(points_dir.glob("*.json")))
+    assert proc.returncode == 143 and "terminated (SIGTERM)" in err and "run the same command again" in err
+    rows = pq.read_table(out / "results.parquet").to_pylist()  # rebuilt on the way out
+    assert len(rows) == 6 and sum(r["status"] == "complete" for r in rows) == done >= 1
+    assert {r["status"] for r in rows} <= {"complete", "pending"}

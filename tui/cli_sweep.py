@@ -80,16 +80,20 @@ def sweep_cmd(
     sw = sweeps.load_sweep(tp)
     out_dir = Path(out)
     state = _Progress(backend)
+    from scenarios.runner import Terminated, sigterm_as_interrupt
+
     try:
-        outcome = sweeps.run_sweep(
-            sw, out_dir, backend=backend, jobs=jobs, ray_address=ray_address, files=not no_files,
-            retry_failed=retry_failed, on_start=state.start, on_result=state.result,
-        )
-    except KeyboardInterrupt:
+        with sigterm_as_interrupt():
+            outcome = sweeps.run_sweep(
+                sw, out_dir, backend=backend, jobs=jobs, ray_address=ray_address, files=not no_files,
+                retry_failed=retry_failed, on_start=state.start, on_result=state.result,
+            )
+    except KeyboardInterrupt as e:
         state.close()
-        click.echo(f"\ninterrupted: {state.done:,} run(s) finished and kept in {out_dir}; "
+        what, code = ("terminated (SIGTERM)", 143) if isinstance(e, Terminated) else ("interrupted", 130)
+        click.echo(f"\ntwin: {what}: {state.done:,} run(s) finished and kept in {out_dir}; "
                    "run the same command again to go on", err=True)
-        sys.exit(130)
+        sys.exit(code)
     state.close()
     assert outcome.results is not None
     rows, _ = sweeps.read_results(outcome.results)

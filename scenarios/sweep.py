@@ -358,7 +358,8 @@ def check(raw: dict[str, Any], base_dir: Path | None, ovs: list[overrides.Overri
         raise ScenarioError(f"{where}: {e}") from None
 
 
-def tasks(sw: Sweep, pts: list[Point], out_dir: Path | None) -> list[Task]:
+def tasks(sw: Sweep, pts: list[Point], runs_dir: Path | None) -> list[Task]:
+    """One task per point and seed; run files go to ``runs_dir`` (None: not kept)."""
     base_dir = overrides.base_dir_of(sw.base_origin)
     out = []
     for pt in pts:
@@ -368,8 +369,8 @@ def tasks(sw: Sweep, pts: list[Point], out_dir: Path | None) -> list[Task]:
                 pt.index, pt.id, seed, tuple(pt.params.items()), ovs, sw.base_text, sw.base_origin,
                 None if base_dir is None else str(base_dir.resolve()), sw.duration_s, None,
             )
-            if out_dir is not None:
-                t = dataclasses.replace(t, run_file=str((out_dir / "runs" / f"{t.key}.duckdb").resolve()))
+            if runs_dir is not None:
+                t = dataclasses.replace(t, run_file=str((runs_dir / f"{t.key}.duckdb").resolve()))
             out.append(t)
     return out
 
@@ -623,12 +624,14 @@ def read_row(out_dir: Path, t: Task) -> dict[str, Any] | None:
     return row
 
 
-def prepare_dir(out_dir: Path, files: bool) -> None:
+def prepare_dir(out_dir: Path, runs_dir: Path | None) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise ScenarioError(f"--out {out_dir}: exists and is not a directory")
     (out_dir / "points").mkdir(parents=True, exist_ok=True)
-    if files:
-        (out_dir / "runs").mkdir(exist_ok=True)
+    if runs_dir is not None:
+        if runs_dir.exists() and not runs_dir.is_dir():
+            raise ScenarioError(f"--runs-dir {runs_dir}: exists and is not a directory")
+        runs_dir.mkdir(parents=True, exist_ok=True)
 
 
 def results_table(sw: Sweep, all_tasks: list[Task], out_dir: Path) -> Any:
@@ -685,6 +688,7 @@ def run_sweep(
     jobs: int | None = None,
     ray_address: str | None = None,
     files: bool = True,
+    runs_dir: Path | None = None,
     retry_failed: bool = False,
     on_start: Callable[[int, int], None] | None = None,
     on_result: OnResult | None = None,
@@ -695,17 +699,18 @@ def run_sweep(
     pts = points(sw)
     validate(sw, pts)
     with backend_session(backend, jobs, ray_address):
-        return _run_points(sw, pts, out_dir, backend, jobs, ray_address, files, retry_failed, on_start, on_result,
+        runs = (runs_dir or out_dir / "runs") if files else None
+        return _run_points(sw, pts, out_dir, backend, jobs, ray_address, runs, retry_failed, on_start, on_result,
                            rebuild_every_s)
 
 
 def _run_points(
     sw: Sweep, pts: list[Point], out_dir: Path, backend: str, jobs: int | None, ray_address: str | None,
-    files: bool, retry_failed: bool, on_start: Callable[[int, int], None] | None, on_result: OnResult | None,
+    runs_dir: Path | None, retry_failed: bool, on_start: Callable[[int, int], None] | None, on_result: OnResult | None,
     rebuild_every_s: float,
 ) -> Outcome:
-    prepare_dir(out_dir, files)
-    all_tasks = tasks(sw, pts, out_dir if files else None)
+    prepare_dir(out_dir, runs_dir)
+    all_tasks = tasks(sw, pts, runs_dir)
     todo = []
     for t in all_tasks:
         row = read_row(out_dir, t)

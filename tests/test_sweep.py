@@ -233,6 +233,8 @@ def test_sweep_results_are_data(tmp_path: Path, small: Path) -> None:
     out = tmp_path / "out"
     code, stdout, err = invoke("sweep", str(f), "--out", str(out), "-j", "2", "--report")
     assert code == 0, err
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(
+        f"{t.key}.duckdb" for t in sweep.tasks(sweep.load_sweep(f), sweep.points(sweep.load_sweep(f)), None))
     table = pq.read_table(out / "results.parquet")
     rows = table.to_pylist()
     assert len(rows) == 4
@@ -274,7 +276,7 @@ def test_a_failing_point_is_recorded_and_the_rest_go_on(tmp_path: Path, small: P
     f = write_sweep(tmp_path, 'hours = 1\nseeds = [1]\n[sweep.grid]\n"hall.ultraservers" = [1, 2, 3]\n')
     out = tmp_path / "out"
     sw = sweep.load_sweep(f)
-    ts = sweep.tasks(sw, sweep.points(sw), out)
+    ts = sweep.tasks(sw, sweep.points(sw), out / "runs")
     # The second point's run file cannot be written: a directory stands in its place.
     blocker = Path(ts[1].run_file or "")
     (blocker / "x").mkdir(parents=True)
@@ -412,3 +414,15 @@ def test_sigterm_stops_a_sweep_politely(tmp_path: Path, small: Path) -> None:
     rows = pq.read_table(out / "results.parquet").to_pylist()  # rebuilt on the way out
     assert len(rows) == 6 and sum(r["status"] == "complete" for r in rows) == done >= 1
     assert {r["status"] for r in rows} <= {"complete", "pending"}
+
+
+def test_runs_dir_puts_run_files_elsewhere(tmp_path: Path, small: Path) -> None:
+    f = write_sweep(tmp_path, 'hours = 1\nseeds = [3]\n[sweep.grid]\n"hall.ultraservers" = [1]\n')
+    out, shared = tmp_path / "out", tmp_path / "shared" / "runs"
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "--runs-dir", str(shared), "-j", "1")
+    assert code == 0, err
+    (row,) = pq.read_table(out / "results.parquet").to_pylist()
+    assert Path(row["run_file"]) == (shared / f"{row['point_id']}-s3.duckdb").resolve()
+    assert Path(row["run_file"]).exists() and not (out / "runs").exists()
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "--runs-dir", str(shared), "--no-files")
+    assert code == 2 and "not both" in err

@@ -42,6 +42,8 @@ def fail(msg: str, code: int = 2) -> NoReturn:
 @click.option("--ray-address", default=None, metavar="ADDR",
               help="An existing Ray cluster (auto or HOST:PORT); default: a local Ray started for the sweep.")
 @click.option("--no-files", is_flag=True, help="Keep only the KPI rows, not each run's telemetry file.")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
+              help="Where run files go (default: DIR/runs); on a cluster, storage every node can write.")
 @click.option("--retry-failed", is_flag=True, help="Run the points that failed before again.")
 @click.option("--report", is_flag=True, help="Print the results sorted by a KPI and the Pareto front.")
 @click.option("--sort", "sort_kpi", default=None, metavar="KPI[:min|max]",
@@ -51,7 +53,7 @@ def fail(msg: str, code: int = 2) -> NoReturn:
 @click.option("--top", type=int, default=20, show_default=True, help="Rows of the sorted table in the report.")
 @_guard
 def sweep_cmd(
-    target: str, out: str | None, jobs: int | None, backend: str, ray_address: str | None, no_files: bool,
+    target: str, out: str | None, jobs: int | None, backend: str, ray_address: str | None, no_files: bool, runs_dir: str | None,
     retry_failed: bool, report: bool, sort_kpi: str | None, pareto: str, top: int,
 ) -> None:
     """Run every point of a sweep file TARGET into --out DIR (finished points are kept: run it
@@ -75,6 +77,8 @@ def sweep_cmd(
             fail(f"{tp}: a directory; give a sweep file to run, or --report to report on a sweep directory")
         click.echo(report_text(tp / "results.parquet", *objectives, top))
         return
+    if runs_dir and no_files:
+        fail("give --runs-dir or --no-files, not both")
     if out is None:
         fail("--out DIR is required to run a sweep (where results and finished points are kept)")
     sw = sweeps.load_sweep(tp)
@@ -86,6 +90,7 @@ def sweep_cmd(
         with sigterm_as_interrupt():
             outcome = sweeps.run_sweep(
                 sw, out_dir, backend=backend, jobs=jobs, ray_address=ray_address, files=not no_files,
+                runs_dir=Path(runs_dir) if runs_dir else None,
                 retry_failed=retry_failed, on_start=state.start, on_result=state.result,
             )
     except KeyboardInterrupt as e:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from scenarios.spec import Scenario, ScenarioError
+from storage.live import LivePublisher
 from storage.reader import kpi_summary
 from storage.runlock import crash_point
 from storage.sandbox import Limits
@@ -48,8 +49,11 @@ class Session:
         flush_interval_s: float = 1.0,
         extra_events: tuple[ScheduledEvent, ...] = (),
         sql_limits: Limits | None = None,
+        publish_live: bool = True,
+        on_chunk: Callable[[Frames], None] | None = None,
     ) -> None:
         self.scenario = scenario
+        self.on_chunk = on_chunk  # called with each advance's frames (e.g. the metrics endpoint)
         try:
             self.params = scenario.to_params(seed)
         except ValueError as e:
@@ -72,6 +76,9 @@ class Session:
         crash_point("session:writer")
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         self.run_id = f"{scenario.name}-s{self.seed}-{stamp}-{os.getpid()}"
+        # Other processes read the run while it is written through Parquet parts next to the file
+        # (published from the writer's first commit on, once it holds the file).
+        self.publisher = LivePublisher(self.out) if publish_live else None
         self.writer = TelemetryWriter(
             self.out,
             {
@@ -85,10 +92,13 @@ class Session:
                 "chips_total": self.sim.topo.chips,
                 "ultraservers": self.sim.topo.ultraservers,
                 "system": self.params.hall.system.key,
+                # Calendar time of time_s = 0 (the scenario key ``start``; older specs have none).
+                "start": getattr(scenario, "start", None),
             },
             flush_interval_s=flush_interval_s,
             if_exists="replace" if overwrite else "error",
             limits=sql_limits,
+            on_commit=self.publisher.on_commit if self.publisher else None,
         )
         self.closed = False
 
@@ -103,12 +113,18 @@ class Session:
     def advance(self, steps: int) -> Frames:
         frames = self.sim.advance(steps)
         self.writer.write(frames, self.sim.t_s)
+        if self.on_chunk is not None:
+            self.on_chunk(frames)
         return frames
 
     def close(self, status: str = "complete") -> None:
         if not self.closed:
             self.closed = True
-            self.writer.close(status)
+            try:
+                self.writer.close(status)
+            finally:
+                if self.publisher is not None:
+                    self.publisher.close()
 
 
 class Terminated(KeyboardInterrupt):
@@ -206,13 +222,17 @@ def run(
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
     extra_events: tuple[ScheduledEvent, ...] = (),
+    publish_live: bool = True,
+    on_chunk: Callable[[Frames], None] | None = None,
 ) -> RunResult:
-    """Run a scenario headless to completion; return its KPI summary."""
+    """Run a scenario headless to completion; return its KPI summary. ``on_chunk`` gets each
+    chunk's frames after they are queued for writing."""
     t0 = time.perf_counter()
     done = 0
     status = "failed"
     session = Session(
-        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events
+        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events,
+        publish_live=publish_live, on_chunk=on_chunk,
     )
     try:
         total = session.total_steps

@@ -417,7 +417,8 @@ def run_task(t: Task) -> dict[str, Any]:
             out = Path(tmp) / f"{t.key}.duckdb"
         else:
             out = Path(t.run_file)
-        result = run(scen, text, out, seed=t.seed, duration_s=t.duration_s, overwrite=True)
+        # Nobody reads a sweep's run while it runs: no live sidecar next to the file.
+        result = run(scen, text, out, seed=t.seed, duration_s=t.duration_s, overwrite=True, publish_live=False)
         con = open_run_file(out)
         try:
             kpis = run_kpis(con, result.run_id)

@@ -52,7 +52,7 @@ MAX_SEEDS = 1000
 MAX_VALUES = 10_000
 BACKENDS = ("local", "ray")
 # Columns every row has besides the parameters and the KPIs.
-BASE_COLUMNS = ("point", "point_id", "seed", "hours", "status", "error", "wall_s", "run_file", "run_id")
+BASE_COLUMNS = ("point", "point_id", "seed", "hours", "status", "error", "wall_s", "cpu_s", "run_file", "run_id")
 # KPIs where a larger value is better (the Pareto front's default direction); all others: smaller.
 LARGER_IS_BETTER = {
     "slo_attainment", "goodput", "tokens", "training_eflop", "jobs_done", "busy_fraction", "chips", "days",
@@ -391,6 +391,7 @@ def empty_row(t: Task) -> dict[str, Any]:
         "status": "pending",
         "error": None,
         "wall_s": None,
+        "cpu_s": None,
         "run_file": None,
         "run_id": None,
     }
@@ -405,7 +406,7 @@ def run_task(t: Task) -> dict[str, Any]:
     from storage.kpis import run_kpis
     from storage.reader import open_run_file
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     row = empty_row(t)
     tmp: str | None = None
     try:
@@ -436,6 +437,7 @@ def run_task(t: Task) -> dict[str, Any]:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     row["wall_s"] = time.perf_counter() - t0
+    row["cpu_s"] = time.process_time() - c0  # every thread of the process: model, writer, DuckDB
     return row
 
 
@@ -642,9 +644,9 @@ def results_table(sw: Sweep, all_tasks: list[Task], out_dir: Path) -> Any:
     rows = [read_row(out_dir, t) or empty_row(t) for t in all_tasks]
     cols: dict[str, Any] = {}
     ints = {"point", "seed"}
-    floats = {"hours", "wall_s", *kpi_keys()}
+    floats = {"hours", "wall_s", "cpu_s", *kpi_keys()}
     order = ["point", "point_id", "seed", *sw.param_keys, *kpi_keys(), "hours", "status", "error", "wall_s",
-             "run_file", "run_id"]
+             "cpu_s", "run_file", "run_id"]
     for name in order:
         vals = [r.get(name) for r in rows]
         if name in ints:

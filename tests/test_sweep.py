@@ -238,10 +238,10 @@ def test_sweep_results_are_data(tmp_path: Path, small: Path) -> None:
     table = pq.read_table(out / "results.parquet")
     rows = table.to_pylist()
     assert len(rows) == 4
-    for k in [*KPIS, "point", "point_id", "seed", "hall.ultraservers", "status", "error", "wall_s", "run_file"]:
+    for k in [*KPIS, "point", "point_id", "seed", "hall.ultraservers", "status", "error", "wall_s", "cpu_s", "run_file"]:
         assert k in table.column_names, k
     for r in rows:
-        assert r["status"] == "complete" and r["error"] is None and r["wall_s"] > 0
+        assert r["status"] == "complete" and r["error"] is None and r["wall_s"] > 0 and r["cpu_s"] > 0
         assert r["chips"] == CHIPS_PER_ULTRASERVER * r["hall.ultraservers"]
         assert r["days"] == pytest.approx(1 / 24)
         run = Path(r["run_file"])

@@ -63,6 +63,9 @@ def _duration_s(hours: float | None, days: float | None) -> int | None:
         fail(str(e))
 
 
+_SET_HELP = "Override a scenario key: KEY=VALUE, e.g. hall.ultraservers=32 or site.climate=hot (repeatable)."
+
+
 @click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="twin")
 @click.option(
@@ -80,8 +83,10 @@ def _duration_s(hours: float | None, days: float | None) -> int | None:
     help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
 )
 @click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @click.pass_context
-def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None, metrics_port: int | None) -> None:
+def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None, metrics_port: int | None,
+         sets: tuple[str, ...]) -> None:
     """AI Factory Twin: a digital twin of an AI factory (Trainium3 UltraServers, power, cooling,
     site and workload).
 
@@ -97,15 +102,16 @@ def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None, m
     """
     if ctx.invoked_subcommand is not None:
         return
-    _live(scenario, seed, out, metrics_port)
+    _live(scenario, seed, out, metrics_port, sets)
 
 
 @_guard
-def _live(scenario: str, seed: int | None, out: str | None, metrics_port: int | None = None) -> None:
+def _live(scenario: str, seed: int | None, out: str | None, metrics_port: int | None = None,
+          sets: tuple[str, ...] = ()) -> None:
+    from scenarios.overrides import load
     from scenarios.runner import Session
-    from scenarios.spec import load
 
-    spec, text, _ = load(scenario)
+    spec, text, _ = load(scenario, sets)
     path = Path(out) if out else _default_out(spec.name)
     metrics = start_metrics(metrics_port)
     session = Session(spec, text, path, seed=seed, duration_s=spec.longest_run_s(),
@@ -145,6 +151,7 @@ def _live(scenario: str, seed: int | None, out: str | None, metrics_port: int | 
 @click.option("--json", "as_json", is_flag=True,
               help="Print the KPI summary as one line of JSON (one line per variant).")
 @click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_guard
 def run_cmd(
     scenario: str,
@@ -155,14 +162,15 @@ def run_cmd(
     overwrite: bool,
     as_json: bool,
     metrics_port: int | None,
+    sets: tuple[str, ...],
 ) -> None:
     """Simulate SCENARIO headless and record telemetry (SCENARIO: built-in name or TOML path).
 
     A comparison scenario (one with [[variants]]) runs every variant into its own file
     (OUT-<variant>.duckdb) and prints their KPIs side by side."""
-    from scenarios.spec import load
+    from scenarios.overrides import load
 
-    spec, text, _ = load(scenario)
+    spec, text, _ = load(scenario, sets)
     dur = _duration_s(hours, days)
     metrics = start_metrics(metrics_port)
     try:
@@ -264,13 +272,15 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
 @click.option("--hours", type=float, default=None, help="Check for a run of this many hours (as `twin run --hours`).")
 @click.option("--days", type=float, default=None, help="Check for a run of this many days.")
 @click.option("--seed", type=int, default=None, help="Check with this seed (as `twin run --seed`).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_guard
-def validate_cmd(scenario: str, hours: float | None, days: float | None, seed: int | None) -> None:
+def validate_cmd(scenario: str, hours: float | None, days: float | None, seed: int | None,
+                 sets: tuple[str, ...]) -> None:
     """Check a scenario file (or built-in name) without running it: the same checks as `twin run`
     (keys, hall size, event targets, files, run length), nothing written."""
     from tui.cli_schema import validate_scenario
 
-    validate_scenario(scenario, _duration_s(hours, days), seed)
+    validate_scenario(scenario, _duration_s(hours, days), seed, sets)
 
 
 @main.command("schema")
@@ -353,9 +363,12 @@ def sql_cmd(file: str, query: str | None, fmt_: str, out: str | None, max_rows: 
     """Query a telemetry FILE with read-only SQL (QUERY, or stdin; no QUERY on a terminal lists
     the tables and their columns with units). The file is opened in a sandbox: no other file,
     extension or setting is reachable. A file a run is still writing answers with what is
-    committed so far. Ctrl-C stops a running query."""
+    committed so far. Ctrl-C stops a running query. A .parquet FILE (a sweep's results.parquet)
+    is the view `results`."""
     from tui.cli_sql import run_user_query
 
+    if query is None and file.endswith(".parquet") and sys.stdin.isatty():
+        query = "DESCRIBE results"
     table = run_user_query(file, query, timeout_s, memory)
     if table is None:
         _print_schema()
@@ -509,6 +522,12 @@ from tui.cli_report import report_cmd  # noqa: E402
 
 _register(export_cmd)
 _register(report_cmd)
+
+from tui.cli_plan import plan_cmd  # noqa: E402
+from tui.cli_sweep import sweep_cmd  # noqa: E402
+
+main.add_command(sweep_cmd)  # guarded in their module
+main.add_command(plan_cmd)
 
 if __name__ == "__main__":
     main()

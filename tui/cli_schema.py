@@ -11,12 +11,13 @@ import json
 import click
 
 
-def validate_scenario(scenario: str, duration_s: int | None, seed: int | None) -> None:
+def validate_scenario(scenario: str, duration_s: int | None, seed: int | None, sets: tuple[str, ...] = ()) -> None:
     """Load, then for the scenario (or each variant) run ``scenarios.spec.build_simulation``:
     the checks `twin run` makes, then the model's own, nothing written."""
-    from scenarios.spec import build_simulation, load
+    from scenarios.overrides import load
+    from scenarios.spec import build_simulation
 
-    spec, _, origin = load(scenario)
+    spec, _, origin = load(scenario, sets)
     for s in spec.variants or [spec]:
         p, sim = build_simulation(s, seed, duration_s)
         hours = duration_s / 3600 if duration_s is not None else s.duration_h

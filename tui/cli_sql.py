@@ -28,7 +28,15 @@ def run_user_query(file: str, query: str | None, timeout_s: float, memory: str) 
     try:
         if query is None:
             query = sys.stdin.read()
-        reading = open_for_reading(file, limits=limits)
+        if file.endswith(".parquet"):  # a sweep's results.parquet, as the view `results`
+            from pathlib import Path
+
+            from storage.live import Reading
+            from storage.parquet_sql import open_parquet
+
+            reading = Reading(open_parquet(file, limits), Path(file))
+        else:
+            reading = open_for_reading(file, limits=limits)
     except KeyboardInterrupt:
         _cancelled()
     con = reading.con

@@ -83,6 +83,8 @@ class Session:
             },
             flush_interval_s=flush_interval_s,
         )
+        self._held: list[Frames] = []
+        self._held_steps = 0
         self.closed = False
 
     @property
@@ -93,15 +95,66 @@ class Session:
     def chunk_steps(self) -> int:
         return max(1, min(1440, _ROWS_PER_CHUNK // self.sim.topo.ultraservers))
 
-    def advance(self, steps: int) -> Frames:
+    def advance(self, steps: int, *, hold_steps: int = 0) -> Frames:
+        """Run ``steps`` steps and hand their frames to the writer.
+
+        ``hold_steps`` > 0 holds the frames of small advances until that many steps are held, then
+        hands them over as one batch (the live console advances a few steps at a time and the
+        writer still gets large batches); ``commit`` hands over what is held."""
         frames = self.sim.advance(steps)
-        self.writer.write(frames, self.sim.t_s)
+        if hold_steps <= 0:
+            self.commit()
+            self.writer.write(frames, self.sim.t_s)
+            return frames
+        self._held.append(frames)
+        self._held_steps += steps
+        if self._held_steps >= hold_steps:
+            self.commit()
         return frames
+
+    @property
+    def held_steps(self) -> int:
+        """Steps simulated but not yet handed to the writer."""
+        return self._held_steps
+
+    def commit(self) -> None:
+        """Hand the held frames to the writer (one batch)."""
+        if self._held:
+            held, self._held, self._held_steps = self._held, [], 0
+            self.writer.write(concat_frames(held), self.sim.t_s)
 
     def close(self, status: str = "complete") -> None:
         if not self.closed:
             self.closed = True
-            self.writer.close(status)
+            try:
+                if status != "failed":
+                    self.commit()
+            finally:
+                self.writer.close(status)
+
+
+def concat_frames(parts: list[Frames]) -> Frames:
+    """The frames of consecutive advances as one (rows in order; a job's rows reduced to its
+    latest, as the writer keeps them)."""
+    if len(parts) == 1:
+        return parts[0]
+    out: Frames = {}
+    for table in dict.fromkeys(t for p in parts for t in p):  # chip_ts only in some advances
+        have = [p[table] for p in parts if table in p]
+        cols: dict[str, Any] = {}
+        for key, first in have[0].items():
+            vals = [h[key] for h in have]
+            cols[key] = np.concatenate(vals) if isinstance(first, np.ndarray) else [x for v in vals for x in v]
+        out[table] = cols
+    jobs = out.get("jobs")
+    if jobs is not None and len(jobs["job_id"]):
+        ids = np.asarray(jobs["job_id"])
+        # the last row of each job, in order of appearance of those last rows
+        rev_first = np.unique(ids[::-1], return_index=True)[1]
+        keep = np.sort(len(ids) - 1 - rev_first)
+        out["jobs"] = {k: (v[keep] if isinstance(v, np.ndarray) else [v[i] for i in keep.tolist()])
+                       for k, v in jobs.items()}
+    return out
 
 
 @dataclass

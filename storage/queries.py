@@ -196,9 +196,13 @@ FROM interruptions WHERE run_id = $run_id AND job_id = $job AND time_s <= $t
 ORDER BY time_s, what""",
 }
 
-# Jobs: state at $t from each job's latest start / interruption / end event (the jobs table keeps
-# only a job's latest state). Progress of a running job ~ time on its current placement / estimate.
-_JOBS_BASE = """-- Jobs at $t: state from each job's latest start / interrupt / end event up to $t
+# Jobs: a batch job's state at $t from its latest start / interruption / end event up to $t (the
+# jobs table keeps only a job's latest state); progress of a running job ~ time on its current
+# placement / estimate. Inference replicas are not logged one by one when the autoscaler requests
+# or stops them, so they are shown per service from the model's own counts at $t (service_ts):
+# running (serving or loading), queued (wanted, waiting for chips) and stopped (idle slots).
+_JOBS_BASE = """-- Jobs at $t: batch jobs from their latest start / interrupt / end event up to $t;
+-- inference replicas per service from service_ts at $t (running, queued for chips, stopped slots)
 WITH ev AS (
     SELECT CAST(split_part(target, ':', 2) AS INTEGER) AS job_id, kind AS last_event, time_s AS since_s,
            count(*) FILTER (WHERE kind IN ('job_interrupted', 'job_preempted'))
@@ -207,24 +211,43 @@ WITH ev AS (
     WHERE run_id = $run_id AND time_s <= $t
       AND kind IN ('job_start', 'job_interrupted', 'job_preempted', 'job_end')
     QUALIFY row_number() OVER (PARTITION BY target ORDER BY time_s DESC, rowid DESC) = 1),
-j AS (
+batch AS (
     SELECT j.job_id,
            CASE WHEN ev.last_event = 'job_end' THEN 'done'
-                WHEN ev.last_event = 'job_start' AND j.state = 'stopped' AND j.end_time_s BETWEEN 0 AND $t
-                    THEN 'stopped'
                 WHEN ev.last_event = 'job_start' THEN 'running'
                 ELSE 'queued' END AS state,
-           j.kind, j.name AS model, j.chips,
+           j.kind, j.name AS model, j.chips, CAST(NULL AS INTEGER) AS replicas,
            CASE WHEN ev.last_event IS NULL OR ev.last_event IN ('job_interrupted', 'job_preempted')
                 THEN $t - coalesce(ev.since_s, j.submit_time_s) END AS waiting_s,
            CASE WHEN ev.last_event = 'job_end' THEN 1.0
-                WHEN ev.last_event = 'job_start' AND j.kind <> 'inference'
+                WHEN ev.last_event = 'job_start'
                 THEN least(0.99, ($t - ev.since_s) / nullif(j.estimate_s, 0)) END AS progress,
            coalesce(ev.restarts, 0) AS restarts,
            CASE WHEN ev.last_event = 'job_start' THEN j.ultraservers ELSE '' END AS placement,
            j.priority, j.submit_time_s, j.mfu, j.wait_s AS total_wait_s
     FROM jobs j LEFT JOIN ev USING (job_id)
-    WHERE j.run_id = $run_id AND j.submit_time_s <= $t)
+    WHERE j.run_id = $run_id AND j.submit_time_s <= $t AND j.kind <> 'inference'),
+slots AS (
+    SELECT name AS service, count(*) AS slots, max(chips) AS chips, max(priority) AS priority
+    FROM jobs WHERE run_id = $run_id AND kind = 'inference'
+    GROUP BY name),
+svc AS (
+    SELECT s.service, s.replicas_running + s.replicas_starting AS up, s.replicas_starting AS loading,
+           s.replicas_target - s.replicas_running - s.replicas_starting AS waiting,
+           slots.slots - s.replicas_target AS idle, slots.chips, slots.priority
+    FROM service_ts s JOIN slots USING (service)
+    WHERE s.run_id = $run_id AND s.time_s = $t),
+replicas AS (
+    SELECT CAST(NULL AS INTEGER) AS job_id, st.state, 'inference' AS kind, svc.service AS model,
+           st.n * svc.chips AS chips, CAST(st.n AS INTEGER) AS replicas,
+           CAST(NULL AS BIGINT) AS waiting_s, CAST(NULL AS DOUBLE) AS progress, CAST(NULL AS BIGINT) AS restarts,
+           CASE WHEN st.state = 'running' AND svc.loading > 0 THEN svc.loading || ' loading' ELSE '' END
+               AS placement,
+           svc.priority, CAST(NULL AS BIGINT) AS submit_time_s, CAST(NULL AS DOUBLE) AS mfu,
+           CAST(NULL AS DOUBLE) AS total_wait_s
+    FROM svc, LATERAL (VALUES ('running', svc.up), ('queued', svc.waiting), ('stopped', svc.idle)) st(state, n)
+    WHERE st.n > 0),
+j AS (SELECT * FROM batch UNION ALL BY NAME SELECT * FROM replicas)
 SELECT * FROM j"""
 
 JOB_VIEWS: dict[str, tuple[str, ...]] = {
@@ -234,7 +257,8 @@ JOB_VIEWS: dict[str, tuple[str, ...]] = {
     "done": ("done", "stopped"),
     "all": (),
 }
-JOB_SORTS: tuple[str, ...] = ("job_id", "state", "waiting_s", "chips", "progress", "restarts", "priority", "kind")
+JOB_SORTS: tuple[str, ...] = ("job_id", "state", "kind", "model", "chips", "replicas", "waiting_s", "progress",
+                               "restarts", "placement", "priority", "submit_time_s", "mfu", "total_wait_s")
 
 
 def jobs_sql(view: str = "active", text: str = "", sort: str = "job_id", desc: bool = False) -> str:

@@ -47,6 +47,7 @@ from tui.whatif import WHAT_IFS, build, context_from, summary
 from tui.widgets.status import SCREENS, Status
 
 MIN_PERIOD_S = 0.05  # the worker posts at most ~20 ticks per wall second below "max"
+COMMIT_S = 1.0  # live: steps held for the writer are committed at least this often
 REPLAY_MAX = 4 * 86400  # "max" playback speed in replay [sim s per wall s]
 PLAY_PERIOD_S = 0.1
 MAX_RESULT_ROWS = 2_000_000  # user query results kept (virtual table)
@@ -55,11 +56,13 @@ GC_FULL_S = 300.0  # full collection period while running (sooner when paused)
 
 
 class SimTick(Message):
-    """The simulation advanced to ``t``; a newer tick supersedes an unprocessed one."""
+    """The simulation advanced to ``t`` (``steps`` steps since the start); a newer tick supersedes
+    an unprocessed one."""
 
-    def __init__(self, t: int) -> None:
+    def __init__(self, t: int, steps: int = 0) -> None:
         super().__init__()
         self.t = t
+        self.steps = steps
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SimTick)
@@ -154,6 +157,10 @@ class TwinApp(App[None]):
         self.events_notable = True
         self.thread_ids: dict[str, int] = {}  # native ids of the worker threads (the bench's CPU figures)
         self._sim_done = threading.Event()
+        self.sim_idle = threading.Event()  # live: the worker is between slices (paused or waiting)
+        self.quitting = threading.Event()  # the simulation stops after the step in progress
+        self.sim_t_at_control: int | None = None  # live: the simulation's time when a control key acted
+        self.steps_shown = 0  # live: steps simulated up to the time shown
         self._loader_done = threading.Event()
         self._requests: dict[int, tuple[Any, int, list[PanelReq]]] = {}
         self._req_seq = 0
@@ -164,7 +171,12 @@ class TwinApp(App[None]):
         self._req_event = threading.Event()
         self._bg_workers: list[Worker[None]] = []
         self._cursors: list[Any] = []
-        self._sql_cur: Any = None
+        self._sql_cur: tuple[int, Any] | None = None  # (request id, cursor) of the user query running
+        self._sql_rid = 0
+        self._sql_lock = threading.Lock()
+        self._sql_cancelled: set[int] = set()
+        self.sql_executing: int | None = None  # request id of the user query inside DuckDB now
+        self.exports_done = 0  # result exports finished (or failed)
         self._pending_sql: tuple[str, bool, str] | None = None
         self._play_t = float(self.t or 0)
         self._play_wall = time.monotonic()
@@ -224,29 +236,58 @@ class TwinApp(App[None]):
         return self.session.writer.cursor() if self.session is not None else self.replay.con.cursor()  # type: ignore[union-attr]
 
     def _sim_loop(self) -> None:
-        """Thread worker: advance the session at the selected speed, post ticks."""
+        """Thread worker: advance the session in slices at the selected speed, post ticks.
+
+        A slice is a few steps (about ``SLICE_S`` of work, ``Pacer``); between two steps the
+        worker looks at the controls, so pause, a speed change, a what-if or quit take effect
+        after the step in progress. The steps are held for the writer and committed in large
+        batches (every chunk of steps, every ``COMMIT_S``, and when paused)."""
         worker = get_current_worker()
-        assert self.live is not None
+        live = self.live
+        assert live is not None
         self.thread_ids["simulation"] = threading.get_native_id()
+        committed = time.monotonic()
         try:
-            while not worker.is_cancelled:
+            while not (worker.is_cancelled or self.quitting.is_set()):
                 t0 = time.monotonic()
-                k = min(self.pacer.due(t0), self.live.remaining)
+                k = min(self.pacer.due(t0), live.remaining)
                 if k == 0:
-                    done = self.live.remaining == 0
+                    if self.session.held_steps and (self.speed.paused or live.remaining == 0
+                                                    or t0 - committed >= COMMIT_S):
+                        live.commit()
+                        committed = t0
+                    done = live.remaining == 0
+                    self.sim_idle.set()
                     time.sleep(MIN_PERIOD_S if done else min(MIN_PERIOD_S, self.pacer.wait_s()))
                     continue
-                t = self.live.advance(k)
+                self.sim_idle.clear()
+                level = self.speed.level
+
+                def stop(level: int = level) -> bool:
+                    return (worker.is_cancelled or self.quitting.is_set() or self.speed.level != level
+                            or live.inject_pending())
+
+                t = live.advance(k, stop)
+                wall = time.monotonic() - t0
+                if live.last_steps == k:
+                    self.pacer.record(k, wall)
+                else:
+                    self.pacer.refund(k - live.last_steps)
+                if time.monotonic() - committed >= COMMIT_S:
+                    live.commit()
+                    committed = time.monotonic()
                 if worker.is_cancelled:
                     break
-                self.post_message(SimTick(t))
+                self.post_message(SimTick(t, live.steps_done))
                 if self.speed.level != MAX:
                     time.sleep(max(0.0, MIN_PERIOD_S - (time.monotonic() - t0)))
         finally:
+            self.sim_idle.set()
             self._sim_done.set()
 
     def on_sim_tick(self, message: SimTick) -> None:
         self.t = message.t
+        self.steps_shown = message.steps
         self.seq += 1
         self.rate.add(time.monotonic(), message.t)
 
@@ -313,7 +354,9 @@ class TwinApp(App[None]):
 
     def on_panel_data(self, msg: PanelData) -> None:
         screen = msg.requester
-        self._answered[id(screen)] = max(self._answered.get(id(screen), 0), msg.seq)
+        if msg.seq <= self._answered.get(id(screen), 0):
+            return  # older than what the screen already shows
+        self._answered[id(screen)] = msg.seq
         if not screen.is_attached:
             return
         for panel, cols in msg.results.items():
@@ -364,6 +407,15 @@ class TwinApp(App[None]):
             return bool(getattr(self.screen, "HAS_WINDOW", False))
         return True
 
+    async def action_quit(self) -> None:
+        self._mark_control()
+        self.quitting.set()
+        self.exit()
+
+    def _mark_control(self) -> None:
+        if self.session is not None:
+            self.sim_t_at_control = int(self.session.sim.t_s)
+
     def _speed_changed(self) -> None:
         self.rate.reset()
         self._play_wall = time.monotonic()
@@ -372,6 +424,7 @@ class TwinApp(App[None]):
         self.refresh_views(force=False)
 
     def action_toggle_pause(self) -> None:
+        self._mark_control()
         self.speed.toggle()
         self._speed_changed()
 
@@ -379,10 +432,12 @@ class TwinApp(App[None]):
         self.action_toggle_pause()
 
     def action_set_speed(self, level: int) -> None:
+        self._mark_control()
         self.speed.set(level)
         self._speed_changed()
 
     def action_speed(self, delta: int) -> None:
+        self._mark_control()
         self.speed.step(delta)
         self._speed_changed()
 
@@ -421,21 +476,30 @@ class TwinApp(App[None]):
     def open_job(self, job: int) -> None:
         self.push_screen(TimelineScreen(job))
 
-    def run_user_sql(self, sql: str, requester: Any) -> None:
-        """Run user SQL in a thread worker on its own cursor; ``requester`` gets ``SqlDone``."""
+    def run_user_sql(self, sql: str, requester: Any) -> int:
+        """Run user SQL in a thread worker on its own cursor; ``requester`` gets ``SqlDone`` carrying
+        the returned request id. A run still going is cancelled first."""
         self.cancel_user_sql()
         cur = self.new_cursor()
-        self._sql_cur = cur
+        with self._sql_lock:
+            self._sql_rid += 1
+            rid = self._sql_rid
+            self._sql_cur = (rid, cur)
         strict = self.live is not None
-        self.run_worker(lambda: self._sql_job(cur, sql, strict, requester), name="sql", group="sql", thread=True,
-                        exit_on_error=False)
+        self.run_worker(lambda: self._sql_job(cur, rid, sql, strict, requester), name="sql", group="sql",
+                        thread=True, exit_on_error=False)
+        return rid
 
-    def _sql_job(self, cur: Any, sql: str, strict: bool, requester: Any) -> None:
+    def _sql_job(self, cur: Any, rid: int, sql: str, strict: bool, requester: Any) -> None:
         worker = get_current_worker()
         t0 = time.perf_counter()
         msg: SqlDone
         try:
             stmts = check_user_sql(cur, sql, strict)
+            with self._sql_lock:
+                if rid in self._sql_cancelled:  # cancelled before DuckDB had it
+                    raise InterruptedError
+                self.sql_executing = rid
             rel = cur.sql(stmts[-1])
             if rel is None:
                 table = pa.table({})
@@ -460,28 +524,37 @@ class TwinApp(App[None]):
                 info = f"first {MAX_RESULT_ROWS:,} rows kept (more not fetched) · {time.perf_counter() - t0:.2f} s"
             if len(stmts) > 1:
                 info += f" · the last of {len(stmts)} statements"
-            msg = SqlDone(table, info)
+            msg = SqlDone(table, info, request=rid)
         except InterruptedError:
-            msg = SqlDone(None, "", "cancelled")
+            msg = SqlDone(None, "", "cancelled", request=rid)
         except Exception as e:
             text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            msg = SqlDone(None, "", "cancelled" if "INTERRUPT" in text.upper() else text)
+            msg = SqlDone(None, "", "cancelled" if "INTERRUPT" in text.upper() else text, request=rid)
         finally:
-            try:
-                cur.close()
-            except Exception:
-                pass
-        if self._sql_cur is cur:
-            self._sql_cur = None
+            with self._sql_lock:
+                if self._sql_cur is not None and self._sql_cur[0] == rid:
+                    self._sql_cur = None
+                if self.sql_executing == rid:
+                    self.sql_executing = None
+                self._sql_cancelled.discard(rid)
+                try:
+                    cur.close()
+                except Exception:
+                    pass
         requester.post_message(msg)
 
     def cancel_user_sql(self) -> None:
-        cur = self._sql_cur
-        if cur is not None:
-            try:
-                cur.interrupt()
-            except Exception:
-                pass
+        """Interrupt the user query still running (if any)."""
+        with self._sql_lock:
+            if self._sql_cur is not None:
+                self._sql_cancelled.add(self._sql_cur[0])
+                try:
+                    self._sql_cur[1].interrupt()
+                except Exception:
+                    pass
+
+    def _export_done(self) -> None:
+        self.exports_done += 1
 
     def export_table(self, table: pa.Table, path: Path) -> None:
         def job() -> None:
@@ -497,6 +570,7 @@ class TwinApp(App[None]):
                 self.call_from_thread(self.notify, f"exported {table.num_rows:,} rows to {path}", timeout=5)
             except Exception as e:
                 self.call_from_thread(self.notify, f"export failed: {e}", severity="error")
+            self.call_from_thread(self._export_done)
 
         self.run_worker(job, name="export", group="export", thread=True, exit_on_error=False)
 
@@ -522,6 +596,7 @@ class TwinApp(App[None]):
     def inject(self, kind: str, target: str, value: float, duration_s: int, text: str = "") -> None:
         """Queue a what-if for the next step (recorded as an operator event)."""
         assert self.live is not None
+        self._mark_control()
         self.live.request_inject(kind, target, value, duration_s)
         self.notify(f"what-if at the next step: {text or kind}", timeout=4)
 

@@ -13,12 +13,14 @@ import math
 import queue
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from scenarios.runner import concat_frames
 from storage import queries as Q
 
 HOUR_S = 3600
@@ -240,8 +242,10 @@ class LiveFeed:
         self.co2_kg = 0.0
         self._inject: queue.SimpleQueue[tuple[str, str, float, int]] = queue.SimpleQueue()
         self.steps_done = 0
+        self.last_steps = 0
         self.total_steps = int(session.total_steps)
         self.injected: list[tuple[str, str, float, int]] = []
+        self.injected_at: list[int] = []  # simulated time each what-if was applied at
 
     @property
     def remaining(self) -> int:
@@ -252,9 +256,14 @@ class LiveFeed:
         self._inject.put((kind, str(target), float(value), int(duration_s)))
 
     # ------------------------------------------------------------------ worker thread
-    def advance(self, steps: int) -> int:
-        """Apply pending what-ifs, run ``steps`` steps, update the in-memory state; returns the
-        time of the last step."""
+    def inject_pending(self) -> bool:
+        return not self._inject.empty()
+
+    def advance(self, steps: int, stop: Callable[[], bool] | None = None) -> int:
+        """Apply pending what-ifs, run up to ``steps`` steps one at a time — stopping after the
+        step during which ``stop()`` became true (pause, speed change, what-if, quit) — and update
+        the in-memory state; returns the time of the last step (``last_steps``: how many ran).
+        The writer gets large batches: steps are held and committed ``chunk_steps`` at a time."""
         sim = self.session.sim
         while True:
             try:
@@ -263,8 +272,23 @@ class LiveFeed:
                 break
             sim.inject(*item)
             self.injected.append(item)
-        frames = self.session.advance(steps)
-        self.steps_done += steps
+            self.injected_at.append(int(sim.t_s))
+        parts = []
+        hold = int(self.session.chunk_steps)
+        for _ in range(max(1, steps)):
+            parts.append(self.session.advance(1, hold_steps=hold))
+            if stop is not None and stop():
+                break
+        self.last_steps = len(parts)
+        self.steps_done += len(parts)
+        return self._update(concat_frames(parts))
+
+    def commit(self) -> None:
+        """Hand the steps held for the writer over now (paused, or a second has passed)."""
+        self.session.commit()
+
+    def _update(self, frames: dict[str, Any]) -> int:
+        sim = self.session.sim
         f = frames["factory_ts"]
         n = len(f["time_s"])
         cols: dict[str, Array] = {k: np.asarray(f[k], dtype=np.float64) for k in _RAW_HIST}

@@ -127,6 +127,20 @@ class ArrowTable(ScrollView, can_focus=True):
         self._fmts: dict[str, Formatter] = {}
         self._index_w = 0
         self.set_count = 0  # how many times data was set (refresh-rate figures)
+        self.sorted_by: tuple[str, bool] | None = None  # (column, descending): an arrow on its header
+
+    def set_sort(self, column: str | None, desc: bool = False) -> None:
+        self.sorted_by = (column, desc) if column else None
+        self.refresh()
+
+    def _label(self, name: str) -> str:
+        label = self.labels.get(name, name)
+        if self.sorted_by is not None and self.sorted_by[0] == name:
+            label += " ↓" if self.sorted_by[1] else " ↑"
+        return label
+
+    def header_text(self) -> str:
+        return self._line([self._label(c) for c in self.columns], "#" if self._index_w else "")
 
     # ------------------------------------------------------------------ data
     @property
@@ -152,7 +166,7 @@ class ArrowTable(ScrollView, can_focus=True):
         for name, col in zip(self.columns, picked.columns, strict=True):
             f = self.formatters.get(name) or (_float_format(col) if pa.types.is_floating(col.type) else default_format)
             self._fmts[name] = f
-            w = max([len(self.labels.get(name, name))] + [len(f(v)) for v in col.to_pylist()])
+            w = max([len(self.labels.get(name, name)) + 2] + [len(f(v)) for v in col.to_pylist()])
             self.widths.append(min(MAX_COL_W, w))
         if not keep_cursor or self.cursor_row >= n:
             self.cursor_row = max(0, min(self.cursor_row if keep_cursor else 0, n - 1))
@@ -193,7 +207,7 @@ class ArrowTable(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         sx = int(self.scroll_x)
         if y == 0:
-            head = self._line([self.labels.get(c, c) for c in self.columns], "#" if self._index_w else "")
+            head = self.header_text()
             style = self.get_component_rich_style("arrow-table--header")
             return Strip([Segment(head, style)]).crop(sx, sx + width).extend_cell_length(width, style)
         i = int(self.scroll_y) + y - 1

@@ -196,6 +196,98 @@ FROM interruptions WHERE run_id = $run_id AND job_id = $job AND time_s <= $t
 ORDER BY time_s, what""",
 }
 
+# Operator's views: inference services, alarms, why PUE moved, the plant's units.
+QUEUE_WAIT_ALARM_S = 6 * 3600  # a batch job waiting longer than this raises the queue alarm
+ALARM_LOOKBACK_S = 7 * 86400  # "since" is searched this far back (older: "since before")
+
+TEMPLATES.update({
+    "services": """-- Services at $t: replicas, demand, latency percentiles (against the SLO), KV cache, J/token
+SELECT service_id, service, replicas_running, replicas_starting, replicas_target,
+       request_rate_per_s, requests_served / $dt_s AS served_per_s, requests_dropped / $dt_s AS dropped_per_s,
+       requests_queued, ttft_p50_s, ttft_p99_s, tpot_p50_s, tpot_p99_s, slo_attainment, kv_cache_fraction,
+       utilization, tokens_per_s, power_w,
+       power_w / nullif(tokens_per_s, 0) AS energy_per_token_j  -- W / (token/s) = J/token
+FROM service_ts
+WHERE run_id = $run_id AND time_s = $t
+ORDER BY service_id""",
+    "svc_series": """-- Service $service_id over the last $window_s s up to $t
+SELECT time_s, ttft_p50_s, ttft_p99_s, tpot_p50_s, tpot_p99_s, request_rate_per_s,
+       requests_dropped / $dt_s AS dropped_per_s, replicas_running + replicas_starting AS replicas_up,
+       replicas_target, kv_cache_fraction, requests_queued
+FROM service_ts
+WHERE run_id = $run_id AND service_id = $service_id AND time_s > $t - $window_s AND time_s <= $t
+ORDER BY time_s""",
+    "pue_why": """-- Why PUE moved: the cooling and loss breakdown at $t, an hour and a day earlier
+SELECT 'now' AS at, * FROM (
+    SELECT time_s, pue, it_power_w, facility_power_w, cooling_power_w, chiller_power_w, pump_power_w,
+           fan_power_w, power_loss_w, ups_loss_w, pdu_loss_w, transformer_loss_w, free_cooling_fraction,
+           outdoor_temp_c, outdoor_wetbulb_c, chiller_cop,
+           chiller_power_w * chiller_cop AS chiller_load_w  -- heat the chillers remove = power x COP
+    FROM factory_ts WHERE run_id = $run_id AND time_s <= $t ORDER BY time_s DESC LIMIT 1)
+UNION ALL
+SELECT '1 h earlier', * FROM (
+    SELECT time_s, pue, it_power_w, facility_power_w, cooling_power_w, chiller_power_w, pump_power_w,
+           fan_power_w, power_loss_w, ups_loss_w, pdu_loss_w, transformer_loss_w, free_cooling_fraction,
+           outdoor_temp_c, outdoor_wetbulb_c, chiller_cop, chiller_power_w * chiller_cop
+    FROM factory_ts WHERE run_id = $run_id AND time_s <= $t - 3600 ORDER BY time_s DESC LIMIT 1)
+UNION ALL
+SELECT '1 d earlier', * FROM (
+    SELECT time_s, pue, it_power_w, facility_power_w, cooling_power_w, chiller_power_w, pump_power_w,
+           fan_power_w, power_loss_w, ups_loss_w, pdu_loss_w, transformer_loss_w, free_cooling_fraction,
+           outdoor_temp_c, outdoor_wetbulb_c, chiller_cop, chiller_power_w * chiller_cop
+    FROM factory_ts WHERE run_id = $run_id AND time_s <= $t - 86400 ORDER BY time_s DESC LIMIT 1)""",
+    "plant_units": """-- The plant's units at $t: each CDU (one per row) with its heat load and loop return
+-- temperature, and the heat-rejection stage (chillers / economizer / towers) from the site totals
+SELECT 'CDU ' || row_id AS unit, 'cdu' AS kind, count(*) AS ultraservers, sum(power_w) AS load_w,
+       avg(coolant_return_c) AS return_c, max(max_chip_temp_c) AS hottest_chip_c,
+       CAST(sum(chips_failed) AS BIGINT) AS chips_failed
+FROM ultraserver_ts
+WHERE run_id = $run_id AND time_s = $t
+GROUP BY row_id
+ORDER BY row_id""",
+    "alarms": """-- Alarms at $t: each condition active now and since when (searched back 7 days)
+WITH f AS (
+    SELECT time_s,
+           throttled_chips > 0 AS throttling, throttled_chips AS throttling_v,
+           chips_failed > 0 AS failed_hardware, chips_failed AS failed_hardware_v,
+           coalesce(NOT isnan(facility_cap_w), false) AS power_cap, facility_cap_w AS power_cap_v,
+           unmet_heat_w > 0 AS plant_short, unmet_heat_w AS plant_short_v
+    FROM factory_ts WHERE run_id = $run_id AND time_s <= $t AND time_s > $t - 604800),
+s AS (
+    SELECT time_s, service,
+           coalesce(slo_attainment < 0.99, false) AS slo_breach, slo_attainment AS slo_breach_v
+    FROM service_ts WHERE run_id = $run_id AND time_s <= $t AND time_s > $t - 604800),
+flags AS (
+    SELECT time_s, 'throttling' AS alarm, 'factory' AS target, throttling AS active, throttling_v AS value FROM f
+    UNION ALL SELECT time_s, 'failed hardware', 'factory', failed_hardware, failed_hardware_v FROM f
+    UNION ALL SELECT time_s, 'power cap', 'factory', power_cap, power_cap_v FROM f
+    UNION ALL SELECT time_s, 'plant short of capacity', 'factory', plant_short, plant_short_v FROM f
+    UNION ALL SELECT time_s, 'SLO breach', 'service:' || service, slo_breach, slo_breach_v FROM s),
+now AS (
+    SELECT alarm, target, arg_max(active, time_s) AS active, arg_max(value, time_s) AS value,
+           max(time_s) FILTER (WHERE NOT active) AS last_clear, min(time_s) AS first_seen
+    FROM flags GROUP BY alarm, target),
+conditions AS (
+    SELECT alarm, target,
+           coalesce((SELECT min(time_s) FROM flags g WHERE g.alarm = now.alarm AND g.target = now.target
+                     AND g.time_s > now.last_clear), first_seen) AS since_s,
+           value
+    FROM now WHERE active),
+trips AS (  -- thermal trips in the last hour
+    SELECT 'thermal trips' AS alarm, 'factory' AS target, min(time_s) AS since_s, CAST(count(*) AS DOUBLE) AS value
+    FROM failures WHERE run_id = $run_id AND cause = 'thermal' AND time_s <= $t AND time_s > $t - 3600
+    HAVING count(*) > 0),
+waits AS (  -- the batch job waiting longest, if over the threshold
+    SELECT 'queue wait' AS alarm, 'job:' || job_id AS target, $t - waiting_s + $queue_wait_s AS since_s,
+           CAST(waiting_s AS DOUBLE) AS value
+    FROM (""" + "$jobs_base" + """) WHERE state = 'queued' AND waiting_s > $queue_wait_s
+    ORDER BY waiting_s DESC LIMIT 1)
+SELECT alarm, target, since_s, value FROM conditions
+UNION ALL SELECT * FROM trips
+UNION ALL SELECT * FROM waits
+ORDER BY since_s, alarm, target""",
+})
+
 # Jobs: a batch job's state at $t from its latest start / interruption / end event up to $t (the
 # jobs table keeps only a job's latest state); progress of a running job ~ time on its current
 # placement / estimate. Inference replicas are not logged one by one when the autoscaler requests
@@ -307,6 +399,15 @@ def render(template: str, params: Params) -> str:
 def panel_sql(name: str, params: Params, **options: Any) -> str:
     """The SQL text of panel query ``name`` with its parameters filled in."""
     template = jobs_sql(**options) if name == "jobs" else TEMPLATES[name]
+    if name == "alarms":
+        base = _JOBS_BASE.split("\n", 2)[2]  # without its two comment lines
+        template = template.replace("$jobs_base", base)
+        params = {"queue_wait_s": QUEUE_WAIT_ALARM_S, **params}
+    if name == "events" and options.get("text"):
+        template = template.replace("WHERE run_id = $run_id AND time_s <= $t",
+                                    "WHERE run_id = $run_id AND time_s <= $t\n  AND (kind ILIKE $pattern OR target "
+                                    "ILIKE $pattern OR detail ILIKE $pattern)")
+        params = {**params, "pattern": f"%{options['text']}%"}
     return render(template, params)
 
 

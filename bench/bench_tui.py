@@ -128,7 +128,7 @@ async def bench(size: tuple[int, int], seconds: float, rounds: int) -> None:
             for key, mode in (("f2", "floor"), ("f3", "ultraserver"), ("f4", "jobs"), ("f5", "energy"),
                               ("f6", "sql"), ("f7", "services"), ("f1", "overview")):
                 post_key(app, key)
-                await until(lambda mode=mode: app.current_mode == mode and app.screen.load_count > 0
+                await until(lambda mode=mode: (app.current_mode == mode and app.screen.load_count > 0)
                             or app.current_mode == mode == "sql")
 
             # ---------------------------------------------------------- refresh rates on the Overview

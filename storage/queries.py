@@ -398,15 +398,18 @@ def render(template: str, params: Params) -> str:
 
 def panel_sql(name: str, params: Params, **options: Any) -> str:
     """The SQL text of panel query ``name`` with its parameters filled in."""
+    if name.endswith("_search"):  # a panel query with a text filter (never computed in memory)
+        name = name.removesuffix("_search")
     template = jobs_sql(**options) if name == "jobs" else TEMPLATES[name]
     if name == "alarms":
         base = _JOBS_BASE.split("\n", 2)[2]  # without its two comment lines
         template = template.replace("$jobs_base", base)
         params = {"queue_wait_s": QUEUE_WAIT_ALARM_S, **params}
-    if name == "events" and options.get("text"):
+    if name in ("events", "events_notable") and options.get("text"):
         template = template.replace("WHERE run_id = $run_id AND time_s <= $t",
                                     "WHERE run_id = $run_id AND time_s <= $t\n  AND (kind ILIKE $pattern OR target "
-                                    "ILIKE $pattern OR detail ILIKE $pattern)")
+                                    "ILIKE $pattern OR detail ILIKE $pattern OR source ILIKE $pattern)")
+        template = template.replace("-- Events log", "-- Events log matching $pattern", 1)
         params = {**params, "pattern": f"%{options['text']}%"}
     return render(template, params)
 

@@ -29,9 +29,11 @@ from textual.worker import Worker, get_current_worker
 
 from storage.queries import check_user_sql, run_sql
 from tui import fmt
+from tui.alarms import Alarms
 from tui.feed import DEFAULT_WINDOW_S, HOUR_S, WINDOWS_S, LiveFeed, Meta, PanelReq, ReplayFeed, params_for
 from tui.pacing import DEFAULT_LEVEL, MAX, PAUSE, SPEEDS, Pacer, RateMeter, SpeedControl, rate_text
 from tui.scale import METRIC_KEYS
+from tui.screens.alarms import AlarmsScreen
 from tui.screens.base import TwinScreen
 from tui.screens.energy import EnergyScreen
 from tui.screens.floor import FloorScreen
@@ -39,6 +41,7 @@ from tui.screens.help import HelpScreen
 from tui.screens.jobs import JobsScreen
 from tui.screens.overview import OverviewScreen
 from tui.screens.prompt import PromptScreen
+from tui.screens.services import ServicesScreen
 from tui.screens.sql import SqlDone, SqlScreen
 from tui.screens.timeline import TimelineScreen
 from tui.screens.ultraserver import UltraServerScreen
@@ -93,13 +96,16 @@ class TwinApp(App[None]):
     CSS_PATH = "twin.tcss"
     MODES: ClassVar[dict[str, Any]] = {
         "overview": OverviewScreen, "floor": FloorScreen, "ultraserver": UltraServerScreen,
-        "jobs": JobsScreen, "energy": EnergyScreen, "sql": SqlScreen,
+        "jobs": JobsScreen, "energy": EnergyScreen, "sql": SqlScreen, "services": ServicesScreen,
+        "alarms": AlarmsScreen,
     }
     DEFAULT_MODE = "overview"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]  # noqa: RUF012 (typed on App)
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
-        *[Binding(k, f"switch_mode('{m}')", label, show=False, tooltip=f"{label} screen") for k, m, label in SCREENS],
+        # Priority: the screen keys work in the SQL editor too (its own f6 / f7 would select).
+        *[Binding(k, f"switch_mode('{m}')", label, show=False, priority=True, tooltip=f"{label} screen")
+          for k, m, label in SCREENS],
         Binding("space", "toggle_pause", "Pause", key_display="␣", tooltip="Pause / resume"),
         Binding("space", "toggle_play", "Play", key_display="␣", tooltip="Play / pause"),
         Binding("1", "set_speed(0)", "Speed", key_display="1-5", tooltip="Speed: pause"),
@@ -149,12 +155,15 @@ class TwinApp(App[None]):
             self.t = self.replay.t_first if self.replay.n else None
         self.config_dir = Path(config_dir) if config_dir else default_config_dir()
         self.seq = 0  # bumped whenever the time shown changes
+        self.alarms = Alarms()  # the active alarms (status line count, Alarms screen)
+        self._alarms_asked = (-1, 0.0)
         self.rate = RateMeter()
         self.sel_us = 0
         self.sel_chip = 0
         self.metric = METRIC_KEYS[0]
         self.window_s = DEFAULT_WINDOW_S
         self.events_notable = True
+        self.events_search = ""  # text the event log is filtered by
         self.thread_ids: dict[str, int] = {}  # native ids of the worker threads (the bench's CPU figures)
         self._sim_done = threading.Event()
         self.sim_idle = threading.Event()  # live: the worker is between slices (paused or waiting)
@@ -366,6 +375,17 @@ class TwinApp(App[None]):
                 screen.show_panel(panel, cols)
                 screen.load_count += 1
 
+    def poll_alarms(self) -> None:
+        """Ask for the alarms at the time shown: when it changes in a replay, every second live."""
+        if self.t is None:
+            return
+        seq, at = self._alarms_asked
+        now = time.monotonic()
+        if seq == self.seq or (self.live is not None and now - at < 1.0):
+            return
+        self._alarms_asked = (self.seq, now)
+        self.request_panels(self.alarms, [PanelReq("alarms", "alarms", self.params())])
+
     def refresh_views(self, force: bool = True) -> None:
         if isinstance(self.screen, TwinScreen):
             self.screen.refresh_view(force=force)
@@ -377,7 +397,8 @@ class TwinApp(App[None]):
             span = self.replay.t_last - self.replay.t_first
             position = f"{100 * (self.t - self.replay.t_first) / span:.0f} %" if span > 0 else "100 %"
         return Status("REPLAY" if self.replay else "LIVE", self.t, self._speed_text(), self.speed.paused,
-                      self.speed.resume_label, self.meta.scenario, self.meta.path, position)
+                      self.speed.resume_label, self.meta.scenario, self.meta.path, position,
+                      len(self.alarms.active), self.alarms.unacked)
 
     def _speed_text(self) -> str:
         label, factor = SPEEDS[self.speed.level]

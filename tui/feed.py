@@ -73,6 +73,7 @@ class Meta:
     us_row: tuple[int, ...]  # row (CDU) of each UltraServer
     throttle_c: float = DEFAULT_THROTTLE_C
     us_power_w: float = 0.0  # full-load IT power of one UltraServer (colour scale), 0 unknown
+    slos: tuple[tuple[str, float, float], ...] = ()  # per service: (name, TTFT SLO s, TPOT SLO s)
 
     @property
     def rows(self) -> int:
@@ -87,7 +88,7 @@ def params_for(meta: Meta, t: int | None, **extra: Any) -> dict[str, Any]:
     """Parameters of the panel queries at time ``t``."""
     p: dict[str, Any] = {
         "run_id": meta.run_id, "t": int(t or 0), "chips_per_us": meta.chips_per_us,
-        "servers_per_us": meta.servers_per_us, "window_s": DEFAULT_WINDOW_S,
+        "servers_per_us": meta.servers_per_us, "window_s": DEFAULT_WINDOW_S, "dt_s": meta.dt_s,
     }
     p.update(extra)
     if "us" in p:
@@ -110,6 +111,14 @@ def _nominal_us_power(params: Any) -> float:
 
 def _throttle_c(params: Any) -> float:
     return float(getattr(getattr(params, "cooling", None), "throttle_temp_c", DEFAULT_THROTTLE_C))
+
+
+def _service_slos(params: Any) -> tuple[tuple[str, float, float], ...]:
+    """Each inference service's latency SLO (p99 TTFT and TPOT) from the scenario."""
+    try:
+        return tuple((str(sp.name), float(sp.ttft_slo_s), float(sp.tpot_slo_s)) for sp in params.services)
+    except (AttributeError, TypeError):
+        return ()
 
 
 def _params_from_toml(text: str | None) -> Any:
@@ -223,7 +232,7 @@ class LiveFeed:
             dt_s=sim.dt_s, ultraservers=topo.ultraservers, chips_total=topo.chips,
             chips_per_us=topo.chips_per_us, servers_per_us=topo.servers_per_us,
             us_row=tuple(int(r) for r in topo.us_row), throttle_c=_throttle_c(session.params),
-            us_power_w=_nominal_us_power(session.params),
+            us_power_w=_nominal_us_power(session.params), slos=_service_slos(session.params),
         )
         self.lock = threading.Lock()
         cap = min(MAX_HISTORY_ROWS, math.ceil((max(WINDOWS_S) + HOUR_S) / sim.dt_s) + 1)
@@ -504,6 +513,7 @@ class ReplayFeed:
             us_row=tuple(int(r) for r in rows) if len(rows) == nus else tuple(range(nus)),
             throttle_c=_throttle_c(params) if params is not None else DEFAULT_THROTTLE_C,
             us_power_w=_nominal_us_power(params) if params is not None else 0.0,
+            slos=_service_slos(params) if params is not None else (),
         )
         self.n = len(self.times)
 

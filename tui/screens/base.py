@@ -84,6 +84,7 @@ class TwinScreen(Screen[None]):
     def refresh_view(self, force: bool = False) -> None:
         """Status line always; panels when the time shown changed (or ``force``)."""
         app = self.twin
+        app.poll_alarms()
         self.query_one(StatusBar).show(app.status())
         if app.replay is not None:
             self.query_one(Scrubber).show(app.replay.t_first, app.replay.t_last, app.t or 0)

@@ -195,10 +195,11 @@ class ArrowTable(ScrollView, can_focus=True):
         return cells
 
     # ------------------------------------------------------------------ drawing
-    def _line(self, cells: list[str], index: str) -> str:
+    def _line(self, cells: list[str], index: str, full: bool = False) -> str:
+        """One line; a cell too long for its column ends with "…" (``full``: shown whole)."""
         parts = [index.rjust(self._index_w - 1) + " " if self._index_w else ""]
         for k, (text, w) in enumerate(zip(cells, self.widths, strict=True)):
-            if len(text) > w:
+            if len(text) > w and not full:
                 text = text[: w - 1] + "…"
             parts.append((text.rjust(w) if self.right[k] else text.ljust(w)) + ("  " if k < len(cells) - 1 else ""))
         return "".join(parts)
@@ -222,7 +223,8 @@ class ArrowTable(ScrollView, can_focus=True):
         elif i % 2:
             style = base + self.get_component_rich_style("arrow-table--odd")
         segs = []
-        text = self._line(self._cells(i), f"{i + 1:,}")
+        # The focused cursor row shows its cells whole (a cut cell spills over its neighbours).
+        text = self._line(self._cells(i), f"{i + 1:,}", full=i == self.cursor_row and self.has_focus)
         if self._index_w:
             segs.append(Segment(text[: self._index_w], style + self.get_component_rich_style("arrow-table--index")))
             text = text[self._index_w :]
@@ -233,9 +235,23 @@ class ArrowTable(ScrollView, can_focus=True):
     def _visible_rows(self) -> int:
         return max(1, self.scrollable_content_region.height - 1)
 
+    class CursorMoved(Message):
+        """The cursor moved to another row."""
+
+        def __init__(self, table: ArrowTable, row: int) -> None:
+            super().__init__()
+            self.table = table
+            self.row = row
+
+        @property
+        def control(self) -> ArrowTable:
+            return self.table
+
     def watch_cursor_row(self, old: int, new: int) -> None:
         if not self.is_mounted:
             return
+        if old != new:
+            self.post_message(self.CursorMoved(self, new))
         h = self._visible_rows()
         top = int(self.scroll_y)
         if new < top:

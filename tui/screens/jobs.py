@@ -39,6 +39,7 @@ FORMATS = {
     "progress": _opt(lambda v: fmt.pct(v, 0)),
     "mfu": _opt(lambda v: fmt.pct(v, 0)),
     "chips": _opt(lambda v: f"{v:,}"),
+    "replicas": _opt(lambda v: f"{int(v):,}"),
 }
 
 

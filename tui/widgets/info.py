@@ -9,6 +9,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.widget import Widget
 
+
 def fit(text: str, width: int) -> str:
     """``text`` cut to ``width`` cells, ending with "…" when cut."""
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"

@@ -250,7 +250,7 @@ class TwinApp(App[None]):
         A slice is a few steps (about ``SLICE_S`` of work, ``Pacer``); between two steps the
         worker looks at the controls, so pause, a speed change, a what-if or quit take effect
         after the step in progress. The steps are held for the writer and committed in large
-        batches (every chunk of steps, every ``COMMIT_S``, and when paused)."""
+        batches (every chunk of steps and at least every ``COMMIT_S``, paused too)."""
         worker = get_current_worker()
         live = self.live
         assert live is not None
@@ -261,8 +261,8 @@ class TwinApp(App[None]):
                 t0 = time.monotonic()
                 k = min(self.pacer.due(t0), live.remaining)
                 if k == 0:
-                    if self.session.held_steps and (self.speed.paused or live.remaining == 0
-                                                    or t0 - committed >= COMMIT_S):
+                    # Paused too, but not at once: the key's screen update goes first.
+                    if self.session.held_steps and (live.remaining == 0 or t0 - committed >= COMMIT_S):
                         live.commit()
                         committed = t0
                     done = live.remaining == 0

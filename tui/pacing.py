@@ -60,7 +60,8 @@ class SpeedControl:
         self.set(self.level + delta)
 
 
-SLICE_S = 0.03  # wall time of simulation work per slice: the worker looks at the controls this often
+SLICE_S = 0.1  # wall time of simulation work per slice (the clock moves ~10 times a second); the
+# worker looks at the controls after every step whatever the slice
 
 
 class Pacer:

@@ -2,16 +2,20 @@
 
 ``Session`` is shared by ``twin run`` and the live TUI: it owns one ``Simulation`` and one
 ``TelemetryWriter``. Everything that can be wrong with the inputs is checked before the output file
-is created, so a bad scenario leaves nothing behind.
+is created, so a bad scenario leaves nothing behind. The writer creates the file atomically and
+locks it for the run's life, so ``overwrite`` never replaces a file another live run is writing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,10 @@ from typing import Any
 import numpy as np
 
 from scenarios.spec import Scenario, ScenarioError
+from storage.live import LivePublisher
 from storage.reader import kpi_summary
+from storage.runlock import crash_point
+from storage.sandbox import Limits
 from storage.writer import StorageError, TelemetryWriter
 from twin import __version__
 from twin.params import ScheduledEvent
@@ -41,8 +48,12 @@ class Session:
         overwrite: bool = False,
         flush_interval_s: float = 1.0,
         extra_events: tuple[ScheduledEvent, ...] = (),
+        sql_limits: Limits | None = None,
+        publish_live: bool = True,
+        on_chunk: Callable[[Frames], None] | None = None,
     ) -> None:
         self.scenario = scenario
+        self.on_chunk = on_chunk  # called with each advance's frames (e.g. the metrics endpoint)
         try:
             self.params = scenario.to_params(seed)
         except ValueError as e:
@@ -56,17 +67,18 @@ class Session:
         except ValueError as e:
             raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
         self.out = Path(out)
-        if self.out.exists():
-            if not overwrite:
-                raise StorageError(f"{self.out}: already exists (choose another --out or pass --overwrite)")
-            self.out.unlink()
-            wal = Path(str(self.out) + ".wal")
-            if wal.exists():
-                wal.unlink()
+        check_output(self.out, overwrite)
         if self.out.parent and not self.out.parent.exists():
-            self.out.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.out.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StorageError(f"{self.out.parent}: cannot create the folder: {e.strerror or e}") from None
+        crash_point("session:writer")
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         self.run_id = f"{scenario.name}-s{self.seed}-{stamp}-{os.getpid()}"
+        # Other processes read the run while it is written through Parquet parts next to the file
+        # (published from the writer's first commit on, once it holds the file).
+        self.publisher = LivePublisher(self.out) if publish_live else None
         self.writer = TelemetryWriter(
             self.out,
             {
@@ -80,8 +92,13 @@ class Session:
                 "chips_total": self.sim.topo.chips,
                 "ultraservers": self.sim.topo.ultraservers,
                 "system": self.params.hall.system.key,
+                # Calendar time of time_s = 0 (the scenario key ``start``; older specs have none).
+                "start": getattr(scenario, "start", None),
             },
             flush_interval_s=flush_interval_s,
+            if_exists="replace" if overwrite else "error",
+            limits=sql_limits,
+            on_commit=self.publisher.on_commit if self.publisher else None,
         )
         self._held: list[Frames] = []
         self._held_steps = 0
@@ -104,7 +121,7 @@ class Session:
         frames = self.sim.advance(steps)
         if hold_steps <= 0:
             self.commit()
-            self.writer.write(frames, self.sim.t_s)
+            self._hand_over(frames)
             return frames
         self._held.append(frames)
         self._held_steps += steps
@@ -121,7 +138,12 @@ class Session:
         """Hand the held frames to the writer (one batch)."""
         if self._held:
             held, self._held, self._held_steps = self._held, [], 0
-            self.writer.write(concat_frames(held), self.sim.t_s)
+            self._hand_over(concat_frames(held))
+
+    def _hand_over(self, frames: Frames) -> None:
+        self.writer.write(frames, self.sim.t_s)
+        if self.on_chunk is not None:
+            self.on_chunk(frames)
 
     def close(self, status: str = "complete") -> None:
         if not self.closed:
@@ -130,7 +152,11 @@ class Session:
                 if status != "failed":
                     self.commit()
             finally:
-                self.writer.close(status)
+                try:
+                    self.writer.close(status)
+                finally:
+                    if self.publisher is not None:
+                        self.publisher.close()
 
 
 def concat_frames(parts: list[Frames]) -> Frames:
@@ -157,6 +183,82 @@ def concat_frames(parts: list[Frames]) -> Frames:
     return out
 
 
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: handled like Ctrl-C (the run is recorded ``stopped``)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the main thread,
+    so a run killed politely ends like one interrupted with Ctrl-C. Elsewhere than in the main
+    thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM until the block ends (in the main thread; elsewhere they do not
+    arrive anyway)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def variant_outputs(scenario: Scenario, base: Path, seed: int | None, overwrite: bool) -> list[tuple[Scenario, Path]]:
+    """Each variant of a comparison scenario with its output file, every one checked (its
+    parameters, and that its file can be written) before any file is written."""
+    plan: list[tuple[Scenario, Path]] = []
+    seen: set[Path] = set()
+    for v in scenario.variants:
+        path = base.with_name(f"{base.stem}-{v.name}{base.suffix or '.duckdb'}")
+        try:
+            v.to_params(seed)
+        except ValueError as e:
+            raise ScenarioError(f"scenario '{scenario.name}', variant '{v.name}': {e}") from None
+        if path.resolve() in seen:
+            raise ScenarioError(f"scenario '{scenario.name}': two variants write {path}")
+        seen.add(path.resolve())
+        check_output(path, overwrite)
+        plan.append((v, path))
+    return plan
+
+
+def check_output(path: str | Path, overwrite: bool) -> None:
+    """``StorageError`` if a run could not write ``path``: it exists (without ``overwrite``), is a
+    folder, or another live run holds it. (The writer checks again under the lock.)"""
+    from storage.runlock import LockedError, RunLock
+
+    p = Path(path)
+    if p.is_dir():
+        raise StorageError(f"{p}: is a directory")
+    if p.exists() and not overwrite:
+        raise StorageError(f"{p}: already exists (choose another --out or pass --overwrite)")
+    if p.parent.is_dir():
+        try:
+            RunLock(p).release()
+        except LockedError as e:
+            raise StorageError(f"{p}: another run (process {e}) is writing this file; choose another output") from None
+        except OSError as e:
+            raise StorageError(f"{p}: cannot write here: {e.strerror or e}") from None
+
+
 @dataclass
 class RunResult:
     path: Path
@@ -177,14 +279,18 @@ def run(
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
     extra_events: tuple[ScheduledEvent, ...] = (),
+    publish_live: bool = True,
+    on_chunk: Callable[[Frames], None] | None = None,
 ) -> RunResult:
-    """Run a scenario headless to completion; return its KPI summary."""
-    session = Session(
-        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events
-    )
+    """Run a scenario headless to completion; return its KPI summary. ``on_chunk`` gets each
+    chunk's frames after they are queued for writing."""
     t0 = time.perf_counter()
     done = 0
     status = "failed"
+    session = Session(
+        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events,
+        publish_live=publish_live, on_chunk=on_chunk,
+    )
     try:
         total = session.total_steps
         while done < total:
@@ -198,7 +304,8 @@ def run(
         status = "stopped"
         raise
     finally:
-        session.close(status)
+        with signals_deferred():  # a second Ctrl-C or SIGTERM must not cut the closing short
+            session.close(status)
     wall = time.perf_counter() - t0
     from storage.reader import open_run_file
 

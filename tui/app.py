@@ -14,6 +14,7 @@ import dataclasses
 import gc
 import math
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterable
@@ -27,7 +28,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, get_current_worker
 
-from storage.queries import check_user_sql, run_sql
+from storage.queries import run_sql
+from storage.reader import QueryError
+from storage.sandbox import Limits, UserSql
 from tui import fmt
 from tui.alarms import Alarms
 from tui.feed import DEFAULT_WINDOW_S, HOUR_S, WINDOWS_S, LiveFeed, Meta, PanelReq, ReplayFeed, params_for
@@ -153,6 +156,9 @@ class TwinApp(App[None]):
             self.meta = self.replay.meta
             self.speed = SpeedControl(PAUSE)
             self.t = self.replay.t_first if self.replay.n else None
+        # User SQL: the live database's sandboxed user cursor, or one on the replay's connection.
+        self.user_sql: UserSql = (session.writer.user_sql if session is not None
+                                  else UserSql(replay_con.cursor(), Limits(), strict=False))
         self.config_dir = Path(config_dir) if config_dir else default_config_dir()
         self.seq = 0  # bumped whenever the time shown changes
         self.alarms = Alarms()  # the active alarms (status line count, Alarms screen)
@@ -180,13 +186,14 @@ class TwinApp(App[None]):
         self._req_event = threading.Event()
         self._bg_workers: list[Worker[None]] = []
         self._cursors: list[Any] = []
-        self._sql_cur: tuple[int, Any] | None = None  # (request id, cursor) of the user query running
-        self._sql_rid = 0
+        self._sql_rid = 0  # request id of the latest user query
         self._sql_lock = threading.Lock()
         self._sql_cancelled: set[int] = set()
-        self.sql_executing: int | None = None  # request id of the user query inside DuckDB now
+        self._sql_live: set[int] = set()  # request ids whose worker has not ended
+        self.sql_executing: int | None = None  # request id of the user query handed to DuckDB
         self.exports_done = 0  # result exports finished (or failed)
         self._pending_sql: tuple[str, bool, str] | None = None
+        self.terminated = False  # a live session ended by SIGTERM
         self._play_t = float(self.t or 0)
         self._play_wall = time.monotonic()
 
@@ -207,9 +214,17 @@ class TwinApp(App[None]):
         if self.live is not None:
             self._bg_workers.append(self.run_worker(self._sim_loop, name="simulation", group="sim", thread=True,
                                                  exit_on_error=True))
+            try:  # SIGTERM ends a live session like quitting: the run is recorded 'stopped'
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self._terminate)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
         else:
             self._sim_done.set()
             self.set_interval(PLAY_PERIOD_S, self._play)
+
+    def _terminate(self) -> None:
+        self.terminated = True
+        self.exit()
 
     def _collect(self) -> None:
         now = time.monotonic()
@@ -498,81 +513,73 @@ class TwinApp(App[None]):
         self.push_screen(TimelineScreen(job))
 
     def run_user_sql(self, sql: str, requester: Any) -> int:
-        """Run user SQL in a thread worker on its own cursor; ``requester`` gets ``SqlDone`` carrying
-        the returned request id. A run still going is cancelled first."""
+        """Run user SQL in a thread worker, in the sandbox (``storage.sandbox.UserSql``: statement
+        check, own cursor, time and memory limits); ``requester`` gets ``SqlDone`` carrying the
+        returned request id. A run still going is cancelled first (its answer is stale)."""
         self.cancel_user_sql()
-        cur = self.new_cursor()
         with self._sql_lock:
             self._sql_rid += 1
             rid = self._sql_rid
-            self._sql_cur = (rid, cur)
-        strict = self.live is not None
-        self.run_worker(lambda: self._sql_job(cur, rid, sql, strict, requester), name="sql", group="sql",
-                        thread=True, exit_on_error=False)
+            self._sql_live.add(rid)
+        self.run_worker(lambda: self._sql_job(rid, sql, requester), name="sql", group="sql", thread=True,
+                        exit_on_error=False)
         return rid
 
-    def _sql_job(self, cur: Any, rid: int, sql: str, strict: bool, requester: Any) -> None:
+    def _sql_job(self, rid: int, sql: str, requester: Any) -> None:
         worker = get_current_worker()
-        t0 = time.perf_counter()
         msg: SqlDone
         try:
-            stmts = check_user_sql(cur, sql, strict)
             with self._sql_lock:
-                if rid in self._sql_cancelled:  # cancelled before DuckDB had it
-                    raise InterruptedError
+                if rid in self._sql_cancelled:
+                    raise QueryError("cancelled")
                 self.sql_executing = rid
-            rel = cur.sql(stmts[-1])
-            if rel is None:
-                table = pa.table({})
-                more = False
-            else:
-                reader = rel.to_arrow_reader(100_000)
-                batches, rows, more = [], 0, False
-                for batch in reader:
-                    if worker.is_cancelled:
-                        raise InterruptedError
-                    batches.append(batch)
-                    rows += batch.num_rows
-                    if rows >= MAX_RESULT_ROWS:
-                        more = True
-                        break
-                table = pa.Table.from_batches(batches, schema=reader.schema)
-                reader.close()
-                if more:
-                    table = table.slice(0, MAX_RESULT_ROWS)
-            info = f"{table.num_rows:,} rows in {time.perf_counter() - t0:.2f} s"
-            if more:
-                info = f"first {MAX_RESULT_ROWS:,} rows kept (more not fetched) · {time.perf_counter() - t0:.2f} s"
-            if len(stmts) > 1:
-                info += f" · the last of {len(stmts)} statements"
+
+            def cancelled() -> bool:
+                return worker.is_cancelled or rid in self._sql_cancelled
+
+            res = self.user_sql.run(sql, max_rows=MAX_RESULT_ROWS, cancelled=cancelled)
+            if cancelled():
+                raise QueryError("cancelled")
+            table = res.table
+            info = f"{table.num_rows:,} rows in {res.wall_s:.2f} s"
+            if res.truncated:
+                info = f"first {MAX_RESULT_ROWS:,} rows kept (more not fetched) · {res.wall_s:.2f} s"
+            if res.statements > 1:
+                info += f" · the last of {res.statements} statements"
             msg = SqlDone(table, info, request=rid)
-        except InterruptedError:
-            msg = SqlDone(None, "", "cancelled", request=rid)
+        except QueryError as e:
+            msg = SqlDone(None, "", str(e), request=rid)
         except Exception as e:
             text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            msg = SqlDone(None, "", "cancelled" if "INTERRUPT" in text.upper() else text, request=rid)
+            msg = SqlDone(None, "", text, request=rid)
         finally:
             with self._sql_lock:
-                if self._sql_cur is not None and self._sql_cur[0] == rid:
-                    self._sql_cur = None
                 if self.sql_executing == rid:
                     self.sql_executing = None
                 self._sql_cancelled.discard(rid)
-                try:
-                    cur.close()
-                except Exception:
-                    pass
+                self._sql_live.discard(rid)
         requester.post_message(msg)
 
     def cancel_user_sql(self) -> None:
-        """Interrupt the user query still running (if any)."""
+        """Cancel the latest user query. The sandbox runs one query at a time and interrupts the
+        one running; a query still waiting its turn is interrupted as soon as it runs (a short-lived
+        thread repeats the interrupt until the query's worker ends)."""
         with self._sql_lock:
-            if self._sql_cur is not None:
-                self._sql_cancelled.add(self._sql_cur[0])
-                try:
-                    self._sql_cur[1].interrupt()
-                except Exception:
-                    pass
+            rid = self._sql_rid
+            if rid not in self._sql_live:
+                return
+            self._sql_cancelled.add(rid)
+        self.user_sql.interrupt()
+
+        def repeat() -> None:
+            while True:
+                with self._sql_lock:
+                    if rid not in self._sql_live or self._sql_rid != rid:
+                        return
+                self.user_sql.interrupt()
+                time.sleep(0.05)
+
+        threading.Thread(target=repeat, name="sql-cancel", daemon=True).start()
 
     def _export_done(self) -> None:
         self.exports_done += 1

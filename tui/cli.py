@@ -7,7 +7,7 @@ Bad input exits with code 2 and one line naming the file, the key and what is wr
 from __future__ import annotations
 
 import datetime as _dt
-import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +15,8 @@ from typing import Any, NoReturn
 
 import click
 
+from tui.cli_metrics import METRICS_HELP, start_metrics
+from tui.cli_signals import stoppable
 from twin import __version__
 
 EXIT_BAD_INPUT = 2
@@ -44,8 +46,11 @@ def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _default_out(name: str) -> Path:
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("twin-runs") / f"{name}-{stamp}.duckdb"
+    """twin-runs/<scenario>-<UTC time to the millisecond>-p<process id>.duckdb: unique for runs
+    started in parallel in one directory."""
+    now = _dt.datetime.now(_dt.UTC)
+    stamp = now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z"
+    return Path("twin-runs") / f"{name}-{stamp}-p{os.getpid()}.duckdb"
 
 
 def _duration_s(hours: float | None, days: float | None) -> int | None:
@@ -76,10 +81,11 @@ def _duration_s(hours: float | None, days: float | None) -> int | None:
     "--out",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<time>.duckdb).",
+    help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
 )
+@click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
 @click.pass_context
-def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None) -> None:
+def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None, metrics_port: int | None) -> None:
     """AI Factory Twin: a digital twin of an AI factory (Trainium3 UltraServers, power, cooling,
     site and workload).
 
@@ -95,17 +101,21 @@ def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None) -
     """
     if ctx.invoked_subcommand is not None:
         return
-    _live(scenario, seed, out)
+    _live(scenario, seed, out, metrics_port)
 
 
 @_guard
-def _live(scenario: str, seed: int | None, out: str | None) -> None:
+def _live(scenario: str, seed: int | None, out: str | None, metrics_port: int | None = None) -> None:
     from scenarios.runner import Session
     from scenarios.spec import load
 
     spec, text, _ = load(scenario)
     path = Path(out) if out else _default_out(spec.name)
-    session = Session(spec, text, path, seed=seed, duration_s=10 * 365 * 86400)
+    metrics = start_metrics(metrics_port)
+    session = Session(spec, text, path, seed=seed, duration_s=10 * 365 * 86400,
+                      on_chunk=metrics.update if metrics else None)
+    if metrics:
+        metrics.set_run(run_id=session.run_id, scenario=spec.name, file=str(path))
     from tui.app import TwinApp
 
     app = TwinApp(session=session)
@@ -113,7 +123,12 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
         app.run()
     finally:
         session.close("stopped")
+        if metrics:
+            metrics.close()
     click.echo(f"Session recorded to {path}  (twin sql {path} / twin replay {path})")
+    if app.terminated:
+        click.echo("twin: terminated (SIGTERM); the session is recorded 'stopped'", err=True)
+        sys.exit(143)
 
 
 @main.command("run")
@@ -128,10 +143,12 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
     "-o",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Telemetry file (default: twin-runs/<scenario>-<time>.duckdb).",
+    help="Telemetry file (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
-@click.option("--json", "as_json", is_flag=True, help="Print the KPI summary as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the KPI summary as one line of JSON (one line per variant).")
+@click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
 @_guard
 def run_cmd(
     scenario: str,
@@ -141,6 +158,7 @@ def run_cmd(
     out: str | None,
     overwrite: bool,
     as_json: bool,
+    metrics_port: int | None,
 ) -> None:
     """Simulate SCENARIO headless and record telemetry (SCENARIO: built-in name or TOML path).
 
@@ -150,28 +168,45 @@ def run_cmd(
 
     spec, text, _ = load(scenario)
     dur = _duration_s(hours, days)
+    metrics = start_metrics(metrics_port)
+    try:
+        _run_all(spec, text, out, seed, dur, overwrite, as_json, metrics)
+    finally:
+        if metrics:
+            metrics.close()
+
+
+def _run_all(spec: Any, text: str, out: str | None, seed: int | None, dur: int | None, overwrite: bool,
+             as_json: bool, metrics: Any) -> None:
     if spec.variants:
+        from scenarios.runner import variant_outputs
+
         base = Path(out) if out else _default_out(spec.name)
         paths = []
-        for v in spec.variants:
-            vpath = base.with_name(f"{base.stem}-{v.name}{base.suffix or '.duckdb'}")
+        for v, vpath in variant_outputs(spec, base, seed, overwrite):
             click.echo(f"— variant {v.name} → {vpath}", err=True)
-            _run_one(v, text, vpath, seed, dur, overwrite, as_json=False, quiet=True)
+            _run_one(v, text, vpath, seed, dur, overwrite, as_json=as_json, quiet=not as_json, variant=v.name,
+                     metrics=metrics)
             paths.append(str(vpath))
-        _print_compare(paths, as_json)
+        if not as_json:  # --json: one line per variant (JSON Lines) instead of the table
+            _print_compare(paths, as_json)
         return
     path = Path(out) if out else _default_out(spec.name)
-    _run_one(spec, text, path, seed, dur, overwrite, as_json)
+    _run_one(spec, text, path, seed, dur, overwrite, as_json, metrics=metrics)
 
 
 def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None, overwrite: bool,
-             as_json: bool, quiet: bool = False) -> None:
+             as_json: bool, quiet: bool = False, variant: str | None = None, metrics: Any = None) -> None:
     from scenarios.runner import run
+
+    if metrics:
+        metrics.set_run(scenario=spec.name, file=str(path))
+    hook = {"on_chunk": metrics.update} if metrics else {}
 
     total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
     steps = -(-total_s // spec.dt_s)
     show = sys.stderr.isatty() and not as_json
-    try:
+    with stoppable(path):
         if show:
             with click.progressbar(
                 length=steps,
@@ -181,30 +216,17 @@ def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None
                 show_percent=True,
             ) as bar:
                 result = run(
-                    spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, progress=bar.update
+                    spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, progress=bar.update, **hook
                 )
         else:
-            result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite)
-    except KeyboardInterrupt:
-        click.echo(f"\ninterrupted; telemetry so far is in {path} (status 'stopped')", err=True)
-        sys.exit(130)
+            result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, **hook)
     s = result.summary
     if quiet:
         return
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "file": str(result.path),
-                    "run_id": result.run_id,
-                    "status": result.status,
-                    "wall_s": result.wall_s,
-                    **s,
-                },
-                default=str,
-                indent=2,
-            )
-        )
+        from tui.cli_formats import run_json
+
+        click.echo(run_json(result, **({"variant": variant} if variant else {})))
         return
     click.echo(_summary_text(result, s))
 
@@ -315,43 +337,43 @@ def hardware_cmd(sources: bool) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("query", required=False)
 @click.option(
-    "--format", "fmt_", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True
+    "--format", "fmt_", type=click.Choice(["table", "csv", "json", "jsonl", "parquet"]), default="table",
+    show_default=True,
+    help="json: one array of row objects; jsonl: one object per line; NULL is null, never NaN. "
+    "parquet needs --out or a redirected stdout.",
 )
+@click.option("--out", "-o", "out", type=click.Path(dir_okay=False), default=None,
+              help="Write the result to this file (replaced atomically) instead of stdout.")
 @click.option("--max-rows", type=int, default=200, show_default=True, help="Rows shown in table format.")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
+              help="Time limit of the query [s]; it is stopped there.")
+@click.option("--memory-limit", "memory", default="2GB", show_default=True,
+              help="Memory the query may use (e.g. 512MB, 4GB).")
 @_guard
-def sql_cmd(file: str, query: str | None, fmt_: str, max_rows: int) -> None:
+def sql_cmd(file: str, query: str | None, fmt_: str, out: str | None, max_rows: int, timeout_s: float,
+            memory: str) -> None:
     """Query a telemetry FILE with read-only SQL (QUERY, or stdin; no QUERY on a terminal lists
-    the tables and their columns with units)."""
-    from storage.reader import open_run_file, user_query
+    the tables and their columns with units). The file is opened in a sandbox: no other file,
+    extension or setting is reachable. A file a run is still writing answers with what is
+    committed so far. Ctrl-C stops a running query."""
+    from tui.cli_sql import run_user_query
 
-    con = open_run_file(file)
-    try:
-        if query is None:
-            if sys.stdin.isatty():
-                _print_schema()
-                return
-            query = sys.stdin.read()
-        table = user_query(con, query)
-    finally:
-        con.close()
-    if fmt_ == "csv":
-        import pyarrow.csv as pacsv
+    table = run_user_query(file, query, timeout_s, memory)
+    if table is None:
+        _print_schema()
+        return
+    from tui.cli_formats import emit_table
 
-        buf = sys.stdout.buffer
-        pacsv.write_csv(table, buf)
-        buf.flush()
-    elif fmt_ == "json":
-        click.echo(json.dumps(table.to_pylist(), default=str, indent=1))
-    else:
-        click.echo(_table_text(table, max_rows))
+    emit_table(table, fmt_, out, max_rows, _table_text)
 
 
 def _print_schema() -> None:
+    from storage.schema import columns
     from twin.telemetry import TABLES
 
-    for table, cols in TABLES.items():
+    for table in TABLES:
         click.echo(click.style(table, bold=True))
-        for c in cols:
+        for c in columns(table):
             unit = f"[{c.unit}]" if c.unit else ""
             click.echo(f"  {c.name:<26} {c.dtype:<8} {unit:<10} {c.description}")
 
@@ -394,7 +416,8 @@ def rerun_cmd(file: str, out: str | None, overwrite: bool, check: bool) -> None:
 
     src = Path(file)
     dest = Path(out) if out else src.with_name(f"{src.stem}-rerun{src.suffix or '.duckdb'}")
-    result = rerun(src, dest, overwrite=overwrite)
+    with stoppable(dest):
+        result = rerun(src, dest, overwrite=overwrite)
     click.echo(f"re-ran {src} → {dest}: {result.steps:,} steps in {result.wall_s:,.1f} s")
     if check:
         diff = same_telemetry(src, dest, ("factory_ts", "ultraserver_ts", "chip_ts"))
@@ -419,11 +442,15 @@ def compare_cmd(runs: tuple[str, ...], as_json: bool) -> None:
 
 def _print_compare(runs: list[str], as_json: bool) -> None:
     from storage.kpis import COMPARE_ROWS, run_kpis
-    from storage.reader import latest_run_id, open_run_file
+    from storage.live import open_for_reading
+    from storage.reader import latest_run_id
 
     cols: list[tuple[str, dict[str, Any]]] = []
     for path in runs:
-        con = open_run_file(path)
+        reading = open_for_reading(path)
+        con = reading.con
+        if reading.in_progress:
+            click.echo(reading.note, err=True)
         try:
             run_id = latest_run_id(con)
             name = next(iter(con.sql("SELECT scenario_name FROM runs WHERE run_id = ?", params=[run_id]).fetchall()))[0]
@@ -431,8 +458,9 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
         finally:
             con.close()
     if as_json:
-        click.echo(json.dumps({label: {k: v for k, v in kp.items() if k != "jobs"} for label, kp in cols},
-                              default=str, indent=2))
+        from storage.formats import dumps
+
+        click.echo(dumps({label: {k: v for k, v in kp.items() if k != "jobs"} for label, kp in cols}))
         return
     width = max(14, *(len(label) for label, _ in cols))
     header = f"{'KPI':<30}" + "".join(f" {label:>{width}}" for label, _ in cols)
@@ -455,15 +483,34 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
 @_guard
 def replay_cmd(file: str) -> None:
     """Show a recorded run in the TUI with a time scrubber."""
-    from storage.reader import latest_run_id, open_run_file
+    from storage.live import open_for_reading
+    from storage.reader import latest_run_id
 
-    con = open_run_file(file)
+    reading = open_for_reading(file, snapshot=True)
+    con = reading.con
+    if reading.in_progress:
+        click.echo(reading.note, err=True)
     run_id = latest_run_id(con)
     from tui.app import TwinApp
 
     TwinApp(replay_con=con, replay_run_id=run_id, replay_path=file).run()
     con.close()
+    if reading.in_progress:  # again after the screen is restored
+        click.echo(reading.note.replace("showing", "showed"), err=True)
 
+
+def _register(cmd: click.Command) -> None:
+    """Add a command whose body lives in its own module, with the input-error guard."""
+    assert cmd.callback is not None
+    cmd.callback = _guard(cmd.callback)
+    main.add_command(cmd)
+
+
+from tui.cli_export import export_cmd  # noqa: E402
+from tui.cli_report import report_cmd  # noqa: E402
+
+_register(export_cmd)
+_register(report_cmd)
 
 if __name__ == "__main__":
     main()

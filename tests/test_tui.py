@@ -401,6 +401,31 @@ async def test_live_quit_key_stops_worker(tmp_path: Path) -> None:
         session.close("stopped")
 
 
+async def test_live_whatif_at_max_speed_lands_on_the_next_step(tmp_path: Path) -> None:
+    """At max speed the simulation looks at the controls after every step: a what-if is applied
+    at the step after the one in progress when it was injected, not a storage chunk later."""
+    app, session = live_app(tmp_path, "w.duckdb")
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            app.action_set_speed(4)
+            await wait_for(pilot, lambda: app.t is not None and app.t > 6 * 3600)
+            app.inject("power_cap", "facility", 1e6, 3600)
+            await wait_for(pilot, lambda: len(app.live.injected_at) == 1)
+            assert app.sim_t_at_control is not None
+            assert 0 <= app.live.injected_at[0] - app.sim_t_at_control <= session.params.dt_s
+            await pilot.press("1")
+            await quiet(pilot, app)
+            assert app.t >= app.live.injected_at[0]  # the clock shows the step it was applied at
+    finally:
+        session.close("stopped")
+    con = open_run_file(session.out)
+    try:
+        rows = con.sql("SELECT time_s FROM events WHERE source = 'operator'").fetchall()
+    finally:
+        con.close()
+    assert rows == [(app.live.injected_at[0],)]
+
+
 async def test_live_stops_at_the_session_duration(tmp_path: Path) -> None:
     app, session = live_app(tmp_path, "d.duckdb", days=3 / 24)
     try:

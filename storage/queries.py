@@ -193,7 +193,8 @@ UNION ALL
 SELECT time_s, reason, cause || ', lost ' || round(lost_s / 60, 1) || ' min of progress, '
        || printf('%.3g', lost_flop) || ' FLOP'
 FROM interruptions WHERE run_id = $run_id AND job_id = $job AND time_s <= $t
-ORDER BY time_s, what""",
+-- within a minute, cause before effect: submitted, interruption, (re)start, end
+ORDER BY time_s, CASE what WHEN 'submitted' THEN 0 WHEN 'job_start' THEN 2 WHEN 'job_end' THEN 3 ELSE 1 END""",
 }
 
 # Operator's views: inference services, alarms, why PUE moved, the plant's units.

@@ -646,6 +646,9 @@ async def test_replay_jobs_at_a_time(replay_con: Any) -> None:
         await wait_for(pilot, lambda: app.screen.load_count > 0)
         tl = app.screen.query_one(ArrowTable).table.to_pydict()
         assert tl["what"][0] == "submitted" and tl["time_s"] == sorted(tl["time_s"])
+        rank = {"submitted": 0, "job_start": 2, "job_end": 3}  # interruptions: 1 (a cause comes first)
+        order = [(t, rank.get(w, 1)) for t, w in zip(tl["time_s"], tl["what"], strict=True)]
+        assert order == sorted(order)
         same_cols({k: np.asarray(v, dtype=object) for k, v in tl.items()},
                   {k: np.asarray(v, dtype=object) for k, v in Q.run_sql(replay_con, app.screen.req().sql).items()})
         await pilot.press("escape")

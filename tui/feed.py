@@ -243,6 +243,7 @@ class LiveFeed:
         self.row: dict[str, float] = {}  # every factory column at t
         self.us_now: Cols = {}
         self.chips_now: Cols = {}
+        self.job_facts: dict[int, tuple[str, str, int]] = {}
         self.events: deque[tuple[Any, ...]] = deque(maxlen=Q.EVENT_LIMIT)
         self.notable: deque[tuple[Any, ...]] = deque(maxlen=Q.EVENT_LIMIT)
         self.events_total = 0
@@ -318,14 +319,21 @@ class LiveFeed:
         nus = self.meta.ultraservers
         u = frames["ultraserver_ts"]
         us_now = {k: np.array(u[k][-nus:]) for k in US_COLS}
+        # Copies (np.array): the UI reads these while the simulation moves on.
         chips = {
             "job_id": sim.chip_owner.astype(np.int32),
-            "neuroncore_utilization": np.asarray(sim.chip_activity, dtype=np.float32),
-            "chip_power_w": np.asarray(sim.chip_power, dtype=np.float32),
-            "t_junction_c": np.asarray(sim.chip_tj, dtype=np.float32),
+            "neuroncore_utilization": np.array(sim.chip_activity, dtype=np.float32),
+            "chip_power_w": np.array(sim.chip_power, dtype=np.float32),
+            "t_junction_c": np.array(sim.chip_tj, dtype=np.float32),
             "failed": np.array(sim.chip_failed, dtype=bool),
-            "clock": np.asarray(sim.chip_clock, dtype=np.float32),
+            "clock": np.array(sim.chip_clock, dtype=np.float32),
         }
+        # Facts of the jobs on chips now (kind, name, gang size), read here in the simulation thread.
+        from twin.params import KIND_NAMES
+
+        a, names = sim.jobs.a, sim.jobs.names
+        facts = {j: (KIND_NAMES[int(a["kind"][j])], names[j], int(a["chips"][j]))
+                 for j in np.unique(chips["job_id"][chips["job_id"] >= 0]).tolist()}
         with self.lock:
             self.history.extend(cols)
             self.us_history.extend(np.asarray(f["time_s"], dtype=np.int64), u)
@@ -334,6 +342,7 @@ class LiveFeed:
             self.row = {k: float(v[-1]) for k, v in f.items()}
             self.us_now = us_now
             self.chips_now = chips
+            self.job_facts = facts
             self.events.extend(new)
             self.events_total += len(new)
             self.notable.extend(notable)
@@ -381,6 +390,7 @@ class LiveFeed:
                 return self._us_events(int(p["us"]))
             if name in ("chips", "us_jobs"):
                 chips = self.chips_now
+                facts = self.job_facts
                 t = self.t
         us = int(p["us"])
         c = self.meta.chips_per_us
@@ -388,7 +398,7 @@ class LiveFeed:
             sl = slice(us * c, (us + 1) * c)
             return {"time_s": np.full(c, t, dtype=np.int64), "chip_id": np.arange(sl.start, sl.stop, dtype=np.int32),
                     **{k: v[sl] for k, v in chips.items()}}
-        return self._us_jobs(us, chips["job_id"])
+        return self._us_jobs(us, chips["job_id"], facts)
 
     def _us_events(self, us: int) -> Cols:
         """Events of UltraServer ``us``: itself, its servers and chips, its row (newest first)."""
@@ -442,17 +452,14 @@ class LiveFeed:
         out["coolant_return_c"] = np.bincount(r, weights=u["coolant_return_c"], minlength=nr) / np.maximum(cnt, 1)
         return out
 
-    def _us_jobs(self, us: int, owner: Array) -> Cols:
-        """Jobs holding chips of UltraServer ``us`` (from the chip owners of the last step)."""
-        from twin.params import KIND_NAMES
-
+    def _us_jobs(self, us: int, owner: Array, facts: dict[int, tuple[str, str, int]]) -> Cols:
+        """Jobs holding chips of UltraServer ``us`` (from the chip owners of the last step and the
+        facts of those jobs taken with them: the UI thread never reads the simulation's arrays)."""
         c = self.meta.chips_per_us
         here = owner[us * c : (us + 1) * c]
         ids, counts = np.unique(here[here >= 0], return_counts=True)
         order = np.lexsort((ids, -counts))
         ids, counts = ids[order], counts[order]
-        jobs = self.session.sim.jobs
-        a = jobs.a
         on = np.isin(owner, ids)
         pairs = np.unique(owner[on].astype(np.int64) * self.meta.ultraservers + np.flatnonzero(on) // c)
         spans: dict[int, list[str]] = {}
@@ -461,9 +468,9 @@ class LiveFeed:
         idl = ids.tolist()
         return {
             "job_id": ids.astype(np.int64),
-            "kind": np.array([KIND_NAMES[int(a["kind"][j])] for j in idl], dtype=object),
-            "model": np.array([jobs.names[j] for j in idl], dtype=object),
-            "chips": np.array([int(a["chips"][j]) for j in idl], dtype=np.int64),
+            "kind": np.array([facts[j][0] for j in idl], dtype=object),
+            "model": np.array([facts[j][1] for j in idl], dtype=object),
+            "chips": np.array([facts[j][2] for j in idl], dtype=np.int64),
             "chips_here": counts.astype(np.int64),
             "ultraservers": np.array([",".join(spans.get(j, [])) for j in idl], dtype=object),
         }

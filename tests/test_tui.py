@@ -764,8 +764,16 @@ async def test_help_lists_every_key(replay_con: Any) -> None:
                     "^r", "^g", "^o", "^s", "⏎", "esc", "m", "n", "v", "o", "/", "w", "e",
                     "s", "t", "ctrl+p", "tab"):
             assert key in text.lower(), key
-        for screen in ("Overview", "Floor", "UltraServer", "Jobs", "SQL"):
+        for screen in ("Overview", "Floor", "UltraServer", "Jobs", "SQL", "Services screen", "Alarms (F8)"):
             assert screen in text
+        # the SQL editor's own keys (Textual's TextArea bindings), minus those the app takes everywhere
+        from textual.widgets import TextArea
+
+        assert "SQL editor" in text
+        for b in TextArea.BINDINGS:
+            if b.description in ("Undo", "Redo", "Delete line", "Cursor word left"):
+                assert b.description in text, b.description
+        assert "Select all" not in text  # f7 is the Services screen everywhere
         assert "What-if" not in text  # live-only keys are not offered in a replay
         await pilot.press("question_mark")
         assert not isinstance(app.screen, HelpScreen)

@@ -159,27 +159,42 @@ class Session:
                         self.publisher.close()
 
 
-def concat_frames(parts: list[Frames]) -> Frames:
+def concat_frames(parts: list[Frames], only: tuple[str, ...] | None = None) -> Frames:
     """The frames of consecutive advances as one (rows in order; a job's rows reduced to its
-    latest, as the writer keeps them)."""
-    if len(parts) == 1:
+    latest, as the writer keeps them). ``only``: just these tables."""
+    if len(parts) == 1 and only is None:
         return parts[0]
     out: Frames = {}
     for table in dict.fromkeys(t for p in parts for t in p):  # chip_ts only in some advances
+        if only is not None and table not in only:
+            continue
         have = [p[table] for p in parts if table in p]
+        if table == "jobs":
+            out[table] = _latest_job_rows(have)
+            continue
         cols: dict[str, Any] = {}
         for key, first in have[0].items():
             vals = [h[key] for h in have]
             cols[key] = np.concatenate(vals) if isinstance(first, np.ndarray) else [x for v in vals for x in v]
         out[table] = cols
-    jobs = out.get("jobs")
-    if jobs is not None and len(jobs["job_id"]):
-        ids = np.asarray(jobs["job_id"])
-        # the last row of each job, in order of appearance of those last rows
-        rev_first = np.unique(ids[::-1], return_index=True)[1]
-        keep = np.sort(len(ids) - 1 - rev_first)
-        out["jobs"] = {k: (v[keep] if isinstance(v, np.ndarray) else [v[i] for i in keep.tolist()])
-                       for k, v in jobs.items()}
+    return out
+
+
+def _latest_job_rows(have: list[dict[str, Any]]) -> dict[str, Any]:
+    """Job rows of consecutive advances, one per job (its latest), in order of those rows; text
+    columns are only built for the rows kept (every queued or running job has a row per advance)."""
+    ids = np.concatenate([np.asarray(h["job_id"]) for h in have])
+    rev_first = np.unique(ids[::-1], return_index=True)[1]
+    keep = np.sort(len(ids) - 1 - rev_first)
+    starts = np.cumsum([0] + [len(h["job_id"]) for h in have])
+    part = np.searchsorted(starts, keep, side="right") - 1
+    local = keep - starts[part]
+    out: dict[str, Any] = {}
+    for key, first in have[0].items():
+        if isinstance(first, np.ndarray):
+            out[key] = np.concatenate([h[key] for h in have])[keep]
+        else:
+            out[key] = [have[p][key][i] for p, i in zip(part.tolist(), local.tolist(), strict=True)]
     return out
 
 

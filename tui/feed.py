@@ -39,6 +39,7 @@ LIVE_PANELS = frozenset({
 MAX_US_HISTORY_CELLS = 500_000  # live per-UltraServer history: steps x UltraServers kept
 US_HIST_COLS = ("power_w", "max_chip_temp_c", "coolant_return_c", "activity", "clock")
 HARDWARE_EVENTS = 2000  # live events about chips, servers, UltraServers and rows kept
+_FEED_TABLES = ("factory_ts", "ultraserver_ts", "service_ts", "events")  # what the live panels use
 
 # Factory columns the live history keeps (the KPI and plot columns), plus derived ones.
 _KPI_COLS = ("it_power_w", "facility_power_w", "pue", "busy_share", "tokens_per_s", "energy_per_token_j",
@@ -291,7 +292,7 @@ class LiveFeed:
                 break
         self.last_steps = len(parts)
         self.steps_done += len(parts)
-        return self._update(concat_frames(parts))
+        return self._update(concat_frames(parts, only=_FEED_TABLES))
 
     def commit(self) -> None:
         """Hand the steps held for the writer over now (paused, or a second has passed)."""

@@ -224,16 +224,24 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM until the block ends (in the main thread; elsewhere they do not
-    arrive anyway)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    """Hold Ctrl-C and SIGTERM until the block ends, then deliver them (main thread only: Python
+    runs signal handlers there, whichever thread the signal reached)."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    pending: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        pending.append(signum)
+
+    old = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        if pending:
+            signal.raise_signal(pending[0])
 
 
 def variant_outputs(scenario: Scenario, base: Path, seed: int | None, overwrite: bool) -> list[tuple[Scenario, Path]]:

@@ -228,6 +228,7 @@ class UserSql:
             pass
 
     def close(self) -> None:
+        """Stop a running query and close the cursor."""
         self.interrupt()
         with self._lock:
             try:

@@ -248,10 +248,11 @@ class TelemetryWriter:
     def close(self, status: str = "complete") -> None:
         """Commit what is queued, mark the run with ``status`` (``failed`` if a write failed) and
         the last step in its tables, close the file and release its lock."""
+        crash_point("close:begin")
         if self._thread.is_alive():
             self._q.put(_STOP)
             self._thread.join()
-        self.user_sql.interrupt()
+        self.user_sql.close()  # stops a console query still running, and its cursor
         try:
             self._record_end(status if self._error is None else "failed")
             try:

@@ -416,6 +416,18 @@ async def test_live_whatif_at_max_speed_lands_on_the_next_step(tmp_path: Path) -
             await pilot.press("1")
             await quiet(pilot, app)
             assert app.t >= app.live.injected_at[0]  # the clock shows the step it was applied at
+            # From the menu: the clock holds while it is open; the what-if lands on the step after
+            # the one shown, and the speed comes back.
+            await pilot.press("5")
+            await wait_for(pilot, lambda: app.t is not None and app.t > app.live.injected_at[0] + 3600)
+            await pilot.press("i")
+            await quiet(pilot, app)
+            shown = app.t
+            assert app.speed.paused  # the menu holds the clock
+            await pilot.press("s", "enter")  # inference surge
+            await wait_for(pilot, lambda: len(app.live.injected_at) == 2)
+            assert app.live.injected_at[1] == shown + session.params.dt_s
+            assert app.speed.label == "max"
     finally:
         session.close("stopped")
     con = open_run_file(session.out)
@@ -423,7 +435,7 @@ async def test_live_whatif_at_max_speed_lands_on_the_next_step(tmp_path: Path) -
         rows = con.sql("SELECT time_s FROM events WHERE source = 'operator'").fetchall()
     finally:
         con.close()
-    assert rows == [(app.live.injected_at[0],)]
+    assert rows == [(t,) for t in app.live.injected_at]
 
 
 async def test_live_stops_at_the_session_duration(tmp_path: Path) -> None:

@@ -615,9 +615,17 @@ class TwinApp(App[None]):
         return context_from(self.meta, self.sel_us, self.sel_chip, fac, row_it)
 
     def action_whatif(self) -> None:
+        """The what-if menu. The clock holds while it is open, so the what-if is applied at the
+        step after the one shown when it was chosen; the speed comes back when the menu closes."""
+        resume = None if self.speed.paused else self.speed.level
+        if resume is not None:
+            self.action_set_speed(PAUSE)
+
         def done(inj: Injection | None) -> None:
             if inj is not None:
                 self.inject(*inj)
+            if resume is not None and self.speed.paused:
+                self.action_set_speed(resume)
 
         self.push_screen(WhatIfScreen(self.whatif_context()), done)
 

@@ -92,6 +92,8 @@ class Session:
             limits=sql_limits,
             on_commit=self.publisher.on_commit if self.publisher else None,
         )
+        self._held: list[Frames] = []
+        self._held_steps = 0
         self.closed = False
 
     @property
@@ -102,21 +104,91 @@ class Session:
     def chunk_steps(self) -> int:
         return max(1, min(1440, _ROWS_PER_CHUNK // self.sim.topo.ultraservers))
 
-    def advance(self, steps: int) -> Frames:
+    def advance(self, steps: int, *, hold_steps: int = 0) -> Frames:
+        """Run ``steps`` steps and hand their frames to the writer.
+
+        ``hold_steps`` > 0 holds the frames of small advances until that many steps are held, then
+        hands them over as one batch (the live console advances a few steps at a time and the
+        writer still gets large batches); ``commit`` hands over what is held."""
         frames = self.sim.advance(steps)
+        if hold_steps <= 0:
+            self.commit()
+            self._hand_over(frames)
+            return frames
+        self._held.append(frames)
+        self._held_steps += steps
+        if self._held_steps >= hold_steps:
+            self.commit()
+        return frames
+
+    @property
+    def held_steps(self) -> int:
+        """Steps simulated but not yet handed to the writer."""
+        return self._held_steps
+
+    def commit(self) -> None:
+        """Hand the held frames to the writer (one batch)."""
+        if self._held:
+            held, self._held, self._held_steps = self._held, [], 0
+            self._hand_over(concat_frames(held))
+
+    def _hand_over(self, frames: Frames) -> None:
         self.writer.write(frames, self.sim.t_s)
         if self.on_chunk is not None:
             self.on_chunk(frames)
-        return frames
 
     def close(self, status: str = "complete") -> None:
         if not self.closed:
             self.closed = True
             try:
-                self.writer.close(status)
+                if status != "failed":
+                    self.commit()
             finally:
-                if self.publisher is not None:
-                    self.publisher.close()
+                try:
+                    self.writer.close(status)
+                finally:
+                    if self.publisher is not None:
+                        self.publisher.close()
+
+
+def concat_frames(parts: list[Frames], only: tuple[str, ...] | None = None) -> Frames:
+    """The frames of consecutive advances as one (rows in order; a job's rows reduced to its
+    latest, as the writer keeps them). ``only``: just these tables."""
+    if len(parts) == 1 and only is None:
+        return parts[0]
+    out: Frames = {}
+    for table in dict.fromkeys(t for p in parts for t in p):  # chip_ts only in some advances
+        if only is not None and table not in only:
+            continue
+        have = [p[table] for p in parts if table in p]
+        if table == "jobs":
+            out[table] = _latest_job_rows(have)
+            continue
+        cols: dict[str, Any] = {}
+        for key, first in have[0].items():
+            vals = [h[key] for h in have]
+            cols[key] = np.concatenate(vals) if isinstance(first, np.ndarray) else [x for v in vals for x in v]
+        out[table] = cols
+    return out
+
+
+def _latest_job_rows(have: list[dict[str, Any]]) -> dict[str, Any]:
+    """Job rows of consecutive advances, one per job (its latest), in order of those rows; text
+    columns are only built for the rows kept (every queued or running job has a row per advance)."""
+    ids = np.concatenate([np.asarray(h["job_id"]) for h in have])
+    rev_first = np.unique(ids[::-1], return_index=True)[1]
+    keep = np.sort(len(ids) - 1 - rev_first)
+    starts = np.cumsum([0] + [len(h["job_id"]) for h in have])
+    part = np.searchsorted(starts, keep, side="right") - 1
+    local = keep - starts[part]
+    out: dict[str, Any] = {}
+    for key, first in have[0].items():
+        if isinstance(first, np.ndarray):
+            out[key] = np.concatenate([h[key] for h in have])[keep]
+        else:
+            out[key] = [have[p][key][i] for p, i in zip(part.tolist(), local.tolist(), strict=True)]
+    return out
+
 
 
 class Terminated(KeyboardInterrupt):

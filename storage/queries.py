@@ -193,12 +193,109 @@ UNION ALL
 SELECT time_s, reason, cause || ', lost ' || round(lost_s / 60, 1) || ' min of progress, '
        || printf('%.3g', lost_flop) || ' FLOP'
 FROM interruptions WHERE run_id = $run_id AND job_id = $job AND time_s <= $t
-ORDER BY time_s, what""",
+-- within a minute, cause before effect: submitted, interruption, (re)start, end
+ORDER BY time_s, CASE what WHEN 'submitted' THEN 0 WHEN 'job_start' THEN 2 WHEN 'job_end' THEN 3 ELSE 1 END""",
 }
 
-# Jobs: state at $t from each job's latest start / interruption / end event (the jobs table keeps
-# only a job's latest state). Progress of a running job ~ time on its current placement / estimate.
-_JOBS_BASE = """-- Jobs at $t: state from each job's latest start / interrupt / end event up to $t
+# Operator's views: inference services, alarms, why PUE moved, the plant's units.
+QUEUE_WAIT_ALARM_S = 6 * 3600  # a batch job waiting longer than this raises the queue alarm
+ALARM_LOOKBACK_S = 7 * 86400  # "since" is searched this far back (older: "since before")
+
+TEMPLATES.update({
+    "services": """-- Services at $t: replicas, demand, latency percentiles (against the SLO), KV cache, J/token
+SELECT service_id, service, replicas_running, replicas_starting, replicas_target,
+       request_rate_per_s, requests_served / $dt_s AS served_per_s, requests_dropped / $dt_s AS dropped_per_s,
+       requests_queued, ttft_p50_s, ttft_p99_s, tpot_p50_s, tpot_p99_s, slo_attainment, kv_cache_fraction,
+       utilization, tokens_per_s, power_w,
+       power_w / nullif(tokens_per_s, 0) AS energy_per_token_j  -- W / (token/s) = J/token
+FROM service_ts
+WHERE run_id = $run_id AND time_s = $t
+ORDER BY service_id""",
+    "svc_series": """-- Service $service_id over the last $window_s s up to $t
+SELECT time_s, ttft_p50_s, ttft_p99_s, tpot_p50_s, tpot_p99_s, request_rate_per_s,
+       requests_dropped / $dt_s AS dropped_per_s, replicas_running + replicas_starting AS replicas_up,
+       replicas_target, kv_cache_fraction, requests_queued
+FROM service_ts
+WHERE run_id = $run_id AND service_id = $service_id AND time_s > $t - $window_s AND time_s <= $t
+ORDER BY time_s""",
+    "pue_why": """-- Why PUE moved: the cooling and loss breakdown at $t, an hour and a day earlier
+SELECT 'now' AS at, * FROM (
+    SELECT time_s, pue, it_power_w, facility_power_w, cooling_power_w, chiller_power_w, pump_power_w,
+           fan_power_w, power_loss_w, ups_loss_w, pdu_loss_w, transformer_loss_w, free_cooling_fraction,
+           outdoor_temp_c, outdoor_wetbulb_c, chiller_cop,
+           chiller_power_w * chiller_cop AS chiller_load_w  -- heat the chillers remove = power x COP
+    FROM factory_ts WHERE run_id = $run_id AND time_s <= $t ORDER BY time_s DESC LIMIT 1)
+UNION ALL
+SELECT '1 h earlier', * FROM (
+    SELECT time_s, pue, it_power_w, facility_power_w, cooling_power_w, chiller_power_w, pump_power_w,
+           fan_power_w, power_loss_w, ups_loss_w, pdu_loss_w, transformer_loss_w, free_cooling_fraction,
+           outdoor_temp_c, outdoor_wetbulb_c, chiller_cop, chiller_power_w * chiller_cop
+    FROM factory_ts WHERE run_id = $run_id AND time_s <= $t - 3600 ORDER BY time_s DESC LIMIT 1)
+UNION ALL
+SELECT '1 d earlier', * FROM (
+    SELECT time_s, pue, it_power_w, facility_power_w, cooling_power_w, chiller_power_w, pump_power_w,
+           fan_power_w, power_loss_w, ups_loss_w, pdu_loss_w, transformer_loss_w, free_cooling_fraction,
+           outdoor_temp_c, outdoor_wetbulb_c, chiller_cop, chiller_power_w * chiller_cop
+    FROM factory_ts WHERE run_id = $run_id AND time_s <= $t - 86400 ORDER BY time_s DESC LIMIT 1)""",
+    "plant_units": """-- The plant's units at $t: each CDU (one per row) with its heat load and loop return
+-- temperature, and the heat-rejection stage (chillers / economizer / towers) from the site totals
+SELECT 'CDU ' || row_id AS unit, 'cdu' AS kind, count(*) AS ultraservers, sum(power_w) AS load_w,
+       avg(coolant_return_c) AS return_c, max(max_chip_temp_c) AS hottest_chip_c,
+       CAST(sum(chips_failed) AS BIGINT) AS chips_failed
+FROM ultraserver_ts
+WHERE run_id = $run_id AND time_s = $t
+GROUP BY row_id
+ORDER BY row_id""",
+    "alarms": """-- Alarms at $t: each condition active now and since when (searched back 7 days)
+WITH f AS (
+    SELECT time_s,
+           throttled_chips > 0 AS throttling, throttled_chips AS throttling_v,
+           chips_failed > 0 AS failed_hardware, chips_failed AS failed_hardware_v,
+           coalesce(NOT isnan(facility_cap_w), false) AS power_cap, facility_cap_w AS power_cap_v,
+           unmet_heat_w > 0 AS plant_short, unmet_heat_w AS plant_short_v
+    FROM factory_ts WHERE run_id = $run_id AND time_s <= $t AND time_s > $t - 604800),
+s AS (
+    SELECT time_s, service,
+           coalesce(slo_attainment < 0.99, false) AS slo_breach, slo_attainment AS slo_breach_v
+    FROM service_ts WHERE run_id = $run_id AND time_s <= $t AND time_s > $t - 604800),
+flags AS (
+    SELECT time_s, 'throttling' AS alarm, 'factory' AS target, throttling AS active, throttling_v AS value FROM f
+    UNION ALL SELECT time_s, 'failed hardware', 'factory', failed_hardware, failed_hardware_v FROM f
+    UNION ALL SELECT time_s, 'power cap', 'factory', power_cap, power_cap_v FROM f
+    UNION ALL SELECT time_s, 'plant short of capacity', 'factory', plant_short, plant_short_v FROM f
+    UNION ALL SELECT time_s, 'SLO breach', 'service:' || service, slo_breach, slo_breach_v FROM s),
+now AS (
+    SELECT alarm, target, arg_max(active, time_s) AS active, arg_max(value, time_s) AS value,
+           max(time_s) FILTER (WHERE NOT active) AS last_clear, min(time_s) AS first_seen
+    FROM flags GROUP BY alarm, target),
+conditions AS (
+    SELECT alarm, target,
+           coalesce((SELECT min(time_s) FROM flags g WHERE g.alarm = now.alarm AND g.target = now.target
+                     AND g.time_s > now.last_clear), first_seen) AS since_s,
+           value
+    FROM now WHERE active),
+trips AS (  -- thermal trips in the last hour
+    SELECT 'thermal trips' AS alarm, 'factory' AS target, min(time_s) AS since_s, CAST(count(*) AS DOUBLE) AS value
+    FROM failures WHERE run_id = $run_id AND cause = 'thermal' AND time_s <= $t AND time_s > $t - 3600
+    HAVING count(*) > 0),
+waits AS (  -- the batch job waiting longest, if over the threshold
+    SELECT 'queue wait' AS alarm, 'job:' || job_id AS target, $t - waiting_s + $queue_wait_s AS since_s,
+           CAST(waiting_s AS DOUBLE) AS value
+    FROM (""" + "$jobs_base" + """) WHERE state = 'queued' AND waiting_s > $queue_wait_s
+    ORDER BY waiting_s DESC LIMIT 1)
+SELECT alarm, target, since_s, value FROM conditions
+UNION ALL SELECT * FROM trips
+UNION ALL SELECT * FROM waits
+ORDER BY since_s, alarm, target""",
+})
+
+# Jobs: a batch job's state at $t from its latest start / interruption / end event up to $t (the
+# jobs table keeps only a job's latest state); progress of a running job ~ time on its current
+# placement / estimate. Inference replicas are not logged one by one when the autoscaler requests
+# or stops them, so they are shown per service from the model's own counts at $t (service_ts):
+# running (serving or loading), queued (wanted, waiting for chips) and stopped (idle slots).
+_JOBS_BASE = """-- Jobs at $t: batch jobs from their latest start / interrupt / end event up to $t;
+-- inference replicas per service from service_ts at $t (running, queued for chips, stopped slots)
 WITH ev AS (
     SELECT CAST(split_part(target, ':', 2) AS INTEGER) AS job_id, kind AS last_event, time_s AS since_s,
            count(*) FILTER (WHERE kind IN ('job_interrupted', 'job_preempted'))
@@ -207,24 +304,43 @@ WITH ev AS (
     WHERE run_id = $run_id AND time_s <= $t
       AND kind IN ('job_start', 'job_interrupted', 'job_preempted', 'job_end')
     QUALIFY row_number() OVER (PARTITION BY target ORDER BY time_s DESC, rowid DESC) = 1),
-j AS (
+batch AS (
     SELECT j.job_id,
            CASE WHEN ev.last_event = 'job_end' THEN 'done'
-                WHEN ev.last_event = 'job_start' AND j.state = 'stopped' AND j.end_time_s BETWEEN 0 AND $t
-                    THEN 'stopped'
                 WHEN ev.last_event = 'job_start' THEN 'running'
                 ELSE 'queued' END AS state,
-           j.kind, j.name AS model, j.chips,
+           j.kind, j.name AS model, j.chips, CAST(NULL AS INTEGER) AS replicas,
            CASE WHEN ev.last_event IS NULL OR ev.last_event IN ('job_interrupted', 'job_preempted')
                 THEN $t - coalesce(ev.since_s, j.submit_time_s) END AS waiting_s,
            CASE WHEN ev.last_event = 'job_end' THEN 1.0
-                WHEN ev.last_event = 'job_start' AND j.kind <> 'inference'
+                WHEN ev.last_event = 'job_start'
                 THEN least(0.99, ($t - ev.since_s) / nullif(j.estimate_s, 0)) END AS progress,
            coalesce(ev.restarts, 0) AS restarts,
            CASE WHEN ev.last_event = 'job_start' THEN j.ultraservers ELSE '' END AS placement,
            j.priority, j.submit_time_s, j.mfu, j.wait_s AS total_wait_s
     FROM jobs j LEFT JOIN ev USING (job_id)
-    WHERE j.run_id = $run_id AND j.submit_time_s <= $t)
+    WHERE j.run_id = $run_id AND j.submit_time_s <= $t AND j.kind <> 'inference'),
+slots AS (
+    SELECT name AS service, count(*) AS slots, max(chips) AS chips, max(priority) AS priority
+    FROM jobs WHERE run_id = $run_id AND kind = 'inference'
+    GROUP BY name),
+svc AS (
+    SELECT s.service, s.replicas_running + s.replicas_starting AS up, s.replicas_starting AS loading,
+           s.replicas_target - s.replicas_running - s.replicas_starting AS waiting,
+           slots.slots - s.replicas_target AS idle, slots.chips, slots.priority
+    FROM service_ts s JOIN slots USING (service)
+    WHERE s.run_id = $run_id AND s.time_s = $t),
+replicas AS (
+    SELECT CAST(NULL AS INTEGER) AS job_id, st.state, 'inference' AS kind, svc.service AS model,
+           st.n * svc.chips AS chips, CAST(st.n AS INTEGER) AS replicas,
+           CAST(NULL AS BIGINT) AS waiting_s, CAST(NULL AS DOUBLE) AS progress, CAST(NULL AS BIGINT) AS restarts,
+           CASE WHEN st.state = 'running' AND svc.loading > 0 THEN svc.loading || ' loading' ELSE '' END
+               AS placement,
+           svc.priority, CAST(NULL AS BIGINT) AS submit_time_s, CAST(NULL AS DOUBLE) AS mfu,
+           CAST(NULL AS DOUBLE) AS total_wait_s
+    FROM svc, LATERAL (VALUES ('running', svc.up), ('queued', svc.waiting), ('stopped', svc.idle)) st(state, n)
+    WHERE st.n > 0),
+j AS (SELECT * FROM batch UNION ALL BY NAME SELECT * FROM replicas)
 SELECT * FROM j"""
 
 JOB_VIEWS: dict[str, tuple[str, ...]] = {
@@ -234,7 +350,8 @@ JOB_VIEWS: dict[str, tuple[str, ...]] = {
     "done": ("done", "stopped"),
     "all": (),
 }
-JOB_SORTS: tuple[str, ...] = ("job_id", "state", "waiting_s", "chips", "progress", "restarts", "priority", "kind")
+JOB_SORTS: tuple[str, ...] = ("job_id", "state", "kind", "model", "chips", "replicas", "waiting_s", "progress",
+                               "restarts", "placement", "priority", "submit_time_s", "mfu", "total_wait_s")
 
 
 def jobs_sql(view: str = "active", text: str = "", sort: str = "job_id", desc: bool = False) -> str:
@@ -282,7 +399,19 @@ def render(template: str, params: Params) -> str:
 
 def panel_sql(name: str, params: Params, **options: Any) -> str:
     """The SQL text of panel query ``name`` with its parameters filled in."""
+    if name.endswith("_search"):  # a panel query with a text filter (never computed in memory)
+        name = name.removesuffix("_search")
     template = jobs_sql(**options) if name == "jobs" else TEMPLATES[name]
+    if name == "alarms":
+        base = _JOBS_BASE.split("\n", 2)[2]  # without its two comment lines
+        template = template.replace("$jobs_base", base)
+        params = {"queue_wait_s": QUEUE_WAIT_ALARM_S, **params}
+    if name in ("events", "events_notable") and options.get("text"):
+        template = template.replace("WHERE run_id = $run_id AND time_s <= $t",
+                                    "WHERE run_id = $run_id AND time_s <= $t\n  AND (kind ILIKE $pattern OR target "
+                                    "ILIKE $pattern OR detail ILIKE $pattern OR source ILIKE $pattern)")
+        template = template.replace("-- Events log", "-- Events log matching $pattern", 1)
+        params = {**params, "pattern": f"%{options['text']}%"}
     return render(template, params)
 
 

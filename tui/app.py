@@ -32,9 +32,11 @@ from storage.queries import run_sql
 from storage.reader import QueryError
 from storage.sandbox import Limits, UserSql
 from tui import fmt
+from tui.alarms import Alarms
 from tui.feed import DEFAULT_WINDOW_S, HOUR_S, WINDOWS_S, LiveFeed, Meta, PanelReq, ReplayFeed, params_for
 from tui.pacing import DEFAULT_LEVEL, MAX, PAUSE, SPEEDS, Pacer, RateMeter, SpeedControl, rate_text
 from tui.scale import METRIC_KEYS
+from tui.screens.alarms import AlarmsScreen
 from tui.screens.base import TwinScreen
 from tui.screens.energy import EnergyScreen
 from tui.screens.floor import FloorScreen
@@ -42,6 +44,7 @@ from tui.screens.help import HelpScreen
 from tui.screens.jobs import JobsScreen
 from tui.screens.overview import OverviewScreen
 from tui.screens.prompt import PromptScreen
+from tui.screens.services import ServicesScreen
 from tui.screens.sql import SqlDone, SqlScreen
 from tui.screens.timeline import TimelineScreen
 from tui.screens.ultraserver import UltraServerScreen
@@ -50,6 +53,7 @@ from tui.whatif import WHAT_IFS, build, context_from, summary
 from tui.widgets.status import SCREENS, Status
 
 MIN_PERIOD_S = 0.05  # the worker posts at most ~20 ticks per wall second below "max"
+COMMIT_S = 1.0  # live: steps held for the writer are committed at least this often
 REPLAY_MAX = 4 * 86400  # "max" playback speed in replay [sim s per wall s]
 PLAY_PERIOD_S = 0.1
 MAX_RESULT_ROWS = 2_000_000  # user query results kept (virtual table)
@@ -58,11 +62,13 @@ GC_FULL_S = 300.0  # full collection period while running (sooner when paused)
 
 
 class SimTick(Message):
-    """The simulation advanced to ``t``; a newer tick supersedes an unprocessed one."""
+    """The simulation advanced to ``t`` (``steps`` steps since the start); a newer tick supersedes
+    an unprocessed one."""
 
-    def __init__(self, t: int) -> None:
+    def __init__(self, t: int, steps: int = 0) -> None:
         super().__init__()
         self.t = t
+        self.steps = steps
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SimTick)
@@ -93,13 +99,16 @@ class TwinApp(App[None]):
     CSS_PATH = "twin.tcss"
     MODES: ClassVar[dict[str, Any]] = {
         "overview": OverviewScreen, "floor": FloorScreen, "ultraserver": UltraServerScreen,
-        "jobs": JobsScreen, "energy": EnergyScreen, "sql": SqlScreen,
+        "jobs": JobsScreen, "energy": EnergyScreen, "sql": SqlScreen, "services": ServicesScreen,
+        "alarms": AlarmsScreen,
     }
     DEFAULT_MODE = "overview"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]  # noqa: RUF012 (typed on App)
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
-        *[Binding(k, f"switch_mode('{m}')", label, show=False, tooltip=f"{label} screen") for k, m, label in SCREENS],
+        # Priority: the screen keys work in the SQL editor too (its own f6 / f7 would select).
+        *[Binding(k, f"switch_mode('{m}')", label, show=False, priority=True, tooltip=f"{label} screen")
+          for k, m, label in SCREENS],
         Binding("space", "toggle_pause", "Pause", key_display="␣", tooltip="Pause / resume"),
         Binding("space", "toggle_play", "Play", key_display="␣", tooltip="Play / pause"),
         Binding("1", "set_speed(0)", "Speed", key_display="1-5", tooltip="Speed: pause"),
@@ -152,14 +161,21 @@ class TwinApp(App[None]):
                                   else UserSql(replay_con.cursor(), Limits(), strict=False))
         self.config_dir = Path(config_dir) if config_dir else default_config_dir()
         self.seq = 0  # bumped whenever the time shown changes
+        self.alarms = Alarms()  # the active alarms (status line count, Alarms screen)
+        self._alarms_asked = (-1, 0.0)
         self.rate = RateMeter()
         self.sel_us = 0
         self.sel_chip = 0
         self.metric = METRIC_KEYS[0]
         self.window_s = DEFAULT_WINDOW_S
         self.events_notable = True
+        self.events_search = ""  # text the event log is filtered by
         self.thread_ids: dict[str, int] = {}  # native ids of the worker threads (the bench's CPU figures)
         self._sim_done = threading.Event()
+        self.sim_idle = threading.Event()  # live: the worker is between slices (paused or waiting)
+        self.quitting = threading.Event()  # the simulation stops after the step in progress
+        self.sim_t_at_control: int | None = None  # live: the simulation's time when a control key acted
+        self.steps_shown = 0  # live: steps simulated up to the time shown
         self._loader_done = threading.Event()
         self._requests: dict[int, tuple[Any, int, list[PanelReq]]] = {}
         self._req_seq = 0
@@ -170,6 +186,12 @@ class TwinApp(App[None]):
         self._req_event = threading.Event()
         self._bg_workers: list[Worker[None]] = []
         self._cursors: list[Any] = []
+        self._sql_rid = 0  # request id of the latest user query
+        self._sql_lock = threading.Lock()
+        self._sql_cancelled: set[int] = set()
+        self._sql_live: set[int] = set()  # request ids whose worker has not ended
+        self.sql_executing: int | None = None  # request id of the user query handed to DuckDB
+        self.exports_done = 0  # result exports finished (or failed)
         self._pending_sql: tuple[str, bool, str] | None = None
         self.terminated = False  # a live session ended by SIGTERM
         self._play_t = float(self.t or 0)
@@ -238,29 +260,58 @@ class TwinApp(App[None]):
         return self.session.writer.cursor() if self.session is not None else self.replay.con.cursor()  # type: ignore[union-attr]
 
     def _sim_loop(self) -> None:
-        """Thread worker: advance the session at the selected speed, post ticks."""
+        """Thread worker: advance the session in slices at the selected speed, post ticks.
+
+        A slice is a few steps (about ``SLICE_S`` of work, ``Pacer``); between two steps the
+        worker looks at the controls, so pause, a speed change, a what-if or quit take effect
+        after the step in progress. The steps are held for the writer and committed in large
+        batches (every chunk of steps and at least every ``COMMIT_S``, paused too)."""
         worker = get_current_worker()
-        assert self.live is not None
+        live = self.live
+        assert live is not None
         self.thread_ids["simulation"] = threading.get_native_id()
+        committed = time.monotonic()
         try:
-            while not worker.is_cancelled:
+            while not (worker.is_cancelled or self.quitting.is_set()):
                 t0 = time.monotonic()
-                k = min(self.pacer.due(t0), self.live.remaining)
+                k = min(self.pacer.due(t0), live.remaining)
                 if k == 0:
-                    done = self.live.remaining == 0
+                    # Paused too, but not at once: the key's screen update goes first.
+                    if self.session.held_steps and (live.remaining == 0 or t0 - committed >= COMMIT_S):
+                        live.commit()
+                        committed = t0
+                    done = live.remaining == 0
+                    self.sim_idle.set()
                     time.sleep(MIN_PERIOD_S if done else min(MIN_PERIOD_S, self.pacer.wait_s()))
                     continue
-                t = self.live.advance(k)
+                self.sim_idle.clear()
+                level = self.speed.level
+
+                def stop(level: int = level) -> bool:
+                    return (worker.is_cancelled or self.quitting.is_set() or self.speed.level != level
+                            or live.inject_pending())
+
+                t = live.advance(k, stop)
+                wall = time.monotonic() - t0
+                if live.last_steps == k:
+                    self.pacer.record(k, wall)
+                else:
+                    self.pacer.refund(k - live.last_steps)
+                if time.monotonic() - committed >= COMMIT_S:
+                    live.commit()
+                    committed = time.monotonic()
                 if worker.is_cancelled:
                     break
-                self.post_message(SimTick(t))
+                self.post_message(SimTick(t, live.steps_done))
                 if self.speed.level != MAX:
                     time.sleep(max(0.0, MIN_PERIOD_S - (time.monotonic() - t0)))
         finally:
+            self.sim_idle.set()
             self._sim_done.set()
 
     def on_sim_tick(self, message: SimTick) -> None:
         self.t = message.t
+        self.steps_shown = message.steps
         self.seq += 1
         self.rate.add(time.monotonic(), message.t)
 
@@ -327,7 +378,9 @@ class TwinApp(App[None]):
 
     def on_panel_data(self, msg: PanelData) -> None:
         screen = msg.requester
-        self._answered[id(screen)] = max(self._answered.get(id(screen), 0), msg.seq)
+        if msg.seq <= self._answered.get(id(screen), 0):
+            return  # older than what the screen already shows
+        self._answered[id(screen)] = msg.seq
         if not screen.is_attached:
             return
         for panel, cols in msg.results.items():
@@ -336,6 +389,17 @@ class TwinApp(App[None]):
             else:
                 screen.show_panel(panel, cols)
                 screen.load_count += 1
+
+    def poll_alarms(self) -> None:
+        """Ask for the alarms at the time shown: when it changes in a replay, every second live."""
+        if self.t is None:
+            return
+        seq, at = self._alarms_asked
+        now = time.monotonic()
+        if seq == self.seq or (self.live is not None and now - at < 1.0):
+            return
+        self._alarms_asked = (self.seq, now)
+        self.request_panels(self.alarms, [PanelReq("alarms", "alarms", self.params())])
 
     def refresh_views(self, force: bool = True) -> None:
         if isinstance(self.screen, TwinScreen):
@@ -348,7 +412,8 @@ class TwinApp(App[None]):
             span = self.replay.t_last - self.replay.t_first
             position = f"{100 * (self.t - self.replay.t_first) / span:.0f} %" if span > 0 else "100 %"
         return Status("REPLAY" if self.replay else "LIVE", self.t, self._speed_text(), self.speed.paused,
-                      self.speed.resume_label, self.meta.scenario, self.meta.path, position)
+                      self.speed.resume_label, self.meta.scenario, self.meta.path, position,
+                      len(self.alarms.active), self.alarms.unacked)
 
     def _speed_text(self) -> str:
         label, factor = SPEEDS[self.speed.level]
@@ -378,6 +443,15 @@ class TwinApp(App[None]):
             return bool(getattr(self.screen, "HAS_WINDOW", False))
         return True
 
+    async def action_quit(self) -> None:
+        self._mark_control()
+        self.quitting.set()
+        self.exit()
+
+    def _mark_control(self) -> None:
+        if self.session is not None:
+            self.sim_t_at_control = int(self.session.sim.t_s)
+
     def _speed_changed(self) -> None:
         self.rate.reset()
         self._play_wall = time.monotonic()
@@ -386,6 +460,7 @@ class TwinApp(App[None]):
         self.refresh_views(force=False)
 
     def action_toggle_pause(self) -> None:
+        self._mark_control()
         self.speed.toggle()
         self._speed_changed()
 
@@ -393,10 +468,12 @@ class TwinApp(App[None]):
         self.action_toggle_pause()
 
     def action_set_speed(self, level: int) -> None:
+        self._mark_control()
         self.speed.set(level)
         self._speed_changed()
 
     def action_speed(self, delta: int) -> None:
+        self._mark_control()
         self.speed.step(delta)
         self._speed_changed()
 
@@ -435,34 +512,77 @@ class TwinApp(App[None]):
     def open_job(self, job: int) -> None:
         self.push_screen(TimelineScreen(job))
 
-    def run_user_sql(self, sql: str, requester: Any) -> None:
+    def run_user_sql(self, sql: str, requester: Any) -> int:
         """Run user SQL in a thread worker, in the sandbox (``storage.sandbox.UserSql``: statement
-        check, own cursor, time and memory limits); ``requester`` gets ``SqlDone``."""
+        check, own cursor, time and memory limits); ``requester`` gets ``SqlDone`` carrying the
+        returned request id. A run still going is cancelled first (its answer is stale)."""
         self.cancel_user_sql()
-        self.run_worker(lambda: self._sql_job(sql, requester), name="sql", group="sql", thread=True,
+        with self._sql_lock:
+            self._sql_rid += 1
+            rid = self._sql_rid
+            self._sql_live.add(rid)
+        self.run_worker(lambda: self._sql_job(rid, sql, requester), name="sql", group="sql", thread=True,
                         exit_on_error=False)
+        return rid
 
-    def _sql_job(self, sql: str, requester: Any) -> None:
+    def _sql_job(self, rid: int, sql: str, requester: Any) -> None:
         worker = get_current_worker()
         msg: SqlDone
         try:
-            res = self.user_sql.run(sql, max_rows=MAX_RESULT_ROWS, cancelled=lambda: worker.is_cancelled)
+            with self._sql_lock:
+                if rid in self._sql_cancelled:
+                    raise QueryError("cancelled")
+                self.sql_executing = rid
+
+            def cancelled() -> bool:
+                return worker.is_cancelled or rid in self._sql_cancelled
+
+            res = self.user_sql.run(sql, max_rows=MAX_RESULT_ROWS, cancelled=cancelled)
+            if cancelled():
+                raise QueryError("cancelled")
             table = res.table
             info = f"{table.num_rows:,} rows in {res.wall_s:.2f} s"
             if res.truncated:
                 info = f"first {MAX_RESULT_ROWS:,} rows kept (more not fetched) · {res.wall_s:.2f} s"
             if res.statements > 1:
                 info += f" · the last of {res.statements} statements"
-            msg = SqlDone(table, info)
+            msg = SqlDone(table, info, request=rid)
         except QueryError as e:
-            msg = SqlDone(None, "", str(e))
+            msg = SqlDone(None, "", str(e), request=rid)
         except Exception as e:
             text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            msg = SqlDone(None, "", text)
+            msg = SqlDone(None, "", text, request=rid)
+        finally:
+            with self._sql_lock:
+                if self.sql_executing == rid:
+                    self.sql_executing = None
+                self._sql_cancelled.discard(rid)
+                self._sql_live.discard(rid)
         requester.post_message(msg)
 
     def cancel_user_sql(self) -> None:
+        """Cancel the latest user query. The sandbox runs one query at a time and interrupts the
+        one running; a query still waiting its turn is interrupted as soon as it runs (a short-lived
+        thread repeats the interrupt until the query's worker ends)."""
+        with self._sql_lock:
+            rid = self._sql_rid
+            if rid not in self._sql_live:
+                return
+            self._sql_cancelled.add(rid)
         self.user_sql.interrupt()
+
+        def repeat() -> None:
+            while True:
+                with self._sql_lock:
+                    if rid not in self._sql_live or self._sql_rid != rid:
+                        return
+                self.user_sql.interrupt()
+                time.sleep(0.05)
+
+        threading.Thread(target=repeat, name="sql-cancel", daemon=True).start()
+
+    def _export_done(self) -> None:
+        self.exports_done += 1
 
     def export_table(self, table: pa.Table, path: Path) -> None:
         def job() -> None:
@@ -478,6 +598,7 @@ class TwinApp(App[None]):
                 self.call_from_thread(self.notify, f"exported {table.num_rows:,} rows to {path}", timeout=5)
             except Exception as e:
                 self.call_from_thread(self.notify, f"export failed: {e}", severity="error")
+            self.call_from_thread(self._export_done)
 
         self.run_worker(job, name="export", group="export", thread=True, exit_on_error=False)
 
@@ -494,15 +615,24 @@ class TwinApp(App[None]):
         return context_from(self.meta, self.sel_us, self.sel_chip, fac, row_it)
 
     def action_whatif(self) -> None:
+        """The what-if menu. The clock holds while it is open, so the what-if is applied at the
+        step after the one shown when it was chosen; the speed comes back when the menu closes."""
+        resume = None if self.speed.paused else self.speed.level
+        if resume is not None:
+            self.action_set_speed(PAUSE)
+
         def done(inj: Injection | None) -> None:
             if inj is not None:
                 self.inject(*inj)
+            if resume is not None and self.speed.paused:
+                self.action_set_speed(resume)
 
         self.push_screen(WhatIfScreen(self.whatif_context()), done)
 
     def inject(self, kind: str, target: str, value: float, duration_s: int, text: str = "") -> None:
         """Queue a what-if for the next step (recorded as an operator event)."""
         assert self.live is not None
+        self._mark_control()
         self.live.request_inject(kind, target, value, duration_s)
         self.notify(f"what-if at the next step: {text or kind}", timeout=4)
 

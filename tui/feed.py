@@ -13,12 +13,14 @@ import math
 import queue
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from scenarios.runner import concat_frames
 from storage import queries as Q
 
 HOUR_S = 3600
@@ -37,6 +39,7 @@ LIVE_PANELS = frozenset({
 MAX_US_HISTORY_CELLS = 500_000  # live per-UltraServer history: steps x UltraServers kept
 US_HIST_COLS = ("power_w", "max_chip_temp_c", "coolant_return_c", "activity", "clock")
 HARDWARE_EVENTS = 2000  # live events about chips, servers, UltraServers and rows kept
+_FEED_TABLES = ("factory_ts", "ultraserver_ts", "service_ts", "events")  # what the live panels use
 
 # Factory columns the live history keeps (the KPI and plot columns), plus derived ones.
 _KPI_COLS = ("it_power_w", "facility_power_w", "pue", "busy_share", "tokens_per_s", "energy_per_token_j",
@@ -71,6 +74,7 @@ class Meta:
     us_row: tuple[int, ...]  # row (CDU) of each UltraServer
     throttle_c: float = DEFAULT_THROTTLE_C
     us_power_w: float = 0.0  # full-load IT power of one UltraServer (colour scale), 0 unknown
+    slos: tuple[tuple[str, float, float], ...] = ()  # per service: (name, TTFT SLO s, TPOT SLO s)
 
     @property
     def rows(self) -> int:
@@ -85,7 +89,7 @@ def params_for(meta: Meta, t: int | None, **extra: Any) -> dict[str, Any]:
     """Parameters of the panel queries at time ``t``."""
     p: dict[str, Any] = {
         "run_id": meta.run_id, "t": int(t or 0), "chips_per_us": meta.chips_per_us,
-        "servers_per_us": meta.servers_per_us, "window_s": DEFAULT_WINDOW_S,
+        "servers_per_us": meta.servers_per_us, "window_s": DEFAULT_WINDOW_S, "dt_s": meta.dt_s,
     }
     p.update(extra)
     if "us" in p:
@@ -108,6 +112,14 @@ def _nominal_us_power(params: Any) -> float:
 
 def _throttle_c(params: Any) -> float:
     return float(getattr(getattr(params, "cooling", None), "throttle_temp_c", DEFAULT_THROTTLE_C))
+
+
+def _service_slos(params: Any) -> tuple[tuple[str, float, float], ...]:
+    """Each inference service's latency SLO (p99 TTFT and TPOT) from the scenario."""
+    try:
+        return tuple((str(sp.name), float(sp.ttft_slo_s), float(sp.tpot_slo_s)) for sp in params.services)
+    except (AttributeError, TypeError):
+        return ()
 
 
 def _params_from_toml(text: str | None) -> Any:
@@ -221,7 +233,7 @@ class LiveFeed:
             dt_s=sim.dt_s, ultraservers=topo.ultraservers, chips_total=topo.chips,
             chips_per_us=topo.chips_per_us, servers_per_us=topo.servers_per_us,
             us_row=tuple(int(r) for r in topo.us_row), throttle_c=_throttle_c(session.params),
-            us_power_w=_nominal_us_power(session.params),
+            us_power_w=_nominal_us_power(session.params), slos=_service_slos(session.params),
         )
         self.lock = threading.Lock()
         cap = min(MAX_HISTORY_ROWS, math.ceil((max(WINDOWS_S) + HOUR_S) / sim.dt_s) + 1)
@@ -232,6 +244,7 @@ class LiveFeed:
         self.row: dict[str, float] = {}  # every factory column at t
         self.us_now: Cols = {}
         self.chips_now: Cols = {}
+        self.job_facts: dict[int, tuple[str, str, int]] = {}
         self.events: deque[tuple[Any, ...]] = deque(maxlen=Q.EVENT_LIMIT)
         self.notable: deque[tuple[Any, ...]] = deque(maxlen=Q.EVENT_LIMIT)
         self.events_total = 0
@@ -240,8 +253,10 @@ class LiveFeed:
         self.co2_kg = 0.0
         self._inject: queue.SimpleQueue[tuple[str, str, float, int]] = queue.SimpleQueue()
         self.steps_done = 0
+        self.last_steps = 0
         self.total_steps = int(session.total_steps)
         self.injected: list[tuple[str, str, float, int]] = []
+        self.injected_at: list[int] = []  # simulated time each what-if was applied at
 
     @property
     def remaining(self) -> int:
@@ -252,9 +267,14 @@ class LiveFeed:
         self._inject.put((kind, str(target), float(value), int(duration_s)))
 
     # ------------------------------------------------------------------ worker thread
-    def advance(self, steps: int) -> int:
-        """Apply pending what-ifs, run ``steps`` steps, update the in-memory state; returns the
-        time of the last step."""
+    def inject_pending(self) -> bool:
+        return not self._inject.empty()
+
+    def advance(self, steps: int, stop: Callable[[], bool] | None = None) -> int:
+        """Apply pending what-ifs, run up to ``steps`` steps one at a time — stopping after the
+        step during which ``stop()`` became true (pause, speed change, what-if, quit) — and update
+        the in-memory state; returns the time of the last step (``last_steps``: how many ran).
+        The writer gets large batches: steps are held and committed ``chunk_steps`` at a time."""
         sim = self.session.sim
         while True:
             try:
@@ -263,8 +283,23 @@ class LiveFeed:
                 break
             sim.inject(*item)
             self.injected.append(item)
-        frames = self.session.advance(steps)
-        self.steps_done += steps
+            self.injected_at.append(int(sim.t_s))
+        parts = []
+        hold = int(self.session.chunk_steps)
+        for _ in range(max(1, steps)):
+            parts.append(self.session.advance(1, hold_steps=hold))
+            if stop is not None and stop():
+                break
+        self.last_steps = len(parts)
+        self.steps_done += len(parts)
+        return self._update(concat_frames(parts, only=_FEED_TABLES))
+
+    def commit(self) -> None:
+        """Hand the steps held for the writer over now (paused, or a second has passed)."""
+        self.session.commit()
+
+    def _update(self, frames: dict[str, Any]) -> int:
+        sim = self.session.sim
         f = frames["factory_ts"]
         n = len(f["time_s"])
         cols: dict[str, Array] = {k: np.asarray(f[k], dtype=np.float64) for k in _RAW_HIST}
@@ -285,14 +320,21 @@ class LiveFeed:
         nus = self.meta.ultraservers
         u = frames["ultraserver_ts"]
         us_now = {k: np.array(u[k][-nus:]) for k in US_COLS}
+        # Copies (np.array): the UI reads these while the simulation moves on.
         chips = {
             "job_id": sim.chip_owner.astype(np.int32),
-            "neuroncore_utilization": np.asarray(sim.chip_activity, dtype=np.float32),
-            "chip_power_w": np.asarray(sim.chip_power, dtype=np.float32),
-            "t_junction_c": np.asarray(sim.chip_tj, dtype=np.float32),
+            "neuroncore_utilization": np.array(sim.chip_activity, dtype=np.float32),
+            "chip_power_w": np.array(sim.chip_power, dtype=np.float32),
+            "t_junction_c": np.array(sim.chip_tj, dtype=np.float32),
             "failed": np.array(sim.chip_failed, dtype=bool),
-            "clock": np.asarray(sim.chip_clock, dtype=np.float32),
+            "clock": np.array(sim.chip_clock, dtype=np.float32),
         }
+        # Facts of the jobs on chips now (kind, name, gang size), read here in the simulation thread.
+        from twin.params import KIND_NAMES
+
+        a, names = sim.jobs.a, sim.jobs.names
+        facts = {j: (KIND_NAMES[int(a["kind"][j])], names[j], int(a["chips"][j]))
+                 for j in np.unique(chips["job_id"][chips["job_id"] >= 0]).tolist()}
         with self.lock:
             self.history.extend(cols)
             self.us_history.extend(np.asarray(f["time_s"], dtype=np.int64), u)
@@ -301,6 +343,7 @@ class LiveFeed:
             self.row = {k: float(v[-1]) for k, v in f.items()}
             self.us_now = us_now
             self.chips_now = chips
+            self.job_facts = facts
             self.events.extend(new)
             self.events_total += len(new)
             self.notable.extend(notable)
@@ -348,6 +391,7 @@ class LiveFeed:
                 return self._us_events(int(p["us"]))
             if name in ("chips", "us_jobs"):
                 chips = self.chips_now
+                facts = self.job_facts
                 t = self.t
         us = int(p["us"])
         c = self.meta.chips_per_us
@@ -355,7 +399,7 @@ class LiveFeed:
             sl = slice(us * c, (us + 1) * c)
             return {"time_s": np.full(c, t, dtype=np.int64), "chip_id": np.arange(sl.start, sl.stop, dtype=np.int32),
                     **{k: v[sl] for k, v in chips.items()}}
-        return self._us_jobs(us, chips["job_id"])
+        return self._us_jobs(us, chips["job_id"], facts)
 
     def _us_events(self, us: int) -> Cols:
         """Events of UltraServer ``us``: itself, its servers and chips, its row (newest first)."""
@@ -409,17 +453,14 @@ class LiveFeed:
         out["coolant_return_c"] = np.bincount(r, weights=u["coolant_return_c"], minlength=nr) / np.maximum(cnt, 1)
         return out
 
-    def _us_jobs(self, us: int, owner: Array) -> Cols:
-        """Jobs holding chips of UltraServer ``us`` (from the chip owners of the last step)."""
-        from twin.params import KIND_NAMES
-
+    def _us_jobs(self, us: int, owner: Array, facts: dict[int, tuple[str, str, int]]) -> Cols:
+        """Jobs holding chips of UltraServer ``us`` (from the chip owners of the last step and the
+        facts of those jobs taken with them: the UI thread never reads the simulation's arrays)."""
         c = self.meta.chips_per_us
         here = owner[us * c : (us + 1) * c]
         ids, counts = np.unique(here[here >= 0], return_counts=True)
         order = np.lexsort((ids, -counts))
         ids, counts = ids[order], counts[order]
-        jobs = self.session.sim.jobs
-        a = jobs.a
         on = np.isin(owner, ids)
         pairs = np.unique(owner[on].astype(np.int64) * self.meta.ultraservers + np.flatnonzero(on) // c)
         spans: dict[int, list[str]] = {}
@@ -428,9 +469,9 @@ class LiveFeed:
         idl = ids.tolist()
         return {
             "job_id": ids.astype(np.int64),
-            "kind": np.array([KIND_NAMES[int(a["kind"][j])] for j in idl], dtype=object),
-            "model": np.array([jobs.names[j] for j in idl], dtype=object),
-            "chips": np.array([int(a["chips"][j]) for j in idl], dtype=np.int64),
+            "kind": np.array([facts[j][0] for j in idl], dtype=object),
+            "model": np.array([facts[j][1] for j in idl], dtype=object),
+            "chips": np.array([facts[j][2] for j in idl], dtype=np.int64),
             "chips_here": counts.astype(np.int64),
             "ultraservers": np.array([",".join(spans.get(j, [])) for j in idl], dtype=object),
         }
@@ -480,6 +521,7 @@ class ReplayFeed:
             us_row=tuple(int(r) for r in rows) if len(rows) == nus else tuple(range(nus)),
             throttle_c=_throttle_c(params) if params is not None else DEFAULT_THROTTLE_C,
             us_power_w=_nominal_us_power(params) if params is not None else 0.0,
+            slos=_service_slos(params) if params is not None else (),
         )
         self.n = len(self.times)
 

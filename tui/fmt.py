@@ -89,6 +89,13 @@ def count(n: float | None) -> str:
     return "–" if _bad(n) else f"{n:,.0f}"
 
 
+def span_ms(s: float | None) -> str:
+    """'85 ms', '1.24 s' — a latency; '–' when unknown."""
+    if s is None or not math.isfinite(s):
+        return "–"
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s"
+
+
 def span(s: float | None) -> str:
     """A length of time: '45 s', '12 min', '3.5 h', '2.0 d'."""
     if _bad(s):

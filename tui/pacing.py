@@ -60,21 +60,47 @@ class SpeedControl:
         self.set(self.level + delta)
 
 
+SLICE_S = 0.1  # wall time of simulation work per slice (the clock moves ~10 times a second); the
+# worker looks at the controls after every step whatever the slice
+
+
 class Pacer:
     """Converts elapsed wall time into due simulation steps at the selected speed.
 
     Simulated time owed accumulates at ``factor`` sim-seconds per wall second and is paid in whole
-    steps of ``dt_s``; debt is capped at one chunk so a slow step never triggers a catch-up burst.
-    At "max" every call returns a full chunk.
+    steps of ``dt_s``; debt is capped at one slice so a slow step never triggers a catch-up burst.
+    A slice is as many steps as fit in ``slice_s`` of wall time at the measured cost of a step (at
+    least one, at most ``chunk_steps``); at "max" every call returns a full slice.
     """
 
-    def __init__(self, speed: SpeedControl, dt_s: int, chunk_steps: int) -> None:
+    def __init__(self, speed: SpeedControl, dt_s: int, chunk_steps: int, slice_s: float = SLICE_S) -> None:
         self.speed = speed
         self.dt_s = dt_s
         self.chunk = max(1, chunk_steps)
+        self.slice_s = slice_s
+        self.step_cost_s: float | None = None  # measured wall seconds per step (moving average)
         self._owed_s = 0.0
         self._last: float | None = None
         self._level = speed.level
+
+    @property
+    def slice_steps(self) -> int:
+        """Steps per slice at the measured cost of a step (1 before the first measurement)."""
+        if not self.step_cost_s:
+            return 1
+        return max(1, min(self.chunk, int(self.slice_s / self.step_cost_s)))
+
+    def record(self, steps: int, wall_s: float) -> None:
+        """The worker ran ``steps`` steps in ``wall_s`` seconds (sizes the next slices)."""
+        if steps <= 0 or wall_s <= 0:
+            return
+        cost = wall_s / steps
+        self.step_cost_s = cost if self.step_cost_s is None else 0.7 * self.step_cost_s + 0.3 * cost
+
+    def refund(self, steps: int) -> None:
+        """Steps handed out but not run (the slice stopped early for a control): owed again."""
+        if steps > 0 and not math.isinf(self.speed.factor) and self.speed.factor > 0:
+            self._owed_s = min(self._owed_s + steps * self.dt_s, self.slice_steps * self.dt_s)
 
     def due(self, now: float) -> int:
         level, factor = self.speed.level, self.speed.factor
@@ -85,9 +111,9 @@ class Pacer:
             self._owed_s = 0.0
             return 0
         if math.isinf(factor):
-            return self.chunk
+            return self.slice_steps
         if last is not None:
-            self._owed_s = min(self._owed_s + (now - last) * factor, self.chunk * self.dt_s)
+            self._owed_s = min(self._owed_s + (now - last) * factor, max(1, self.slice_steps) * self.dt_s)
         k = int(self._owed_s // self.dt_s)
         self._owed_s -= k * self.dt_s
         return k

@@ -47,6 +47,7 @@ class TwinScreen(Screen[None]):
         self._sql_at = 0.0
         self._table_at = 0.0
         self.load_count = 0  # panel results shown (refresh-rate figures)
+        self.ticks = 0  # refresh ticks run while this screen was current (tests wait on them)
 
     @property
     def twin(self) -> TwinApp:
@@ -78,10 +79,12 @@ class TwinScreen(Screen[None]):
             return
         if current:
             self.refresh_view()
+            self.ticks += 1
 
     def refresh_view(self, force: bool = False) -> None:
         """Status line always; panels when the time shown changed (or ``force``)."""
         app = self.twin
+        app.poll_alarms()
         self.query_one(StatusBar).show(app.status())
         if app.replay is not None:
             self.query_one(Scrubber).show(app.replay.t_first, app.replay.t_last, app.t or 0)

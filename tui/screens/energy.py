@@ -93,14 +93,90 @@ def site_items(c: dict[str, Any], dt_s: int) -> list[Item]:
     ]
 
 
+def pue_items(c: dict[str, Any]) -> list[Item]:
+    """Why PUE moved: the overheads that make it (each as a share of IT power, the PUE's own
+    terms: PUE = 1 + cooling/IT + losses/IT) and the plant's conditions, now, an hour and a day
+    earlier, side by side."""
+    n = len(c.get("at", ()))
+
+    def col(k: str) -> list[float]:
+        return [float(c[k][i]) if c[k][i] is not None else math.nan for i in range(n)]
+
+    it = col("it_power_w")
+
+    def share(k: str) -> list[float]:
+        return [w / i if i else math.nan for w, i in zip(col(k), it, strict=True)]
+
+    def row(label: str, vals: list[float], f: Any, kind: str = "") -> Item:
+        cells = [f(v) if math.isfinite(v) else "–" for v in vals] + ["–"] * (3 - len(vals))
+        return (label, "".join(x.rjust(8) for x in cells), None, kind)
+
+    pct1 = lambda v: fmt.pct(v, 1)  # noqa: E731
+    temp = lambda v: f"{v:.1f}°C"  # noqa: E731
+    items: list[Item] = [("", "".join(x.rjust(8) for x in ("now", "-1 h", "-1 d")), None, "")]
+    items += [
+        row("PUE", col("pue"), lambda v: f"{v:.3f}"),
+        row("cooling/IT", share("cooling_power_w"), pct1),
+        row("  chiller", share("chiller_power_w"), pct1),
+        row("  pumps", share("pump_power_w"), pct1),
+        row("  fans", share("fan_power_w"), pct1),
+        row("losses/IT", share("power_loss_w"), pct1),
+        row("  UPS", share("ups_loss_w"), pct1),
+        row("  PDU", share("pdu_loss_w"), pct1),
+        row("  transf.", share("transformer_loss_w"), pct1),
+        row("IT power", it, fmt.power),
+        row("free cooling", col("free_cooling_fraction"), lambda v: fmt.pct(v, 0)),
+        row("dry bulb", col("outdoor_temp_c"), temp),
+        row("wet bulb", col("outdoor_wetbulb_c"), temp),
+        row("chiller load", col("chiller_load_w"), fmt.power),
+        row("chiller COP", col("chiller_cop"), lambda v: f"{v:.1f}"),
+    ]
+    return items
+
+
+def unit_items(cdus: dict[str, Any], plant: dict[str, Any]) -> list[Item]:
+    """The plant's units: each CDU (one per row) with its heat load and loop return, and the heat
+    rejection stage. The model records the chillers, economizer and towers as one stage (no
+    per-chiller columns), so they are shown as such."""
+    items: list[Item] = []
+    loads = [float(v) for v in cdus.get("load_w", ())]
+    top = max(loads) if loads else 0.0
+    for i, unit in enumerate(cdus.get("unit", ())):
+        failed = int(cdus["chips_failed"][i] or 0)
+        state = f"{failed} chips down" if failed else "running"
+        items.append((str(unit), f"{fmt.power(loads[i])} · ret {float(cdus['return_c'][i]):.1f}°C · {state}",
+                      loads[i] / top if top else None, "warn" if failed else ""))
+    if plant:
+        free = _v(plant, "free_cooling_fraction")
+        chiller_w = _v(plant, "chiller_power_w")
+        cop = _v(plant, "chiller_cop")
+        running = chiller_w > 0
+        items.append(("chillers", f"{'running' if running else 'idle'} · {fmt.power(chiller_w)}"
+                      f" · load {fmt.power(chiller_w * cop) if running else '0 W'}", None, ""))
+        items.append(("economizer", f"{'on' if free > 0 else 'off'} · {fmt.pct(free, 0)} of the heat", free
+                      if math.isfinite(free) else None, ""))
+        items.append(("towers / dry coolers", f"fans {fmt.power(_v(plant, 'fan_power_w'))} · water "
+                      f"{_v(plant, 'water_l'):,.0f} L/step", None, ""))
+        unmet = _v(plant, "unmet_heat_w")
+        if unmet > 0:
+            items.append(("short of capacity", fmt.power(unmet), None, "warn"))
+    return items
+
+
 class EnergyScreen(TwinScreen):
     MODE = "energy"
     HAS_WINDOW = True
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._plant: dict[str, Any] = {}
+        self._cdus: dict[str, Any] = {}
+
     def compose_body(self) -> Iterable[Widget]:
         with VerticalScroll(id="energy-body"):
             with Grid(id="energy-top"):
-                for pid, title in (("chain", "Power chain"), ("plant", "Cooling plant"), ("site", "Site & grid")):
+                for pid, title in (("chain", "Power chain"), ("plant", "Cooling plant"), ("site", "Site & grid"),
+                                   ("pue-why", "Why PUE moved"), ("units", "Plant units")):
                     w = InfoList(id=pid, classes="panel")
                     w.border_title = title
                     yield w
@@ -115,7 +191,8 @@ class EnergyScreen(TwinScreen):
     def panel_requests(self) -> list[PanelReq]:
         p = self.twin.params()
         reqs = [PanelReq("chain", "power_chain", p), PanelReq("plant", "cooling_plant", p),
-                PanelReq("site", "site_grid", p)]
+                PanelReq("site", "site_grid", p), PanelReq("pue-why", "pue_why", p),
+                PanelReq("units", "plant_units", p)]
         return reqs + [PanelReq(s[0], s[1], p) for s in PLOTS]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
@@ -123,7 +200,14 @@ class EnergyScreen(TwinScreen):
         if panel == "chain":
             self.query_one("#chain", InfoList).show(chain_items(cols))
         elif panel == "plant":
+            self._plant = cols
             self.query_one("#plant", InfoList).show(plant_items(cols, dt))
+            self.query_one("#units", InfoList).show(unit_items(self._cdus, cols))
+        elif panel == "units":
+            self._cdus = cols
+            self.query_one("#units", InfoList).show(unit_items(cols, self._plant))
+        elif panel == "pue-why":
+            self.query_one("#pue-why", InfoList).show(pue_items(cols))
         elif panel == "site":
             self.query_one("#site", InfoList).show(site_items(cols, dt))
         else:

@@ -51,8 +51,16 @@ def sections(app: Any) -> list[tuple[str, list[tuple[str, str]]]]:
         rows = [r for r in _rows(list(cls.BINDINGS), app) if r[0] not in base_keys or mode == "sql"]
         if rows:
             out.append((f"{label} ({key.upper()})", rows))
-    sideways = ("← →", "Scroll sideways (Jobs, SQL result); [ ] still move the replay")
-    out.append(("Tables (Jobs, SQL result, rows)", [*_rows(list(ArrowTable.BINDINGS), app), sideways]))
+    sideways = ("← →", "Scroll sideways (Jobs, Services, SQL result); [ ] still move the replay")
+    focus = ("(focus)", "The row under the cursor shows cut text (…) whole")
+    out.append(("Tables (Jobs, Services, Alarms, SQL result, rows)",
+                [*_rows(list(ArrowTable.BINDINGS), app), sideways, focus]))
+    from textual.widgets import TextArea
+
+    screen_keys = {k for k, _, _ in SCREENS} | {"ctrl+c"}  # taken by the app everywhere
+    editor = [b for b in TextArea.BINDINGS if isinstance(b, Binding)
+              and not set(b.key.split(",")) & screen_keys]
+    out.append(("SQL editor (text)", [r for r in _rows(editor, app) if r[1]]))
     return out
 
 

@@ -6,6 +6,7 @@ part of its SQL, so ``s`` opens exactly what is on screen."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -22,12 +23,13 @@ from tui.widgets.arrowtable import ArrowTable, WideArrowTable
 
 VIEWS = tuple(Q.JOB_VIEWS)
 LABELS = {"job_id": "job", "model": "model", "chips": "chips", "priority": "prio", "state": "state",
+          "replicas": "replicas",
           "submit_time_s": "submitted", "waiting_s": "waiting", "progress": "progress", "restarts": "restarts",
           "placement": "UltraServers", "mfu": "MFU", "total_wait_s": "total wait"}
 
 
 def _opt(f: Any) -> Any:
-    return lambda v: "" if v is None else f(v)
+    return lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f(v)
 
 
 FORMATS = {
@@ -37,6 +39,7 @@ FORMATS = {
     "progress": _opt(lambda v: fmt.pct(v, 0)),
     "mfu": _opt(lambda v: fmt.pct(v, 0)),
     "chips": _opt(lambda v: f"{v:,}"),
+    "replicas": _opt(lambda v: f"{int(v):,}"),
 }
 
 
@@ -78,6 +81,7 @@ class JobsScreen(TwinScreen):
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
         t = self.query_one("#jobs", ArrowTable)
         t.set_table(cols)
+        t.set_sort(self.sort, self.desc)
         counts = {s: int((cols["state"] == s).sum()) for s in ("queued", "running")} if "state" in cols else {}
         t.border_title = f"Jobs · {self.view} · {t.row_count:,} shown" + (
             f" · {counts['queued']:,} queued, {counts['running']:,} running" if counts else "")
@@ -104,7 +108,8 @@ class JobsScreen(TwinScreen):
 
     def action_sort(self) -> None:
         self.sort = Q.JOB_SORTS[(Q.JOB_SORTS.index(self.sort) + 1) % len(Q.JOB_SORTS)]
-        self.desc = self.sort in ("waiting_s", "chips", "restarts", "priority")
+        self.desc = self.sort in ("waiting_s", "chips", "replicas", "restarts", "priority", "progress", "mfu",
+                                  "total_wait_s")
         self._changed()
 
     def action_reverse(self) -> None:
@@ -132,5 +137,8 @@ class JobsScreen(TwinScreen):
 
     def on_arrow_table_selected(self, event: ArrowTable.Selected) -> None:
         row = event.table.row(event.row)
-        if "job_id" in row:
-            self.twin.open_job(int(row["job_id"]))
+        job = row.get("job_id")
+        if job is None or (isinstance(job, float) and math.isnan(job)):
+            self.notify("a service's replicas: see the Services screen (F7)", timeout=3)
+        else:
+            self.twin.open_job(int(job))

@@ -66,6 +66,8 @@ class OverviewScreen(TwinScreen):
     HAS_WINDOW = True
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("e", "toggle_events", "Events", tooltip="Event log: notable events only / all events"),
+        Binding("slash", "search_events", "Search", key_display="/",
+                tooltip="Search the event log (kind, target, detail); empty clears"),
     ]
 
     def compose_body(self) -> Iterable[Widget]:
@@ -88,7 +90,11 @@ class OverviewScreen(TwinScreen):
         p = app.params()
         reqs = [PanelReq("kpis", "kpis", p), PanelReq("hall", "floor", p)]
         reqs += [PanelReq(spec[0], spec[1], p) for spec in PLOTS]
-        reqs.append(PanelReq("events", "events_notable" if app.events_notable else "events", p))
+        query = "events_notable" if app.events_notable else "events"
+        if app.events_search:  # SQL on the file, live too (the memory holds the latest events only)
+            reqs.append(PanelReq("events", query + "_search", p, (("text", app.events_search),)))
+        else:
+            reqs.append(PanelReq("events", query, p))
         return reqs
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
@@ -106,6 +112,21 @@ class OverviewScreen(TwinScreen):
         log = self.query_one(EventLog)
         log.empty = "no failures, repairs or operator events yet" if self.twin.events_notable else "no events yet"
         log.border_title = "Events · notable (e: all)" if self.twin.events_notable else "Events · all (e: notable)"
+        if self.twin.events_search:
+            log.border_title += f" · matching “{self.twin.events_search}” (/ to change)"
+            log.empty = f"no events matching “{self.twin.events_search}”"
+
+    def action_search_events(self) -> None:
+        from tui.screens.prompt import PromptScreen
+
+        def done(text: str | None) -> None:
+            if text is not None:
+                self.twin.events_search = text.strip()
+                self._title_events()
+                self.refresh_view(force=True)
+
+        self.app.push_screen(PromptScreen("Search events", "Text in the kind, target, detail or source "
+                                          "(empty: all)", self.twin.events_search), done)
 
     def action_toggle_events(self) -> None:
         self.twin.events_notable = not self.twin.events_notable

@@ -55,11 +55,12 @@ def examples(run_id: str) -> list[tuple[str, str]]:
 class SqlDone(Message):
     """A user query finished (or failed, or was cancelled)."""
 
-    def __init__(self, table: pa.Table | None, info: str, error: str = "") -> None:
+    def __init__(self, table: pa.Table | None, info: str, error: str = "", request: int = 0) -> None:
         super().__init__()
         self.table = table
         self.info = info
         self.error = error
+        self.request = request  # the run it answers (an older run's answer is dropped)
 
 
 class SqlScreen(TwinScreen):
@@ -80,6 +81,7 @@ class SqlScreen(TwinScreen):
         self.saved: list[tuple[str, str]] = []
         self._hist_pos = 0
         self.running = False
+        self.request = 0  # id of the run whose answer the screen waits for
         self.started = 0.0
         self.result: pa.Table | None = None
         self.last_sql = ""
@@ -214,7 +216,7 @@ class SqlScreen(TwinScreen):
         self.running = True
         self.started = time.monotonic()
         self._status("running… (^g cancels)")
-        self.twin.run_user_sql(sql, self)
+        self.request = self.twin.run_user_sql(sql, self)
         self.set_timer(0.5, self._progress)
 
     def _progress(self) -> None:
@@ -229,6 +231,8 @@ class SqlScreen(TwinScreen):
             self._status("cancelling…")
 
     def on_sql_done(self, msg: SqlDone) -> None:
+        if msg.request != self.request:
+            return  # a run replaced by a newer one: its answer (often "cancelled") is not this one's
         self.running = False
         if msg.error:
             self._status(msg.error, error=True)

@@ -127,6 +127,20 @@ class ArrowTable(ScrollView, can_focus=True):
         self._fmts: dict[str, Formatter] = {}
         self._index_w = 0
         self.set_count = 0  # how many times data was set (refresh-rate figures)
+        self.sorted_by: tuple[str, bool] | None = None  # (column, descending): an arrow on its header
+
+    def set_sort(self, column: str | None, desc: bool = False) -> None:
+        self.sorted_by = (column, desc) if column else None
+        self.refresh()
+
+    def _label(self, name: str) -> str:
+        label = self.labels.get(name, name)
+        if self.sorted_by is not None and self.sorted_by[0] == name:
+            label += " ↓" if self.sorted_by[1] else " ↑"
+        return label
+
+    def header_text(self) -> str:
+        return self._line([self._label(c) for c in self.columns], "#" if self._index_w else "")
 
     # ------------------------------------------------------------------ data
     @property
@@ -152,7 +166,7 @@ class ArrowTable(ScrollView, can_focus=True):
         for name, col in zip(self.columns, picked.columns, strict=True):
             f = self.formatters.get(name) or (_float_format(col) if pa.types.is_floating(col.type) else default_format)
             self._fmts[name] = f
-            w = max([len(self.labels.get(name, name))] + [len(f(v)) for v in col.to_pylist()])
+            w = max([len(self.labels.get(name, name)) + 2] + [len(f(v)) for v in col.to_pylist()])
             self.widths.append(min(MAX_COL_W, w))
         if not keep_cursor or self.cursor_row >= n:
             self.cursor_row = max(0, min(self.cursor_row if keep_cursor else 0, n - 1))
@@ -181,10 +195,11 @@ class ArrowTable(ScrollView, can_focus=True):
         return cells
 
     # ------------------------------------------------------------------ drawing
-    def _line(self, cells: list[str], index: str) -> str:
+    def _line(self, cells: list[str], index: str, full: bool = False) -> str:
+        """One line; a cell too long for its column ends with "…" (``full``: shown whole)."""
         parts = [index.rjust(self._index_w - 1) + " " if self._index_w else ""]
         for k, (text, w) in enumerate(zip(cells, self.widths, strict=True)):
-            if len(text) > w:
+            if len(text) > w and not full:
                 text = text[: w - 1] + "…"
             parts.append((text.rjust(w) if self.right[k] else text.ljust(w)) + ("  " if k < len(cells) - 1 else ""))
         return "".join(parts)
@@ -193,7 +208,7 @@ class ArrowTable(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         sx = int(self.scroll_x)
         if y == 0:
-            head = self._line([self.labels.get(c, c) for c in self.columns], "#" if self._index_w else "")
+            head = self.header_text()
             style = self.get_component_rich_style("arrow-table--header")
             return Strip([Segment(head, style)]).crop(sx, sx + width).extend_cell_length(width, style)
         i = int(self.scroll_y) + y - 1
@@ -208,7 +223,8 @@ class ArrowTable(ScrollView, can_focus=True):
         elif i % 2:
             style = base + self.get_component_rich_style("arrow-table--odd")
         segs = []
-        text = self._line(self._cells(i), f"{i + 1:,}")
+        # The focused cursor row shows its cells whole (a cut cell spills over its neighbours).
+        text = self._line(self._cells(i), f"{i + 1:,}", full=i == self.cursor_row and self.has_focus)
         if self._index_w:
             segs.append(Segment(text[: self._index_w], style + self.get_component_rich_style("arrow-table--index")))
             text = text[self._index_w :]
@@ -219,9 +235,23 @@ class ArrowTable(ScrollView, can_focus=True):
     def _visible_rows(self) -> int:
         return max(1, self.scrollable_content_region.height - 1)
 
+    class CursorMoved(Message):
+        """The cursor moved to another row."""
+
+        def __init__(self, table: ArrowTable, row: int) -> None:
+            super().__init__()
+            self.table = table
+            self.row = row
+
+        @property
+        def control(self) -> ArrowTable:
+            return self.table
+
     def watch_cursor_row(self, old: int, new: int) -> None:
         if not self.is_mounted:
             return
+        if old != new:
+            self.post_message(self.CursorMoved(self, new))
         h = self._visible_rows()
         top = int(self.scroll_y)
         if new < top:

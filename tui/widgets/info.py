@@ -9,6 +9,12 @@ from typing import ClassVar
 from rich.text import Text
 from textual.widget import Widget
 
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` cells, ending with "…" when cut."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
 # (label, value text, bar fraction 0..1 or None, style: "" | "loss" | "warn" | "head")
 Item = tuple[str, str, float | None, str]
 
@@ -57,9 +63,9 @@ class InfoList(Widget, can_focus=True):
             if kind == "head":
                 text.append(label[:w], style=self.get_component_rich_style("info--head"))
                 continue
-            text.append(label[:lw].ljust(lw) + " ", style=self.get_component_rich_style("info--label"))
+            text.append(fit(label, lw).ljust(lw) + " ", style=self.get_component_rich_style("info--label"))
             vstyle = self.get_component_rich_style(f"info--{kind}" if kind else "info--value")
-            text.append(value.rjust(vw), style=vstyle)
+            text.append(fit(value.rjust(vw), max(1, w - lw - 1)), style=vstyle)
             if frac is not None and bar_w >= 3 and math.isfinite(frac):
                 cells = max(0.0, min(1.0, frac)) * bar_w
                 full = int(cells)

@@ -58,10 +58,11 @@ KPIS: tuple[Kpi, ...] = (
     Kpi("slo", "SLO met", "slo_attainment", fmt.pct, True,
         "Requests served within the TTFT and TPOT SLO / requests decided, this step, all services"),
     Kpi("chipmax", "Max chip", "max_chip_temp_c", fmt.temp, False, _desc("max_chip_temp_c")),
+    # Running totals only grow: no trend arrow (the rates are on the Energy screen).
     Kpi("cost", "Cost so far", "cost_so_far_usd", fmt.money, False,
-        "Electricity cost since the start of the run (arrow: spending rate vs an hour ago)", "cost_usd"),
+        "Electricity cost since the start of the run", "-"),
     Kpi("co2", "CO₂ so far", "co2_so_far_kg", _co2, False,
-        "CO2 emitted since the start of the run (arrow: emission rate vs an hour ago)", "co2_kg"),
+        "CO2 emitted since the start of the run", "-"),
 )
 
 
@@ -104,8 +105,8 @@ class KpiTile(Static):
             k = self.kpi
             value = k.text(_val(cols, k.col, 0))
             tc = k.trend_col or k.col
-            before = _val(cols, tc, 1) if len(cols["time_s"]) > 1 else None
-            arrow = trend(_val(cols, tc, 0), before)
+            before = _val(cols, tc, 1) if len(cols["time_s"]) > 1 and tc != "-" else None
+            arrow = 0 if tc == "-" else trend(_val(cols, tc, 0), before)
         if (value, arrow) != (self.value_text, self.arrow):
             self.value_text, self.arrow = value, arrow
             self._draw()

@@ -22,6 +22,8 @@ SCREENS: tuple[tuple[str, str, str], ...] = (
     ("f4", "jobs", "Jobs"),
     ("f5", "energy", "Energy"),
     ("f6", "sql", "SQL"),
+    ("f7", "services", "Services"),
+    ("f8", "alarms", "Alarms"),
 )
 
 
@@ -35,6 +37,8 @@ class Status:
     scenario: str
     path: str
     position: str = ""  # replay: "/ day 2 00:00:00 (21 %)"
+    alarms: int = 0  # active alarms
+    unacked: int = 0  # of which not acknowledged
 
 
 class StatusBar(Static):
@@ -61,6 +65,9 @@ class StatusBar(Static):
         ]
         if st.position:
             parts += [(f" · {st.position}", "$text-muted")]
+        if st.alarms:
+            style = "bold reverse $error" if st.unacked else "$text-muted"
+            parts += [" ", (f" ⚠ {st.unacked or st.alarms} ", style)]
         parts += [" │ "]
         if st.paused:
             parts += [(" PAUSED ", "bold reverse $warning"), (f" ␣ {st.resume}", "$text-muted")]
@@ -137,10 +144,14 @@ class ModeTabs(Widget):
             self.refresh()
 
     def render(self) -> Text:
+        full = sum(len(f" {k.upper()} {lb} ") + 1 for k, _, lb in SCREENS) + sum(len(v) + 1 for v in self.extra.values())
+        short = full > self.content_size.width  # narrow: other screens by their first letters
         text = Text(no_wrap=True, overflow="ellipsis")
         self._spans = []
         key_style = self.get_component_rich_style("tabs--key")
         for i, (key, mode, label) in enumerate(SCREENS):
+            if short and mode != self.current:
+                label = label[:3]
             if i:
                 text.append("│", style=self.get_component_rich_style("tabs--other"))
             x0 = text.cell_len

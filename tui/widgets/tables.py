@@ -32,7 +32,7 @@ class EventLog(Widget, can_focus=True):
         "event--time", "event--fail", "event--repair", "event--operator", "event--job", "event--other",
     }
     DEFAULT_CSS = """
-    EventLog { text-wrap: nowrap; text-overflow: clip; }
+    EventLog { text-wrap: nowrap; text-overflow: ellipsis; }
     EventLog > .event--time { color: $text-muted; }
     EventLog > .event--fail { color: $error; text-style: bold; }
     EventLog > .event--repair { color: $success; }
@@ -75,7 +75,7 @@ class EventLog(Widget, can_focus=True):
                 groups[-1][1].append(ev[2])
             else:
                 groups.append((ev, [ev[2]]))
-        text = Text(no_wrap=True, overflow="crop", end="")
+        text = Text(no_wrap=True, overflow="ellipsis", end="")
         time_style = self.get_component_rich_style("event--time")
         if not groups:
             text.append(self.empty, style=time_style)

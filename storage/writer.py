@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from storage.runlock import LockedError, RunLock, crash_point
@@ -369,17 +370,21 @@ class TelemetryWriter:
             if not parts:
                 continue
             tb = committed[table] = pa.concat_tables(parts)
-            con.register("_batch", tb)
+            if table in UPSERT_KEYS:
+                # The latest row of a key wins: rows carry their order explicitly (a window over an
+                # unordered scan promises none). Columns go by name, whatever order migrations left.
+                con.register("_batch", tb.append_column("_seq", pa.array(np.arange(tb.num_rows))))
+            else:
+                con.register("_batch", tb)
             try:
                 if table in UPSERT_KEYS:
                     keys = ", ".join(UPSERT_KEYS[table])
                     con.execute(
-                        f"INSERT OR REPLACE INTO {table} SELECT * EXCLUDE (_seq) FROM "
-                        f"(SELECT *, row_number() OVER () AS _seq FROM _batch) "
+                        f"INSERT OR REPLACE INTO {table} BY NAME SELECT * EXCLUDE (_seq) FROM _batch "
                         f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY _seq DESC) = 1"
                     )
                 else:
-                    con.execute(f"INSERT INTO {table} SELECT * FROM _batch")
+                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _batch")
             finally:
                 con.unregister("_batch")
             written += tb.num_rows

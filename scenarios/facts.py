@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from storage.schema import DEFAULT_START
 from twin import catalog, params
 from twin.sim import EVENT_KINDS
 from twin.workload import TOKEN_PROFILES
@@ -78,7 +79,6 @@ CLIMATES: dict[str, dict[str, float]] = {
     "cold": _climate(3.0, 11.0, 4.0, 3.0, 2.0),
 }
 CLIMATE_NAMES = tuple(CLIMATES)
-DEFAULT_START = _dt.datetime(2026, 1, 5, tzinfo=_dt.UTC)  # a Monday, 00:00 UTC
 # A safe file stem: scenario and variant names become file names under twin-runs/.
 NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_CHARS - 1}}}$"
 
@@ -209,7 +209,8 @@ FACTS: tuple[Fact, ...] = (
     _f("", "duration_h", "float", "h", 0.001, MAX_RUN_H, "Simulated length of `twin run` without "
        "--hours/--days", default=168.0),
     Fact("", "start", "datetime", "", description="Wall-clock time of the run's first step, ISO 8601 with a "
-         "zone (`2026-01-05T00:00:00Z`); stamps the telemetry's `ts`", source="ASM: a Monday",
+         "zone (`2026-06-29T00:00:00Z`); stamps the telemetry's `ts`. The weather day is "
+         "`site.start_day_of_year` (the defaults agree: 29 June = day 180)", source="ASM: a Monday",
          default=DEFAULT_START),
     # ------------------------------------------------------------------ hall
     _enum("hall", "system", SYSTEM_KEYS, "Scale-up system (`twin hardware`)", "twin.catalog",

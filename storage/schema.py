@@ -39,8 +39,10 @@ DUCKDB_TYPES = {
     "timestamptz": "TIMESTAMPTZ",
 }
 
-# A scenario without a start begins on Monday 2026-01-05 00:00 UTC (the scenario key ``start``).
-DEFAULT_START = _dt.datetime(2026, 1, 5, tzinfo=_dt.UTC)
+# A scenario without a start begins on Monday 2026-06-29 00:00 UTC (the scenario key ``start``):
+# day 180 of the year, the default weather day (``site.start_day_of_year``), and a Monday, the
+# first day of the time-of-use week.
+DEFAULT_START = _dt.datetime(2026, 6, 29, tzinfo=_dt.UTC)
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 START = Column("start", "timestamptz", "", "Calendar time of time_s = 0 (the scenario's start)")
 TS = Column("ts", "timestamptz", "", "Calendar time of the step: runs.start + time_s")

@@ -233,8 +233,9 @@ def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
 
 def test_start_is_a_tz_aware_monday_by_default() -> None:
     s = parse('name = "x"', "s.toml")
-    assert s.start == dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
-    assert s.start.weekday() == 0 and s.start.utcoffset() == dt.timedelta(0)
+    # the first day of the time-of-use week, and the default weather day
+    assert s.start.timetuple().tm_yday == params.SiteParams.start_day_of_year
+    assert s.start.hour == 0 and s.start.weekday() == 0 and s.start.utcoffset() == dt.timedelta(0)
     s = parse('name = "x"\nstart = 2027-03-01T08:00:00+01:00', "s.toml")
     assert s.start.utcoffset() == dt.timedelta(hours=1) and s.start.hour == 8
     s = parse('name = "x"\nstart = "2027-03-01T07:00:00Z"', "s.toml")
@@ -287,7 +288,7 @@ def test_the_schema_accepts_every_builtin_scenario_and_refuses_bad_values() -> N
     assert set(cooling) == {f.key for f in F.facts("cooling")}
     assert cooling["supply_setpoint_c"]["default"] == params.CoolingParams.supply_setpoint_c
     assert "[°C]" in cooling["supply_setpoint_c"]["description"]
-    assert schema["properties"]["start"]["default"] == "2026-01-05T00:00:00Z"
+    assert dt.datetime.fromisoformat(schema["properties"]["start"]["default"]) == parse('name = "x"', "s.toml").start
 
 
 def test_readme_key_tables_are_the_generated_ones() -> None:

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import small_params
 from twin.params import (
@@ -257,3 +259,110 @@ def test_pue_colder_climate_lower_and_decode_draws_less_than_training() -> None:
     from twin.params import ServiceParams
 
     assert ServiceParams().decode_activity < tp.activity
+
+
+# ---------------------------------------------------------------- timed effects are intervals
+def _quiet_hall(ultraservers: int = 2, dt_s: int = 600, **changes: object) -> Simulation:
+    p = small_params(
+        ultraservers=ultraservers,
+        dt_s=dt_s,
+        training=TrainingParams(arrivals_per_day=0.0),
+        services=(),
+        failures=FailureParams(chip_hazard_per_h=0.0),
+        site=CALM,
+    )
+    return Simulation(dataclasses.replace(p, **changes))
+
+
+def test_overlapping_facility_caps_end_independently() -> None:
+    """1.8 MW at 1 h for 2 h, then 1.2 MW at 2 h for 2 h: 1.8 MW over [1 h, 2 h), the tighter
+    1.2 MW over [2 h, 4 h) (the 1.8 MW cap ending at 3 h does not lift it), none from 4 h."""
+    sim = _quiet_hall(
+        events=(
+            ScheduledEvent(3600, "power_cap", "facility", 1.8e6, 7200),
+            ScheduledEvent(7200, "power_cap", "facility", 1.2e6, 7200),
+        )
+    )
+    fr = sim.advance(36)  # 6 h at 600 s
+    t = fr["factory_ts"]["time_s"]
+    cap = fr["factory_ts"]["facility_cap_w"]
+    expected = np.where(t < 3600, np.nan, np.where(t < 7200, 1.8e6, np.where(t < 14400, 1.2e6, np.nan)))
+    np.testing.assert_array_equal(cap, expected)
+    ev = fr["events"]
+    ended = [(int(t), d) for t, d in zip(ev["time_s"], ev["detail"], strict=True) if "ended" in d]
+    assert ended == [(10800, "power cap 1.800 MW ended"), (14400, "power cap 1.200 MW ended")]
+
+
+def test_standing_cap_holds_again_after_a_timed_cap_ends() -> None:
+    sim = _quiet_hall(
+        power=PowerChainParams(facility_cap_w=2.0e6),
+        events=(ScheduledEvent(1200, "power_cap", "facility", 1.5e6, 1800),),
+    )
+    cap = sim.advance(10)["factory_ts"]["facility_cap_w"]
+    np.testing.assert_array_equal(cap, [2.0e6, 2.0e6, 1.5e6, 1.5e6, 1.5e6, 2.0e6, 2.0e6, 2.0e6, 2.0e6, 2.0e6])
+
+
+_windows = st.lists(
+    st.tuples(
+        st.sampled_from(["facility", "row:0", "row:1", "cdu:0", "cdu:1", "chiller", "tower"]),
+        st.integers(0, 11),  # start step
+        st.integers(1, 12),  # duration in steps
+        st.integers(1, 9),  # value level
+    ),
+    max_size=7,
+)
+
+
+@given(windows=_windows)
+@settings(max_examples=25, deadline=None)
+def test_random_overlapping_effects_match_a_brute_force_interval_evaluation(
+    windows: list[tuple[str, int, int, int]],
+) -> None:
+    """Any set of overlapping timed events: at every step the caps are the tightest active
+    value (standing caps included), CDU flow the worst active one, and chillers/economizer
+    units the installed ones minus those every active trip holds down."""
+    dt = 600
+    standing_fac, standing_row = 3.0e6, np.array([2.0e6, np.inf])
+    evs = []
+    for what, s, d, v in windows:
+        if what == "facility" or what.startswith("row"):
+            evs.append(ScheduledEvent(s * dt, "power_cap", what, 0.2e6 * v, d * dt))
+        elif what.startswith("cdu"):
+            evs.append(ScheduledEvent(s * dt, "cdu_pump_failure", what[4:], 0.1 * v, d * dt))
+        else:
+            kind = "chiller_trip" if what == "chiller" else "cooling_tower_loss"
+            evs.append(ScheduledEvent(s * dt, kind, "", float(1 + v % 2), d * dt))
+    cp = CoolingParams(chiller_units=6, economizer_units=6)
+    sim = _quiet_hall(
+        ultraservers=4,
+        cooling=cp,
+        power=PowerChainParams(facility_cap_w=standing_fac, row_cap_w=2.0e6),
+        events=tuple(evs),
+    )
+    standing_row[1] = 2.0e6
+    for step in range(26):
+        fr = sim.advance(1)
+        t = step * dt
+        active = [(w, v) for (w, s, d, v) in windows if s * dt <= t < (s + d) * dt]
+        fac = min([standing_fac] + [0.2e6 * v for w, v in active if w == "facility"])
+        rows = [min([standing_row[r]] + [0.2e6 * v for w, v in active if w == f"row:{r}"]) for r in range(2)]
+        flow = [min([1.0] + [0.1 * v for w, v in active if w == f"cdu:{r}"]) for r in range(2)]
+        down_ch = sum(1 + v % 2 for w, v in active if w == "chiller")
+        down_tw = sum(1 + v % 2 for w, v in active if w == "tower")
+        f = sim.facility
+        assert fr["factory_ts"]["facility_cap_w"][0] == pytest.approx(fac)
+        np.testing.assert_allclose(f.row_cap_w, rows)
+        np.testing.assert_allclose(f.row_flow_fraction, flow)
+        # Each trip holds down the units it took (fewer when fewer were up when it happened).
+        assert f.plant.chillers_up >= max(cp.chiller_units - down_ch, 0)
+        assert f.plant.towers_up >= max(cp.economizer_units - down_tw, 0)
+        if not active:
+            assert f.plant.chillers_up == cp.chiller_units and f.plant.towers_up == cp.economizer_units
+
+
+def test_overlapping_inference_surges_end_independently() -> None:
+    from twin.effects import surge_factor
+
+    surges = [(3.0, 0, 3600), (2.0, 1800, 7200)]
+    assert [surge_factor(surges, t) for t in (0, 1800, 3599, 3600, 7199, 7200)] == [3.0, 3.0, 3.0, 2.0, 2.0, 1.0]
+    assert surge_factor([(0.5, 0, 60)], 30) == 0.5  # a lull is a surge below 1

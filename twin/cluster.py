@@ -410,10 +410,10 @@ class Cluster:
                 self.undrain(u)
                 self.log.append(("maintenance_end", f"ultraserver:{u}", "back in service"))
 
-    def surge(self, target: str, factor: float, until: int) -> None:
+    def surge(self, target: str, factor: float, start: int, until: int) -> None:
         for si, st in enumerate(self.services):
             if not target or self.p.services[si].name == target:
-                st.surge, st.surge_until_s = factor, until
+                st.add_surge(factor, start, until)
 
     # ================================================================== queue
     def _key(self, j: int) -> tuple[float, ...]:

@@ -14,12 +14,13 @@ C dT/dt = Q - m c_p (T - T_in) for piecewise-constant inputs, stable at any step
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from twin import cooling, power
+from twin import cooling, effects, power
 from twin.catalog import Accelerator, System, system_full_load_it_w
 from twin.params import CoolingParams, FactoryParams, PowerChainParams, ScheduledEvent
 from twin.site import Conditions
@@ -150,9 +151,14 @@ class Facility:
         self.clock = np.ones(n)
         self._full_clock = True
         self.us_return_c = np.full(nus, cp.supply_setpoint_c)
+        # Standing caps ([power] or an open-ended power_cap event) and the timed effects on top
+        # of them (``twin.effects``); the values below are resolved from both.
+        self.standing_facility_cap_w = effects.no_cap(self.pp.facility_cap_w)
+        self.standing_row_cap_w = np.full(rows, effects.no_cap(self.pp.row_cap_w))
+        self.effects: list[effects.Effect] = []
         self.row_flow_fraction = np.ones(rows)  # 1 = CDU pumps healthy, 0 = lost
-        self.row_cap_w = np.full(rows, self.pp.row_cap_w if self.pp.row_cap_w > 0 else np.inf)
-        self.facility_cap_w = self.pp.facility_cap_w if self.pp.facility_cap_w > 0 else math.inf
+        self.row_cap_w = self.standing_row_cap_w.copy()
+        self.facility_cap_w = self.standing_facility_cap_w
         self.plant = PlantState(
             chillers_up=cp.chiller_units,
             towers_up=cp.economizer_units,
@@ -161,7 +167,6 @@ class Facility:
         )
         self.us_tripped = np.zeros(nus, dtype=bool)
         self.chip_tripped = np.zeros(n, dtype=bool)
-        self._restores: list[tuple[int, str, int, float]] = []  # (time, what, index, value)
         self._throttling = False
         self._last: tuple[FloatArray, BoolArray, FloatArray, float, float, FloatArray, FloatArray] | None = None
 
@@ -171,52 +176,74 @@ class Facility:
 
     # ------------------------------------------------------------------ events
     def apply(self, ev: ScheduledEvent, t_s: int) -> tuple[str, str]:
-        """Apply a facility event; returns (target, detail) for the events log."""
+        """Apply a facility event; returns (target, detail) for the events log. A timed event is an
+        interval of its own (``twin.effects``); an open-ended power cap replaces the standing cap
+        of its target, a cap of 0 clears every cap there, ``cooling_restore`` ends every cooling
+        fault."""
         cp = self.cp
-        until = t_s + ev.duration_s if ev.duration_s > 0 else -1
+        end = t_s + ev.duration_s if ev.duration_s > 0 else -1
+        timed = f" for {ev.duration_s} s" if end >= 0 else ""
         if ev.kind == "power_cap":
             target = ev.target or "facility"
-            cap = ev.value if ev.value > 0 else math.inf
-            if target == "facility":
-                old = self.facility_cap_w
-                self.facility_cap_w = cap
-                if until >= 0:
-                    self._restores.append((until, "facility_cap", 0, old))
+            cap = effects.no_cap(ev.value)
+            what = effects.FACILITY_CAP if target == "facility" else effects.ROW_CAP
+            r = 0 if what == effects.FACILITY_CAP else self._row(target)
+            if math.isinf(cap):
+                self._end_effects(lambda e: e.what == what and e.index == r)
+                self._set_standing(what, r, math.inf)
+            elif end < 0:
+                self._set_standing(what, r, cap)
             else:
-                r = self._row(target)
-                old = float(self.row_cap_w[r])
-                self.row_cap_w[r] = cap
-                if until >= 0:
-                    self._restores.append((until, "row_cap", r, old))
-                target = f"row:{r}"
-            what = "cleared" if math.isinf(cap) else f"{cap / 1e6:.3f} MW"
-            return target, f"power cap {what}" + (f" for {ev.duration_s} s" if until >= 0 else "")
+                self.effects.append(effects.Effect(what, r, cap, t_s, end))
+            self._resolve(t_s)
+            label = "facility" if what == effects.FACILITY_CAP else f"row:{r}"
+            shown = "cleared" if math.isinf(cap) else f"{cap / 1e6:.3f} MW"
+            return label, f"power cap {shown}{timed}"
         if ev.kind == "cdu_pump_failure":
             r = self._row(ev.target or "0")
-            self.row_flow_fraction[r] = min(max(ev.value, 0.0), 1.0)
-            if until >= 0:
-                self._restores.append((until, "cdu", r, 1.0))
+            frac = min(max(ev.value, 0.0), 1.0)
+            self.effects.append(effects.Effect(effects.CDU, r, frac, t_s, end))
+            self._resolve(t_s)
             self._reclock_for_flow()
-            return f"row:{r}", f"CDU pumps lost, flow {self.row_flow_fraction[r]:.0%}"
-        if ev.kind == "chiller_trip":
-            k = max(int(ev.value) if ev.value > 0 else 1, 1)
-            k = min(k, self.plant.chillers_up)
-            self.plant.chillers_up -= k
-            if until >= 0:
-                self._restores.append((until, "chillers", k, 0.0))
-            return "plant", f"{k} chiller(s) tripped, {self.plant.chillers_up}/{cp.chiller_units} running"
-        if ev.kind == "cooling_tower_loss":
-            k = max(int(ev.value) if ev.value > 0 else 1, 1)
-            k = min(k, self.plant.towers_up)
-            self.plant.towers_up -= k
-            if until >= 0:
-                self._restores.append((until, "towers", k, 0.0))
-            return "plant", f"{k} economizer unit(s) lost, {self.plant.towers_up}/{cp.economizer_units} left"
-        # cooling_restore: everything back to normal.
-        self.row_flow_fraction[:] = 1.0
-        self.plant.chillers_up = cp.chiller_units
-        self.plant.towers_up = cp.economizer_units
+            return f"row:{r}", f"CDU pumps lost, flow {self.row_flow_fraction[r]:.0%}{timed}"
+        if ev.kind in ("chiller_trip", "cooling_tower_loss"):
+            chiller = ev.kind == "chiller_trip"
+            up = self.plant.chillers_up if chiller else self.plant.towers_up
+            k = min(max(int(ev.value) if ev.value > 0 else 1, 1), up)
+            self.effects.append(effects.Effect(effects.CHILLERS if chiller else effects.TOWERS, 0, k, t_s, end))
+            self._resolve(t_s)
+            if chiller:
+                return "plant", f"{k} chiller(s) tripped, {self.plant.chillers_up}/{cp.chiller_units} running{timed}"
+            return "plant", f"{k} economizer unit(s) lost, {self.plant.towers_up}/{cp.economizer_units} left{timed}"
+        # cooling_restore: every cooling fault ends now.
+        self._end_effects(lambda e: e.what in (effects.CDU, effects.CHILLERS, effects.TOWERS))
+        self._resolve(t_s)
         return "plant", "cooling restored"
+
+    def _set_standing(self, what: str, r: int, cap: float) -> None:
+        if what == effects.FACILITY_CAP:
+            self.standing_facility_cap_w = cap
+        else:
+            self.standing_row_cap_w[r] = cap
+
+    def _end_effects(self, pred: Callable[[effects.Effect], bool]) -> None:
+        self.effects = [e for e in self.effects if not pred(e)]
+
+    def _resolve(self, t_s: int) -> None:
+        """Caps, CDU flows and plant units from the standing caps and the active intervals."""
+        st = effects.resolve(
+            self.effects,
+            t_s,
+            self.standing_facility_cap_w,
+            self.standing_row_cap_w,
+            self.cp.chiller_units,
+            self.cp.economizer_units,
+        )
+        self.facility_cap_w = st.facility_cap_w
+        self.row_cap_w = st.row_cap_w
+        self.row_flow_fraction = st.row_flow_fraction
+        self.plant.chillers_up = st.chillers_up
+        self.plant.towers_up = st.towers_up
 
     def _reclock_for_flow(self) -> None:
         """Flow changed between steps: the chips' thermal protection acts within milliseconds,
@@ -241,35 +268,33 @@ class Facility:
             raise ValueError(f"row {r} out of range 0..{self.topo.rows - 1}")
         return r
 
-    def _due_restores(self, t_s: int) -> None:
+    def _end_due(self, t_s: int) -> None:
+        """Intervals that end at or before ``t_s`` end (each only itself); the state is resolved
+        again from those still active."""
+        if not any(0 <= e.end_s <= t_s for e in self.effects):
+            return
         keep = []
-        for item in self._restores:
-            when, what, idx, value = item
-            if when > t_s:
-                keep.append(item)
-                continue
-            if what == "facility_cap":
-                self.facility_cap_w = value
-                self.log.append(("power_cap", "facility", "power cap ended"))
-            elif what == "row_cap":
-                self.row_cap_w[idx] = value
-                self.log.append(("power_cap", f"row:{idx}", "power cap ended"))
-            elif what == "cdu":
-                self.row_flow_fraction[idx] = 1.0
-                self.log.append(("cooling_restore", f"row:{idx}", "CDU pumps back"))
-            elif what == "chillers":
-                self.plant.chillers_up = min(self.plant.chillers_up + idx, self.cp.chiller_units)
-                self.log.append(("cooling_restore", "plant", f"{idx} chiller(s) back"))
-            elif what == "towers":
-                self.plant.towers_up = min(self.plant.towers_up + idx, self.cp.economizer_units)
-                self.log.append(("cooling_restore", "plant", f"{idx} economizer unit(s) back"))
-        self._restores = keep
+        for e in self.effects:
+            if not 0 <= e.end_s <= t_s:
+                keep.append(e)
+            elif e.what == effects.FACILITY_CAP:
+                self.log.append(("power_cap", "facility", f"power cap {e.value / 1e6:.3f} MW ended"))
+            elif e.what == effects.ROW_CAP:
+                self.log.append(("power_cap", f"row:{e.index}", f"power cap {e.value / 1e6:.3f} MW ended"))
+            elif e.what == effects.CDU:
+                self.log.append(("cooling_restore", f"row:{e.index}", "CDU pump failure ended"))
+            elif e.what == effects.CHILLERS:
+                self.log.append(("cooling_restore", "plant", f"{int(e.value)} chiller(s) back"))
+            else:
+                self.log.append(("cooling_restore", "plant", f"{int(e.value)} economizer unit(s) back"))
+        self.effects = keep
+        self._resolve(t_s)
 
     # ------------------------------------------------------------------ step
     def step(self, util: FloatArray, alive: BoolArray, cond: Conditions, t_s: int, dt_s: int) -> FacilityStep:
         """One step. ``util`` is each chip's utilisation at full clock (0 idle), ``alive`` marks
         chips that are powered."""
-        self._due_restores(t_s)
+        self._end_due(t_s)
         topo, cp, pp = self.topo, self.cp, self.pp
         acc, sysm = self.acc, self.sys
         clock = self.clock

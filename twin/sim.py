@@ -166,7 +166,7 @@ class Simulation:
         else:  # inference_surge
             factor = ev.value if ev.value > 0 else 2.0
             until = t + (ev.duration_s if ev.duration_s > 0 else 3600)
-            cl.surge(ev.target, factor, until)
+            cl.surge(ev.target, factor, t, until)
             detail = f"x{factor:g} request rate until t={until} s"
         self._log(kind, target, detail, source, ev)
         self._drain_cluster_log()

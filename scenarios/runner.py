@@ -80,6 +80,7 @@ class Session:
                 "chips_total": self.sim.topo.chips,
                 "ultraservers": self.sim.topo.ultraservers,
                 "system": self.params.hall.system.key,
+                "design_json": self.sim.design.to_json(),
             },
             flush_interval_s=flush_interval_s,
         )

@@ -366,3 +366,58 @@ def test_overlapping_inference_surges_end_independently() -> None:
     surges = [(3.0, 0, 3600), (2.0, 1800, 7200)]
     assert [surge_factor(surges, t) for t in (0, 1800, 3599, 3600, 7199, 7200)] == [3.0, 3.0, 3.0, 2.0, 2.0, 1.0]
     assert surge_factor([(0.5, 0, 60)], 30) == 0.5  # a lull is a surge below 1
+
+
+# ---------------------------------------------------------------- junction protection in the step
+def test_cooling_failure_scenario_never_reports_a_powered_chip_above_its_limits() -> None:
+    """The built-in cooling-failure scenario (CDU pump loss, chiller trips, tower loss): no step
+    reports a junction above the shutdown temperature, and no UltraServer that draws power has
+    a chip above it either (12 h, as a new user would run it)."""
+    from scenarios.spec import load
+
+    spec, _, _ = load("cooling-failure")
+    p = dataclasses.replace(spec.to_params(), chip_sample_interval_s=300)
+    sim = Simulation(p)
+    fr = sim.advance(int(12 * 3600 / p.dt_s))
+    f, u = fr["factory_ts"], fr["ultraserver_ts"]
+    limit = p.cooling.shutdown_temp_c
+    assert f["max_chip_temp_c"].max() <= limit
+    on = u["power_w"] > 0
+    assert u["max_chip_temp_c"][on].max() <= limit
+    # Every powered chip sampled runs on or below its throttle curve (float32 record, 0.1 K).
+    from twin.facility import allowed_junction_c
+
+    c = fr["chip_ts"]
+    pw = c["chip_power_w"] > 0
+    assert (c["t_junction_c"][pw] <= allowed_junction_c(c["clock"][pw], p.cooling) + 0.1).all()
+    assert c["t_junction_c"][pw].max() > p.cooling.throttle_temp_c  # the samples saw throttling
+
+
+def test_junction_shutdown_is_a_recorded_state_not_failed_chips() -> None:
+    """A cold plate so poor (0.4 K/W) that even the lowest thermal clock leaves the junction
+    above 105 °C: the UltraServers shut down in the step, with their own event, recorded as
+    tripped (off, no power, no chip counted failed), and no powered chip is reported hotter."""
+    sim = busy_hall(cooling=CoolingParams(cold_plate_r_k_per_w=0.4))
+    fr = sim.advance(5)
+    f, u, ev = fr["factory_ts"], fr["ultraserver_ts"], fr["events"]
+    assert "thermal_shutdown" in list(ev["kind"])
+    assert f["max_chip_temp_c"].max() <= sim.p.cooling.shutdown_temp_c
+    assert (f["ultraservers_tripped"] == 2).all()
+    assert (f["chips_failed"] == 0).all()
+    assert u["tripped"].all() and (u["power_w"] == 0).all() and (u["chips_failed"] == 0).all()
+    assert (f["it_power_w"] == 0).all()
+
+
+def test_a_tripped_ultraserver_is_recorded_as_tripped_until_it_recovers() -> None:
+    sim = busy_hall(dt_s=10)
+    sim.advance(60)
+    sim.inject("cdu_pump_failure", "0", value=0.0, duration_s=3600)
+    fr = sim.advance(400)
+    u = fr["ultraserver_ts"]
+    off = u["tripped"]
+    assert off.any()
+    assert (u["power_w"][off] == 0).all()
+    assert (u["chips_failed"] == 0).all()  # tripped chips are not failed hardware
+    f = fr["factory_ts"]
+    per_step = np.bincount(np.repeat(np.arange(len(f["time_s"])), 2), weights=off)
+    np.testing.assert_array_equal(f["ultraservers_tripped"], per_step)

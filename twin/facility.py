@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from twin import cooling, effects, power
-from twin.catalog import Accelerator, System, system_full_load_it_w
+from twin import cooling, design, effects, power
+from twin.catalog import Accelerator, System
 from twin.params import CoolingParams, FactoryParams, PowerChainParams, ScheduledEvent
 from twin.site import Conditions
 from twin.topology import Topology
@@ -52,6 +52,47 @@ def chiller_part_load_fraction(plr: float) -> float:
 
 def mixed_loop_step(t0: float, t_inf: float, tau_s: float, dt_s: float) -> float:
     return t_inf + (t0 - t_inf) * math.exp(-dt_s / tau_s)
+
+
+def junction_c(coolant_c: FloatArray, r_k_per_w: FloatArray, chip_w: FloatArray) -> FloatArray:
+    """Quasi-steady junction temperature T_j = T_coolant + R P [°C] (the package settles in
+    seconds, well inside a step)."""
+    out: FloatArray = coolant_c + r_k_per_w * chip_w
+    return out
+
+
+def allowed_junction_c(clock: FloatArray, p: CoolingParams) -> FloatArray:
+    """Hottest junction a chip may run at ``clock`` [°C]: the throttle curve f = 1 - 0.5 x,
+    x = (T_j - throttle) / (full - throttle), inverted; at or below the curve's floor (f <= 0.5)
+    only the shutdown temperature limits it."""
+    x = 2.0 * (1.0 - np.asarray(clock))
+    t = p.throttle_temp_c + x * (p.throttle_full_c - p.throttle_temp_c)
+    out: FloatArray = np.where(np.asarray(clock) > 0.5, t, p.shutdown_temp_c)
+    return out
+
+
+def thermal_clock(
+    base_c: FloatArray, dyn_k: FloatArray, f_max: FloatArray, k: float, p: CoolingParams
+) -> FloatArray:
+    """Largest clock f in [0.5, f_max] whose junction temperature base + dyn_k f^k stays on the
+    throttle curve (bisection, 30 halvings: 1e-9 of the range); 0.5 when none does."""
+    lo = np.full(len(base_c), 0.5)
+    hi = np.maximum(np.asarray(f_max, dtype=np.float64), 0.5)
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        ok = cooling.throttle_clock(base_c + dyn_k * mid**k, p) >= mid
+        lo = np.where(ok, mid, lo)
+        hi = np.where(ok, hi, mid)
+    return lo
+
+
+@dataclass(frozen=True)
+class ItPower:
+    chip_p: FloatArray  # per chip [W]
+    act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
+    us_it: FloatArray  # per UltraServer at rack input [W]
+    it_w: float
+    psu_loss_w: float
 
 
 @dataclass
@@ -89,6 +130,7 @@ class FacilityStep:
     facility_cap_w: float
     throttled_chips: int
     cond: Conditions
+    us_off: BoolArray  # UltraServers powered off by thermal protection during this step
     tripped_chips: npt.NDArray[np.int64]  # chips that went offline this step (thermal trip)
     recovered_chips: npt.NDArray[np.int64]  # chips back after a thermal trip
 
@@ -125,22 +167,22 @@ class Facility:
         self.pp: PowerChainParams = p.power
         n, nus, rows = topo.chips, topo.ultraservers, topo.rows
         self.chip_row = topo.us_row[topo.chip_us]
-        cpp = p.cooling
-        self.plate_r = cpp.cold_plate_r_k_per_w or cpp.junction_rise_at_tdp_k / self.acc.tdp_w
-        self.air_r = cpp.air_r_k_per_w or cpp.air_junction_rise_at_tdp_k / self.acc.tdp_w
-        self.lf = self.sys.liquid_fraction
-        # Design values, fixed for the run.
-        self.us_design_it_w = system_full_load_it_w(self.sys, self.acc)
-        self.design_it_w = nus * self.us_design_it_w
-        self.ups_rating_w = self.pp.ups_rating_factor * self.design_it_w / self.pp.pdu_efficiency
+        d = self.design = design.derive(p)
+        self.plate_r = d.cold_plate_r_k_per_w
+        self.air_r = d.air_r_k_per_w
+        self.lf = d.liquid_fraction
+        # Design values, fixed for the run (``twin.design``).
+        self.us_design_it_w = d.us_full_load_dc_w
+        self.design_it_w = d.design_it_w
+        self.ups_rating_w = d.ups_rating_w
         self.us_design_liquid_w = max(self.lf * self.us_design_it_w, 1.0)
-        self.us_flow_design = float(cooling.loop_flow_kg_s(self.us_design_liquid_w, cp))
-        self.us_mass_kg = cp.loop_volume_l_per_ultraserver * RHO / 1000.0
+        self.us_flow_design = d.us_design_flow_kg_s
+        self.us_mass_kg = d.us_loop_mass_kg
         self.design_liquid_w = nus * self.us_design_liquid_w
-        self.fw_flow_design = float(cooling.loop_flow_kg_s(self.design_liquid_w, cp))
-        self.fw_mass_kg = cp.facility_volume_l_per_kw * self.design_liquid_w / 1000.0 * RHO / 1000.0
+        self.fw_flow_design = d.facility_design_flow_kg_s
+        self.fw_mass_kg = d.facility_loop_mass_kg
         design_heat = self.design_it_w  # all IT power becomes heat
-        self.chiller_unit_w = design_heat / max(cp.chiller_units - cp.chiller_redundancy, 1)
+        self.chiller_unit_w = d.chiller_unit_w
         eff_units = max(cp.economizer_units - cp.economizer_redundancy, 1)
         self.econ_unit_effectiveness = cp.economizer_effectiveness / eff_units
         # Pumps and fans at design flow / full speed (affinity laws scale them from here).
@@ -167,6 +209,7 @@ class Facility:
         )
         self.us_tripped = np.zeros(nus, dtype=bool)
         self.chip_tripped = np.zeros(n, dtype=bool)
+        self.us_hold_until = np.zeros(nus, dtype=np.int64)  # junction shutdown: off at least until
         self._throttling = False
         self._last: tuple[FloatArray, BoolArray, FloatArray, float, float, FloatArray, FloatArray] | None = None
 
@@ -296,61 +339,59 @@ class Facility:
         chips that are powered."""
         self._end_due(t_s)
         topo, cp, pp = self.topo, self.cp, self.pp
-        acc, sysm = self.acc, self.sys
+        acc = self.acc
         clock = self.clock
         util = np.where(alive, util, 0.0)
         dyn_full = (acc.tdp_w - acc.idle_w) * util  # dynamic power at full clock
         full_clock = self._full_clock
-        scaled = dyn_full if full_clock else dyn_full * dvfs_power_factor(clock, cp.dvfs_exponent)
-        chip_p = np.where(alive, acc.idle_w + scaled, 0.0)
-        act_chip = util if full_clock else util * clock
-
-        # Hosts follow their chips' work rate; switches are constant; rectifier losses are IT.
-        cps = topo.chips_per_server
-        server_act = topo.per_server(act_chip) / cps
-        host_p = power.host_power_w(server_act, sysm.host_w_per_server, sysm.host_idle_fraction)
-        us_chip_p = topo.per_us(chip_p)
-        us_host_p = host_p.reshape(topo.ultraservers, topo.servers_per_us).sum(axis=1)
-        us_dc = np.where(self.us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
-        us_it = np.where(self.us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, pp))
-        it_w = float(us_it.sum())
-        psu_loss = it_w - float(us_dc.sum())
+        pw = self._it_power(util, alive, dyn_full, clock, full_clock)
 
         # Rack loops: variable-speed flow holds the design temperature rise; a row whose CDU pumps
-        # are lost has no flow and its loops store the heat.
-        liquid_us = self.lf * us_it
+        # are lost has no flow and its loops store the heat. The pumps' speed is set from the
+        # load at this step's clock and held for the step.
         sec_supply = self.plant.fw_supply_c + cp.cdu_approach_k
         flow_frac = self.row_flow_fraction[topo.us_row]
-        speed = np.clip(liquid_us / self.us_design_liquid_w, MIN_FLOW, 1.0) * flow_frac
+        speed = np.clip(self.lf * pw.us_it / self.us_design_liquid_w, MIN_FLOW, 1.0) * flow_frac
         m = self.us_flow_design * speed
-        c_loop = self.us_mass_kg * CP
         ret0 = self.us_return_c
-        with np.errstate(divide="ignore", invalid="ignore"):
-            steady = sec_supply + liquid_us / (m * CP)
-            decay = np.exp(-dt_s * m * CP / c_loop)
-            ret_flow = steady + (ret0 - steady) * decay
-        ret_noflow = ret0 + liquid_us * dt_s / c_loop
-        ret = np.where(m > 0, ret_flow, ret_noflow)
+        ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
+        r_us = self._cold_plate_r(flow_frac) if self.lf > 0 else np.full(topo.ultraservers, self.air_r)
+        tj = junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
+
+        # Junction protection inside the step: a chip above its throttle curve slows down at
+        # once (the package settles in seconds, well inside a step); one that is past its
+        # shutdown temperature even at the lowest thermal clock powers its UltraServer off. The
+        # step is then solved again at the protected clocks with the same pump speed, so its
+        # coolant can only be cooler and no powered chip ends the step above its limits.
+        shut = np.zeros(0, dtype=np.int64)
+        if float(tj.max()) > cp.throttle_temp_c:
+            prot = self._protect(tj, clock, util, dyn_full, coolant, r_us)
+            if prot is not None:
+                clock, shut = prot
+                if len(shut):
+                    self.us_tripped[shut] = True
+                    mask = np.isin(topo.chip_us, shut) & alive
+                    self.chip_tripped |= mask
+                    for us in shut.tolist():
+                        self.log.append(
+                            (
+                                "thermal_shutdown",
+                                f"ultraserver:{us}",
+                                f"junction above {cp.shutdown_temp_c:.0f} °C at the lowest clock: powered off",
+                            )
+                        )
+                full_clock = False
+                pw = self._it_power(util, alive, dyn_full, clock, full_clock)
+                ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
+                tj = junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
+        chip_p, act_chip, us_it, it_w, psu_loss = pw.chip_p, pw.act_chip, pw.us_it, pw.it_w, pw.psu_loss_w
+        liquid_us = self.lf * us_it
         # Heat handed to the facility water over the step = heat in - heat stored in the loops.
-        stored = c_loop * (ret - ret0)
+        stored = self.us_mass_kg * CP * (ret - ret0)
         to_fw_w = max(float(liquid_us.sum() - stored.sum() / dt_s), 0.0)
         self.us_return_c = ret
 
-        # Junction temperatures at this step's clock.
-        if self.lf > 0:
-            # Flowing loop: the cold plates see the mean of supply and return; a stagnant loop is
-            # one mixed volume at its own temperature.
-            coolant = np.where(m > 0, 0.5 * (sec_supply + ret), ret)
-            # Convection on the plates follows the pumps' health, not the load-following speed
-            # (the CDU holds the pressure across each rack's manifold).
-            r_us = self._cold_plate_r(flow_frac)
-            tj = coolant[topo.chip_us] + r_us[topo.chip_us] * chip_p
-        else:
-            air_in = cp.air_supply_c + max(self.plant.chw_supply_c - cp.chilled_water_c, 0.0)
-            tj = air_in + self.air_r * chip_p
-            coolant = np.full(topo.ultraservers, air_in)
-            r_us = np.full(topo.ultraservers, self.air_r)
-
+        us_off = self.us_tripped.copy()  # powered off during this step
         # Protection: an UltraServer whose coolant runs past its trip point powers off (chips,
         # hosts, switches) and comes back once its coolant has cooled and its CDU runs again.
         if self.lf > 0:
@@ -360,7 +401,7 @@ class Facility:
             hot_us = coolant > cp.air_trip_c
             cool_us = coolant < cp.air_restart_c
         newly = hot_us & ~self.us_tripped
-        back = cool_us & self.us_tripped
+        back = cool_us & self.us_tripped & (self.us_hold_until <= t_s)
         tripped_chips = recovered_chips = np.zeros(0, dtype=np.int64)
         if newly.any():
             self.us_tripped |= newly
@@ -371,6 +412,10 @@ class Facility:
                 self.log.append(
                     ("thermal_trip", f"ultraserver:{int(u)}", f"coolant {coolant[u]:.1f} °C: powered off")
                 )
+        if len(shut):
+            tripped_chips = np.union1d(tripped_chips, np.flatnonzero(np.isin(topo.chip_us, shut) & alive))
+            self.us_hold_until[shut] = t_s + cp.shutdown_restart_s
+            back[shut] = False
         if back.any():
             self.us_tripped &= ~back
             mask = back[topo.chip_us] & self.chip_tripped
@@ -424,9 +469,77 @@ class Facility:
             facility_cap_w=self.facility_cap_w,
             throttled_chips=throttled,
             cond=cond,
+            us_off=us_off,
             tripped_chips=tripped_chips,
             recovered_chips=recovered_chips,
         )
+
+    def _it_power(
+        self, util: FloatArray, alive: BoolArray, dyn_full: FloatArray, clock: FloatArray, full_clock: bool
+    ) -> ItPower:
+        """Chip, host and switch power at ``clock``; rectifier losses are IT. Hosts follow their
+        chips' work rate; switches are constant; a tripped UltraServer draws nothing."""
+        topo, acc, sysm = self.topo, self.acc, self.sys
+        scaled = dyn_full if full_clock else dyn_full * dvfs_power_factor(clock, self.cp.dvfs_exponent)
+        chip_p = np.where(alive, acc.idle_w + scaled, 0.0)
+        if self.us_tripped.any():
+            chip_p = np.where(self.us_tripped[topo.chip_us], 0.0, chip_p)
+        act_chip = util if full_clock else util * clock
+        server_act = topo.per_server(act_chip) / topo.chips_per_server
+        host_p = power.host_power_w(server_act, sysm.host_w_per_server, sysm.host_idle_fraction)
+        us_chip_p = topo.per_us(chip_p)
+        us_host_p = host_p.reshape(topo.ultraservers, topo.servers_per_us).sum(axis=1)
+        us_dc = np.where(self.us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
+        us_it = np.where(self.us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, self.pp))
+        it_w = float(us_it.sum())
+        return ItPower(chip_p, act_chip, us_it, it_w, it_w - float(us_dc.sum()))
+
+    def _rack_loops(
+        self, liquid_us: FloatArray, m: FloatArray, sec_supply: float, ret0: FloatArray, dt_s: int
+    ) -> tuple[FloatArray, FloatArray]:
+        """(return temperature, coolant the cold plates see) per UltraServer [°C] after ``dt_s``
+        with ``liquid_us`` [W] into each loop at mass flow ``m`` [kg/s]: the exact solution of
+        C dT/dt = Q - m c_p (T - T_supply); a loop without flow stores the heat. Flowing loops
+        present the mean of supply and return to the plates, a stagnant loop its own
+        temperature; air-cooled systems see the CRAH supply air."""
+        if self.lf <= 0:
+            cp = self.cp
+            air_in = cp.air_supply_c + max(self.plant.chw_supply_c - cp.chilled_water_c, 0.0)
+            return ret0, np.full(self.topo.ultraservers, air_in)
+        c_loop = self.us_mass_kg * CP
+        with np.errstate(divide="ignore", invalid="ignore"):
+            steady = sec_supply + liquid_us / (m * CP)
+            decay = np.exp(-dt_s * m * CP / c_loop)
+            ret_flow = steady + (ret0 - steady) * decay
+        ret_noflow = ret0 + liquid_us * dt_s / c_loop
+        ret = np.where(m > 0, ret_flow, ret_noflow)
+        return ret, np.where(m > 0, 0.5 * (sec_supply + ret), ret)
+
+    def _protect(
+        self,
+        tj: FloatArray,
+        clock: FloatArray,
+        util: FloatArray,
+        dyn_full: FloatArray,
+        coolant_us: FloatArray,
+        r_us: FloatArray,
+    ) -> tuple[FloatArray, npt.NDArray[np.int64]] | None:
+        """Clocks protected against this step's coolant and the UltraServers to shut down, or
+        None when every chip is within its throttle curve (0.05 K tolerance)."""
+        cp, topo = self.cp, self.topo
+        over = (tj > allowed_junction_c(clock, cp) + 0.05) & (util > 0)
+        if not over.any():
+            return None
+        k = cp.dvfs_exponent
+        idx = np.flatnonzero(over)
+        r = r_us[topo.chip_us[idx]]
+        base = coolant_us[topo.chip_us[idx]] + r * self.acc.idle_w
+        f = thermal_clock(base, r * dyn_full[idx], clock[idx], k, cp)
+        clock = clock.copy()
+        clock[idx] = np.minimum(clock[idx], f)
+        hot = base + r * dyn_full[idx] * clock[idx] ** k > cp.shutdown_temp_c
+        shut = np.unique(topo.chip_us[idx[hot]]).astype(np.int64)
+        return clock, shut
 
     def _cold_plate_r(self, speed: FloatArray) -> FloatArray:
         """Junction-to-coolant resistance per UltraServer [K/W]: a conduction part plus a forced-
@@ -598,14 +711,5 @@ class Facility:
         tj_at = base + r * dyn_full * dvfs_power_factor(f, k)
         hot = (tj_at > cp.throttle_temp_c) & alive
         if hot.any():
-            lo = np.full(int(hot.sum()), 0.5)
-            hi = f[hot].copy()
-            b, d, r = base[hot], dyn_full[hot], r[hot]
-            for _ in range(30):
-                mid = 0.5 * (lo + hi)
-                tj = b + r * d * mid**k
-                ok = cooling.throttle_clock(tj, cp) >= mid
-                lo = np.where(ok, mid, lo)
-                hi = np.where(ok, hi, mid)
-            f[hot] = lo
+            f[hot] = thermal_clock(base[hot], r[hot] * dyn_full[hot], f[hot], k, cp)
         return f

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from twin import site
+from twin import site, telemetry
 from twin.cluster import (  # noqa: F401  (job-state names re-exported for callers)
     DONE,
     INFERENCE,
@@ -33,6 +33,7 @@ from twin.cluster import (  # noqa: F401  (job-state names re-exported for calle
     JobTable,
     WorkStep,
 )
+from twin.design import Design
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.facility import Facility, FacilityStep
 from twin.params import KIND_NAMES, FactoryParams, ScheduledEvent  # noqa: F401
@@ -52,21 +53,6 @@ EVENT_KINDS = (
     "undrain_ultraserver",
     "inference_surge",
 )
-# Events that the model itself generates (never injected; regenerated from the seed on replay).
-MODEL_EVENT_KINDS = (
-    "failure",
-    "chip_repaired",
-    "job_start",
-    "job_end",
-    "job_interrupted",
-    "job_preempted",
-    "job_rejected",
-    "autoscale",
-    "maintenance_start",
-    "maintenance_end",
-)
-
-
 # The workload step's result (``twin.cluster``): FLOP/s, tokens, requests, per-service steps.
 WorkloadStep = WorkStep
 
@@ -102,6 +88,8 @@ class Simulation:
         self.chip_tj = np.full(n, params.cooling.supply_setpoint_c)
         self.site = site.SiteModel(params.site, self.rng_weather)
         self.facility = Facility(params, self.topo, self.sys, self.acc)
+        # The run's fixed facts, derived once (recorded with the run as ``runs.design_json``).
+        self.design: Design = self.facility.design
         self._events: list[tuple[int, str, str, str, str, str, float, int]] = []
         self._pending: list[tuple[int, int, ScheduledEvent, str]] = []
         self._event_seq = 0
@@ -245,59 +233,62 @@ class Simulation:
         energy_j = facility_w * dt
         busy = owned & (act_chip > 0)
         cp = p.cooling
+        hw_failed = self.cluster.chip_hw_failed
+        tripped_us = ph.us_off
         rec.factory(
             i,
-            t=t,
-            it=it_w,
-            fac=facility_w,
-            cool=ph.cooling_w,
-            loss=ph.loss_w,
+            time_s=t,
+            it_power_w=it_w,
+            facility_power_w=facility_w,
+            cooling_power_w=ph.cooling_w,
+            power_loss_w=ph.loss_w,
             pue=pue,
-            chip=ph.chip_w,
-            psu_loss=ph.psu_loss_w,
-            pdu_loss=ph.pdu_loss_w,
-            ups_loss=ph.ups_loss_w,
-            tx_loss=ph.transformer_loss_w,
-            chiller=ph.chiller_w,
-            pumps=ph.pumps_w,
-            fans=ph.fans_w,
-            free=ph.free_fraction,
-            cop=ph.cop,
-            water=ph.water_l,
-            fw_supply=ph.fw_supply_c,
-            unmet=ph.unmet_heat_w,
-            cap=ph.facility_cap_w if np.isfinite(ph.facility_cap_w) else np.nan,
-            throttled=ph.throttled_chips,
-            clock=float(ph.clock[busy].mean()) if busy.any() else 1.0,
-            alloc=int(owned.sum()),
-            busy=int(busy.sum()),
-            failed=int(self.chip_failed.sum()),
-            act=float(act_chip.mean()),
-            queue=len(self.cluster.queue),
-            running=w.running_training,
-            train=w.train_flops,
-            tok=w.tokens_s,
-            req=w.requests_s,
-            drop=w.dropped_s,
-            jpt=j_per_tok,
-            outdoor=ph.cond.drybulb_c,
-            wetbulb=ph.cond.wetbulb_c,
-            rh=ph.cond.rel_humidity,
-            supply=cp.supply_setpoint_c,
-            ret=float(ph.us_return_c.mean()),
-            tmax=float(tj.max()),
-            price=ph.cond.price_usd_per_mwh,
-            carbon=ph.cond.carbon_g_per_kwh,
-            cost=energy_j / 3.6e9 * ph.cond.price_usd_per_mwh,
-            co2=energy_j / 3.6e6 * ph.cond.carbon_g_per_kwh / 1000.0,
-            energy=energy_j,
+            chip_power_w=ph.chip_w,
+            psu_loss_w=ph.psu_loss_w,
+            pdu_loss_w=ph.pdu_loss_w,
+            ups_loss_w=ph.ups_loss_w,
+            transformer_loss_w=ph.transformer_loss_w,
+            chiller_power_w=ph.chiller_w,
+            pump_power_w=ph.pumps_w,
+            fan_power_w=ph.fans_w,
+            free_cooling_fraction=ph.free_fraction,
+            chiller_cop=ph.cop,
+            water_l=ph.water_l,
+            facility_water_supply_c=ph.fw_supply_c,
+            unmet_heat_w=ph.unmet_heat_w,
+            facility_cap_w=ph.facility_cap_w if np.isfinite(ph.facility_cap_w) else np.nan,
+            throttled_chips=ph.throttled_chips,
+            mean_clock=float(ph.clock[busy].mean()) if busy.any() else 1.0,
+            chips_allocated=int(owned.sum()),
+            chips_busy=int(busy.sum()),
+            chips_failed=int(hw_failed.sum()),
+            ultraservers_tripped=int(tripped_us.sum()),
+            activity=float(act_chip.mean()),
+            queue_jobs=len(self.cluster.queue),
+            running_jobs=w.running_training,
+            training_flops=w.train_flops,
+            tokens_per_s=w.tokens_s,
+            requests_per_s=w.requests_s,
+            requests_dropped_per_s=w.dropped_s,
+            energy_per_token_j=j_per_tok,
+            outdoor_temp_c=ph.cond.drybulb_c,
+            outdoor_wetbulb_c=ph.cond.wetbulb_c,
+            outdoor_rh=ph.cond.rel_humidity,
+            coolant_supply_c=cp.supply_setpoint_c,
+            coolant_return_c=float(ph.us_return_c.mean()),
+            max_chip_temp_c=float(tj.max()),
+            price_usd_per_mwh=ph.cond.price_usd_per_mwh,
+            carbon_g_per_kwh=ph.cond.carbon_g_per_kwh,
+            cost_usd=energy_j / 3.6e9 * ph.cond.price_usd_per_mwh,
+            co2_kg=energy_j / 3.6e6 * ph.cond.carbon_g_per_kwh / 1000.0,
+            energy_j=energy_j,
         )
         us_busy = topo.per_us(busy)
-        us_failed = topo.per_us(self.chip_failed)
+        us_failed = topo.per_us(hw_failed)
         us_act = topo.per_us(act_chip) / topo.chips_per_us
         us_tmax = topo.max_per_us(tj)
         us_clock = topo.per_us(ph.clock) / topo.chips_per_us
-        rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, us_act, us_tmax, ph.us_return_c, us_clock)
+        rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, us_tmax, ph.us_return_c, us_clock)
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
             rec.chips(t, owner, act_chip, chip_p, tj, self.chip_failed, ph.clock)
@@ -312,16 +303,16 @@ class Simulation:
         free, drained, whole, frag = cl.us_counts()
         rec.factory(
             i,
-            jobflops=w.job_flops,
-            served=w.served_s,
-            rqueued=w.requests_queued,
-            cfree=free,
-            cdrained=drained,
-            usfree=whole,
-            frag=frag,
-            fails=cl.step_failures,
-            preempt=cl.step_preemptions,
-            infw=inf_w,
+            job_flops=w.job_flops,
+            requests_served_per_s=w.served_s,
+            requests_queued=w.requests_queued,
+            chips_free=free,
+            chips_drained=drained,
+            ultraservers_free=whole,
+            fragmentation=frag,
+            failures=cl.step_failures,
+            preemptions=cl.step_preemptions,
+            inference_power_w=inf_w,
         )
         if w.svc:
             rec.services(i, self.t_s, self.dt_s, w, svc_w)
@@ -360,133 +351,63 @@ class Simulation:
         }
 
 
-FACTORY_FIELDS = {
-    "time_s": ("t", np.int64),
-    "it_power_w": ("it", np.float64),
-    "facility_power_w": ("fac", np.float64),
-    "cooling_power_w": ("cool", np.float64),
-    "power_loss_w": ("loss", np.float64),
-    "pue": ("pue", np.float64),
-    "chip_power_w": ("chip", np.float64),
-    "psu_loss_w": ("psu_loss", np.float64),
-    "pdu_loss_w": ("pdu_loss", np.float64),
-    "ups_loss_w": ("ups_loss", np.float64),
-    "transformer_loss_w": ("tx_loss", np.float64),
-    "chiller_power_w": ("chiller", np.float64),
-    "pump_power_w": ("pumps", np.float64),
-    "fan_power_w": ("fans", np.float64),
-    "free_cooling_fraction": ("free", np.float64),
-    "chiller_cop": ("cop", np.float64),
-    "water_l": ("water", np.float64),
-    "facility_water_supply_c": ("fw_supply", np.float64),
-    "unmet_heat_w": ("unmet", np.float64),
-    "facility_cap_w": ("cap", np.float64),
-    "throttled_chips": ("throttled", np.int32),
-    "mean_clock": ("clock", np.float64),
-    "chips_total": ("total", np.int32),
-    "chips_allocated": ("alloc", np.int32),
-    "chips_busy": ("busy", np.int32),
-    "chips_failed": ("failed", np.int32),
-    "activity": ("act", np.float64),
-    "queue_jobs": ("queue", np.int32),
-    "running_jobs": ("running", np.int32),
-    "training_flops": ("train", np.float64),
-    "tokens_per_s": ("tok", np.float64),
-    "requests_per_s": ("req", np.float64),
-    "requests_dropped_per_s": ("drop", np.float64),
-    "energy_per_token_j": ("jpt", np.float64),
-    "job_flops": ("jobflops", np.float64),
-    "requests_served_per_s": ("served", np.float64),
-    "requests_queued": ("rqueued", np.int64),
-    "chips_free": ("cfree", np.int32),
-    "chips_drained": ("cdrained", np.int32),
-    "ultraservers_free": ("usfree", np.int32),
-    "fragmentation": ("frag", np.float64),
-    "failures": ("fails", np.int32),
-    "preemptions": ("preempt", np.int32),
-    "inference_power_w": ("infw", np.float64),
-    "outdoor_temp_c": ("outdoor", np.float64),
-    "outdoor_wetbulb_c": ("wetbulb", np.float64),
-    "outdoor_rh": ("rh", np.float64),
-    "coolant_supply_c": ("supply", np.float64),
-    "coolant_return_c": ("ret", np.float64),
-    "max_chip_temp_c": ("tmax", np.float64),
-    "price_usd_per_mwh": ("price", np.float64),
-    "carbon_g_per_kwh": ("carbon", np.float64),
-    "cost_usd": ("cost", np.float64),
-    "co2_kg": ("co2", np.float64),
-    "energy_j": ("energy", np.float64),
+_NP_DTYPES: dict[str, Any] = {
+    "int8": np.int8,
+    "int32": np.int32,
+    "int64": np.int64,
+    "float32": np.float32,
+    "float64": np.float64,
+    "bool": np.bool_,
 }
 
 
-SERVICE_FIELDS: dict[str, Any] = {
-    "time_s": np.int64,
-    "requests_arrived": np.int64,
-    "requests_served": np.int64,
-    "requests_dropped": np.int64,
-    "requests_queued": np.int64,
-    "request_rate_per_s": np.float64,
-    "replicas_running": np.int32,
-    "replicas_starting": np.int32,
-    "replicas_target": np.int32,
-    "tokens_per_s": np.float64,
-    "input_tokens_per_s": np.float64,
-    "ttft_p50_s": np.float64,
-    "ttft_p90_s": np.float64,
-    "ttft_p99_s": np.float64,
-    "tpot_p50_s": np.float64,
-    "tpot_p90_s": np.float64,
-    "tpot_p99_s": np.float64,
-    "slo_met": np.float64,
-    "slo_attainment": np.float64,
-    "occupancy": np.float64,
-    "kv_cache_fraction": np.float64,
-    "utilization": np.float64,
-    "power_w": np.float64,
-}
+def _buffers(table: str, rows: int, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Zeroed buffers for the numeric columns of a telemetry table (``twin.telemetry``)."""
+    return {
+        c.name: np.zeros(rows, dtype=_NP_DTYPES[c.dtype])
+        for c in telemetry.TABLES[table]
+        if c.dtype in _NP_DTYPES and c.name not in skip
+    }
 
 
 class _Recorder:
-    """Preallocated per-advance telemetry buffers."""
+    """Preallocated per-advance telemetry buffers, laid out from ``twin.telemetry``."""
+
+    _US_COLS = (
+        "power_w",
+        "chips_busy",
+        "chips_failed",
+        "tripped",
+        "activity",
+        "max_chip_temp_c",
+        "coolant_return_c",
+        "clock",
+    )
 
     def __init__(self, steps: int, topo: Topology, services: tuple[str, ...] = ()) -> None:
         self.topo = topo
         self.svc_names = services
         ns = steps * len(services)
-        self.s: dict[str, Any] = {k: np.zeros(ns, dtype=dt) for k, dt in SERVICE_FIELDS.items()}
+        self.s: dict[str, Any] = _buffers("service_ts", ns)
         self.s["service_id"] = np.tile(np.arange(len(services), dtype=np.int32), steps)
         self.s["service"] = list(services) * steps
-        self.f = {key: np.zeros(steps, dtype=dt) for key, (_, dt) in FACTORY_FIELDS.items()}
+        self.f = _buffers("factory_ts", steps)
         self.f["chips_total"][:] = topo.chips
         m = steps * topo.ultraservers
-        self.u: dict[str, npt.NDArray[Any]] = {
-            "time_s": np.zeros(m, dtype=np.int64),
-            "ultraserver_id": np.tile(np.arange(topo.ultraservers, dtype=np.int32), steps),
-            "row_id": np.tile(topo.us_row, steps),
-            "power_w": np.zeros(m),
-            "chips_busy": np.zeros(m, dtype=np.int32),
-            "chips_failed": np.zeros(m, dtype=np.int32),
-            "activity": np.zeros(m, dtype=np.float32),
-            "max_chip_temp_c": np.zeros(m, dtype=np.float32),
-            "coolant_return_c": np.zeros(m, dtype=np.float32),
-            "clock": np.zeros(m, dtype=np.float32),
-        }
+        self.u: dict[str, npt.NDArray[Any]] = _buffers("ultraserver_ts", m)
+        self.u["ultraserver_id"] = np.tile(np.arange(topo.ultraservers, dtype=np.int32), steps)
+        self.u["row_id"] = np.tile(topo.us_row, steps)
         self.c: list[dict[str, npt.NDArray[Any]]] = []
-        self._keys = {short: key for key, (short, _) in FACTORY_FIELDS.items()}
 
     def factory(self, i: int, **values: float) -> None:
-        for short, v in values.items():
-            self.f[self._keys[short]][i] = v
+        for name, v in values.items():
+            self.f[name][i] = v
 
     def ultraserver(self, i: int, t: int, *cols: npt.NDArray[Any]) -> None:
         n = self.topo.ultraservers
         s = slice(i * n, (i + 1) * n)
         self.u["time_s"][s] = t
-        for name, col in zip(
-            ("power_w", "chips_busy", "chips_failed", "activity", "max_chip_temp_c", "coolant_return_c", "clock"),
-            cols,
-            strict=True,
-        ):
+        for name, col in zip(self._US_COLS, cols, strict=True):
             self.u[name][s] = col
 
     def chips(

@@ -385,7 +385,7 @@ def test_cooling_failure_scenario_never_reports_a_powered_chip_above_its_limits(
     on = u["power_w"] > 0
     assert u["max_chip_temp_c"][on].max() <= limit
     # Every powered chip sampled runs on or below its throttle curve (float32 record, 0.1 K).
-    from twin.facility import allowed_junction_c
+    from twin.cooling import allowed_junction_c
 
     c = fr["chip_ts"]
     pw = c["chip_power_w"] > 0

@@ -37,55 +37,6 @@ MIN_FLOW = 0.3  # variable-speed pumps never go below 30 % flow (ASM)
 EVENT_KINDS = ("power_cap", "cdu_pump_failure", "chiller_trip", "cooling_tower_loss", "cooling_restore")
 
 
-def dvfs_power_factor(clock: FloatArray | float, exponent: float) -> FloatArray | float:
-    """Dynamic power at a clock fraction f relative to full clock: f ** exponent (P ~ C V^2 f with
-    V roughly proportional to f gives ~f^3; ASM)."""
-    c = np.asarray(clock)
-    return c * c * c if exponent == 3.0 else c**exponent
-
-
-def chiller_part_load_fraction(plr: float) -> float:
-    """Fraction of full-load power at part-load ratio PLR (EnergyPlus Chiller:Electric curve,
-    FFL = 0.03303 + 0.6852 PLR + 0.2818 PLR^2; via SustainDC dc-rl, facts §8.5)."""
-    return 0.03303 + 0.6852 * plr + 0.2818 * plr * plr
-
-
-def mixed_loop_step(t0: float, t_inf: float, tau_s: float, dt_s: float) -> float:
-    return t_inf + (t0 - t_inf) * math.exp(-dt_s / tau_s)
-
-
-def junction_c(coolant_c: FloatArray, r_k_per_w: FloatArray, chip_w: FloatArray) -> FloatArray:
-    """Quasi-steady junction temperature T_j = T_coolant + R P [°C] (the package settles in
-    seconds, well inside a step)."""
-    out: FloatArray = coolant_c + r_k_per_w * chip_w
-    return out
-
-
-def allowed_junction_c(clock: FloatArray, p: CoolingParams) -> FloatArray:
-    """Hottest junction a chip may run at ``clock`` [°C]: the throttle curve f = 1 - 0.5 x,
-    x = (T_j - throttle) / (full - throttle), inverted; at or below the curve's floor (f <= 0.5)
-    only the shutdown temperature limits it."""
-    x = 2.0 * (1.0 - np.asarray(clock))
-    t = p.throttle_temp_c + x * (p.throttle_full_c - p.throttle_temp_c)
-    out: FloatArray = np.where(np.asarray(clock) > 0.5, t, p.shutdown_temp_c)
-    return out
-
-
-def thermal_clock(
-    base_c: FloatArray, dyn_k: FloatArray, f_max: FloatArray, k: float, p: CoolingParams
-) -> FloatArray:
-    """Largest clock f in [0.5, f_max] whose junction temperature base + dyn_k f^k stays on the
-    throttle curve (bisection, 30 halvings: 1e-9 of the range); 0.5 when none does."""
-    lo = np.full(len(base_c), 0.5)
-    hi = np.maximum(np.asarray(f_max, dtype=np.float64), 0.5)
-    for _ in range(30):
-        mid = 0.5 * (lo + hi)
-        ok = cooling.throttle_clock(base_c + dyn_k * mid**k, p) >= mid
-        lo = np.where(ok, mid, lo)
-        hi = np.where(ok, hi, mid)
-    return lo
-
-
 @dataclass(frozen=True)
 class ItPower:
     chip_p: FloatArray  # per chip [W]
@@ -356,7 +307,7 @@ class Facility:
         ret0 = self.us_return_c
         ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
         r_us = self._cold_plate_r(flow_frac) if self.lf > 0 else np.full(topo.ultraservers, self.air_r)
-        tj = junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
+        tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
 
         # Junction protection inside the step: a chip above its throttle curve slows down at
         # once (the package settles in seconds, well inside a step); one that is past its
@@ -383,7 +334,7 @@ class Facility:
                 full_clock = False
                 pw = self._it_power(util, alive, dyn_full, clock, full_clock)
                 ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
-                tj = junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
+                tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
         chip_p, act_chip, us_it, it_w, psu_loss = pw.chip_p, pw.act_chip, pw.us_it, pw.it_w, pw.psu_loss_w
         liquid_us = self.lf * us_it
         # Heat handed to the facility water over the step = heat in - heat stored in the loops.
@@ -480,8 +431,10 @@ class Facility:
         """Chip, host and switch power at ``clock``; rectifier losses are IT. Hosts follow their
         chips' work rate; switches are constant; a tripped UltraServer draws nothing."""
         topo, acc, sysm = self.topo, self.acc, self.sys
-        scaled = dyn_full if full_clock else dyn_full * dvfs_power_factor(clock, self.cp.dvfs_exponent)
-        chip_p = np.where(alive, acc.idle_w + scaled, 0.0)
+        if full_clock:
+            chip_p = np.where(alive, acc.idle_w + dyn_full, 0.0)
+        else:
+            chip_p = power.chip_power_w(dyn_full, acc.idle_w, clock, self.cp.dvfs_exponent, alive)
         if self.us_tripped.any():
             chip_p = np.where(self.us_tripped[topo.chip_us], 0.0, chip_p)
         act_chip = util if full_clock else util * clock
@@ -506,13 +459,7 @@ class Facility:
             cp = self.cp
             air_in = cp.air_supply_c + max(self.plant.chw_supply_c - cp.chilled_water_c, 0.0)
             return ret0, np.full(self.topo.ultraservers, air_in)
-        c_loop = self.us_mass_kg * CP
-        with np.errstate(divide="ignore", invalid="ignore"):
-            steady = sec_supply + liquid_us / (m * CP)
-            decay = np.exp(-dt_s * m * CP / c_loop)
-            ret_flow = steady + (ret0 - steady) * decay
-        ret_noflow = ret0 + liquid_us * dt_s / c_loop
-        ret = np.where(m > 0, ret_flow, ret_noflow)
+        ret = cooling.loop_return_c(ret0, sec_supply, liquid_us, m, self.us_mass_kg, dt_s)
         return ret, np.where(m > 0, 0.5 * (sec_supply + ret), ret)
 
     def _protect(
@@ -527,28 +474,26 @@ class Facility:
         """Clocks protected against this step's coolant and the UltraServers to shut down, or
         None when every chip is within its throttle curve (0.05 K tolerance)."""
         cp, topo = self.cp, self.topo
-        over = (tj > allowed_junction_c(clock, cp) + 0.05) & (util > 0)
+        over = (tj > cooling.allowed_junction_c(clock, cp) + 0.05) & (util > 0)
         if not over.any():
             return None
         k = cp.dvfs_exponent
         idx = np.flatnonzero(over)
         r = r_us[topo.chip_us[idx]]
         base = coolant_us[topo.chip_us[idx]] + r * self.acc.idle_w
-        f = thermal_clock(base, r * dyn_full[idx], clock[idx], k, cp)
+        f = cooling.thermal_clock(base, r * dyn_full[idx], clock[idx], k, cp)
         clock = clock.copy()
         clock[idx] = np.minimum(clock[idx], f)
         hot = base + r * dyn_full[idx] * clock[idx] ** k > cp.shutdown_temp_c
         shut = np.unique(topo.chip_us[idx[hot]]).astype(np.int64)
         return clock, shut
 
-    def _cold_plate_r(self, speed: FloatArray) -> FloatArray:
-        """Junction-to-coolant resistance per UltraServer [K/W]: a conduction part plus a forced-
-        convection part that grows as flow falls (h ~ velocity^0.8, Dittus-Boelter); without flow
-        only natural convection is left (taken as 10 % of design velocity; ASM)."""
+    def _cold_plate_r(self, flow_fraction: FloatArray) -> FloatArray:
+        """Junction-to-coolant resistance per UltraServer [K/W] at the CDU pumps' health."""
         cp = self.cp
-        conv = self.plate_r * cp.cold_plate_convective_share
-        cond = self.plate_r - conv
-        return cond + conv * np.maximum(speed, cp.natural_convection_speed) ** -0.8
+        return cooling.cold_plate_r_k_per_w(
+            self.plate_r, cp.cold_plate_convective_share, cp.natural_convection_speed, flow_fraction
+        )
 
     def _sink_c(self, cond: Conditions) -> tuple[float, float]:
         """(coldest water the economizer makes, chiller condensing temperature) [°C]."""
@@ -608,7 +553,7 @@ class Facility:
                 c_fw = self.fw_mass_kg * CP
                 if eps > 0:
                     t_ss = sink + (liquid_w * (1 - eps) - cap_left) / (eps * mcp)
-                    t1 = mixed_loop_step(t0, t_ss, c_fw / (eps * mcp), dt_s)
+                    t1 = cooling.mixed_loop_step(t0, t_ss, c_fw / (eps * mcp), dt_s)
                 else:
                     t1 = t0 + (liquid_w - cap_left) * dt_s / c_fw
                 t1 = max(t1, t_set)
@@ -629,7 +574,7 @@ class Facility:
             plr = chiller_load / (running * self.chiller_unit_w)
             cop_mix = chiller_load / (air_chiller / cop_air + liq_chiller / cop_liq)
             full_w = running * self.chiller_unit_w / cop_mix
-            chiller_w = full_w * chiller_part_load_fraction(plr)
+            chiller_w = full_w * cooling.chiller_part_load_fraction(plr)
         cop = chiller_load / chiller_w if chiller_w > 0 else cop_air
         # Pumps: CDU secondary pumps (per UltraServer loop) and facility water pumps by the
         # affinity law P ~ flow^3; fans follow the heat they reject, P ~ speed^3.
@@ -681,7 +626,7 @@ class Facility:
         f = np.ones(topo.chips)
         dyn_it = dyn_full / pp.psu_efficiency  # rack-input watts of dynamic power at f = 1
         if math.isfinite(self.facility_cap_w) or np.isfinite(self.row_cap_w).any():
-            cur = dyn_it if self._full_clock else dyn_it * dvfs_power_factor(self.clock, k)
+            cur = dyn_it if self._full_clock else dyn_it * power.dvfs_power_factor(self.clock, k)
         if math.isfinite(self.facility_cap_w):
             # Facility power scales ~ with IT power at this operating point.
             it_target = self.facility_cap_w * it_w / facility_w
@@ -708,8 +653,8 @@ class Facility:
             return f
         r = r_us[topo.chip_us]
         base = coolant_us[topo.chip_us] + r * self.acc.idle_w
-        tj_at = base + r * dyn_full * dvfs_power_factor(f, k)
+        tj_at = base + r * dyn_full * power.dvfs_power_factor(f, k)
         hot = (tj_at > cp.throttle_temp_c) & alive
         if hot.any():
-            f[hot] = thermal_clock(base[hot], r[hot] * dyn_full[hot], f[hot], k, cp)
+            f[hot] = cooling.thermal_clock(base[hot], r[hot] * dyn_full[hot], f[hot], k, cp)
         return f

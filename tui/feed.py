@@ -437,7 +437,7 @@ class LiveFeed:
             spans.setdefault(pair // self.meta.ultraservers, []).append(str(pair % self.meta.ultraservers))
         idl = ids.tolist()
         return {
-            "job_id": ids.astype(np.int64),
+            "job_id": a["id"][ids].astype(np.int64),  # chip owners are job-table slots
             "kind": np.array([KIND_NAMES[int(a["kind"][j])] for j in idl], dtype=object),
             "model": np.array([jobs.names[j] for j in idl], dtype=object),
             "chips": np.array([int(a["chips"][j]) for j in idl], dtype=np.int64),

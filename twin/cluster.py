@@ -17,100 +17,33 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from twin import failures, scheduler, services, workload
 from twin.catalog import Accelerator
+from twin.jobs import (
+    DONE,
+    FINETUNE,
+    INFERENCE,
+    KIND_CODE,
+    PRETRAIN,
+    QUEUED,
+    RUNNING,
+    SOURCES,
+    STATE_NAMES,
+    STOPPED,
+    JobTable,
+)
 from twin.models import registry
 from twin.params import JOB_CLASSES, KIND_NAMES, FactoryParams, JobClassParams
 from twin.topology import Topology
 
-QUEUED, RUNNING, DONE, STOPPED = 0, 1, 2, 3
-STATE_NAMES = ("queued", "running", "done", "stopped")
-PRETRAIN, INFERENCE, FINETUNE, EVAL, BATCH_INFERENCE = range(5)
-TRAINING = PRETRAIN
-KIND_CODE = {name: i for i, name in enumerate(KIND_NAMES)}
-SOURCES = ("synthetic", "trace", "service", "manual")
 RESTART_ACTIVITY = 0.1  # chips of a gang reloading its checkpoint (ASM)
 NEVER = np.iinfo(np.int64).max // 2
 DRAW_BATCH = 256  # jobs drawn per class at a time
-
-
-class JobTable:
-    """Struct-of-arrays job store that grows by doubling."""
-
-    FIELDS: ClassVar[dict[str, Any]] = {
-        "kind": np.int8,
-        "chips": np.int32,
-        "params": np.float64,
-        "tokens": np.float64,
-        "work": np.float64,
-        "done": np.float64,
-        "ckpt_done": np.float64,
-        "ckpt_time": np.int64,
-        "ckpt_every": np.int64,
-        "ckpt_due": np.int64,
-        "lost": np.float64,
-        "submit": np.int64,
-        "start": np.int64,
-        "first_start": np.int64,
-        "end": np.int64,
-        "state": np.int8,
-        "spanned": np.int32,
-        "mfu": np.float64,
-        "mfu_base": np.float64,
-        "rate": np.float64,
-        "activity": np.float64,
-        "restarts": np.int32,
-        "failures": np.int32,
-        "preemptions": np.int32,
-        "service": np.int32,
-        "priority": np.int32,
-        "preemptible": np.bool_,
-        "est": np.float64,
-        "est_end": np.float64,
-        "restart_until": np.int64,
-        "wait": np.float64,
-        "queued_since": np.int64,
-        "run_s": np.float64,
-        "prog_s": np.float64,
-        "ckpt_prog_s": np.float64,
-        "lost_s": np.float64,
-        "source": np.int8,
-        "inf": np.bool_,
-        "warm_at": np.int64,
-        "nominal": np.float64,
-    }
-
-    def __init__(self, capacity: int = 256) -> None:
-        self.n = 0
-        self.names: list[str] = []
-        self.precision: list[str] = []
-        self.a: dict[str, npt.NDArray[Any]] = {k: np.zeros(capacity, dtype=t) for k, t in self.FIELDS.items()}
-
-    def add(self, name: str, precision: str, **values: float) -> int:
-        """Append a job (unset fields: zero; start/end/service -1, checkpoint interval -1 = the
-        class default, base MFU 0 = the model's)."""
-        if self.n == len(self.a["kind"]):
-            for k, arr in self.a.items():
-                grown = np.zeros(2 * len(arr), dtype=arr.dtype)
-                grown[: self.n] = arr[: self.n]
-                self.a[k] = grown
-        j = self.n
-        self.n += 1
-        # Rows past n are still zero (arrays only grow), so only the non-zero defaults are set.
-        for k in ("start", "first_start", "end", "service", "ckpt_every"):
-            self.a[k][j] = -1
-        self.a["source"][j] = SOURCES.index("manual")
-        for k, v in values.items():
-            self.a[k][j] = v
-        self.a["inf"][j] = self.a["kind"][j] == INFERENCE
-        self.names.append(name)
-        self.precision.append(precision)
-        return j
 
 
 @dataclass(frozen=True)
@@ -170,6 +103,7 @@ class Cluster:
         self._seg: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         self._sched = True
         self.dirty: set[int] = set()
+        self._evict_next: list[int] = []  # finished jobs recorded, to leave memory next time
         self.log: list[tuple[str, str, str]] = []
         self.failure_rows: list[tuple[int, str, int, str, int, int, int, str]] = []
         self.interrupt_rows: list[tuple[int, int, str, str, float, float, int, int]] = []
@@ -533,7 +467,7 @@ class Cluster:
             self._run_dirty = True
         self.dirty.add(j)
         self.log.append(
-            ("job_start", f"job:{j}", f"{self.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)")
+            ("job_start", f"job:{self.jobs.id_of(j)}", f"{self.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)")
         )
         return True
 
@@ -585,7 +519,9 @@ class Cluster:
             a["failures"][j] += 1
         a["activity"][j] = 0.0
         a["rate"][j] = 0.0
-        self.interrupt_rows.append((t, j, reason, cause, lost, lost_s, int(a["chips"][j]), by))
+        jid = self.jobs.id_of(j)
+        by_id = self.jobs.id_of(by) if by >= 0 else -1
+        self.interrupt_rows.append((t, jid, reason, cause, lost, lost_s, int(a["chips"][j]), by_id))
         if a["kind"][j] == INFERENCE:
             self._request_replica(j, t)
         else:
@@ -594,11 +530,11 @@ class Cluster:
             self._enqueue(j)
         self.dirty.add(j)
         what = "preempted" if reason == "preemption" else "interrupted"
-        by_s = f" by job:{by}" if by >= 0 else f" ({cause})"
+        by_s = f" by job:{by_id}" if by >= 0 else f" ({cause})"
         self.log.append(
             (
                 f"job_{what}",
-                f"job:{j}",
+                f"job:{jid}",
                 f"{self.jobs.names[j]} {what}{by_s}, lost {lost:.3g} FLOP since checkpoint",
             )
         )
@@ -611,7 +547,7 @@ class Cluster:
         a["activity"][j] = 0.0
         a["rate"][j] = 0.0
         self.dirty.add(j)
-        self.log.append(("job_end", f"job:{j}", f"{self.jobs.names[j]} done, {a['work'][j]:.3g} FLOP"))
+        self.log.append(("job_end", f"job:{self.jobs.id_of(j)}", f"{self.jobs.names[j]} done, {a['work'][j]:.3g} FLOP"))
 
     def _preempt_for(self, j: int, t: int) -> bool:
         """Priority policy: free chips for ``j`` by preempting lower-priority preemptible batch
@@ -983,16 +919,24 @@ class Cluster:
         """Rows of the jobs that changed, plus every queued or running job (their waits and work
         done move on)."""
         a = self.jobs.a
+        # Finished jobs recorded by the previous call leave memory now (their slots are reused).
+        if self._evict_next:
+            self.jobs.evict(self._evict_next)
+            for j in self._evict_next:
+                self.last_us.pop(j, None)
+            self.dirty.difference_update(self._evict_next)
         live = set(self.queue) | set(self.running) | set(self.rqueue)
         ids = np.array(sorted(self.dirty | live), dtype=np.int64)
         self.dirty.clear()
+        st_all = a["state"][ids]
+        self._evict_next = ids[(st_all == DONE) & (a["kind"][ids] != INFERENCE)].tolist()
         st = a["state"][ids]
         wait = a["wait"][ids] + np.where(st == QUEUED, t - a["queued_since"][ids], 0)
         on = st == RUNNING
         run_s = a["run_s"][ids] + np.where(on, t - a["start"][ids], 0)
         prog_s = a["prog_s"][ids] + np.where(on, np.maximum(0, t - a["restart_until"][ids]), 0)
         return {
-            "job_id": ids.astype(np.int32),
+            "job_id": self.jobs.ids(ids).astype(np.int32),
             "kind": [KIND_NAMES[int(k)] for k in a["kind"][ids]],
             "name": [self.jobs.names[j] for j in ids],
             "chips": a["chips"][ids],
@@ -1052,6 +996,6 @@ class Cluster:
         """First waiting jobs, replica requests first: (job_id, name, chips, wait_s)."""
         a = self.jobs.a
         return [
-            (j, self.jobs.names[j], int(a["chips"][j]), t - int(a["queued_since"][j]))
+            (self.jobs.id_of(j), self.jobs.names[j], int(a["chips"][j]), t - int(a["queued_since"][j]))
             for j in (self.rqueue + self.queue)[:limit]
         ]

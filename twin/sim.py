@@ -21,7 +21,11 @@ import numpy as np
 import numpy.typing as npt
 
 from twin import site, telemetry
-from twin.cluster import (  # noqa: F401  (job-state names re-exported for callers)
+from twin.cluster import Cluster, WorkStep
+from twin.design import Design
+from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
+from twin.facility import Facility, FacilityStep
+from twin.jobs import (  # noqa: F401  (job-state names re-exported for callers)
     DONE,
     INFERENCE,
     QUEUED,
@@ -29,13 +33,8 @@ from twin.cluster import (  # noqa: F401  (job-state names re-exported for calle
     STATE_NAMES,
     STOPPED,
     TRAINING,
-    Cluster,
     JobTable,
-    WorkStep,
 )
-from twin.design import Design
-from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
-from twin.facility import Facility, FacilityStep
 from twin.params import KIND_NAMES, FactoryParams, ScheduledEvent  # noqa: F401
 from twin.topology import Topology, build
 
@@ -291,7 +290,8 @@ class Simulation:
         rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, us_tmax, ph.us_return_c, us_clock)
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
-            rec.chips(t, owner, act_chip, chip_p, tj, self.chip_failed, ph.clock)
+            job_id = np.where(owned, self.jobs.a["id"][np.maximum(owner, 0)], -1).astype(np.int32)
+            rec.chips(t, job_id, act_chip, chip_p, tj, self.chip_failed, ph.clock)
 
     def _record_work(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> float:
         """Workload columns of ``factory_ts`` and this step's ``service_ts`` rows; returns the
@@ -426,7 +426,7 @@ class _Recorder:
                 "time_s": np.full(n, t, dtype=np.int64),
                 "chip_id": np.arange(n, dtype=np.int32),
                 "ultraserver_id": self.topo.chip_us,
-                "job_id": owner.copy(),
+                "job_id": owner,
                 "neuroncore_utilization": act.astype(np.float32),
                 "chip_power_w": pw.astype(np.float32),
                 "t_junction_c": tj.astype(np.float32),

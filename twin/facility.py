@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from twin import cooling, design, effects, power
 from twin.catalog import Accelerator, System
+from twin.events import Events
 from twin.params import CoolingParams, FactoryParams, PowerChainParams, ScheduledEvent
 from twin.site import Conditions
 from twin.topology import Topology
@@ -84,6 +85,7 @@ class FacilityStep:
     us_off: BoolArray  # UltraServers powered off by thermal protection during this step
     tripped_chips: npt.NDArray[np.int64]  # chips that went offline this step (thermal trip)
     recovered_chips: npt.NDArray[np.int64]  # chips back after a thermal trip
+    events: Events  # what the physics reported this step (trips, throttling, effects ending)
 
     @property
     def cooling_w(self) -> float:
@@ -109,7 +111,6 @@ class Facility:
     topo: Topology
     sys: System
     acc: Accelerator
-    log: list[tuple[str, str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         p, topo = self.params, self.topo
@@ -262,7 +263,7 @@ class Facility:
             raise ValueError(f"row {r} out of range 0..{self.topo.rows - 1}")
         return r
 
-    def _end_due(self, t_s: int) -> None:
+    def _end_due(self, t_s: int, ev: Events) -> None:
         """Intervals that end at or before ``t_s`` end (each only itself); the state is resolved
         again from those still active."""
         if not any(0 <= e.end_s <= t_s for e in self.effects):
@@ -272,15 +273,15 @@ class Facility:
             if not 0 <= e.end_s <= t_s:
                 keep.append(e)
             elif e.what == effects.FACILITY_CAP:
-                self.log.append(("power_cap", "facility", f"power cap {e.value / 1e6:.3f} MW ended"))
+                ev.append(("power_cap", "facility", f"power cap {e.value / 1e6:.3f} MW ended"))
             elif e.what == effects.ROW_CAP:
-                self.log.append(("power_cap", f"row:{e.index}", f"power cap {e.value / 1e6:.3f} MW ended"))
+                ev.append(("power_cap", f"row:{e.index}", f"power cap {e.value / 1e6:.3f} MW ended"))
             elif e.what == effects.CDU:
-                self.log.append(("cooling_restore", f"row:{e.index}", "CDU pump failure ended"))
+                ev.append(("cooling_restore", f"row:{e.index}", "CDU pump failure ended"))
             elif e.what == effects.CHILLERS:
-                self.log.append(("cooling_restore", "plant", f"{int(e.value)} chiller(s) back"))
+                ev.append(("cooling_restore", "plant", f"{int(e.value)} chiller(s) back"))
             else:
-                self.log.append(("cooling_restore", "plant", f"{int(e.value)} economizer unit(s) back"))
+                ev.append(("cooling_restore", "plant", f"{int(e.value)} economizer unit(s) back"))
         self.effects = keep
         self._resolve(t_s)
 
@@ -288,7 +289,8 @@ class Facility:
     def step(self, util: FloatArray, alive: BoolArray, cond: Conditions, t_s: int, dt_s: int) -> FacilityStep:
         """One step. ``util`` is each chip's utilisation at full clock (0 idle), ``alive`` marks
         chips that are powered."""
-        self._end_due(t_s)
+        ev: Events = []
+        self._end_due(t_s, ev)
         topo, cp, pp = self.topo, self.cp, self.pp
         acc = self.acc
         clock = self.clock
@@ -324,7 +326,7 @@ class Facility:
                     mask = np.isin(topo.chip_us, shut) & alive
                     self.chip_tripped |= mask
                     for us in shut.tolist():
-                        self.log.append(
+                        ev.append(
                             (
                                 "thermal_shutdown",
                                 f"ultraserver:{us}",
@@ -360,7 +362,7 @@ class Facility:
             self.chip_tripped |= mask
             tripped_chips = np.flatnonzero(mask)
             for u in np.flatnonzero(newly):
-                self.log.append(
+                ev.append(
                     ("thermal_trip", f"ultraserver:{int(u)}", f"coolant {coolant[u]:.1f} °C: powered off")
                 )
         if len(shut):
@@ -373,7 +375,7 @@ class Facility:
             self.chip_tripped &= ~mask
             recovered_chips = np.flatnonzero(mask)
             for u in np.flatnonzero(back):
-                self.log.append(
+                ev.append(
                     ("thermal_recover", f"ultraserver:{int(u)}", f"coolant {coolant[u]:.1f} °C: back on")
                 )
 
@@ -393,7 +395,7 @@ class Facility:
         throttled = 0 if full_clock else int(((clock < 0.999) & (util > 0)).sum())
         if (throttled > 0) != self._throttling:
             self._throttling = throttled > 0
-            self.log.append(
+            ev.append(
                 ("throttle", "factory", f"{throttled} chips throttled" if throttled else "throttling ended")
             )
         return FacilityStep(
@@ -423,6 +425,7 @@ class Facility:
             us_off=us_off,
             tripped_chips=tripped_chips,
             recovered_chips=recovered_chips,
+            events=ev,
         )
 
     def _it_power(

@@ -22,6 +22,8 @@ PRETRAIN, INFERENCE, FINETUNE, EVAL, BATCH_INFERENCE = range(5)
 TRAINING = PRETRAIN
 KIND_CODE = {name: i for i, name in enumerate(KIND_NAMES)}
 SOURCES = ("synthetic", "trace", "service", "manual")
+RESTART_ACTIVITY = 0.1  # chips of a gang reloading its checkpoint (ASM)
+NEVER = np.iinfo(np.int64).max // 2
 
 
 class JobTable:

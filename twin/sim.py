@@ -1,14 +1,38 @@
-"""The time-stepped factory simulation.
+"""The time-stepped factory simulation: one run state, one Design, the step as a pipeline.
 
 ``Simulation.advance(n)`` runs ``n`` fixed steps of ``dt_s`` integer seconds and returns the
 telemetry frames of those steps (``table -> column -> array``, column names as in
-``twin.telemetry``; ``run_id`` is added by storage). State is struct-of-arrays over chips,
-servers and UltraServers; only jobs and events (a few per simulated hour) are handled one by one.
+``twin.telemetry``; ``run_id`` is added by storage). Same parameters and seed give bit-identical
+frames; a live session replayed headlessly with its recorded events gives identical telemetry.
 
-Events are the one way anything changes the twin: scheduled events from the scenario and events
-injected live (``inject``) are applied at the start of the next step and recorded, so a live
-session replayed headlessly with its recorded events gives identical telemetry. Same parameters and
-seed give bit-identical frames.
+The run state: the work state ``cluster`` (``twin.cluster``: chips' ownership and health, job
+table, queues, drains, services), the physics state ``facility`` (``twin.facility``: clocks,
+loops, plant, protection, timed effects), the site ``site`` (weather, price, carbon), pending
+events, and the random streams (``twin.rng``: one SeedSequence, one child per subsystem). The
+``design`` (``twin.design``) is derived once from the parameters and never changes.
+
+One step [t, t + dt), phase by phase (reads -> writes; every phase returns its events, which are
+recorded in this order):
+
+1. events       pending scenario/operator events due at t -> timed effects (caps, cooling faults,
+                surges), failures/repairs/drains; an event that changes CDU flow re-solves the
+                chips' clocks at once (``_apply``).
+2. work         ``Cluster.step`` (``twin.cluster``), in order: repairs due and random failures
+                (failures stream) -> drains -> batch arrivals (arrivals, jobs streams) ->
+                service requests and autoscaling (services stream) -> scheduling and placement
+                -> batch progress at the chips' clocks -> serving. Reads the clocks decided for
+                this step; writes ownership, job states and each job's activity.
+3. site         weather, price, carbon at t (weather stream).
+4. physics      ``Facility.step`` (``twin.facility``): chip power at the clocks (capping, DVFS)
+                -> hosts, rectifiers -> rack loops -> junction temperatures and protection
+                (throttle within the step, shutdown past the limit; re-solved once at the
+                protected clocks) -> loop trips -> plant (economizer, chillers, pumps, fans,
+                water) -> power chain (PDU, UPS, transformer) -> clocks for the next step (power
+                caps, thermal equilibrium). Thermal trips and recoveries go back to the work
+                state (their jobs are interrupted).
+5. record       one factory_ts row, one ultraserver_ts row per UltraServer, one service_ts row
+                per service, chip_ts samples; at the end of ``advance``: jobs rows (finished
+                jobs then leave memory), events, failures, interruptions.
 """
 
 from __future__ import annotations
@@ -20,9 +44,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from twin import site, telemetry
+from twin import outages, rng, serving, site, telemetry
 from twin.cluster import Cluster, WorkStep
 from twin.design import Design
+from twin.events import Events
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.facility import Facility, FacilityStep
 from twin.jobs import (  # noqa: F401  (job-state names re-exported for callers)
@@ -52,7 +77,8 @@ EVENT_KINDS = (
     "undrain_ultraserver",
     "inference_surge",
 )
-# The workload step's result (``twin.cluster``): FLOP/s, tokens, requests, per-service steps.
+
+# The workload step's result (``twin.serving``): FLOP/s, tokens, requests, per-service steps.
 WorkloadStep = WorkStep
 
 
@@ -69,14 +95,11 @@ class Simulation:
             hall.ultraservers, self.sys.chips, self.sys.servers, hall.ultraservers_per_row
         )
         n = self.topo.chips
-        seeds = np.random.SeedSequence(params.seed).spawn(4)
-        self.rng_weather, self.rng_arrivals, self.rng_failures, self.rng_jobs = (
-            np.random.default_rng(s) for s in seeds
-        )
+        self.rngs = rng.streams(params.seed)
         self.t_s = 0
-        # The work side (jobs, queue, scheduler, failures, services) and its chip state; the
-        # arrays are shared, the physics reads them. Its random streams are child 4 of the seed.
-        self.cluster = Cluster(params, self.topo, self.acc, np.random.SeedSequence(params.seed).spawn(5)[4])
+        # The work state (jobs, queue, scheduler, failures, services) and its chip arrays; the
+        # physics reads them.
+        self.cluster = Cluster(params, self.topo, self.acc, self.rngs)
         self.chip_owner = self.cluster.chip_owner
         self.chip_failed = self.cluster.chip_failed
         self.chip_repair_at = self.cluster.chip_repair_at
@@ -85,7 +108,7 @@ class Simulation:
         self.chip_power = np.zeros(n)
         self.chip_activity = np.zeros(n)
         self.chip_tj = np.full(n, params.cooling.supply_setpoint_c)
-        self.site = site.SiteModel(params.site, self.rng_weather)
+        self.site = site.SiteModel(params.site, self.rngs.weather)
         self.facility = Facility(params, self.topo, self.sys, self.acc)
         # The run's fixed facts, derived once (recorded with the run as ``runs.design_json``).
         self.design: Design = self.facility.design
@@ -105,6 +128,11 @@ class Simulation:
     @property
     def training_capacity_chips(self) -> int:
         return self.cluster.training_capacity_chips
+
+    @property
+    def us_tripped(self) -> npt.NDArray[np.bool_]:
+        """UltraServers powered off by thermal protection."""
+        return self.facility.us_tripped
 
     # ------------------------------------------------------------------ events
     def _push_event(self, ev: ScheduledEvent, source: str) -> None:
@@ -129,90 +157,70 @@ class Simulation:
         else:
             self._events.append((self.t_s, kind, target, detail, source, ev.target, ev.value, ev.duration_s))
 
-    def _apply(self, ev: ScheduledEvent, source: str) -> None:
+    def _record_events(self, events: Events) -> None:
+        for kind, target, detail in events:
+            self._log(kind, target, detail)
+
+    def _apply(self, ev: ScheduledEvent, source: str) -> Events:
+        """Phase 1 for one event: apply it, record it; returns the events it caused."""
         kind = ev.kind
         if kind in FACILITY_EVENT_KINDS:
             target, detail = self.facility.apply(ev, self.t_s)
             self.chip_clock = self.facility.clock  # protection may have re-clocked the chips
             self._log(kind, target, detail, source, ev)
-            return
+            return []
         cl, t = self.cluster, self.t_s
+        caused: Events = []
         level = kind.split("_", 1)[1]
         target = f"{level}:{ev.target}" if kind != "inference_surge" else ev.target
         if kind.startswith("fail_"):
-            detail = cl.inject_failure(level, int(ev.target), ev.duration_s, t, source)
+            detail = outages.inject_failure(cl, caused, level, int(ev.target), ev.duration_s, t, source)
         elif kind.startswith("repair_"):
-            chips = cl.target_chips(level, int(ev.target))
-            cl.repair_chips(chips)
+            chips = outages.target_chips(cl, level, int(ev.target))
+            outages.repair_chips(cl, chips)
             detail = f"{len(chips)} chips repaired"
         elif kind == "drain_ultraserver":
             # value: grace period [h] before running jobs are evicted; duration: maintenance.
-            detail = cl.drain(int(ev.target), int(round(ev.value * 3600)), ev.duration_s, t)
+            detail = outages.drain(cl, int(ev.target), int(round(ev.value * 3600)), ev.duration_s, t)
         elif kind == "undrain_ultraserver":
-            detail = cl.undrain(int(ev.target))
+            detail = outages.undrain(cl, int(ev.target))
         else:  # inference_surge
             factor = ev.value if ev.value > 0 else 2.0
             until = t + (ev.duration_s if ev.duration_s > 0 else 3600)
-            cl.surge(ev.target, factor, t, until)
+            serving.surge(cl, ev.target, factor, t, until)
             detail = f"x{factor:g} request rate until t={until} s"
         self._log(kind, target, detail, source, ev)
-        self._drain_cluster_log()
-
-    def _drain_cluster_log(self) -> None:
-        for kind, target, detail in self.cluster.log:
-            self._log(kind, target, detail)
-        self.cluster.log.clear()
-
-    # ------------------------------------------------------------------ failures
-    def _fail_chips(self, chips: npt.NDArray[np.int64], repair_at: int, cause: str = "thermal") -> None:
-        """Take chips out of service (the physics calls this for thermal trips); their jobs
-        restart from the last checkpoint."""
-        self.cluster.fail_chips(chips, repair_at, cause, self.t_s)
-        self._drain_cluster_log()
-
-    def _repair_chips(self, chips: npt.NDArray[np.int64]) -> None:
-        """Chips back from a thermal trip (the physics calls this); a chip that also has a
-        hardware fault stays out until that is repaired."""
-        self.cluster.recover_thermal(chips)
+        return caused
 
     # ------------------------------------------------------------------ step
     def _step(self, rec: _Recorder, i: int) -> None:
-        """One step: events, then the workload (who runs where, how busy), then the physics
-        (power, cooling, plant), then the record."""
+        """One step, phase by phase (module docstring)."""
         t = self.t_s
         while self._pending and self._pending[0][0] <= t:
             _, _, ev, source = heapq.heappop(self._pending)
-            self._apply(ev, source)
-        w = self._workload()
-        ph = self._physics(w)
+            self._record_events(self._apply(ev, source))
+        w, work_events = self.cluster.step(t, self.dt_s, self.chip_clock)
+        self._record_events(work_events)
+        ph = self._physics()
         self._record(rec, i, w, ph)
         self.t_s = t + self.dt_s
 
-    # ------------------------------------------------------------------ workload
-    def _workload(self) -> WorkloadStep:
-        """Repairs and failures, drains, arrivals, autoscaling, scheduling, batch progress and
-        inference serving (``twin.cluster``). Sets each running job's ``activity``."""
-        w = self.cluster.step(self.t_s, self.dt_s, self.chip_clock)
-        self._drain_cluster_log()
-        return w
-
-    # ------------------------------------------------------------------ physics
-    def _physics(self, w: WorkloadStep) -> FacilityStep:
-        """Chip utilisation -> power, heat, temperatures, plant and power chain (``twin.facility``).
-        Thermal trips take chips offline; the clocks decided here apply to the next step's work
-        and power alike."""
+    def _physics(self) -> FacilityStep:
+        """Phases 3-4: site, then chip utilisation -> power, heat, temperatures, plant and power
+        chain (``twin.facility``). Thermal trips take chips offline; the clocks decided here
+        apply to the next step's work and power alike."""
         a = self.jobs.a
         owner = self.chip_owner
         util = np.where(owner >= 0, a["activity"][np.maximum(owner, 0)], 0.0)
         cond = self.site.step(self.t_s, self.dt_s)
         ph = self.facility.step(util, ~self.chip_failed, cond, self.t_s, self.dt_s)
-        for kind, target, detail in self.facility.log:
-            self._log(kind, target, detail)
-        self.facility.log.clear()
+        self._record_events(ph.events)
         if len(ph.tripped_chips):
-            self._fail_chips(ph.tripped_chips, -1)
+            caused: Events = []
+            outages.fail_chips(self.cluster, caused, ph.tripped_chips, -1, "thermal", self.t_s)
+            self._record_events(caused)
         if len(ph.recovered_chips):
-            self._repair_chips(ph.recovered_chips)
+            outages.recover_thermal(self.cluster, ph.recovered_chips)
         self.chip_clock = self.facility.clock
         self.chip_activity, self.chip_power, self.chip_tj = ph.act_chip, ph.chip_p, ph.tj
         return ph
@@ -298,7 +306,7 @@ class Simulation:
         facility power attributed to inference [W]."""
         cl = self.cluster
         gross = ph.facility_w / ph.chip_w if ph.chip_w > 0 else 0.0  # = IT per chip W x PUE
-        svc_w = cl.service_power_w(ph.chip_p, gross)
+        svc_w = serving.service_power_w(cl, ph.chip_p, gross)
         inf_w = float(svc_w.sum())
         free, drained, whole, frag = cl.us_counts()
         rec.factory(

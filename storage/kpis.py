@@ -119,7 +119,9 @@ def whole_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     waits, SLO, ...), one flat dict."""
     sel = ",\n       ".join(f"{expr} AS {name}" for name, expr in FACTORY_AGGREGATES.items())
     row: dict[str, Any] = (
-        con.sql(f"SELECT {sel}\nFROM factory_ts WHERE run_id = ?", params=[run_id]).to_arrow_table().to_pylist()[0]
+        con.sql(f"SELECT {sel}\nFROM factory_ts WHERE run_id = ?", params=[run_id])
+        .to_arrow_table()
+        .to_pylist()[0]
     )
     for name in RATIOS:
         row[name] = ratio(row, name)
@@ -137,7 +139,11 @@ def run_summary_view_sql() -> str:
             s = f" * {scale!r}" if scale != 1.0 else ""
             cols.append(f"({FACTORY_AGGREGATES[num]}) / nullif({FACTORY_AGGREGATES[den]}, 0){s} AS {name}")
     cols += [f"{FACTORY_AGGREGATES[n]} AS {n}" for n in ("cost_usd", "co2_t", "busy_fraction")]
-    return "CREATE OR REPLACE VIEW run_summary AS SELECT run_id, " + ", ".join(cols) + " FROM factory_ts GROUP BY run_id"
+    return (
+        "CREATE OR REPLACE VIEW run_summary AS SELECT run_id, "
+        + ", ".join(cols)
+        + " FROM factory_ts GROUP BY run_id"
+    )
 
 
 # (key, label, format) in display order for ``twin compare``.

@@ -35,7 +35,9 @@ def _replay_meta(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
     r = run(spec, text, out, duration_s=3600)
     con = duckdb.connect(str(out), read_only=True)
     try:
-        return ReplayFeed(con, r.run_id, str(out)).meta, con.sql("SELECT design_json FROM runs").fetchall()[0][0]
+        return ReplayFeed(con, r.run_id, str(out)).meta, con.sql("SELECT design_json FROM runs").fetchall()[
+            0
+        ][0]
     finally:
         con.close()
 
@@ -48,7 +50,9 @@ def test_design_by_hand() -> None:
     s, pw = p.hall.system, p.power
     dc = s.chips * 1000.0 + s.servers * s.host_w_per_server + s.switch_w
     assert d.us_full_load_dc_w == pytest.approx(dc)
-    assert d.us_full_load_it_w == pytest.approx((dc + pw.psu_fixed_w_per_server * s.servers) / pw.psu_efficiency)
+    assert d.us_full_load_it_w == pytest.approx(
+        (dc + pw.psu_fixed_w_per_server * s.servers) / pw.psu_efficiency
+    )
     assert d.chips == 2 * s.chips and d.rows == 1
     assert Design.from_json(d.to_json()) == d
 

@@ -22,7 +22,9 @@ def _file() -> duckdb.DuckDBPyConnection:
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, object]]) -> None:
     zero = {"string": "", "bool": False}
     specs = [c for c in TABLES[table] if c.name != "run_id"]
-    cols: dict[str, list[object]] = {c.name: [r.get(c.name, zero.get(c.dtype, 0)) for r in rows] for c in specs}
+    cols: dict[str, list[object]] = {
+        c.name: [r.get(c.name, zero.get(c.dtype, 0)) for r in rows] for c in specs
+    }
     tb = to_arrow(table, "r", cols)
     con.register("_b", tb)
     con.execute(f"INSERT INTO {table} SELECT * FROM _b")
@@ -65,11 +67,34 @@ def con() -> duckdb.DuckDBPyConnection:
         "jobs",
         [
             # two training jobs: 100 of 120 s kept on 4 chips, 50 of 100 s on 8 chips; one eval queued.
-            {"job_id": 1, "kind": "pretrain", "state": "done", "chips": 4, "run_s": 120.0, "effective_s": 100.0,
-             "wait_s": 30.0, "first_start_time_s": 0},
-            {"job_id": 2, "kind": "finetune", "state": "running", "chips": 8, "run_s": 100.0, "effective_s": 50.0,
-             "wait_s": 90.0, "first_start_time_s": 10},
-            {"job_id": 3, "kind": "eval", "state": "queued", "chips": 1, "wait_s": 500.0, "first_start_time_s": -1},
+            {
+                "job_id": 1,
+                "kind": "pretrain",
+                "state": "done",
+                "chips": 4,
+                "run_s": 120.0,
+                "effective_s": 100.0,
+                "wait_s": 30.0,
+                "first_start_time_s": 0,
+            },
+            {
+                "job_id": 2,
+                "kind": "finetune",
+                "state": "running",
+                "chips": 8,
+                "run_s": 100.0,
+                "effective_s": 50.0,
+                "wait_s": 90.0,
+                "first_start_time_s": 10,
+            },
+            {
+                "job_id": 3,
+                "kind": "eval",
+                "state": "queued",
+                "chips": 1,
+                "wait_s": 500.0,
+                "first_start_time_s": -1,
+            },
         ],
     )
     _insert(

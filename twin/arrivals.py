@@ -50,7 +50,8 @@ def arrivals(cl: Cluster, ev: Events, t: int, dt: int) -> None:
                 )
                 continue
             model = tr.model[r] or tcls.models[0]
-            add_job(cl,
+            add_job(
+                cl,
                 code,
                 tcls,
                 chips,
@@ -74,7 +75,8 @@ def next_draw(cl: Cluster, ci: int, cls: JobClassParams, cap: int) -> tuple[int,
     return int(buf.chips[i]), buf.model[i], float(buf.nominal_s[i])
 
 
-def add_job(cl: Cluster,
+def add_job(
+    cl: Cluster,
     code: int,
     cls: JobClassParams,
     chips: int,
@@ -104,9 +106,7 @@ def add_job(cl: Cluster,
         ref_rate = workload.training_rate_flop_s(
             chips,
             ref.peak(cls.precision),
-            workload.placement_mfu(
-                base, workload.ideal_spanned(chips, workload.REFERENCE_DOMAIN_CHIPS), xf
-            ),
+            workload.placement_mfu(base, workload.ideal_spanned(chips, workload.REFERENCE_DOMAIN_CHIPS), xf),
         )
         work = nominal_s * ref_rate
     nominal_s = work / rate

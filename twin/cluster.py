@@ -52,9 +52,7 @@ __all__ = ["Cluster", "WorkStep", "batch_progress"]
 
 
 class Cluster:
-    def __init__(
-        self, p: FactoryParams, topo: Topology, acc: Accelerator, rngs: Streams
-    ) -> None:
+    def __init__(self, p: FactoryParams, topo: Topology, acc: Accelerator, rngs: Streams) -> None:
         self.p = p
         self.topo = topo
         self.acc = acc

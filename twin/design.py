@@ -94,7 +94,11 @@ def derive(p: FactoryParams) -> Design:
         air_r_k_per_w=cp.air_r_k_per_w or cp.air_junction_rise_at_tdp_k / acc.tdp_w,
         us_loop_mass_kg=cp.loop_volume_l_per_ultraserver * cooling.WATER_RHO_KG_M3 / 1000.0,
         us_design_flow_kg_s=float(cooling.loop_flow_kg_s(us_liquid, cp)),
-        facility_loop_mass_kg=cp.facility_volume_l_per_kw * liquid / 1000.0 * cooling.WATER_RHO_KG_M3 / 1000.0,
+        facility_loop_mass_kg=cp.facility_volume_l_per_kw
+        * liquid
+        / 1000.0
+        * cooling.WATER_RHO_KG_M3
+        / 1000.0,
         facility_design_flow_kg_s=float(cooling.loop_flow_kg_s(liquid, cp)),
         chiller_unit_w=design_it / max(cp.chiller_units - cp.chiller_redundancy, 1),
         ups_rating_w=pp.ups_rating_factor * design_it / pp.pdu_efficiency,

@@ -25,9 +25,7 @@ def refresh(cl: Cluster, chips: npt.NDArray[np.int64]) -> None:
     if not len(chips):
         return
     topo = cl.topo
-    cl.free[chips] = (
-        (cl.chip_owner[chips] < 0) & ~cl.chip_failed[chips] & ~cl.us_drain[topo.chip_us[chips]]
-    )
+    cl.free[chips] = (cl.chip_owner[chips] < 0) & ~cl.chip_failed[chips] & ~cl.us_drain[topo.chip_us[chips]]
     c = cl.cpu
     for u in np.unique(topo.chip_us[chips]):
         cl.us_free[u] = int(np.count_nonzero(cl.free[u * c : (u + 1) * c]))
@@ -35,7 +33,8 @@ def refresh(cl: Cluster, chips: npt.NDArray[np.int64]) -> None:
     cl._sched = True
 
 
-def fail_chips(cl: Cluster, ev: Events, chips: npt.NDArray[np.int64], repair_at: int, cause: str = "thermal", t: int = 0
+def fail_chips(
+    cl: Cluster, ev: Events, chips: npt.NDArray[np.int64], repair_at: int, cause: str = "thermal", t: int = 0
 ) -> int:
     """Take chips out of service; every job with a chip among them is interrupted. Hardware
     faults last until ``repair_at`` (-1: until a repair event; a chip already awaiting repair
@@ -116,7 +115,17 @@ def random_failures(cl: Cluster, ev: Events, t: int, dt: int) -> None:
             failure_row(cl, ev, t, "chip", chip, cause, 1, rep, hit, "model")
 
 
-def failure_row(cl: Cluster, ev: Events, t: int, level: str, idx: int, cause: str, down: int, repair_s: int, hit: int, source: str
+def failure_row(
+    cl: Cluster,
+    ev: Events,
+    t: int,
+    level: str,
+    idx: int,
+    cause: str,
+    down: int,
+    repair_s: int,
+    hit: int,
+    source: str,
 ) -> None:
     cl.failure_rows.append((t, level, idx, cause, down, repair_s, hit, source))
     rep = f", repair in {repair_s / 3600:.1f} h" if repair_s > 0 else ""
@@ -140,7 +149,9 @@ def repairs_due(cl: Cluster, ev: Events, t: int) -> None:
     cl.next_repair = float(pending.min()) if len(pending) else math.inf
 
 
-def inject_failure(cl: Cluster, ev: Events, level: str, idx: int, duration_s: int, t: int, source: str) -> str:
+def inject_failure(
+    cl: Cluster, ev: Events, level: str, idx: int, duration_s: int, t: int, source: str
+) -> str:
     chips = target_chips(cl, level, idx)
     chips = chips[~cl.chip_failed[chips]]
     repair = t + duration_s if duration_s > 0 else -1

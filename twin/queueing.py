@@ -98,9 +98,7 @@ def start(cl: Cluster, ev: Events, j: int, t: int) -> bool:
     cl.chip_owner[chips] = j
     cl.placement[j] = chips
     cl.last_us[j] = (
-        str(int(chips[0]) // cl.cpu)
-        if spanned == 1
-        else ",".join(str(u) for u in np.unique(chips // cl.cpu))
+        str(int(chips[0]) // cl.cpu) if spanned == 1 else ",".join(str(u) for u in np.unique(chips // cl.cpu))
     )
     cl._seg = None
     cl.free[chips] = False
@@ -154,7 +152,11 @@ def start(cl: Cluster, ev: Events, j: int, t: int) -> bool:
         cl._run_dirty = True
     cl.dirty.add(j)
     ev.append(
-        ("job_start", f"job:{cl.jobs.id_of(j)}", f"{cl.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)")
+        (
+            "job_start",
+            f"job:{cl.jobs.id_of(j)}",
+            f"{cl.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)",
+        )
     )
     return True
 
@@ -278,7 +280,9 @@ def schedule(cl: Cluster, ev: Events, t: int) -> None:
     head_need = -1
     while cl.rqueue:
         j = cl.rqueue[0]
-        if start(cl, ev, j, t) or (policy == "priority" and preempt_for(cl, ev, j, t) and start(cl, ev, j, t)):
+        if start(cl, ev, j, t) or (
+            policy == "priority" and preempt_for(cl, ev, j, t) and start(cl, ev, j, t)
+        ):
             cl.rqueue.pop(0)
             continue
         head_need = int(a["chips"][j])

@@ -49,7 +49,13 @@ def autoscale(cl: Cluster, ev: Events, t: int, dt: int) -> list[int]:
 
 
 def serve(
-    cl: Cluster, arrived: list[int], t: int, dt: int, clock: npt.NDArray[np.float64], train_flops: float, job_flops: float
+    cl: Cluster,
+    arrived: list[int],
+    t: int,
+    dt: int,
+    clock: npt.NDArray[np.float64],
+    train_flops: float,
+    job_flops: float,
 ) -> WorkStep:
     """Warm replicas serve this step's requests; starting ones load weights. Sets each
     replica's activity; returns the work's step with the batch figures given."""
@@ -73,11 +79,21 @@ def serve(
         dropped += s.dropped / dt
         queued += s.queued
     return WorkStep(
-        train_flops, job_flops, tokens, req, served, dropped, queued, len(cl.running), tuple(steps), tuple(reps)
+        train_flops,
+        job_flops,
+        tokens,
+        req,
+        served,
+        dropped,
+        queued,
+        len(cl.running),
+        tuple(steps),
+        tuple(reps),
     )
 
 
-def effective_replicas(cl: Cluster, svc: services.ServiceModel, warm: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
+def effective_replicas(
+    cl: Cluster, svc: services.ServiceModel, warm: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
 ) -> float:
     """Warm replicas in full-clock equivalents. A capped or hot replica runs its compute-bound
     prefill at its clock while memory-bound decode keeps its pace (HBM bandwidth does not
@@ -91,7 +107,8 @@ def effective_replicas(cl: Cluster, svc: services.ServiceModel, warm: npt.NDArra
     return float(np.sum(per / (pre / f + (per - pre))))
 
 
-def job_clock(cl: Cluster, run: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
+def job_clock(
+    cl: Cluster, run: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]:
     """Slowest chip clock of each job in ``run`` (chips grouped by owner, cached until the
     placements change)."""

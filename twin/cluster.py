@@ -109,6 +109,20 @@ class Cluster:
         self._draws: list[workload.JobDraws | None] = [None] * len(self.classes)
         self._draw_pos = [0] * len(self.classes)
         # Online services: a pool of replica slots each (the autoscaler's maximum).
+        reserved = self._init_services(rng_svc)
+        if reserved > n:
+            raise ValueError(f"inference replicas need {reserved} chips but the hall has {n}")
+        # The largest gang the hall can ever run once every initial replica is placed (a bigger
+        # one would block a FIFO queue for good).
+        self.training_capacity_chips = n - reserved
+        self.nsvc = len(self.services)
+        self.svc_power_w: npt.NDArray[np.float64] = np.zeros(self.nsvc)
+        self._svc_chips: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
+
+    def _init_services(self, rng_svc: np.random.Generator) -> int:
+        """Each service's model and its pool of replica slots (the autoscaler's maximum); the
+        initial replicas are requested warm. Returns the chips the initial replicas need."""
+        p, acc = self.p, self.acc
         self.services: list[services.ServiceModel] = []
         self.replicas: list[list[int]] = []
         self.replica_arr: list[npt.NDArray[np.int64]] = []
@@ -138,14 +152,7 @@ class Cluster:
             self.replicas.append(ids)
             self.replica_arr.append(np.asarray(ids, dtype=np.int64))
             reserved += sp.replicas * sp.chips_per_replica
-        if reserved > n:
-            raise ValueError(f"inference replicas need {reserved} chips but the hall has {n}")
-        # The largest gang the hall can ever run once every initial replica is placed (a bigger
-        # one would block a FIFO queue for good).
-        self.training_capacity_chips = n - reserved
-        self.nsvc = len(self.services)
-        self.svc_power_w: npt.NDArray[np.float64] = np.zeros(self.nsvc)
-        self._svc_chips: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
+        return reserved
 
     # ------------------------------------------------------------------ step
     def step(self, t: int, dt: int, clock: npt.NDArray[np.float64]) -> tuple[WorkStep, Events]:

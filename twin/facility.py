@@ -20,10 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from twin import cooling, design, effects, power
+from twin import capping, cooling, design, effects, plant, power
 from twin.catalog import Accelerator, System
 from twin.events import Events
 from twin.params import CoolingParams, FactoryParams, PowerChainParams, ScheduledEvent
+from twin.plant import MIN_FLOW
 from twin.site import Conditions
 from twin.topology import Topology
 
@@ -32,8 +33,6 @@ BoolArray = npt.NDArray[np.bool_]
 
 CP = cooling.WATER_CP_J_KG_K
 RHO = cooling.WATER_RHO_KG_M3
-LATENT_J_PER_KG = 2.43e6  # latent heat of vaporisation of water at ~30 °C
-MIN_FLOW = 0.3  # variable-speed pumps never go below 30 % flow (ASM)
 
 EVENT_KINDS = ("power_cap", "cdu_pump_failure", "chiller_trip", "cooling_tower_loss", "cooling_restore")
 
@@ -45,6 +44,23 @@ class ItPower:
     us_it: FloatArray  # per UltraServer at rack input [W]
     it_w: float
     psu_loss_w: float
+
+
+@dataclass(frozen=True)
+class _Heat:
+    """Power and heat of a step after junction protection (``Facility._power_and_heat``)."""
+
+    pw: ItPower
+    clock: FloatArray
+    full_clock: bool
+    ret: FloatArray  # rack loop return [°C]
+    coolant: FloatArray  # what the cold plates see [°C]
+    r_us: FloatArray  # junction-to-coolant resistance [K/W]
+    tj: FloatArray  # junction temperatures [°C]
+    speed: FloatArray  # rack loop pump speed [-]
+    flow_frac: FloatArray  # CDU pump health per UltraServer [-]
+    shut: npt.NDArray[np.int64]  # UltraServers shut down by their junctions this step
+    ret0: FloatArray  # rack loop return at the start of the step [°C]
 
 
 @dataclass
@@ -163,7 +179,9 @@ class Facility:
         self.chip_tripped = np.zeros(n, dtype=bool)
         self.us_hold_until = np.zeros(nus, dtype=np.int64)  # junction shutdown: off at least until
         self._throttling = False
-        self._last: tuple[FloatArray, BoolArray, FloatArray, float, float, FloatArray, FloatArray] | None = None
+        self._last: tuple[FloatArray, BoolArray, FloatArray, float, float, FloatArray, FloatArray] | None = (
+            None
+        )
 
     @property
     def fw_setpoint_c(self) -> float:
@@ -205,11 +223,19 @@ class Facility:
             chiller = ev.kind == "chiller_trip"
             up = self.plant.chillers_up if chiller else self.plant.towers_up
             k = min(max(int(ev.value) if ev.value > 0 else 1, 1), up)
-            self.effects.append(effects.Effect(effects.CHILLERS if chiller else effects.TOWERS, 0, k, t_s, end))
+            self.effects.append(
+                effects.Effect(effects.CHILLERS if chiller else effects.TOWERS, 0, k, t_s, end)
+            )
             self._resolve(t_s)
             if chiller:
-                return "plant", f"{k} chiller(s) tripped, {self.plant.chillers_up}/{cp.chiller_units} running{timed}"
-            return "plant", f"{k} economizer unit(s) lost, {self.plant.towers_up}/{cp.economizer_units} left{timed}"
+                return (
+                    "plant",
+                    f"{k} chiller(s) tripped, {self.plant.chillers_up}/{cp.chiller_units} running{timed}",
+                )
+            return (
+                "plant",
+                f"{k} economizer unit(s) lost, {self.plant.towers_up}/{cp.economizer_units} left{timed}",
+            )
         # cooling_restore: every cooling fault ends now.
         self._end_effects(lambda e: e.what in (effects.CDU, effects.CHILLERS, effects.TOWERS))
         self._resolve(t_s)
@@ -291,52 +317,22 @@ class Facility:
         chips that are powered."""
         ev: Events = []
         self._end_due(t_s, ev)
-        topo, cp, pp = self.topo, self.cp, self.pp
-        acc = self.acc
+        pp, acc = self.pp, self.acc
         clock = self.clock
         util = np.where(alive, util, 0.0)
         dyn_full = (acc.tdp_w - acc.idle_w) * util  # dynamic power at full clock
         full_clock = self._full_clock
-        pw = self._it_power(util, alive, dyn_full, clock, full_clock)
-
-        # Rack loops: variable-speed flow holds the design temperature rise; a row whose CDU pumps
-        # are lost has no flow and its loops store the heat. The pumps' speed is set from the
-        # load at this step's clock and held for the step.
-        sec_supply = self.plant.fw_supply_c + cp.cdu_approach_k
-        flow_frac = self.row_flow_fraction[topo.us_row]
-        speed = np.clip(self.lf * pw.us_it / self.us_design_liquid_w, MIN_FLOW, 1.0) * flow_frac
-        m = self.us_flow_design * speed
-        ret0 = self.us_return_c
-        ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
-        r_us = self._cold_plate_r(flow_frac) if self.lf > 0 else np.full(topo.ultraservers, self.air_r)
-        tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
-
-        # Junction protection inside the step: a chip above its throttle curve slows down at
-        # once (the package settles in seconds, well inside a step); one that is past its
-        # shutdown temperature even at the lowest thermal clock powers its UltraServer off. The
-        # step is then solved again at the protected clocks with the same pump speed, so its
-        # coolant can only be cooler and no powered chip ends the step above its limits.
-        shut = np.zeros(0, dtype=np.int64)
-        if float(tj.max()) > cp.throttle_temp_c:
-            prot = self._protect(tj, clock, util, dyn_full, coolant, r_us)
-            if prot is not None:
-                clock, shut = prot
-                if len(shut):
-                    self.us_tripped[shut] = True
-                    mask = np.isin(topo.chip_us, shut) & alive
-                    self.chip_tripped |= mask
-                    for us in shut.tolist():
-                        ev.append(
-                            (
-                                "thermal_shutdown",
-                                f"ultraserver:{us}",
-                                f"junction above {cp.shutdown_temp_c:.0f} °C at the lowest clock: powered off",
-                            )
-                        )
-                full_clock = False
-                pw = self._it_power(util, alive, dyn_full, clock, full_clock)
-                ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
-                tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
+        th = self._power_and_heat(util, alive, dyn_full, clock, full_clock, dt_s, ev)
+        pw, clock, full_clock, ret, coolant, r_us, tj = (
+            th.pw,
+            th.clock,
+            th.full_clock,
+            th.ret,
+            th.coolant,
+            th.r_us,
+            th.tj,
+        )
+        speed, flow_frac, shut, ret0 = th.speed, th.flow_frac, th.shut, th.ret0
         chip_p, act_chip, us_it, it_w, psu_loss = pw.chip_p, pw.act_chip, pw.us_it, pw.it_w, pw.psu_loss_w
         liquid_us = self.lf * us_it
         # Heat handed to the facility water over the step = heat in - heat stored in the loops.
@@ -345,39 +341,7 @@ class Facility:
         self.us_return_c = ret
 
         us_off = self.us_tripped.copy()  # powered off during this step
-        # Protection: an UltraServer whose coolant runs past its trip point powers off (chips,
-        # hosts, switches) and comes back once its coolant has cooled and its CDU runs again.
-        if self.lf > 0:
-            hot_us = ret > cp.loop_trip_c
-            cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
-        else:
-            hot_us = coolant > cp.air_trip_c
-            cool_us = coolant < cp.air_restart_c
-        newly = hot_us & ~self.us_tripped
-        back = cool_us & self.us_tripped & (self.us_hold_until <= t_s)
-        tripped_chips = recovered_chips = np.zeros(0, dtype=np.int64)
-        if newly.any():
-            self.us_tripped |= newly
-            mask = newly[topo.chip_us] & alive
-            self.chip_tripped |= mask
-            tripped_chips = np.flatnonzero(mask)
-            for u in np.flatnonzero(newly):
-                ev.append(
-                    ("thermal_trip", f"ultraserver:{int(u)}", f"coolant {coolant[u]:.1f} °C: powered off")
-                )
-        if len(shut):
-            tripped_chips = np.union1d(tripped_chips, np.flatnonzero(np.isin(topo.chip_us, shut) & alive))
-            self.us_hold_until[shut] = t_s + cp.shutdown_restart_s
-            back[shut] = False
-        if back.any():
-            self.us_tripped &= ~back
-            mask = back[topo.chip_us] & self.chip_tripped
-            self.chip_tripped &= ~mask
-            recovered_chips = np.flatnonzero(mask)
-            for u in np.flatnonzero(back):
-                ev.append(
-                    ("thermal_recover", f"ultraserver:{int(u)}", f"coolant {coolant[u]:.1f} °C: back on")
-                )
+        tripped_chips, recovered_chips = self._loop_trips(ret, coolant, flow_frac, alive, shut, t_s, ev)
 
         # Plant: air side first (CRAHs on chilled water), then the liquid loop.
         air_heat = it_w - float(liquid_us.sum())
@@ -427,6 +391,110 @@ class Facility:
             recovered_chips=recovered_chips,
             events=ev,
         )
+
+    def _power_and_heat(
+        self,
+        util: FloatArray,
+        alive: BoolArray,
+        dyn_full: FloatArray,
+        clock: FloatArray,
+        full_clock: bool,
+        dt_s: int,
+        ev: Events,
+    ) -> _Heat:
+        """Chip and IT power at this step's clocks, the rack loops over the step, and junction
+        protection inside the step (re-solved once at the protected clocks)."""
+        topo, cp = self.topo, self.cp
+        pw = self._it_power(util, alive, dyn_full, clock, full_clock)
+
+        # Rack loops: variable-speed flow holds the design temperature rise; a row whose CDU pumps
+        # are lost has no flow and its loops store the heat. The pumps' speed is set from the
+        # load at this step's clock and held for the step.
+        sec_supply = self.plant.fw_supply_c + cp.cdu_approach_k
+        flow_frac = self.row_flow_fraction[topo.us_row]
+        speed = np.clip(self.lf * pw.us_it / self.us_design_liquid_w, MIN_FLOW, 1.0) * flow_frac
+        m = self.us_flow_design * speed
+        ret0 = self.us_return_c
+        ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
+        r_us = self._cold_plate_r(flow_frac) if self.lf > 0 else np.full(topo.ultraservers, self.air_r)
+        tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
+
+        # Junction protection inside the step: a chip above its throttle curve slows down at
+        # once (the package settles in seconds, well inside a step); one that is past its
+        # shutdown temperature even at the lowest thermal clock powers its UltraServer off. The
+        # step is then solved again at the protected clocks with the same pump speed, so its
+        # coolant can only be cooler and no powered chip ends the step above its limits.
+        shut = np.zeros(0, dtype=np.int64)
+        if float(tj.max()) > cp.throttle_temp_c:
+            prot = self._protect(tj, clock, util, dyn_full, coolant, r_us)
+            if prot is not None:
+                clock, shut = prot
+                self._shutdown(shut, alive, ev)
+                full_clock = False
+                pw = self._it_power(util, alive, dyn_full, clock, full_clock)
+                ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
+                tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
+        return _Heat(pw, clock, full_clock, ret, coolant, r_us, tj, speed, flow_frac, shut, ret0)
+
+    def _shutdown(self, shut: npt.NDArray[np.int64], alive: BoolArray, ev: Events) -> None:
+        """UltraServers whose junctions cannot be held even at the lowest clock power off now."""
+        if not len(shut):
+            return
+        self.us_tripped[shut] = True
+        self.chip_tripped |= np.isin(self.topo.chip_us, shut) & alive
+        limit = self.cp.shutdown_temp_c
+        for us in shut.tolist():
+            ev.append(
+                (
+                    "thermal_shutdown",
+                    f"ultraserver:{us}",
+                    f"junction above {limit:.0f} °C at the lowest clock: powered off",
+                )
+            )
+
+    def _loop_trips(
+        self,
+        ret: FloatArray,
+        coolant: FloatArray,
+        flow_frac: FloatArray,
+        alive: BoolArray,
+        shut: npt.NDArray[np.int64],
+        t_s: int,
+        ev: Events,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Loop protection at the end of the step: an UltraServer whose coolant runs past its
+        trip point powers off (chips, hosts, switches) and comes back once its coolant has
+        cooled and its CDU runs again (one shut down by its junctions not before its hold
+        time). Returns (chips going off, chips coming back)."""
+        cp, topo = self.cp, self.topo
+        if self.lf > 0:
+            hot_us = ret > cp.loop_trip_c
+            cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
+        else:
+            hot_us = coolant > cp.air_trip_c
+            cool_us = coolant < cp.air_restart_c
+        newly = hot_us & ~self.us_tripped
+        back = cool_us & self.us_tripped & (self.us_hold_until <= t_s)
+        tripped_chips = recovered_chips = np.zeros(0, dtype=np.int64)
+        if newly.any():
+            self.us_tripped |= newly
+            mask = newly[topo.chip_us] & alive
+            self.chip_tripped |= mask
+            tripped_chips = np.flatnonzero(mask)
+            for u in np.flatnonzero(newly).tolist():
+                ev.append(("thermal_trip", f"ultraserver:{u}", f"coolant {coolant[u]:.1f} °C: powered off"))
+        if len(shut):
+            tripped_chips = np.union1d(tripped_chips, np.flatnonzero(np.isin(topo.chip_us, shut) & alive))
+            self.us_hold_until[shut] = t_s + cp.shutdown_restart_s
+            back[shut] = False
+        if back.any():
+            self.us_tripped &= ~back
+            mask = back[topo.chip_us] & self.chip_tripped
+            self.chip_tripped &= ~mask
+            recovered_chips = np.flatnonzero(mask)
+            for u in np.flatnonzero(back).tolist():
+                ev.append(("thermal_recover", f"ultraserver:{u}", f"coolant {coolant[u]:.1f} °C: back on"))
+        return tripped_chips, recovered_chips
 
     def _it_power(
         self, util: FloatArray, alive: BoolArray, dyn_full: FloatArray, clock: FloatArray, full_clock: bool
@@ -498,117 +566,8 @@ class Facility:
             self.plate_r, cp.cold_plate_convective_share, cp.natural_convection_speed, flow_fraction
         )
 
-    def _sink_c(self, cond: Conditions) -> tuple[float, float]:
-        """(coldest water the economizer makes, chiller condensing temperature) [°C]."""
-        cp = self.cp
-        if cp.plant == "tower":
-            tower_water = cond.wetbulb_c + cp.tower_approach_k
-            return tower_water + cp.hx_approach_k, tower_water + cp.condenser_approach_k
-        return cond.drybulb_c + cp.drycooler_approach_k, cond.drybulb_c + cp.condenser_approach_k
-
     def _plant(self, liquid_w: float, air_w: float, cond: Conditions, dt_s: int) -> dict[str, float]:
-        cp, st = self.cp, self.plant
-        sink, t_cond = self._sink_c(cond)
-        eps = min(st.towers_up * self.econ_unit_effectiveness, 0.95)
-        cap_total = st.chillers_up * self.chiller_unit_w
-
-        # Air side: chilled water at its setpoint; the economizer precools when cold enough.
-        chw = cp.chilled_water_c
-        chw_ret = chw + 6.0
-        air_econ = min(air_w, max(eps * air_w * (chw_ret - sink) / 6.0, 0.0)) if air_w > 0 else 0.0
-        air_chiller = min(air_w - air_econ, cap_total)
-        air_unmet = air_w - air_econ - air_chiller
-        # Chilled-water loop warms when the chillers cannot keep up (thermal mass of the CHW loop
-        # taken as that of the facility loop, ASM).
-        if air_unmet > 0:
-            st.chw_supply_c += air_unmet * dt_s / (self.fw_mass_kg * CP)
-        else:
-            st.chw_supply_c = max(chw, st.chw_supply_c - 1.0 * dt_s / 60.0)
-        cap_left = cap_total - air_chiller
-
-        # Liquid side: facility water loop with thermal mass. m c_p (T_ret - T_set) must go.
-        speed = min(max(liquid_w / self.design_liquid_w, MIN_FLOW), 1.0) if liquid_w > 0 else MIN_FLOW
-        m = self.fw_flow_design * speed
-        mcp = m * CP
-        t_set = self.fw_setpoint_c
-        t0 = st.fw_supply_c
-        liq_econ = liq_chiller = liq_unmet = 0.0
-        if liquid_w > 0:
-
-            def econ(t_supply: float) -> float:
-                t_ret = t_supply + liquid_w / mcp
-                return max(eps * mcp * (t_ret - sink), 0.0)
-
-            need_at_set = liquid_w
-            e_set = min(econ(t_set), need_at_set)
-            if e_set + cap_left >= need_at_set:
-                # The plant holds the setpoint: econ first, chiller trims; any stored heat in the
-                # loop is removed within the step (it is small next to the trim capacity).
-                excess = self.fw_mass_kg * CP * max(t0 - t_set, 0.0) / dt_s
-                liq_econ = e_set
-                liq_chiller = min(need_at_set - e_set + excess, cap_left)
-                st.fw_supply_c = max(
-                    t_set, t0 - (liq_chiller - (need_at_set - e_set)) * dt_s / (self.fw_mass_kg * CP)
-                )
-            else:
-                # Capacity-limited: C dT/dt = Q (1 - eps) - eps m c_p (T - sink) - chiller cap
-                # => exact exponential towards T_ss with tau = C / (eps m c_p).
-                c_fw = self.fw_mass_kg * CP
-                if eps > 0:
-                    t_ss = sink + (liquid_w * (1 - eps) - cap_left) / (eps * mcp)
-                    t1 = cooling.mixed_loop_step(t0, t_ss, c_fw / (eps * mcp), dt_s)
-                else:
-                    t1 = t0 + (liquid_w - cap_left) * dt_s / c_fw
-                t1 = max(t1, t_set)
-                liq_chiller = cap_left
-                liq_econ = max(liquid_w - liq_chiller - c_fw * (t1 - t0) / dt_s, 0.0)
-                liq_econ = min(liq_econ, econ(0.5 * (t0 + t1)))
-                liq_unmet = max(liquid_w - liq_econ - liq_chiller, 0.0)
-                st.fw_supply_c = t1
-
-        chiller_load = air_chiller + liq_chiller
-        # Chiller power: Carnot-fraction COP at the current lift, EnergyPlus part-load curve over
-        # the units that must run.
-        cop_liq = cooling.chiller_cop(t_set - 2.0, t_cond - cp.condenser_approach_k, cp)
-        cop_air = cooling.chiller_cop(chw - 2.0, t_cond - cp.condenser_approach_k, cp)
-        chiller_w = 0.0
-        if chiller_load > 0:
-            running = max(math.ceil(chiller_load / self.chiller_unit_w - 1e-9), 1)
-            plr = chiller_load / (running * self.chiller_unit_w)
-            cop_mix = chiller_load / (air_chiller / cop_air + liq_chiller / cop_liq)
-            full_w = running * self.chiller_unit_w / cop_mix
-            chiller_w = full_w * cooling.chiller_part_load_fraction(plr)
-        cop = chiller_load / chiller_w if chiller_w > 0 else cop_air
-        # Pumps: CDU secondary pumps (per UltraServer loop) and facility water pumps by the
-        # affinity law P ~ flow^3; fans follow the heat they reject, P ~ speed^3.
-        us_speed = min(max(liquid_w / self.design_liquid_w, MIN_FLOW), 1.0)
-        pumps_w = 0.0
-        if self.lf > 0:
-            flow = float(self.row_flow_fraction[self.topo.us_row].sum())
-            pumps_w = self.cdu_pump_design_w * us_speed**3 * flow + self.fw_pump_design_w * speed**3
-        rejected = liq_econ + air_econ + chiller_load + chiller_w
-        fan_speed = min(rejected / max(self.design_it_w, 1.0), 1.0)
-        fans_w = self.fan_design_w * fan_speed**3 * (st.towers_up / max(cp.economizer_units, 1)) + (
-            cp.crah_fan_w_per_w * air_w
-        )
-        # Cooling-tower water: evaporation of the share of rejected heat carried as latent heat,
-        # plus blowdown for the cycles of concentration (make-up = evap x N / (N - 1); facts §8.5).
-        water_l = 0.0
-        if cp.plant == "tower":
-            evap_kg_s = cp.evaporative_fraction * rejected / LATENT_J_PER_KG
-            n = cp.cycles_of_concentration
-            water_l = evap_kg_s * n / (n - 1) * dt_s  # 1 kg = 1 L
-        total_heat = liquid_w + air_w
-        free = (liq_econ + air_econ) / total_heat if total_heat > 0 else 1.0
-        return {
-            "chiller_w": chiller_w,
-            "pumps_w": pumps_w,
-            "fans_w": fans_w,
-            "free_fraction": min(max(free, 0.0), 1.0),
-            "cop": cop,
-            "water_l": water_l,
-            "unmet_w": liq_unmet + air_unmet,
-        }
+        return plant.plant_step(self, liquid_w, air_w, cond, dt_s)
 
     def _next_clock(
         self,
@@ -621,43 +580,5 @@ class Facility:
         coolant_us: FloatArray,
         r_us: FloatArray,
     ) -> FloatArray:
-        """Clock per chip for the next step: the lowest of the facility cap, the row cap and the
-        thermal limit. Caps are met by scaling the clock of every busy chip in scope; dynamic power
-        follows f^k (ASM k = dvfs_exponent), performance follows f."""
-        cp, pp, topo = self.cp, self.pp, self.topo
-        k = cp.dvfs_exponent
-        f = np.ones(topo.chips)
-        dyn_it = dyn_full / pp.psu_efficiency  # rack-input watts of dynamic power at f = 1
-        if math.isfinite(self.facility_cap_w) or np.isfinite(self.row_cap_w).any():
-            cur = dyn_it if self._full_clock else dyn_it * power.dvfs_power_factor(self.clock, k)
-        if math.isfinite(self.facility_cap_w):
-            # Facility power scales ~ with IT power at this operating point.
-            it_target = self.facility_cap_w * it_w / facility_w
-            dyn_now = float(cur.sum())
-            fixed = it_w - dyn_now
-            total_dyn = float(dyn_it.sum())
-            if total_dyn > 0:
-                x = (it_target - fixed) / total_dyn
-                f[:] = min(max(x, 0.0), 1.0) ** (1 / k)
-        if np.isfinite(self.row_cap_w).any():
-            row_dyn_now = np.bincount(self.chip_row, weights=cur, minlength=topo.rows)
-            row_dyn = np.bincount(self.chip_row, weights=dyn_it, minlength=topo.rows)
-            row_it = topo.per_row(us_it)
-            row_fixed = row_it - row_dyn_now
-            with np.errstate(divide="ignore", invalid="ignore"):
-                xr = np.where(row_dyn > 0, (self.row_cap_w - row_fixed) / row_dyn, 1.0)
-            fr = np.clip(xr, 0.0, 1.0) ** (1 / k)
-            f = np.minimum(f, fr[self.chip_row])
-        f = np.maximum(f, cp.min_clock)
-        # Thermal: the largest clock whose junction temperature stays on the throttle curve
-        # (quasi-steady junction: the package settles in seconds, well inside a step).
-        # Fast exit: even a chip at TDP on the warmest coolant stays below the throttle point.
-        if float((coolant_us + r_us * self.acc.tdp_w).max()) <= cp.throttle_temp_c:
-            return f
-        r = r_us[topo.chip_us]
-        base = coolant_us[topo.chip_us] + r * self.acc.idle_w
-        tj_at = base + r * dyn_full * power.dvfs_power_factor(f, k)
-        hot = (tj_at > cp.throttle_temp_c) & alive
-        if hot.any():
-            f[hot] = cooling.thermal_clock(base[hot], r[hot] * dyn_full[hot], f[hot], k, cp)
-        return f
+        """Clock per chip for the next step (``twin.capping``)."""
+        return capping.next_clock(self, util, alive, dyn_full, it_w, facility_w, us_it, coolant_us, r_us)

@@ -127,6 +127,7 @@ class Facility:
     topo: Topology
     sys: System
     acc: Accelerator
+    run_design: design.Design | None = None  # the run's Design (derived here when not given)
 
     def __post_init__(self) -> None:
         p, topo = self.params, self.topo
@@ -135,7 +136,7 @@ class Facility:
         self.pp: PowerChainParams = p.power
         n, nus, rows = topo.chips, topo.ultraservers, topo.rows
         self.chip_row = topo.us_row[topo.chip_us]
-        d = self.design = design.derive(p)
+        d = self.design = self.run_design or design.derive(p)
         self.plate_r = d.cold_plate_r_k_per_w
         self.air_r = d.air_r_k_per_w
         self.lf = d.liquid_fraction

@@ -46,7 +46,7 @@ import numpy.typing as npt
 
 from twin import outages, rng, serving, site, telemetry
 from twin.cluster import Cluster, WorkStep
-from twin.design import Design
+from twin.design import Design, derive
 from twin.events import Events
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.facility import Facility, FacilityStep
@@ -95,6 +95,8 @@ class Simulation:
             hall.ultraservers, self.sys.chips, self.sys.servers, hall.ultraservers_per_row
         )
         n = self.topo.chips
+        # The run's fixed facts, derived once (recorded with the run as ``runs.design_json``).
+        self.design: Design = derive(params)
         self.rngs = rng.streams(params.seed)
         self.t_s = 0
         # The work state (jobs, queue, scheduler, failures, services) and its chip arrays; the
@@ -109,9 +111,7 @@ class Simulation:
         self.chip_activity = np.zeros(n)
         self.chip_tj = np.full(n, params.cooling.supply_setpoint_c)
         self.site = site.SiteModel(params.site, self.rngs.weather)
-        self.facility = Facility(params, self.topo, self.sys, self.acc)
-        # The run's fixed facts, derived once (recorded with the run as ``runs.design_json``).
-        self.design: Design = self.facility.design
+        self.facility = Facility(params, self.topo, self.sys, self.acc, self.design)
         self._events: list[tuple[int, str, str, str, str, str, float, int]] = []
         self._pending: list[tuple[int, int, ScheduledEvent, str]] = []
         self._event_seq = 0

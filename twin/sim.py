@@ -299,7 +299,7 @@ class Simulation:
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
             job_id = np.where(owned, self.jobs.a["id"][np.maximum(owner, 0)], -1).astype(np.int32)
-            rec.chips(t, job_id, act_chip, chip_p, tj, self.chip_failed, ph.clock)
+            rec.chips(t, job_id, act_chip, chip_p, tj, hw_failed, ph.clock)
 
     def _record_work(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> float:
         """Workload columns of ``factory_ts`` and this step's ``service_ts`` rows; returns the

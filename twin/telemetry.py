@@ -139,7 +139,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("neuroncore_utilization", "float32", "-", "Activity of the chip's cores (neuron-monitor)"),
         _c("chip_power_w", "float32", "W", "Chip power (simulated ground truth)"),
         _c("t_junction_c", "float32", "°C", "Junction temperature (simulated ground truth)"),
-        _c("failed", "bool", "", "Chip failed"),
+        _c("failed", "bool", "", "Chip failed (hardware fault; a chip of a tripped UltraServer is off, not failed)"),
         _c("clock", "float32", "-", "Clock the chip ran at (1 = full; lower when capped or hot)"),
     ),
     "jobs": (

@@ -421,3 +421,26 @@ def test_a_tripped_ultraserver_is_recorded_as_tripped_until_it_recovers() -> Non
     f = fr["factory_ts"]
     per_step = np.bincount(np.repeat(np.arange(len(f["time_s"])), 2), weights=off)
     np.testing.assert_array_equal(f["ultraservers_tripped"], per_step)
+
+
+def test_work_and_power_use_the_clock_the_chips_ran_at_when_protection_acts_in_the_step() -> None:
+    """A stagnant loop warms within each step, so junction protection slows the chips inside
+    the step: the training FLOP/s recorded is each gang's rate x the slowest clock its chips ran
+    at that step (the clock the power was drawn at), not the clock the step began with."""
+    sim = busy_hall(dt_s=60, chip_sample_interval_s=60)
+    sim.advance(20)
+    rate = {j: float(sim.jobs.a["rate"][j]) for j in (0, 1)}  # the two 144-chip gangs at full clock
+    sim.inject("cdu_pump_failure", "0", value=0.0, duration_s=7200)
+    fr = sim.advance(25)
+    f, c = fr["factory_ts"], fr["chip_ts"]
+    checked = 0
+    for k, t in enumerate(f["time_s"]):
+        if f["ultraservers_tripped"][k] or f["running_jobs"][k] != 2:
+            continue
+        at = c["time_s"] == t
+        if not all((at & (c["job_id"] == j)).any() for j in (0, 1)):
+            continue  # a trip at the end of the step released the gang
+        want = sum(rate[j] * float(c["clock"][at & (c["job_id"] == j)].min()) for j in (0, 1))
+        assert f["training_flops"][k] == pytest.approx(want, rel=1e-6), t
+        checked += int(f["mean_clock"][k] < 1.0)
+    assert checked >= 3  # throttled steps were checked

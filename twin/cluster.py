@@ -48,7 +48,7 @@ from twin.rng import Streams
 from twin.serving import WorkStep
 from twin.topology import Topology
 
-__all__ = ["Cluster", "WorkStep", "batch_progress"]
+__all__ = ["Cluster", "WorkStep", "batch_progress", "rescale_progress"]
 
 
 class Cluster:
@@ -322,3 +322,24 @@ def batch_progress(
                 queueing.finish(cl, ev, int(j), t + dt)
 
     return train_flops, job_flops
+
+
+def rescale_progress(
+    cl: Cluster, t: int, dt: int, before: npt.NDArray[np.float64], after: npt.NDArray[np.float64]
+) -> tuple[float, float]:
+    """Junction protection slowed chips inside the step [t, t + dt): the batch jobs still
+    running get the work of the clocks they really ran at (``after``) instead of the clocks the
+    step began with (``before``); a checkpoint taken in the step keeps the corrected work.
+    Returns the FLOP/s taken back from (training, all batch jobs)."""
+    run = queueing.running_array(cl)
+    if not len(run):
+        return 0.0, 0.0
+    a = cl.jobs.a
+    slower = serving.job_clock(cl, run, before) - serving.job_clock(cl, run, after)
+    making_progress = t >= a["restart_until"][run]
+    back = np.where(making_progress, np.maximum(a["rate"][run] * slower * dt, 0.0), 0.0)
+    a["done"][run] -= back
+    ck = a["ckpt_time"][run] == t + dt
+    if ck.any():
+        a["ckpt_done"][run[ck]] = a["done"][run[ck]]
+    return float(back[cl._run_train].sum()) / dt, float(back.sum()) / dt

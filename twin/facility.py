@@ -61,6 +61,7 @@ class _Heat:
     flow_frac: FloatArray  # CDU pump health per UltraServer [-]
     shut: npt.NDArray[np.int64]  # UltraServers shut down by their junctions this step
     ret0: FloatArray  # rack loop return at the start of the step [°C]
+    protected: bool  # clocks lowered inside the step
 
 
 @dataclass
@@ -97,6 +98,7 @@ class FacilityStep:
     unmet_heat_w: float
     facility_cap_w: float
     throttled_chips: int
+    protected: bool  # junction protection lowered clocks inside this step
     cond: Conditions
     us_off: BoolArray  # UltraServers powered off by thermal protection during this step
     tripped_chips: npt.NDArray[np.int64]  # chips that went offline this step (thermal trip)
@@ -367,6 +369,7 @@ class Facility:
             act_chip=act_chip,
             chip_p=chip_p,
             clock=clock,
+            protected=th.protected,
             us_it=us_it,
             us_return_c=ret,
             tj=tj,
@@ -426,16 +429,18 @@ class Facility:
         # step is then solved again at the protected clocks with the same pump speed, so its
         # coolant can only be cooler and no powered chip ends the step above its limits.
         shut = np.zeros(0, dtype=np.int64)
+        protected = False
         if float(tj.max()) > cp.throttle_temp_c:
             prot = self._protect(tj, clock, util, dyn_full, coolant, r_us)
             if prot is not None:
+                protected = True
                 clock, shut = prot
                 self._shutdown(shut, alive, ev)
                 full_clock = False
                 pw = self._it_power(util, alive, dyn_full, clock, full_clock)
                 ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
                 tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
-        return _Heat(pw, clock, full_clock, ret, coolant, r_us, tj, speed, flow_frac, shut, ret0)
+        return _Heat(pw, clock, full_clock, ret, coolant, r_us, tj, speed, flow_frac, shut, ret0, protected)
 
     def _shutdown(self, shut: npt.NDArray[np.int64], alive: BoolArray, ev: Events) -> None:
         """UltraServers whose junctions cannot be held even at the lowest clock power off now."""

@@ -37,6 +37,7 @@ recorded in this order):
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from typing import Any
@@ -45,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from twin import outages, rng, serving, site, telemetry
-from twin.cluster import Cluster, WorkStep
+from twin.cluster import Cluster, WorkStep, rescale_progress
 from twin.design import Design, derive
 from twin.events import Events
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
@@ -199,21 +200,27 @@ class Simulation:
         while self._pending and self._pending[0][0] <= t:
             _, _, ev, source = heapq.heappop(self._pending)
             self._record_events(self._apply(ev, source))
-        w, work_events = self.cluster.step(t, self.dt_s, self.chip_clock)
+        clock = self.chip_clock
+        w, work_events = self.cluster.step(t, self.dt_s, clock)
         self._record_events(work_events)
-        ph = self._physics()
+        ph, w = self._physics(w, clock)
         self._record(rec, i, w, ph)
         self.t_s = t + self.dt_s
 
-    def _physics(self) -> FacilityStep:
+    def _physics(self, w: WorkStep, clock: npt.NDArray[np.float64]) -> tuple[FacilityStep, WorkStep]:
         """Phases 3-4: site, then chip utilisation -> power, heat, temperatures, plant and power
-        chain (``twin.facility``). Thermal trips take chips offline; the clocks decided here
-        apply to the next step's work and power alike."""
+        chain (``twin.facility``). When junction protection slowed chips inside the step, the
+        batch work of the step is taken at the clocks the chips really ran at (work and power
+        use the same clock). Thermal trips take chips offline; the clocks decided here apply to
+        the next step's work and power alike."""
         a = self.jobs.a
         owner = self.chip_owner
         util = np.where(owner >= 0, a["activity"][np.maximum(owner, 0)], 0.0)
         cond = self.site.step(self.t_s, self.dt_s)
         ph = self.facility.step(util, ~self.chip_failed, cond, self.t_s, self.dt_s)
+        if ph.protected:
+            d_train, d_job = rescale_progress(self.cluster, self.t_s, self.dt_s, clock, ph.clock)
+            w = dataclasses.replace(w, train_flops=w.train_flops - d_train, job_flops=w.job_flops - d_job)
         self._record_events(ph.events)
         if len(ph.tripped_chips):
             caused: Events = []
@@ -223,7 +230,7 @@ class Simulation:
             outages.recover_thermal(self.cluster, ph.recovered_chips)
         self.chip_clock = self.facility.clock
         self.chip_activity, self.chip_power, self.chip_tj = ph.act_chip, ph.chip_p, ph.tj
-        return ph
+        return ph, w
 
     # ------------------------------------------------------------------ record
     def _record(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> None:

@@ -34,10 +34,11 @@ if TYPE_CHECKING:
 
 
 def key(cl: Cluster, j: int) -> tuple[float, ...]:
+    """Queue order of the job in slot ``j``: the policy's, ties by arrival (job id)."""
     a = cl.jobs.a
     if cl.sp.policy == "priority":
-        return (-float(a["priority"][j]), float(a["submit"][j]), float(j))
-    return (float(a["submit"][j]), float(j))
+        return (-float(a["priority"][j]), float(a["submit"][j]), float(a["id"][j]))
+    return (float(a["submit"][j]), float(a["id"][j]))
 
 
 def enqueue(cl: Cluster, j: int) -> None:
@@ -67,8 +68,8 @@ def request_replica(cl: Cluster, j: int, t: int, warm: bool = False) -> None:
     a["state"][j] = QUEUED
     a["queued_since"][j] = t
     a["warm_at"][j] = -1 if warm else 0  # -1: starts warm (the run's initial replicas)
-    key = (-int(a["priority"][j]), j)
-    i = bisect.bisect_right([(-int(a["priority"][q]), q) for q in cl.rqueue], key)
+    key = (-int(a["priority"][j]), int(a["id"][j]))
+    i = bisect.bisect_right([(-int(a["priority"][q]), int(a["id"][q])) for q in cl.rqueue], key)
     cl.rqueue.insert(i, j)
     cl.dirty.add(j)
     cl._sched = True

@@ -167,6 +167,9 @@ def test_finished_jobs_leave_memory_once_recorded() -> None:
     hist = job_history(frames)
     assert len(hist["job_id"]) == jobs.next_id  # every job recorded once under its own id
     assert len(set(ids.tolist())) == jobs.next_id
+    # Chips name their job by id: the jobs on the chips now are the ones recorded as running.
+    on_chips = set(sim.chip_job_ids().tolist()) - {-1}
+    assert on_chips == set(hist["job_id"][hist["state"] == "running"].tolist())
     # Events name jobs by id: every job_end names a job recorded as done.
     ends = {
         int(t.split(":")[1])

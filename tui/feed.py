@@ -296,11 +296,11 @@ class LiveFeed:
         u = frames["ultraserver_ts"]
         us_now = {k: np.array(u[k][-nus:]) for k in US_COLS}
         chips = {
-            "job_id": sim.chip_owner.astype(np.int32),
+            "job_id": sim.chip_job_ids(),
             "neuroncore_utilization": np.asarray(sim.chip_activity, dtype=np.float32),
             "chip_power_w": np.asarray(sim.chip_power, dtype=np.float32),
             "t_junction_c": np.asarray(sim.chip_tj, dtype=np.float32),
-            "failed": np.array(sim.chip_failed, dtype=bool),
+            "failed": np.array(sim.chip_hw_failed, dtype=bool),
             "clock": np.asarray(sim.chip_clock, dtype=np.float32),
         }
         with self.lock:

@@ -131,6 +131,20 @@ class Simulation:
         return self.cluster.training_capacity_chips
 
     @property
+    def chip_hw_failed(self) -> npt.NDArray[np.bool_]:
+        """Chips with a hardware fault (``chip_failed`` also holds chips of tripped UltraServers,
+        which are off, not failed)."""
+        return self.cluster.chip_hw_failed
+
+    def chip_job_ids(self) -> npt.NDArray[np.int32]:
+        """The job id on each chip (-1 idle); ``chip_owner`` holds job-table slots."""
+        owner = self.chip_owner
+        out: npt.NDArray[np.int32] = np.where(owner >= 0, self.jobs.a["id"][np.maximum(owner, 0)], -1).astype(
+            np.int32
+        )
+        return out
+
+    @property
     def us_tripped(self) -> npt.NDArray[np.bool_]:
         """UltraServers powered off by thermal protection."""
         return self.facility.us_tripped
@@ -305,8 +319,7 @@ class Simulation:
         rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, us_tmax, ph.us_return_c, us_clock)
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
-            job_id = np.where(owned, self.jobs.a["id"][np.maximum(owner, 0)], -1).astype(np.int32)
-            rec.chips(t, job_id, act_chip, chip_p, tj, hw_failed, ph.clock)
+            rec.chips(t, self.chip_job_ids(), act_chip, chip_p, tj, hw_failed, ph.clock)
 
     def _record_work(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> float:
         """Workload columns of ``factory_ts`` and this step's ``service_ts`` rows; returns the

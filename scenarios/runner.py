@@ -2,16 +2,20 @@
 
 ``Session`` is shared by ``twin run`` and the live TUI: it owns one ``Simulation`` and one
 ``TelemetryWriter``. Everything that can be wrong with the inputs is checked before the output file
-is created, so a bad scenario leaves nothing behind.
+is created, so a bad scenario leaves nothing behind. The writer creates the file atomically and
+locks it for the run's life, so ``overwrite`` never replaces a file another live run is writing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,8 @@ import numpy as np
 
 from scenarios.spec import Scenario, ScenarioError
 from storage.reader import kpi_summary
+from storage.runlock import crash_point
+from storage.sandbox import Limits
 from storage.writer import StorageError, TelemetryWriter
 from twin import __version__
 from twin.params import ScheduledEvent
@@ -41,6 +47,7 @@ class Session:
         overwrite: bool = False,
         flush_interval_s: float = 1.0,
         extra_events: tuple[ScheduledEvent, ...] = (),
+        sql_limits: Limits | None = None,
     ) -> None:
         self.scenario = scenario
         try:
@@ -56,15 +63,13 @@ class Session:
         except ValueError as e:
             raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
         self.out = Path(out)
-        if self.out.exists():
-            if not overwrite:
-                raise StorageError(f"{self.out}: already exists (choose another --out or pass --overwrite)")
-            self.out.unlink()
-            wal = Path(str(self.out) + ".wal")
-            if wal.exists():
-                wal.unlink()
+        check_output(self.out, overwrite)
         if self.out.parent and not self.out.parent.exists():
-            self.out.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.out.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StorageError(f"{self.out.parent}: cannot create the folder: {e.strerror or e}") from None
+        crash_point("session:writer")
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         self.run_id = f"{scenario.name}-s{self.seed}-{stamp}-{os.getpid()}"
         self.writer = TelemetryWriter(
@@ -83,6 +88,8 @@ class Session:
                 "design_json": self.sim.design.to_json(),
             },
             flush_interval_s=flush_interval_s,
+            if_exists="replace" if overwrite else "error",
+            limits=sql_limits,
         )
         self.closed = False
 
@@ -103,6 +110,81 @@ class Session:
         if not self.closed:
             self.closed = True
             self.writer.close(status)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: handled like Ctrl-C (the run is recorded ``stopped``)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the main thread,
+    so a run killed politely ends like one interrupted with Ctrl-C. Elsewhere than in the main
+    thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM until the block ends (in the main thread; elsewhere they do not
+    arrive anyway)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def variant_outputs(scenario: Scenario, base: Path, seed: int | None, overwrite: bool) -> list[tuple[Scenario, Path]]:
+    """Each variant of a comparison scenario with its output file, every one checked (its
+    parameters, and that its file can be written) before any file is written."""
+    plan: list[tuple[Scenario, Path]] = []
+    seen: set[Path] = set()
+    for v in scenario.variants:
+        path = base.with_name(f"{base.stem}-{v.name}{base.suffix or '.duckdb'}")
+        try:
+            v.to_params(seed)
+        except ValueError as e:
+            raise ScenarioError(f"scenario '{scenario.name}', variant '{v.name}': {e}") from None
+        if path.resolve() in seen:
+            raise ScenarioError(f"scenario '{scenario.name}': two variants write {path}")
+        seen.add(path.resolve())
+        check_output(path, overwrite)
+        plan.append((v, path))
+    return plan
+
+
+def check_output(path: str | Path, overwrite: bool) -> None:
+    """``StorageError`` if a run could not write ``path``: it exists (without ``overwrite``), is a
+    folder, or another live run holds it. (The writer checks again under the lock.)"""
+    from storage.runlock import LockedError, RunLock
+
+    p = Path(path)
+    if p.is_dir():
+        raise StorageError(f"{p}: is a directory")
+    if p.exists() and not overwrite:
+        raise StorageError(f"{p}: already exists (choose another --out or pass --overwrite)")
+    if p.parent.is_dir():
+        try:
+            RunLock(p).release()
+        except LockedError as e:
+            raise StorageError(f"{p}: another run (process {e}) is writing this file; choose another output") from None
+        except OSError as e:
+            raise StorageError(f"{p}: cannot write here: {e.strerror or e}") from None
 
 
 @dataclass
@@ -127,12 +209,12 @@ def run(
     extra_events: tuple[ScheduledEvent, ...] = (),
 ) -> RunResult:
     """Run a scenario headless to completion; return its KPI summary."""
-    session = Session(
-        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events
-    )
     t0 = time.perf_counter()
     done = 0
     status = "failed"
+    session = Session(
+        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events
+    )
     try:
         total = session.total_steps
         while done < total:
@@ -146,7 +228,8 @@ def run(
         status = "stopped"
         raise
     finally:
-        session.close(status)
+        with signals_deferred():  # a second Ctrl-C or SIGTERM must not cut the closing short
+            session.close(status)
     wall = time.perf_counter() - t0
     from storage.reader import open_run_file
 

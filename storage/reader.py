@@ -1,7 +1,8 @@
 """Reading telemetry files: safe opening, read-only user SQL, and the queries the product uses.
 
-User SQL runs on a read-only connection with external access disabled and the configuration
-locked, and only statements that read are accepted; DuckDB errors become ``QueryError``.
+Files open read-only in the sandbox of ``storage.sandbox`` (no file system access beyond the file,
+no extensions, configuration locked, a memory limit). User SQL runs through
+``storage.sandbox.UserSql`` (only statements that read, a time limit); errors become ``QueryError``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from storage.kpis import whole_run
+from storage.sandbox import Limits, UserSql, connect
 from storage.writer import StorageError
 from twin.telemetry import SCHEMA_VERSION
 
@@ -23,20 +25,17 @@ class QueryError(Exception):
     """A user query was refused or failed."""
 
 
-def open_run_file(path: str | Path) -> duckdb.DuckDBPyConnection:
-    """Open a telemetry file read-only, sandboxed; raise ``StorageError`` with a clear reason if it
-    is missing, not a DuckDB file, not a twin run, or from an incompatible version."""
+def open_run_file(path: str | Path, limits: Limits | None = None) -> duckdb.DuckDBPyConnection:
+    """Open a telemetry file read-only, sandboxed, with the memory limit of ``limits``; raise
+    ``StorageError`` with a clear reason if it is missing, not a DuckDB file, not a twin run, or
+    from an incompatible version."""
     p = Path(path)
     if not p.exists():
         raise StorageError(f"{p}: no such file")
     if p.is_dir():
         raise StorageError(f"{p}: is a directory, not a telemetry file")
     try:
-        con = duckdb.connect(
-            str(p),
-            read_only=True,
-            config={"enable_external_access": False, "lock_configuration": True},
-        )
+        con, _ = connect(p, read_only=True, limits=limits or Limits())
     except duckdb.IOException as e:
         msg = str(e)
         if "lock" in msg.lower():
@@ -90,18 +89,10 @@ def reading_statements(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[s
         raise QueryError(str(e).strip()) from e
 
 
-def user_query(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
-    """Run user SQL (the last statement's result is returned); refuse anything that writes."""
-    _, stmts = reading_statements(con, sql)
-    try:
-        result: pa.Table | None = None
-        for stmt in stmts:
-            rel = con.sql(stmt)
-            result = rel.to_arrow_table() if rel is not None else pa.table({})
-        assert result is not None
-        return result
-    except duckdb.Error as e:
-        raise QueryError(str(e).strip()) from e
+def user_query(con: duckdb.DuckDBPyConnection, sql: str, limits: Limits | None = None) -> pa.Table:
+    """Run user SQL on a file opened by ``open_run_file`` (the last statement's result is
+    returned) inside ``limits``; refuse anything that writes."""
+    return UserSql(con, limits or Limits(), strict=False).run(sql).table
 
 
 def runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:

@@ -4,11 +4,20 @@ Frames from the simulation are queued (bounded, so memory stays flat), converted
 writer thread, and inserted when enough rows have accumulated or enough wall time has passed. Every
 flush is one committed transaction that also advances ``runs.sim_time_s``, so a run killed at any
 moment leaves a readable file with everything committed so far and ``status = 'running'``.
+
+A new file is born complete: it is created under a temporary name in the same folder, its schema
+and ``runs`` row are committed in one transaction and checkpointed, and only then is it renamed
+into place — a kill at any moment leaves no file or a valid run. The output is locked
+(``storage.runlock``) for the run's life. The database runs in the sandbox of ``storage.sandbox``
+from its creation; its user cursor serves the live SQL console (``TelemetryWriter.user_sql``).
+When a write fails (a full disk), the run is recorded ``failed`` with ``sim_time_s`` equal to the
+last step actually in the tables.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import queue
 import threading
 import time
@@ -18,6 +27,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from storage.runlock import LockedError, RunLock, crash_point
+from storage.sandbox import Limits, UserSql, connect
 from storage.schema import arrow_schema, migrations
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
@@ -32,7 +43,18 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def init_schema(con: duckdb.DuckDBPyConnection) -> None:
+def open_database(path: str | Path, limits: Limits) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
+    """Create or open a writable telemetry database in the sandbox: ``(connection, user cursor)``.
+    The one place a writable database is opened; per-file options go in ``config``."""
+    config: dict[str, Any] = {}
+    try:
+        return connect(path, read_only=False, limits=limits, extra_config=config)
+    except duckdb.Error as e:
+        raise StorageError(f"{path}: cannot open for writing: {str(e).strip().splitlines()[0]}") from e
+
+
+def init_schema(con: duckdb.DuckDBPyConnection, run_row: dict[str, Any] | None = None) -> None:
+    """Bring the file's schema to this version (and record ``run_row``), in one transaction."""
     con.execute("BEGIN")
     con.execute("CREATE TABLE IF NOT EXISTS twin_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     row = next(iter(con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall()), None)
@@ -47,7 +69,30 @@ def init_schema(con: duckdb.DuckDBPyConnection) -> None:
         "INSERT OR REPLACE INTO twin_meta VALUES ('schema_version', ?), ('format', 'ai-factory-twin')",
         [str(SCHEMA_VERSION)],
     )
+    if run_row is not None:
+        upsert_run(con, run_row)
     con.execute("COMMIT")
+
+
+def upsert_run(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> None:
+    cols = [c.name for c in TABLES["runs"]]
+    con.execute(
+        f"INSERT OR REPLACE INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+        [run[c] for c in cols],
+    )
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def to_arrow(table: str, run_id: str, cols: dict[str, Any]) -> pa.Table:
@@ -70,7 +115,10 @@ def to_arrow(table: str, run_id: str, cols: dict[str, Any]) -> pa.Table:
 
 
 class TelemetryWriter:
-    """Owns the write connection of one run file."""
+    """Owns the write connection of one run file (and its lock) until ``close``.
+
+    ``if_exists``: ``"append"`` adds the run to an existing twin file, ``"error"`` refuses an
+    existing file, ``"replace"`` replaces it (never a file another live run holds)."""
 
     def __init__(
         self,
@@ -79,32 +127,89 @@ class TelemetryWriter:
         flush_rows: int = 500_000,
         flush_interval_s: float = 1.0,
         max_pending: int = 8,
+        if_exists: str = "append",
+        limits: Limits | None = None,
     ) -> None:
         self.path = Path(path)
         self.run_id = str(run["run_id"])
         self.flush_rows = flush_rows
         self.flush_interval_s = flush_interval_s
-        try:
-            self.con = duckdb.connect(str(self.path))
-        except duckdb.Error as e:
-            raise StorageError(f"{self.path}: cannot open for writing: {e}") from e
-        try:
-            init_schema(self.con)
-        except BaseException:
-            self.con.close()
-            raise
+        self.limits = limits or Limits()
         self.run = {c.name: run.get(c.name) for c in TABLES["runs"]}
         self.run.update(status="running", started_at=utc_now(), finished_at="", sim_time_s=0)
         self.run["schema_version"] = SCHEMA_VERSION
-        self._upsert_run()
+        try:
+            self._lock = RunLock(self.path)
+        except LockedError as e:
+            raise StorageError(
+                f"{self.path}: another run (process {e}) is writing this file; choose another output"
+            ) from None
+        except OSError as e:
+            raise StorageError(f"{self.path}: cannot lock for writing: {e.strerror or e}") from None
+        try:
+            exists = self.path.exists()
+            if exists and if_exists == "error":
+                raise StorageError(f"{self.path}: already exists (choose another --out or pass --overwrite)")
+            if exists and self.path.is_dir():
+                raise StorageError(f"{self.path}: is a directory")
+            if not exists or if_exists == "replace":
+                self._create()
+            crash_point("writer:open")
+            self.con, user_cur = open_database(self.path, self.limits)
+            try:
+                if exists and if_exists != "replace":
+                    init_schema(self.con, self.run)
+            except BaseException:
+                self.con.close()
+                raise
+        except BaseException:
+            self._lock.release()
+            raise
+        self.user_sql = UserSql(user_cur, self.limits, strict=True)
         self._q: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
         self._buf: dict[str, list[pa.Table]] = {t: [] for t in TABLES if t != "runs"}
         self._rows = 0
         self._sim_time_s = 0
         self._error: BaseException | None = None
         self.rows_written = 0
+        self.flushes = 0
         self._thread = threading.Thread(target=self._loop, name="twin-writer", daemon=True)
         self._thread.start()
+
+    def _create(self) -> None:
+        """Create the file under a temporary name beside it, schema and run row in one
+        transaction, checkpointed and closed, then renamed into place (replacing an old file)."""
+        folder = self.path.parent
+        base = f".{self.path.name}.creating-"
+        for stale in folder.glob(base + "*"):  # left by a run killed while creating (we hold the lock)
+            stale.unlink(missing_ok=True)
+        tmp = folder / f"{base}{os.getpid()}"
+        crash_point("create:start")
+        con, _ = open_database(tmp, self.limits)
+        try:
+            crash_point("create:connected")
+            init_schema(con, self.run)
+            crash_point("create:schema")
+            con.execute("CHECKPOINT")
+            crash_point("create:checkpointed")
+        except duckdb.Error as e:
+            con.close()
+            tmp.unlink(missing_ok=True)
+            Path(str(tmp) + ".wal").unlink(missing_ok=True)
+            raise StorageError(f"{self.path}: cannot create: {str(e).strip().splitlines()[0]}") from e
+        con.close()
+        crash_point("create:closed")
+        # A write-ahead log beside the output belongs to the file being replaced (or to one deleted
+        # while it ran); DuckDB would replay it onto the new file.
+        Path(str(self.path) + ".wal").unlink(missing_ok=True)
+        crash_point("create:old_wal_removed")
+        try:
+            os.replace(tmp, self.path)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise StorageError(f"{self.path}: cannot create: {e.strerror or e}") from None
+        _fsync_dir(folder)
+        crash_point("create:renamed")
 
     # -------------------------------------------------------------- public
     def write(self, frames: dict[str, dict[str, Any]], sim_time_s: int) -> None:
@@ -121,20 +226,50 @@ class TelemetryWriter:
         self._raise_if_failed()
 
     def close(self, status: str = "complete") -> None:
-        """Commit what is queued, mark the run with ``status`` and close the file."""
+        """Commit what is queued, mark the run with ``status`` (``failed`` if a write failed) and
+        the last step in its tables, close the file and release its lock."""
         if self._thread.is_alive():
             self._q.put(_STOP)
             self._thread.join()
+        self.user_sql.interrupt()
         try:
-            if self._error is None:
-                self.run.update(status=status, finished_at=utc_now(), sim_time_s=self._sim_time_s)
-            else:
-                self.run.update(status="failed", finished_at=utc_now())
-            self._upsert_run()
-            self.con.execute("CHECKPOINT")
+            self._record_end(status if self._error is None else "failed")
+            try:
+                self.con.execute("CHECKPOINT")
+            except duckdb.Error:
+                pass  # e.g. a full disk: the write-ahead log keeps what was committed
         finally:
             self.con.close()
+            self._lock.release()
         self._raise_if_failed()
+
+    def _record_end(self, status: str) -> None:
+        """The final ``runs`` row, its ``sim_time_s`` read back from the tables; on a write error,
+        again with the lock's reserve space freed, then on a fresh connection."""
+        for attempt in range(3):
+            try:
+                if attempt == 2:
+                    self.con.close()
+                    self.con, _ = open_database(self.path, self.limits)
+                self.con.execute("BEGIN")
+                # The end of the last step in the tables (a step's time_s is its start).
+                row = self.con.sql(
+                    "SELECT coalesce(max(time_s) + ?, 0) FROM factory_ts WHERE run_id = ?",
+                    params=[int(self.run.get("dt_s") or 0), self.run_id],
+                ).fetchall()
+                self.run.update(status=status, finished_at=utc_now(), sim_time_s=int(row[0][0]))
+                upsert_run(self.con, self.run)
+                self.con.execute("COMMIT")
+                return
+            except (duckdb.Error, StorageError) as e:
+                try:
+                    self.con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass
+                if self._error is None:
+                    self._error = e
+                self._lock.free_reserve()
+                status = "failed"
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor on the same database for a reader thread."""
@@ -186,33 +321,56 @@ class TelemetryWriter:
                     item.set()
 
     def _flush(self) -> None:
+        try:
+            self._flush_once()
+        except duckdb.OutOfMemoryException:
+            # A console query may hold the memory: stop it and try once more.
+            self._rollback()
+            self.user_sql.make_room()
+            self._flush_once()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        try:
+            self.con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass
+
+    def _flush_once(self) -> None:
         con = self.con
+        crash_point("flush:begin")
         con.execute("BEGIN")
+        written = 0
         for table, parts in self._buf.items():
             if not parts:
                 continue
             tb = pa.concat_tables(parts)
             con.register("_batch", tb)
-            if table in UPSERT_KEYS:
-                keys = ", ".join(UPSERT_KEYS[table])
-                con.execute(
-                    f"INSERT OR REPLACE INTO {table} SELECT * EXCLUDE (_seq) FROM "
-                    f"(SELECT *, row_number() OVER () AS _seq FROM _batch) "
-                    f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY _seq DESC) = 1"
-                )
-            else:
-                con.execute(f"INSERT INTO {table} SELECT * FROM _batch")
-            con.unregister("_batch")
-            self.rows_written += tb.num_rows
-            parts.clear()
+            try:
+                if table in UPSERT_KEYS:
+                    keys = ", ".join(UPSERT_KEYS[table])
+                    con.execute(
+                        f"INSERT OR REPLACE INTO {table} SELECT * EXCLUDE (_seq) FROM "
+                        f"(SELECT *, row_number() OVER () AS _seq FROM _batch) "
+                        f"QUALIFY row_number() OVER (PARTITION BY {keys} ORDER BY _seq DESC) = 1"
+                    )
+                else:
+                    con.execute(f"INSERT INTO {table} SELECT * FROM _batch")
+            finally:
+                con.unregister("_batch")
+            written += tb.num_rows
         self.run["sim_time_s"] = self._sim_time_s
         self._upsert_run()
+        crash_point("flush:inserted")
         con.execute("COMMIT")
+        for parts in self._buf.values():
+            parts.clear()
+        self.flushes += 1
+        self.rows_written += written
         self._rows = 0
+        crash_point("flush:committed")
 
     def _upsert_run(self) -> None:
-        cols = [c.name for c in TABLES["runs"]]
-        self.con.execute(
-            f"INSERT OR REPLACE INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
-            [self.run[c] for c in cols],
-        )
+        upsert_run(self.con, self.run)

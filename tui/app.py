@@ -14,6 +14,7 @@ import dataclasses
 import gc
 import math
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterable
@@ -27,7 +28,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, get_current_worker
 
-from storage.queries import check_user_sql, run_sql
+from storage.queries import run_sql
+from storage.reader import QueryError
+from storage.sandbox import Limits, UserSql
 from tui import fmt
 from tui.feed import DEFAULT_WINDOW_S, HOUR_S, WINDOWS_S, LiveFeed, Meta, PanelReq, ReplayFeed, params_for
 from tui.pacing import DEFAULT_LEVEL, MAX, PAUSE, SPEEDS, Pacer, RateMeter, SpeedControl, rate_text
@@ -144,6 +147,9 @@ class TwinApp(App[None]):
             self.meta = self.replay.meta
             self.speed = SpeedControl(PAUSE)
             self.t = self.replay.t_first if self.replay.n else None
+        # User SQL: the live database's sandboxed user cursor, or one on the replay's connection.
+        self.user_sql: UserSql = (session.writer.user_sql if session is not None
+                                  else UserSql(replay_con.cursor(), Limits(), strict=False))
         self.config_dir = Path(config_dir) if config_dir else default_config_dir()
         self.seq = 0  # bumped whenever the time shown changes
         self.rate = RateMeter()
@@ -164,8 +170,8 @@ class TwinApp(App[None]):
         self._req_event = threading.Event()
         self._bg_workers: list[Worker[None]] = []
         self._cursors: list[Any] = []
-        self._sql_cur: Any = None
         self._pending_sql: tuple[str, bool, str] | None = None
+        self.terminated = False  # a live session ended by SIGTERM
         self._play_t = float(self.t or 0)
         self._play_wall = time.monotonic()
 
@@ -186,9 +192,17 @@ class TwinApp(App[None]):
         if self.live is not None:
             self._bg_workers.append(self.run_worker(self._sim_loop, name="simulation", group="sim", thread=True,
                                                  exit_on_error=True))
+            try:  # SIGTERM ends a live session like quitting: the run is recorded 'stopped'
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self._terminate)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
         else:
             self._sim_done.set()
             self.set_interval(PLAY_PERIOD_S, self._play)
+
+    def _terminate(self) -> None:
+        self.terminated = True
+        self.exit()
 
     def _collect(self) -> None:
         now = time.monotonic()
@@ -422,66 +436,33 @@ class TwinApp(App[None]):
         self.push_screen(TimelineScreen(job))
 
     def run_user_sql(self, sql: str, requester: Any) -> None:
-        """Run user SQL in a thread worker on its own cursor; ``requester`` gets ``SqlDone``."""
+        """Run user SQL in a thread worker, in the sandbox (``storage.sandbox.UserSql``: statement
+        check, own cursor, time and memory limits); ``requester`` gets ``SqlDone``."""
         self.cancel_user_sql()
-        cur = self.new_cursor()
-        self._sql_cur = cur
-        strict = self.live is not None
-        self.run_worker(lambda: self._sql_job(cur, sql, strict, requester), name="sql", group="sql", thread=True,
+        self.run_worker(lambda: self._sql_job(sql, requester), name="sql", group="sql", thread=True,
                         exit_on_error=False)
 
-    def _sql_job(self, cur: Any, sql: str, strict: bool, requester: Any) -> None:
+    def _sql_job(self, sql: str, requester: Any) -> None:
         worker = get_current_worker()
-        t0 = time.perf_counter()
         msg: SqlDone
         try:
-            stmts = check_user_sql(cur, sql, strict)
-            rel = cur.sql(stmts[-1])
-            if rel is None:
-                table = pa.table({})
-                more = False
-            else:
-                reader = rel.to_arrow_reader(100_000)
-                batches, rows, more = [], 0, False
-                for batch in reader:
-                    if worker.is_cancelled:
-                        raise InterruptedError
-                    batches.append(batch)
-                    rows += batch.num_rows
-                    if rows >= MAX_RESULT_ROWS:
-                        more = True
-                        break
-                table = pa.Table.from_batches(batches, schema=reader.schema)
-                reader.close()
-                if more:
-                    table = table.slice(0, MAX_RESULT_ROWS)
-            info = f"{table.num_rows:,} rows in {time.perf_counter() - t0:.2f} s"
-            if more:
-                info = f"first {MAX_RESULT_ROWS:,} rows kept (more not fetched) · {time.perf_counter() - t0:.2f} s"
-            if len(stmts) > 1:
-                info += f" · the last of {len(stmts)} statements"
+            res = self.user_sql.run(sql, max_rows=MAX_RESULT_ROWS, cancelled=lambda: worker.is_cancelled)
+            table = res.table
+            info = f"{table.num_rows:,} rows in {res.wall_s:.2f} s"
+            if res.truncated:
+                info = f"first {MAX_RESULT_ROWS:,} rows kept (more not fetched) · {res.wall_s:.2f} s"
+            if res.statements > 1:
+                info += f" · the last of {res.statements} statements"
             msg = SqlDone(table, info)
-        except InterruptedError:
-            msg = SqlDone(None, "", "cancelled")
+        except QueryError as e:
+            msg = SqlDone(None, "", str(e))
         except Exception as e:
             text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            msg = SqlDone(None, "", "cancelled" if "INTERRUPT" in text.upper() else text)
-        finally:
-            try:
-                cur.close()
-            except Exception:
-                pass
-        if self._sql_cur is cur:
-            self._sql_cur = None
+            msg = SqlDone(None, "", text)
         requester.post_message(msg)
 
     def cancel_user_sql(self) -> None:
-        cur = self._sql_cur
-        if cur is not None:
-            try:
-                cur.interrupt()
-            except Exception:
-                pass
+        self.user_sql.interrupt()
 
     def export_table(self, table: pa.Table, path: Path) -> None:
         def job() -> None:

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import click
 
+from tui.cli_signals import stoppable
 from twin import __version__
 
 EXIT_BAD_INPUT = 2
@@ -114,6 +115,9 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
     finally:
         session.close("stopped")
     click.echo(f"Session recorded to {path}  (twin sql {path} / twin replay {path})")
+    if app.terminated:
+        click.echo("twin: terminated (SIGTERM); the session is recorded 'stopped'", err=True)
+        sys.exit(143)
 
 
 @main.command("run")
@@ -151,10 +155,11 @@ def run_cmd(
     spec, text, _ = load(scenario)
     dur = _duration_s(hours, days)
     if spec.variants:
+        from scenarios.runner import variant_outputs
+
         base = Path(out) if out else _default_out(spec.name)
         paths = []
-        for v in spec.variants:
-            vpath = base.with_name(f"{base.stem}-{v.name}{base.suffix or '.duckdb'}")
+        for v, vpath in variant_outputs(spec, base, seed, overwrite):
             click.echo(f"— variant {v.name} → {vpath}", err=True)
             _run_one(v, text, vpath, seed, dur, overwrite, as_json=False, quiet=True)
             paths.append(str(vpath))
@@ -171,7 +176,7 @@ def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None
     total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
     steps = -(-total_s // spec.dt_s)
     show = sys.stderr.isatty() and not as_json
-    try:
+    with stoppable(path):
         if show:
             with click.progressbar(
                 length=steps,
@@ -185,9 +190,6 @@ def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None
                 )
         else:
             result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite)
-    except KeyboardInterrupt:
-        click.echo(f"\ninterrupted; telemetry so far is in {path} (status 'stopped')", err=True)
-        sys.exit(130)
     s = result.summary
     if quiet:
         return
@@ -318,22 +320,21 @@ def hardware_cmd(sources: bool) -> None:
     "--format", "fmt_", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True
 )
 @click.option("--max-rows", type=int, default=200, show_default=True, help="Rows shown in table format.")
+@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
+              help="Time limit of the query [s]; it is stopped there.")
+@click.option("--memory-limit", "memory", default="2GB", show_default=True,
+              help="Memory the query may use (e.g. 512MB, 4GB).")
 @_guard
-def sql_cmd(file: str, query: str | None, fmt_: str, max_rows: int) -> None:
+def sql_cmd(file: str, query: str | None, fmt_: str, max_rows: int, timeout_s: float, memory: str) -> None:
     """Query a telemetry FILE with read-only SQL (QUERY, or stdin; no QUERY on a terminal lists
-    the tables and their columns with units)."""
-    from storage.reader import open_run_file, user_query
+    the tables and their columns with units). The file is opened in a sandbox: no other file,
+    extension or setting is reachable. Ctrl-C stops a running query."""
+    from tui.cli_sql import run_user_query
 
-    con = open_run_file(file)
-    try:
-        if query is None:
-            if sys.stdin.isatty():
-                _print_schema()
-                return
-            query = sys.stdin.read()
-        table = user_query(con, query)
-    finally:
-        con.close()
+    table = run_user_query(file, query, timeout_s, memory)
+    if table is None:
+        _print_schema()
+        return
     if fmt_ == "csv":
         import pyarrow.csv as pacsv
 
@@ -394,7 +395,8 @@ def rerun_cmd(file: str, out: str | None, overwrite: bool, check: bool) -> None:
 
     src = Path(file)
     dest = Path(out) if out else src.with_name(f"{src.stem}-rerun{src.suffix or '.duckdb'}")
-    result = rerun(src, dest, overwrite=overwrite)
+    with stoppable(dest):
+        result = rerun(src, dest, overwrite=overwrite)
     click.echo(f"re-ran {src} → {dest}: {result.steps:,} steps in {result.wall_s:,.1f} s")
     if check:
         diff = same_telemetry(src, dest, ("factory_ts", "ultraserver_ts", "chip_ts"))

@@ -1,9 +1,10 @@
 """SQL console: an editor with SQL highlighting and history, a virtual result table (millions of
 rows), the telemetry schema with units, saved queries, export to CSV or Parquet, cancel.
 
-Queries run in a thread worker started by the app, on their own cursor (a replay's read-only
-connection, or the live file through the writer's database); ctrl+g interrupts them. Only
-reading statements are accepted (``storage.queries.check_user_sql``).
+Queries run in a thread worker started by the app, through ``storage.sandbox.UserSql``: the
+database's own user cursor (a replay's read-only file, or the live file through the writer's
+sandboxed database), only reading statements, a time and a memory limit shown in the status line;
+ctrl+g interrupts them.
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ class SqlScreen(TwinScreen):
         if not self._take_pending():
             ed.text = examples(self.twin.meta.run_id)[0][1]
         ed.focus()
-        self._status("ready · ^r runs · only reading statements (SELECT, DESCRIBE, SUMMARIZE, …)")
+        self._status(f"ready · ^r runs · only reading statements (SELECT, DESCRIBE, SUMMARIZE, …) · "
+                     f"{self.twin.user_sql.limits.text()}")
 
     def on_screen_resume(self) -> None:
         super().on_screen_resume()
@@ -217,7 +219,8 @@ class SqlScreen(TwinScreen):
 
     def _progress(self) -> None:
         if self.running:
-            self._status(f"running… {time.monotonic() - self.started:.1f} s (^g cancels)")
+            limit = self.twin.user_sql.limits.timeout_s
+            self._status(f"running… {time.monotonic() - self.started:.1f} s of {limit:g} s (^g cancels)")
             self.set_timer(0.5, self._progress)
 
     def action_cancel(self) -> None:

@@ -1,0 +1,244 @@
+"""No run is lost or misreported: kills during startup, a second run on a live file, SIGTERM, a
+full disk and comparison scenarios with a bad variant.
+
+Kills are exact: ``TWIN_CRASH_AT=<point>`` makes the process SIGKILL itself at a named point of
+file creation or of a flush, and ``TWIN_STOP_AT=<point>`` makes it SIGSTOP itself there, so the
+test acts at that moment (waiting on the stop, never on a clock) and then continues it."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from scenarios.runner import Session, run
+from scenarios.spec import parse
+from storage.reader import open_run_file
+from storage.writer import StorageError
+
+TWIN = str(Path(sys.executable).parent / "twin")
+
+TOML = """
+name = "tiny"
+seed = 5
+dt_s = 300
+duration_h = 12
+
+[hall]
+system = "trn3-gen2"
+ultraservers = 1
+ultraservers_per_row = 1
+"""
+
+# Every crash point of a run's start and first flushes, in order.
+POINTS = (
+    "session:writer", "create:start", "create:connected", "create:schema", "create:checkpointed",
+    "create:closed", "create:old_wal_removed", "create:renamed", "writer:open",
+    "flush:begin", "flush:inserted", "flush:committed",
+)
+
+
+def _run_child(out: str, point: str, overwrite: bool) -> None:
+    os.environ["TWIN_CRASH_AT"] = point
+    spec = parse(TOML, "tiny.toml")
+    run(spec, TOML, out, overwrite=overwrite, duration_s=3600)
+
+
+def _state(path: Path) -> tuple[str, str, int, int] | None:
+    """(run_id, status, sim_time_s, end of the last step in the tables) of a valid twin file."""
+    if not path.exists():
+        return None
+    con = open_run_file(path)  # raises unless it is a valid twin run
+    try:
+        ((run_id, status, sim_t, dt),) = con.sql("SELECT run_id, status, sim_time_s, dt_s FROM runs").fetchall()
+        ((last,),) = con.sql("SELECT coalesce(max(time_s) + ?, 0) FROM factory_ts", params=[dt]).fetchall()
+    finally:
+        con.close()
+    return run_id, status, sim_t, last
+
+
+def _complete(out: Path, overwrite: bool) -> None:
+    spec = parse(TOML, "tiny.toml")
+    res = run(spec, TOML, out, overwrite=overwrite, duration_s=3600)
+    assert res.status == "complete" and res.steps == 12
+
+
+def test_kill_at_every_point_of_startup_leaves_no_file_or_a_valid_running_run(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["duckdb", "numpy", "pyarrow", "scenarios.runner", "scenarios.spec"])
+    tried = valid = absent = 0
+    for replace in (False, True):
+        for i, point in enumerate(POINTS):
+            out = tmp_path / f"{'replace' if replace else 'new'}-{i}.duckdb"
+            old = None
+            if replace:
+                _complete(out, overwrite=False)
+                old = _state(out)
+            p = ctx.Process(target=_run_child, args=(str(out), point, replace))
+            p.start()
+            p.join()
+            assert p.exitcode == -signal.SIGKILL, point
+            tried += 1
+            state = _state(out)  # a valid twin file, or none
+            if state is None:
+                absent += 1
+                assert not replace, f"{point}: --overwrite lost the old file"
+            else:
+                valid += 1
+                _, status, sim_t, last = state
+                if state != old:  # the new run: recorded as running, up to what it committed
+                    assert status == "running" and sim_t == last, (point, state)
+            # The next run is not blocked by anything the killed one left.
+            if state is not None:
+                with pytest.raises(StorageError, match="already exists"):
+                    Session(parse(TOML, "tiny.toml"), TOML, out)
+            _complete(out, overwrite=True)
+            left = sorted(q.name for q in tmp_path.iterdir() if q.name.startswith(f".{out.name}") or
+                          q.name.startswith(f"{out.name}."))
+            assert left == [], f"{point}: left {left}"
+    assert tried == 2 * len(POINTS) and valid + absent == tried
+    print(f"\nkills tried {tried}, files valid {valid}, no file {absent}, invalid 0")
+
+
+@pytest.fixture(autouse=True)
+def _scenario_file(tmp_path: Path) -> None:
+    (tmp_path / "x.toml").write_text(TOML)
+
+
+def _stopped_run(tmp_path: Path, out: Path, point: str, *extra: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, TWIN_STOP_AT=point)
+    p = subprocess.Popen([TWIN, "run", str(tmp_path / "x.toml"), "--out", str(out), *extra], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, st = os.waitpid(p.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(st), "the run did not reach its stop point"
+    return p
+
+
+def test_overwrite_never_deletes_a_file_a_live_run_is_writing(tmp_path: Path) -> None:
+    out = tmp_path / "live.duckdb"
+    first = _stopped_run(tmp_path, out, "flush:committed")  # holding its lock, one flush committed
+    try:
+        for extra, why in ((["--overwrite"], f"another run (process {first.pid}) is writing this file"),
+                           ([], "already exists")):
+            r = subprocess.run([TWIN, "run", str(tmp_path / "x.toml"), "--out", str(out), *extra],
+                               capture_output=True, text=True)
+            assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+            assert why in r.stderr
+        with pytest.raises(StorageError, match="another run"):
+            Session(parse(TOML, "tiny.toml"), TOML, out, overwrite=True)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    _, status, sim_t, last = _state(out) or ("", "", 0, 0)
+    assert status == "complete" and sim_t == last == 12 * 3600
+    con = open_run_file(out)
+    try:
+        assert con.sql("SELECT count(*) FROM factory_ts").fetchall() == [(144,)]
+    finally:
+        con.close()
+    assert not (tmp_path / "live.duckdb.lock").exists()
+
+
+def test_sigterm_stops_a_run_like_ctrl_c(tmp_path: Path) -> None:
+    out = tmp_path / "term.duckdb"
+    p = _stopped_run(tmp_path, out, "flush:committed", "--days", "3650")
+    os.kill(p.pid, signal.SIGTERM)
+    os.kill(p.pid, signal.SIGCONT)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 143
+    assert err.strip() == f"twin: terminated (SIGTERM); telemetry so far is in {out} (status 'stopped')"
+    _, status, sim_t, last = _state(out) or ("", "", 0, 0)
+    assert status == "stopped" and 0 < sim_t == last < 3650 * 86400
+
+
+def test_a_failed_write_records_what_was_committed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write failing in the third flush (as on a full disk): the run is 'failed' and its
+    sim_time_s is the end of the last step actually in the tables."""
+    import storage.writer as W
+
+    real = W.crash_point
+    seen = {"n": 0}
+
+    def failing(name: str) -> None:
+        real(name)
+        if name == "flush:inserted":
+            seen["n"] += 1
+            if seen["n"] == 3:
+                raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(W, "crash_point", failing)
+    s = Session(parse(TOML, "tiny.toml"), TOML, tmp_path / "f.duckdb", flush_interval_s=3600)
+    s.advance(10)
+    s.writer.flush()
+    s.advance(10)
+    s.writer.flush()
+    s.advance(10)
+    with pytest.raises(StorageError, match="No space left"):
+        s.writer.flush()
+    with pytest.raises(StorageError, match="telemetry write failed"):
+        s.close("complete")
+    _, status, sim_t, last = _state(tmp_path / "f.duckdb") or ("", "", 0, 0)
+    assert status == "failed" and sim_t == last == 20 * 300
+
+
+def test_full_disk_leaves_a_truthful_failed_run(tmp_path: Path) -> None:
+    """A tmpfs with room for the new file and its first flush (about 1.6 MB + 8 MB of log for this
+    scenario), not the second: the run is 'failed' and its sim_time_s is what the tables hold."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=11m", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs to mount a small tmpfs (root)")
+    try:
+        out = disk / "full.duckdb"
+        r = subprocess.run([TWIN, "run", str(tmp_path / "x.toml"), "--days", "3650", "--out", str(out)],
+                           capture_output=True, text=True)
+        assert r.returncode == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "No space left on device" in r.stderr, r.stderr
+        _, status, sim_t, last = _state(out) or ("", "", 0, 0)
+        assert status == "failed" and 0 < sim_t == last < 3650 * 86400
+        assert not (disk / "full.duckdb.lock").exists()
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_comparison_checks_every_variant_before_writing(tmp_path: Path) -> None:
+    toml = TOML + '\n[[variants]]\nname = "a"\n\n[[variants]]\nname = "b"\n'
+    (tmp_path / "cmp.toml").write_text(toml)
+    (tmp_path / "cmp-b.duckdb").write_text("in the way")
+    r = subprocess.run([TWIN, "run", str(tmp_path / "cmp.toml"), "--out", str(tmp_path / "cmp.duckdb")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "cmp-b.duckdb: already exists" in r.stderr
+    assert not (tmp_path / "cmp-a.duckdb").exists()
+    bad = TOML + '\n[[variants]]\nname = "a"\n\n[[variants]]\nname = "b"\nhardware = { chips = 143 }\n'
+    (tmp_path / "bad.toml").write_text(bad)
+    r = subprocess.run([TWIN, "run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "bad.duckdb")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "b" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("bad")) == ["bad.toml"]
+
+
+def test_stale_lock_file_of_a_killed_run_does_not_block(tmp_path: Path) -> None:
+    out = tmp_path / "s.duckdb"
+    (tmp_path / "s.duckdb.lock").write_text("12345\n")  # left by a run killed with SIGKILL
+    _complete(out, overwrite=False)
+    assert not (tmp_path / "s.duckdb.lock").exists()
+
+
+def test_writer_tolerates_extra_run_columns(tmp_path: Path) -> None:
+    from storage.writer import TelemetryWriter
+
+    w = TelemetryWriter(tmp_path / "e.duckdb", {"run_id": "r", "not_a_column": 1, "seed": 3})
+    w.close()
+    con = duckdb.connect(str(tmp_path / "e.duckdb"), read_only=True)
+    try:
+        assert con.sql("SELECT run_id, seed, status FROM runs").fetchall() == [("r", 3, "complete")]
+    finally:
+        con.close()

@@ -28,8 +28,10 @@ recorded in this order):
                 (throttle within the step, shutdown past the limit; re-solved once at the
                 protected clocks) -> loop trips -> plant (economizer, chillers, pumps, fans,
                 water) -> power chain (PDU, UPS, transformer) -> clocks for the next step (power
-                caps, thermal equilibrium). Thermal trips and recoveries go back to the work
-                state (their jobs are interrupted).
+                caps, thermal equilibrium). When protection slowed chips inside the step, the
+                batch work of the step is taken at the clocks they ran at
+                (``cluster.rescale_progress``). Thermal trips and recoveries go back to the
+                work state (their jobs are interrupted).
 5. record       one factory_ts row, one ultraserver_ts row per UltraServer, one service_ts row
                 per service, chip_ts samples; at the end of ``advance``: jobs rows (finished
                 jobs then leave memory), events, failures, interruptions.

@@ -430,7 +430,12 @@ class Facility:
         # coolant can only be cooler and no powered chip ends the step above its limits.
         shut = np.zeros(0, dtype=np.int64)
         protected = False
-        if float(tj.max()) > cp.throttle_temp_c:
+        # No chip draws more than TDP: a loop whose coolant + R x TDP stays below the throttle
+        # point cannot hold a hot chip (a per-UltraServer check, cheaper than every chip).
+        if (
+            float((coolant + r_us * self.acc.tdp_w).max()) > cp.throttle_temp_c
+            and float(tj.max()) > cp.throttle_temp_c
+        ):
             prot = self._protect(tj, clock, util, dyn_full, coolant, r_us)
             if prot is not None:
                 protected = True

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Schema version of the telemetry file. Bump on any incompatible change to the tables below.
-SCHEMA_VERSION = 1
+# v2: calendar time (``runs.start``, ``ts`` in every time-series table), added by ``storage.schema``.
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)

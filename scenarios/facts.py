@@ -335,6 +335,10 @@ FACTS: tuple[Fact, ...] = (
           "ASM (facts §8.7)"),
     _temp("cooling", "throttle_full_c", 40, 150, "Junction temperature of the 50 % clock (above "
           "throttle_temp_c)", "ASM (facts §8.7)"),
+    _temp("cooling", "shutdown_temp_c", 40, 200, "Junction temperature that powers an UltraServer off when "
+          "even the lowest thermal clock cannot hold it", "ASM (facts §8.7)"),
+    _f("cooling", "shutdown_restart_s", "int", "s", 0, 86400, "An UltraServer shut down by its junctions stays "
+       "off at least this long"),
     _enum("cooling", "plant", ("tower", "dry"), "Heat rejection: cooling towers + water-cooled chillers, or "
           "dry coolers + air-cooled chillers", "ASM"),
     _f("cooling", "cdu_approach_k", "float", "K", 0, 30, "CDU secondary supply above facility water supply"),

@@ -84,6 +84,7 @@ class Session:
                 "chips_total": self.sim.topo.chips,
                 "ultraservers": self.sim.topo.ultraservers,
                 "system": self.params.hall.system.key,
+                "design_json": self.sim.design.to_json(),
                 # Calendar time of time_s = 0 (the scenario key ``start``; older specs have none).
                 "start": getattr(scenario, "start", None),
             },

@@ -1,8 +1,18 @@
-"""Whole-run KPIs for side-by-side comparison (``twin compare``).
+"""Whole-run KPIs: the one definition, used by the run summary (``twin run``, ``--json``), the
+``run_summary`` view, ``twin compare`` and whoever else needs a run's totals.
 
-Energies come from per-step energy so any step size works; rates are integrated over each step's
-duration (energy_j / facility_power_w = dt). Money per token charges inference its share of the
-facility energy at each step's price.
+Energies come from per-step energy so any step size works: a step lasts
+``dt = energy_j / facility_power_w``, and every rate is integrated over it. Ratios are defined
+once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the view).
+
+* PUE = facility energy / IT energy (The Green Grid).
+* WUE = site water / IT energy [L/kWh] (The Green Grid).
+* CUE = CO2 of the facility's energy / IT energy [kg/kWh] (The Green Grid; t/MWh = kg/kWh).
+* J per token = facility power attributed to inference replicas, integrated, / output tokens.
+* $ per M tokens = the same energy at each step's price / output tokens x 1e6.
+* goodput = training progress kept / chip time held (chip-weighted), pre-training + fine-tuning.
+* waits over the batch jobs that started (every wait, re-queues after interruptions included).
+* SLO attainment = requests served within both SLOs / requests decided (served + dropped).
 """
 
 from __future__ import annotations
@@ -11,34 +21,132 @@ from typing import Any
 
 import duckdb
 
-from storage.reader import kpi_summary
+_DT = "(energy_j / facility_power_w)"
 
-_Q = """
-WITH f AS (SELECT *, energy_j / facility_power_w AS dt FROM factory_ts WHERE run_id = ?)
-SELECT sum(energy_j) / 3.6e9                                         AS facility_mwh,
-       sum(it_power_w * dt) / 3.6e9                                  AS it_mwh,
-       sum(cooling_power_w * dt) / 3.6e9                             AS cooling_mwh,
-       sum(power_loss_w * dt) / 3.6e9                                AS loss_mwh,
-       sum(water_l)                                                  AS water_l,
-       sum(cost_usd)                                                 AS cost_usd,
-       sum(co2_kg) / 1000                                            AS co2_t,
-       sum(tokens_per_s * dt)                                        AS tokens,
-       sum(CASE WHEN tokens_per_s > 0 THEN energy_per_token_j * tokens_per_s * dt END) AS inference_j,
-       sum(CASE WHEN tokens_per_s > 0 THEN energy_per_token_j * tokens_per_s * dt
-                * price_usd_per_mwh / 3.6e9 END)                     AS inference_cost_usd,
-       sum(training_flops * dt)                                      AS training_flop,
-       sum(CASE WHEN throttled_chips > 0 THEN dt ELSE 0 END) / 3600  AS throttled_hours,
-       sum(throttled_chips * dt) / 3600                              AS throttled_chip_hours,
-       sum(unmet_heat_w * dt) / 3.6e9                                AS unmet_heat_mwh,
-       max(facility_power_w)                                         AS peak_facility_w,
-       avg(chips_busy::DOUBLE / chips_total)                         AS busy_fraction,
-       max(max_chip_temp_c)                                          AS max_chip_temp_c,
-       sum(dt) / 86400                                               AS days,
-       any_value(chips_total)                                        AS chips
-FROM f
-"""
+# Sums and extremes over factory_ts, one SQL aggregate each.
+FACTORY_AGGREGATES: dict[str, str] = {
+    "steps": "count(*)",
+    "last_time_s": "coalesce(max(time_s), 0)",
+    "facility_mwh": "sum(energy_j) / 3.6e9",
+    "it_mwh": f"sum(it_power_w * {_DT}) / 3.6e9",
+    "cooling_mwh": f"sum(cooling_power_w * {_DT}) / 3.6e9",
+    "loss_mwh": f"sum(power_loss_w * {_DT}) / 3.6e9",
+    "water_l": "sum(water_l)",
+    "cost_usd": "sum(cost_usd)",
+    "co2_t": "sum(co2_kg) / 1000",
+    "tokens": f"sum(tokens_per_s * {_DT})",
+    "inference_j": f"sum(inference_power_w * {_DT})",
+    "inference_cost_usd": f"sum(inference_power_w * {_DT} / 3.6e9 * price_usd_per_mwh)",
+    "training_flop": f"sum(training_flops * {_DT})",
+    "job_flop": f"sum(job_flops * {_DT})",
+    "requests_dropped": f"sum(requests_dropped_per_s * {_DT})",
+    "throttled_hours": f"sum(CASE WHEN throttled_chips > 0 THEN {_DT} ELSE 0 END) / 3600",
+    "throttled_chip_hours": f"sum(throttled_chips * {_DT}) / 3600",
+    "unmet_heat_mwh": f"sum(unmet_heat_w * {_DT}) / 3.6e9",
+    "peak_facility_w": "max(facility_power_w)",
+    "busy_fraction": "avg(chips_busy::DOUBLE / chips_total)",
+    "mean_queue": "avg(queue_jobs)",
+    "mean_fragmentation": "avg(fragmentation)",
+    "max_chip_temp_c": "max(max_chip_temp_c)",
+    "days": f"sum({_DT}) / 86400",
+    "chips": "any_value(chips_total)",
+}
 
-# (key, label, unit, format) in display order.
+# name: (numerator, denominator, scale) over FACTORY_AGGREGATES; NULL when the denominator is 0.
+RATIOS: dict[str, tuple[str, str, float]] = {
+    "pue": ("facility_mwh", "it_mwh", 1.0),
+    "wue_l_per_kwh": ("water_l", "it_mwh", 1e-3),
+    "cue_kg_per_kwh": ("co2_t", "it_mwh", 1.0),
+    "j_per_token": ("inference_j", "tokens", 1.0),
+    "usd_per_mtok": ("inference_cost_usd", "tokens", 1e6),
+    "tokens_per_day": ("tokens", "days", 1.0),
+}
+
+# Work KPIs from the jobs, failures, interruptions and service tables.
+_WORK_Q = {
+    "jobs": """
+    SELECT count(*) AS jobs_submitted,
+           count(*) FILTER (WHERE state = 'done') AS jobs_done,
+           avg(wait_s) FILTER (WHERE first_start_time_s >= 0) AS wait_mean_s,
+           quantile_cont(wait_s, 0.5) FILTER (WHERE first_start_time_s >= 0) AS wait_p50_s,
+           quantile_cont(wait_s, 0.9) FILTER (WHERE first_start_time_s >= 0) AS wait_p90_s,
+           quantile_cont(wait_s, 0.99) FILTER (WHERE first_start_time_s >= 0) AS wait_p99_s,
+           sum(effective_s * chips) FILTER (WHERE kind IN ('pretrain', 'finetune'))
+             / nullif(sum(run_s * chips) FILTER (WHERE kind IN ('pretrain', 'finetune')), 0) AS goodput,
+           sum(effective_s * chips) FILTER (WHERE kind IN ('pretrain', 'finetune')) / 3600 AS effective_training_chip_h,
+           sum(lost_flop) AS lost_flop,
+           sum(lost_flop) / nullif(sum(done_flop + lost_flop), 0) AS lost_fraction,
+           sum(restarts) AS restarts
+    FROM jobs WHERE run_id = ? AND kind <> 'inference'
+    """,
+    "failures": """
+    SELECT count(*) FILTER (WHERE source = 'model') AS failures,
+           count(*) FILTER (WHERE source <> 'model') AS failures_injected
+    FROM failures WHERE run_id = ?
+    """,
+    "interruptions": """
+    SELECT count(*) FILTER (WHERE reason = 'preemption') AS preemptions,
+           count(*) AS interruptions
+    FROM interruptions WHERE run_id = ?
+    """,
+    # Latency percentiles over the run: the served-weighted mean of the per-step percentiles.
+    "services": """
+    SELECT sum(requests_arrived) AS requests,
+           sum(requests_served) AS requests_served,
+           sum(requests_dropped) AS requests_dropped_total,
+           sum(slo_met) / nullif(sum(requests_served + requests_dropped), 0) AS slo_attainment,
+           sum(ttft_p50_s * requests_served) FILTER (WHERE requests_served > 0)
+             / nullif(sum(requests_served), 0) AS ttft_p50_s,
+           sum(ttft_p99_s * requests_served) FILTER (WHERE requests_served > 0)
+             / nullif(sum(requests_served), 0) AS ttft_p99_s,
+           sum(tpot_p50_s * requests_served) FILTER (WHERE requests_served > 0)
+             / nullif(sum(requests_served), 0) AS tpot_p50_s,
+           sum(tpot_p99_s * requests_served) FILTER (WHERE requests_served > 0)
+             / nullif(sum(requests_served), 0) AS tpot_p99_s
+    FROM service_ts WHERE run_id = ?
+    """,
+}
+
+
+def ratio(row: dict[str, Any], name: str) -> float | None:
+    num, den, scale = RATIOS[name]
+    d = row.get(den)
+    return row[num] / d * scale if d else None
+
+
+def whole_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
+    """Every whole-run KPI of ``run_id`` (energies, PUE, WUE, CUE, J/token, $/M tokens, goodput,
+    waits, SLO, ...), one flat dict."""
+    sel = ",\n       ".join(f"{expr} AS {name}" for name, expr in FACTORY_AGGREGATES.items())
+    row: dict[str, Any] = (
+        con.sql(f"SELECT {sel}\nFROM factory_ts WHERE run_id = ?", params=[run_id])
+        .to_arrow_table()
+        .to_pylist()[0]
+    )
+    for name in RATIOS:
+        row[name] = ratio(row, name)
+    for q in _WORK_Q.values():
+        row.update(con.sql(q, params=[run_id]).to_arrow_table().to_pylist()[0])
+    return row
+
+
+def run_summary_view_sql() -> str:
+    """The ``run_summary`` view: the factory KPIs of every run in the file, from the same
+    definitions as ``whole_run``."""
+    cols = [f"{FACTORY_AGGREGATES[n]} AS {n}" for n in ("steps", "last_time_s", "facility_mwh", "it_mwh")]
+    for name, (num, den, scale) in RATIOS.items():
+        if name in ("pue", "wue_l_per_kwh", "cue_kg_per_kwh"):
+            s = f" * {scale!r}" if scale != 1.0 else ""
+            cols.append(f"({FACTORY_AGGREGATES[num]}) / nullif({FACTORY_AGGREGATES[den]}, 0){s} AS {name}")
+    cols += [f"{FACTORY_AGGREGATES[n]} AS {n}" for n in ("cost_usd", "co2_t", "busy_fraction")]
+    return (
+        "CREATE OR REPLACE VIEW run_summary AS SELECT run_id, "
+        + ", ".join(cols)
+        + " FROM factory_ts GROUP BY run_id"
+    )
+
+
+# (key, label, format) in display order for ``twin compare``.
 COMPARE_ROWS: list[tuple[str, str, str]] = [
     ("chips", "chips", "{:,.0f}"),
     ("days", "simulated days", "{:,.2f}"),
@@ -48,8 +156,8 @@ COMPARE_ROWS: list[tuple[str, str, str]] = [
     ("loss_mwh", "power-chain losses [MWh]", "{:,.1f}"),
     ("peak_facility_mw", "peak facility power [MW]", "{:,.3f}"),
     ("pue", "PUE", "{:.3f}"),
-    ("wue", "WUE [L/kWh IT]", "{:.3f}"),
-    ("cue", "CUE [kg CO2/kWh IT]", "{:.3f}"),
+    ("wue_l_per_kwh", "WUE [L/kWh IT]", "{:.3f}"),
+    ("cue_kg_per_kwh", "CUE [kg CO2/kWh IT]", "{:.3f}"),
     ("cost_usd", "electricity cost [$]", "{:,.0f}"),
     ("co2_t", "CO2 [t]", "{:,.1f}"),
     ("tokens", "tokens served", "{:.4g}"),
@@ -72,20 +180,10 @@ COMPARE_ROWS: list[tuple[str, str, str]] = [
 
 
 def run_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
-    row: dict[str, Any] = con.sql(_Q, params=[run_id]).to_arrow_table().to_pylist()[0]
-    it_kwh = (row["it_mwh"] or 0.0) * 1000.0
-    row["pue"] = row["facility_mwh"] / row["it_mwh"] if row["it_mwh"] else None
-    row["wue"] = row["water_l"] / it_kwh if it_kwh else None
-    row["cue"] = row["co2_t"] * 1000.0 / it_kwh if it_kwh else None
-    tokens = row["tokens"] or 0.0
-    row["j_per_token"] = row["inference_j"] / tokens if tokens else None
-    row["usd_per_mtok"] = row["inference_cost_usd"] / tokens * 1e6 if tokens else None
+    """``whole_run`` plus the display units of the comparison rows."""
+    row = whole_run(con, run_id)
     row["training_eflop"] = (row["training_flop"] or 0.0) / 1e18
     row["peak_facility_mw"] = (row["peak_facility_w"] or 0.0) / 1e6
-    jobs = row["jobs"] = kpi_summary(con, run_id)
-    # Work KPIs (storage.reader.workload_kpis) at the top level, for the comparison rows.
-    for key in ("jobs_done", "goodput", "failures", "preemptions", "slo_attainment"):
-        row[key] = jobs.get(key)
     for key in ("wait_mean_s", "wait_p90_s"):
-        row[key[:-2] + "_min"] = jobs[key] / 60.0 if jobs.get(key) is not None else None
+        row[key[:-2] + "_min"] = row[key] / 60.0 if row.get(key) is not None else None
     return row

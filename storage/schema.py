@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from storage.kpis import run_summary_view_sql
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
 
 ARROW_TYPES: dict[str, pa.DataType] = {
@@ -99,15 +100,7 @@ def migrations() -> list[list[str]]:
         v1.append(create_table_sql(table))
         v1.extend(comment_sql(table, c) for c in TABLES[table])
     # Views for the questions people ask most.
-    v1.append(
-        "CREATE OR REPLACE VIEW run_summary AS SELECT run_id, count(*) AS steps, "
-        "max(time_s) AS last_time_s, sum(energy_j) / 3.6e9 AS facility_mwh, "
-        "sum(energy_j * it_power_w / facility_power_w) / 3.6e9 AS it_mwh, "
-        "sum(energy_j) / sum(energy_j * it_power_w / facility_power_w) AS pue, "
-        "sum(cost_usd) AS cost_usd, sum(co2_kg) / 1000 AS co2_t, "
-        "avg(chips_busy::DOUBLE / chips_total) AS busy_fraction "
-        "FROM factory_ts GROUP BY run_id"
-    )
+    v1.append(run_summary_view_sql())
     # v2: calendar time, as the last column of each table (ALTER appends).
     v2 = []
     for table in TABLES:

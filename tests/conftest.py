@@ -63,3 +63,21 @@ def small_run(tmp_path: Path, small_scenario: tuple[Scenario, str]) -> Path:
     out = tmp_path / "small.duckdb"
     run(spec, text, out, duration_s=6 * 3600)
     return out
+
+
+def job_history(frames: list[dict[str, dict[str, object]]]) -> dict[str, object]:
+    """Every job's latest row from the ``jobs`` frames of successive ``advance`` calls (what
+    the run file's ``jobs`` table holds): finished jobs leave the model's memory once recorded."""
+    import numpy as np
+
+    latest: dict[int, int] = {}
+    rows = [f["jobs"] for f in frames]
+    for k, r in enumerate(rows):
+        for i, jid in enumerate(np.asarray(r["job_id"]).tolist()):
+            latest[jid] = (k, i)  # type: ignore[assignment]
+    order = sorted(latest)
+    out: dict[str, object] = {}
+    for col in rows[0]:
+        vals = [rows[k][col][i] for k, i in (latest[j] for j in order)]  # type: ignore[misc, index]
+        out[col] = np.asarray(vals)
+    return out

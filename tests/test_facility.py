@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import small_params
 from twin.params import (
@@ -257,3 +259,188 @@ def test_pue_colder_climate_lower_and_decode_draws_less_than_training() -> None:
     from twin.params import ServiceParams
 
     assert ServiceParams().decode_activity < tp.activity
+
+
+# ---------------------------------------------------------------- timed effects are intervals
+def _quiet_hall(ultraservers: int = 2, dt_s: int = 600, **changes: object) -> Simulation:
+    p = small_params(
+        ultraservers=ultraservers,
+        dt_s=dt_s,
+        training=TrainingParams(arrivals_per_day=0.0),
+        services=(),
+        failures=FailureParams(chip_hazard_per_h=0.0),
+        site=CALM,
+    )
+    return Simulation(dataclasses.replace(p, **changes))
+
+
+def test_overlapping_facility_caps_end_independently() -> None:
+    """1.8 MW at 1 h for 2 h, then 1.2 MW at 2 h for 2 h: 1.8 MW over [1 h, 2 h), the tighter
+    1.2 MW over [2 h, 4 h) (the 1.8 MW cap ending at 3 h does not lift it), none from 4 h."""
+    sim = _quiet_hall(
+        events=(
+            ScheduledEvent(3600, "power_cap", "facility", 1.8e6, 7200),
+            ScheduledEvent(7200, "power_cap", "facility", 1.2e6, 7200),
+        )
+    )
+    fr = sim.advance(36)  # 6 h at 600 s
+    t = fr["factory_ts"]["time_s"]
+    cap = fr["factory_ts"]["facility_cap_w"]
+    expected = np.where(t < 3600, np.nan, np.where(t < 7200, 1.8e6, np.where(t < 14400, 1.2e6, np.nan)))
+    np.testing.assert_array_equal(cap, expected)
+    ev = fr["events"]
+    ended = [(int(t), d) for t, d in zip(ev["time_s"], ev["detail"], strict=True) if "ended" in d]
+    assert ended == [(10800, "power cap 1.800 MW ended"), (14400, "power cap 1.200 MW ended")]
+
+
+def test_standing_cap_holds_again_after_a_timed_cap_ends() -> None:
+    sim = _quiet_hall(
+        power=PowerChainParams(facility_cap_w=2.0e6),
+        events=(ScheduledEvent(1200, "power_cap", "facility", 1.5e6, 1800),),
+    )
+    cap = sim.advance(10)["factory_ts"]["facility_cap_w"]
+    np.testing.assert_array_equal(cap, [2.0e6, 2.0e6, 1.5e6, 1.5e6, 1.5e6, 2.0e6, 2.0e6, 2.0e6, 2.0e6, 2.0e6])
+
+
+_windows = st.lists(
+    st.tuples(
+        st.sampled_from(["facility", "row:0", "row:1", "cdu:0", "cdu:1", "chiller", "tower"]),
+        st.integers(0, 11),  # start step
+        st.integers(1, 12),  # duration in steps
+        st.integers(1, 9),  # value level
+    ),
+    max_size=7,
+)
+
+
+@given(windows=_windows)
+@settings(max_examples=25, deadline=None)
+def test_random_overlapping_effects_match_a_brute_force_interval_evaluation(
+    windows: list[tuple[str, int, int, int]],
+) -> None:
+    """Any set of overlapping timed events: at every step the caps are the tightest active
+    value (standing caps included), CDU flow the worst active one, and chillers/economizer
+    units the installed ones minus those every active trip holds down."""
+    dt = 600
+    standing_fac, standing_row = 3.0e6, np.array([2.0e6, np.inf])
+    evs = []
+    for what, s, d, v in windows:
+        if what == "facility" or what.startswith("row"):
+            evs.append(ScheduledEvent(s * dt, "power_cap", what, 0.2e6 * v, d * dt))
+        elif what.startswith("cdu"):
+            evs.append(ScheduledEvent(s * dt, "cdu_pump_failure", what[4:], 0.1 * v, d * dt))
+        else:
+            kind = "chiller_trip" if what == "chiller" else "cooling_tower_loss"
+            evs.append(ScheduledEvent(s * dt, kind, "", float(1 + v % 2), d * dt))
+    cp = CoolingParams(chiller_units=6, economizer_units=6)
+    sim = _quiet_hall(
+        ultraservers=4,
+        cooling=cp,
+        power=PowerChainParams(facility_cap_w=standing_fac, row_cap_w=2.0e6),
+        events=tuple(evs),
+    )
+    standing_row[1] = 2.0e6
+    for step in range(26):
+        fr = sim.advance(1)
+        t = step * dt
+        active = [(w, v) for (w, s, d, v) in windows if s * dt <= t < (s + d) * dt]
+        fac = min([standing_fac] + [0.2e6 * v for w, v in active if w == "facility"])
+        rows = [min([standing_row[r]] + [0.2e6 * v for w, v in active if w == f"row:{r}"]) for r in range(2)]
+        flow = [min([1.0] + [0.1 * v for w, v in active if w == f"cdu:{r}"]) for r in range(2)]
+        down_ch = sum(1 + v % 2 for w, v in active if w == "chiller")
+        down_tw = sum(1 + v % 2 for w, v in active if w == "tower")
+        f = sim.facility
+        assert fr["factory_ts"]["facility_cap_w"][0] == pytest.approx(fac)
+        np.testing.assert_allclose(f.row_cap_w, rows)
+        np.testing.assert_allclose(f.row_flow_fraction, flow)
+        # Each trip holds down the units it took (fewer when fewer were up when it happened).
+        assert f.plant.chillers_up >= max(cp.chiller_units - down_ch, 0)
+        assert f.plant.towers_up >= max(cp.economizer_units - down_tw, 0)
+        if not active:
+            assert f.plant.chillers_up == cp.chiller_units and f.plant.towers_up == cp.economizer_units
+
+
+def test_overlapping_inference_surges_end_independently() -> None:
+    from twin.effects import surge_factor
+
+    surges = [(3.0, 0, 3600), (2.0, 1800, 7200)]
+    assert [surge_factor(surges, t) for t in (0, 1800, 3599, 3600, 7199, 7200)] == [3.0, 3.0, 3.0, 2.0, 2.0, 1.0]
+    assert surge_factor([(0.5, 0, 60)], 30) == 0.5  # a lull is a surge below 1
+
+
+# ---------------------------------------------------------------- junction protection in the step
+def test_cooling_failure_scenario_never_reports_a_powered_chip_above_its_limits() -> None:
+    """The built-in cooling-failure scenario (CDU pump loss, chiller trips, tower loss): no step
+    reports a junction above the shutdown temperature, and no UltraServer that draws power has
+    a chip above it either (12 h, as a new user would run it)."""
+    from scenarios.spec import load
+
+    spec, _, _ = load("cooling-failure")
+    p = dataclasses.replace(spec.to_params(), chip_sample_interval_s=300)
+    sim = Simulation(p)
+    fr = sim.advance(int(12 * 3600 / p.dt_s))
+    f, u = fr["factory_ts"], fr["ultraserver_ts"]
+    limit = p.cooling.shutdown_temp_c
+    assert f["max_chip_temp_c"].max() <= limit
+    on = u["power_w"] > 0
+    assert u["max_chip_temp_c"][on].max() <= limit
+    # Every powered chip sampled runs on or below its throttle curve (float32 record, 0.1 K).
+    from twin.cooling import allowed_junction_c
+
+    c = fr["chip_ts"]
+    pw = c["chip_power_w"] > 0
+    assert (c["t_junction_c"][pw] <= allowed_junction_c(c["clock"][pw], p.cooling) + 0.1).all()
+    assert c["t_junction_c"][pw].max() > p.cooling.throttle_temp_c  # the samples saw throttling
+
+
+def test_junction_shutdown_is_a_recorded_state_not_failed_chips() -> None:
+    """A cold plate so poor (0.4 K/W) that even the lowest thermal clock leaves the junction
+    above 105 °C: the UltraServers shut down in the step, with their own event, recorded as
+    tripped (off, no power, no chip counted failed), and no powered chip is reported hotter."""
+    sim = busy_hall(cooling=CoolingParams(cold_plate_r_k_per_w=0.4))
+    fr = sim.advance(5)
+    f, u, ev = fr["factory_ts"], fr["ultraserver_ts"], fr["events"]
+    assert "thermal_shutdown" in list(ev["kind"])
+    assert f["max_chip_temp_c"].max() <= sim.p.cooling.shutdown_temp_c
+    assert (f["ultraservers_tripped"] == 2).all()
+    assert (f["chips_failed"] == 0).all()
+    assert u["tripped"].all() and (u["power_w"] == 0).all() and (u["chips_failed"] == 0).all()
+    assert (f["it_power_w"] == 0).all()
+
+
+def test_a_tripped_ultraserver_is_recorded_as_tripped_until_it_recovers() -> None:
+    sim = busy_hall(dt_s=10)
+    sim.advance(60)
+    sim.inject("cdu_pump_failure", "0", value=0.0, duration_s=3600)
+    fr = sim.advance(400)
+    u = fr["ultraserver_ts"]
+    off = u["tripped"]
+    assert off.any()
+    assert (u["power_w"][off] == 0).all()
+    assert (u["chips_failed"] == 0).all()  # tripped chips are not failed hardware
+    f = fr["factory_ts"]
+    per_step = np.bincount(np.repeat(np.arange(len(f["time_s"])), 2), weights=off)
+    np.testing.assert_array_equal(f["ultraservers_tripped"], per_step)
+
+
+def test_work_and_power_use_the_clock_the_chips_ran_at_when_protection_acts_in_the_step() -> None:
+    """A stagnant loop warms within each step, so junction protection slows the chips inside
+    the step: the training FLOP/s recorded is each gang's rate x the slowest clock its chips ran
+    at that step (the clock the power was drawn at), not the clock the step began with."""
+    sim = busy_hall(dt_s=60, chip_sample_interval_s=60)
+    sim.advance(20)
+    rate = {j: float(sim.jobs.a["rate"][j]) for j in (0, 1)}  # the two 144-chip gangs at full clock
+    sim.inject("cdu_pump_failure", "0", value=0.0, duration_s=7200)
+    fr = sim.advance(25)
+    f, c = fr["factory_ts"], fr["chip_ts"]
+    checked = 0
+    for k, t in enumerate(f["time_s"]):
+        if f["ultraservers_tripped"][k] or f["running_jobs"][k] != 2:
+            continue
+        at = c["time_s"] == t
+        if not all((at & (c["job_id"] == j)).any() for j in (0, 1)):
+            continue  # a trip at the end of the step released the gang
+        want = sum(rate[j] * float(c["clock"][at & (c["job_id"] == j)].min()) for j in (0, 1))
+        assert f["training_flops"][k] == pytest.approx(want, rel=1e-6), t
+        checked += int(f["mean_clock"][k] < 1.0)
+    assert checked >= 3  # throttled steps were checked

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import small_params
 from twin import failures
-from twin.cluster import PRETRAIN, QUEUED, RUNNING
+from twin.jobs import PRETRAIN, QUEUED, RUNNING
 from twin.params import FAILURE_CAUSES, FailureCause, FailureParams, ScheduledEvent, TrainingParams
 from twin.sim import Simulation
 

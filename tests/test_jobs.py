@@ -3,13 +3,14 @@ catalog against the model cards, arrival shapes, and scenario-defined models."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
 
 from scenarios.spec import parse
-from tests.conftest import SMALL_TOML, small_params
+from tests.conftest import SMALL_TOML, job_history, small_params
 from twin import workload
 from twin.models import MODELS
 from twin.params import JOB_CLASSES, KIND_NAMES, FailureParams, TrainingParams
@@ -92,10 +93,8 @@ def test_arrivals_per_class_over_a_week() -> None:
     tp = TrainingParams(arrivals_per_day=400.0, diurnal_peak_to_trough=2.0, weekend_factor=0.5)
     p = small_params(ultraservers=2, training=tp, services=(), failures=FailureParams(chip_hazard_per_h=0.0))
     sim = Simulation(p)
-    for _ in range(7):
-        sim.advance(1440)
-    a = sim.jobs.a
-    kinds = a["kind"][: sim.jobs.n]
+    jobs = job_history([sim.advance(1440) for _ in range(7)])
+    kinds = np.array([KIND_NAMES.index(k) for k in jobs["kind"]])
     shares = np.array([tp.job_class(k).share for k in JOB_CLASSES])
     expect_total = 400.0 * (5 + 2 * 0.5)  # weekday mean, halved on the weekend
     for name, sh in zip(JOB_CLASSES, shares / shares.sum(), strict=True):
@@ -104,7 +103,7 @@ def test_arrivals_per_class_over_a_week() -> None:
         assert abs(got - mu) <= 3.3 * math.sqrt(mu) + 1, (name, got, mu)
     # Submissions follow the working day: afternoon and night counts each within 4 sigma of the
     # shape's expectation (and the afternoon far above the night).
-    hours = (a["submit"][: sim.jobs.n] % 86400) // 3600
+    hours = (jobs["submit_time_s"] % 86400) // 3600
     steps = np.arange(0, 7 * 86400, 60)
     rate = np.array([workload.diurnal_factor(t, 2.0, 14.0, 0.5) for t in steps]) * 400.0 / 1440
     step_hours = (steps % 86400) // 3600
@@ -146,3 +145,37 @@ experts_active = 8
     trained = [i for i, k in enumerate(jobs["kind"]) if k == "pretrain"]
     assert trained and all(jobs["name"][i] == "my-moe-30b" and jobs["params"][i] == 3e9 for i in trained)
     assert fr["service_ts"]["tokens_per_s"].sum() > 0
+
+
+def test_finished_jobs_leave_memory_once_recorded() -> None:
+    """A week of 150 jobs a day: the job table holds the live jobs (slots reused once a
+    finished job's row has been recorded), not the run's history; ids stay unique."""
+    tp = TrainingParams(arrivals_per_day=150.0)
+    p = small_params(ultraservers=2, training=tp, services=(), failures=FailureParams(chip_hazard_per_h=0.0))
+    sim = Simulation(p)
+    frames = [sim.advance(1440) for _ in range(7)]
+    jobs = sim.jobs
+    assert jobs.next_id > 800
+    # Slots ever used: at most the most jobs live at once (queued or running) plus those that
+    # finished within two consecutive advances (kept for one advance after being recorded).
+    live = max(int((f["factory_ts"]["queue_jobs"] + f["factory_ts"]["running_jobs"]).max()) for f in frames)
+    ended = [sum(1 for k in f["events"]["kind"] if k == "job_end") for f in frames]
+    assert jobs.n <= live + max(a + b for a, b in itertools.pairwise(ended))
+    assert jobs.n < 0.5 * jobs.next_id
+    assert len(sim.cluster.last_us) <= jobs.live
+    ids = np.concatenate([f["jobs"]["job_id"] for f in frames])
+    hist = job_history(frames)
+    assert len(hist["job_id"]) == jobs.next_id  # every job recorded once under its own id
+    assert len(set(ids.tolist())) == jobs.next_id
+    # Chips name their job by id: the jobs on the chips now are the ones recorded as running.
+    on_chips = set(sim.chip_job_ids().tolist()) - {-1}
+    assert on_chips == set(hist["job_id"][hist["state"] == "running"].tolist())
+    # Events name jobs by id: every job_end names a job recorded as done.
+    ends = {
+        int(t.split(":")[1])
+        for f in frames
+        for k, t in zip(f["events"]["kind"], f["events"]["target"], strict=True)
+        if k == "job_end"
+    }
+    done = set(hist["job_id"][hist["state"] == "done"].tolist())
+    assert ends == done

@@ -1,4 +1,5 @@
-"""Power-chain and cooling relations against hand calculations and published figures."""
+"""The power-chain and cooling relations the step calls (``twin.power``, ``twin.cooling``), against
+hand calculations, published figures and conservation laws."""
 
 from __future__ import annotations
 
@@ -37,39 +38,107 @@ def test_chain_losses_by_hand() -> None:
     assert losses.transformer_w == pytest.approx(tx_out / 0.99 - tx_out)
 
 
-def test_chip_power_is_linear_between_idle_and_tdp_and_zero_when_failed() -> None:
-    act = np.array([0.0, 0.5, 1.0, 1.0])
-    alive = np.array([True, True, True, False])
-    p = power.chip_power_w(act, 180.0, 900.0, alive)
-    assert p.tolist() == [180.0, 540.0, 900.0, 0.0]
+def test_chip_power_is_linear_in_utilisation_cubic_in_clock_and_zero_when_unpowered() -> None:
+    # P = P_idle + (P_tdp - P_idle) u f^3: idle 180 W, TDP 900 W.
+    u = np.array([0.0, 0.5, 1.0, 1.0, 1.0])
+    f = np.array([1.0, 1.0, 1.0, 0.5, 1.0])
+    alive = np.array([True, True, True, True, False])
+    p = power.chip_power_w((900.0 - 180.0) * u, 180.0, f, 3.0, alive)
+    assert p.tolist() == [180.0, 540.0, 900.0, 180.0 + 720.0 / 8, 0.0]
+    assert power.dvfs_power_factor(0.8, 2.0) == pytest.approx(0.64)
 
 
-def test_steady_return_temperature_from_heat_balance() -> None:
-    # Q = m c_p dT: 100 kW at 1.5 L/min/kW -> 150 L/min = 2.4925 kg/s -> dT = 9.60 K (facts §8.5).
+def test_host_and_rectifier_power_by_hand() -> None:
+    p = PowerChainParams()
+    # Host 2 kW, idle 40 %, half busy: 2000 (0.4 + 0.6 x 0.5) = 1400 W.
+    assert power.host_power_w(np.array([0.5]), 2000.0, 0.4)[0] == pytest.approx(1400.0)
+    # Rectifier: (10 kW + 4 x 17 W) / 0.96.
+    assert power.rectifier_input_w(10_000.0, 4, p) == pytest.approx((10_000.0 + 68.0) / 0.96)
+
+
+def test_loop_flow_from_the_ocp_rule_of_thumb() -> None:
+    # 100 kW at 1.5 L/min/kW -> 150 L/min = 2.4925 kg/s -> dT = 9.60 K at steady state (facts §8.5).
     p = CoolingParams()
     flow = float(cooling.loop_flow_kg_s(100e3, p))
     assert flow == pytest.approx(150 / 60 * 0.997)
-    ret = cooling.steady_return_c(30.0, np.array([100e3]), np.array([flow]))
-    assert ret[0] - 30.0 == pytest.approx(100e3 / (flow * 4180.0))
-    assert ret[0] - 30.0 == pytest.approx(9.6, abs=0.05)
+    steady = cooling.loop_return_c(np.array([30.0]), 30.0, np.array([100e3]), np.array([flow]), 50.0, 1e7)[0]
+    assert steady - 30.0 == pytest.approx(100e3 / (flow * 4180.0))
+    assert steady - 30.0 == pytest.approx(9.6, abs=0.05)
 
 
-@given(dt=st.integers(1, 100_000), t0=st.floats(0, 80), ss=st.floats(0, 80))
+@given(
+    dt=st.integers(1, 100_000),
+    t0=st.floats(0, 80),
+    q=st.floats(0, 2e5),
+    m=st.floats(0.01, 5.0),
+)
 @settings(max_examples=60, deadline=None)
-def test_exact_loop_update_is_stable_and_matches_the_analytic_solution(dt: int, t0: float, ss: float) -> None:
-    tau = 120.0
-    got = cooling.loop_return_step_c(np.array([t0]), np.array([ss]), tau, dt)[0]
+def test_loop_update_is_the_analytic_solution_and_never_overshoots(dt: int, t0: float, q: float, m: float) -> None:
+    mass = 80.0
+    ss = 30.0 + q / (m * 4180.0)
+    got = cooling.loop_return_c(np.array([t0]), 30.0, np.array([q]), np.array([m]), mass, dt)[0]
+    tau = mass * 4180.0 / (m * 4180.0)
     assert got == pytest.approx(ss + (t0 - ss) * math.exp(-dt / tau), abs=1e-9)
-    assert min(t0, ss) - 1e-9 <= got <= max(t0, ss) + 1e-9  # never overshoots
+    assert min(t0, ss) - 1e-9 <= got <= max(t0, ss) + 1e-9
 
 
 def test_loop_update_composes_over_substeps() -> None:
     # Two half steps equal one full step for constant heat: the update is exact, not Euler.
-    a = cooling.loop_return_step_c(np.array([30.0]), np.array([40.0]), 90.0, 600)
-    b = cooling.loop_return_step_c(
-        cooling.loop_return_step_c(np.array([30.0]), np.array([40.0]), 90.0, 300), np.array([40.0]), 90.0, 300
-    )
+    args = (30.0, np.array([50e3]), np.array([1.5]), 60.0)
+    a = cooling.loop_return_c(np.array([35.0]), *args, 600)
+    b = cooling.loop_return_c(cooling.loop_return_c(np.array([35.0]), *args, 300), *args, 300)
     assert a[0] == pytest.approx(b[0], abs=1e-12)
+
+
+def test_stagnant_loop_stores_all_its_heat() -> None:
+    # Energy conservation without flow: M c_p dT = Q dt.
+    got = cooling.loop_return_c(np.array([40.0]), 30.0, np.array([60e3]), np.array([0.0]), 100.0, 10)[0]
+    assert (got - 40.0) * 100.0 * 4180.0 == pytest.approx(60e3 * 10)
+
+
+def test_mixed_loop_step_is_exact_exponential() -> None:
+    assert cooling.mixed_loop_step(20.0, 40.0, 100.0, 100.0) == pytest.approx(40.0 - 20.0 / math.e)
+    half = cooling.mixed_loop_step(cooling.mixed_loop_step(20.0, 40.0, 100.0, 50.0), 40.0, 100.0, 50.0)
+    assert half == pytest.approx(cooling.mixed_loop_step(20.0, 40.0, 100.0, 100.0))
+
+
+def test_cold_plate_resistance_follows_dittus_boelter() -> None:
+    # R = R_cond + R_conv v^-0.8: design 0.03 K/W, 60 % convective; at half flow the convective
+    # part grows by 2^0.8; without flow, natural convection as at 10 % of design velocity.
+    r = cooling.cold_plate_r_k_per_w(0.03, 0.6, 0.1, np.array([1.0, 0.5, 0.0]))
+    assert r[0] == pytest.approx(0.03)
+    assert r[1] == pytest.approx(0.012 + 0.018 * 2**0.8)
+    assert r[2] == pytest.approx(0.012 + 0.018 * 10**0.8)
+
+
+def test_thermal_clock_lands_on_the_throttle_curve() -> None:
+    """Junction 55 + 0.05 K/W x (180 W + 720 W f^3): the solved clock satisfies
+    f = 1 - 0.5 (T_j(f) - 90) / 10 to the bisection's precision, and the junction is at the
+    curve's allowed temperature for that clock."""
+    p = CoolingParams()
+    base, dyn = np.array([55.0 + 0.05 * 180.0]), np.array([0.05 * 720.0])
+    f = cooling.thermal_clock(base, dyn, np.array([1.0]), 3.0, p)[0]
+    tj = base[0] + dyn[0] * f**3
+    assert 0.5 < f < 0.99
+    assert f == pytest.approx(1 - 0.5 * (tj - 90.0) / 10.0, abs=1e-6)
+    assert tj == pytest.approx(cooling.allowed_junction_c(np.array([f]), p)[0], abs=1e-4)
+    # Cool enough to run at full clock: unchanged; too hot even at 50 %: the floor.
+    assert cooling.thermal_clock(np.array([30.0]), np.array([10.0]), np.array([1.0]), 3.0, p)[0] == pytest.approx(1.0)
+    assert cooling.thermal_clock(np.array([120.0]), np.array([10.0]), np.array([1.0]), 3.0, p)[0] == 0.5
+
+
+def test_allowed_junction_inverts_the_throttle_curve() -> None:
+    p = CoolingParams()
+    tj = np.array([90.0, 92.5, 95.0, 99.0])
+    f = cooling.throttle_clock(tj, p)
+    np.testing.assert_allclose(cooling.allowed_junction_c(f, p), tj)
+    assert cooling.allowed_junction_c(np.array([0.5, 0.3]), p).tolist() == [p.shutdown_temp_c] * 2
+
+
+def test_chiller_part_load_curve_by_hand() -> None:
+    # EnergyPlus Chiller:Electric: FFL(1) = 1.00003 (full load), FFL(0.5) = 0.03303 + 0.3426 + 0.07045.
+    assert cooling.chiller_part_load_fraction(1.0) == pytest.approx(1.0, abs=1e-4)
+    assert cooling.chiller_part_load_fraction(0.5) == pytest.approx(0.03303 + 0.3426 + 0.07045)
 
 
 def test_chiller_cop_by_hand_and_monotone_in_outdoor_temperature() -> None:
@@ -79,23 +148,6 @@ def test_chiller_cop_by_hand_and_monotone_in_outdoor_temperature() -> None:
     cops = [cooling.chiller_cop(12.0, t, p) for t in range(-10, 46, 5)]
     assert all(a >= b for a, b in itertools.pairwise(cops))
     assert p.cop_min <= min(cops) and max(cops) <= p.cop_max
-
-
-def test_economizer_fraction_bounds() -> None:
-    p = CoolingParams()
-    assert cooling.economizer_fraction(30.0, 40.0, 10.0, p) == 1.0  # 16 °C leaving <= 30
-    assert cooling.economizer_fraction(30.0, 40.0, 40.0, p) == 0.0  # 46 °C leaving >= 40
-    assert cooling.economizer_fraction(30.0, 40.0, 29.0, p) == pytest.approx((40 - 35) / 10)
-
-
-def test_plant_uses_less_power_in_cold_weather() -> None:
-    p = CoolingParams()
-    flow = float(cooling.loop_flow_kg_s(2e6, p))
-    cold = cooling.plant_power(1.7e6, 0.3e6, 39.0, 0.0, flow, p)
-    hot = cooling.plant_power(1.7e6, 0.3e6, 39.0, 38.0, flow, p)
-    assert cold.total_w < hot.total_w
-    assert cold.free_fraction > hot.free_fraction
-    assert 0.0 <= hot.free_fraction <= 1.0
 
 
 def test_throttle_clock() -> None:

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from scenarios.spec import load
-from tests.conftest import small_params
+from tests.conftest import job_history, small_params
 from twin import scheduler
-from twin.cluster import EVAL, PRETRAIN, QUEUED, RUNNING
+from twin.jobs import EVAL, PRETRAIN, QUEUED, RUNNING
 from twin.params import FailureParams, ScheduledEvent, SchedulerParams, TrainingParams
 from twin.sim import Simulation
 
@@ -216,15 +216,13 @@ def test_littles_law_on_the_batch_queue() -> None:
     frames = [sim.advance(1440) for _ in range(4)]
     q = np.concatenate([f["factory_ts"]["queue_jobs"] for f in frames])
     T = len(q) * p.dt_s
-    a = sim.jobs.a
-    n = sim.jobs.n
-    batch = a["kind"][:n] != 1
-    queued = a["state"][:n] == QUEUED
-    waits = (a["wait"][:n] + np.where(queued, sim.t_s - a["queued_since"][:n], 0))[batch]
+    jobs = job_history(frames)  # the recorded jobs table: waits up to the end for those still queued
+    batch = jobs["kind"] != "inference"
+    waits = jobs["wait_s"][batch]
     area = float(q.sum()) * p.dt_s
     assert area == pytest.approx(waits.sum(), rel=1e-12)
     L = area / T
-    started = a["first_start"][:n][batch] >= 0
+    started = jobs["first_start_time_s"][batch] >= 0
     lam = batch.sum() / T
     W = waits[started].mean()
     tail = waits[~started].sum() / area  # share of the queue area from jobs still waiting
@@ -237,13 +235,9 @@ def test_backfill_cuts_mean_wait_against_fifo_on_the_same_arrivals() -> None:
     out = {}
     for v in spec.variants:
         sim = Simulation(v.to_params())
-        for _ in range(3):
-            sim.advance(1440)
-        a = sim.jobs.a
-        n = sim.jobs.n
-        b = a["kind"][:n] != 1
-        wait = a["wait"][:n] + np.where(a["state"][:n] == QUEUED, sim.t_s - a["queued_since"][:n], 0)
-        out[v.name] = (a["submit"][:n][b], a["chips"][:n][b], a["work"][:n][b], wait[b].mean())
+        jobs = job_history([sim.advance(1440) for _ in range(3)])
+        b = jobs["kind"] != "inference"
+        out[v.name] = (jobs["submit_time_s"][b], jobs["chips"][b], jobs["work_flop"][b], jobs["wait_s"][b].mean())
     f, b = out["fifo"], out["backfill"]
     for k in range(3):  # the same jobs arrive at the same times
         np.testing.assert_array_equal(f[k], b[k])

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import small_params
 from twin import catalog
-from twin.cluster import FINETUNE, PRETRAIN
+from twin.jobs import FINETUNE, PRETRAIN
 from twin.params import FailureParams, ScheduledEvent, SiteParams, TrainingParams
 from twin.sim import Simulation
 

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from scenarios.runner import concat_frames
 from storage import queries as Q
+from twin.design import Design, derive
 
 HOUR_S = 3600
 DAY_S = 86400
@@ -97,21 +98,30 @@ def params_for(meta: Meta, t: int | None, **extra: Any) -> dict[str, Any]:
     return p
 
 
-def _nominal_us_power(params: Any) -> float:
-    """Full-load IT power of one UltraServer from the scenario (chips at TDP, hosts, switches,
-    rectifier losses); 0 when the parameters are not the expected shape."""
+def _nominal_us_power(design: Design | None) -> float:
+    """Full-load IT power of one UltraServer (chips at TDP, hosts, switches, rectifier losses)
+    from the run's Design; 0 unknown."""
+    return float(design.us_full_load_it_w) if design is not None else 0.0
+
+
+def _throttle_c(design: Design | None) -> float:
+    return float(design.throttle_temp_c) if design is not None else DEFAULT_THROTTLE_C
+
+
+def _run_design(run: dict[str, Any]) -> Design | None:
+    """The Design recorded with the run; for a file written before Designs were recorded, the
+    one its scenario text gives."""
+    text = run.get("design_json")
+    if text:
+        try:
+            return Design.from_json(str(text))
+        except (ValueError, TypeError):
+            pass
+    params = _params_from_toml(run.get("scenario_toml"))
     try:
-        hall, pw = params.hall, params.power
-        sys_, acc = hall.system, hall.accelerator
-        tdp = sys_.chip_tdp_w or acc.tdp_w
-        dc = sys_.chips * tdp + sys_.servers * sys_.host_w_per_server + sys_.switch_w
-        return float((dc + pw.psu_fixed_w_per_server * sys_.servers) / pw.psu_efficiency)
-    except AttributeError:
-        return 0.0
-
-
-def _throttle_c(params: Any) -> float:
-    return float(getattr(getattr(params, "cooling", None), "throttle_temp_c", DEFAULT_THROTTLE_C))
+        return derive(params) if params is not None else None
+    except Exception:  # parameters of an unexpected shape
+        return None
 
 
 def _service_slos(params: Any) -> tuple[tuple[str, float, float], ...]:
@@ -232,8 +242,8 @@ class LiveFeed:
             mode="live", scenario=session.scenario.name, path=str(session.out), run_id=session.run_id,
             dt_s=sim.dt_s, ultraservers=topo.ultraservers, chips_total=topo.chips,
             chips_per_us=topo.chips_per_us, servers_per_us=topo.servers_per_us,
-            us_row=tuple(int(r) for r in topo.us_row), throttle_c=_throttle_c(session.params),
-            us_power_w=_nominal_us_power(session.params), slos=_service_slos(session.params),
+            us_row=tuple(int(r) for r in topo.us_row), throttle_c=_throttle_c(sim.design),
+            us_power_w=_nominal_us_power(sim.design), slos=_service_slos(session.params),
         )
         self.lock = threading.Lock()
         cap = min(MAX_HISTORY_ROWS, math.ceil((max(WINDOWS_S) + HOUR_S) / sim.dt_s) + 1)
@@ -322,19 +332,25 @@ class LiveFeed:
         us_now = {k: np.array(u[k][-nus:]) for k in US_COLS}
         # Copies (np.array): the UI reads these while the simulation moves on.
         chips = {
-            "job_id": sim.chip_owner.astype(np.int32),
+            "job_id": sim.chip_job_ids(),
             "neuroncore_utilization": np.array(sim.chip_activity, dtype=np.float32),
             "chip_power_w": np.array(sim.chip_power, dtype=np.float32),
             "t_junction_c": np.array(sim.chip_tj, dtype=np.float32),
-            "failed": np.array(sim.chip_failed, dtype=bool),
+            "failed": np.array(sim.chip_hw_failed, dtype=bool),
             "clock": np.array(sim.chip_clock, dtype=np.float32),
         }
         # Facts of the jobs on chips now (kind, name, gang size), read here in the simulation thread.
+        # Chips name jobs by id; the job table holds them in slots (finished ones leave it).
+        from twin.jobs import FREE
         from twin.params import KIND_NAMES
 
-        a, names = sim.jobs.a, sim.jobs.names
-        facts = {j: (KIND_NAMES[int(a["kind"][j])], names[j], int(a["chips"][j]))
-                 for j in np.unique(chips["job_id"][chips["job_id"] >= 0]).tolist()}
+        jobs = sim.jobs
+        a, names = jobs.a, jobs.names
+        held = a["id"][: jobs.n]
+        ids = np.unique(chips["job_id"][chips["job_id"] >= 0])
+        slots = np.flatnonzero((a["state"][: jobs.n] != FREE) & np.isin(held, ids))
+        facts = {int(held[k]): (KIND_NAMES[int(a["kind"][k])], names[k], int(a["chips"][k]))
+                 for k in slots.tolist()}
         with self.lock:
             self.history.extend(cols)
             self.us_history.extend(np.asarray(f["time_s"], dtype=np.int64), u)
@@ -503,25 +519,17 @@ class ReplayFeed:
         except Exception as e:  # a twin file whose tables are not what this version expects
             raise StorageError(f"{path}: cannot read the run ({str(e).splitlines()[0]})") from None
         self.status = str(run["status"])
-        params = _params_from_toml(run["scenario_toml"])
+        design = _run_design(run)
         nus = int(run["ultraservers"])
-        chips_per_us = int(run["chips_total"]) // max(1, nus)
-        servers = chips_per_us
-        try:
-            from twin import catalog
-
-            servers = catalog.system(str(run["system"])).servers
-        except Exception:
-            if params is not None:
-                servers = params.hall.system.servers
+        chips_per_us = design.chips_per_us if design is not None else int(run["chips_total"]) // max(1, nus)
+        servers = design.servers_per_us if design is not None else chips_per_us
         self.meta = Meta(
             mode="replay", scenario=str(run["scenario_name"]), path=str(path), run_id=run_id,
             dt_s=int(run["dt_s"]), ultraservers=nus, chips_total=int(run["chips_total"]),
             chips_per_us=chips_per_us, servers_per_us=int(servers),
             us_row=tuple(int(r) for r in rows) if len(rows) == nus else tuple(range(nus)),
-            throttle_c=_throttle_c(params) if params is not None else DEFAULT_THROTTLE_C,
-            us_power_w=_nominal_us_power(params) if params is not None else 0.0,
-            slos=_service_slos(params) if params is not None else (),
+            throttle_c=_throttle_c(design), us_power_w=_nominal_us_power(design),
+            slos=_service_slos(_params_from_toml(run.get("scenario_toml"))),
         )
         self.n = len(self.times)
 

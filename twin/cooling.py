@@ -1,14 +1,12 @@
-"""Cooling: direct-to-chip liquid loops with thermal capacitance, air side, and the plant.
+"""Cooling relations the step uses (``twin.facility``): loops, cold plates, junctions, chillers.
 
-Loop temperatures use the exact exponential solution of C dT/dt = Q - m c_p (T - T_supply), which is
-stable and exact for piecewise-constant heat at any step size. The plant rejects liquid heat
-through a dry-cooler economizer when the outdoor air is cold enough and trims with a chiller whose
-COP is a fraction of the Carnot limit between evaporator and condenser temperatures.
+Pure vectorised functions, units in the names. Loop temperatures use the exact solution of
+C dT/dt = Q - m c_p (T - T_in) for piecewise-constant inputs, stable at any step size.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 
 import numpy as np
 import numpy.typing as npt
@@ -18,31 +16,13 @@ from twin.params import CoolingParams
 FloatArray = npt.NDArray[np.float64]
 
 WATER_CP_J_KG_K = 4180.0  # water c_p 4.18 kJ/kg K (facts §8.5)
-WATER_RHO_KG_M3 = 997.0
+WATER_RHO_KG_M3 = 997.0  # water density near 25 °C
 
 
 def loop_flow_kg_s(design_heat_w: FloatArray | float, p: CoolingParams) -> FloatArray | float:
     """Design mass flow from the OCP rule of thumb (litres per minute per kW) [kg/s]."""
     litres_per_s = p.flow_l_min_per_kw * (np.asarray(design_heat_w) / 1000.0) / 60.0
     return litres_per_s * WATER_RHO_KG_M3 / 1000.0
-
-
-def steady_return_c(supply_c: float | FloatArray, heat_w: FloatArray, flow_kg_s: FloatArray) -> FloatArray:
-    """Steady-state return temperature from Q = m c_p dT [°C]."""
-    return supply_c + heat_w / (flow_kg_s * WATER_CP_J_KG_K)
-
-
-def loop_return_step_c(
-    return_c: FloatArray, steady_c: FloatArray, tau_s: FloatArray | float, dt_s: float
-) -> FloatArray:
-    """Exact update of a well-mixed loop towards its steady state over dt."""
-    decay = np.exp(-dt_s / np.asarray(tau_s))
-    return steady_c + (return_c - steady_c) * decay
-
-
-def loop_tau_s(volume_l: float, flow_kg_s: FloatArray | float) -> FloatArray | float:
-    """Loop time constant tau = C / (m c_p) = V rho / m [s]."""
-    return volume_l * WATER_RHO_KG_M3 / 1000.0 / np.asarray(flow_kg_s)
 
 
 def throttle_clock(t_junction_c: FloatArray, p: CoolingParams) -> FloatArray:
@@ -61,61 +41,81 @@ def chiller_cop(evap_c: float, outdoor_c: float, p: CoolingParams) -> float:
     return float(np.clip(p.carnot_fraction * t_evap / lift, p.cop_min, p.cop_max))
 
 
-def economizer_fraction(supply_c: float, return_c: float, outdoor_c: float, p: CoolingParams) -> float:
-    """Share of a loop's heat the dry cooler removes: all of it when outdoor + approach is at or
-    below the supply setpoint, none when at or above the return, linear in between."""
-    leaving = outdoor_c + p.drycooler_approach_k
-    if leaving <= supply_c:
-        return 1.0
-    if leaving >= return_c:
-        return 0.0
-    return (return_c - leaving) / (return_c - supply_c)
+def chiller_part_load_fraction(plr: float) -> float:
+    """Fraction of full-load power at part-load ratio PLR (EnergyPlus Chiller:Electric curve,
+    FFL = 0.03303 + 0.6852 PLR + 0.2818 PLR^2; via SustainDC dc-rl, facts §8.5)."""
+    return 0.03303 + 0.6852 * plr + 0.2818 * plr * plr
 
 
-@dataclass(frozen=True)
-class PlantPower:
-    chiller_w: float
-    pumps_w: float
-    fans_w: float
-    free_fraction: float
-    cop: float
-
-    @property
-    def total_w(self) -> float:
-        return self.chiller_w + self.pumps_w + self.fans_w
+def mixed_loop_step(t0: float, t_inf: float, tau_s: float, dt_s: float) -> float:
+    """Well-mixed volume relaxing towards ``t_inf`` with time constant ``tau_s`` over ``dt_s``
+    (exact solution of tau dT/dt = t_inf - T) [°C]."""
+    return t_inf + (t0 - t_inf) * math.exp(-dt_s / tau_s)
 
 
-def plant_power(
-    liquid_heat_w: float,
-    air_heat_w: float,
-    liquid_return_c: float,
-    outdoor_c: float,
-    design_liquid_flow_kg_s: float,
-    p: CoolingParams,
-) -> PlantPower:
-    """Cooling plant electrical power for the current heat loads."""
-    # Liquid side: economizer first, chiller trims the rest.
-    f_liq = (
-        economizer_fraction(p.supply_setpoint_c, liquid_return_c, outdoor_c, p) if liquid_heat_w > 0 else 1.0
-    )
-    cop_liq = chiller_cop(p.supply_setpoint_c - 2.0, outdoor_c, p)
-    chiller = (1.0 - f_liq) * liquid_heat_w / cop_liq
-    # Air side: chilled water at chilled_water_c, 6 K range, same plant.
-    f_air = economizer_fraction(p.chilled_water_c, p.chilled_water_c + 6.0, outdoor_c, p)
-    cop_air = chiller_cop(p.chilled_water_c - 2.0, outdoor_c, p)
-    chiller += (1.0 - f_air) * air_heat_w / cop_air
-    # Pumps: variable speed, flow follows load (min 30 %); affinity law P ~ flow^3. Two loops
-    # (CDU secondary + facility water), each P_design = dp * Vdot / eta (facts §8.5).
-    design_vdot = design_liquid_flow_kg_s / WATER_RHO_KG_M3
-    design_pump_w = 2.0 * p.pump_head_pa * design_vdot / p.pump_efficiency
-    design_heat = design_liquid_flow_kg_s * WATER_CP_J_KG_K * 10.0  # ~10 K design range
-    speed = float(np.clip(liquid_heat_w / design_heat, 0.3, 1.0)) if design_heat > 0 else 0.0
-    pumps = design_pump_w * speed**3
-    # Fans: dry coolers reject all heat (plus compressor work); CRAH fans move the air-side heat.
-    rejected = liquid_heat_w + air_heat_w + chiller
-    fans = p.drycooler_fan_w_per_w * rejected + p.crah_fan_w_per_w * air_heat_w
-    total_heat = liquid_heat_w + air_heat_w
-    free = (f_liq * liquid_heat_w + f_air * air_heat_w) / total_heat if total_heat > 0 else 1.0
-    chilled_load = (1.0 - f_liq) * liquid_heat_w + (1.0 - f_air) * air_heat_w
-    cop = chilled_load / chiller if chiller > 0 else cop_air
-    return PlantPower(chiller, pumps, fans, free, cop)
+def loop_return_c(
+    ret0_c: FloatArray,
+    supply_c: float,
+    heat_w: FloatArray,
+    flow_kg_s: FloatArray,
+    mass_kg: float,
+    dt_s: float,
+) -> FloatArray:
+    """Return temperature of well-mixed loops after ``dt_s`` [°C]: exact solution of
+    C dT/dt = Q - m c_p (T - T_supply), C = M c_p; a loop without flow stores all its heat,
+    T = T0 + Q dt / C."""
+    c_loop = mass_kg * WATER_CP_J_KG_K
+    if flow_kg_s.min() > 0:  # every loop flowing (the usual case): no division guard needed
+        steady = supply_c + heat_w / (flow_kg_s * WATER_CP_J_KG_K)
+        out_flow: FloatArray = steady + (ret0_c - steady) * np.exp(
+            -dt_s * flow_kg_s * WATER_CP_J_KG_K / c_loop
+        )
+        return out_flow
+    with np.errstate(divide="ignore", invalid="ignore"):
+        steady = supply_c + heat_w / (flow_kg_s * WATER_CP_J_KG_K)
+        decay = np.exp(-dt_s * flow_kg_s * WATER_CP_J_KG_K / c_loop)
+        ret_flow = steady + (ret0_c - steady) * decay
+    out: FloatArray = np.where(flow_kg_s > 0, ret_flow, ret0_c + heat_w * dt_s / c_loop)
+    return out
+
+
+def cold_plate_r_k_per_w(
+    design_r: float, convective_share: float, natural_speed: float, flow_fraction: FloatArray
+) -> FloatArray:
+    """Junction-to-coolant resistance [K/W]: a conduction part plus a forced-convection part
+    that grows as flow falls (h ~ velocity^0.8, Dittus-Boelter); without flow only natural
+    convection is left (as at ``natural_speed`` of design velocity; ASM)."""
+    conv = design_r * convective_share
+    out: FloatArray = (design_r - conv) + conv * np.maximum(flow_fraction, natural_speed) ** -0.8
+    return out
+
+
+def junction_c(coolant_c: FloatArray, r_k_per_w: FloatArray, chip_w: FloatArray) -> FloatArray:
+    """Quasi-steady junction temperature T_j = T_coolant + R P [°C] (the package settles in
+    seconds, well inside a step)."""
+    out: FloatArray = coolant_c + r_k_per_w * chip_w
+    return out
+
+
+def allowed_junction_c(clock: FloatArray, p: CoolingParams) -> FloatArray:
+    """Hottest junction a chip may run at ``clock`` [°C]: the throttle curve (``throttle_clock``)
+    inverted; at or below the curve's floor (f <= 0.5) only the shutdown temperature limits it."""
+    f = np.asarray(clock, dtype=np.float64)
+    t = p.throttle_temp_c + 2.0 * (1.0 - f) * (p.throttle_full_c - p.throttle_temp_c)
+    out: FloatArray = np.where(f > 0.5, t, p.shutdown_temp_c)
+    return out
+
+
+def thermal_clock(
+    base_c: FloatArray, dyn_k: FloatArray, f_max: FloatArray, k: float, p: CoolingParams
+) -> FloatArray:
+    """Largest clock f in [0.5, f_max] whose junction temperature base + dyn_k f^k stays on the
+    throttle curve (bisection, 30 halvings: 1e-9 of the range); 0.5 when none does."""
+    lo = np.full(len(base_c), 0.5)
+    hi = np.maximum(np.asarray(f_max, dtype=np.float64), 0.5)
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        ok = throttle_clock(base_c + dyn_k * mid**k, p) >= mid
+        lo = np.where(ok, mid, lo)
+        hi = np.where(ok, hi, mid)
+    return lo

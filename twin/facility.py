@@ -14,14 +14,17 @@ C dT/dt = Q - m c_p (T - T_in) for piecewise-constant inputs, stable at any step
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from twin import cooling, power
-from twin.catalog import Accelerator, System, system_full_load_it_w
+from twin import capping, cooling, design, effects, plant, power
+from twin.catalog import Accelerator, System
+from twin.events import Events
 from twin.params import CoolingParams, FactoryParams, PowerChainParams, ScheduledEvent
+from twin.plant import MIN_FLOW
 from twin.site import Conditions
 from twin.topology import Topology
 
@@ -30,27 +33,35 @@ BoolArray = npt.NDArray[np.bool_]
 
 CP = cooling.WATER_CP_J_KG_K
 RHO = cooling.WATER_RHO_KG_M3
-LATENT_J_PER_KG = 2.43e6  # latent heat of vaporisation of water at ~30 °C
-MIN_FLOW = 0.3  # variable-speed pumps never go below 30 % flow (ASM)
 
 EVENT_KINDS = ("power_cap", "cdu_pump_failure", "chiller_trip", "cooling_tower_loss", "cooling_restore")
 
 
-def dvfs_power_factor(clock: FloatArray | float, exponent: float) -> FloatArray | float:
-    """Dynamic power at a clock fraction f relative to full clock: f ** exponent (P ~ C V^2 f with
-    V roughly proportional to f gives ~f^3; ASM)."""
-    c = np.asarray(clock)
-    return c * c * c if exponent == 3.0 else c**exponent
+@dataclass(slots=True)
+class ItPower:
+    chip_p: FloatArray  # per chip [W]
+    act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
+    us_it: FloatArray  # per UltraServer at rack input [W]
+    it_w: float
+    psu_loss_w: float
 
 
-def chiller_part_load_fraction(plr: float) -> float:
-    """Fraction of full-load power at part-load ratio PLR (EnergyPlus Chiller:Electric curve,
-    FFL = 0.03303 + 0.6852 PLR + 0.2818 PLR^2; via SustainDC dc-rl, facts §8.5)."""
-    return 0.03303 + 0.6852 * plr + 0.2818 * plr * plr
+@dataclass(slots=True)
+class _Heat:
+    """Power and heat of a step after junction protection (``Facility._power_and_heat``)."""
 
-
-def mixed_loop_step(t0: float, t_inf: float, tau_s: float, dt_s: float) -> float:
-    return t_inf + (t0 - t_inf) * math.exp(-dt_s / tau_s)
+    pw: ItPower
+    clock: FloatArray
+    full_clock: bool
+    ret: FloatArray  # rack loop return [°C]
+    coolant: FloatArray  # what the cold plates see [°C]
+    r_us: FloatArray  # junction-to-coolant resistance [K/W]
+    tj: FloatArray  # junction temperatures [°C]
+    speed: FloatArray  # rack loop pump speed [-]
+    flow_frac: FloatArray  # CDU pump health per UltraServer [-]
+    shut: npt.NDArray[np.int64]  # UltraServers shut down by their junctions this step
+    ret0: FloatArray  # rack loop return at the start of the step [°C]
+    protected: bool  # clocks lowered inside the step
 
 
 @dataclass
@@ -87,9 +98,12 @@ class FacilityStep:
     unmet_heat_w: float
     facility_cap_w: float
     throttled_chips: int
+    protected: bool  # junction protection lowered clocks inside this step
     cond: Conditions
+    us_off: BoolArray  # UltraServers powered off by thermal protection during this step
     tripped_chips: npt.NDArray[np.int64]  # chips that went offline this step (thermal trip)
     recovered_chips: npt.NDArray[np.int64]  # chips back after a thermal trip
+    events: Events  # what the physics reported this step (trips, throttling, effects ending)
 
     @property
     def cooling_w(self) -> float:
@@ -115,7 +129,7 @@ class Facility:
     topo: Topology
     sys: System
     acc: Accelerator
-    log: list[tuple[str, str, str]] = field(default_factory=list)
+    run_design: design.Design | None = None  # the run's Design (derived here when not given)
 
     def __post_init__(self) -> None:
         p, topo = self.params, self.topo
@@ -124,22 +138,22 @@ class Facility:
         self.pp: PowerChainParams = p.power
         n, nus, rows = topo.chips, topo.ultraservers, topo.rows
         self.chip_row = topo.us_row[topo.chip_us]
-        cpp = p.cooling
-        self.plate_r = cpp.cold_plate_r_k_per_w or cpp.junction_rise_at_tdp_k / self.acc.tdp_w
-        self.air_r = cpp.air_r_k_per_w or cpp.air_junction_rise_at_tdp_k / self.acc.tdp_w
-        self.lf = self.sys.liquid_fraction
-        # Design values, fixed for the run.
-        self.us_design_it_w = system_full_load_it_w(self.sys, self.acc)
-        self.design_it_w = nus * self.us_design_it_w
-        self.ups_rating_w = self.pp.ups_rating_factor * self.design_it_w / self.pp.pdu_efficiency
+        d = self.design = self.run_design or design.derive(p)
+        self.plate_r = d.cold_plate_r_k_per_w
+        self.air_r = d.air_r_k_per_w
+        self.lf = d.liquid_fraction
+        # Design values, fixed for the run (``twin.design``).
+        self.us_design_it_w = d.us_full_load_dc_w
+        self.design_it_w = d.design_it_w
+        self.ups_rating_w = d.ups_rating_w
         self.us_design_liquid_w = max(self.lf * self.us_design_it_w, 1.0)
-        self.us_flow_design = float(cooling.loop_flow_kg_s(self.us_design_liquid_w, cp))
-        self.us_mass_kg = cp.loop_volume_l_per_ultraserver * RHO / 1000.0
+        self.us_flow_design = d.us_design_flow_kg_s
+        self.us_mass_kg = d.us_loop_mass_kg
         self.design_liquid_w = nus * self.us_design_liquid_w
-        self.fw_flow_design = float(cooling.loop_flow_kg_s(self.design_liquid_w, cp))
-        self.fw_mass_kg = cp.facility_volume_l_per_kw * self.design_liquid_w / 1000.0 * RHO / 1000.0
+        self.fw_flow_design = d.facility_design_flow_kg_s
+        self.fw_mass_kg = d.facility_loop_mass_kg
         design_heat = self.design_it_w  # all IT power becomes heat
-        self.chiller_unit_w = design_heat / max(cp.chiller_units - cp.chiller_redundancy, 1)
+        self.chiller_unit_w = d.chiller_unit_w
         eff_units = max(cp.economizer_units - cp.economizer_redundancy, 1)
         self.econ_unit_effectiveness = cp.economizer_effectiveness / eff_units
         # Pumps and fans at design flow / full speed (affinity laws scale them from here).
@@ -150,9 +164,14 @@ class Facility:
         self.clock = np.ones(n)
         self._full_clock = True
         self.us_return_c = np.full(nus, cp.supply_setpoint_c)
+        # Standing caps ([power] or an open-ended power_cap event) and the timed effects on top
+        # of them (``twin.effects``); the values below are resolved from both.
+        self.standing_facility_cap_w = effects.no_cap(self.pp.facility_cap_w)
+        self.standing_row_cap_w = np.full(rows, effects.no_cap(self.pp.row_cap_w))
+        self.effects: list[effects.Effect] = []
         self.row_flow_fraction = np.ones(rows)  # 1 = CDU pumps healthy, 0 = lost
-        self.row_cap_w = np.full(rows, self.pp.row_cap_w if self.pp.row_cap_w > 0 else np.inf)
-        self.facility_cap_w = self.pp.facility_cap_w if self.pp.facility_cap_w > 0 else math.inf
+        self.row_cap_w = self.standing_row_cap_w.copy()
+        self.facility_cap_w = self.standing_facility_cap_w
         self.plant = PlantState(
             chillers_up=cp.chiller_units,
             towers_up=cp.economizer_units,
@@ -161,9 +180,11 @@ class Facility:
         )
         self.us_tripped = np.zeros(nus, dtype=bool)
         self.chip_tripped = np.zeros(n, dtype=bool)
-        self._restores: list[tuple[int, str, int, float]] = []  # (time, what, index, value)
+        self.us_hold_until = np.zeros(nus, dtype=np.int64)  # junction shutdown: off at least until
         self._throttling = False
-        self._last: tuple[FloatArray, BoolArray, FloatArray, float, float, FloatArray, FloatArray] | None = None
+        self._last: tuple[FloatArray, BoolArray, FloatArray, float, float, FloatArray, FloatArray] | None = (
+            None
+        )
 
     @property
     def fw_setpoint_c(self) -> float:
@@ -171,52 +192,82 @@ class Facility:
 
     # ------------------------------------------------------------------ events
     def apply(self, ev: ScheduledEvent, t_s: int) -> tuple[str, str]:
-        """Apply a facility event; returns (target, detail) for the events log."""
+        """Apply a facility event; returns (target, detail) for the events log. A timed event is an
+        interval of its own (``twin.effects``); an open-ended power cap replaces the standing cap
+        of its target, a cap of 0 clears every cap there, ``cooling_restore`` ends every cooling
+        fault."""
         cp = self.cp
-        until = t_s + ev.duration_s if ev.duration_s > 0 else -1
+        end = t_s + ev.duration_s if ev.duration_s > 0 else -1
+        timed = f" for {ev.duration_s} s" if end >= 0 else ""
         if ev.kind == "power_cap":
             target = ev.target or "facility"
-            cap = ev.value if ev.value > 0 else math.inf
-            if target == "facility":
-                old = self.facility_cap_w
-                self.facility_cap_w = cap
-                if until >= 0:
-                    self._restores.append((until, "facility_cap", 0, old))
+            cap = effects.no_cap(ev.value)
+            what = effects.FACILITY_CAP if target == "facility" else effects.ROW_CAP
+            r = 0 if what == effects.FACILITY_CAP else self._row(target)
+            if math.isinf(cap):
+                self._end_effects(lambda e: e.what == what and e.index == r)
+                self._set_standing(what, r, math.inf)
+            elif end < 0:
+                self._set_standing(what, r, cap)
             else:
-                r = self._row(target)
-                old = float(self.row_cap_w[r])
-                self.row_cap_w[r] = cap
-                if until >= 0:
-                    self._restores.append((until, "row_cap", r, old))
-                target = f"row:{r}"
-            what = "cleared" if math.isinf(cap) else f"{cap / 1e6:.3f} MW"
-            return target, f"power cap {what}" + (f" for {ev.duration_s} s" if until >= 0 else "")
+                self.effects.append(effects.Effect(what, r, cap, t_s, end))
+            self._resolve(t_s)
+            label = "facility" if what == effects.FACILITY_CAP else f"row:{r}"
+            shown = "cleared" if math.isinf(cap) else f"{cap / 1e6:.3f} MW"
+            return label, f"power cap {shown}{timed}"
         if ev.kind == "cdu_pump_failure":
             r = self._row(ev.target or "0")
-            self.row_flow_fraction[r] = min(max(ev.value, 0.0), 1.0)
-            if until >= 0:
-                self._restores.append((until, "cdu", r, 1.0))
+            frac = min(max(ev.value, 0.0), 1.0)
+            self.effects.append(effects.Effect(effects.CDU, r, frac, t_s, end))
+            self._resolve(t_s)
             self._reclock_for_flow()
-            return f"row:{r}", f"CDU pumps lost, flow {self.row_flow_fraction[r]:.0%}"
-        if ev.kind == "chiller_trip":
-            k = max(int(ev.value) if ev.value > 0 else 1, 1)
-            k = min(k, self.plant.chillers_up)
-            self.plant.chillers_up -= k
-            if until >= 0:
-                self._restores.append((until, "chillers", k, 0.0))
-            return "plant", f"{k} chiller(s) tripped, {self.plant.chillers_up}/{cp.chiller_units} running"
-        if ev.kind == "cooling_tower_loss":
-            k = max(int(ev.value) if ev.value > 0 else 1, 1)
-            k = min(k, self.plant.towers_up)
-            self.plant.towers_up -= k
-            if until >= 0:
-                self._restores.append((until, "towers", k, 0.0))
-            return "plant", f"{k} economizer unit(s) lost, {self.plant.towers_up}/{cp.economizer_units} left"
-        # cooling_restore: everything back to normal.
-        self.row_flow_fraction[:] = 1.0
-        self.plant.chillers_up = cp.chiller_units
-        self.plant.towers_up = cp.economizer_units
+            return f"row:{r}", f"CDU pumps lost, flow {self.row_flow_fraction[r]:.0%}{timed}"
+        if ev.kind in ("chiller_trip", "cooling_tower_loss"):
+            chiller = ev.kind == "chiller_trip"
+            up = self.plant.chillers_up if chiller else self.plant.towers_up
+            k = min(max(int(ev.value) if ev.value > 0 else 1, 1), up)
+            self.effects.append(
+                effects.Effect(effects.CHILLERS if chiller else effects.TOWERS, 0, k, t_s, end)
+            )
+            self._resolve(t_s)
+            if chiller:
+                return (
+                    "plant",
+                    f"{k} chiller(s) tripped, {self.plant.chillers_up}/{cp.chiller_units} running{timed}",
+                )
+            return (
+                "plant",
+                f"{k} economizer unit(s) lost, {self.plant.towers_up}/{cp.economizer_units} left{timed}",
+            )
+        # cooling_restore: every cooling fault ends now.
+        self._end_effects(lambda e: e.what in (effects.CDU, effects.CHILLERS, effects.TOWERS))
+        self._resolve(t_s)
         return "plant", "cooling restored"
+
+    def _set_standing(self, what: str, r: int, cap: float) -> None:
+        if what == effects.FACILITY_CAP:
+            self.standing_facility_cap_w = cap
+        else:
+            self.standing_row_cap_w[r] = cap
+
+    def _end_effects(self, pred: Callable[[effects.Effect], bool]) -> None:
+        self.effects = [e for e in self.effects if not pred(e)]
+
+    def _resolve(self, t_s: int) -> None:
+        """Caps, CDU flows and plant units from the standing caps and the active intervals."""
+        st = effects.resolve(
+            self.effects,
+            t_s,
+            self.standing_facility_cap_w,
+            self.standing_row_cap_w,
+            self.cp.chiller_units,
+            self.cp.economizer_units,
+        )
+        self.facility_cap_w = st.facility_cap_w
+        self.row_cap_w = st.row_cap_w
+        self.row_flow_fraction = st.row_flow_fraction
+        self.plant.chillers_up = st.chillers_up
+        self.plant.towers_up = st.towers_up
 
     def _reclock_for_flow(self) -> None:
         """Flow changed between steps: the chips' thermal protection acts within milliseconds,
@@ -241,120 +292,59 @@ class Facility:
             raise ValueError(f"row {r} out of range 0..{self.topo.rows - 1}")
         return r
 
-    def _due_restores(self, t_s: int) -> None:
+    def _end_due(self, t_s: int, ev: Events) -> None:
+        """Intervals that end at or before ``t_s`` end (each only itself); the state is resolved
+        again from those still active."""
+        if not self.effects or not any(0 <= e.end_s <= t_s for e in self.effects):
+            return
         keep = []
-        for item in self._restores:
-            when, what, idx, value = item
-            if when > t_s:
-                keep.append(item)
-                continue
-            if what == "facility_cap":
-                self.facility_cap_w = value
-                self.log.append(("power_cap", "facility", "power cap ended"))
-            elif what == "row_cap":
-                self.row_cap_w[idx] = value
-                self.log.append(("power_cap", f"row:{idx}", "power cap ended"))
-            elif what == "cdu":
-                self.row_flow_fraction[idx] = 1.0
-                self.log.append(("cooling_restore", f"row:{idx}", "CDU pumps back"))
-            elif what == "chillers":
-                self.plant.chillers_up = min(self.plant.chillers_up + idx, self.cp.chiller_units)
-                self.log.append(("cooling_restore", "plant", f"{idx} chiller(s) back"))
-            elif what == "towers":
-                self.plant.towers_up = min(self.plant.towers_up + idx, self.cp.economizer_units)
-                self.log.append(("cooling_restore", "plant", f"{idx} economizer unit(s) back"))
-        self._restores = keep
+        for e in self.effects:
+            if not 0 <= e.end_s <= t_s:
+                keep.append(e)
+            elif e.what == effects.FACILITY_CAP:
+                ev.append(("power_cap", "facility", f"power cap {e.value / 1e6:.3f} MW ended"))
+            elif e.what == effects.ROW_CAP:
+                ev.append(("power_cap", f"row:{e.index}", f"power cap {e.value / 1e6:.3f} MW ended"))
+            elif e.what == effects.CDU:
+                ev.append(("cooling_restore", f"row:{e.index}", "CDU pump failure ended"))
+            elif e.what == effects.CHILLERS:
+                ev.append(("cooling_restore", "plant", f"{int(e.value)} chiller(s) back"))
+            else:
+                ev.append(("cooling_restore", "plant", f"{int(e.value)} economizer unit(s) back"))
+        self.effects = keep
+        self._resolve(t_s)
 
     # ------------------------------------------------------------------ step
     def step(self, util: FloatArray, alive: BoolArray, cond: Conditions, t_s: int, dt_s: int) -> FacilityStep:
         """One step. ``util`` is each chip's utilisation at full clock (0 idle), ``alive`` marks
         chips that are powered."""
-        self._due_restores(t_s)
-        topo, cp, pp = self.topo, self.cp, self.pp
-        acc, sysm = self.acc, self.sys
+        ev: Events = []
+        self._end_due(t_s, ev)
+        pp, acc = self.pp, self.acc
         clock = self.clock
         util = np.where(alive, util, 0.0)
         dyn_full = (acc.tdp_w - acc.idle_w) * util  # dynamic power at full clock
         full_clock = self._full_clock
-        scaled = dyn_full if full_clock else dyn_full * dvfs_power_factor(clock, cp.dvfs_exponent)
-        chip_p = np.where(alive, acc.idle_w + scaled, 0.0)
-        act_chip = util if full_clock else util * clock
-
-        # Hosts follow their chips' work rate; switches are constant; rectifier losses are IT.
-        cps = topo.chips_per_server
-        server_act = topo.per_server(act_chip) / cps
-        host_p = power.host_power_w(server_act, sysm.host_w_per_server, sysm.host_idle_fraction)
-        us_chip_p = topo.per_us(chip_p)
-        us_host_p = host_p.reshape(topo.ultraservers, topo.servers_per_us).sum(axis=1)
-        us_dc = np.where(self.us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
-        us_it = np.where(self.us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, pp))
-        it_w = float(us_it.sum())
-        psu_loss = it_w - float(us_dc.sum())
-
-        # Rack loops: variable-speed flow holds the design temperature rise; a row whose CDU pumps
-        # are lost has no flow and its loops store the heat.
+        th = self._power_and_heat(util, alive, dyn_full, clock, full_clock, dt_s, ev)
+        pw, clock, full_clock, ret, coolant, r_us, tj = (
+            th.pw,
+            th.clock,
+            th.full_clock,
+            th.ret,
+            th.coolant,
+            th.r_us,
+            th.tj,
+        )
+        speed, flow_frac, shut, ret0 = th.speed, th.flow_frac, th.shut, th.ret0
+        chip_p, act_chip, us_it, it_w, psu_loss = pw.chip_p, pw.act_chip, pw.us_it, pw.it_w, pw.psu_loss_w
         liquid_us = self.lf * us_it
-        sec_supply = self.plant.fw_supply_c + cp.cdu_approach_k
-        flow_frac = self.row_flow_fraction[topo.us_row]
-        speed = np.clip(liquid_us / self.us_design_liquid_w, MIN_FLOW, 1.0) * flow_frac
-        m = self.us_flow_design * speed
-        c_loop = self.us_mass_kg * CP
-        ret0 = self.us_return_c
-        with np.errstate(divide="ignore", invalid="ignore"):
-            steady = sec_supply + liquid_us / (m * CP)
-            decay = np.exp(-dt_s * m * CP / c_loop)
-            ret_flow = steady + (ret0 - steady) * decay
-        ret_noflow = ret0 + liquid_us * dt_s / c_loop
-        ret = np.where(m > 0, ret_flow, ret_noflow)
         # Heat handed to the facility water over the step = heat in - heat stored in the loops.
-        stored = c_loop * (ret - ret0)
+        stored = self.us_mass_kg * CP * (ret - ret0)
         to_fw_w = max(float(liquid_us.sum() - stored.sum() / dt_s), 0.0)
         self.us_return_c = ret
 
-        # Junction temperatures at this step's clock.
-        if self.lf > 0:
-            # Flowing loop: the cold plates see the mean of supply and return; a stagnant loop is
-            # one mixed volume at its own temperature.
-            coolant = np.where(m > 0, 0.5 * (sec_supply + ret), ret)
-            # Convection on the plates follows the pumps' health, not the load-following speed
-            # (the CDU holds the pressure across each rack's manifold).
-            r_us = self._cold_plate_r(flow_frac)
-            tj = coolant[topo.chip_us] + r_us[topo.chip_us] * chip_p
-        else:
-            air_in = cp.air_supply_c + max(self.plant.chw_supply_c - cp.chilled_water_c, 0.0)
-            tj = air_in + self.air_r * chip_p
-            coolant = np.full(topo.ultraservers, air_in)
-            r_us = np.full(topo.ultraservers, self.air_r)
-
-        # Protection: an UltraServer whose coolant runs past its trip point powers off (chips,
-        # hosts, switches) and comes back once its coolant has cooled and its CDU runs again.
-        if self.lf > 0:
-            hot_us = ret > cp.loop_trip_c
-            cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
-        else:
-            hot_us = coolant > cp.air_trip_c
-            cool_us = coolant < cp.air_restart_c
-        newly = hot_us & ~self.us_tripped
-        back = cool_us & self.us_tripped
-        tripped_chips = recovered_chips = np.zeros(0, dtype=np.int64)
-        if newly.any():
-            self.us_tripped |= newly
-            mask = newly[topo.chip_us] & alive
-            self.chip_tripped |= mask
-            tripped_chips = np.flatnonzero(mask)
-            for u in np.flatnonzero(newly):
-                self.log.append(
-                    ("thermal_trip", f"ultraserver:{int(u)}", f"coolant {coolant[u]:.1f} °C: powered off")
-                )
-        if back.any():
-            self.us_tripped &= ~back
-            mask = back[topo.chip_us] & self.chip_tripped
-            self.chip_tripped &= ~mask
-            recovered_chips = np.flatnonzero(mask)
-            for u in np.flatnonzero(back):
-                self.log.append(
-                    ("thermal_recover", f"ultraserver:{int(u)}", f"coolant {coolant[u]:.1f} °C: back on")
-                )
+        us_off = self.us_tripped.copy()  # powered off during this step
+        tripped_chips, recovered_chips = self._loop_trips(ret, coolant, flow_frac, alive, shut, t_s, ev)
 
         # Plant: air side first (CRAHs on chilled water), then the liquid loop.
         air_heat = it_w - float(liquid_us.sum())
@@ -372,13 +362,14 @@ class Facility:
         throttled = 0 if full_clock else int(((clock < 0.999) & (util > 0)).sum())
         if (throttled > 0) != self._throttling:
             self._throttling = throttled > 0
-            self.log.append(
+            ev.append(
                 ("throttle", "factory", f"{throttled} chips throttled" if throttled else "throttling ended")
             )
         return FacilityStep(
             act_chip=act_chip,
             chip_p=chip_p,
             clock=clock,
+            protected=th.protected,
             us_it=us_it,
             us_return_c=ret,
             tj=tj,
@@ -399,130 +390,195 @@ class Facility:
             facility_cap_w=self.facility_cap_w,
             throttled_chips=throttled,
             cond=cond,
+            us_off=us_off,
             tripped_chips=tripped_chips,
             recovered_chips=recovered_chips,
+            events=ev,
         )
 
-    def _cold_plate_r(self, speed: FloatArray) -> FloatArray:
-        """Junction-to-coolant resistance per UltraServer [K/W]: a conduction part plus a forced-
-        convection part that grows as flow falls (h ~ velocity^0.8, Dittus-Boelter); without flow
-        only natural convection is left (taken as 10 % of design velocity; ASM)."""
-        cp = self.cp
-        conv = self.plate_r * cp.cold_plate_convective_share
-        cond = self.plate_r - conv
-        return cond + conv * np.maximum(speed, cp.natural_convection_speed) ** -0.8
+    def _power_and_heat(
+        self,
+        util: FloatArray,
+        alive: BoolArray,
+        dyn_full: FloatArray,
+        clock: FloatArray,
+        full_clock: bool,
+        dt_s: int,
+        ev: Events,
+    ) -> _Heat:
+        """Chip and IT power at this step's clocks, the rack loops over the step, and junction
+        protection inside the step (re-solved once at the protected clocks)."""
+        topo, cp = self.topo, self.cp
+        pw = self._it_power(util, alive, dyn_full, clock, full_clock)
 
-    def _sink_c(self, cond: Conditions) -> tuple[float, float]:
-        """(coldest water the economizer makes, chiller condensing temperature) [°C]."""
+        # Rack loops: variable-speed flow holds the design temperature rise; a row whose CDU pumps
+        # are lost has no flow and its loops store the heat. The pumps' speed is set from the
+        # load at this step's clock and held for the step.
+        sec_supply = self.plant.fw_supply_c + cp.cdu_approach_k
+        flow_frac = self.row_flow_fraction[topo.us_row]
+        speed = np.clip(self.lf * pw.us_it / self.us_design_liquid_w, MIN_FLOW, 1.0) * flow_frac
+        m = self.us_flow_design * speed
+        ret0 = self.us_return_c
+        ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
+        r_us = self._cold_plate_r(flow_frac) if self.lf > 0 else np.full(topo.ultraservers, self.air_r)
+        tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
+
+        # Junction protection inside the step: a chip above its throttle curve slows down at
+        # once (the package settles in seconds, well inside a step); one that is past its
+        # shutdown temperature even at the lowest thermal clock powers its UltraServer off. The
+        # step is then solved again at the protected clocks with the same pump speed, so its
+        # coolant can only be cooler and no powered chip ends the step above its limits.
+        shut = np.zeros(0, dtype=np.int64)
+        protected = False
+        # No chip draws more than TDP: a loop whose coolant + R x TDP stays below the throttle
+        # point cannot hold a hot chip (a per-UltraServer check, cheaper than every chip).
+        if (
+            float((coolant + r_us * self.acc.tdp_w).max()) > cp.throttle_temp_c
+            and float(tj.max()) > cp.throttle_temp_c
+        ):
+            prot = self._protect(tj, clock, util, dyn_full, coolant, r_us)
+            if prot is not None:
+                protected = True
+                clock, shut = prot
+                self._shutdown(shut, alive, ev)
+                full_clock = False
+                pw = self._it_power(util, alive, dyn_full, clock, full_clock)
+                ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
+                tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
+        return _Heat(pw, clock, full_clock, ret, coolant, r_us, tj, speed, flow_frac, shut, ret0, protected)
+
+    def _shutdown(self, shut: npt.NDArray[np.int64], alive: BoolArray, ev: Events) -> None:
+        """UltraServers whose junctions cannot be held even at the lowest clock power off now."""
+        if not len(shut):
+            return
+        self.us_tripped[shut] = True
+        self.chip_tripped |= np.isin(self.topo.chip_us, shut) & alive
+        limit = self.cp.shutdown_temp_c
+        for us in shut.tolist():
+            ev.append(
+                (
+                    "thermal_shutdown",
+                    f"ultraserver:{us}",
+                    f"junction above {limit:.0f} °C at the lowest clock: powered off",
+                )
+            )
+
+    def _loop_trips(
+        self,
+        ret: FloatArray,
+        coolant: FloatArray,
+        flow_frac: FloatArray,
+        alive: BoolArray,
+        shut: npt.NDArray[np.int64],
+        t_s: int,
+        ev: Events,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Loop protection at the end of the step: an UltraServer whose coolant runs past its
+        trip point powers off (chips, hosts, switches) and comes back once its coolant has
+        cooled and its CDU runs again (one shut down by its junctions not before its hold
+        time). Returns (chips going off, chips coming back)."""
+        cp, topo = self.cp, self.topo
+        if self.lf > 0:
+            hot_us = ret > cp.loop_trip_c
+            cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
+        else:
+            hot_us = coolant > cp.air_trip_c
+            cool_us = coolant < cp.air_restart_c
+        newly = hot_us & ~self.us_tripped
+        back = cool_us & self.us_tripped & (self.us_hold_until <= t_s)
+        tripped_chips = recovered_chips = np.zeros(0, dtype=np.int64)
+        if newly.any():
+            self.us_tripped |= newly
+            mask = newly[topo.chip_us] & alive
+            self.chip_tripped |= mask
+            tripped_chips = np.flatnonzero(mask)
+            for u in np.flatnonzero(newly).tolist():
+                ev.append(("thermal_trip", f"ultraserver:{u}", f"coolant {coolant[u]:.1f} °C: powered off"))
+        if len(shut):
+            tripped_chips = np.union1d(tripped_chips, np.flatnonzero(np.isin(topo.chip_us, shut) & alive))
+            self.us_hold_until[shut] = t_s + cp.shutdown_restart_s
+            back[shut] = False
+        if back.any():
+            self.us_tripped &= ~back
+            mask = back[topo.chip_us] & self.chip_tripped
+            self.chip_tripped &= ~mask
+            recovered_chips = np.flatnonzero(mask)
+            for u in np.flatnonzero(back).tolist():
+                ev.append(("thermal_recover", f"ultraserver:{u}", f"coolant {coolant[u]:.1f} °C: back on"))
+        return tripped_chips, recovered_chips
+
+    def _it_power(
+        self, util: FloatArray, alive: BoolArray, dyn_full: FloatArray, clock: FloatArray, full_clock: bool
+    ) -> ItPower:
+        """Chip, host and switch power at ``clock``; rectifier losses are IT. Hosts follow their
+        chips' work rate; switches are constant; a tripped UltraServer draws nothing."""
+        topo, acc, sysm = self.topo, self.acc, self.sys
+        if full_clock:
+            chip_p = np.where(alive, acc.idle_w + dyn_full, 0.0)
+        else:
+            chip_p = power.chip_power_w(dyn_full, acc.idle_w, clock, self.cp.dvfs_exponent, alive)
+        if self.us_tripped.any():
+            chip_p = np.where(self.us_tripped[topo.chip_us], 0.0, chip_p)
+        act_chip = util if full_clock else util * clock
+        server_act = topo.per_server(act_chip) / topo.chips_per_server
+        host_p = power.host_power_w(server_act, sysm.host_w_per_server, sysm.host_idle_fraction)
+        us_chip_p = topo.per_us(chip_p)
+        us_host_p = host_p.reshape(topo.ultraservers, topo.servers_per_us).sum(axis=1)
+        us_dc = np.where(self.us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
+        us_it = np.where(self.us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, self.pp))
+        it_w = float(us_it.sum())
+        return ItPower(chip_p, act_chip, us_it, it_w, it_w - float(us_dc.sum()))
+
+    def _rack_loops(
+        self, liquid_us: FloatArray, m: FloatArray, sec_supply: float, ret0: FloatArray, dt_s: int
+    ) -> tuple[FloatArray, FloatArray]:
+        """(return temperature, coolant the cold plates see) per UltraServer [°C] after ``dt_s``
+        with ``liquid_us`` [W] into each loop at mass flow ``m`` [kg/s]: the exact solution of
+        C dT/dt = Q - m c_p (T - T_supply); a loop without flow stores the heat. Flowing loops
+        present the mean of supply and return to the plates, a stagnant loop its own
+        temperature; air-cooled systems see the CRAH supply air."""
+        if self.lf <= 0:
+            cp = self.cp
+            air_in = cp.air_supply_c + max(self.plant.chw_supply_c - cp.chilled_water_c, 0.0)
+            return ret0, np.full(self.topo.ultraservers, air_in)
+        ret = cooling.loop_return_c(ret0, sec_supply, liquid_us, m, self.us_mass_kg, dt_s)
+        return ret, np.where(m > 0, 0.5 * (sec_supply + ret), ret)
+
+    def _protect(
+        self,
+        tj: FloatArray,
+        clock: FloatArray,
+        util: FloatArray,
+        dyn_full: FloatArray,
+        coolant_us: FloatArray,
+        r_us: FloatArray,
+    ) -> tuple[FloatArray, npt.NDArray[np.int64]] | None:
+        """Clocks protected against this step's coolant and the UltraServers to shut down, or
+        None when every chip is within its throttle curve (0.05 K tolerance)."""
+        cp, topo = self.cp, self.topo
+        over = (tj > cooling.allowed_junction_c(clock, cp) + 0.05) & (util > 0)
+        if not over.any():
+            return None
+        k = cp.dvfs_exponent
+        idx = np.flatnonzero(over)
+        r = r_us[topo.chip_us[idx]]
+        base = coolant_us[topo.chip_us[idx]] + r * self.acc.idle_w
+        f = cooling.thermal_clock(base, r * dyn_full[idx], clock[idx], k, cp)
+        clock = clock.copy()
+        clock[idx] = np.minimum(clock[idx], f)
+        hot = base + r * dyn_full[idx] * clock[idx] ** k > cp.shutdown_temp_c
+        shut = np.unique(topo.chip_us[idx[hot]]).astype(np.int64)
+        return clock, shut
+
+    def _cold_plate_r(self, flow_fraction: FloatArray) -> FloatArray:
+        """Junction-to-coolant resistance per UltraServer [K/W] at the CDU pumps' health."""
         cp = self.cp
-        if cp.plant == "tower":
-            tower_water = cond.wetbulb_c + cp.tower_approach_k
-            return tower_water + cp.hx_approach_k, tower_water + cp.condenser_approach_k
-        return cond.drybulb_c + cp.drycooler_approach_k, cond.drybulb_c + cp.condenser_approach_k
+        return cooling.cold_plate_r_k_per_w(
+            self.plate_r, cp.cold_plate_convective_share, cp.natural_convection_speed, flow_fraction
+        )
 
     def _plant(self, liquid_w: float, air_w: float, cond: Conditions, dt_s: int) -> dict[str, float]:
-        cp, st = self.cp, self.plant
-        sink, t_cond = self._sink_c(cond)
-        eps = min(st.towers_up * self.econ_unit_effectiveness, 0.95)
-        cap_total = st.chillers_up * self.chiller_unit_w
-
-        # Air side: chilled water at its setpoint; the economizer precools when cold enough.
-        chw = cp.chilled_water_c
-        chw_ret = chw + 6.0
-        air_econ = min(air_w, max(eps * air_w * (chw_ret - sink) / 6.0, 0.0)) if air_w > 0 else 0.0
-        air_chiller = min(air_w - air_econ, cap_total)
-        air_unmet = air_w - air_econ - air_chiller
-        # Chilled-water loop warms when the chillers cannot keep up (thermal mass of the CHW loop
-        # taken as that of the facility loop, ASM).
-        if air_unmet > 0:
-            st.chw_supply_c += air_unmet * dt_s / (self.fw_mass_kg * CP)
-        else:
-            st.chw_supply_c = max(chw, st.chw_supply_c - 1.0 * dt_s / 60.0)
-        cap_left = cap_total - air_chiller
-
-        # Liquid side: facility water loop with thermal mass. m c_p (T_ret - T_set) must go.
-        speed = min(max(liquid_w / self.design_liquid_w, MIN_FLOW), 1.0) if liquid_w > 0 else MIN_FLOW
-        m = self.fw_flow_design * speed
-        mcp = m * CP
-        t_set = self.fw_setpoint_c
-        t0 = st.fw_supply_c
-        liq_econ = liq_chiller = liq_unmet = 0.0
-        if liquid_w > 0:
-
-            def econ(t_supply: float) -> float:
-                t_ret = t_supply + liquid_w / mcp
-                return max(eps * mcp * (t_ret - sink), 0.0)
-
-            need_at_set = liquid_w
-            e_set = min(econ(t_set), need_at_set)
-            if e_set + cap_left >= need_at_set:
-                # The plant holds the setpoint: econ first, chiller trims; any stored heat in the
-                # loop is removed within the step (it is small next to the trim capacity).
-                excess = self.fw_mass_kg * CP * max(t0 - t_set, 0.0) / dt_s
-                liq_econ = e_set
-                liq_chiller = min(need_at_set - e_set + excess, cap_left)
-                st.fw_supply_c = max(
-                    t_set, t0 - (liq_chiller - (need_at_set - e_set)) * dt_s / (self.fw_mass_kg * CP)
-                )
-            else:
-                # Capacity-limited: C dT/dt = Q (1 - eps) - eps m c_p (T - sink) - chiller cap
-                # => exact exponential towards T_ss with tau = C / (eps m c_p).
-                c_fw = self.fw_mass_kg * CP
-                if eps > 0:
-                    t_ss = sink + (liquid_w * (1 - eps) - cap_left) / (eps * mcp)
-                    t1 = mixed_loop_step(t0, t_ss, c_fw / (eps * mcp), dt_s)
-                else:
-                    t1 = t0 + (liquid_w - cap_left) * dt_s / c_fw
-                t1 = max(t1, t_set)
-                liq_chiller = cap_left
-                liq_econ = max(liquid_w - liq_chiller - c_fw * (t1 - t0) / dt_s, 0.0)
-                liq_econ = min(liq_econ, econ(0.5 * (t0 + t1)))
-                liq_unmet = max(liquid_w - liq_econ - liq_chiller, 0.0)
-                st.fw_supply_c = t1
-
-        chiller_load = air_chiller + liq_chiller
-        # Chiller power: Carnot-fraction COP at the current lift, EnergyPlus part-load curve over
-        # the units that must run.
-        cop_liq = cooling.chiller_cop(t_set - 2.0, t_cond - cp.condenser_approach_k, cp)
-        cop_air = cooling.chiller_cop(chw - 2.0, t_cond - cp.condenser_approach_k, cp)
-        chiller_w = 0.0
-        if chiller_load > 0:
-            running = max(math.ceil(chiller_load / self.chiller_unit_w - 1e-9), 1)
-            plr = chiller_load / (running * self.chiller_unit_w)
-            cop_mix = chiller_load / (air_chiller / cop_air + liq_chiller / cop_liq)
-            full_w = running * self.chiller_unit_w / cop_mix
-            chiller_w = full_w * chiller_part_load_fraction(plr)
-        cop = chiller_load / chiller_w if chiller_w > 0 else cop_air
-        # Pumps: CDU secondary pumps (per UltraServer loop) and facility water pumps by the
-        # affinity law P ~ flow^3; fans follow the heat they reject, P ~ speed^3.
-        us_speed = min(max(liquid_w / self.design_liquid_w, MIN_FLOW), 1.0)
-        pumps_w = 0.0
-        if self.lf > 0:
-            flow = float(self.row_flow_fraction[self.topo.us_row].sum())
-            pumps_w = self.cdu_pump_design_w * us_speed**3 * flow + self.fw_pump_design_w * speed**3
-        rejected = liq_econ + air_econ + chiller_load + chiller_w
-        fan_speed = min(rejected / max(self.design_it_w, 1.0), 1.0)
-        fans_w = self.fan_design_w * fan_speed**3 * (st.towers_up / max(cp.economizer_units, 1)) + (
-            cp.crah_fan_w_per_w * air_w
-        )
-        # Cooling-tower water: evaporation of the share of rejected heat carried as latent heat,
-        # plus blowdown for the cycles of concentration (make-up = evap x N / (N - 1); facts §8.5).
-        water_l = 0.0
-        if cp.plant == "tower":
-            evap_kg_s = cp.evaporative_fraction * rejected / LATENT_J_PER_KG
-            n = cp.cycles_of_concentration
-            water_l = evap_kg_s * n / (n - 1) * dt_s  # 1 kg = 1 L
-        total_heat = liquid_w + air_w
-        free = (liq_econ + air_econ) / total_heat if total_heat > 0 else 1.0
-        return {
-            "chiller_w": chiller_w,
-            "pumps_w": pumps_w,
-            "fans_w": fans_w,
-            "free_fraction": min(max(free, 0.0), 1.0),
-            "cop": cop,
-            "water_l": water_l,
-            "unmet_w": liq_unmet + air_unmet,
-        }
+        return plant.plant_step(self, liquid_w, air_w, cond, dt_s)
 
     def _next_clock(
         self,
@@ -535,52 +591,5 @@ class Facility:
         coolant_us: FloatArray,
         r_us: FloatArray,
     ) -> FloatArray:
-        """Clock per chip for the next step: the lowest of the facility cap, the row cap and the
-        thermal limit. Caps are met by scaling the clock of every busy chip in scope; dynamic power
-        follows f^k (ASM k = dvfs_exponent), performance follows f."""
-        cp, pp, topo = self.cp, self.pp, self.topo
-        k = cp.dvfs_exponent
-        f = np.ones(topo.chips)
-        dyn_it = dyn_full / pp.psu_efficiency  # rack-input watts of dynamic power at f = 1
-        if math.isfinite(self.facility_cap_w) or np.isfinite(self.row_cap_w).any():
-            cur = dyn_it if self._full_clock else dyn_it * dvfs_power_factor(self.clock, k)
-        if math.isfinite(self.facility_cap_w):
-            # Facility power scales ~ with IT power at this operating point.
-            it_target = self.facility_cap_w * it_w / facility_w
-            dyn_now = float(cur.sum())
-            fixed = it_w - dyn_now
-            total_dyn = float(dyn_it.sum())
-            if total_dyn > 0:
-                x = (it_target - fixed) / total_dyn
-                f[:] = min(max(x, 0.0), 1.0) ** (1 / k)
-        if np.isfinite(self.row_cap_w).any():
-            row_dyn_now = np.bincount(self.chip_row, weights=cur, minlength=topo.rows)
-            row_dyn = np.bincount(self.chip_row, weights=dyn_it, minlength=topo.rows)
-            row_it = topo.per_row(us_it)
-            row_fixed = row_it - row_dyn_now
-            with np.errstate(divide="ignore", invalid="ignore"):
-                xr = np.where(row_dyn > 0, (self.row_cap_w - row_fixed) / row_dyn, 1.0)
-            fr = np.clip(xr, 0.0, 1.0) ** (1 / k)
-            f = np.minimum(f, fr[self.chip_row])
-        f = np.maximum(f, cp.min_clock)
-        # Thermal: the largest clock whose junction temperature stays on the throttle curve
-        # (quasi-steady junction: the package settles in seconds, well inside a step).
-        # Fast exit: even a chip at TDP on the warmest coolant stays below the throttle point.
-        if float((coolant_us + r_us * self.acc.tdp_w).max()) <= cp.throttle_temp_c:
-            return f
-        r = r_us[topo.chip_us]
-        base = coolant_us[topo.chip_us] + r * self.acc.idle_w
-        tj_at = base + r * dyn_full * dvfs_power_factor(f, k)
-        hot = (tj_at > cp.throttle_temp_c) & alive
-        if hot.any():
-            lo = np.full(int(hot.sum()), 0.5)
-            hi = f[hot].copy()
-            b, d, r = base[hot], dyn_full[hot], r[hot]
-            for _ in range(30):
-                mid = 0.5 * (lo + hi)
-                tj = b + r * d * mid**k
-                ok = cooling.throttle_clock(tj, cp) >= mid
-                lo = np.where(ok, mid, lo)
-                hi = np.where(ok, hi, mid)
-            f[hot] = lo
-        return f
+        """Clock per chip for the next step (``twin.capping``)."""
+        return capping.next_clock(self, util, alive, dyn_full, it_w, facility_w, us_it, coolant_us, r_us)

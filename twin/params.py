@@ -77,6 +77,8 @@ class CoolingParams:
     crah_fan_w_per_w: float = 0.03  # CRAH fan power per W of air-side heat (ASM)
     throttle_temp_c: float = 90.0  # T_j throttle start (ASM, facts §8.7)
     throttle_full_c: float = 100.0  # clock down to 50 % at this T_j (ASM, facts §8.7)
+    shutdown_temp_c: float = 105.0  # T_j that powers the UltraServer off (ASM, facts §8.7)
+    shutdown_restart_s: int = 600  # an UltraServer shut down by its junctions stays off this long (ASM)
     # Plant. "tower": cooling towers (economizer through a plate heat exchanger; wet-bulb driven,
     # uses water) with water-cooled chillers; "dry": dry coolers (dry-bulb driven, no water) with
     # air-cooled chillers.

@@ -17,12 +17,21 @@ from twin.params import PowerChainParams
 FloatArray = npt.NDArray[np.float64]
 
 
+def dvfs_power_factor(clock: FloatArray | float, exponent: float) -> FloatArray | float:
+    """Dynamic power at a clock fraction f relative to full clock: f ** exponent (P ~ C V^2 f with
+    V roughly proportional to f gives ~f^3; ASM)."""
+    c = np.asarray(clock)
+    return c * c * c if exponent == 3.0 else c**exponent
+
+
 def chip_power_w(
-    activity: FloatArray, idle_w: float, tdp_w: float, alive: npt.NDArray[np.bool_]
+    dyn_full_w: FloatArray, idle_w: float, clock: FloatArray, exponent: float, alive: npt.NDArray[np.bool_]
 ) -> FloatArray:
-    """Linear chip power model P = P_idle + (P_max - P_idle) * u (3P: ExaDigiT/RAPS
-    compute_node_power); a failed chip draws nothing. ``activity`` u in [0, 1]."""
-    return np.where(alive, idle_w + (tdp_w - idle_w) * activity, 0.0)
+    """Chip power P = P_idle + (P_tdp - P_idle) u f^k [W]: linear in utilisation u (3P:
+    ExaDigiT/RAPS compute_node_power), dynamic part scaled by DVFS; ``dyn_full_w`` =
+    (P_tdp - P_idle) u; an unpowered chip draws nothing."""
+    out: FloatArray = np.where(alive, idle_w + dyn_full_w * dvfs_power_factor(clock, exponent), 0.0)
+    return out
 
 
 def host_power_w(server_activity: FloatArray, host_w: float, idle_fraction: float) -> FloatArray:

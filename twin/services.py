@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from twin import workload
+from twin import effects, workload
 from twin.catalog import Accelerator
 from twin.params import ServiceParams
 
@@ -100,8 +100,7 @@ class ServiceModel:
         # State.
         self.queue = 0
         self.credit = 0.0
-        self.surge = 1.0
-        self.surge_until_s = -1
+        self.surges: list[tuple[float, int, int]] = []  # (factor, start_s, end_s) intervals
         self.arrived_total = self.served_total = self.dropped_total = 0
         self.rate_est = self.mean_rate(0.0)
         self.below_since: int | None = None
@@ -121,20 +120,26 @@ class ServiceModel:
         k = math.floor(x / self.period_s)
         return k * n + int(np.searchsorted(self.trace_t, x - k * self.period_s, side="left"))
 
+    def add_surge(self, factor: float, start_s: int, end_s: int) -> None:
+        """A surge of the request rate by ``factor`` over [start_s, end_s), independent of any
+        other surge (``twin.effects``: overlapping surges take the largest factor)."""
+        self.surges.append((factor, start_s, end_s))
+
     def arrivals(self, t: int, dt: int) -> int:
-        if self.surge_until_s >= 0 and t >= self.surge_until_s:
-            self.surge, self.surge_until_s = 1.0, -1
+        if self.surges:
+            self.surges = [s for s in self.surges if s[2] > t]
+        surge = effects.surge_factor(self.surges, t) if self.surges else 1.0
         if self.trace_t is not None:
             count = self._trace_count(t + dt) - self._trace_count(t)
-            if self.surge != 1.0:
-                count = int(self.rng.poisson(count * self.surge))
+            if surge != 1.0:
+                count = int(self.rng.poisson(count * surge))
             return count
         mult = 1.0
         if self.p_on > 0:
             mult = self.p.burst_multiplier if self.burst_on else 1.0
             flip = self.rng.random()
             self.burst_on = (flip >= self.p_off) if self.burst_on else (flip < self.p_on)
-        lam = workload.diurnal_rate(self.p, t) * self.surge * mult / self.rate_norm
+        lam = workload.diurnal_rate(self.p, t) * surge * mult / self.rate_norm
         return int(self.rng.poisson(lam * dt)) if lam > 0 else 0
 
     # ------------------------------------------------------------------ autoscaler

@@ -1,18 +1,45 @@
-"""The time-stepped factory simulation.
+"""The time-stepped factory simulation: one run state, one Design, the step as a pipeline.
 
 ``Simulation.advance(n)`` runs ``n`` fixed steps of ``dt_s`` integer seconds and returns the
 telemetry frames of those steps (``table -> column -> array``, column names as in
-``twin.telemetry``; ``run_id`` is added by storage). State is struct-of-arrays over chips,
-servers and UltraServers; only jobs and events (a few per simulated hour) are handled one by one.
+``twin.telemetry``; ``run_id`` is added by storage). Same parameters and seed give bit-identical
+frames; a live session replayed headlessly with its recorded events gives identical telemetry.
 
-Events are the one way anything changes the twin: scheduled events from the scenario and events
-injected live (``inject``) are applied at the start of the next step and recorded, so a live
-session replayed headlessly with its recorded events gives identical telemetry. Same parameters and
-seed give bit-identical frames.
+The run state: the work state ``cluster`` (``twin.cluster``: chips' ownership and health, job
+table, queues, drains, services), the physics state ``facility`` (``twin.facility``: clocks,
+loops, plant, protection, timed effects), the site ``site`` (weather, price, carbon), pending
+events, and the random streams (``twin.rng``: one SeedSequence, one child per subsystem). The
+``design`` (``twin.design``) is derived once from the parameters and never changes.
+
+One step [t, t + dt), phase by phase (reads -> writes; every phase returns its events, which are
+recorded in this order):
+
+1. events       pending scenario/operator events due at t -> timed effects (caps, cooling faults,
+                surges), failures/repairs/drains; an event that changes CDU flow re-solves the
+                chips' clocks at once (``_apply``).
+2. work         ``Cluster.step`` (``twin.cluster``), in order: repairs due and random failures
+                (failures stream) -> drains -> batch arrivals (arrivals, jobs streams) ->
+                service requests and autoscaling (services stream) -> scheduling and placement
+                -> batch progress at the chips' clocks -> serving. Reads the clocks decided for
+                this step; writes ownership, job states and each job's activity.
+3. site         weather, price, carbon at t (weather stream).
+4. physics      ``Facility.step`` (``twin.facility``): chip power at the clocks (capping, DVFS)
+                -> hosts, rectifiers -> rack loops -> junction temperatures and protection
+                (throttle within the step, shutdown past the limit; re-solved once at the
+                protected clocks) -> loop trips -> plant (economizer, chillers, pumps, fans,
+                water) -> power chain (PDU, UPS, transformer) -> clocks for the next step (power
+                caps, thermal equilibrium). When protection slowed chips inside the step, the
+                batch work of the step is taken at the clocks they ran at
+                (``cluster.rescale_progress``). Thermal trips and recoveries go back to the
+                work state (their jobs are interrupted).
+5. record       one factory_ts row, one ultraserver_ts row per UltraServer, one service_ts row
+                per service, chip_ts samples; at the end of ``advance``: jobs rows (finished
+                jobs then leave memory), events, failures, interruptions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from typing import Any
@@ -20,8 +47,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from twin import site
-from twin.cluster import (  # noqa: F401  (job-state names re-exported for callers)
+from twin import outages, rng, serving, site, telemetry
+from twin.cluster import Cluster, WorkStep, rescale_progress
+from twin.design import Design, derive
+from twin.events import Events
+from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
+from twin.facility import Facility, FacilityStep
+from twin.jobs import (  # noqa: F401  (job-state names re-exported for callers)
     DONE,
     INFERENCE,
     QUEUED,
@@ -29,12 +61,8 @@ from twin.cluster import (  # noqa: F401  (job-state names re-exported for calle
     STATE_NAMES,
     STOPPED,
     TRAINING,
-    Cluster,
     JobTable,
-    WorkStep,
 )
-from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
-from twin.facility import Facility, FacilityStep
 from twin.params import KIND_NAMES, FactoryParams, ScheduledEvent  # noqa: F401
 from twin.topology import Topology, build
 
@@ -52,22 +80,8 @@ EVENT_KINDS = (
     "undrain_ultraserver",
     "inference_surge",
 )
-# Events that the model itself generates (never injected; regenerated from the seed on replay).
-MODEL_EVENT_KINDS = (
-    "failure",
-    "chip_repaired",
-    "job_start",
-    "job_end",
-    "job_interrupted",
-    "job_preempted",
-    "job_rejected",
-    "autoscale",
-    "maintenance_start",
-    "maintenance_end",
-)
 
-
-# The workload step's result (``twin.cluster``): FLOP/s, tokens, requests, per-service steps.
+# The workload step's result (``twin.serving``): FLOP/s, tokens, requests, per-service steps.
 WorkloadStep = WorkStep
 
 
@@ -84,14 +98,13 @@ class Simulation:
             hall.ultraservers, self.sys.chips, self.sys.servers, hall.ultraservers_per_row
         )
         n = self.topo.chips
-        seeds = np.random.SeedSequence(params.seed).spawn(4)
-        self.rng_weather, self.rng_arrivals, self.rng_failures, self.rng_jobs = (
-            np.random.default_rng(s) for s in seeds
-        )
+        # The run's fixed facts, derived once (recorded with the run as ``runs.design_json``).
+        self.design: Design = derive(params)
+        self.rngs = rng.streams(params.seed)
         self.t_s = 0
-        # The work side (jobs, queue, scheduler, failures, services) and its chip state; the
-        # arrays are shared, the physics reads them. Its random streams are child 4 of the seed.
-        self.cluster = Cluster(params, self.topo, self.acc, np.random.SeedSequence(params.seed).spawn(5)[4])
+        # The work state (jobs, queue, scheduler, failures, services) and its chip arrays; the
+        # physics reads them.
+        self.cluster = Cluster(params, self.topo, self.acc, self.rngs)
         self.chip_owner = self.cluster.chip_owner
         self.chip_failed = self.cluster.chip_failed
         self.chip_repair_at = self.cluster.chip_repair_at
@@ -100,8 +113,8 @@ class Simulation:
         self.chip_power = np.zeros(n)
         self.chip_activity = np.zeros(n)
         self.chip_tj = np.full(n, params.cooling.supply_setpoint_c)
-        self.site = site.SiteModel(params.site, self.rng_weather)
-        self.facility = Facility(params, self.topo, self.sys, self.acc)
+        self.site = site.SiteModel(params.site, self.rngs.weather)
+        self.facility = Facility(params, self.topo, self.sys, self.acc, self.design)
         self._events: list[tuple[int, str, str, str, str, str, float, int]] = []
         self._pending: list[tuple[int, int, ScheduledEvent, str]] = []
         self._event_seq = 0
@@ -118,6 +131,25 @@ class Simulation:
     @property
     def training_capacity_chips(self) -> int:
         return self.cluster.training_capacity_chips
+
+    @property
+    def chip_hw_failed(self) -> npt.NDArray[np.bool_]:
+        """Chips with a hardware fault (``chip_failed`` also holds chips of tripped UltraServers,
+        which are off, not failed)."""
+        return self.cluster.chip_hw_failed
+
+    def chip_job_ids(self) -> npt.NDArray[np.int32]:
+        """The job id on each chip (-1 idle); ``chip_owner`` holds job-table slots."""
+        owner = self.chip_owner
+        out: npt.NDArray[np.int32] = np.where(owner >= 0, self.jobs.a["id"][np.maximum(owner, 0)], -1).astype(
+            np.int32
+        )
+        return out
+
+    @property
+    def us_tripped(self) -> npt.NDArray[np.bool_]:
+        """UltraServers powered off by thermal protection."""
+        return self.facility.us_tripped
 
     # ------------------------------------------------------------------ events
     def _push_event(self, ev: ScheduledEvent, source: str) -> None:
@@ -142,93 +174,79 @@ class Simulation:
         else:
             self._events.append((self.t_s, kind, target, detail, source, ev.target, ev.value, ev.duration_s))
 
-    def _apply(self, ev: ScheduledEvent, source: str) -> None:
+    def _record_events(self, events: Events) -> None:
+        for kind, target, detail in events:
+            self._log(kind, target, detail)
+
+    def _apply(self, ev: ScheduledEvent, source: str) -> Events:
+        """Phase 1 for one event: apply it, record it; returns the events it caused."""
         kind = ev.kind
         if kind in FACILITY_EVENT_KINDS:
             target, detail = self.facility.apply(ev, self.t_s)
             self.chip_clock = self.facility.clock  # protection may have re-clocked the chips
             self._log(kind, target, detail, source, ev)
-            return
+            return []
         cl, t = self.cluster, self.t_s
+        caused: Events = []
         level = kind.split("_", 1)[1]
         target = f"{level}:{ev.target}" if kind != "inference_surge" else ev.target
         if kind.startswith("fail_"):
-            detail = cl.inject_failure(level, int(ev.target), ev.duration_s, t, source)
+            detail = outages.inject_failure(cl, caused, level, int(ev.target), ev.duration_s, t, source)
         elif kind.startswith("repair_"):
-            chips = cl.target_chips(level, int(ev.target))
-            cl.repair_chips(chips)
+            chips = outages.target_chips(cl, level, int(ev.target))
+            outages.repair_chips(cl, chips)
             detail = f"{len(chips)} chips repaired"
         elif kind == "drain_ultraserver":
             # value: grace period [h] before running jobs are evicted; duration: maintenance.
-            detail = cl.drain(int(ev.target), int(round(ev.value * 3600)), ev.duration_s, t)
+            detail = outages.drain(cl, int(ev.target), int(round(ev.value * 3600)), ev.duration_s, t)
         elif kind == "undrain_ultraserver":
-            detail = cl.undrain(int(ev.target))
+            detail = outages.undrain(cl, int(ev.target))
         else:  # inference_surge
             factor = ev.value if ev.value > 0 else 2.0
             until = t + (ev.duration_s if ev.duration_s > 0 else 3600)
-            cl.surge(ev.target, factor, until)
+            serving.surge(cl, ev.target, factor, t, until)
             detail = f"x{factor:g} request rate until t={until} s"
         self._log(kind, target, detail, source, ev)
-        self._drain_cluster_log()
-
-    def _drain_cluster_log(self) -> None:
-        for kind, target, detail in self.cluster.log:
-            self._log(kind, target, detail)
-        self.cluster.log.clear()
-
-    # ------------------------------------------------------------------ failures
-    def _fail_chips(self, chips: npt.NDArray[np.int64], repair_at: int, cause: str = "thermal") -> None:
-        """Take chips out of service (the physics calls this for thermal trips); their jobs
-        restart from the last checkpoint."""
-        self.cluster.fail_chips(chips, repair_at, cause, self.t_s)
-        self._drain_cluster_log()
-
-    def _repair_chips(self, chips: npt.NDArray[np.int64]) -> None:
-        """Chips back from a thermal trip (the physics calls this); a chip that also has a
-        hardware fault stays out until that is repaired."""
-        self.cluster.recover_thermal(chips)
+        return caused
 
     # ------------------------------------------------------------------ step
     def _step(self, rec: _Recorder, i: int) -> None:
-        """One step: events, then the workload (who runs where, how busy), then the physics
-        (power, cooling, plant), then the record."""
+        """One step, phase by phase (module docstring)."""
         t = self.t_s
         while self._pending and self._pending[0][0] <= t:
             _, _, ev, source = heapq.heappop(self._pending)
-            self._apply(ev, source)
-        w = self._workload()
-        ph = self._physics(w)
+            self._record_events(self._apply(ev, source))
+        clock = self.chip_clock
+        w, work_events = self.cluster.step(t, self.dt_s, clock)
+        self._record_events(work_events)
+        ph, w = self._physics(w, clock)
         self._record(rec, i, w, ph)
         self.t_s = t + self.dt_s
 
-    # ------------------------------------------------------------------ workload
-    def _workload(self) -> WorkloadStep:
-        """Repairs and failures, drains, arrivals, autoscaling, scheduling, batch progress and
-        inference serving (``twin.cluster``). Sets each running job's ``activity``."""
-        w = self.cluster.step(self.t_s, self.dt_s, self.chip_clock)
-        self._drain_cluster_log()
-        return w
-
-    # ------------------------------------------------------------------ physics
-    def _physics(self, w: WorkloadStep) -> FacilityStep:
-        """Chip utilisation -> power, heat, temperatures, plant and power chain (``twin.facility``).
-        Thermal trips take chips offline; the clocks decided here apply to the next step's work
-        and power alike."""
+    def _physics(self, w: WorkStep, clock: npt.NDArray[np.float64]) -> tuple[FacilityStep, WorkStep]:
+        """Phases 3-4: site, then chip utilisation -> power, heat, temperatures, plant and power
+        chain (``twin.facility``). When junction protection slowed chips inside the step, the
+        batch work of the step is taken at the clocks the chips really ran at (work and power
+        use the same clock). Thermal trips take chips offline; the clocks decided here apply to
+        the next step's work and power alike."""
         a = self.jobs.a
         owner = self.chip_owner
         util = np.where(owner >= 0, a["activity"][np.maximum(owner, 0)], 0.0)
         cond = self.site.step(self.t_s, self.dt_s)
         ph = self.facility.step(util, ~self.chip_failed, cond, self.t_s, self.dt_s)
-        for kind, target, detail in self.facility.log:
-            self._log(kind, target, detail)
-        self.facility.log.clear()
+        if ph.protected:
+            d_train, d_job = rescale_progress(self.cluster, self.t_s, self.dt_s, clock, ph.clock)
+            w = dataclasses.replace(w, train_flops=w.train_flops - d_train, job_flops=w.job_flops - d_job)
+        self._record_events(ph.events)
         if len(ph.tripped_chips):
-            self._fail_chips(ph.tripped_chips, -1)
+            caused: Events = []
+            outages.fail_chips(self.cluster, caused, ph.tripped_chips, -1, "thermal", self.t_s)
+            self._record_events(caused)
         if len(ph.recovered_chips):
-            self._repair_chips(ph.recovered_chips)
+            outages.recover_thermal(self.cluster, ph.recovered_chips)
         self.chip_clock = self.facility.clock
         self.chip_activity, self.chip_power, self.chip_tj = ph.act_chip, ph.chip_p, ph.tj
-        return ph
+        return ph, w
 
     # ------------------------------------------------------------------ record
     def _record(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> None:
@@ -245,83 +263,86 @@ class Simulation:
         energy_j = facility_w * dt
         busy = owned & (act_chip > 0)
         cp = p.cooling
+        hw_failed = self.cluster.chip_hw_failed
+        tripped_us = ph.us_off
         rec.factory(
             i,
-            t=t,
-            it=it_w,
-            fac=facility_w,
-            cool=ph.cooling_w,
-            loss=ph.loss_w,
+            time_s=t,
+            it_power_w=it_w,
+            facility_power_w=facility_w,
+            cooling_power_w=ph.cooling_w,
+            power_loss_w=ph.loss_w,
             pue=pue,
-            chip=ph.chip_w,
-            psu_loss=ph.psu_loss_w,
-            pdu_loss=ph.pdu_loss_w,
-            ups_loss=ph.ups_loss_w,
-            tx_loss=ph.transformer_loss_w,
-            chiller=ph.chiller_w,
-            pumps=ph.pumps_w,
-            fans=ph.fans_w,
-            free=ph.free_fraction,
-            cop=ph.cop,
-            water=ph.water_l,
-            fw_supply=ph.fw_supply_c,
-            unmet=ph.unmet_heat_w,
-            cap=ph.facility_cap_w if np.isfinite(ph.facility_cap_w) else np.nan,
-            throttled=ph.throttled_chips,
-            clock=float(ph.clock[busy].mean()) if busy.any() else 1.0,
-            alloc=int(owned.sum()),
-            busy=int(busy.sum()),
-            failed=int(self.chip_failed.sum()),
-            act=float(act_chip.mean()),
-            queue=len(self.cluster.queue),
-            running=w.running_training,
-            train=w.train_flops,
-            tok=w.tokens_s,
-            req=w.requests_s,
-            drop=w.dropped_s,
-            jpt=j_per_tok,
-            outdoor=ph.cond.drybulb_c,
-            wetbulb=ph.cond.wetbulb_c,
-            rh=ph.cond.rel_humidity,
-            supply=cp.supply_setpoint_c,
-            ret=float(ph.us_return_c.mean()),
-            tmax=float(tj.max()),
-            price=ph.cond.price_usd_per_mwh,
-            carbon=ph.cond.carbon_g_per_kwh,
-            cost=energy_j / 3.6e9 * ph.cond.price_usd_per_mwh,
-            co2=energy_j / 3.6e6 * ph.cond.carbon_g_per_kwh / 1000.0,
-            energy=energy_j,
+            chip_power_w=ph.chip_w,
+            psu_loss_w=ph.psu_loss_w,
+            pdu_loss_w=ph.pdu_loss_w,
+            ups_loss_w=ph.ups_loss_w,
+            transformer_loss_w=ph.transformer_loss_w,
+            chiller_power_w=ph.chiller_w,
+            pump_power_w=ph.pumps_w,
+            fan_power_w=ph.fans_w,
+            free_cooling_fraction=ph.free_fraction,
+            chiller_cop=ph.cop,
+            water_l=ph.water_l,
+            facility_water_supply_c=ph.fw_supply_c,
+            unmet_heat_w=ph.unmet_heat_w,
+            facility_cap_w=ph.facility_cap_w if np.isfinite(ph.facility_cap_w) else np.nan,
+            throttled_chips=ph.throttled_chips,
+            mean_clock=float(ph.clock[busy].mean()) if busy.any() else 1.0,
+            chips_allocated=int(owned.sum()),
+            chips_busy=int(busy.sum()),
+            chips_failed=int(hw_failed.sum()),
+            ultraservers_tripped=int(tripped_us.sum()),
+            activity=float(act_chip.mean()),
+            queue_jobs=len(self.cluster.queue),
+            running_jobs=w.running_training,
+            training_flops=w.train_flops,
+            tokens_per_s=w.tokens_s,
+            requests_per_s=w.requests_s,
+            requests_dropped_per_s=w.dropped_s,
+            energy_per_token_j=j_per_tok,
+            outdoor_temp_c=ph.cond.drybulb_c,
+            outdoor_wetbulb_c=ph.cond.wetbulb_c,
+            outdoor_rh=ph.cond.rel_humidity,
+            coolant_supply_c=cp.supply_setpoint_c,
+            coolant_return_c=float(ph.us_return_c.mean()),
+            max_chip_temp_c=float(tj.max()),
+            price_usd_per_mwh=ph.cond.price_usd_per_mwh,
+            carbon_g_per_kwh=ph.cond.carbon_g_per_kwh,
+            cost_usd=energy_j / 3.6e9 * ph.cond.price_usd_per_mwh,
+            co2_kg=energy_j / 3.6e6 * ph.cond.carbon_g_per_kwh / 1000.0,
+            energy_j=energy_j,
         )
         us_busy = topo.per_us(busy)
-        us_failed = topo.per_us(self.chip_failed)
+        us_failed = topo.per_us(hw_failed)
         us_act = topo.per_us(act_chip) / topo.chips_per_us
         us_tmax = topo.max_per_us(tj)
         us_clock = topo.per_us(ph.clock) / topo.chips_per_us
-        rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, us_act, us_tmax, ph.us_return_c, us_clock)
+        rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, us_tmax, ph.us_return_c, us_clock)
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
-            rec.chips(t, owner, act_chip, chip_p, tj, self.chip_failed, ph.clock)
+            rec.chips(t, self.chip_job_ids(), act_chip, chip_p, tj, hw_failed, ph.clock)
 
     def _record_work(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> float:
         """Workload columns of ``factory_ts`` and this step's ``service_ts`` rows; returns the
         facility power attributed to inference [W]."""
         cl = self.cluster
         gross = ph.facility_w / ph.chip_w if ph.chip_w > 0 else 0.0  # = IT per chip W x PUE
-        svc_w = cl.service_power_w(ph.chip_p, gross)
+        svc_w = serving.service_power_w(cl, ph.chip_p, gross)
         inf_w = float(svc_w.sum())
         free, drained, whole, frag = cl.us_counts()
         rec.factory(
             i,
-            jobflops=w.job_flops,
-            served=w.served_s,
-            rqueued=w.requests_queued,
-            cfree=free,
-            cdrained=drained,
-            usfree=whole,
-            frag=frag,
-            fails=cl.step_failures,
-            preempt=cl.step_preemptions,
-            infw=inf_w,
+            job_flops=w.job_flops,
+            requests_served_per_s=w.served_s,
+            requests_queued=w.requests_queued,
+            chips_free=free,
+            chips_drained=drained,
+            ultraservers_free=whole,
+            fragmentation=frag,
+            failures=cl.step_failures,
+            preemptions=cl.step_preemptions,
+            inference_power_w=inf_w,
         )
         if w.svc:
             rec.services(i, self.t_s, self.dt_s, w, svc_w)
@@ -360,133 +381,63 @@ class Simulation:
         }
 
 
-FACTORY_FIELDS = {
-    "time_s": ("t", np.int64),
-    "it_power_w": ("it", np.float64),
-    "facility_power_w": ("fac", np.float64),
-    "cooling_power_w": ("cool", np.float64),
-    "power_loss_w": ("loss", np.float64),
-    "pue": ("pue", np.float64),
-    "chip_power_w": ("chip", np.float64),
-    "psu_loss_w": ("psu_loss", np.float64),
-    "pdu_loss_w": ("pdu_loss", np.float64),
-    "ups_loss_w": ("ups_loss", np.float64),
-    "transformer_loss_w": ("tx_loss", np.float64),
-    "chiller_power_w": ("chiller", np.float64),
-    "pump_power_w": ("pumps", np.float64),
-    "fan_power_w": ("fans", np.float64),
-    "free_cooling_fraction": ("free", np.float64),
-    "chiller_cop": ("cop", np.float64),
-    "water_l": ("water", np.float64),
-    "facility_water_supply_c": ("fw_supply", np.float64),
-    "unmet_heat_w": ("unmet", np.float64),
-    "facility_cap_w": ("cap", np.float64),
-    "throttled_chips": ("throttled", np.int32),
-    "mean_clock": ("clock", np.float64),
-    "chips_total": ("total", np.int32),
-    "chips_allocated": ("alloc", np.int32),
-    "chips_busy": ("busy", np.int32),
-    "chips_failed": ("failed", np.int32),
-    "activity": ("act", np.float64),
-    "queue_jobs": ("queue", np.int32),
-    "running_jobs": ("running", np.int32),
-    "training_flops": ("train", np.float64),
-    "tokens_per_s": ("tok", np.float64),
-    "requests_per_s": ("req", np.float64),
-    "requests_dropped_per_s": ("drop", np.float64),
-    "energy_per_token_j": ("jpt", np.float64),
-    "job_flops": ("jobflops", np.float64),
-    "requests_served_per_s": ("served", np.float64),
-    "requests_queued": ("rqueued", np.int64),
-    "chips_free": ("cfree", np.int32),
-    "chips_drained": ("cdrained", np.int32),
-    "ultraservers_free": ("usfree", np.int32),
-    "fragmentation": ("frag", np.float64),
-    "failures": ("fails", np.int32),
-    "preemptions": ("preempt", np.int32),
-    "inference_power_w": ("infw", np.float64),
-    "outdoor_temp_c": ("outdoor", np.float64),
-    "outdoor_wetbulb_c": ("wetbulb", np.float64),
-    "outdoor_rh": ("rh", np.float64),
-    "coolant_supply_c": ("supply", np.float64),
-    "coolant_return_c": ("ret", np.float64),
-    "max_chip_temp_c": ("tmax", np.float64),
-    "price_usd_per_mwh": ("price", np.float64),
-    "carbon_g_per_kwh": ("carbon", np.float64),
-    "cost_usd": ("cost", np.float64),
-    "co2_kg": ("co2", np.float64),
-    "energy_j": ("energy", np.float64),
+_NP_DTYPES: dict[str, Any] = {
+    "int8": np.int8,
+    "int32": np.int32,
+    "int64": np.int64,
+    "float32": np.float32,
+    "float64": np.float64,
+    "bool": np.bool_,
 }
 
 
-SERVICE_FIELDS: dict[str, Any] = {
-    "time_s": np.int64,
-    "requests_arrived": np.int64,
-    "requests_served": np.int64,
-    "requests_dropped": np.int64,
-    "requests_queued": np.int64,
-    "request_rate_per_s": np.float64,
-    "replicas_running": np.int32,
-    "replicas_starting": np.int32,
-    "replicas_target": np.int32,
-    "tokens_per_s": np.float64,
-    "input_tokens_per_s": np.float64,
-    "ttft_p50_s": np.float64,
-    "ttft_p90_s": np.float64,
-    "ttft_p99_s": np.float64,
-    "tpot_p50_s": np.float64,
-    "tpot_p90_s": np.float64,
-    "tpot_p99_s": np.float64,
-    "slo_met": np.float64,
-    "slo_attainment": np.float64,
-    "occupancy": np.float64,
-    "kv_cache_fraction": np.float64,
-    "utilization": np.float64,
-    "power_w": np.float64,
-}
+def _buffers(table: str, rows: int, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Zeroed buffers for the numeric columns of a telemetry table (``twin.telemetry``)."""
+    return {
+        c.name: np.zeros(rows, dtype=_NP_DTYPES[c.dtype])
+        for c in telemetry.TABLES[table]
+        if c.dtype in _NP_DTYPES and c.name not in skip
+    }
 
 
 class _Recorder:
-    """Preallocated per-advance telemetry buffers."""
+    """Preallocated per-advance telemetry buffers, laid out from ``twin.telemetry``."""
+
+    _US_COLS = (
+        "power_w",
+        "chips_busy",
+        "chips_failed",
+        "tripped",
+        "activity",
+        "max_chip_temp_c",
+        "coolant_return_c",
+        "clock",
+    )
 
     def __init__(self, steps: int, topo: Topology, services: tuple[str, ...] = ()) -> None:
         self.topo = topo
         self.svc_names = services
         ns = steps * len(services)
-        self.s: dict[str, Any] = {k: np.zeros(ns, dtype=dt) for k, dt in SERVICE_FIELDS.items()}
+        self.s: dict[str, Any] = _buffers("service_ts", ns)
         self.s["service_id"] = np.tile(np.arange(len(services), dtype=np.int32), steps)
         self.s["service"] = list(services) * steps
-        self.f = {key: np.zeros(steps, dtype=dt) for key, (_, dt) in FACTORY_FIELDS.items()}
+        self.f = _buffers("factory_ts", steps)
         self.f["chips_total"][:] = topo.chips
         m = steps * topo.ultraservers
-        self.u: dict[str, npt.NDArray[Any]] = {
-            "time_s": np.zeros(m, dtype=np.int64),
-            "ultraserver_id": np.tile(np.arange(topo.ultraservers, dtype=np.int32), steps),
-            "row_id": np.tile(topo.us_row, steps),
-            "power_w": np.zeros(m),
-            "chips_busy": np.zeros(m, dtype=np.int32),
-            "chips_failed": np.zeros(m, dtype=np.int32),
-            "activity": np.zeros(m, dtype=np.float32),
-            "max_chip_temp_c": np.zeros(m, dtype=np.float32),
-            "coolant_return_c": np.zeros(m, dtype=np.float32),
-            "clock": np.zeros(m, dtype=np.float32),
-        }
+        self.u: dict[str, npt.NDArray[Any]] = _buffers("ultraserver_ts", m)
+        self.u["ultraserver_id"] = np.tile(np.arange(topo.ultraservers, dtype=np.int32), steps)
+        self.u["row_id"] = np.tile(topo.us_row, steps)
         self.c: list[dict[str, npt.NDArray[Any]]] = []
-        self._keys = {short: key for key, (short, _) in FACTORY_FIELDS.items()}
 
     def factory(self, i: int, **values: float) -> None:
-        for short, v in values.items():
-            self.f[self._keys[short]][i] = v
+        for name, v in values.items():
+            self.f[name][i] = v
 
     def ultraserver(self, i: int, t: int, *cols: npt.NDArray[Any]) -> None:
         n = self.topo.ultraservers
         s = slice(i * n, (i + 1) * n)
         self.u["time_s"][s] = t
-        for name, col in zip(
-            ("power_w", "chips_busy", "chips_failed", "activity", "max_chip_temp_c", "coolant_return_c", "clock"),
-            cols,
-            strict=True,
-        ):
+        for name, col in zip(self._US_COLS, cols, strict=True):
             self.u[name][s] = col
 
     def chips(
@@ -505,7 +456,7 @@ class _Recorder:
                 "time_s": np.full(n, t, dtype=np.int64),
                 "chip_id": np.arange(n, dtype=np.int32),
                 "ultraserver_id": self.topo.chip_us,
-                "job_id": owner.copy(),
+                "job_id": owner,
                 "neuroncore_utilization": act.astype(np.float32),
                 "chip_power_w": pw.astype(np.float32),
                 "t_junction_c": tj.astype(np.float32),

@@ -1,0 +1,133 @@
+"""The job table: every live job and replica slot as a struct of arrays.
+
+Rows are *slots*. A job keeps its slot while it is queued or running and for one more
+``advance`` after it finished (so its final row is recorded and callers can still read it); then
+the slot is evicted and reused by a later job. A job's identity is its ``id`` (the ``job_id`` of
+the telemetry), never its slot, so memory stays flat over any run length: the table holds the
+live jobs, not the run's history (that is in the ``jobs`` table of the run file).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from twin.params import KIND_NAMES
+
+QUEUED, RUNNING, DONE, STOPPED, FREE = 0, 1, 2, 3, 4
+STATE_NAMES = ("queued", "running", "done", "stopped", "free")
+PRETRAIN, INFERENCE, FINETUNE, EVAL, BATCH_INFERENCE = range(5)
+TRAINING = PRETRAIN
+KIND_CODE = {name: i for i, name in enumerate(KIND_NAMES)}
+SOURCES = ("synthetic", "trace", "service", "manual")
+RESTART_ACTIVITY = 0.1  # chips of a gang reloading its checkpoint (ASM)
+NEVER = np.iinfo(np.int64).max // 2
+
+
+class JobTable:
+    """Struct-of-arrays job store over reusable slots; grows by doubling while more jobs are
+    live than it has slots."""
+
+    FIELDS: ClassVar[dict[str, Any]] = {
+        "id": np.int64,
+        "kind": np.int8,
+        "chips": np.int32,
+        "params": np.float64,
+        "tokens": np.float64,
+        "work": np.float64,
+        "done": np.float64,
+        "ckpt_done": np.float64,
+        "ckpt_time": np.int64,
+        "ckpt_every": np.int64,
+        "ckpt_due": np.int64,
+        "lost": np.float64,
+        "submit": np.int64,
+        "start": np.int64,
+        "first_start": np.int64,
+        "end": np.int64,
+        "state": np.int8,
+        "spanned": np.int32,
+        "mfu": np.float64,
+        "mfu_base": np.float64,
+        "rate": np.float64,
+        "activity": np.float64,
+        "restarts": np.int32,
+        "failures": np.int32,
+        "preemptions": np.int32,
+        "service": np.int32,
+        "priority": np.int32,
+        "preemptible": np.bool_,
+        "est": np.float64,
+        "est_end": np.float64,
+        "restart_until": np.int64,
+        "wait": np.float64,
+        "queued_since": np.int64,
+        "run_s": np.float64,
+        "prog_s": np.float64,
+        "ckpt_prog_s": np.float64,
+        "lost_s": np.float64,
+        "source": np.int8,
+        "inf": np.bool_,
+        "warm_at": np.int64,
+        "nominal": np.float64,
+    }
+
+    def __init__(self, capacity: int = 256) -> None:
+        self.n = 0  # slots ever used (high-water mark); rows past n are zero
+        self.next_id = 0  # id of the next job added
+        self.names: list[str] = []
+        self.precision: list[str] = []
+        self.a: dict[str, npt.NDArray[Any]] = {k: np.zeros(capacity, dtype=t) for k, t in self.FIELDS.items()}
+        self._free: list[int] = []  # evicted slots, reused lowest first
+
+    def add(self, name: str, precision: str, **values: float) -> int:
+        """Add a job in a free slot and return the slot (unset fields: zero; start/end/service
+        -1, checkpoint interval -1 = the class default, base MFU 0 = the model's). Its id is
+        ``a["id"][slot]``, the next in sequence."""
+        if self._free:
+            j = self._free.pop()
+            for arr in self.a.values():
+                arr[j] = 0
+            self.names[j] = name
+            self.precision[j] = precision
+        else:
+            if self.n == len(self.a["kind"]):
+                for k, arr in self.a.items():
+                    grown = np.zeros(2 * len(arr), dtype=arr.dtype)
+                    grown[: self.n] = arr[: self.n]
+                    self.a[k] = grown
+            j = self.n
+            self.n += 1
+            self.names.append(name)
+            self.precision.append(precision)
+        for k in ("start", "first_start", "end", "service", "ckpt_every"):
+            self.a[k][j] = -1
+        self.a["source"][j] = SOURCES.index("manual")
+        for k, v in values.items():
+            self.a[k][j] = v
+        self.a["id"][j] = self.next_id
+        self.next_id += 1
+        self.a["inf"][j] = self.a["kind"][j] == INFERENCE
+        return j
+
+    def evict(self, slots: list[int]) -> None:
+        """Free the slots of finished jobs whose rows have been recorded."""
+        for j in slots:
+            self.a["state"][j] = FREE
+            self.names[j] = ""
+        self._free.extend(slots)
+        self._free.sort(reverse=True)  # pop() takes the lowest: slots stay compact
+
+    @property
+    def live(self) -> int:
+        """Slots holding a job (live or finished but not yet evicted)."""
+        return self.n - len(self._free)
+
+    def ids(self, slots: npt.NDArray[np.integer[Any]] | list[int]) -> npt.NDArray[np.int64]:
+        out: npt.NDArray[np.int64] = self.a["id"][np.asarray(slots, dtype=np.int64)]
+        return out
+
+    def id_of(self, slot: int) -> int:
+        return int(self.a["id"][slot])

@@ -1,0 +1,153 @@
+"""The cooling plant over one step: air side (CRAHs on chilled water), liquid side (the facility
+water loop with its thermal mass), economizer (towers with a plate heat exchanger, or dry
+coolers) with chiller trim, and the plant's electrical power and water.
+
+Functions of the facility state (``twin.facility.Facility``: its plant state, design values and
+CDU flows); the relations are ``twin.cooling``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from twin import cooling
+from twin.params import CoolingParams
+from twin.site import Conditions
+
+if TYPE_CHECKING:
+    from twin.facility import Facility
+
+CP = cooling.WATER_CP_J_KG_K
+LATENT_J_PER_KG = 2.43e6  # latent heat of vaporisation of water at ~30 °C
+MIN_FLOW = 0.3  # variable-speed pumps never go below 30 % flow (ASM)
+
+
+def sink_c(cp: CoolingParams, cond: Conditions) -> tuple[float, float]:
+    """(coldest water the economizer makes, chiller condensing temperature) [°C]."""
+    if cp.plant == "tower":
+        tower_water = cond.wetbulb_c + cp.tower_approach_k
+        return tower_water + cp.hx_approach_k, tower_water + cp.condenser_approach_k
+    return cond.drybulb_c + cp.drycooler_approach_k, cond.drybulb_c + cp.condenser_approach_k
+
+
+def air_side(
+    f: Facility, air_w: float, sink: float, eps: float, cap_total: float, dt_s: int
+) -> tuple[float, float, float]:
+    """(economizer, chiller, unmet) heat of the air side [W]: chilled water at its setpoint, the
+    economizer precools when cold enough. The chilled-water loop warms when the chillers cannot
+    keep up (its thermal mass taken as the facility loop's, ASM)."""
+    cp, st = f.cp, f.plant
+    chw = cp.chilled_water_c
+    chw_ret = chw + 6.0
+    air_econ = min(air_w, max(eps * air_w * (chw_ret - sink) / 6.0, 0.0)) if air_w > 0 else 0.0
+    air_chiller = min(air_w - air_econ, cap_total)
+    air_unmet = air_w - air_econ - air_chiller
+    if air_unmet > 0:
+        st.chw_supply_c += air_unmet * dt_s / (f.fw_mass_kg * CP)
+    else:
+        st.chw_supply_c = max(chw, st.chw_supply_c - 1.0 * dt_s / 60.0)
+    return air_econ, air_chiller, air_unmet
+
+
+def liquid_side(
+    f: Facility, liquid_w: float, sink: float, eps: float, cap_left: float, dt_s: int
+) -> tuple[float, float, float, float]:
+    """(economizer, chiller, unmet) heat of the facility water loop [W] and its pump speed [-].
+    m c_p (T_ret - T_set) must go; the loop's supply temperature moves with its thermal mass."""
+    st = f.plant
+    speed = min(max(liquid_w / f.design_liquid_w, MIN_FLOW), 1.0) if liquid_w > 0 else MIN_FLOW
+    mcp = f.fw_flow_design * speed * CP
+    t_set = f.fw_setpoint_c
+    t0 = st.fw_supply_c
+    liq_econ = liq_chiller = liq_unmet = 0.0
+    if liquid_w <= 0:
+        return liq_econ, liq_chiller, liq_unmet, speed
+
+    def econ(t_supply: float) -> float:
+        t_ret = t_supply + liquid_w / mcp
+        return max(eps * mcp * (t_ret - sink), 0.0)
+
+    need_at_set = liquid_w
+    e_set = min(econ(t_set), need_at_set)
+    if e_set + cap_left >= need_at_set:
+        # The plant holds the setpoint: econ first, chiller trims; any stored heat in the loop
+        # is removed within the step (it is small next to the trim capacity).
+        excess = f.fw_mass_kg * CP * max(t0 - t_set, 0.0) / dt_s
+        liq_econ = e_set
+        liq_chiller = min(need_at_set - e_set + excess, cap_left)
+        st.fw_supply_c = max(t_set, t0 - (liq_chiller - (need_at_set - e_set)) * dt_s / (f.fw_mass_kg * CP))
+    else:
+        # Capacity-limited: C dT/dt = Q (1 - eps) - eps m c_p (T - sink) - chiller cap
+        # => exact exponential towards T_ss with tau = C / (eps m c_p).
+        c_fw = f.fw_mass_kg * CP
+        if eps > 0:
+            t_ss = sink + (liquid_w * (1 - eps) - cap_left) / (eps * mcp)
+            t1 = cooling.mixed_loop_step(t0, t_ss, c_fw / (eps * mcp), dt_s)
+        else:
+            t1 = t0 + (liquid_w - cap_left) * dt_s / c_fw
+        t1 = max(t1, t_set)
+        liq_chiller = cap_left
+        liq_econ = max(liquid_w - liq_chiller - c_fw * (t1 - t0) / dt_s, 0.0)
+        liq_econ = min(liq_econ, econ(0.5 * (t0 + t1)))
+        liq_unmet = max(liquid_w - liq_econ - liq_chiller, 0.0)
+        st.fw_supply_c = t1
+    return liq_econ, liq_chiller, liq_unmet, speed
+
+
+def plant_step(f: Facility, liquid_w: float, air_w: float, cond: Conditions, dt_s: int) -> dict[str, float]:
+    """The plant over one step with ``liquid_w`` into the facility water and ``air_w`` into the
+    air: its electrical power (chillers, pumps, fans), free-cooling share, COP, water and unmet
+    heat."""
+    cp, st = f.cp, f.plant
+    sink, t_cond = sink_c(cp, cond)
+    eps = min(st.towers_up * f.econ_unit_effectiveness, 0.95)
+    cap_total = st.chillers_up * f.chiller_unit_w
+    air_econ, air_chiller, air_unmet = air_side(f, air_w, sink, eps, cap_total, dt_s)
+    liq_econ, liq_chiller, liq_unmet, speed = liquid_side(
+        f, liquid_w, sink, eps, cap_total - air_chiller, dt_s
+    )
+
+    chiller_load = air_chiller + liq_chiller
+    # Chiller power: Carnot-fraction COP at the current lift, EnergyPlus part-load curve over
+    # the units that must run.
+    cop_liq = cooling.chiller_cop(f.fw_setpoint_c - 2.0, t_cond - cp.condenser_approach_k, cp)
+    cop_air = cooling.chiller_cop(cp.chilled_water_c - 2.0, t_cond - cp.condenser_approach_k, cp)
+    chiller_w = 0.0
+    if chiller_load > 0:
+        running = max(math.ceil(chiller_load / f.chiller_unit_w - 1e-9), 1)
+        plr = chiller_load / (running * f.chiller_unit_w)
+        cop_mix = chiller_load / (air_chiller / cop_air + liq_chiller / cop_liq)
+        full_w = running * f.chiller_unit_w / cop_mix
+        chiller_w = full_w * cooling.chiller_part_load_fraction(plr)
+    cop = chiller_load / chiller_w if chiller_w > 0 else cop_air
+    # Pumps: CDU secondary pumps (per UltraServer loop) and facility water pumps by the
+    # affinity law P ~ flow^3; fans follow the heat they reject, P ~ speed^3.
+    us_speed = min(max(liquid_w / f.design_liquid_w, MIN_FLOW), 1.0)
+    pumps_w = 0.0
+    if f.lf > 0:
+        flow = float(f.row_flow_fraction[f.topo.us_row].sum())
+        pumps_w = f.cdu_pump_design_w * us_speed**3 * flow + f.fw_pump_design_w * speed**3
+    rejected = liq_econ + air_econ + chiller_load + chiller_w
+    fan_speed = min(rejected / max(f.design_it_w, 1.0), 1.0)
+    fans_w = f.fan_design_w * fan_speed**3 * (st.towers_up / max(cp.economizer_units, 1)) + (
+        cp.crah_fan_w_per_w * air_w
+    )
+    # Cooling-tower water: evaporation of the share of rejected heat carried as latent heat,
+    # plus blowdown for the cycles of concentration (make-up = evap x N / (N - 1); facts §8.5).
+    water_l = 0.0
+    if cp.plant == "tower":
+        evap_kg_s = cp.evaporative_fraction * rejected / LATENT_J_PER_KG
+        n = cp.cycles_of_concentration
+        water_l = evap_kg_s * n / (n - 1) * dt_s  # 1 kg = 1 L
+    total_heat = liquid_w + air_w
+    free = (liq_econ + air_econ) / total_heat if total_heat > 0 else 1.0
+    return {
+        "chiller_w": chiller_w,
+        "pumps_w": pumps_w,
+        "fans_w": fans_w,
+        "free_fraction": min(max(free, 0.0), 1.0),
+        "cop": cop,
+        "water_l": water_l,
+        "unmet_w": liq_unmet + air_unmet,
+    }

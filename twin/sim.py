@@ -112,7 +112,8 @@ class Simulation:
         self.chip_clock = np.ones(n)
         self.chip_power = np.zeros(n)
         self.chip_activity = np.zeros(n)
-        self.chip_tj = np.full(n, params.cooling.supply_setpoint_c)
+        self._chip_tj0 = np.full(n, params.cooling.supply_setpoint_c)
+        self._ph: FacilityStep | None = None  # the last physics step
         self.site = site.SiteModel(params.site, self.rngs.weather)
         self.facility = Facility(params, self.topo, self.sys, self.acc, self.design)
         self._events: list[tuple[int, str, str, str, str, str, float, int]] = []
@@ -145,6 +146,11 @@ class Simulation:
             np.int32
         )
         return out
+
+    @property
+    def chip_tj(self) -> npt.NDArray[np.float64]:
+        """Junction temperature of every chip in the last step [°C] (derived on demand)."""
+        return self._ph.chip_tj() if self._ph is not None else self._chip_tj0
 
     @property
     def us_tripped(self) -> npt.NDArray[np.bool_]:
@@ -229,9 +235,9 @@ class Simulation:
         batch work of the step is taken at the clocks the chips really ran at (work and power
         use the same clock). Thermal trips take chips offline; the clocks decided here apply to
         the next step's work and power alike."""
-        a = self.jobs.a
-        owner = self.chip_owner
-        util = np.where(owner >= 0, a["activity"][np.maximum(owner, 0)], 0.0)
+        # Each chip's utilisation is its job's activity: one gather through the job table, with
+        # a trailing 0 that idle chips (owner -1) pick up.
+        util = np.append(self.jobs.a["activity"], 0.0).take(self.chip_owner)
         cond = self.site.step(self.t_s, self.dt_s)
         ph = self.facility.step(util, ~self.chip_failed, cond, self.t_s, self.dt_s)
         if ph.protected:
@@ -245,7 +251,7 @@ class Simulation:
         if len(ph.recovered_chips):
             outages.recover_thermal(self.cluster, ph.recovered_chips)
         self.chip_clock = self.facility.clock
-        self.chip_activity, self.chip_power, self.chip_tj = ph.act_chip, ph.chip_p, ph.tj
+        self.chip_activity, self.chip_power, self._ph = ph.act_chip, ph.chip_p, ph
         return ph, w
 
     # ------------------------------------------------------------------ record
@@ -253,18 +259,26 @@ class Simulation:
         p, t, dt = self.p, self.t_s, self.dt_s
         topo = self.topo
         owner = self.chip_owner
-        owned = owner >= 0
-        act_chip, chip_p, tj = ph.act_chip, ph.chip_p, ph.tj
+        nus, c = topo.ultraservers, topo.chips_per_us
+        act_chip, chip_p = ph.act_chip, ph.chip_p
         it_w, facility_w, pue = ph.it_w, ph.facility_w, ph.pue
         # Energy per token: the facility power attributed to inference replicas (their chips'
         # share of IT, grossed up by PUE), recorded with the other workload columns.
         inf_w = self._record_work(rec, i, w, ph)
         j_per_tok = inf_w / w.tokens_s if w.tokens_s > 0 else float("nan")
         energy_j = facility_w * dt
-        busy = owned & (act_chip > 0)
+        # Busy = doing work; only a job's chips have activity, so no ownership test is needed.
+        busy = act_chip > 0
+        us_busy = np.count_nonzero(busy.reshape(nus, c), axis=1)
         cp = p.cooling
         hw_failed = self.cluster.chip_hw_failed
+        us_failed = np.bincount(topo.chip_us[np.flatnonzero(hw_failed)], minlength=nus)  # sparse
         tripped_us = ph.us_off
+        if ph.full_clock:
+            mean_clock, us_clock = 1.0, np.ones(nus)
+        else:
+            mean_clock = float(ph.clock[busy].mean()) if busy.any() else 1.0
+            us_clock = topo.per_us(ph.clock) / c
         rec.factory(
             i,
             time_s=t,
@@ -288,12 +302,12 @@ class Simulation:
             unmet_heat_w=ph.unmet_heat_w,
             facility_cap_w=ph.facility_cap_w if np.isfinite(ph.facility_cap_w) else np.nan,
             throttled_chips=ph.throttled_chips,
-            mean_clock=float(ph.clock[busy].mean()) if busy.any() else 1.0,
-            chips_allocated=int(owned.sum()),
-            chips_busy=int(busy.sum()),
-            chips_failed=int(hw_failed.sum()),
+            mean_clock=mean_clock,
+            chips_allocated=int(np.count_nonzero(owner >= 0)),
+            chips_busy=int(us_busy.sum()),
+            chips_failed=int(us_failed.sum()),
             ultraservers_tripped=int(tripped_us.sum()),
-            activity=float(act_chip.mean()),
+            activity=float(ph.us_act.sum()) / topo.chips,
             queue_jobs=len(self.cluster.queue),
             running_jobs=w.running_training,
             training_flops=w.train_flops,
@@ -306,22 +320,20 @@ class Simulation:
             outdoor_rh=ph.cond.rel_humidity,
             coolant_supply_c=cp.supply_setpoint_c,
             coolant_return_c=float(ph.us_return_c.mean()),
-            max_chip_temp_c=float(tj.max()),
+            max_chip_temp_c=float(ph.us_tj_max.max()),
             price_usd_per_mwh=ph.cond.price_usd_per_mwh,
             carbon_g_per_kwh=ph.cond.carbon_g_per_kwh,
             cost_usd=energy_j / 3.6e9 * ph.cond.price_usd_per_mwh,
             co2_kg=energy_j / 3.6e6 * ph.cond.carbon_g_per_kwh / 1000.0,
             energy_j=energy_j,
         )
-        us_busy = topo.per_us(busy)
-        us_failed = topo.per_us(hw_failed)
-        us_act = topo.per_us(act_chip) / topo.chips_per_us
-        us_tmax = topo.max_per_us(tj)
-        us_clock = topo.per_us(ph.clock) / topo.chips_per_us
-        rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, us_tmax, ph.us_return_c, us_clock)
+        us_act = ph.us_act / c
+        rec.ultraserver(
+            i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, ph.us_tj_max, ph.us_return_c, us_clock
+        )
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
-            rec.chips(t, self.chip_job_ids(), act_chip, chip_p, tj, hw_failed, ph.clock)
+            rec.chips(t, self.chip_job_ids(), act_chip, chip_p, ph.chip_tj(), hw_failed, ph.clock)
 
     def _record_work(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> float:
         """Workload columns of ``factory_ts`` and this step's ``service_ts`` rows; returns the

@@ -267,8 +267,11 @@ class Simulation:
         inf_w = self._record_work(rec, i, w, ph)
         j_per_tok = inf_w / w.tokens_s if w.tokens_s > 0 else float("nan")
         energy_j = facility_w * dt
-        # Busy = doing work; only a job's chips have activity, so no ownership test is needed.
+        # Busy = held by a job and doing work. Only a job's chips have activity; ownership changed
+        # since the physics read it only when a thermal trip interrupted jobs this step.
         busy = act_chip > 0
+        if len(ph.tripped_chips):
+            busy &= owner >= 0
         us_busy = np.count_nonzero(busy.reshape(nus, c), axis=1)
         cp = p.cooling
         hw_failed = self.cluster.chip_hw_failed

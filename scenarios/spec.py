@@ -592,6 +592,11 @@ class EventSection(BaseModel):
 class TelemetrySection(BaseModel):
     model_config = STRICT
     chip_sample_interval_s: int = Field(3600, ge=0)
+    # Aggregate tiers [s of simulated time]: recorded every interval, at most once a step (1 = every
+    # step); 0 turns the table off. At campus scale ultraserver_ts every N steps keeps files small.
+    ultraserver_interval_s: int = Field(1, ge=0, le=31_622_400)
+    row_interval_s: int = Field(1, ge=0, le=31_622_400)
+    hall_interval_s: int = Field(1, ge=0, le=31_622_400)
 
 
 class Scenario(BaseModel):
@@ -758,6 +763,9 @@ class Scenario(BaseModel):
             models=tuple(m.spec() for m in self.models),
             events=events,
             chip_sample_interval_s=self.telemetry.chip_sample_interval_s,
+            ultraserver_interval_s=self.telemetry.ultraserver_interval_s,
+            row_interval_s=self.telemetry.row_interval_s,
+            hall_interval_s=self.telemetry.hall_interval_s,
         )
 
 

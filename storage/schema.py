@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from storage.kpis import run_summary_view_sql
-from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
+from twin.telemetry import ADDED_IN, SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "int8": pa.int8(),
@@ -60,11 +60,19 @@ def migrations() -> list[list[str]]:
     """Ordered migrations; index + 1 is the schema version they bring the file to."""
     v1 = ["CREATE TABLE IF NOT EXISTS twin_meta (key VARCHAR PRIMARY KEY, value VARCHAR)"]
     for table in TABLES:
-        v1.append(create_table_sql(table))
-        v1.extend(comment_sql(table, c) for c in TABLES[table])
+        if table not in ADDED_IN:
+            v1.append(create_table_sql(table))
+            v1.extend(comment_sql(table, c) for c in TABLES[table])
     # Views for the questions people ask most.
     v1.append(run_summary_view_sql())
-    return [v1]
+    out = [v1]
+    for version in range(2, SCHEMA_VERSION + 1):
+        v: list[str] = []
+        for table in (t for t, added in ADDED_IN.items() if added == version):
+            v.append(create_table_sql(table))
+            v.extend(comment_sql(table, c) for c in TABLES[table])
+        out.append(v)
+    return out
 
 
 assert len(migrations()) == SCHEMA_VERSION

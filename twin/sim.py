@@ -366,7 +366,18 @@ class Simulation:
     # ------------------------------------------------------------------ public
     def advance(self, steps: int) -> Frames:
         """Run ``steps`` steps; return their telemetry frames."""
-        rec = _Recorder(steps, self.topo, tuple(s.name for s in self.p.services))
+        p = self.p
+        times = self.t_s + self.dt_s * np.arange(steps, dtype=np.int64)
+        rec = _Recorder(
+            steps,
+            self.topo,
+            tuple(s.name for s in p.services),
+            tiers={
+                "ultraserver_ts": _due(times, self.dt_s, p.ultraserver_interval_s),
+                "row_ts": _due(times, self.dt_s, p.row_interval_s),
+                "hall_ts": _due(times, self.dt_s, p.hall_interval_s),
+            },
+        )
         for i in range(steps):
             self._step(rec, i)
         frames = rec.frames()
@@ -406,6 +417,16 @@ _NP_DTYPES: dict[str, Any] = {
 }
 
 
+def _due(times: npt.NDArray[np.int64], dt: int, interval_s: int) -> npt.NDArray[np.bool_]:
+    """Steps (starting at ``times``) on which a tier recorded every ``interval_s`` is due: the
+    first step at or after each multiple of the interval (every step when it is at most ``dt``;
+    never when it is 0)."""
+    if interval_s <= 0:
+        return np.zeros(len(times), dtype=bool)
+    out: npt.NDArray[np.bool_] = times % interval_s < dt
+    return out
+
+
 def _buffers(table: str, rows: int, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """Zeroed buffers for the numeric columns of a telemetry table (``twin.telemetry``)."""
     return {
@@ -429,8 +450,21 @@ class _Recorder:
         "clock",
     )
 
-    def __init__(self, steps: int, topo: Topology, services: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        steps: int,
+        topo: Topology,
+        services: tuple[str, ...] = (),
+        tiers: dict[str, npt.NDArray[np.bool_]] | None = None,
+    ) -> None:
         self.topo = topo
+        every = np.ones(steps, dtype=bool)
+        tiers = tiers or {}
+        # Slot of each step in a tier's buffers (-1: not recorded that step).
+        self.slot = {
+            t: np.where(m, np.cumsum(m) - 1, -1) for t in TIERS for m in (tiers.get(t, every),)
+        }
+        n_us, n_row, n_hall = (int((self.slot[t] >= 0).sum()) for t in TIERS)
         self.svc_names = services
         ns = steps * len(services)
         self.s: dict[str, Any] = _buffers("service_ts", ns)
@@ -438,10 +472,17 @@ class _Recorder:
         self.s["service"] = list(services) * steps
         self.f = _buffers("factory_ts", steps)
         self.f["chips_total"][:] = topo.chips
-        m = steps * topo.ultraservers
+        m = n_us * topo.ultraservers
         self.u: dict[str, npt.NDArray[Any]] = _buffers("ultraserver_ts", m)
-        self.u["ultraserver_id"] = np.tile(np.arange(topo.ultraservers, dtype=np.int32), steps)
-        self.u["row_id"] = np.tile(topo.us_row, steps)
+        self.u["ultraserver_id"] = np.tile(np.arange(topo.ultraservers, dtype=np.int32), n_us)
+        self.u["row_id"] = np.tile(topo.us_row, n_us)
+        self.r: dict[str, npt.NDArray[Any]] = _buffers("row_ts", n_row * topo.rows)
+        self.r["row_id"] = np.tile(np.arange(topo.rows, dtype=np.int32), n_row)
+        self.r["ultraservers"] = np.tile(np.bincount(topo.us_row, minlength=topo.rows).astype(np.int32), n_row)
+        self.h: dict[str, npt.NDArray[Any]] = _buffers("hall_ts", n_hall)
+        self.h["ultraservers"][:] = topo.ultraservers
+        # First UltraServer of each row (UltraServers are numbered row by row).
+        self._row_start = np.flatnonzero(np.r_[True, topo.us_row[1:] != topo.us_row[:-1]])
         self.c: list[dict[str, npt.NDArray[Any]]] = []
 
     def factory(self, i: int, **values: float) -> None:
@@ -449,11 +490,46 @@ class _Recorder:
             self.f[name][i] = v
 
     def ultraserver(self, i: int, t: int, *cols: npt.NDArray[Any]) -> None:
-        n = self.topo.ultraservers
-        s = slice(i * n, (i + 1) * n)
-        self.u["time_s"][s] = t
-        for name, col in zip(self._US_COLS, cols, strict=True):
-            self.u[name][s] = col
+        """Step ``i``'s UltraServer rows and the row and hall aggregates of them, in each tier
+        due this step. Counts and power are summed, temperatures reduced by max, activity,
+        clock and return temperature averaged (over chips, chips and UltraServers)."""
+        topo = self.topo
+        k = int(self.slot["ultraserver_ts"][i])
+        if k >= 0:
+            n = topo.ultraservers
+            s = slice(k * n, (k + 1) * n)
+            self.u["time_s"][s] = t
+            for name, col in zip(self._US_COLS, cols, strict=True):
+                self.u[name][s] = col
+        kr, kh = int(self.slot["row_ts"][i]), int(self.slot["hall_ts"][i])
+        if kr < 0 and kh < 0:
+            return
+        power, busy, failed, tripped, act, tmax, ret, clock = cols
+        if kr >= 0:
+            st = self._row_start
+            nus = np.diff(np.r_[st, topo.ultraservers])
+            s = slice(kr * topo.rows, (kr + 1) * topo.rows)
+            r = self.r
+            r["time_s"][s] = t
+            r["power_w"][s] = np.add.reduceat(power, st)
+            r["chips_busy"][s] = np.add.reduceat(busy, st)
+            r["chips_failed"][s] = np.add.reduceat(failed, st)
+            r["ultraservers_tripped"][s] = np.add.reduceat(tripped.astype(np.int32), st)
+            r["activity"][s] = np.add.reduceat(act, st) / nus
+            r["max_chip_temp_c"][s] = np.maximum.reduceat(tmax, st)
+            r["coolant_return_c"][s] = np.add.reduceat(ret, st) / nus
+            r["clock"][s] = np.add.reduceat(clock, st) / nus
+        if kh >= 0:
+            h = self.h
+            h["time_s"][kh] = t
+            h["power_w"][kh] = power.sum()
+            h["chips_busy"][kh] = busy.sum()
+            h["chips_failed"][kh] = failed.sum()
+            h["ultraservers_tripped"][kh] = np.count_nonzero(tripped)
+            h["activity"][kh] = act.mean()
+            h["max_chip_temp_c"][kh] = tmax.max()
+            h["coolant_return_c"][kh] = ret.mean()
+            h["clock"][kh] = clock.mean()
 
     def chips(
         self,
@@ -510,12 +586,15 @@ class _Recorder:
             s["power_w"][r] = power_w[k]
 
     def frames(self) -> Frames:
-        out: Frames = {"factory_ts": self.f, "ultraserver_ts": self.u}
+        out: Frames = {"factory_ts": self.f, "ultraserver_ts": self.u, "row_ts": self.r, "hall_ts": self.h}
         if self.svc_names:
             out["service_ts"] = self.s
         if self.c:
             out["chip_ts"] = {k: np.concatenate([c[k] for c in self.c]) for k in self.c[0]}
         return out
+
+
+TIERS = ("ultraserver_ts", "row_ts", "hall_ts")
 
 
 def steps_for(duration_s: float, dt_s: int) -> int:

@@ -9,7 +9,6 @@ locks it for the run's life, so ``overwrite`` never replaces a file another live
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as _dt
 import os
 import signal
@@ -22,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from scenarios.spec import Scenario, ScenarioError
+from scenarios.spec import Scenario, ScenarioError, build_simulation, prepare
+from storage.live import LivePublisher
 from storage.reader import kpi_summary
 from storage.runlock import crash_point
 from storage.sandbox import Limits
@@ -48,20 +48,16 @@ class Session:
         flush_interval_s: float = 1.0,
         extra_events: tuple[ScheduledEvent, ...] = (),
         sql_limits: Limits | None = None,
+        publish_live: bool = True,
+        on_chunk: Callable[[Frames], None] | None = None,
     ) -> None:
         self.scenario = scenario
-        try:
-            self.params = scenario.to_params(seed)
-        except ValueError as e:
-            raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
-        if extra_events:
-            self.params = dataclasses.replace(self.params, events=self.params.events + tuple(extra_events))
+        self.on_chunk = on_chunk  # called with each advance's frames (e.g. the metrics endpoint)
+        # The same checks as `twin validate`, all before the output file is created.
+        self.params, sim = build_simulation(scenario, seed, duration_s, tuple(extra_events))
+        self.sim: Simulation = sim
         self.seed = self.params.seed
         self.duration_s = int(duration_s if duration_s is not None else round(scenario.duration_h * 3600))
-        try:
-            self.sim = Simulation(self.params)
-        except ValueError as e:
-            raise ScenarioError(f"scenario '{scenario.name}': {e}") from None
         self.out = Path(out)
         check_output(self.out, overwrite)
         if self.out.parent and not self.out.parent.exists():
@@ -72,6 +68,9 @@ class Session:
         crash_point("session:writer")
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         self.run_id = f"{scenario.name}-s{self.seed}-{stamp}-{os.getpid()}"
+        # Other processes read the run while it is written through Parquet parts next to the file
+        # (published from the writer's first commit on, once it holds the file).
+        self.publisher = LivePublisher(self.out) if publish_live else None
         self.writer = TelemetryWriter(
             self.out,
             {
@@ -86,10 +85,13 @@ class Session:
                 "ultraservers": self.sim.topo.ultraservers,
                 "system": self.params.hall.system.key,
                 "design_json": self.sim.design.to_json(),
+                # Calendar time of time_s = 0 (the scenario key ``start``; older specs have none).
+                "start": getattr(scenario, "start", None),
             },
             flush_interval_s=flush_interval_s,
             if_exists="replace" if overwrite else "error",
             limits=sql_limits,
+            on_commit=self.publisher.on_commit if self.publisher else None,
         )
         self.closed = False
 
@@ -104,12 +106,18 @@ class Session:
     def advance(self, steps: int) -> Frames:
         frames = self.sim.advance(steps)
         self.writer.write(frames, self.sim.t_s)
+        if self.on_chunk is not None:
+            self.on_chunk(frames)
         return frames
 
     def close(self, status: str = "complete") -> None:
         if not self.closed:
             self.closed = True
-            self.writer.close(status)
+            try:
+                self.writer.close(status)
+            finally:
+                if self.publisher is not None:
+                    self.publisher.close()
 
 
 class Terminated(KeyboardInterrupt):
@@ -137,29 +145,36 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM until the block ends (in the main thread; elsewhere they do not
-    arrive anyway)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    """Hold Ctrl-C and SIGTERM until the block ends, then deliver them (main thread only: Python
+    runs signal handlers there, whichever thread the signal reached)."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    pending: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        pending.append(signum)
+
+    old = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        if pending:
+            signal.raise_signal(pending[0])
 
 
-def variant_outputs(scenario: Scenario, base: Path, seed: int | None, overwrite: bool) -> list[tuple[Scenario, Path]]:
-    """Each variant of a comparison scenario with its output file, every one checked (its
-    parameters, and that its file can be written) before any file is written."""
+def variant_outputs(
+    scenario: Scenario, base: Path, seed: int | None, overwrite: bool, duration_s: int | None = None
+) -> list[tuple[Scenario, Path]]:
+    """Each variant of a comparison scenario with its output file, every one checked (the same
+    checks as `twin validate`, and that its file can be written) before any file is written."""
     plan: list[tuple[Scenario, Path]] = []
     seen: set[Path] = set()
     for v in scenario.variants:
         path = base.with_name(f"{base.stem}-{v.name}{base.suffix or '.duckdb'}")
-        try:
-            v.to_params(seed)
-        except ValueError as e:
-            raise ScenarioError(f"scenario '{scenario.name}', variant '{v.name}': {e}") from None
+        prepare(v, seed, duration_s)
         if path.resolve() in seen:
             raise ScenarioError(f"scenario '{scenario.name}': two variants write {path}")
         seen.add(path.resolve())
@@ -207,13 +222,17 @@ def run(
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
     extra_events: tuple[ScheduledEvent, ...] = (),
+    publish_live: bool = True,
+    on_chunk: Callable[[Frames], None] | None = None,
 ) -> RunResult:
-    """Run a scenario headless to completion; return its KPI summary."""
+    """Run a scenario headless to completion; return its KPI summary. ``on_chunk`` gets each
+    chunk's frames after they are queued for writing."""
     t0 = time.perf_counter()
     done = 0
     status = "failed"
     session = Session(
-        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events
+        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events,
+        publish_live=publish_live, on_chunk=on_chunk,
     )
     try:
         total = session.total_steps

@@ -28,6 +28,8 @@ import csv
 import datetime as _dt
 import io
 import math
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from scenarios.facts import MAX_SITE_FILE_BYTES
 from twin import site as sitephys
 
 FloatArray = npt.NDArray[np.float64]
@@ -62,11 +65,29 @@ class Weather:
 
 
 # ---------------------------------------------------------------------- helpers
+def file_problem(path: Path, limit: int, what: str) -> str | None:
+    """Why ``path`` cannot be read as a ``what`` (None if it can): it must be a regular file of
+    at most ``limit`` bytes. Checked before reading a byte, so ``/dev/zero``, a FIFO or a huge
+    file is refused instead of read until memory runs out."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return f"{path}: no such file"
+    except (OSError, ValueError) as e:
+        return f"{path}: cannot read: {getattr(e, 'strerror', None) or e}"
+    if stat.S_ISDIR(st.st_mode):
+        return f"{path}: is a directory, not a {what}"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path}: not a regular file (a device, pipe or socket cannot be a {what})"
+    if st.st_size > limit:
+        return f"{path}: {st.st_size:,} bytes; a {what} may be at most {limit:,} bytes ({limit >> 20} MiB)"
+    return None
+
+
 def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise SiteFileError(f"{path}: no such file")
-    if path.is_dir():
-        raise SiteFileError(f"{path}: is a directory, not a file")
+    problem = file_problem(path, MAX_SITE_FILE_BYTES, "site file")
+    if problem:
+        raise SiteFileError(problem)
     try:
         return path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
@@ -125,6 +146,15 @@ def read_csv_columns(
     """Read an hourly CSV: a ``hour`` or ``timestamp`` column plus, for each group of
     alternative column names, exactly one of them. Returns the values by column name and the file
     line of every row."""
+    try:
+        return _read_csv_columns(path, groups, checks)
+    except csv.Error as e:
+        raise SiteFileError(f"{path}: not a readable CSV: {e}") from None
+
+
+def _read_csv_columns(
+    path: Path, groups: tuple[tuple[str, ...], ...], checks: dict[str, Check]
+) -> tuple[dict[str, FloatArray], list[int]]:
     text = _read_text(path)
     reader = csv.reader(io.StringIO(text, newline=""))
     header: list[str] | None = None

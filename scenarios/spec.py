@@ -1,397 +1,81 @@
-"""Scenario files: TOML validated by pydantic (unknown keys refused), turned into model parameters.
+"""Scenario files: TOML validated against the scenario fact table, turned into model parameters.
 
-The section models mirror the parameter dataclasses in ``twin.params`` field by field, so a key
-added to the model is a key users can set. Every numeric value is checked: sizes, powers, rates and
-durations must be non-negative (positive where zero makes no sense), efficiencies and fractions lie
-in (0, 1]. Errors name the file, the key path and what is wrong.
+The section models are generated from ``scenarios.facts`` (each key's type, unit, bounds, default
+and description, defined once) in ``scenarios.sections``; this module assembles the ``Scenario``,
+checks it against its hall (size, replicas, event targets) and the resource limits before anything
+is allocated, reads the files it names and builds the model parameters. Booleans are not numbers,
+NaN and infinity are refused, enumerations are closed. Errors name the file, the key path and what
+is wrong, in one line.
+
+``load_scenario_dict(data, source)`` validates a raw TOML dict (``--set`` overrides are applied to
+it first); ``prepare(scenario, seed, duration_s)`` is the one set of checks ``twin validate`` and
+``twin run`` share.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    create_model,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, PrivateAttr, ValidationError, create_model, model_validator
 
+from scenarios import facts as F
 from scenarios import sitefiles, traces
-from twin import catalog, params
-from twin.models import DENSE_MFU, MODELS, MOE_MFU, ModelSpec
-from twin.sim import EVENT_KINDS
-from twin.workload import TOKEN_PROFILES
+from scenarios.facts import CLIMATES, Fact
+from scenarios.sections import (
+    ACC_OVERRIDABLE,
+    SYS_OVERRIDABLE,
+    TOU_KEYS,
+    CarbonSection,
+    CoolingSection,
+    EventSection,
+    FailureSection,
+    GridSection,
+    HallSection,
+    HardwareSection,
+    ModelSection,
+    PowerSection,
+    PriceSection,
+    SchedulerSection,
+    ServiceSection,
+    SiteSection,
+    Strict,
+    TelemetrySection,
+    TrainingSection,
+    annotation,
+    fields_of,
+    safe_name,
+)
+from twin import catalog, params, workload
+from twin.models import MODELS
 
-STRICT = ConfigDict(extra="forbid", frozen=True)
-
-# Fields whose values may be below zero (temperatures in °C).
-_SIGNED = {"mean_temp_c", "latitude_deg", "dewpoint_seasonal_k"}
-_UNIT_INTERVAL = ("efficiency", "fraction", "_factor", "mfu", "activity")
-_POSITIVE = {
-    "dt_s",
-    "ultraservers",
-    "ultraservers_per_row",
-    "chips_per_replica",
-    "batch_max",
-    "layers",
-    "kv_heads",
-    "head_dim",
-    "params",
-    "active_params",
-    "flow_l_min_per_kw",
-    "pump_efficiency",
-    "carnot_fraction",
-    "cop_min",
-    "cop_max",
-    "loop_volume_l_per_ultraserver",
-    "weather_noise_tau_h",
-}
+__all__ = [
+    "CLIMATES",
+    "CarbonSection",
+    "PriceSection",
+    "Scenario",
+    "ScenarioError",
+    "annotation",
+    "build_simulation",
+    "load",
+    "load_scenario_dict",
+    "parse",
+    "prepare",
+]
 
 
 class ScenarioError(Exception):
     """A scenario could not be loaded: ``str()`` is the one-line message for the user."""
 
-
-def _field_for(name: str, default: Any) -> tuple[Any, Any]:
-    if isinstance(default, bool):
-        return (bool, default)
-    if isinstance(default, int | float) and not isinstance(default, bool):
-        typ: Any = int if isinstance(default, int) else float
-        if name in _SIGNED:
-            return (typ, Field(default))
-        if name.endswith(("_efficiency",)) or name in {
-            "psu_efficiency",
-            "pdu_efficiency",
-            "transformer_efficiency",
-        }:
-            return (typ, Field(default, gt=0, le=1))
-        if any(k in name for k in _UNIT_INTERVAL) and "rating" not in name and "peak" not in name:
-            return (typ, Field(default, ge=0, le=1))
-        if name in _POSITIVE:
-            return (typ, Field(default, gt=0))
-        return (typ, Field(default, ge=0))
-    if isinstance(default, str):
-        return (str, default)
-    if isinstance(default, tuple):
-        inner = type(default[0]) if default else float
-        return (tuple[inner, ...], default)  # type: ignore[valid-type]
-    raise TypeError(name)
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).split("\n")))
 
 
-def _section(dc: type, skip: tuple[str, ...] = ()) -> type[BaseModel]:
-    fields: dict[str, Any] = {}
-    for f in dataclasses.fields(dc):
-        if f.name in skip:
-            continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        fields[f.name] = _field_for(f.name, default)
-    return create_model(dc.__name__.replace("Params", "Section"), __config__=STRICT, **fields)
-
-
-PowerSection = _section(params.PowerChainParams)
-CoolingSection = _section(params.CoolingParams)
-_SiteBase = _section(
-    params.SiteParams,
-    skip=(
-        "price_tou",
-        "weather_drybulb_c",
-        "weather_rel_humidity",
-        "weather_wetbulb_c",
-        "price_hourly_usd_per_mwh",
-        "carbon_hourly_g_per_kwh",
-    ),
-)
-class _JobClassChecks(BaseModel):
-    model_config = STRICT
-
-    @model_validator(mode="after")
-    def _shapes(self) -> Any:
-        s: Any = self
-        if len(s.size_chips) != len(s.size_weights):
-            raise ValueError("size_chips and size_weights must have the same length")
-        if len(s.models) != len(s.model_weights):
-            raise ValueError("models and model_weights must have the same length")
-        if not s.size_chips or any(c <= 0 for c in s.size_chips):
-            raise ValueError("size_chips: gang sizes must be positive")
-        for name in ("size_weights", "model_weights"):
-            w = getattr(s, name)
-            if any(x < 0 for x in w) or sum(w) <= 0:
-                raise ValueError(f"{name}: weights must be non-negative with a positive sum")
-        if s.duration_median_h <= 0 or s.duration_max_h <= 0:
-            raise ValueError("duration_median_h and duration_max_h must be positive")
-        return s
-
-
-def _job_class_section(kind: str) -> type[BaseModel]:
-    inst = params.TrainingParams().job_class(kind)
-    fields = {f.name: _field_for(f.name, getattr(inst, f.name)) for f in dataclasses.fields(inst)}
-    model: type[BaseModel] = create_model(f"JobClass_{kind}", __base__=_JobClassChecks, **fields)
-    return model
-
-
-PretrainSection = _job_class_section("pretrain")
-FinetuneSection = _job_class_section("finetune")
-EvalSection = _job_class_section("eval")
-BatchInferenceSection = _job_class_section("batch_inference")
-
-
-class TrainingSection(BaseModel):
-    """[training]: batch work. Per-class tables [training.pretrain], [training.finetune],
-    [training.eval], [training.batch_inference] override the fitted defaults key by key."""
-
-    model_config = STRICT
-    arrivals_per_day: float = Field(params.TrainingParams.arrivals_per_day, ge=0)
-    diurnal_peak_to_trough: float = Field(params.TrainingParams.diurnal_peak_to_trough, ge=1)
-    peak_hour: float = Field(params.TrainingParams.peak_hour, ge=0, le=24)
-    weekend_factor: float = Field(params.TrainingParams.weekend_factor, ge=0)
-    pretrain: PretrainSection = PretrainSection()  # type: ignore[valid-type]
-    finetune: FinetuneSection = FinetuneSection()  # type: ignore[valid-type]
-    eval: EvalSection = EvalSection()  # type: ignore[valid-type]
-    batch_inference: BatchInferenceSection = BatchInferenceSection()  # type: ignore[valid-type]
-    cross_ultraserver_mfu_factor: float = Field(params.TrainingParams.cross_ultraserver_mfu_factor, gt=0, le=1)
-    activity: float = Field(params.TrainingParams.activity, ge=0, le=1)
-    restart_cost_s: int = Field(params.TrainingParams.restart_cost_s, ge=0)
-    # Precision of every class that does not set its own.
-    precision: str | None = None
-    # Job trace CSV (scenarios.traces), relative to the scenario file: replayed as batch work on
-    # top of the synthetic arrivals (set arrivals_per_day = 0 to replay the trace alone).
-    trace: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _single_class(cls, data: Any) -> Any:
-        """Shorthand: class keys directly under [training] (size_chips, models, ...) describe one
-        class of pre-training jobs; the other classes are off unless their tables are given."""
-        if not isinstance(data, dict):
-            return data
-        keys = set(PretrainSection.model_fields) - {"share", "precision"}
-        short = {k: v for k, v in data.items() if k in keys}
-        if not short:
-            return data
-        out = {k: v for k, v in data.items() if k not in keys}
-        pre = out.get("pretrain", {})
-        if isinstance(pre, dict):
-            clash = sorted(set(pre) & set(short))
-            if clash:
-                raise ValueError(f"{clash[0]} is given both under [training] and [training.pretrain]; keep one")
-            out["pretrain"] = {**short, **pre}
-        for kind in ("finetune", "eval", "batch_inference"):
-            other = out.get(kind, {})
-            if isinstance(other, dict) and "share" not in other:
-                out[kind] = {**other, "share": 0.0}
-        return out
-
-
-class SchedulerSection(BaseModel):
-    """[scheduler]: fifo | backfill (EASY) | priority (with preemption); topology-aware or
-    first-fit placement."""
-
-    model_config = STRICT
-    policy: Literal["fifo", "backfill", "priority"] = "backfill"
-    placement: Literal["topology", "first_fit"] = "topology"
-    backfill_depth: int = Field(params.SchedulerParams.backfill_depth, gt=0)
-    runtime_estimate_factor: float = Field(params.SchedulerParams.runtime_estimate_factor, gt=0)
-
-
-class FailureCauseSection(BaseModel):
-    model_config = STRICT
-    weight: float = Field(ge=0)
-    repair_h: float = Field(ge=0)
-    blast: Literal["chip", "server", "job"]
-
-
-def _cause_field(name: str) -> Any:
-    c = params.FailureParams().cause(name)
-
-    class _Cause(FailureCauseSection):
-        weight: float = Field(c.weight, ge=0)
-        repair_h: float = Field(c.repair_h, ge=0)
-        blast: Literal["chip", "server", "job"] = c.blast  # type: ignore[assignment]
-
-    _Cause.__name__ = f"FailureCause_{name}"
-    return (_Cause, _Cause())
-
-
-FailureSection = create_model(
-    "FailureSection",
-    __config__=STRICT,
-    chip_hazard_per_h=(float, Field(params.FailureParams.chip_hazard_per_h, ge=0)),
-    repair_sigma=(float, Field(params.FailureParams.repair_sigma, ge=0)),
-    **{name: _cause_field(name) for name in params.FAILURE_CAUSES},
-)
-
-_ServiceBase = _section(params.ServiceParams, skip=("trace",))
-
-
-class ModelSection(BaseModel):
-    """[[models]]: a model the scenario defines (or redefines) for its jobs and services."""
-
-    model_config = STRICT
-    name: str = Field(min_length=1)
-    params: float = Field(gt=0)
-    active_params: float | None = Field(None, gt=0)  # default: params (dense)
-    layers: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    hidden: int = Field(0, ge=0)
-    experts: int = Field(0, ge=0)
-    experts_active: int = Field(0, ge=0)
-    mfu: float | None = Field(None, gt=0, le=1)  # default: 0.40 dense, 0.30 MoE (ASM)
-
-    def spec(self) -> ModelSpec:
-        return ModelSpec(
-            self.name,
-            self.params,
-            self.active_params if self.active_params is not None else self.params,
-            self.layers,
-            self.kv_heads,
-            self.head_dim,
-            self.hidden,
-            self.experts,
-            self.experts_active,
-            self.mfu if self.mfu is not None else (MOE_MFU if self.experts else DENSE_MFU),
-            "scenario",
-        )
-
-
-def _climate(
-    mean: float, seasonal: float, diurnal: float, depression: float, depression_seasonal: float, **more: float
-) -> dict[str, float]:
-    return {
-        "mean_temp_c": mean,
-        "seasonal_amplitude_k": seasonal,
-        "diurnal_amplitude_k": diurnal,
-        "dewpoint_depression_k": depression,
-        "dewpoint_seasonal_k": depression_seasonal,
-        **more,
-    }
-
-
-# Synthetic climates: annual mean dry-bulb, its seasonal and diurnal half-swings [°C, K]; dew-point
-# depression below the daily mean and its seasonal half-swing [K]. All ASM, rounded; the dry-bulb
-# figures of hot-dry follow Phoenix AZ normals (3P: monthly mean highs/lows 20/8 °C in January,
-# 41/29 °C in July), the rest are shaped on remembered normals of the places named and are not
-# verified. Keys given in [site] override the preset's.
-CLIMATES: dict[str, dict[str, float]] = {
-    # Central Europe (Frankfurt-like): RH ~85 % in winter, ~65 % on summer days.
-    "temperate": _climate(12.0, 9.0, 5.0, 5.0, 2.5),
-    # Hot, semi-arid: between hot-dry and hot-humid.
-    "hot": _climate(24.0, 9.0, 7.0, 10.0, 3.0),
-    # Desert (Phoenix-like): afternoon RH 10-20 % in early summer, wet-bulb far below dry-bulb.
-    "hot-dry": _climate(24.5, 10.5, 6.5, 19.0, 6.0),
-    # Equatorial (Singapore-like): almost no seasons, RH 60-100 %, wet-bulb 24-27 °C year-round.
-    "hot-humid": _climate(27.5, 1.0, 3.5, 3.5, 0.0, weather_noise_k=0.7, dewpoint_noise_k=0.5),
-    # Boreal (Oulu-like): air close to saturation in winter.
-    "cold": _climate(3.0, 11.0, 4.0, 3.0, 2.0),
-}
-# Keys of the synthetic weather: meaningless (and refused) next to a weather file.
-_SYNTHETIC_WEATHER_KEYS = {"climate", *(k for c in CLIMATES.values() for k in c)}
-
-
-class SiteSection(_SiteBase):  # type: ignore[misc,valid-type]
-    climate: str | None = None
-    latitude_deg: float = Field(params.SiteParams.latitude_deg, ge=-90, le=90)
-    start_day_of_year: int = Field(params.SiteParams.start_day_of_year, ge=1, le=366)
-    # Hourly weather for one year: an EPW file (.epw) or a CSV (scenarios.sitefiles), relative to
-    # the scenario file's directory. Replaces the synthetic weather.
-    weather_file: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _preset(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("weather_file") is not None:
-            clash = sorted(k for k in data if k in _SYNTHETIC_WEATHER_KEYS)
-            if clash:
-                raise ValueError(f"weather_file replaces the synthetic weather; remove {', '.join(clash)}")
-        if isinstance(data, dict) and data.get("climate") in CLIMATES:
-            merged = dict(CLIMATES[data["climate"]])
-            merged.update(data)
-            return merged
-        return data
-
-    @field_validator("climate")
-    @classmethod
-    def _known_climate(cls, v: str | None) -> str | None:
-        if v is not None and v not in CLIMATES:
-            raise ValueError(f"unknown climate {v!r}; known: {', '.join(CLIMATES)}")
-        return v
-
-
-_TOU_KEYS = tuple(f.name for f in dataclasses.fields(params.TouTariff))
-
-
-class PriceSection(BaseModel):
-    """[grid.price]: kind = "flat" (usd_per_mwh), "tou" (time-of-use: peak/off-peak prices and
-    hours, weekend_peak) or "file" (hourly CSV: hour or timestamp, price_usd_per_mwh)."""
-
-    model_config = STRICT
-    kind: Literal["flat", "tou", "file"] = "flat"
-    usd_per_mwh: float | None = Field(None, ge=0)
-    peak_usd_per_mwh: float | None = Field(None, ge=0)
-    offpeak_usd_per_mwh: float | None = Field(None, ge=0)
-    peak_start_h: float | None = Field(None, ge=0, le=24)
-    peak_end_h: float | None = Field(None, ge=0, le=24)
-    weekend_peak: bool | None = None
-    file: str | None = None
-
-    @model_validator(mode="after")
-    def _keys_fit_kind(self) -> PriceSection:
-        allowed = {"flat": ("usd_per_mwh",), "tou": _TOU_KEYS, "file": ("file",)}[self.kind]
-        _check_kind_keys(self, allowed)
-        if self.kind == "tou":
-            tou = params.TouTariff(**self.model_dump(include=set(_TOU_KEYS), exclude_none=True))
-            if tou.peak_start_h == tou.peak_end_h:
-                raise ValueError("peak_start_h equals peak_end_h: the tariff has no peak hours")
-        return self
-
-
-class CarbonSection(BaseModel):
-    """[grid.carbon]: kind = "flat" (g_per_kwh) or "file" (hourly CSV: hour or timestamp,
-    carbon_g_per_kwh)."""
-
-    model_config = STRICT
-    kind: Literal["flat", "file"] = "flat"
-    g_per_kwh: float | None = Field(None, ge=0)
-    file: str | None = None
-
-    @model_validator(mode="after")
-    def _keys_fit_kind(self) -> CarbonSection:
-        _check_kind_keys(self, {"flat": ("g_per_kwh",), "file": ("file",)}[self.kind])
-        return self
-
-
-def _check_kind_keys(section: PriceSection | CarbonSection, allowed: tuple[str, ...]) -> None:
-    extra = sorted(section.model_fields_set - {"kind", *allowed})
-    if extra:
-        raise ValueError(
-            f"{extra[0]} does not apply to kind = {section.kind!r} (its keys: kind, {', '.join(allowed)})"
-        )
-    if section.kind == "file" and section.file is None:
-        raise ValueError('kind = "file" needs file = "path.csv" (relative to the scenario file)')
-
-
-class GridSection(BaseModel):
-    """[grid]: electricity price and grid carbon intensity. Defaults: flat $75/MWh (ASM, facts
-    §10) and 369 g/kWh (US average 2023, facts §10); [site] price_usd_per_mwh and
-    carbon_g_per_kwh are the same flat values, kept as a shorthand."""
-
-    model_config = STRICT
-    price: PriceSection = PriceSection()
-    carbon: CarbonSection = CarbonSection()
-
-
-def site_params(
-    site: SiteSection, grid: GridSection, base_dir: Path | None, origin: str
-) -> params.SiteParams:
+def site_params(site: Any, grid: GridSection, base_dir: Path | None, origin: str) -> params.SiteParams:
     """The model's site parameters, with the hourly series read from the files the scenario
     names (paths relative to ``base_dir``, the scenario file's directory)."""
 
@@ -414,7 +98,7 @@ def site_params(
     if price.kind == "flat" and price.usd_per_mwh is not None:
         kw["price_usd_per_mwh"] = price.usd_per_mwh
     elif price.kind == "tou":
-        kw["price_tou"] = params.TouTariff(**price.model_dump(include=set(_TOU_KEYS), exclude_none=True))
+        kw["price_tou"] = params.TouTariff(**price.model_dump(include=set(TOU_KEYS), exclude_none=True))
     elif price.kind == "file":
         kw["price_hourly_usd_per_mwh"] = read("grid.price.file", sitefiles.read_price_csv, price.file)
     if carbon.kind == "flat" and carbon.g_per_kwh is not None:
@@ -424,201 +108,33 @@ def site_params(
     return params.SiteParams(**kw)
 
 
-def _architecture(m: ModelSpec) -> dict[str, Any]:
-    return {
-        "params": m.params,
-        "active_params": m.active_params,
-        "layers": m.layers,
-        "kv_heads": m.kv_heads,
-        "head_dim": m.head_dim,
-    }
+# ---------------------------------------------------------------------- the scenario
+_ScenarioFields: Any = create_model(
+    "ScenarioFields",
+    __base__=Strict,
+    **fields_of(""),
+    hall=(HallSection, HallSection()),
+    hardware=(HardwareSection, HardwareSection()),
+    site=(SiteSection, SiteSection()),
+    grid=(GridSection, GridSection()),
+    power=(PowerSection, PowerSection()),
+    cooling=(CoolingSection, CoolingSection()),
+    training=(TrainingSection, TrainingSection()),
+    services=(
+        Annotated[list[ServiceSection], Field(max_length=F.MAX_TABLE_ITEMS)],  # type: ignore[valid-type]
+        Field(default_factory=lambda: [ServiceSection()]),
+    ),
+    failures=(FailureSection, FailureSection()),
+    scheduler=(SchedulerSection, SchedulerSection()),
+    models=(Annotated[list[ModelSection], Field(max_length=F.MAX_TABLE_ITEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
+    telemetry=(TelemetrySection, TelemetrySection()),
+    events=(Annotated[list[EventSection], Field(max_length=F.MAX_TABLE_ITEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
+)
 
 
-class ServiceSection(_ServiceBase):  # type: ignore[misc,valid-type]
-    # Request trace in the Azure LLM inference format (scenarios.traces), relative to the
-    # scenario file: the service's demand and token lengths (the rate shape keys do not apply).
-    trace: str | None = None
+class Scenario(_ScenarioFields):  # type: ignore[misc]
+    """A validated scenario. ``start`` is the tz-aware wall-clock time of the first step."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _model_defaults(cls, data: Any) -> Any:
-        """Fill the demand shape of the token profile and the architecture of a catalogued model
-        unless given explicitly."""
-        if not isinstance(data, dict):
-            return data
-        filled: dict[str, Any] = {}
-        prof = TOKEN_PROFILES.get(data.get("token_profile", params.ServiceParams.token_profile))
-        if prof is not None:
-            filled.update(
-                context_tokens=prof.input_mean,
-                output_tokens=prof.output_mean,
-                diurnal_peak_to_trough=prof.diurnal_peak_to_trough,
-                weekend_factor=prof.weekend_factor,
-                burst_rate_per_day=prof.burst_rate_per_day,
-                burst_multiplier=prof.burst_multiplier,
-                burst_duration_s=prof.burst_duration_s,
-            )
-        if data.get("model") in MODELS:
-            filled.update(_architecture(MODELS[data["model"]]))
-        filled.update(data)
-        return filled
-
-    @field_validator("token_profile")
-    @classmethod
-    def _known_profile(cls, v: str) -> str:
-        if v not in TOKEN_PROFILES:
-            raise ValueError(f"unknown token profile {v!r}; known: {', '.join(TOKEN_PROFILES)}")
-        return v
-
-    @model_validator(mode="after")
-    def _serving(self) -> ServiceSection:
-        s: Any = self
-        if not 0 < s.target_utilization <= 1:
-            raise ValueError("target_utilization must be in (0, 1]")
-        if s.trace_speedup <= 0:
-            raise ValueError("trace_speedup must be positive")
-        if s.burst_multiplier <= 0:
-            raise ValueError("burst_multiplier must be positive")
-        if s.diurnal_peak_to_trough < 1:
-            raise ValueError("diurnal_peak_to_trough must be at least 1")
-        if s.active_params > s.params:
-            raise ValueError("active_params cannot exceed params")
-        if s.autoscale:
-            hi = s.replicas_max if s.replicas_max > 0 else s.replicas
-            if not s.replicas_min <= s.replicas <= hi:
-                raise ValueError(
-                    f"autoscale needs replicas_min <= replicas <= replicas_max (got {s.replicas_min}, "
-                    f"{s.replicas}, {hi})"
-                )
-        return self
-
-
-class HallSection(BaseModel):
-    model_config = STRICT
-    system: str = "trn3-gen2"
-    ultraservers: int | None = Field(None, gt=0, le=20000)  # default 16 unless it_envelope_w
-    # Size the hall to a power envelope instead: as many systems as fit at full-load IT power.
-    it_envelope_w: float | None = Field(None, gt=0)
-    ultraservers_per_row: int = Field(4, gt=0)
-
-    @model_validator(mode="after")
-    def _one_size(self) -> HallSection:
-        if self.ultraservers is not None and self.it_envelope_w is not None:
-            raise ValueError("give hall.ultraservers or hall.it_envelope_w, not both")
-        return self
-
-    def count(self, sysm: catalog.System, acc: catalog.Accelerator) -> int:
-        """Systems in the hall: given, or as many as the IT envelope holds at full load."""
-        if self.it_envelope_w is None:
-            return self.ultraservers if self.ultraservers is not None else 16
-        n = int(self.it_envelope_w // catalog.system_full_load_it_w(sysm, acc))
-        if n < 1:
-            raise ValueError(
-                f"hall.it_envelope_w: {self.it_envelope_w / 1e3:,.0f} kW is less than one "
-                f"{sysm.name} at full load ({catalog.system_full_load_it_w(sysm, acc) / 1e3:,.0f} kW)"
-            )
-        return n
-
-    @field_validator("system")
-    @classmethod
-    def _known_system(cls, v: str) -> str:
-        if v not in catalog.SYSTEMS:
-            raise ValueError(f"unknown system {v!r}; known: {', '.join(catalog.SYSTEMS)}")
-        return v
-
-
-_ACC_OVERRIDABLE = {"tdp_w", "idle_fraction", "hbm_bytes", "hbm_bw_bytes_s", "peak_flops"}
-_SYS_OVERRIDABLE = {"host_w_per_server", "host_idle_fraction", "switch_w", "liquid_fraction", "chips", "servers", "racks"}
-
-
-class HardwareSection(BaseModel):
-    """Overrides of catalog values (e.g. Trainium3 TDP, which AWS does not publish)."""
-
-    model_config = STRICT
-    tdp_w: float | None = Field(None, gt=0)
-    idle_fraction: float | None = Field(None, ge=0, lt=1)
-    hbm_bytes: float | None = Field(None, gt=0)
-    hbm_bw_bytes_s: float | None = Field(None, gt=0)
-    host_w_per_server: float | None = Field(None, ge=0)
-    host_idle_fraction: float | None = Field(None, ge=0, le=1)
-    switch_w: float | None = Field(None, ge=0)
-    liquid_fraction: float | None = Field(None, ge=0, le=1)
-    # Per-precision dense peaks [FLOP/s] replacing (or adding to) the catalog's, e.g.
-    # peak_flops = { fp8 = 2.6e15 }; names as in `twin hardware` (bf16, fp8, fp4, fp32).
-    peak_flops: dict[str, float] | None = None
-    # Scale-up system shape: chips per system and servers per system (chips must divide evenly).
-    chips: int | None = Field(None, gt=0)
-    servers: int | None = Field(None, gt=0)
-    racks: int | None = Field(None, gt=0)
-
-    @field_validator("peak_flops")
-    @classmethod
-    def _peaks(cls, v: dict[str, float] | None) -> dict[str, float] | None:
-        if v is None:
-            return v
-        out = {}
-        for k, x in v.items():
-            key = catalog.normalize_precision(k)
-            if key not in catalog.PRECISIONS:
-                raise ValueError(f"unknown precision {k!r}; known: {', '.join(catalog.PRECISIONS)}")
-            if not x > 0:
-                raise ValueError(f"{k}: peak must be positive (got {x!r})")
-            out[key] = float(x)
-        return out
-
-    @model_validator(mode="after")
-    def _shape(self) -> HardwareSection:
-        if self.chips is not None and self.servers is not None and self.chips % self.servers:
-            raise ValueError("hardware.chips must divide evenly into hardware.servers")
-        return self
-
-
-class EventSection(BaseModel):
-    model_config = STRICT
-    at_h: float = Field(ge=0)
-    kind: str
-    target: str | int = ""
-    value: float = Field(0.0, ge=0)
-    duration_h: float = Field(0.0, ge=0)
-
-    @field_validator("kind")
-    @classmethod
-    def _known_kind(cls, v: str) -> str:
-        if v not in EVENT_KINDS:
-            raise ValueError(f"unknown event kind {v!r}; known: {', '.join(EVENT_KINDS)}")
-        return v
-
-
-class TelemetrySection(BaseModel):
-    model_config = STRICT
-    chip_sample_interval_s: int = Field(3600, ge=0)
-    # Aggregate tiers [s of simulated time]: recorded every interval, at most once a step (1 = every
-    # step); 0 turns the table off. At campus scale ultraserver_ts every N steps keeps files small.
-    ultraserver_interval_s: int = Field(1, ge=0, le=31_622_400)
-    row_interval_s: int = Field(1, ge=0, le=31_622_400)
-    hall_interval_s: int = Field(1, ge=0, le=31_622_400)
-
-
-class Scenario(BaseModel):
-    model_config = STRICT
-    name: str
-    description: str = ""
-    seed: int = Field(0, ge=0)
-    dt_s: int = Field(60, gt=0, le=3600)
-    duration_h: float = Field(168.0, gt=0)
-    hall: HallSection = HallSection()
-    hardware: HardwareSection = HardwareSection()
-    site: SiteSection = SiteSection()  # type: ignore[valid-type]
-    grid: GridSection = GridSection()
-    power: PowerSection = PowerSection()  # type: ignore[valid-type]
-    cooling: CoolingSection = CoolingSection()  # type: ignore[valid-type]
-    training: TrainingSection = TrainingSection()  # type: ignore[valid-type]
-    services: list[ServiceSection] = Field(default_factory=lambda: [ServiceSection()])  # type: ignore[valid-type]
-    failures: FailureSection = FailureSection()  # type: ignore[valid-type]
-    scheduler: SchedulerSection = SchedulerSection()
-    models: list[ModelSection] = Field(default_factory=list)
-    telemetry: TelemetrySection = TelemetrySection()
-    events: list[EventSection] = Field(default_factory=list)
     # Where the scenario came from (set by ``parse``): error messages and site file paths.
     _origin: str = PrivateAttr("scenario")
     _base_dir: Path | None = PrivateAttr(None)
@@ -670,13 +186,13 @@ class Scenario(BaseModel):
         """Services of a model defined in [[models]] take its architecture unless given."""
         if not isinstance(data, dict) or not isinstance(data.get("models"), list):
             return data
-        custom = {m.get("name"): m for m in data["models"] if isinstance(m, dict)}
+        custom = {m["name"]: m for m in data["models"] if isinstance(m, dict) and isinstance(m.get("name"), str)}
         svcs = data.get("services")
         if not isinstance(svcs, list):
             return data
         out = []
         for s in svcs:
-            m = custom.get(s.get("model")) if isinstance(s, dict) else None
+            m = custom.get(s["model"]) if isinstance(s, dict) and isinstance(s.get("model"), str) else None
             if m is not None:
                 arch = {k: m[k] for k in ("params", "layers", "kv_heads", "head_dim") if k in m}
                 arch["active_params"] = m.get("active_params", m.get("params"))
@@ -727,17 +243,65 @@ class Scenario(BaseModel):
         causes = {n: params.FailureCause(**getattr(f, n).model_dump()) for n in params.FAILURE_CAUSES}
         return params.FailureParams(chip_hazard_per_h=f.chip_hazard_per_h, repair_sigma=f.repair_sigma, **causes)
 
-    def to_params(self, seed: int | None = None) -> params.FactoryParams:
+    def _check_hall(self, sysm: catalog.System, n: int) -> None:
+        """Hall size, service replicas and event targets against the hall, before anything is
+        allocated (``ValueError`` with the key path and the limit)."""
+        if n > F.MAX_ULTRASERVERS:
+            raise ValueError(
+                f"hall: {n:,} systems; a hall may hold at most {F.MAX_ULTRASERVERS:,} (hall.it_envelope_w too large?)"
+            )
+        chips = n * sysm.chips
+        if chips > F.MAX_CHIPS:
+            raise ValueError(
+                f"hall: {n:,} x {sysm.chips} = {chips:,} chips; a hall may hold at most {F.MAX_CHIPS:,} chips"
+            )
+        servers = n * sysm.servers
+        rows = -(-n // self.hall.ultraservers_per_row)
+        slots = 0
+        for i, s in enumerate(self.services):
+            top = max(s.replicas, s.replicas_max if s.autoscale else 0)
+            if top * s.chips_per_replica > chips:
+                what = "replicas_max" if top != s.replicas else "replicas"
+                raise ValueError(
+                    f"services[{i}].{what}: {top:,} replicas x {s.chips_per_replica} chips = "
+                    f"{top * s.chips_per_replica:,} chips; the hall has {chips:,}"
+                )
+            slots += top
+        if slots > F.MAX_REPLICAS:
+            raise ValueError(f"services: {slots:,} replicas in all; at most {F.MAX_REPLICAS:,}")
+        need = sum(s.replicas * s.chips_per_replica for s in self.services)
+        if need > chips:
+            raise ValueError(f"services: the initial replicas need {need:,} chips but the hall has {chips:,}")
+        names = {s.name for s in self.services}
+        for i, e in enumerate(self.events):
+            _check_event(f"events[{i}]", e, chips, servers, n, rows, names, self.cooling)
+
+    def _hardware(self) -> tuple[catalog.System, catalog.Accelerator, int]:
+        """The system and accelerator with the scenario's overrides, and the number of systems."""
         hw = self.hardware.model_dump(exclude_none=True)
-        sysm = catalog.system(self.hall.system, {k: v for k, v in hw.items() if k in _SYS_OVERRIDABLE})
+        sysm = catalog.system(self.hall.system, {k: v for k, v in hw.items() if k in SYS_OVERRIDABLE})
         if sysm.chips % sysm.servers:
             raise ValueError(f"hardware: {sysm.chips} chips do not divide into {sysm.servers} servers")
-        acc_over = {k: v for k, v in hw.items() if k in _ACC_OVERRIDABLE}
+        acc_over = {k: v for k, v in hw.items() if k in ACC_OVERRIDABLE}
         if "peak_flops" in acc_over:
             base = catalog.ACCELERATORS[sysm.accelerator].peak_flops
             acc_over["peak_flops"] = {**base, **acc_over["peak_flops"]}
         acc = catalog.accelerator_for(sysm, acc_over)
-        hall = params.HallParams(sysm, acc, self.hall.count(sysm, acc), self.hall.ultraservers_per_row)
+        return sysm, acc, self.hall.count(sysm, acc)
+
+    def longest_run_s(self) -> int:
+        """The longest run this hall may have: ten years, or fewer for a hall so large that
+        steps x systems would pass ``MAX_US_STEPS`` (a live session runs until it is quit)."""
+        try:
+            n = self._hardware()[2]
+        except ValueError as e:
+            raise ScenarioError(f"{self._origin}: {e}") from None
+        return int(min(F.MAX_RUN_H * 3600, (F.MAX_US_STEPS // max(n, 1)) * self.dt_s))
+
+    def to_params(self, seed: int | None = None) -> params.FactoryParams:
+        sysm, acc, n = self._hardware()
+        self._check_hall(sysm, n)
+        hall = params.HallParams(sysm, acc, n, self.hall.ultraservers_per_row)
         site = site_params(self.site, self.grid, self._base_dir, self._origin)
         events = tuple(
             params.ScheduledEvent(
@@ -769,10 +333,158 @@ class Scenario(BaseModel):
         )
 
 
+# ---------------------------------------------------------------------- events against the hall
+_INDEX_RE = re.compile(r"^[0-9]{1,9}$")
+_EVENT_LEVEL = {
+    "fail_chip": "chip",
+    "repair_chip": "chip",
+    "fail_server": "server",
+    "repair_server": "server",
+    "fail_ultraserver": "ultraserver",
+    "repair_ultraserver": "ultraserver",
+    "drain_ultraserver": "ultraserver",
+    "undrain_ultraserver": "ultraserver",
+}
+
+
+def _index(where: str, target: Any, what: str, count: int, prefix: str = "") -> None:
+    t = str(target)
+    if prefix and t.startswith(prefix):
+        t = t[len(prefix):]
+    if not _INDEX_RE.match(t):
+        form = f"{prefix}N or N" if prefix else "an index"
+        raise ValueError(f"{where}.target: expected {form}, a {what} 0..{count - 1} (got {target!r})")
+    if int(t) >= count:
+        raise ValueError(f"{where}.target: {what} {int(t)} is beyond the hall ({what}s 0..{count - 1})")
+
+
+def _check_event(where: str, e: Any, chips: int, servers: int, systems: int, rows: int,
+                 services: set[str], cooling: Any) -> None:
+    """An event's target and value make sense for its kind in this hall."""
+    kind, target, value = e.kind, e.target, e.value
+    level = _EVENT_LEVEL.get(kind)
+    if level is not None:
+        count = {"chip": chips, "server": servers, "ultraserver": systems}[level]
+        _index(where, target, level, count)
+        if kind == "drain_ultraserver" and value > 8760:
+            raise ValueError(f"{where}.value: drain grace is in hours, at most 8,760 (got {value:g})")
+    elif kind == "power_cap":
+        if target not in ("", "facility"):
+            _index(where, target, "row", rows, prefix="row:")
+    elif kind == "cdu_pump_failure":
+        if target != "":
+            _index(where, target, "row", rows, prefix="row:")
+        if value > 1:
+            raise ValueError(f"{where}.value: the CDU flow left is a fraction 0..1 (got {value:g})")
+    elif kind in ("chiller_trip", "cooling_tower_loss"):
+        units = cooling.chiller_units if kind == "chiller_trip" else cooling.economizer_units
+        if value != int(value) or value > units:
+            raise ValueError(f"{where}.value: units lost, a whole number 0..{units} (got {value:g}; 0 means 1)")
+        if target not in ("", "plant"):
+            raise ValueError(f"{where}.target: {kind} acts on the plant; leave target out (got {target!r})")
+    elif kind == "cooling_restore":
+        if target not in ("", "plant"):
+            raise ValueError(f"{where}.target: cooling_restore acts on the plant; leave target out (got {target!r})")
+    elif kind == "inference_surge":
+        if target != "" and target not in services:
+            known = ", ".join(sorted(services)) or "none"
+            raise ValueError(f"{where}.target: no service named {target!r} (services: {known})")
+        if value > 1000:
+            raise ValueError(f"{where}.value: surge factor at most 1,000 (got {value:g})")
+
+
+# ---------------------------------------------------------------------- the checks run and validate share
+def check_seed(seed: int | None, where: str = "--seed") -> None:
+    if seed is not None and not 0 <= seed < 2**63:
+        raise ScenarioError(f"{where}: must lie in 0 ≤ seed < 2^63 (got {seed})")
+
+
+def check_duration(duration_s: int | None, where: str = "--hours/--days") -> None:
+    if duration_s is not None and not 1 <= duration_s <= F.MAX_RUN_H * 3600:
+        raise ScenarioError(
+            f"{where}: the run must last between 1 s and {F.MAX_RUN_H:,.0f} h (ten years) (got {duration_s:,} s)"
+        )
+
+
+def duration_arg(hours: float | None, days: float | None) -> int | None:
+    """Seconds from ``--hours`` or ``--days`` (at most one; finite, positive, at most ten years)."""
+    if hours is not None and days is not None:
+        raise ScenarioError("give --hours or --days, not both")
+    for flag, v, unit in (("--hours", hours, 3600), ("--days", days, 86400)):
+        if v is None:
+            continue
+        if not math.isfinite(v) or v <= 0:
+            raise ScenarioError(f"{flag}: must be a positive finite number (got {v!r})")
+        if v * unit > F.MAX_RUN_H * 3600:
+            raise ScenarioError(f"{flag}: at most {F.MAX_RUN_H * 3600 / unit:,.0f} (ten years) (got {v:g})")
+        return max(1, int(round(v * unit)))
+    return None
+
+
+def prepare(
+    scenario: Scenario,
+    seed: int | None = None,
+    duration_s: int | None = None,
+    extra_events: tuple[params.ScheduledEvent, ...] = (),
+) -> params.FactoryParams:
+    """Every check ``twin validate`` and ``twin run`` make, in one place, before anything is
+    allocated: the scenario's keys (done by validation), the hall size, replicas and event targets
+    against the hall, the site and trace files (regular files within their size limits), the
+    seed, and run length x hall size. Returns the model parameters."""
+    origin = scenario._origin
+    check_seed(seed)
+    check_duration(duration_s)
+    try:
+        p = scenario.to_params(seed)
+    except ValueError as e:
+        raise ScenarioError(f"{origin}: {e}") from None
+    if extra_events:
+        import dataclasses
+
+        p = dataclasses.replace(p, events=p.events + tuple(extra_events))
+    total_s = duration_s if duration_s is not None else int(round(scenario.duration_h * 3600))
+    check_duration(total_s, "duration_h")
+    steps = -(-total_s // p.dt_s)
+    n = p.hall.ultraservers
+    if steps * n > F.MAX_US_STEPS:
+        raise ScenarioError(
+            f"{origin}: {steps:,} steps x {n:,} systems = {steps * n:,} system-steps; a run may have at most "
+            f"{F.MAX_US_STEPS:,} (shorten the run, raise dt_s or shrink the hall)"
+        )
+    for svc in p.services:
+        try:
+            workload.roofline(svc, p.hall.accelerator)
+        except ValueError as e:
+            raise ScenarioError(f"{origin}: {e}") from None
+    return p
+
+
+def build_simulation(
+    scenario: Scenario,
+    seed: int | None = None,
+    duration_s: int | None = None,
+    extra_events: tuple[params.ScheduledEvent, ...] = (),
+) -> tuple[params.FactoryParams, Any]:
+    """``prepare`` and then the model itself (its own checks, e.g. weights that do not fit in
+    HBM): what ``twin run`` starts from and what ``twin validate`` builds and drops."""
+    from twin.sim import Simulation
+
+    p = prepare(scenario, seed, duration_s, extra_events)
+    try:
+        return p, Simulation(p)
+    except ValueError as e:
+        raise ScenarioError(f"{scenario._origin}: {e}") from None
+
+
 # ---------------------------------------------------------------------- loading
 def builtin_names() -> list[str]:
     files = resources.files("scenarios.builtin")
     return sorted(f.name[:-5] for f in files.iterdir() if f.name.endswith(".toml"))
+
+
+def _key_text(part: Any) -> str:
+    text = str(part)
+    return text if re.fullmatch(r"[A-Za-z0-9_.<>-]{1,64}", text) else repr(text[:64])
 
 
 def _format_loc(loc: tuple[Any, ...]) -> str:
@@ -780,35 +492,144 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("function-after[_consistent()]",) or str(part).startswith(
-            ("function-", "tagged-union")
-        ):
+        elif str(part).startswith(("function-", "tagged-union", "int", "str", "literal[", "float")) and out:
             continue
         else:
-            out += ("." if out else "") + str(part)
+            out += ("." if out else "") + _key_text(part)
     return out or "(top level)"
+
+
+def _fact_of_loc(loc: tuple[Any, ...]) -> Fact | None:
+    keys = [str(p) for p in loc if not isinstance(p, int)]
+    if not keys:
+        return None
+    return F.fact(".".join(keys))
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:60] + f"… ({len(text):,} characters)"
+
+
+_TYPE_WORDS = {
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "name": "a name",
+    "path": "a file path (a string)",
+    "datetime": "an ISO 8601 date-time with a zone",
+    "target": "an index or a name",
+    "table[float]": "a table of numbers",
+}
+
+
+def _message(err: Any) -> str:
+    """One line for a pydantic error: the key path, the problem in the table's terms, the value."""
+    loc = tuple(err["loc"])
+    typ = err["type"]
+    f = _fact_of_loc(loc)
+    msg = err["msg"]
+    got = "" if typ in ("extra_forbidden", "missing") or isinstance(err.get("input"), dict) else (
+        f" (got {_short(err.get('input'))})"
+    )
+    if typ == "extra_forbidden":
+        msg = "unknown key"
+    elif typ == "missing":
+        msg = "required key is missing"
+    elif f is not None and typ in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        unit = f" [{f.unit}]" if f.unit and f.unit != "-" else ""
+        msg = f"out of range: must lie in {f.range_text()}{unit}"
+    elif typ in ("model_type", "model_attributes_type", "dict_type"):
+        msg = "expected a table"
+    elif typ in ("list_type", "tuple_type"):
+        msg = "expected an array"
+    elif typ == "finite_number":
+        msg = "must be a finite number (not nan or inf)"
+    elif typ in ("int_type", "float_type", "bool_type", "string_type", "int_from_float", "bool_parsing"):
+        want = _TYPE_WORDS.get(f.type if f is not None else typ.split("_")[0], "another type")
+        if f is not None and f.type.startswith("list["):
+            want = _TYPE_WORDS.get(f.type[5:-1], "another type") + " in each item"
+        if isinstance(err.get("input"), bool) and typ != "bool_type":
+            want += " (true/false is not a number)"
+        msg = f"expected {want}"
+    elif typ == "literal_error" and f is not None:
+        noun = {"events": "event ", "grid.price": "price ", "grid.carbon": "carbon "}.get(f.section, "")
+        noun += f.key.replace("_", " ")
+        msg, got = f"unknown {noun} {_short(err.get('input'))}; known: {', '.join(f.choices)}", ""
+    elif typ in ("too_long", "string_too_long"):
+        msg = msg.replace("Value should have", "at most").replace("String should have", "at most")
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    text = _format_loc(loc)
+    if (text == "(top level)" and re.match(r"^[A-Za-z_][\w.\[\]]*[:( ]", msg)) or msg.startswith(f"{text}."):
+        text = ""  # a check that names its own key path
+    return f"{text + ': ' if text else ''}{msg}{got}"
+
+
+def validate(data: dict[str, Any], origin: str, base_dir: str | Path | None = None) -> Scenario:
+    """Validate one scenario's parsed data (no [[variants]]); errors name ``origin``, the key
+    path and the problem."""
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as e:
+        errors = e.errors()
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise ScenarioError(f"{origin}: {_message(errors[0])}{more}") from None
+    except RecursionError:
+        raise ScenarioError(f"{origin}: tables or arrays nested too deeply") from None
+    scenario._origin = origin
+    scenario._base_dir = Path(base_dir) if base_dir is not None else None
+    return scenario
+
+
+def load_scenario_dict(data: Any, source: str, base_dir: str | Path | None = None) -> Scenario:
+    """Validate a raw scenario dict as read from TOML (``--set`` overrides already applied),
+    with its [[variants]]. ``source`` names it in every message; ``base_dir`` is where relative
+    file paths start (default: the working directory). Does not change ``data``."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: expected a table of scenario keys")
+    data = dict(data)
+    variants = data.pop("variants", None)
+    scenario = validate(data, source, base_dir)
+    if variants is None:
+        return scenario
+    if not isinstance(variants, list) or not all(isinstance(v, dict) for v in variants):
+        raise ScenarioError(f"{source}: variants: expected [[variants]] tables")
+    if not 1 <= len(variants) <= F.MAX_TABLE_ITEMS:
+        raise ScenarioError(f"{source}: variants: give 1 to {F.MAX_TABLE_ITEMS} [[variants]] tables")
+    seen: set[str] = set()
+    for i, v in enumerate(variants):
+        vname = v.get("name")
+        if not isinstance(vname, str) or not vname:
+            raise ScenarioError(f"{source}: variants[{i}].name: required key is missing")
+        try:
+            safe_name(vname)
+        except ValueError as e:
+            raise ScenarioError(f"{source}: variants[{i}].name: {e}") from None
+        if vname in seen:
+            raise ScenarioError(f"{source}: variants[{i}].name: {vname!r} is used twice")
+        seen.add(vname)
+        merged = _deep_merge(data, {k: val for k, val in v.items() if k != "name"})
+        merged["name"] = vname
+        scenario._variants.append(validate(merged, f"{source} (variant '{vname}')", base_dir))
+    return scenario
 
 
 def parse(text: str, origin: str, base_dir: str | Path | None = None) -> Scenario:
     """Parse and validate scenario text; ``origin`` names the file in error messages and
-    ``base_dir`` is where relative file paths in it start (default: the working directory)."""
+    ``base_dir`` is where relative file paths in it start (default: the working directory).
+    A UTF-8 byte-order mark at the top is ignored."""
+    if len(text) > F.MAX_SCENARIO_BYTES:
+        raise ScenarioError(f"{origin}: {len(text):,} characters; a scenario may be at most {F.MAX_SCENARIO_BYTES:,}")
+    text = text.removeprefix("\ufeff")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{origin}: invalid TOML: {e}") from None
-    variants = data.pop("variants", None)
-    scenario = validate(data, origin, base_dir)
-    if variants is not None:
-        if not isinstance(variants, list) or not all(isinstance(v, dict) for v in variants):
-            raise ScenarioError(f"{origin}: variants: expected [[variants]] tables")
-        for i, v in enumerate(variants):
-            vname = v.get("name")
-            if not isinstance(vname, str) or not vname:
-                raise ScenarioError(f"{origin}: variants[{i}].name: required key is missing")
-            merged = _deep_merge(data, {k: val for k, val in v.items() if k != "name"})
-            merged["name"] = vname
-            scenario._variants.append(validate(merged, f"{origin} (variant '{vname}')", base_dir))
-    return scenario
+    except RecursionError:
+        raise ScenarioError(f"{origin}: invalid TOML: arrays or tables nested too deeply") from None
+    return load_scenario_dict(data, origin, base_dir)
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -822,51 +643,38 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def validate(data: dict[str, Any], origin: str, base_dir: str | Path | None = None) -> Scenario:
-    """Validate parsed scenario data; errors name ``origin``, the key path and the problem."""
+def read_scenario_file(p: Path) -> str:
+    """A scenario file's text: a regular file of at most ``MAX_SCENARIO_BYTES``, UTF-8 (a BOM is
+    dropped)."""
+    problem = sitefiles.file_problem(p, F.MAX_SCENARIO_BYTES, "scenario file")
+    if problem:
+        raise ScenarioError(problem)
     try:
-        scenario = Scenario.model_validate(data)
-        scenario._origin = origin
-        scenario._base_dir = Path(base_dir) if base_dir is not None else None
-        return scenario
-    except ValidationError as e:
-        err = e.errors()[0]
-        more = f" (and {len(e.errors()) - 1} more problem(s))" if len(e.errors()) > 1 else ""
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif err["type"] == "missing":
-            msg = "required key is missing"
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, ") :]
-        loc = _format_loc(tuple(err["loc"]))
-        got = "" if err["type"] in ("extra_forbidden", "missing") else f" (got {err.get('input')!r})"
-        if isinstance(err.get("input"), dict):
-            got = ""
-        if loc == "(top level)" and msg.split(": ", 1)[0].replace("[", ".").replace("]", "").replace(".", "_").isidentifier():
-            loc = ""  # a whole-scenario check that names its own key path
-        raise ScenarioError(f"{origin}: {loc + ': ' if loc else ''}{msg}{got}{more}") from None
+        return p.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"{p}: cannot read: {e}") from None
 
 
 def load(name_or_path: str) -> tuple[Scenario, str, str]:
     """Load a built-in scenario by name or a scenario file by path.
 
     Returns (scenario, its full TOML text, where it came from)."""
+    if "\x00" in name_or_path:
+        raise ScenarioError(f"{_short(name_or_path)}: a scenario name or path cannot contain a NUL character")
     p = Path(name_or_path)
-    if p.suffix == ".toml" or p.exists() or "/" in name_or_path:
-        if not p.exists():
+    try:
+        exists = p.exists()
+    except OSError as e:
+        raise ScenarioError(f"{_short(name_or_path)}: cannot read: {e.strerror or e}") from None
+    if p.suffix == ".toml" or exists or "/" in name_or_path:
+        if not exists:
             raise ScenarioError(f"{p}: no such scenario file")
-        if p.is_dir():
-            raise ScenarioError(f"{p}: is a directory, not a scenario file")
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise ScenarioError(f"{p}: cannot read: {e}") from None
+        text = read_scenario_file(p)
         return parse(text, str(p), base_dir=p.parent), text, str(p)
     names = builtin_names()
     if name_or_path not in names:
         raise ScenarioError(
-            f"{name_or_path}: no built-in scenario of that name and no such file; built-in: {', '.join(names)}"
+            f"{_short(name_or_path)}: no built-in scenario of that name and no such file; built-in: {', '.join(names)}"
         )
     text = resources.files("scenarios.builtin").joinpath(f"{name_or_path}.toml").read_text(encoding="utf-8")
     return parse(text, f"built-in scenario '{name_or_path}'"), text, f"builtin:{name_or_path}"

@@ -26,13 +26,21 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from scenarios import sitefiles
+from scenarios.facts import MAX_CHIPS, MAX_FIELD_BYTES, MAX_RUN_H, MAX_TRACE_BYTES, MAX_TRACE_ROWS
 from twin.params import KIND_NAMES, JobTrace, RequestTrace
+
+MAX_TOKENS = 10_000_000  # prompt or generated tokens of one request
+MAX_PRIORITY = 1_000_000
+MAX_SPAN_S = MAX_RUN_H * 3600  # submit or arrival times after the first
+MAX_WORK_FLOP = 1e30
 
 
 class TraceError(Exception):
@@ -68,31 +76,56 @@ JOB_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """Header and (line number, fields) of every non-empty row."""
-    if not path.exists():
-        raise TraceError(f"{path}: no such file")
-    if path.is_dir():
-        raise TraceError(f"{path}: is a directory, not a trace file")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise TraceError(f"{path}: cannot read: {e}") from None
-    reader = csv.reader(text.splitlines())
-    rows: list[tuple[int, list[str]]] = []
-    header: list[str] | None = None
-    for line, fields in enumerate(reader, start=1):
-        if not fields or all(not f.strip() for f in fields):
-            continue
-        if header is None:
-            header = [f.strip() for f in fields]
-            continue
-        rows.append((line, [f.strip() for f in fields]))
-    if header is None:
-        raise TraceError(f"{path}: empty file (expected a header line)")
-    if not rows:
-        raise TraceError(f"{path}: no rows after the header")
-    return header, rows
+class _Rows:
+    """The rows of a trace CSV, streamed: ``header``, then (line number, stripped fields) of every
+    non-empty row. The file must be a regular file within ``MAX_TRACE_BYTES``; more than
+    ``MAX_TRACE_ROWS`` rows or a field over ``MAX_FIELD_BYTES`` is refused with the line."""
+
+    def __init__(self, path: Path) -> None:
+        problem = sitefiles.file_problem(path, MAX_TRACE_BYTES, "trace file")
+        if problem:
+            raise TraceError(problem)
+        self.path = path
+        try:
+            self._file = open(path, encoding="utf-8-sig", newline="")
+        except OSError as e:
+            raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
+        self._reader = csv.reader(self._file)
+        self.count = 0
+        head = next(self._iter(), None)
+        if head is None:
+            self.close()
+            raise TraceError(f"{path}: empty file (expected a header line)")
+        self.header = head[1]
+
+    def _iter(self) -> Iterator[tuple[int, list[str]]]:
+        try:
+            for fields in self._reader:
+                if not fields or all(not f.strip() for f in fields):
+                    continue
+                yield self._reader.line_num, [f.strip() for f in fields]
+        except csv.Error as e:
+            line = self._reader.line_num
+            raise TraceError(f"{self.path}:{line}: not a readable CSV row: {e} (at most {MAX_FIELD_BYTES:,} bytes a field)") from None
+        except UnicodeDecodeError as e:
+            raise TraceError(f"{self.path}: not UTF-8 text: {e.reason} at byte {e.start:,}") from None
+        except OSError as e:
+            raise TraceError(f"{self.path}: cannot read: {e.strerror or e}") from None
+
+    def __iter__(self) -> Iterator[tuple[int, list[str]]]:
+        try:
+            for row in self._iter():
+                self.count += 1
+                if self.count > MAX_TRACE_ROWS:
+                    raise TraceError(f"{self.path}:{row[0]}: more than {MAX_TRACE_ROWS:,} rows; a trace may have at most {MAX_TRACE_ROWS:,}")
+                yield row
+        finally:
+            self.close()
+        if self.count == 0:
+            raise TraceError(f"{self.path}: no rows after the header")
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def _time_s(value: str) -> float:
@@ -110,43 +143,69 @@ def _time_s(value: str) -> float:
 def _parse(path: Path, line: int, column: str, value: str, conv: Callable[[str], Any], what: str) -> Any:
     try:
         return conv(value)
-    except (ValueError, OverflowError):
-        raise TraceError(f"{path}:{line}: {column}: {what} (got {value!r})") from None
+    except (ValueError, OverflowError) as e:
+        # A converter may say what is wrong itself ("!" + text), e.g. a count beyond its limit.
+        text = str(e)
+        what = text[1:] if text.startswith("!") else what
+        raise TraceError(f"{path}:{line}: {column}: {what} (got {_clip(value)!r})") from None
 
 
-def _count(value: str) -> int:
+def _clip(text: str) -> str:
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def _int_in(value: str, lo: int, hi: int) -> int:
     v = int(value)
-    if v < 0:
+    if v < lo:
         raise ValueError(value)
+    if v > hi:
+        raise ValueError(f"!more than {hi:,}")
     return v
+
+
+def _tokens(value: str) -> int:
+    return _int_in(value, 0, MAX_TOKENS)
+
+
+def _priority(value: str) -> int:
+    return _int_in(value, 0, MAX_PRIORITY)
 
 
 def read_request_trace(path: str | Path) -> RequestTrace:
     """An inference request trace in the Azure LLM inference format."""
     path = Path(path)
-    header, rows = _rows(path)
+    rows = _Rows(path)
+    header = rows.header
     if [h.lower() for h in header[:3]] != [c.lower() for c in AZURE_COLUMNS]:
+        rows.close()
         raise TraceError(
             f"{path}:1: expected the header {','.join(AZURE_COLUMNS)} (Azure LLM inference format), "
-            f"got {','.join(header)}"
+            f"got {_clip(','.join(header))}"
         )
-    t = np.empty(len(rows))
-    inp = np.empty(len(rows), dtype=np.int64)
-    out = np.empty(len(rows), dtype=np.int64)
-    for i, (line, f) in enumerate(rows):
+    t = array("d")
+    inp = array("q")
+    out = array("q")
+    lines = array("q")
+    for line, f in rows:
         if len(f) < 3:
             raise TraceError(
                 f"{path}:{line}: expected 3 fields (TIMESTAMP,ContextTokens,GeneratedTokens), got {len(f)}"
             )
-        t[i] = _parse(path, line, "TIMESTAMP", f[0], _time_s, "not a timestamp or a number of seconds")
-        inp[i] = _parse(path, line, "ContextTokens", f[1], _count, "not a non-negative integer")
-        out[i] = _parse(path, line, "GeneratedTokens", f[2], _count, "not a non-negative integer")
-    if not np.isfinite(t).all():
-        line = rows[int(np.flatnonzero(~np.isfinite(t))[0])][0]
+        t.append(_parse(path, line, "TIMESTAMP", f[0], _time_s, "not a timestamp or a number of seconds"))
+        inp.append(_parse(path, line, "ContextTokens", f[1], _tokens, "not a non-negative integer"))
+        out.append(_parse(path, line, "GeneratedTokens", f[2], _tokens, "not a non-negative integer"))
+        lines.append(line)
+    ta = np.frombuffer(t, dtype=np.float64).copy()
+    if not np.isfinite(ta).all():
+        line = lines[int(np.flatnonzero(~np.isfinite(ta))[0])]
         raise TraceError(f"{path}:{line}: TIMESTAMP: not a finite time")
-    order = np.argsort(t, kind="stable")
-    t = t[order] - t[order[0]]
-    return RequestTrace(t, inp[order], out[order], str(path))
+    order = np.argsort(ta, kind="stable")
+    ta = ta[order] - ta[order[0]]
+    if ta[-1] > MAX_SPAN_S:
+        raise TraceError(f"{path}: the requests span {ta[-1] / 3600:,.0f} h; at most {MAX_RUN_H:,.0f} h (ten years)")
+    ia = np.frombuffer(inp, dtype=np.int64)[order]
+    oa = np.frombuffer(out, dtype=np.int64)[order]
+    return RequestTrace(ta, ia, oa, str(path))
 
 
 def _column(path: Path, header: list[str], key: str, required: bool = True) -> int:
@@ -161,93 +220,118 @@ def _column(path: Path, header: list[str], key: str, required: bool = True) -> i
     return -1
 
 
-def _positive_int(value: str) -> int:
+def _chips(value: str) -> int:
     v = float(value)
-    if v <= 0 or v != int(v):
+    if not v >= 1 or v != int(v):
         raise ValueError(value)
+    if v > MAX_CHIPS:
+        raise ValueError(f"!more than {MAX_CHIPS:,} chips")
     return int(v)
 
 
-def _nonneg(value: str) -> float:
-    v = float(value)
-    if not v >= 0 or math.isinf(v):
-        raise ValueError(value)
-    return v
+def _at_most(limit: float, unit: str) -> Callable[[str], float]:
+    def conv(value: str) -> float:
+        v = float(value)
+        if not v >= 0:
+            raise ValueError(value)
+        if not v <= limit:
+            raise ValueError(f"!more than {limit:g} {unit}")
+        return v
+
+    return conv
+
+
+_seconds = _at_most(MAX_SPAN_S, "s (ten years)")
+_flop = _at_most(MAX_WORK_FLOP, "FLOP")
 
 
 def read_job_trace(path: str | Path, known_models: set[str] | None = None) -> JobTrace:
     """A batch-job trace (see the module docstring for the columns)."""
     path = Path(path)
-    header, rows = _rows(path)
-    c_sub = _column(path, header, "submit")
-    c_chips = _column(path, header, "chips")
-    c_kind = _column(path, header, "kind")
-    c_dur = _column(path, header, "duration", required=False)
-    c_work = _column(path, header, "work", required=False)
-    if c_dur < 0 and c_work < 0:
-        raise TraceError(f"{path}:1: needs a duration_s or a work_flop column")
-    c_model = _column(path, header, "model", required=False)
-    c_prio = _column(path, header, "priority", required=False)
-    n = len(rows)
-    sub = np.empty(n)
-    chips = np.empty(n, dtype=np.int64)
-    dur = np.full(n, math.nan)
-    work = np.full(n, math.nan)
-    kind = np.empty(n, dtype=np.int8)
-    prio = np.full(n, -1, dtype=np.int64)
+    rows = _Rows(path)
+    header = rows.header
+    try:
+        c_sub = _column(path, header, "submit")
+        c_chips = _column(path, header, "chips")
+        c_kind = _column(path, header, "kind")
+        c_dur = _column(path, header, "duration", required=False)
+        c_work = _column(path, header, "work", required=False)
+        if c_dur < 0 and c_work < 0:
+            raise TraceError(f"{path}:1: needs a duration_s or a work_flop column")
+        c_model = _column(path, header, "model", required=False)
+        c_prio = _column(path, header, "priority", required=False)
+    except TraceError:
+        rows.close()
+        raise
+    sub = array("d")
+    chips = array("q")
+    dur = array("d")
+    work = array("d")
+    kind = array("b")
+    prio = array("q")
+    lines = array("q")
     models: list[str] = []
+    first_numeric = True
 
     def field(f: list[str], c: int) -> str:
         return f[c] if 0 <= c < len(f) else ""
 
-    for i, (line, f) in enumerate(rows):
-        sub[i] = _parse(
+    for line, f in rows:
+        if not lines:
+            first_numeric = _is_number(field(f, c_sub))
+        sub.append(_parse(
             path, line, header[c_sub], field(f, c_sub), _time_s, "not a time (seconds or a timestamp)"
-        )
-        chips[i] = _parse(
-            path, line, header[c_chips], field(f, c_chips), _positive_int, "not a positive integer"
-        )
+        ))
+        chips.append(_parse(
+            path, line, header[c_chips], field(f, c_chips), _chips, "not a positive integer"
+        ))
         k = field(f, c_kind).lower()
         if k not in KIND_ALIASES:
             raise TraceError(
-                f"{path}:{line}: {header[c_kind]}: unknown kind {field(f, c_kind)!r}; "
+                f"{path}:{line}: {header[c_kind]}: unknown kind {_clip(field(f, c_kind))!r}; "
                 "use pretrain, finetune, eval or batch_inference"
             )
-        kind[i] = KIND_NAMES.index(KIND_ALIASES[k])
+        kind.append(KIND_NAMES.index(KIND_ALIASES[k]))
         d, w = field(f, c_dur), field(f, c_work)
         if bool(d) == bool(w):
             raise TraceError(f"{path}:{line}: give exactly one of duration_s and work_flop")
         if d:
-            dur[i] = _parse(path, line, header[c_dur], d, _nonneg, "not a non-negative number of seconds")
+            dur.append(_parse(path, line, header[c_dur], d, _seconds,
+                              "not a non-negative number of seconds"))
+            work.append(math.nan)
         else:
-            work[i] = _parse(path, line, header[c_work], w, _nonneg, "not a non-negative number of FLOP")
+            dur.append(math.nan)
+            work.append(_parse(path, line, header[c_work], w, _flop, "not a non-negative number of FLOP"))
         m = field(f, c_model)
         if m and known_models is not None and m not in known_models:
             raise TraceError(
-                f"{path}:{line}: model: unknown model {m!r}; known: {', '.join(sorted(known_models))}"
+                f"{path}:{line}: model: unknown model {_clip(m)!r}; known: {', '.join(sorted(known_models))}"
             )
         models.append(m)
-        if c_prio >= 0 and field(f, c_prio):
-            prio[i] = _parse(
-                path, line, header[c_prio], field(f, c_prio), _count, "not a non-negative integer"
-            )
-    if not np.isfinite(sub).all():
-        line = rows[int(np.flatnonzero(~np.isfinite(sub))[0])][0]
+        p = field(f, c_prio) if c_prio >= 0 else ""
+        prio.append(_parse(path, line, header[c_prio], p, _priority,
+                           "not a non-negative integer") if p else -1)
+        lines.append(line)
+    suba = np.frombuffer(sub, dtype=np.float64)
+    if not np.isfinite(suba).all():
+        line = lines[int(np.flatnonzero(~np.isfinite(suba))[0])]
         raise TraceError(f"{path}:{line}: {header[c_sub]}: not a finite time")
-    numeric = all(_is_number(field(f, c_sub)) for _, f in rows[:1])
-    order = np.argsort(sub, kind="stable")
-    base = 0.0 if numeric else sub[order[0]]
-    submit = np.ceil(sub[order] - base).astype(np.int64)
-    if (submit < 0).any():
-        line = rows[int(order[np.flatnonzero(submit < 0)[0]])][0]
-        raise TraceError(f"{path}:{line}: {header[c_sub]}: negative submit time")
+    order = np.argsort(suba, kind="stable")
+    rel = suba[order] - (0.0 if first_numeric else suba[order[0]])
+    bad = np.flatnonzero((rel < -1e-9) | (rel > MAX_SPAN_S))
+    if len(bad):
+        i = int(bad[0])
+        line = lines[int(order[i])]
+        what = "negative submit time" if rel[i] < 0 else f"submit time beyond {MAX_RUN_H:,.0f} h (ten years)"
+        raise TraceError(f"{path}:{line}: {header[c_sub]}: {what}")
+    submit = np.ceil(rel).astype(np.int64)
     return JobTrace(
         submit_s=submit,
-        chips=chips[order],
-        duration_s=dur[order],
-        work_flop=work[order],
-        kind=kind[order],
-        priority=prio[order],
+        chips=np.frombuffer(chips, dtype=np.int64)[order],
+        duration_s=np.frombuffer(dur, dtype=np.float64)[order],
+        work_flop=np.frombuffer(work, dtype=np.float64)[order],
+        kind=np.frombuffer(kind, dtype=np.int8)[order],
+        priority=np.frombuffer(prio, dtype=np.int64)[order],
         model=tuple(models[int(i)] for i in order),
         source=str(path),
     )

@@ -92,12 +92,23 @@ def connect(path: str | Path, *, read_only: bool, limits: Limits, extra_config: 
     config = {**SANDBOX_CONFIG, "memory_limit": f"{limits.memory_bytes}B", **(extra_config or {})}
     con = duckdb.connect(str(path), read_only=read_only, config=config)
     try:
-        con.execute("SET lock_configuration = true")
+        _lock_configuration(con)
         user = con.cursor()
     except BaseException:
         con.close()
         raise
     return con, user
+
+
+def _lock_configuration(con: duckdb.DuckDBPyConnection) -> None:
+    """Lock the configuration; a second connection to a database this process already holds open
+    shares its (already locked) configuration."""
+    try:
+        con.execute("SET lock_configuration = true")
+    except duckdb.InvalidInputException:
+        row = con.sql("SELECT current_setting('lock_configuration')").fetchall()
+        if not (row and row[0][0] is True):
+            raise
 
 
 @dataclass
@@ -217,6 +228,7 @@ class UserSql:
             pass
 
     def close(self) -> None:
+        """Stop a running query and close the cursor."""
         self.interrupt()
         with self._lock:
             try:

@@ -2,10 +2,18 @@
 
 Schema changes are ordered migrations recorded in ``twin_meta``; a file written by a newer,
 incompatible version is refused with a clear message.
+
+Calendar time is storage's own: ``runs.start`` (the scenario's start, an instant) and a ``ts``
+column in every time-series table, computed when a batch is built (``ts = start + time_s``), so the
+model keeps counting seconds.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from storage.kpis import run_summary_view_sql
@@ -19,6 +27,7 @@ ARROW_TYPES: dict[str, pa.DataType] = {
     "float64": pa.float64(),
     "string": pa.string(),
     "bool": pa.bool_(),
+    "timestamptz": pa.timestamp("us", tz="UTC"),
 }
 DUCKDB_TYPES = {
     "int8": "TINYINT",
@@ -28,14 +37,40 @@ DUCKDB_TYPES = {
     "float64": "DOUBLE",
     "string": "VARCHAR",
     "bool": "BOOLEAN",
+    "timestamptz": "TIMESTAMPTZ",
 }
+
+# A scenario without a start begins on Monday 2026-01-05 00:00 UTC (the scenario key ``start``).
+DEFAULT_START = _dt.datetime(2026, 1, 5, tzinfo=_dt.UTC)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+START = Column("start", "timestamptz", "", "Calendar time of time_s = 0 (the scenario's start)")
+TS = Column("ts", "timestamptz", "", "Calendar time of the step: runs.start + time_s")
+
+
+def columns(table: str) -> tuple[Column, ...]:
+    """Every column of a table as stored: the model's, then storage's calendar-time column."""
+    cols = TABLES[table]
+    if table == "runs":
+        return (*cols, START)
+    if any(c.name == "time_s" for c in cols):
+        return (*cols, TS)
+    return cols
+
+
+def timestamps(start: _dt.datetime, time_s: npt.NDArray[np.int64] | list[int]) -> pa.Array:
+    """``start + time_s`` as a UTC timestamp array (microseconds), vectorised."""
+    if start.tzinfo is None:
+        raise ValueError("start must carry a time zone")
+    start_us = (start - _EPOCH) // _dt.timedelta(microseconds=1)
+    us = np.asarray(time_s, dtype=np.int64) * 1_000_000 + start_us
+    return pa.array(us, type=ARROW_TYPES["timestamptz"])
 
 
 def arrow_schema(table: str) -> pa.Schema:
     return pa.schema(
         [
             pa.field(c.name, ARROW_TYPES[c.dtype], metadata={"unit": c.unit, "description": c.description})
-            for c in TABLES[table]
+            for c in columns(table)
         ]
     )
 
@@ -45,7 +80,7 @@ def _sql_str(s: str) -> str:
 
 
 def create_table_sql(table: str) -> str:
-    cols = [f"{c.name} {DUCKDB_TYPES[c.dtype]}" for c in TABLES[table]]
+    cols = [f"{c.name} {DUCKDB_TYPES[c.dtype]}" for c in TABLES[table]]  # v1 columns
     if table in UPSERT_KEYS:
         cols.append(f"PRIMARY KEY ({', '.join(UPSERT_KEYS[table])})")
     return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(cols)})"
@@ -65,12 +100,24 @@ def migrations() -> list[list[str]]:
             v1.extend(comment_sql(table, c) for c in TABLES[table])
     # Views for the questions people ask most.
     v1.append(run_summary_view_sql())
-    out = [v1]
-    for version in range(2, SCHEMA_VERSION + 1):
+    # v2: calendar time, as the last column of each table (ALTER appends).
+    v2 = []
+    for table in TABLES:
+        if table in ADDED_IN:
+            continue
+        for c in columns(table)[len(TABLES[table]):]:
+            v2.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c.name} {DUCKDB_TYPES[c.dtype]}")
+            v2.append(comment_sql(table, c))
+    out = [v1, v2]
+    # Later versions: the tables they add, with storage's calendar-time column.
+    for version in range(3, SCHEMA_VERSION + 1):
         v: list[str] = []
         for table in (t for t, added in ADDED_IN.items() if added == version):
             v.append(create_table_sql(table))
             v.extend(comment_sql(table, c) for c in TABLES[table])
+            for c in columns(table)[len(TABLES[table]):]:
+                v.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c.name} {DUCKDB_TYPES[c.dtype]}")
+                v.append(comment_sql(table, c))
         out.append(v)
     return out
 

@@ -21,6 +21,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,16 @@ import pyarrow as pa
 
 from storage.runlock import LockedError, RunLock, crash_point
 from storage.sandbox import Limits, UserSql, connect
-from storage.schema import arrow_schema, migrations
+from storage.schema import DEFAULT_START, arrow_schema, columns, migrations, timestamps
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 _STOP = object()
+
+# On-disk format of new files: the oldest DuckDB storage version that keeps everything the file
+# uses (tables, views, column comments). "v1.2.0" writes storage version 65, which DuckDB 1.2 and
+# later 1.x releases (1.5.x reads 64-68) and 2.x all open; DuckDB 2.0's own default (999) is
+# unreadable by every 1.x release. Only applies when the file is created.
+STORAGE_COMPATIBILITY = "v1.2.0"
 
 
 class StorageError(Exception):
@@ -46,7 +53,7 @@ def utc_now() -> str:
 def open_database(path: str | Path, limits: Limits) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
     """Create or open a writable telemetry database in the sandbox: ``(connection, user cursor)``.
     The one place a writable database is opened; per-file options go in ``config``."""
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = {"storage_compatibility_version": STORAGE_COMPATIBILITY}
     try:
         return connect(path, read_only=False, limits=limits, extra_config=config)
     except duckdb.Error as e:
@@ -75,7 +82,7 @@ def init_schema(con: duckdb.DuckDBPyConnection, run_row: dict[str, Any] | None =
 
 
 def upsert_run(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> None:
-    cols = [c.name for c in TABLES["runs"]]
+    cols = [c.name for c in columns("runs")]
     con.execute(
         f"INSERT OR REPLACE INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
         [run[c] for c in cols],
@@ -95,7 +102,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def to_arrow(table: str, run_id: str, cols: dict[str, Any]) -> pa.Table:
+def to_arrow(table: str, run_id: str, cols: dict[str, Any], start: _dt.datetime = DEFAULT_START) -> pa.Table:
     schema = arrow_schema(table)
     n = None
     arrays: list[Any] = []
@@ -103,8 +110,13 @@ def to_arrow(table: str, run_id: str, cols: dict[str, Any]) -> pa.Table:
         if f.name == "run_id":
             arrays.append(None)
             continue
+        if f.name == "ts" and "ts" not in cols:
+            arrays.append(timestamps(start, cols["time_s"]))
+            continue
         v = cols[f.name]
-        arr = pa.array(v, type=f.type)
+        # NaN is the model's "no value" (no cap, nothing served); the file stores NULL so that
+        # max(), avg() and every reader treat it as missing, not as a number.
+        arr = pa.array(v, type=f.type, from_pandas=pa.types.is_floating(f.type))
         n = len(arr)
         arrays.append(arr)
     n = n or 0
@@ -128,13 +140,19 @@ class TelemetryWriter:
         max_pending: int = 8,
         if_exists: str = "append",
         limits: Limits | None = None,
+        on_commit: Callable[[dict[str, pa.Table], dict[str, Any]], None] | None = None,
     ) -> None:
+        # Called in the writer thread after every commit with the committed batches and the run row
+        # (storage.live publishes them for readers while the file is locked).
+        self.on_commit = on_commit
         self.path = Path(path)
         self.run_id = str(run["run_id"])
         self.flush_rows = flush_rows
         self.flush_interval_s = flush_interval_s
         self.limits = limits or Limits()
-        self.run = {c.name: run.get(c.name) for c in TABLES["runs"]}
+        self.run = {c.name: run.get(c.name) for c in columns("runs")}
+        self.start: _dt.datetime = run.get("start") or DEFAULT_START
+        self.run["start"] = self.start
         self.run.update(status="running", started_at=utc_now(), finished_at="", sim_time_s=0)
         self.run["schema_version"] = SCHEMA_VERSION
         try:
@@ -165,6 +183,8 @@ class TelemetryWriter:
             self._lock.release()
             raise
         self.user_sql = UserSql(user_cur, self.limits, strict=True)
+        if on_commit is not None:
+            on_commit({}, dict(self.run))
         self._q: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
         self._buf: dict[str, list[pa.Table]] = {t: [] for t in TABLES if t != "runs"}
         self._rows = 0
@@ -227,10 +247,11 @@ class TelemetryWriter:
     def close(self, status: str = "complete") -> None:
         """Commit what is queued, mark the run with ``status`` (``failed`` if a write failed) and
         the last step in its tables, close the file and release its lock."""
+        crash_point("close:begin")
         if self._thread.is_alive():
             self._q.put(_STOP)
             self._thread.join()
-        self.user_sql.interrupt()
+        self.user_sql.close()  # stops a console query still running, and its cursor
         try:
             self._record_end(status if self._error is None else "failed")
             try:
@@ -300,7 +321,7 @@ class TelemetryWriter:
                     frames, t = item
                     self._sim_time_s = t
                     for table, cols in frames.items():
-                        tb = to_arrow(table, self.run_id, cols)
+                        tb = to_arrow(table, self.run_id, cols, self.start)
                         if tb.num_rows:
                             self._buf[table].append(tb)
                             self._rows += tb.num_rows
@@ -342,10 +363,11 @@ class TelemetryWriter:
         crash_point("flush:begin")
         con.execute("BEGIN")
         written = 0
+        committed: dict[str, pa.Table] = {}
         for table, parts in self._buf.items():
             if not parts:
                 continue
-            tb = pa.concat_tables(parts)
+            tb = committed[table] = pa.concat_tables(parts)
             con.register("_batch", tb)
             try:
                 if table in UPSERT_KEYS:
@@ -370,6 +392,8 @@ class TelemetryWriter:
         self.rows_written += written
         self._rows = 0
         crash_point("flush:committed")
+        if self.on_commit is not None:
+            self.on_commit(committed, dict(self.run))
 
     def _upsert_run(self) -> None:
         upsert_run(self.con, self.run)

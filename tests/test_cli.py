@@ -127,7 +127,7 @@ BAD_CASES = [
     (
         "bad target utilization",
         SMALL_TOML.replace("mean_requests_per_s = 20.0", "target_utilization = 0.0"),
-        "services[0]: target_utilization must be in (0, 1]",
+        "services[0].target_utilization: out of range: must lie in 0 < x ≤ 1",
     ),
     (
         "autoscale bounds",

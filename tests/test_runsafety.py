@@ -72,38 +72,44 @@ def _complete(out: Path, overwrite: bool) -> None:
 def test_kill_at_every_point_of_startup_leaves_no_file_or_a_valid_running_run(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["duckdb", "numpy", "pyarrow", "scenarios.runner", "scenarios.spec"])
-    tried = valid = absent = 0
+    cases: list[tuple[str, bool, Path, tuple[str, str, int, int] | None]] = []
     for replace in (False, True):
         for i, point in enumerate(POINTS):
+            if replace and not point.startswith(("session:", "create:")):
+                continue  # after the rename, replacing and creating are the same
             out = tmp_path / f"{'replace' if replace else 'new'}-{i}.duckdb"
-            old = None
             if replace:
                 _complete(out, overwrite=False)
-                old = _state(out)
-            p = ctx.Process(target=_run_child, args=(str(out), point, replace))
+            cases.append((point, replace, out, _state(out)))
+    for k in range(0, len(cases), 4):  # a few killed runs at a time
+        procs = [ctx.Process(target=_run_child, args=(str(out), point, replace))
+                 for point, replace, out, _ in cases[k:k + 4]]
+        for p in procs:
             p.start()
+        for p, (point, *_) in zip(procs, cases[k:k + 4], strict=True):
             p.join()
             assert p.exitcode == -signal.SIGKILL, point
-            tried += 1
-            state = _state(out)  # a valid twin file, or none
-            if state is None:
-                absent += 1
-                assert not replace, f"{point}: --overwrite lost the old file"
-            else:
-                valid += 1
-                _, status, sim_t, last = state
-                if state != old:  # the new run: recorded as running, up to what it committed
-                    assert status == "running" and sim_t == last, (point, state)
-            # The next run is not blocked by anything the killed one left.
-            if state is not None:
-                with pytest.raises(StorageError, match="already exists"):
-                    Session(parse(TOML, "tiny.toml"), TOML, out)
-            _complete(out, overwrite=True)
-            left = sorted(q.name for q in tmp_path.iterdir() if q.name.startswith(f".{out.name}") or
-                          q.name.startswith(f"{out.name}."))
-            assert left == [], f"{point}: left {left}"
-    assert tried == 2 * len(POINTS) and valid + absent == tried
-    print(f"\nkills tried {tried}, files valid {valid}, no file {absent}, invalid 0")
+    valid = absent = 0
+    for point, replace, out, old in cases:
+        state = _state(out)  # a valid twin file, or none
+        if state is None:
+            absent += 1
+            assert not replace, f"{point}: --overwrite lost the old file"
+        else:
+            valid += 1
+            _, status, sim_t, last = state
+            if state != old:  # the new run: recorded as running, up to what it committed
+                assert status == "running" and sim_t == last, (point, state)
+            with pytest.raises(StorageError, match="already exists"):
+                Session(parse(TOML, "tiny.toml"), TOML, out)
+        # The next run is not blocked by anything the killed one left, and cleans up after it.
+        _complete(out, overwrite=True)
+        left = sorted(q.name for q in tmp_path.iterdir()
+                      if q.name.startswith(f".{out.name}") or q.name.startswith(f"{out.name}."))
+        assert left == [], f"{point}: left {left}"
+    assert len(cases) == len(POINTS) + sum(p.startswith(("session:", "create:")) for p in POINTS)
+    assert valid + absent == len(cases)
+    print(f"\nkills tried {len(cases)}, files valid {valid}, no file {absent}, invalid 0")
 
 
 @pytest.fixture(autouse=True)
@@ -158,6 +164,19 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path: Path) -> None:
     assert status == "stopped" and 0 < sim_t == last < 3650 * 86400
 
 
+def test_a_signal_while_a_run_closes_waits_for_the_close(tmp_path: Path) -> None:
+    out = tmp_path / "closing.duckdb"
+    p = _stopped_run(tmp_path, out, "close:begin")  # every step simulated, the file not closed yet
+    os.kill(p.pid, signal.SIGTERM)
+    os.kill(p.pid, signal.SIGCONT)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 143
+    assert err.strip() == f"twin: terminated (SIGTERM); telemetry so far is in {out} (status 'complete')"
+    _, status, sim_t, last = _state(out) or ("", "", 0, 0)
+    assert status == "complete" and sim_t == last == 12 * 3600
+    assert not (tmp_path / "closing.duckdb.lock").exists()
+
+
 def test_a_failed_write_records_what_was_committed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A write failing in the third flush (as on a full disk): the run is 'failed' and its
     sim_time_s is the end of the last step actually in the tables."""
@@ -189,21 +208,28 @@ def test_a_failed_write_records_what_was_committed(tmp_path: Path, monkeypatch: 
 
 
 def test_full_disk_leaves_a_truthful_failed_run(tmp_path: Path) -> None:
-    """A tmpfs with room for the new file and its first flush (about 1.6 MB + 8 MB of log for this
-    scenario), not the second: the run is 'failed' and its sim_time_s is what the tables hold."""
+    """A real full disk (a 4 MB tmpfs): flushes of 100 steps until one fails; the run is 'failed'
+    and its sim_time_s is the end of the last step the tables hold, which is at least every flush
+    that went through."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=11m", "tmpfs", str(disk)],
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
                                            capture_output=True).returncode != 0:
         pytest.skip("needs to mount a small tmpfs (root)")
     try:
         out = disk / "full.duckdb"
-        r = subprocess.run([TWIN, "run", str(tmp_path / "x.toml"), "--days", "3650", "--out", str(out)],
-                           capture_output=True, text=True)
-        assert r.returncode == 2, r.stderr
-        assert len(r.stderr.strip().splitlines()) == 1 and "No space left on device" in r.stderr, r.stderr
+        s = Session(parse(TOML, "tiny.toml"), TOML, out, duration_s=3650 * 86400, flush_interval_s=3600)
+        committed = 0
+        with pytest.raises(StorageError, match="No space left on device"):
+            for _ in range(2000):
+                s.advance(100)
+                s.writer.flush()
+                committed = s.sim.t_s
+        with pytest.raises(StorageError, match="telemetry write failed"):
+            s.close("complete")
         _, status, sim_t, last = _state(out) or ("", "", 0, 0)
-        assert status == "failed" and 0 < sim_t == last < 3650 * 86400
+        assert status == "failed" and sim_t == last and committed <= sim_t < s.sim.t_s
+        assert committed > 0, "the disk should hold a few flushes before it fills"
         assert not (disk / "full.duckdb.lock").exists()
     finally:
         subprocess.run(["umount", str(disk)], check=False)

@@ -279,3 +279,79 @@ def test_twin_sql_ctrl_c_ends_a_query_with_one_line(small_run: Path) -> None:
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130
     assert err.strip() == "twin: query cancelled (Ctrl-C)"
+
+
+# ---------------------------------------------------------------------- the console, end to end
+async def test_live_console_shows_its_limits_and_stops_at_them(tmp_path: Path, small_scenario: Any) -> None:
+    """Through the app (F6, ctrl+r): the status line shows the limits; a query past the time limit
+    ends with a message saying so; a file read is refused; the console and the run carry on."""
+    import time
+
+    from textual.widgets import TextArea
+
+    from scenarios.runner import Session
+    from tui.app import TwinApp
+    from tui.widgets.arrowtable import ArrowTable
+
+    spec, text = small_scenario
+    s = Session(spec, text, tmp_path / "c.duckdb", sql_limits=Limits(timeout_s=0.5))
+    app = TwinApp(session=s, config_dir=tmp_path / "cfg")
+
+    async def wait(pilot: Any, cond: Any) -> None:
+        deadline = time.monotonic() + 60
+        while not cond():
+            assert time.monotonic() < deadline, "condition not reached"
+            await pilot.pause(0.05)
+
+    def status() -> str:
+        return str(app.screen.query_one("#sql-status").render())
+
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait(pilot, lambda: app.t is not None)
+            await pilot.press("f6")
+            assert "limits 0.5 s · 2 GB" in status()
+            ed = app.screen.query_one("#editor", TextArea)
+            for sql, want in (("SELECT count(*) FROM range(1000000000000)", "stopped at its 0.5 s time limit"),
+                              ("SELECT * FROM read_text('/etc/hostname')", "refused"),
+                              ("SELECT * FROM checkpoint()", "refused")):
+                ed.text = sql
+                await pilot.press("ctrl+r")
+                await wait(pilot, lambda: not app.screen.running)
+                assert want in status(), (sql, status())
+            ed.text = "SELECT count(*) AS n FROM factory_ts"
+            await pilot.press("ctrl+r")
+            await wait(pilot, lambda: not app.screen.running)
+            assert app.screen.query_one("#result", ArrowTable).row_count == 1
+    finally:
+        s.close("stopped")
+    con = open_run_file(tmp_path / "c.duckdb")
+    try:
+        assert con.sql("SELECT status FROM runs").fetchall() == [("stopped",)]
+    finally:
+        con.close()
+
+
+async def test_sigterm_ends_a_live_session(tmp_path: Path, small_scenario: Any) -> None:
+    import time
+
+    from scenarios.runner import Session
+    from tui.app import TwinApp
+
+    spec, text = small_scenario
+    s = Session(spec, text, tmp_path / "t.duckdb")
+    app = TwinApp(session=s, config_dir=tmp_path / "cfg")
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            deadline = time.monotonic() + 60
+            while app.t is None:
+                assert time.monotonic() < deadline
+                await pilot.pause(0.05)
+            # The app's loop handles SIGTERM (never the default action, which would end pytest).
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+            os.kill(os.getpid(), signal.SIGTERM)
+            while app.is_running and time.monotonic() < deadline:
+                await pilot.pause(0.05)
+            assert app.terminated and not app.is_running
+    finally:
+        s.close("stopped")

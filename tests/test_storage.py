@@ -15,6 +15,7 @@ import pytest
 
 from scenarios.runner import Session
 from storage.reader import QueryError, kpi_summary, open_run_file, user_query
+from storage.schema import columns
 from storage.writer import StorageError, TelemetryWriter
 from tests.conftest import job_history
 from twin.telemetry import TABLES
@@ -40,7 +41,7 @@ def test_frames_round_trip_exactly(tmp_path: Path, small_scenario) -> None:  # t
             for col in frames[0][table]:
                 want = np.concatenate([f[table][col] for f in frames])
                 np.testing.assert_array_equal(got[col].to_numpy(), want, err_msg=f"{table}.{col}")
-        assert got.schema.names == [c.name for c in TABLES["ultraserver_ts"]]
+        assert got.schema.names == [c.name for c in TABLES["ultraserver_ts"]] + ["ts"]
         ((status, sim_t),) = _query(con, "SELECT status, sim_time_s FROM runs")
         assert status == "complete" and sim_t == 120 * spec.dt_s
         # Jobs: one row per job, latest state wins over earlier upserts.
@@ -151,7 +152,7 @@ def test_user_sql_reads(small_run: Path) -> None:
     try:
         t = user_query(con, "SELECT count(*) AS n FROM factory_ts")
         assert t.to_pylist() == [{"n": 360}]
-        assert user_query(con, "DESCRIBE factory_ts").num_rows == len(TABLES["factory_ts"])
+        assert user_query(con, "DESCRIBE factory_ts").num_rows == len(columns("factory_ts"))
         with pytest.raises(QueryError, match="does not exist"):
             user_query(con, "SELECT * FROM nope")
     finally:

@@ -7,7 +7,7 @@ Bad input exits with code 2 and one line naming the file, the key and what is wr
 from __future__ import annotations
 
 import datetime as _dt
-import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +15,8 @@ from typing import Any, NoReturn
 
 import click
 
+from tui.cli_errors import OneLineErrors
+from tui.cli_metrics import METRICS_HELP, start_metrics
 from tui.cli_signals import stoppable
 from twin import __version__
 
@@ -45,25 +47,26 @@ def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _default_out(name: str) -> Path:
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("twin-runs") / f"{name}-{stamp}.duckdb"
+    """twin-runs/<scenario>-<UTC time to the millisecond>-p<process id>.duckdb: unique for runs
+    started in parallel in one directory."""
+    now = _dt.datetime.now(_dt.UTC)
+    stamp = now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z"
+    return Path("twin-runs") / f"{name}-{stamp}-p{os.getpid()}.duckdb"
 
 
 def _duration_s(hours: float | None, days: float | None) -> int | None:
-    if hours is not None and days is not None:
-        fail("give --hours or --days, not both")
-    if hours is not None:
-        if hours <= 0:
-            fail("--hours must be positive")
-        return int(round(hours * 3600))
-    if days is not None:
-        if days <= 0:
-            fail("--days must be positive")
-        return int(round(days * 86400))
-    return None
+    from scenarios.spec import ScenarioError, duration_arg
+
+    try:
+        return duration_arg(hours, days)
+    except ScenarioError as e:
+        fail(str(e))
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+_SET_HELP = "Override a scenario key: KEY=VALUE, e.g. hall.ultraservers=32 or site.climate=hot (repeatable)."
+
+
+@click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="twin")
 @click.option(
     "--scenario",
@@ -77,10 +80,13 @@ def _duration_s(hours: float | None, days: float | None) -> int | None:
     "--out",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<time>.duckdb).",
+    help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
 )
+@click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @click.pass_context
-def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None) -> None:
+def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None, metrics_port: int | None,
+         sets: tuple[str, ...]) -> None:
     """AI Factory Twin: a digital twin of an AI factory (Trainium3 UltraServers, power, cooling,
     site and workload).
 
@@ -96,17 +102,22 @@ def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None) -
     """
     if ctx.invoked_subcommand is not None:
         return
-    _live(scenario, seed, out)
+    _live(scenario, seed, out, metrics_port, sets)
 
 
 @_guard
-def _live(scenario: str, seed: int | None, out: str | None) -> None:
+def _live(scenario: str, seed: int | None, out: str | None, metrics_port: int | None = None,
+          sets: tuple[str, ...] = ()) -> None:
+    from scenarios.overrides import load
     from scenarios.runner import Session
-    from scenarios.spec import load
 
-    spec, text, _ = load(scenario)
+    spec, text, _ = load(scenario, sets)
     path = Path(out) if out else _default_out(spec.name)
-    session = Session(spec, text, path, seed=seed, duration_s=10 * 365 * 86400)
+    metrics = start_metrics(metrics_port)
+    session = Session(spec, text, path, seed=seed, duration_s=spec.longest_run_s(),
+                      on_chunk=metrics.update if metrics else None)
+    if metrics:
+        metrics.set_run(run_id=session.run_id, scenario=spec.name, file=str(path))
     from tui.app import TwinApp
 
     app = TwinApp(session=session)
@@ -114,6 +125,8 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
         app.run()
     finally:
         session.close("stopped")
+        if metrics:
+            metrics.close()
     click.echo(f"Session recorded to {path}  (twin sql {path} / twin replay {path})")
     if app.terminated:
         click.echo("twin: terminated (SIGTERM); the session is recorded 'stopped'", err=True)
@@ -132,10 +145,13 @@ def _live(scenario: str, seed: int | None, out: str | None) -> None:
     "-o",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Telemetry file (default: twin-runs/<scenario>-<time>.duckdb).",
+    help="Telemetry file (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
-@click.option("--json", "as_json", is_flag=True, help="Print the KPI summary as JSON.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the KPI summary as one line of JSON (one line per variant).")
+@click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_guard
 def run_cmd(
     scenario: str,
@@ -145,33 +161,51 @@ def run_cmd(
     out: str | None,
     overwrite: bool,
     as_json: bool,
+    metrics_port: int | None,
+    sets: tuple[str, ...],
 ) -> None:
     """Simulate SCENARIO headless and record telemetry (SCENARIO: built-in name or TOML path).
 
     A comparison scenario (one with [[variants]]) runs every variant into its own file
     (OUT-<variant>.duckdb) and prints their KPIs side by side."""
-    from scenarios.spec import load
+    from scenarios.overrides import load
 
-    spec, text, _ = load(scenario)
+    spec, text, _ = load(scenario, sets)
     dur = _duration_s(hours, days)
+    metrics = start_metrics(metrics_port)
+    try:
+        _run_all(spec, text, out, seed, dur, overwrite, as_json, metrics)
+    finally:
+        if metrics:
+            metrics.close()
+
+
+def _run_all(spec: Any, text: str, out: str | None, seed: int | None, dur: int | None, overwrite: bool,
+             as_json: bool, metrics: Any) -> None:
     if spec.variants:
         from scenarios.runner import variant_outputs
 
         base = Path(out) if out else _default_out(spec.name)
         paths = []
-        for v, vpath in variant_outputs(spec, base, seed, overwrite):
+        for v, vpath in variant_outputs(spec, base, seed, overwrite, duration_s=dur):
             click.echo(f"— variant {v.name} → {vpath}", err=True)
-            _run_one(v, text, vpath, seed, dur, overwrite, as_json=False, quiet=True)
+            _run_one(v, text, vpath, seed, dur, overwrite, as_json=as_json, quiet=not as_json, variant=v.name,
+                     metrics=metrics)
             paths.append(str(vpath))
-        _print_compare(paths, as_json)
+        if not as_json:  # --json: one line per variant (JSON Lines) instead of the table
+            _print_compare(paths, as_json)
         return
     path = Path(out) if out else _default_out(spec.name)
-    _run_one(spec, text, path, seed, dur, overwrite, as_json)
+    _run_one(spec, text, path, seed, dur, overwrite, as_json, metrics=metrics)
 
 
 def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None, overwrite: bool,
-             as_json: bool, quiet: bool = False) -> None:
+             as_json: bool, quiet: bool = False, variant: str | None = None, metrics: Any = None) -> None:
     from scenarios.runner import run
+
+    if metrics:
+        metrics.set_run(scenario=spec.name, file=str(path))
+    hook = {"on_chunk": metrics.update} if metrics else {}
 
     total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
     steps = -(-total_s // spec.dt_s)
@@ -186,27 +220,17 @@ def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None
                 show_percent=True,
             ) as bar:
                 result = run(
-                    spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, progress=bar.update
+                    spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, progress=bar.update, **hook
                 )
         else:
-            result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite)
+            result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, **hook)
     s = result.summary
     if quiet:
         return
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "file": str(result.path),
-                    "run_id": result.run_id,
-                    "status": result.status,
-                    "wall_s": result.wall_s,
-                    **s,
-                },
-                default=str,
-                indent=2,
-            )
-        )
+        from tui.cli_formats import run_json
+
+        click.echo(run_json(result, **({"variant": variant} if variant else {})))
         return
     click.echo(_summary_text(result, s))
 
@@ -245,22 +269,26 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
 
 @main.command("validate")
 @click.argument("scenario")
+@click.option("--hours", type=float, default=None, help="Check for a run of this many hours (as `twin run --hours`).")
+@click.option("--days", type=float, default=None, help="Check for a run of this many days.")
+@click.option("--seed", type=int, default=None, help="Check with this seed (as `twin run --seed`).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_guard
-def validate_cmd(scenario: str) -> None:
-    """Check a scenario file (or built-in name) without running it."""
-    from scenarios.spec import ScenarioError, load
-    from twin.sim import Simulation
+def validate_cmd(scenario: str, hours: float | None, days: float | None, seed: int | None,
+                 sets: tuple[str, ...]) -> None:
+    """Check a scenario file (or built-in name) without running it: the same checks as `twin run`
+    (keys, hall size, event targets, files, run length), nothing written."""
+    from tui.cli_schema import validate_scenario
 
-    spec, _, origin = load(scenario)
-    for s in spec.variants or [spec]:
-        try:
-            sim = Simulation(s.to_params())
-        except ValueError as e:
-            raise ScenarioError(f"{origin}: {e}") from None
-        click.echo(
-            f"{origin}: ok — '{s.name}': {sim.topo.ultraservers} x {sim.sys.name}, "
-            f"{sim.topo.chips:,} chips, dt {s.dt_s} s, {s.duration_h:g} h, {len(s.events)} scheduled events"
-        )
+    validate_scenario(scenario, _duration_s(hours, days), seed, sets)
+
+
+@main.command("schema")
+def schema_cmd() -> None:
+    """Print the JSON Schema of scenario files (for editors): twin schema > scenario.schema.json"""
+    from tui.cli_schema import print_schema
+
+    print_schema()
 
 
 @main.command("scenarios")
@@ -317,42 +345,46 @@ def hardware_cmd(sources: bool) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("query", required=False)
 @click.option(
-    "--format", "fmt_", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True
+    "--format", "fmt_", type=click.Choice(["table", "csv", "json", "jsonl", "parquet"]), default="table",
+    show_default=True,
+    help="json: one array of row objects; jsonl: one object per line; NULL is null, never NaN. "
+    "parquet needs --out or a redirected stdout.",
 )
+@click.option("--out", "-o", "out", type=click.Path(dir_okay=False), default=None,
+              help="Write the result to this file (replaced atomically) instead of stdout.")
 @click.option("--max-rows", type=int, default=200, show_default=True, help="Rows shown in table format.")
 @click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
               help="Time limit of the query [s]; it is stopped there.")
 @click.option("--memory-limit", "memory", default="2GB", show_default=True,
               help="Memory the query may use (e.g. 512MB, 4GB).")
 @_guard
-def sql_cmd(file: str, query: str | None, fmt_: str, max_rows: int, timeout_s: float, memory: str) -> None:
+def sql_cmd(file: str, query: str | None, fmt_: str, out: str | None, max_rows: int, timeout_s: float,
+            memory: str) -> None:
     """Query a telemetry FILE with read-only SQL (QUERY, or stdin; no QUERY on a terminal lists
     the tables and their columns with units). The file is opened in a sandbox: no other file,
-    extension or setting is reachable. Ctrl-C stops a running query."""
+    extension or setting is reachable. A file a run is still writing answers with what is
+    committed so far. Ctrl-C stops a running query. A .parquet FILE (a sweep's results.parquet)
+    is the view `results`."""
     from tui.cli_sql import run_user_query
 
+    if query is None and file.endswith(".parquet") and sys.stdin.isatty():
+        query = "DESCRIBE results"
     table = run_user_query(file, query, timeout_s, memory)
     if table is None:
         _print_schema()
         return
-    if fmt_ == "csv":
-        import pyarrow.csv as pacsv
+    from tui.cli_formats import emit_table
 
-        buf = sys.stdout.buffer
-        pacsv.write_csv(table, buf)
-        buf.flush()
-    elif fmt_ == "json":
-        click.echo(json.dumps(table.to_pylist(), default=str, indent=1))
-    else:
-        click.echo(_table_text(table, max_rows))
+    emit_table(table, fmt_, out, max_rows, _table_text)
 
 
 def _print_schema() -> None:
+    from storage.schema import columns
     from twin.telemetry import TABLES
 
-    for table, cols in TABLES.items():
+    for table in TABLES:
         click.echo(click.style(table, bold=True))
-        for c in cols:
+        for c in columns(table):
             unit = f"[{c.unit}]" if c.unit else ""
             click.echo(f"  {c.name:<26} {c.dtype:<8} {unit:<10} {c.description}")
 
@@ -421,11 +453,15 @@ def compare_cmd(runs: tuple[str, ...], as_json: bool) -> None:
 
 def _print_compare(runs: list[str], as_json: bool) -> None:
     from storage.kpis import COMPARE_ROWS, run_kpis
-    from storage.reader import latest_run_id, open_run_file
+    from storage.live import open_for_reading
+    from storage.reader import latest_run_id
 
     cols: list[tuple[str, dict[str, Any]]] = []
     for path in runs:
-        con = open_run_file(path)
+        reading = open_for_reading(path)
+        con = reading.con
+        if reading.in_progress:
+            click.echo(reading.note, err=True)
         try:
             run_id = latest_run_id(con)
             name = next(iter(con.sql("SELECT scenario_name FROM runs WHERE run_id = ?", params=[run_id]).fetchall()))[0]
@@ -433,8 +469,9 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
         finally:
             con.close()
     if as_json:
-        click.echo(json.dumps({label: {k: v for k, v in kp.items() if k != "jobs"} for label, kp in cols},
-                              default=str, indent=2))
+        from storage.formats import dumps
+
+        click.echo(dumps({label: {k: v for k, v in kp.items() if k != "jobs"} for label, kp in cols}))
         return
     width = max(14, *(len(label) for label, _ in cols))
     header = f"{'KPI':<30}" + "".join(f" {label:>{width}}" for label, _ in cols)
@@ -457,15 +494,40 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
 @_guard
 def replay_cmd(file: str) -> None:
     """Show a recorded run in the TUI with a time scrubber."""
-    from storage.reader import latest_run_id, open_run_file
+    from storage.live import open_for_reading
+    from storage.reader import latest_run_id
 
-    con = open_run_file(file)
+    reading = open_for_reading(file, snapshot=True)
+    con = reading.con
+    if reading.in_progress:
+        click.echo(reading.note, err=True)
     run_id = latest_run_id(con)
     from tui.app import TwinApp
 
     TwinApp(replay_con=con, replay_run_id=run_id, replay_path=file).run()
     con.close()
+    if reading.in_progress:  # again after the screen is restored
+        click.echo(reading.note.replace("showing", "showed"), err=True)
 
+
+def _register(cmd: click.Command) -> None:
+    """Add a command whose body lives in its own module, with the input-error guard."""
+    assert cmd.callback is not None
+    cmd.callback = _guard(cmd.callback)
+    main.add_command(cmd)
+
+
+from tui.cli_export import export_cmd  # noqa: E402
+from tui.cli_report import report_cmd  # noqa: E402
+
+_register(export_cmd)
+_register(report_cmd)
+
+from tui.cli_plan import plan_cmd  # noqa: E402
+from tui.cli_sweep import sweep_cmd  # noqa: E402
+
+main.add_command(sweep_cmd)  # guarded in their module
+main.add_command(plan_cmd)
 
 if __name__ == "__main__":
     main()

@@ -21,6 +21,21 @@ def stoppable(path: Path) -> Iterator[None]:
             yield
     except KeyboardInterrupt as e:
         what, code = ("terminated (SIGTERM)", 143) if isinstance(e, Terminated) else ("interrupted", 130)
-        where = f"telemetry so far is in {path} (status 'stopped')" if path.exists() else "no telemetry file written"
+        where = f"telemetry so far is in {path}{_status(path)}" if path.exists() else "no telemetry file written"
         click.echo(f"\ntwin: {what}; {where}", err=True)
         sys.exit(code)
+
+
+def _status(path: Path) -> str:
+    """`` (status 'stopped')`` as the file records it (a signal may arrive after a run completed)."""
+    from storage.reader import open_run_file
+
+    try:
+        con = open_run_file(path)
+        try:
+            rows = con.sql("SELECT status FROM runs ORDER BY started_at DESC LIMIT 1").fetchall()
+        finally:
+            con.close()
+    except Exception:
+        return ""
+    return f" (status '{rows[0][0]}')" if rows else ""

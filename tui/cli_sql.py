@@ -13,7 +13,7 @@ import click
 def run_user_query(file: str, query: str | None, timeout_s: float, memory: str) -> Any:
     """The query's result table (``None``: no query on a terminal, show the schema). Bad limits
     exit 2 with one line; Ctrl-C stops the query with one line and exit code 130."""
-    from storage.reader import open_run_file
+    from storage.live import open_for_reading
     from storage.sandbox import Limits, UserSql, parse_memory
     from tui.cli import fail
 
@@ -28,9 +28,20 @@ def run_user_query(file: str, query: str | None, timeout_s: float, memory: str) 
     try:
         if query is None:
             query = sys.stdin.read()
-        con = open_run_file(file, limits)
+        if file.endswith(".parquet"):  # a sweep's results.parquet, as the view `results`
+            from pathlib import Path
+
+            from storage.live import Reading
+            from storage.parquet_sql import open_parquet
+
+            reading = Reading(open_parquet(file, limits), Path(file))
+        else:
+            reading = open_for_reading(file, limits=limits)
     except KeyboardInterrupt:
         _cancelled()
+    con = reading.con
+    if reading.in_progress:
+        click.echo(reading.note, err=True)
     try:
         sandbox = UserSql(con, limits, strict=False)
         out: dict[str, Any] = {}

@@ -421,6 +421,7 @@ class LiveFeed:
 
     def _us_jobs(self, us: int, owner: Array) -> Cols:
         """Jobs holding chips of UltraServer ``us`` (from the chip owners of the last step)."""
+        from twin.jobs import FREE
         from twin.params import KIND_NAMES
 
         c = self.meta.chips_per_us
@@ -436,11 +437,15 @@ class LiveFeed:
         for pair in pairs.tolist():
             spans.setdefault(pair // self.meta.ultraservers, []).append(str(pair % self.meta.ultraservers))
         idl = ids.tolist()
+        # Chips name jobs by id; the job table holds them in slots (finished ones leave it).
+        held = a["id"][: jobs.n]
+        in_use = a["state"][: jobs.n] != FREE
+        slot = [int(np.flatnonzero((held == j) & in_use)[0]) for j in idl]
         return {
-            "job_id": a["id"][ids].astype(np.int64),  # chip owners are job-table slots
-            "kind": np.array([KIND_NAMES[int(a["kind"][j])] for j in idl], dtype=object),
-            "model": np.array([jobs.names[j] for j in idl], dtype=object),
-            "chips": np.array([int(a["chips"][j]) for j in idl], dtype=np.int64),
+            "job_id": ids.astype(np.int64),
+            "kind": np.array([KIND_NAMES[int(a["kind"][k])] for k in slot], dtype=object),
+            "model": np.array([jobs.names[k] for k in slot], dtype=object),
+            "chips": np.array([int(a["chips"][k]) for k in slot], dtype=np.int64),
             "chips_here": counts.astype(np.int64),
             "ultraservers": np.array([",".join(spans.get(j, [])) for j in idl], dtype=object),
         }

@@ -37,7 +37,7 @@ RHO = cooling.WATER_RHO_KG_M3
 EVENT_KINDS = ("power_cap", "cdu_pump_failure", "chiller_trip", "cooling_tower_loss", "cooling_restore")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ItPower:
     chip_p: FloatArray  # per chip [W]
     act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
@@ -49,7 +49,7 @@ class ItPower:
     us_act: FloatArray  # summed work rate of each UltraServer's chips [-]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Heat:
     """Power and heat of a step after junction protection (``Facility._power_and_heat``)."""
 
@@ -313,7 +313,7 @@ class Facility:
     def _end_due(self, t_s: int, ev: Events) -> None:
         """Intervals that end at or before ``t_s`` end (each only itself); the state is resolved
         again from those still active."""
-        if not any(0 <= e.end_s <= t_s for e in self.effects):
+        if not self.effects or not any(0 <= e.end_s <= t_s for e in self.effects):
             return
         keep = []
         for e in self.effects:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Schema version of the telemetry file. Bump on any incompatible change to the tables below.
-# v2: the aggregate tiers ``row_ts`` and ``hall_ts``.
-SCHEMA_VERSION = 2
+# v2: calendar time (``runs.start``, ``ts`` in every time-series table), added by ``storage.schema``.
+# v3: the aggregate tiers ``row_ts`` and ``hall_ts``.
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
 }
 
 # Tables that a schema version after the first added (created by that version's migration).
-ADDED_IN: dict[str, int] = {"row_ts": 2, "hall_ts": 2}
+ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3}
 
 # Columns the writer upserts on (one row per key, latest wins).
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {"runs": ("run_id",), "jobs": ("run_id", "job_id")}

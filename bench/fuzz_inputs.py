@@ -1,0 +1,162 @@
+"""Throw a large generated set of hostile inputs at `twin validate` and `twin run`; print figures.
+
+    python bench/fuzz_inputs.py [--inputs 800] [--timeout 120] [--memory-gib 3]
+
+The inputs come from the generator in ``tests/test_inputs_fuzz.py`` (the scenario fact table and
+valid extremes of it, mutated built-in scenarios, broken weather/price/carbon/trace files, hostile
+arguments and scenario files, scenarios of the wrong shape). Each input runs in a worker subprocess under an address-space limit; an input
+that takes longer than ``--timeout`` counts as a hang (the worker is killed and replaced), one that
+exhausts the limit as out of memory. Prints: inputs tried / clean refusals / accepted and ran /
+traceback / hang / OOM / file left / disagreement between validate and run / other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import collections
+import json
+import os
+import pickle
+import resource
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _worker(memory_gib: float) -> None:
+    """Read pickled cases line by line; answer each with its outcome as a JSON line."""
+    limit = int(memory_gib * (1 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    from tests.test_inputs_fuzz import check_case
+
+    for line in sys.stdin:
+        case = pickle.loads(base64.b64decode(line))
+        with tempfile.TemporaryDirectory(prefix="fuzz-") as d:
+            try:
+                o = check_case(case, Path(d))
+                kind, detail = o.kind, o.detail
+            except MemoryError:
+                kind, detail = "oom", "MemoryError in the harness"
+            except Exception as e:  # the harness itself broke: report, go on
+                kind, detail = "other", f"harness: {type(e).__name__}: {e}"[:300]
+        if kind == "traceback" and "MemoryError" in detail:
+            kind = "oom"
+        print(json.dumps({"kind": kind, "detail": detail}), flush=True)
+
+
+class Worker:
+    def __init__(self, memory_gib: float) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--worker", "--memory-gib", str(memory_gib)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
+        )
+
+    def ask(self, case: object, timeout_s: float) -> dict[str, str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(base64.b64encode(pickle.dumps(case)).decode() + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        if not ready:
+            self.kill()
+            return {"kind": "hang", "detail": f"no answer in {timeout_s:g} s"}
+        line = self.proc.stdout.readline()
+        if not line:
+            code = self.proc.wait()
+            kind = "oom" if code in (-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT) else "other"
+            return {"kind": kind, "detail": f"worker died with {code}"}
+        answer: dict[str, str] = json.loads(line)
+        return answer
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def generate(n: int) -> list[object]:
+    """About ``n`` inputs, an equal share from each family of the generator."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    from tests.test_inputs_fuzz import (
+        args_case,
+        builtin_case,
+        fact_case,
+        file_case,
+        special_case,
+        structure_case,
+    )
+
+    families = [fact_case(), fact_case(good_only=True, label="extremes"), builtin_case(), file_case(),
+                st.one_of(args_case(), special_case()), structure_case()]
+    cases: list[object] = []
+    for strategy in families:
+
+        @settings(max_examples=-(-n // len(families)), deadline=None, database=None, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck))
+        @given(strategy)
+        def collect(case: object) -> None:
+            cases.append(case)
+
+        collect()
+    return cases
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--inputs", type=int, default=800)
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds before an input counts as a hang")
+    ap.add_argument("--memory-gib", type=float, default=3.0, help="address-space limit of the worker")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--show", type=int, default=10, help="print this many problem inputs")
+    a = ap.parse_args()
+    if a.worker:
+        _worker(a.memory_gib)
+        return 0
+    t0 = time.perf_counter()
+    cases = generate(a.inputs)
+    counts: collections.Counter[str] = collections.Counter()
+    families: collections.Counter[str] = collections.Counter()
+    problems: list[tuple[str, dict[str, str]]] = []
+    worker = Worker(a.memory_gib)
+    try:
+        for i, case in enumerate(cases, 1):
+            answer = worker.ask(case, a.timeout)
+            if answer["kind"] in ("hang", "oom") or worker.proc.poll() is not None:
+                worker.kill()
+                worker = Worker(a.memory_gib)
+            counts[answer["kind"]] += 1
+            families[getattr(case, "label", "?").split(" ")[0]] += 1
+            if answer["kind"] not in ("refused", "ran"):
+                problems.append((getattr(case, "label", "?"), answer))
+            if i % 50 == 0:
+                print(f"  {i:,} inputs, {time.perf_counter() - t0:,.0f} s", file=sys.stderr)
+    finally:
+        worker.kill()
+    wall = time.perf_counter() - t0
+    print(f"inputs tried        {len(cases):>6,}   ({', '.join(f'{k} {v}' for k, v in sorted(families.items()))})")
+    print(f"clean refusals      {counts['refused']:>6,}")
+    print(f"accepted and ran    {counts['ran']:>6,}")
+    print(f"traceback           {counts['traceback'] + counts['bad message']:>6,}")
+    print(f"hang                {counts['hang']:>6,}   (> {a.timeout:g} s)")
+    print(f"OOM                 {counts['oom']:>6,}   (address space {a.memory_gib:g} GiB)")
+    print(f"file left           {counts['file left']:>6,}")
+    print(f"validate/run differ {counts['disagree']:>6,}")
+    print(f"meaningless run     {counts['meaningless run'] + counts['run failed']:>6,}")
+    print(f"other               {counts['other']:>6,}")
+    print(f"wall                {wall:>6,.0f} s")
+    for label, answer in problems[: a.show]:
+        print(f"- {label}: {answer['kind']}: {answer['detail'][:240]}")
+    return 0 if len(problems) == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,237 @@
+"""``--set key=value``: change one key of a scenario from the command line.
+
+An override is a dotted key path into the scenario's TOML (``hall.ultraservers=32``,
+``site.climate=hot``, ``services[0].replicas=8``) and a value written as a TOML value
+(``32``, ``0.5``, ``true``, ``"hot"``, ``[4, 16]``); a bare word that is not TOML is taken as a
+string (``site.climate=hot``). Overrides are applied to the raw TOML data before validation, so the
+scenario's own checks judge the result (an unknown key is refused like one in a file, with the
+``--set`` argument named). In a comparison scenario an override applies to the base and wins over a
+variant's own value.
+
+The effective scenario (overrides applied) is what a run records: the original text with the values
+replaced in place (comments kept) plus a comment naming the overrides, and it re-parses to exactly
+the validated data, so ``twin rerun`` reproduces the run.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scenarios import spec
+from scenarios.spec import Scenario, ScenarioError
+
+MAX_SET_LEN = 4096
+MAX_DEPTH = 8
+_SEGMENT = re.compile(r"^([A-Za-z0-9_-]+)((?:\[\d{1,6}\])*)$")
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+@dataclass(frozen=True)
+class Override:
+    """One ``--set``: the key path (table keys and list indices), its value and what the user typed."""
+
+    key: str
+    path: tuple[str | int, ...]
+    value: Any
+    arg: str
+
+    def __str__(self) -> str:
+        return f"--set {self.arg}"
+
+
+def parse_value(text: str) -> Any:
+    """A TOML value (``32``, ``1e3``, ``true``, ``"x"``, ``[1, 2]``, ``{ min = 1 }``); a bare word
+    that is not TOML is a string. Raises ``ValueError`` for malformed TOML that is clearly meant as
+    such (quotes, brackets, braces)."""
+    s = text.strip()
+    try:
+        return tomllib.loads(f"v = {s}")["v"]
+    except tomllib.TOMLDecodeError as e:
+        if not s or s[0] in "\"'[{" or "\n" in s:
+            raise ValueError(f"not a TOML value ({e})") from None
+        return s
+
+
+def parse_path(key: str) -> tuple[str | int, ...]:
+    """``services[0].replicas`` → ("services", 0, "replicas"); ``ValueError`` if malformed."""
+    if not key:
+        raise ValueError("empty key")
+    out: list[str | int] = []
+    for seg in key.split("."):
+        m = _SEGMENT.match(seg)
+        if m is None:
+            raise ValueError(f"malformed key {key!r} (use dotted names like hall.ultraservers or services[0].replicas)")
+        out.append(m.group(1))
+        out.extend(int(i) for i in _INDEX.findall(m.group(2)))
+    if len(out) > MAX_DEPTH:
+        raise ValueError(f"key {key!r} is nested too deeply")
+    return tuple(out)
+
+
+def parse_set(arg: str) -> Override:
+    """Parse one ``KEY=VALUE`` argument; ``ScenarioError`` naming the argument if malformed."""
+    shown = arg if len(arg) <= 80 else arg[:77] + "..."
+    if len(arg) > MAX_SET_LEN:
+        raise ScenarioError(f"--set {shown}: longer than {MAX_SET_LEN} characters")
+    if "=" not in arg:
+        raise ScenarioError(f"--set {shown}: expected KEY=VALUE (e.g. hall.ultraservers=32)")
+    key, text = arg.split("=", 1)
+    key = key.strip()
+    try:
+        path = parse_path(key)
+        value = parse_value(text)
+    except ValueError as e:
+        raise ScenarioError(f"--set {shown}: {e}") from None
+    return Override(key, path, value, arg)
+
+
+def make(key: str, value: Any) -> Override:
+    """An override from a key and an already-typed value (sweep files, ``twin plan``)."""
+    try:
+        path = parse_path(key)
+    except ValueError as e:
+        raise ScenarioError(f"{key}: {e}") from None
+    return Override(key, path, value, f"{key}={_toml_value(value)}")
+
+
+def _toml_value(v: Any) -> str:
+    try:
+        import tomlkit
+
+        return str(tomlkit.item(v).as_string())
+    except Exception:
+        return repr(v)
+
+
+class _PathError(ValueError):
+    pass
+
+
+def _set(root: Any, o: Override) -> None:
+    """Set ``o`` in a TOML container (plain dicts and lists, or tomlkit's), creating missing tables."""
+    node = root
+    where: list[str] = []
+    for i, part in enumerate(o.path[:-1]):
+        nxt = o.path[i + 1]
+        if isinstance(part, int):
+            if not isinstance(node, list) or not -len(node) <= part < len(node):
+                raise _PathError(f"{'.'.join(where) or o.key} has no element [{part}]")
+            node = node[part]
+            where[-1] += f"[{part}]"
+            continue
+        where.append(part)
+        if not hasattr(node, "keys"):
+            raise _PathError(f"{'.'.join(where[:-1])} is not a table")
+        if part not in node:
+            if isinstance(nxt, int):
+                raise _PathError(f"{'.'.join(where)} is not a list in this scenario")
+            node[part] = {}
+        node = node[part]
+    last = o.path[-1]
+    if isinstance(last, int):
+        if not isinstance(node, list) or not -len(node) <= last < len(node):
+            raise _PathError(f"{'.'.join(where) or o.key} has no element [{last}]")
+        node[last] = o.value
+    else:
+        if not hasattr(node, "keys"):
+            raise _PathError(f"{'.'.join(where)} is not a table")
+        node[last] = o.value
+
+
+def _apply_to(root: Any, overrides: list[Override]) -> None:
+    for o in overrides:
+        try:
+            _set(root, o)
+        except _PathError as e:
+            raise ScenarioError(f"{o}: {e}") from None
+        variants = root.get("variants") if hasattr(root, "get") else None
+        if isinstance(variants, list) and o.path[0] != "variants":
+            for v in variants:
+                if hasattr(v, "keys") and o.path[0] in v:
+                    try:
+                        _set(v, o)
+                    except _PathError as e:
+                        raise ScenarioError(f"{o}: variant {v.get('name')!r}: {e}") from None
+
+
+def apply(data: dict[str, Any], overrides: list[Override]) -> dict[str, Any]:
+    """A copy of raw scenario data with the overrides applied."""
+    out = copy.deepcopy(data)
+    _apply_to(out, overrides)
+    return out
+
+
+def validate_raw(data: dict[str, Any], origin: str, base_dir: str | Path | None = None) -> Scenario:
+    """Validate raw scenario data (variants included) as if it had been read from a file called
+    ``origin``. The one place this module depends on how spec.py turns TOML into a Scenario."""
+    return spec.load_scenario_dict(data, origin, base_dir)
+
+
+def _dump(data: dict[str, Any]) -> str:
+    import tomlkit
+
+    return tomlkit.dumps(data)
+
+
+def effective_text(text: str, overrides: list[Override], origin: str) -> str:
+    """The scenario text with the overrides applied: values replaced in place (comments kept) and a
+    comment naming them. Re-parses to exactly ``apply(tomllib.loads(text), overrides)``."""
+    if not overrides:
+        return text
+    import tomlkit
+
+    want = apply(tomllib.loads(text), overrides)
+    header = "".join(f"# {o}\n" for o in overrides)
+    header = f"# Effective scenario: {origin} with\n{header}\n"
+    try:
+        doc = tomlkit.parse(text)
+        _apply_to(doc, overrides)
+        out = header + tomlkit.dumps(doc)
+        if tomllib.loads(out) == want:
+            return out
+    except Exception:  # a layout tomlkit cannot edit in place: write the data out plainly instead
+        pass
+    out = header + _dump(want)
+    if tomllib.loads(out) != want:  # pragma: no cover - tomlkit round-trips plain data
+        raise ScenarioError(f"{origin}: the scenario with {', '.join(map(str, overrides))} cannot be written as TOML")
+    return out
+
+
+def _blame(msg: str, overrides: list[Override]) -> str:
+    """Prefix a validation message with the ``--set`` argument it concerns (or all of them)."""
+    for o in overrides:
+        if re.search(rf"(^|[\s:.]){re.escape(o.key)}($|[\s:.\[])", msg):
+            return f"{o}: {msg}"
+    return f"{' '.join(map(str, overrides))}: {msg}"
+
+
+def base_dir_of(origin: str) -> Path | None:
+    """Where relative file paths of a scenario loaded by ``spec.load`` start."""
+    return None if origin.startswith("builtin:") else Path(origin).parent
+
+
+def with_overrides(
+    scenario: Scenario, text: str, origin: str, overrides: list[Override]
+) -> tuple[Scenario, str]:
+    """The validated scenario with the overrides applied and its effective text."""
+    if not overrides:
+        return scenario, text
+    new_data = apply(tomllib.loads(text), overrides)
+    try:
+        new = validate_raw(new_data, origin, base_dir_of(origin))
+    except ScenarioError as e:
+        raise ScenarioError(_blame(str(e), overrides)) from None
+    return new, effective_text(text, overrides, origin)
+
+
+def load(name_or_path: str, sets: list[str] | tuple[str, ...] = ()) -> tuple[Scenario, str, str]:
+    """``spec.load`` plus ``--set`` arguments: (scenario, effective text, origin)."""
+    overrides = [parse_set(s) for s in sets]
+    scenario, text, origin = spec.load(name_or_path)
+    new, eff = with_overrides(scenario, text, origin, overrides)
+    return new, eff, origin

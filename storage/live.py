@@ -1,0 +1,297 @@
+"""Reading a recording while its run is still being written.
+
+DuckDB lets one process hold a database file for writing and no other process open it, not even
+read-only. So while a run writes ``FILE``, the writer also publishes every committed transaction as
+Parquet parts in a sidecar directory ``FILE.live/``, removed when the run closes:
+
+    FILE.live/manifest.json                    run row, committed time, the parts of every table
+    FILE.live/table=<table>/part-<seq>-<level>.parquet
+
+Each part is written under a temporary name and renamed, then the manifest is replaced the same
+way, so a reader never sees half a part or a part the manifest does not vouch for. Parts are merged
+in the background of the writer thread (16 parts of one level into one of the next), so a table
+never has more than a few dozen files however long the run; merged-away parts are deleted after a
+grace period so a reader that just read the manifest can still scan them.
+
+``open_for_reading`` opens the file itself when it can; when the file is held by a running writer
+and a sidecar exists, it opens an in-memory DuckDB with the same tables as views over the parts
+the manifest lists (the jobs and runs tables keep the latest row per key, as the writer's upserts
+do). External access is allowed for the sidecar directory only, then the configuration is locked,
+so user SQL can no more reach other files than on a finished recording.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from storage.reader import open_run_file
+from storage.sandbox import SANDBOX_CONFIG, Limits
+from storage.schema import DUCKDB_TYPES, arrow_schema, columns, comment_sql, migrations
+from storage.writer import StorageError
+from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
+
+MANIFEST = "manifest.json"
+FANOUT = 16  # parts of one level merged into one part of the next
+GRACE_S = 300.0  # merged-away parts stay on disk this long for readers that listed them
+FORMAT = "ai-factory-twin-live"
+
+
+def _parquet_options(schema: pa.Schema) -> dict[str, Any]:
+    """Fast Parquet for short-lived parts: LZ4, dictionaries only for text (run ids, names)."""
+    return {"compression": "lz4", "use_dictionary": [f.name for f in schema if pa.types.is_string(f.type)]}
+
+
+def live_dir(path: str | Path) -> Path:
+    p = Path(path)
+    return p.with_name(p.name + ".live")
+
+
+def _replace_atomically(tmp: Path, dest: Path) -> None:
+    os.replace(tmp, dest)
+
+
+def _jsonable_run(run: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.isoformat() if isinstance(v, _dt.datetime) else v) for k, v in run.items()}
+
+
+@dataclass
+class _Part:
+    seq: int  # last commit sequence number the part holds
+    level: int
+
+    @property
+    def name(self) -> str:
+        return f"part-{self.seq:09d}-{self.level}.parquet"
+
+
+class LivePublisher:
+    """Publishes a run's committed batches as Parquet parts next to its file (see module doc).
+
+    Called by the writer thread after every commit (``on_commit``). A failure to publish (disk
+    full, directory removed) never fails the run: publishing stops and the sidecar is removed, so
+    readers report the run as unreadable until it ends instead of showing stale data as current.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        # Nothing touches the disk before the first commit: by then the writer holds the file, so
+        # a sidecar found here was left behind by a killed run, not published by a live one.
+        self.dir = live_dir(path)
+        self.created = False
+        self.seq = 0
+        self.parts: dict[str, list[_Part]] = {t: [] for t in TABLES if t != "runs"}
+        self._doomed: list[tuple[float, Path]] = []
+        self.error: BaseException | None = None
+        self.closed = False
+
+    # ---------------------------------------------------------------- writer thread
+    def on_commit(self, tables: dict[str, pa.Table], run: dict[str, Any]) -> None:
+        if self.error is not None or self.closed:
+            return
+        try:
+            if not self.created:
+                if self.dir.exists():  # left behind by a run that was killed
+                    shutil.rmtree(self.dir)
+                self.dir.mkdir(mode=0o700)
+                self.created = True
+            self.seq += 1
+            for table, tb in tables.items():
+                if table in self.parts and tb.num_rows:
+                    part = _Part(self.seq, 0)
+                    self._write(table, part, tb)
+                    self.parts[table].append(part)
+                    self._merge(table)
+            self._write_manifest(run)
+            self._collect()
+        except Exception as e:  # publishing is best effort; the run goes on
+            self.error = e
+            if self.created and self.dir.is_dir():
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+    def close(self) -> None:
+        """Remove the sidecar (the file itself is readable again once its writer has closed)."""
+        self.closed = True
+        if self.created and self.dir.is_dir():
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---------------------------------------------------------------- internals
+    def _table_dir(self, table: str) -> Path:
+        d = self.dir / f"table={table}"
+        d.mkdir(exist_ok=True)
+        return d
+
+    def _write(self, table: str, part: _Part, tb: pa.Table) -> None:
+        d = self._table_dir(table)
+        tmp = d / f".{part.name}.tmp"
+        pq.write_table(tb, tmp, **_parquet_options(tb.schema))
+        _replace_atomically(tmp, d / part.name)
+
+    def _merge(self, table: str) -> None:
+        parts = self.parts[table]
+        while len(parts) >= FANOUT and len({p.level for p in parts[-FANOUT:]}) == 1:
+            group = parts[-FANOUT:]
+            merged = _Part(group[-1].seq, group[-1].level + 1)
+            d = self._table_dir(table)
+            tmp = d / f".{merged.name}.tmp"
+            schema = arrow_schema(table)
+            with pq.ParquetWriter(tmp, schema, **_parquet_options(schema)) as w:
+                for p in group:  # one part at a time: memory stays at one part
+                    w.write_table(pq.read_table(d / p.name, schema=schema))
+            _replace_atomically(tmp, d / merged.name)
+            del parts[-FANOUT:]
+            parts.append(merged)
+            now = time.monotonic()
+            self._doomed.extend((now, d / p.name) for p in group)
+
+    def _write_manifest(self, run: dict[str, Any]) -> None:
+        manifest = {
+            "format": FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "seq": self.seq,
+            "committed_s": run.get("sim_time_s"),
+            "run": _jsonable_run(run),
+            "tables": {t: [f"table={t}/{p.name}" for p in ps] for t, ps in self.parts.items()},
+        }
+        tmp = self.dir / f".{MANIFEST}.tmp"
+        tmp.write_text(json.dumps(manifest))
+        _replace_atomically(tmp, self.dir / MANIFEST)
+
+    def _collect(self) -> None:
+        now = time.monotonic()
+        keep = []
+        for t, p in self._doomed:
+            if now - t >= GRACE_S:
+                p.unlink(missing_ok=True)
+            else:
+                keep.append((t, p))
+        self._doomed = keep
+
+
+# -------------------------------------------------------------------- reading
+
+
+@dataclass
+class Reading:
+    """A read-only, sandboxed connection on a recording and whether its run is still in progress."""
+
+    con: duckdb.DuckDBPyConnection
+    path: Path
+    in_progress: bool = False
+    committed_s: int | None = None
+
+    @property
+    def note(self) -> str:
+        if not self.in_progress:
+            return ""
+        t = f" up to t={self.committed_s:,} s" if self.committed_s is not None else ""
+        return f"{self.path}: run in progress; showing what is committed{t}"
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def open_for_reading(path: str | Path, snapshot: bool = False, limits: Limits | None = None) -> Reading:
+    """Open a recording for reading: the file itself (``storage.reader.open_run_file``), or, while a
+    run holds it for writing, what the run has published next to it. ``snapshot`` copies the
+    published rows into memory (for a reader that queries for a long time, such as the replay)."""
+    try:
+        return Reading(open_run_file(path, limits), Path(path))
+    except StorageError as e:
+        if not (live_dir(path) / MANIFEST).is_file():
+            raise
+        try:
+            return open_live(path, snapshot, limits)
+        except StorageError:
+            raise e from None
+
+
+def _read_manifest(d: Path) -> dict[str, Any]:
+    for _ in range(5):  # the manifest is replaced atomically; retry only a vanishing sidecar
+        try:
+            m: dict[str, Any] = json.loads((d / MANIFEST).read_text())
+            return m
+        except FileNotFoundError:
+            time.sleep(0.05)
+        except (OSError, ValueError) as e:
+            raise StorageError(f"{d}: unreadable live manifest ({e})") from e
+    raise StorageError(f"{d}: the run closed while opening its live view; open the file again")
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _ddl(table: str) -> str:
+    return f"CREATE TABLE {table} ({', '.join(f'{c.name} {DUCKDB_TYPES[c.dtype]}' for c in columns(table))})"
+
+
+def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = None) -> Reading:
+    """An in-memory, sandboxed DuckDB over the parts a running writer published (module doc)."""
+    d = live_dir(path).resolve()
+    m = _read_manifest(d)
+    if m.get("format") != FORMAT:
+        raise StorageError(f"{d}: not an AI Factory Twin live view")
+    if m.get("schema_version") != SCHEMA_VERSION:
+        raise StorageError(
+            f"{path}: run in progress with telemetry schema v{m.get('schema_version')}, this version of "
+            f"twin reads v{SCHEMA_VERSION}"
+        )
+    # The sandbox of every telemetry database, except that reading the published parts needs file
+    # access, which is then limited to their directory (before the configuration is locked).
+    config = {k: v for k, v in SANDBOX_CONFIG.items() if k != "enable_external_access"}
+    config["memory_limit"] = f"{(limits or Limits()).memory_bytes}B"
+    con = duckdb.connect(":memory:", config=config)
+    try:
+        con.execute(f"SET allowed_directories = [{_sql_str(str(d) + os.sep)}]")
+        con.execute("SET enable_external_access = false")
+        con.execute("CREATE TABLE twin_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        con.execute("INSERT INTO twin_meta VALUES ('schema_version', ?), ('format', 'ai-factory-twin'), "
+                    "('live', 'true')", [str(SCHEMA_VERSION)])
+        con.execute(_ddl("runs"))
+        run = dict(m["run"])
+        if run.get("start"):
+            run["start"] = _dt.datetime.fromisoformat(run["start"])
+        con.register("_run", pa.Table.from_pylist([run], schema=arrow_schema("runs")))
+        con.execute("INSERT INTO runs SELECT * FROM _run")
+        con.unregister("_run")
+        for table in TABLES:
+            if table == "runs":
+                continue
+            files = [str(d / f) for f in m["tables"].get(table, [])]
+            names = ", ".join(c.name for c in columns(table))
+            if not files:
+                con.execute(_ddl(table))
+            else:
+                src = (f"read_parquet([{', '.join(_sql_str(f) for f in files)}], hive_partitioning = false, "
+                       "filename = true, file_row_number = true)")
+                q = f"SELECT {names} FROM {src}"
+                if table in UPSERT_KEYS:  # latest row per key wins, as in the file
+                    keys = ", ".join(UPSERT_KEYS[table])
+                    q += (f" QUALIFY row_number() OVER (PARTITION BY {keys} "
+                          "ORDER BY filename DESC, file_row_number DESC) = 1")
+                con.execute(f"CREATE {'TABLE' if snapshot else 'VIEW'} {table} AS {q}")
+            for c in columns(table):
+                con.execute(comment_sql(table, c))
+        for c in columns("runs"):
+            con.execute(comment_sql("runs", c))
+        for stmt in (s for stmts in migrations() for s in stmts):
+            if stmt.startswith("CREATE OR REPLACE VIEW"):
+                con.execute(stmt)
+        con.execute("SET lock_configuration = true")
+    except duckdb.Error as e:
+        con.close()
+        raise StorageError(f"{path}: run in progress; its live view could not be read ({str(e).splitlines()[0]})") from e
+    except BaseException:
+        con.close()
+        raise
+    return Reading(con, Path(path), in_progress=True, committed_s=m.get("committed_s"))

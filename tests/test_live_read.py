@@ -1,0 +1,183 @@
+"""Reading a run while it is written: the live sidecar of committed Parquet parts, its sandbox, and
+twin sql / compare / export on a file another process holds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import storage.live as live
+from scenarios.runner import Session
+from storage.live import MANIFEST, live_dir, open_for_reading, open_live
+from storage.reader import open_run_file
+from tests.conftest import SMALL_TOML
+from twin.telemetry import TABLES
+
+NUMERIC = ("int8", "int32", "int64", "float32", "float64")
+
+
+def _stats(con: duckdb.DuckDBPyConnection, table: str) -> list[object]:
+    nums = [c.name for c in TABLES[table] if c.dtype in NUMERIC and c.name != "sim_time_s"]
+    aggs = ", ".join(f"count({n}), coalesce(sum({n}), 0)" for n in nums)
+    return list(con.sql(f"SELECT count(*), {aggs} FROM {table}").fetchall()[0])
+
+
+def test_the_live_view_holds_exactly_what_is_committed(tmp_path: Path, small_scenario,  # type: ignore[no-untyped-def]
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live, "FANOUT", 4)  # merge early: parts of three levels in 40 commits
+    spec, text = small_scenario
+    path = tmp_path / "run.duckdb"
+    s = Session(spec, text, path)
+    for _ in range(40):
+        s.advance(9)
+        s.writer.flush()  # one commit each
+    files = {t: len(list((live_dir(path) / f"table={t}").glob("*.parquet"))) for t in ("factory_ts",)}
+    r = open_live(path)
+    try:
+        assert r.in_progress and r.committed_s == 40 * 9 * spec.dt_s
+        assert "run in progress" in r.note and "t=21,600 s" in r.note
+        got = {t: _stats(r.con, t) for t in TABLES if t != "runs"}
+        ((status,),) = r.con.sql("SELECT status FROM runs").fetchall()
+        assert status == "running"
+        ((dupes,),) = r.con.sql("SELECT count(*) - count(DISTINCT job_id) FROM jobs").fetchall()
+        assert dupes == 0
+        listed = json.loads((live_dir(path) / MANIFEST).read_text())["tables"]["factory_ts"]
+        assert len(listed) <= 3 * (4 - 1) + 1  # 40 commits in base 4: at most 3 parts per level
+    finally:
+        r.close()
+    assert files["factory_ts"] >= len(listed)  # merged-away parts wait out their grace period
+    snap = open_live(path, snapshot=True)  # the replay's copy outlives the sidecar
+    s.close()
+    assert not live_dir(path).exists()  # removed when the run closes
+    try:
+        for t, want in got.items():
+            assert _stats(snap.con, t) == pytest.approx(want, rel=1e-12), t
+    finally:
+        snap.close()
+    con = open_run_file(path)
+    try:
+        for t, want in got.items():
+            assert _stats(con, t) == pytest.approx(want, rel=1e-12), t
+    finally:
+        con.close()
+
+
+def test_the_live_view_is_sandboxed_to_its_sidecar(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]
+    from storage.reader import QueryError, user_query
+
+    spec, text = small_scenario
+    path = tmp_path / "run.duckdb"
+    secret = tmp_path / "secret.csv"
+    secret.write_text("a\n1\n")
+    s = Session(spec, text, path)
+    s.advance(30)
+    s.writer.flush()
+    r = open_live(path)
+    try:
+        for q in (f"SELECT * FROM read_csv('{secret}')", "SELECT * FROM read_text('/etc/passwd')",
+                  f"SELECT * FROM read_parquet('{live_dir(path)}/../secret.csv')"):
+            with pytest.raises(QueryError, match=r"Permission|disabled"):
+                user_query(r.con, q)
+        for q in ("SET enable_external_access = true", f"ATTACH '{tmp_path / 'x.duckdb'}'",
+                  "CREATE TABLE t AS SELECT 1"):
+            with pytest.raises(QueryError):
+                user_query(r.con, q)
+        # External tools read the parts directly.
+        n = user_query(r.con, f"SELECT count(*) AS n FROM read_parquet('{live_dir(path)}/table=factory_ts/*.parquet')")
+        assert n.to_pylist() == [{"n": 30}]
+    finally:
+        r.close()
+        s.close()
+
+
+def test_a_publishing_failure_does_not_fail_the_run(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    spec, text = small_scenario
+    path = tmp_path / "run.duckdb"
+    s = Session(spec, text, path)
+    s.advance(10)
+    s.writer.flush()
+    shutil.rmtree(live_dir(path))
+    (live_dir(path)).write_text("in the way")  # the sidecar cannot be recreated
+    s.advance(10)
+    s.writer.flush()
+    assert s.publisher is not None and s.publisher.error is not None
+    s.close()
+    con = open_run_file(path)
+    try:
+        assert con.sql("SELECT count(*), any_value(status) FROM factory_ts JOIN runs USING (run_id)").fetchall() == [
+            (20, "complete")
+        ]
+    finally:
+        con.close()
+
+
+def _wait_for(cond, what: str, proc: subprocess.Popen[str]) -> None:  # type: ignore[no-untyped-def]
+    while not cond():
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended before {what}: {proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.05)
+
+
+def _invoke(*args: str) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from tui.cli import main
+
+    r = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_twin_sql_compare_and_export_read_a_file_another_process_is_writing(tmp_path: Path) -> None:
+    (tmp_path / "small.toml").write_text(SMALL_TOML)
+    path = tmp_path / "long.duckdb"
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from tui.cli import main; main()", "run", "small.toml", "--days", "3650",
+         "--out", str(path)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        manifest = live_dir(path) / MANIFEST
+
+        def committed() -> int:
+            try:
+                return int(json.loads(manifest.read_text())["committed_s"] or 0)
+            except (OSError, ValueError):
+                return 0
+
+        _wait_for(lambda: committed() > 0, "its first commit", proc)
+        # The file itself is held by the writer.
+        with pytest.raises(duckdb.Error):
+            duckdb.connect(str(path), read_only=True).close()
+        code, out, err = _invoke("sql", str(path), "SELECT count(*) AS n, max(time_s) AS t FROM factory_ts",
+                                 "--format", "json")
+        assert code == 0, err
+        assert "run in progress" in err and "committed up to t=" in err
+        ((row,),) = [json.loads(out)]
+        # Whole steps from t = 0, none beyond the committed time.
+        assert row["n"] == row["t"] // 60 + 1 and row["t"] < committed() + 1
+        code, out, err = _invoke("compare", str(path), str(path))
+        assert code == 0 and "run in progress" in err and "facility energy" in out
+        code, out, err = _invoke("export", str(path), str(tmp_path / "pq"), "--tables", "factory_ts")
+        assert code == 0 and "run in progress" in err
+        assert proc.poll() is None  # still running all along
+    finally:
+        proc.kill()  # like kill -9: the sidecar stays behind, the file is readable again
+        proc.communicate(timeout=60)
+    r = open_for_reading(path)
+    try:
+        assert not r.in_progress  # the file itself, not the stale sidecar
+        ((status,),) = r.con.sql("SELECT status FROM runs").fetchall()
+        assert status == "running"
+    finally:
+        r.close()

@@ -1,0 +1,30 @@
+"""Command-line usage errors in the project's one-line form.
+
+Click prints a usage block and a hint for a bad option value or a missing argument; the project's
+rule for bad input is exit code 2 and one line naming the argument and the problem. This group
+class does that for every command, and leaves everything else to Click.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+
+class OneLineErrors(click.Group):
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as e:
+            hint = " (see twin --help)" if isinstance(e, click.UsageError) else ""
+            click.echo(f"twin: error: {' '.join(e.format_message().split())}{hint}", err=True)
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)

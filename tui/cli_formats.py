@@ -1,0 +1,62 @@
+"""Output of ``twin sql`` and ``twin run --json``: strict JSON, JSON Lines, CSV, Parquet, text."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def emit_table(table: Any, fmt: str, out: str | None, max_rows: int, text: Any) -> None:
+    """Write a query result in ``fmt`` to ``out`` (atomically: a temporary file renamed into place)
+    or to stdout. Parquet is binary: without ``--out`` it goes to stdout only when that is not a
+    terminal. ``text`` renders the table format."""
+    from storage.formats import write_table
+    from tui.cli import fail
+
+    if fmt == "table" and out is None:
+        click.echo(text(table, max_rows))
+        return
+    if out is None:
+        if fmt == "parquet" and sys.stdout.isatty():
+            fail("--format parquet writes binary data: give --out FILE or redirect stdout")
+        buf = sys.stdout.buffer
+        write_table(table, fmt, buf)
+        buf.flush()
+        return
+    dest = Path(out)
+    if dest.is_dir():
+        fail(f"--out {dest}: is a directory")
+    if not dest.parent.is_dir():
+        fail(f"--out {dest}: no such directory {dest.parent}")
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if fmt == "table":
+                f.write((text(table, table.num_rows) + "\n").encode())
+            else:
+                write_table(table, fmt, f)
+        os.chmod(tmp, 0o666 & ~umask())  # as an ordinary new file, not mkstemp's 0600
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    click.echo(f"{table.num_rows:,} rows → {dest}", err=True)
+
+
+def run_json(result: Any, **extra: Any) -> str:
+    """One line of strict JSON for a finished run: file, run id, status, wall time and its KPIs."""
+    from storage.formats import dumps
+
+    return dumps({"file": str(result.path), "run_id": result.run_id, "status": result.status,
+                  "wall_s": result.wall_s, **extra, **result.summary})

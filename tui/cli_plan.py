@@ -1,0 +1,112 @@
+"""``twin plan``: the smallest value of a key (e.g. the fleet size) that meets KPI constraints.
+
+Headless: imports neither Textual nor the TUI.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from tui.cli_sweep import _guard, fail
+
+
+@click.command("plan")
+@click.argument("scenario")
+@click.option("--minimize", "key", default="hall.ultraservers", show_default=True, metavar="KEY",
+              help="The integer scenario key to minimize.")
+@click.option("--subject-to", "constraints", multiple=True, required=True, metavar='"KPI OP NUMBER"',
+              help='A constraint on a KPI of twin compare, e.g. "slo_attainment >= 0.99" (repeatable).')
+@click.option("--over", "over", multiple=True, metavar="KEY=V1,V2",
+              help="Plan each of these values separately, e.g. site.climate=temperate,hot (repeatable).")
+@click.option("--range", "range_", default="1:64", show_default=True, metavar="LOW:HIGH",
+              help="The values to search.")
+@click.option("--hours", type=float, default=None, help="Simulated hours per run (default: the scenario's).")
+@click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario key (repeatable).")
+@click.option("--method", type=click.Choice(["bisect", "sweep"]), default="bisect", show_default=True,
+              help="bisect: assume KPIs monotone in KEY (few runs); sweep: run every value of the range.")
+@click.option("-j", "--jobs", type=int, default=None, help="Runs in parallel (default: the CPU cores).")
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True)
+@click.option("--ray-address", default=None, metavar="ADDR", help="An existing Ray cluster (auto or HOST:PORT).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@_guard
+def plan_cmd(
+    scenario: str, key: str, constraints: tuple[str, ...], over: tuple[str, ...], range_: str,
+    hours: float | None, seed: int | None, sets: tuple[str, ...], method: str, jobs: int | None,
+    backend: str, ray_address: str | None, as_json: bool,
+) -> None:
+    """Find the smallest value of KEY (default: the number of UltraServers) at which SCENARIO
+    meets every --subject-to constraint, and say which constraint binds (fails one below).
+
+    \b
+    Example:
+      twin plan default --hours 24 --subject-to "slo_attainment >= 0.99" \\
+          --subject-to "peak_facility_mw <= 30" --over site.climate=temperate,hot
+    """
+    from scenarios import overrides
+    from scenarios import plan as planning
+    from scenarios import sweep as sweeps
+
+    if hours is not None and hours <= 0:
+        fail("--hours must be positive")
+    cons = [planning.parse_constraint(c) for c in constraints]
+    lo, hi = planning.parse_range(range_)
+    overs = [planning.parse_over(o) for o in over]
+    spec, text, origin = overrides.load(scenario, sets)
+    runs = [0]
+    show = sys.stderr.isatty() and not as_json
+
+    def on_run(n: int) -> None:
+        runs[0] = n
+        if show:
+            click.echo(f"\r{n} run(s) done", err=True, nl=False)
+
+    planner = planning.Planner(spec, text, origin, key, cons, overs, lo, hi, hours, seed, backend, jobs,
+                               ray_address, on_run)
+    try:
+        with sweeps.backend_session(backend, jobs, ray_address):  # one Ray for every round
+            result = planner.bisect() if method == "bisect" else planner.sweep_range()
+    except planning.RunFailed as e:
+        fail(str(e), code=1)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted after {runs[0]} run(s)", err=True)
+        sys.exit(130)
+    if show:
+        click.echo("", err=True)
+    if as_json:
+        click.echo(json.dumps(_as_dict(result), indent=2, default=str))
+    else:
+        click.echo(_text(result, method))
+    if result.answer is None:
+        sys.exit(1)
+
+
+def _as_dict(result: Any) -> dict[str, Any]:
+    return {
+        "key": result.key,
+        "constraints": [str(c) for c in result.constraints],
+        "answer": result.answer,
+        "runs": result.runs,
+        "cases": [
+            {"case": c.case, "answer": c.answer, "why": c.why, "binding": [str(b) for b in c.binding],
+             "warning": c.warning or None}
+            for c in result.cases
+        ],
+    }
+
+
+def _text(result: Any, method: str) -> str:
+    lines = [f"Smallest {result.key} meeting {' and '.join(map(str, result.constraints))}:"]
+    for c in result.cases:
+        ans = "none" if c.answer is None else str(c.answer)
+        lines.append(f"  {c.label}: {ans}  ({c.why})")
+        if c.warning:
+            lines.append(f"    warning: {c.warning}")
+    if len(result.cases) > 1:
+        lines.append(f"  every case: {'none' if result.answer is None else result.answer}")
+    lines.append(f"{result.runs} run(s), {'bisection' if method == 'bisect' else 'every value of the range'}")
+    return "\n".join(lines)

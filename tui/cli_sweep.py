@@ -1,0 +1,207 @@
+"""``twin sweep``: run a sweep file's points on a process pool or on Ray; report on the results.
+
+Headless: imports neither Textual nor the TUI.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+
+def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """tui.cli's input-error guard (looked up at call time: tui.cli registers this module's commands)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from tui.cli import _guard as guard
+
+        return guard(fn)(*args, **kwargs)
+
+    return wrapper
+
+
+def fail(msg: str, code: int = 2) -> NoReturn:
+    from tui.cli import fail as _fail
+
+    _fail(msg, code)
+
+
+@click.command("sweep")
+@click.argument("target", type=click.Path())
+@click.option("--out", "-o", "out", type=click.Path(file_okay=False), default=None,
+              help="Sweep directory: results.parquet, points/ (what is finished), runs/ (run files).")
+@click.option("-j", "--jobs", type=int, default=None, help="Runs in parallel (default: the CPU cores).")
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: a process pool on this machine; ray: Ray tasks (pip install 'ai-factory-twin[ray]').")
+@click.option("--ray-address", default=None, metavar="ADDR",
+              help="An existing Ray cluster (auto or HOST:PORT); default: a local Ray started for the sweep.")
+@click.option("--no-files", is_flag=True, help="Keep only the KPI rows, not each run's telemetry file.")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
+              help="Where run files go (default: DIR/runs); on a cluster, storage every node can write.")
+@click.option("--retry-failed", is_flag=True, help="Run the points that failed before again.")
+@click.option("--report", is_flag=True, help="Print the results sorted by a KPI and the Pareto front.")
+@click.option("--sort", "sort_kpi", default=None, metavar="KPI[:min|max]",
+              help="Report order (default: the first --pareto KPI).")
+@click.option("--pareto", default="usd_per_mtok:min,slo_attainment:max", show_default=True,
+              metavar="KPI[:min|max],KPI[:min|max]", help="The two KPIs of the report's Pareto front.")
+@click.option("--top", type=int, default=20, show_default=True, help="Rows of the sorted table in the report.")
+@_guard
+def sweep_cmd(
+    target: str, out: str | None, jobs: int | None, backend: str, ray_address: str | None, no_files: bool, runs_dir: str | None,
+    retry_failed: bool, report: bool, sort_kpi: str | None, pareto: str, top: int,
+) -> None:
+    """Run every point of a sweep file TARGET into --out DIR (finished points are kept: run it
+    again to resume), or with --report and a sweep directory TARGET, report on its results.
+
+    \b
+    Examples:
+      twin sweep examples/sweep-fleet.toml --out fleet -j 2
+      twin sweep examples/sweep-fleet.toml --out fleet --backend ray --ray-address auto
+      twin sweep --report fleet --pareto usd_per_mtok,slo_attainment
+      twin sql fleet/results.parquet "SELECT * FROM results ORDER BY usd_per_mtok LIMIT 5"
+    """
+    from scenarios import sweep as sweeps
+
+    objectives = _objectives(pareto, sort_kpi)
+    if top < 1:
+        fail("--top must be positive")
+    tp = Path(target)
+    if tp.is_dir():
+        if not report:
+            fail(f"{tp}: a directory; give a sweep file to run, or --report to report on a sweep directory")
+        click.echo(report_text(tp / "results.parquet", *objectives, top))
+        return
+    if runs_dir and no_files:
+        fail("give --runs-dir or --no-files, not both")
+    if out is None:
+        fail("--out DIR is required to run a sweep (where results and finished points are kept)")
+    sw = sweeps.load_sweep(tp)
+    out_dir = Path(out)
+    state = _Progress(backend)
+    from scenarios.runner import Terminated, sigterm_as_interrupt
+
+    try:
+        with sigterm_as_interrupt():
+            outcome = sweeps.run_sweep(
+                sw, out_dir, backend=backend, jobs=jobs, ray_address=ray_address, files=not no_files,
+                runs_dir=Path(runs_dir) if runs_dir else None,
+                retry_failed=retry_failed, on_start=state.start, on_result=state.result,
+            )
+    except KeyboardInterrupt as e:
+        state.close()
+        what, code = ("terminated (SIGTERM)", 143) if isinstance(e, Terminated) else ("interrupted", 130)
+        click.echo(f"\ntwin: {what}: {state.done:,} run(s) finished and kept in {out_dir}; "
+                   "run the same command again to go on", err=True)
+        sys.exit(code)
+    state.close()
+    assert outcome.results is not None
+    rows, _ = sweeps.read_results(outcome.results)
+    failed = sum(r["status"] == "failed" for r in rows)
+    click.echo(
+        f"{outcome.total:,} runs ({outcome.skipped:,} already done, {outcome.ran:,} ran, {failed:,} failed) "
+        f"→ {outcome.results}",
+        err=True,
+    )
+    click.echo(f'Query: twin sql {outcome.results} "SELECT * FROM results ORDER BY point, seed"', err=True)
+    if report:
+        click.echo(report_text(outcome.results, *objectives, top))
+    if failed:
+        fail(f"{failed:,} run(s) failed; their error is in the results' error column "
+             "(--retry-failed runs them again)", code=1)
+
+
+def _objectives(pareto: str, sort_kpi: str | None) -> tuple[tuple[str, str], tuple[str, str], tuple[str, str]]:
+    from scenarios.sweep import parse_objective
+
+    parts = [p for p in pareto.split(",")]
+    if len(parts) != 2:
+        fail(f"--pareto {pareto!r}: expected two KPIs, e.g. usd_per_mtok:min,slo_attainment:max")
+    a, b = (parse_objective(p, "--pareto") for p in parts)
+    s = parse_objective(sort_kpi, "--sort") if sort_kpi else a
+    return s, a, b
+
+
+class _Progress:
+    """A progress bar on a terminal (points done, failed, ETA); one line per point otherwise."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.bar: Any = None
+        self.n = self.done = self.failed = 0
+
+    def start(self, todo: int, skipped: int) -> None:
+        self.n = todo
+        if skipped:
+            click.echo(f"{skipped:,} run(s) already done; {todo:,} to go", err=True)
+        if todo and sys.stderr.isatty():
+            self.bar = click.progressbar(length=todo, label=self._label(), file=sys.stderr, show_eta=True,
+                                         show_pos=True)
+            self.bar.__enter__()
+
+    def _label(self) -> str:
+        return f"sweep ({self.backend}): failed {self.failed}"
+
+    def result(self, task: Any, row: dict[str, Any]) -> None:
+        self.done += 1
+        self.failed += row["status"] != "complete"
+        if self.bar is not None:
+            self.bar.label = self._label()
+            self.bar.update(1)
+        else:
+            err = f"  {row['error']}" if row.get("error") else ""
+            click.echo(f"[{self.done}/{self.n}] {task.key} {row['status']} in {row['wall_s']:.1f} s{err}", err=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _table(rows: list[dict[str, Any]], cols: list[str]) -> list[str]:
+    data = [[_cell(r.get(c)) for c in cols] for r in rows]
+    widths = [max([len(c)] + [len(d[i]) for d in data]) for i, c in enumerate(cols)]
+    out = ["  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True))]
+    out += ["  ".join(v.rjust(w) for v, w in zip(d, widths, strict=True)) for d in data]
+    return out
+
+
+def report_text(path: Path, sort: tuple[str, str], a: tuple[str, str], b: tuple[str, str], top: int) -> str:
+    """The sweep's points (seed means) sorted by one KPI, and the Pareto front of two."""
+    from scenarios.sweep import by_point, pareto_front, read_results
+
+    if not path.exists():
+        fail(f"{path}: no such results file (run the sweep first)")
+    rows, params = read_results(path)
+    pts = by_point(rows, params)
+    failed = sum(r["status"] == "failed" for r in rows)
+    pending = sum(r["status"] == "pending" for r in rows)
+    kpis = list(dict.fromkeys([sort[0], a[0], b[0], "usd_per_mtok", "slo_attainment", "pue", "peak_facility_mw"]))
+    cols = ["point", *params, "seeds", *kpis]
+    known = [p for p in pts if p.get(sort[0]) is not None]
+    known.sort(key=lambda r: r[sort[0]], reverse=sort[1] == "max")
+    lines = [
+        f"{path}: {len(rows):,} runs, {len(pts):,} points complete, {failed:,} failed runs, {pending:,} pending",
+        "",
+        f"Sorted by {sort[0]} ({'largest' if sort[1] == 'max' else 'smallest'} first; mean over seeds)"
+        + (f", top {top} of {len(known):,}" if len(known) > top else ""),
+        *_table(known[:top], cols),
+        "",
+    ]
+    front = pareto_front(pts, a, b)
+    lines.append(f"Pareto front: {a[0]} ({a[1]}) vs {b[0]} ({b[1]}): {len(front)} of {len(pts):,} points")
+    lines += _table(front, ["point", *params, a[0], b[0]])
+    return "\n".join(lines)

@@ -483,6 +483,12 @@ FACTS: tuple[Fact, ...] = (
     # ------------------------------------------------------------------ telemetry
     _f("telemetry", "chip_sample_interval_s", "int", "s", 0, 365 * 86400, "chip_ts every this much "
        "simulated time (0: off)"),
+    _f("telemetry", "ultraserver_interval_s", "int", "s", 0, 365 * 86400, "ultraserver_ts every this much "
+       "simulated time, at most once a step (1: every step; 0: off)"),
+    _f("telemetry", "row_interval_s", "int", "s", 0, 365 * 86400, "row_ts (per row / CDU) every this much "
+       "simulated time, at most once a step (1: every step; 0: off)"),
+    _f("telemetry", "hall_interval_s", "int", "s", 0, 365 * 86400, "hall_ts every this much simulated "
+       "time, at most once a step (1: every step; 0: off)"),
     # ------------------------------------------------------------------ events
     _f("events", "at_h", "float", "h", 0, MAX_RUN_H, "When, after the start", default=REQUIRED),
     _enum("events", "kind", EVENT_KINDS, "What happens", default=REQUIRED),

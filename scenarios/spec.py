@@ -327,6 +327,9 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             models=tuple(m.spec() for m in self.models),
             events=events,
             chip_sample_interval_s=self.telemetry.chip_sample_interval_s,
+            ultraserver_interval_s=self.telemetry.ultraserver_interval_s,
+            row_interval_s=self.telemetry.row_interval_s,
+            hall_interval_s=self.telemetry.hall_interval_s,
         )
 
 

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from storage.kpis import run_summary_view_sql
-from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
+from twin.telemetry import ADDED_IN, SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "int8": pa.int8(),
@@ -97,17 +97,31 @@ def migrations() -> list[list[str]]:
     """Ordered migrations; index + 1 is the schema version they bring the file to."""
     v1 = ["CREATE TABLE IF NOT EXISTS twin_meta (key VARCHAR PRIMARY KEY, value VARCHAR)"]
     for table in TABLES:
-        v1.append(create_table_sql(table))
-        v1.extend(comment_sql(table, c) for c in TABLES[table])
+        if table not in ADDED_IN:
+            v1.append(create_table_sql(table))
+            v1.extend(comment_sql(table, c) for c in TABLES[table])
     # Views for the questions people ask most.
     v1.append(run_summary_view_sql())
     # v2: calendar time, as the last column of each table (ALTER appends).
     v2 = []
     for table in TABLES:
+        if table in ADDED_IN:
+            continue
         for c in columns(table)[len(TABLES[table]):]:
             v2.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c.name} {DUCKDB_TYPES[c.dtype]}")
             v2.append(comment_sql(table, c))
-    return [v1, v2]
+    out = [v1, v2]
+    # Later versions: the tables they add, with storage's calendar-time column.
+    for version in range(3, SCHEMA_VERSION + 1):
+        v: list[str] = []
+        for table in (t for t, added in ADDED_IN.items() if added == version):
+            v.append(create_table_sql(table))
+            v.extend(comment_sql(table, c) for c in TABLES[table])
+            for c in columns(table)[len(TABLES[table]):]:
+                v.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c.name} {DUCKDB_TYPES[c.dtype]}")
+                v.append(comment_sql(table, c))
+        out.append(v)
+    return out
 
 
 assert len(migrations()) == SCHEMA_VERSION

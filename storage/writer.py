@@ -121,9 +121,8 @@ def to_arrow(table: str, run_id: str, cols: dict[str, Any], start: _dt.datetime 
         n = len(arr)
         arrays.append(arr)
     n = n or 0
-    arrays[schema.get_field_index("run_id")] = (
-        pa.array([run_id] * n, type=pa.string()) if n else pa.array([], pa.string())
-    )
+    # One value repeated in Arrow (a Python list of a million strings costs ~0.3 s per chip sample).
+    arrays[schema.get_field_index("run_id")] = pa.repeat(pa.scalar(run_id, pa.string()), n)
     return pa.Table.from_arrays(arrays, schema=schema)
 
 

@@ -272,4 +272,6 @@ def test_a_v1_file_gains_calendar_time_when_written_to(tmp_path: Path) -> None:
                               "FROM factory_ts JOIN runs r USING (run_id)").fetchall()
     finally:
         con.close()
-    assert int(version) == 2 and n == 20 and bad == 0
+    from twin.telemetry import SCHEMA_VERSION
+
+    assert int(version) == SCHEMA_VERSION and n == 20 and bad == 0  # brought to this version

@@ -26,7 +26,7 @@ def next_clock(
     fac: Facility,
     util: FloatArray,
     alive: BoolArray,
-    dyn_full: FloatArray,
+    dyn_full: FloatArray | None,
     it_w: float,
     facility_w: float,
     us_it: FloatArray,
@@ -35,9 +35,18 @@ def next_clock(
 ) -> FloatArray:
     """Clock per chip for the next step: the lowest of the facility cap, the row cap and the
     thermal limit. Caps are met by scaling the clock of every busy chip in scope; dynamic power
-    follows f^k (ASM k = dvfs_exponent), performance follows f."""
+    follows f^k (ASM k = dvfs_exponent), performance follows f. ``dyn_full`` is
+    (P_tdp - P_idle) u, derived from ``util`` when not given. Returns the facility's shared
+    all-ones clock when nothing is capped and no chip can be hot (the common step)."""
     cp, pp, topo = fac.cp, fac.pp, fac.topo
     k = cp.dvfs_exponent
+    capped = math.isfinite(fac.facility_cap_w) or bool(np.isfinite(fac.row_cap_w).any())
+    # Fast exit: even a chip at TDP on the warmest coolant stays below the throttle point.
+    cool = float((coolant_us + r_us * fac.acc.tdp_w).max()) <= cp.throttle_temp_c
+    if not capped and cool:
+        return fac._ones if cp.min_clock <= 1.0 else np.full(topo.chips, cp.min_clock)
+    if dyn_full is None:
+        dyn_full = (fac.acc.tdp_w - fac.acc.idle_w) * util
     f = np.ones(topo.chips)
     dyn_it = dyn_full / pp.psu_efficiency  # rack-input watts of dynamic power at f = 1
     if math.isfinite(fac.facility_cap_w) or np.isfinite(fac.row_cap_w).any():
@@ -63,8 +72,7 @@ def next_clock(
     f = np.maximum(f, cp.min_clock)
     # Thermal: the largest clock whose junction temperature stays on the throttle curve
     # (quasi-steady junction: the package settles in seconds, well inside a step).
-    # Fast exit: even a chip at TDP on the warmest coolant stays below the throttle point.
-    if float((coolant_us + r_us * fac.acc.tdp_w).max()) <= cp.throttle_temp_c:
+    if cool:
         return f
     r = r_us[topo.chip_us]
     base = coolant_us[topo.chip_us] + r * fac.acc.idle_w

@@ -44,6 +44,9 @@ class ItPower:
     us_it: FloatArray  # per UltraServer at rack input [W]
     it_w: float
     psu_loss_w: float
+    us_chip_w: FloatArray  # chip power per UltraServer [W]
+    us_chip_max_w: FloatArray  # hottest-running chip's power per UltraServer [W]
+    us_act: FloatArray  # summed work rate of each UltraServer's chips [-]
 
 
 @dataclass(slots=True)
@@ -56,7 +59,7 @@ class _Heat:
     ret: FloatArray  # rack loop return [°C]
     coolant: FloatArray  # what the cold plates see [°C]
     r_us: FloatArray  # junction-to-coolant resistance [K/W]
-    tj: FloatArray  # junction temperatures [°C]
+    us_tj_max: FloatArray  # hottest junction per UltraServer [°C]
     speed: FloatArray  # rack loop pump speed [-]
     flow_frac: FloatArray  # CDU pump health per UltraServer [-]
     shut: npt.NDArray[np.int64]  # UltraServers shut down by their junctions this step
@@ -74,14 +77,22 @@ class PlantState:
 
 @dataclass(frozen=True)
 class FacilityStep:
-    """Everything the record needs from one physics step."""
+    """Everything the record needs from one physics step. Per-UltraServer sums and maxima come
+    with the step; per-chip junction temperatures are derived on demand (``chip_tj``) from the
+    UltraServer's coolant and resistance, since only sampled steps and the live view read them."""
 
     act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
     chip_p: FloatArray
     clock: FloatArray  # clock the chips ran at this step [-]
+    full_clock: bool  # every chip ran at full clock (``clock`` is all ones)
     us_it: FloatArray
     us_return_c: FloatArray
-    tj: FloatArray
+    us_chip_w: FloatArray  # chip power per UltraServer [W]
+    us_act: FloatArray  # summed work rate per UltraServer [-]
+    us_tj_max: FloatArray  # hottest junction per UltraServer [°C]
+    us_coolant_c: FloatArray  # coolant the cold plates saw [°C]
+    us_r_k_per_w: FloatArray  # junction-to-coolant resistance [K/W]
+    chip_us: npt.NDArray[np.int32]
     it_w: float
     chip_w: float
     psu_loss_w: float
@@ -104,6 +115,11 @@ class FacilityStep:
     tripped_chips: npt.NDArray[np.int64]  # chips that went offline this step (thermal trip)
     recovered_chips: npt.NDArray[np.int64]  # chips back after a thermal trip
     events: Events  # what the physics reported this step (trips, throttling, effects ending)
+
+    def chip_tj(self) -> FloatArray:
+        """Junction temperature of every chip [°C] (``cooling.junction_c``)."""
+        u = self.chip_us
+        return cooling.junction_c(self.us_coolant_c[u], self.us_r_k_per_w[u], self.chip_p)
 
     @property
     def cooling_w(self) -> float:
@@ -161,7 +177,9 @@ class Facility:
         self.fw_pump_design_w = cp.pump_head_pa * (self.fw_flow_design / RHO) / cp.pump_efficiency
         self.fan_design_w = cp.drycooler_fan_w_per_w * design_heat
         # State.
-        self.clock = np.ones(n)
+        self._ones = np.ones(n)
+        self._ones.setflags(write=False)  # the clock while nothing is capped or hot (shared)
+        self.clock = self._ones
         self._full_clock = True
         self.us_return_c = np.full(nus, cp.supply_setpoint_c)
         # Standing caps ([power] or an open-ended power_cap event) and the timed effects on top
@@ -182,7 +200,7 @@ class Facility:
         self.chip_tripped = np.zeros(n, dtype=bool)
         self.us_hold_until = np.zeros(nus, dtype=np.int64)  # junction shutdown: off at least until
         self._throttling = False
-        self._last: tuple[FloatArray, BoolArray, FloatArray, float, float, FloatArray, FloatArray] | None = (
+        self._last: tuple[FloatArray, BoolArray, FloatArray | None, float, float, FloatArray, FloatArray] | None = (
             None
         )
 
@@ -283,7 +301,7 @@ class Facility:
         self.clock = self._next_clock(
             util, alive, dyn_full, it_w, facility_w, us_it, coolant, self._cold_plate_r(flow_frac)
         )
-        self._full_clock = bool(self.clock.min() >= 1.0)
+        self._full_clock = self.clock is self._ones or bool(self.clock.min() >= 1.0)
 
     def _row(self, target: str) -> int:
         t = target.split(":", 1)[1] if ":" in target else target
@@ -322,19 +340,16 @@ class Facility:
         self._end_due(t_s, ev)
         pp, acc = self.pp, self.acc
         clock = self.clock
-        util = np.where(alive, util, 0.0)
-        dyn_full = (acc.tdp_w - acc.idle_w) * util  # dynamic power at full clock
+        # Unpowered chips are few (failures, trips): handled by index, not by whole-array masks.
+        dead = np.zeros(0, dtype=np.intp) if alive.all() else np.flatnonzero(~alive)
+        if len(dead):
+            util = util.copy()
+            util[dead] = 0.0
         full_clock = self._full_clock
-        th = self._power_and_heat(util, alive, dyn_full, clock, full_clock, dt_s, ev)
-        pw, clock, full_clock, ret, coolant, r_us, tj = (
-            th.pw,
-            th.clock,
-            th.full_clock,
-            th.ret,
-            th.coolant,
-            th.r_us,
-            th.tj,
-        )
+        # Dynamic power at full clock, (P_tdp - P_idle) u, only where a clock below 1 needs it.
+        dyn_full = None if full_clock else (acc.tdp_w - acc.idle_w) * util
+        th = self._power_and_heat(util, alive, dead, dyn_full, clock, full_clock, dt_s, ev)
+        pw, clock, full_clock, ret, coolant, r_us = (th.pw, th.clock, th.full_clock, th.ret, th.coolant, th.r_us)
         speed, flow_frac, shut, ret0 = th.speed, th.flow_frac, th.shut, th.ret0
         chip_p, act_chip, us_it, it_w, psu_loss = pw.chip_p, pw.act_chip, pw.us_it, pw.it_w, pw.psu_loss_w
         liquid_us = self.lf * us_it
@@ -358,7 +373,7 @@ class Facility:
         # Clocks for the next step: power caps and thermal equilibrium.
         self._last = (util, alive, dyn_full, it_w, facility_w, us_it, speed)
         self.clock = self._next_clock(util, alive, dyn_full, it_w, facility_w, us_it, coolant, r_us)
-        self._full_clock = bool(self.clock.min() >= 1.0)
+        self._full_clock = self.clock is self._ones or bool(self.clock.min() >= 1.0)
         throttled = 0 if full_clock else int(((clock < 0.999) & (util > 0)).sum())
         if (throttled > 0) != self._throttling:
             self._throttling = throttled > 0
@@ -369,12 +384,18 @@ class Facility:
             act_chip=act_chip,
             chip_p=chip_p,
             clock=clock,
+            full_clock=full_clock,
             protected=th.protected,
             us_it=us_it,
             us_return_c=ret,
-            tj=tj,
+            us_chip_w=pw.us_chip_w,
+            us_act=pw.us_act,
+            us_tj_max=th.us_tj_max,
+            us_coolant_c=coolant,
+            us_r_k_per_w=r_us,
+            chip_us=self.topo.chip_us,
             it_w=it_w,
-            chip_w=float(chip_p.sum()),
+            chip_w=float(pw.us_chip_w.sum()),
             psu_loss_w=psu_loss,
             pdu_loss_w=losses.pdu_w,
             ups_loss_w=losses.ups_w,
@@ -400,7 +421,8 @@ class Facility:
         self,
         util: FloatArray,
         alive: BoolArray,
-        dyn_full: FloatArray,
+        dead: npt.NDArray[np.intp],
+        dyn_full: FloatArray | None,
         clock: FloatArray,
         full_clock: bool,
         dt_s: int,
@@ -409,7 +431,7 @@ class Facility:
         """Chip and IT power at this step's clocks, the rack loops over the step, and junction
         protection inside the step (re-solved once at the protected clocks)."""
         topo, cp = self.topo, self.cp
-        pw = self._it_power(util, alive, dyn_full, clock, full_clock)
+        pw = self._it_power(util, alive, dead, dyn_full, clock, full_clock)
 
         # Rack loops: variable-speed flow holds the design temperature rise; a row whose CDU pumps
         # are lost has no flow and its loops store the heat. The pumps' speed is set from the
@@ -421,7 +443,9 @@ class Facility:
         ret0 = self.us_return_c
         ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
         r_us = self._cold_plate_r(flow_frac) if self.lf > 0 else np.full(topo.ultraservers, self.air_r)
-        tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
+        # The hottest junction of an UltraServer is its highest-power chip's (one coolant, one
+        # resistance per UltraServer): per-chip temperatures are needed only when that is hot.
+        us_tj_max = cooling.junction_c(coolant, r_us, pw.us_chip_max_w)
 
         # Junction protection inside the step: a chip above its throttle curve slows down at
         # once (the package settles in seconds, well inside a step); one that is past its
@@ -430,22 +454,20 @@ class Facility:
         # coolant can only be cooler and no powered chip ends the step above its limits.
         shut = np.zeros(0, dtype=np.int64)
         protected = False
-        # No chip draws more than TDP: a loop whose coolant + R x TDP stays below the throttle
-        # point cannot hold a hot chip (a per-UltraServer check, cheaper than every chip).
-        if (
-            float((coolant + r_us * self.acc.tdp_w).max()) > cp.throttle_temp_c
-            and float(tj.max()) > cp.throttle_temp_c
-        ):
+        if float(us_tj_max.max()) > cp.throttle_temp_c:
+            if dyn_full is None:
+                dyn_full = (self.acc.tdp_w - self.acc.idle_w) * util
+            tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
             prot = self._protect(tj, clock, util, dyn_full, coolant, r_us)
             if prot is not None:
                 protected = True
                 clock, shut = prot
                 self._shutdown(shut, alive, ev)
                 full_clock = False
-                pw = self._it_power(util, alive, dyn_full, clock, full_clock)
+                pw = self._it_power(util, alive, dead, dyn_full, clock, full_clock)
                 ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
-                tj = cooling.junction_c(coolant[topo.chip_us], r_us[topo.chip_us], pw.chip_p)
-        return _Heat(pw, clock, full_clock, ret, coolant, r_us, tj, speed, flow_frac, shut, ret0, protected)
+                us_tj_max = cooling.junction_c(coolant, r_us, pw.us_chip_max_w)
+        return _Heat(pw, clock, full_clock, ret, coolant, r_us, us_tj_max, speed, flow_frac, shut, ret0, protected)
 
     def _shutdown(self, shut: npt.NDArray[np.int64], alive: BoolArray, ev: Events) -> None:
         """UltraServers whose junctions cannot be held even at the lowest clock power off now."""
@@ -508,26 +530,52 @@ class Facility:
         return tripped_chips, recovered_chips
 
     def _it_power(
-        self, util: FloatArray, alive: BoolArray, dyn_full: FloatArray, clock: FloatArray, full_clock: bool
+        self,
+        util: FloatArray,
+        alive: BoolArray,
+        dead: npt.NDArray[np.intp],
+        dyn_full: FloatArray | None,
+        clock: FloatArray,
+        full_clock: bool,
     ) -> ItPower:
         """Chip, host and switch power at ``clock``; rectifier losses are IT. Hosts follow their
-        chips' work rate; switches are constant; a tripped UltraServer draws nothing."""
+        chips' work rate; switches are constant; a tripped UltraServer draws nothing.
+
+        At full clock (the common step) chip power is P_idle + (P_tdp - P_idle) u
+        (``power.chip_power_w`` at f = 1) computed in place, unpowered chips (``dead``, few)
+        zeroed by index, and the UltraServer sums and maxima follow from the chips' utilisation
+        sums and maxima (``util`` is 0 on unpowered chips)."""
         topo, acc, sysm = self.topo, self.acc, self.sys
-        if full_clock:
-            chip_p = np.where(alive, acc.idle_w + dyn_full, 0.0)
-        else:
-            chip_p = power.chip_power_w(dyn_full, acc.idle_w, clock, self.cp.dvfs_exponent, alive)
-        if self.us_tripped.any():
-            chip_p = np.where(self.us_tripped[topo.chip_us], 0.0, chip_p)
+        nus, c = topo.ultraservers, topo.chips_per_us
+        tripped = self.us_tripped.any()
+        dp = acc.tdp_w - acc.idle_w
         act_chip = util if full_clock else util * clock
-        server_act = topo.per_server(act_chip) / topo.chips_per_server
+        server_sum = topo.per_server(act_chip)
+        us_act = server_sum.reshape(nus, topo.servers_per_us).sum(axis=1)
+        if full_clock and not tripped:
+            chip_p = util * dp
+            chip_p += acc.idle_w
+            powered = np.full(nus, float(c))
+            if len(dead):
+                chip_p[dead] = 0.0
+                powered -= np.bincount(topo.chip_us[dead], minlength=nus)
+            us_chip_p = powered * acc.idle_w + dp * us_act
+            us_chip_max = np.where(powered > 0, acc.idle_w + dp * util.reshape(nus, c).max(axis=1), 0.0)
+        else:
+            if dyn_full is None:
+                dyn_full = dp * util
+            chip_p = power.chip_power_w(dyn_full, acc.idle_w, clock, self.cp.dvfs_exponent, alive)
+            if tripped:
+                chip_p = np.where(self.us_tripped[topo.chip_us], 0.0, chip_p)
+            us_chip_p = topo.per_us(chip_p)
+            us_chip_max = chip_p.reshape(nus, c).max(axis=1)
+        server_act = server_sum / topo.chips_per_server
         host_p = power.host_power_w(server_act, sysm.host_w_per_server, sysm.host_idle_fraction)
-        us_chip_p = topo.per_us(chip_p)
         us_host_p = host_p.reshape(topo.ultraservers, topo.servers_per_us).sum(axis=1)
         us_dc = np.where(self.us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
         us_it = np.where(self.us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, self.pp))
         it_w = float(us_it.sum())
-        return ItPower(chip_p, act_chip, us_it, it_w, it_w - float(us_dc.sum()))
+        return ItPower(chip_p, act_chip, us_it, it_w, it_w - float(us_dc.sum()), us_chip_p, us_chip_max, us_act)
 
     def _rack_loops(
         self, liquid_us: FloatArray, m: FloatArray, sec_supply: float, ret0: FloatArray, dt_s: int
@@ -584,7 +632,7 @@ class Facility:
         self,
         util: FloatArray,
         alive: BoolArray,
-        dyn_full: FloatArray,
+        dyn_full: FloatArray | None,
         it_w: float,
         facility_w: float,
         us_it: FloatArray,

@@ -432,3 +432,7 @@ class FactoryParams:
     models: tuple[ModelSpec, ...] = ()  # scenario-defined models (added to twin.models.MODELS)
     events: tuple[ScheduledEvent, ...] = ()
     chip_sample_interval_s: int = 3600  # chip_ts every this much simulated time (0 = off)
+    # The aggregate tiers, every this much simulated time (at most once a step; 0 = off).
+    ultraserver_interval_s: int = 1
+    row_interval_s: int = 1
+    hall_interval_s: int = 1

@@ -112,7 +112,8 @@ class Simulation:
         self.chip_clock = np.ones(n)
         self.chip_power = np.zeros(n)
         self.chip_activity = np.zeros(n)
-        self.chip_tj = np.full(n, params.cooling.supply_setpoint_c)
+        self._chip_tj0 = np.full(n, params.cooling.supply_setpoint_c)
+        self._ph: FacilityStep | None = None  # the last physics step
         self.site = site.SiteModel(params.site, self.rngs.weather)
         self.facility = Facility(params, self.topo, self.sys, self.acc, self.design)
         self._events: list[tuple[int, str, str, str, str, str, float, int]] = []
@@ -145,6 +146,11 @@ class Simulation:
             np.int32
         )
         return out
+
+    @property
+    def chip_tj(self) -> npt.NDArray[np.float64]:
+        """Junction temperature of every chip in the last step [°C] (derived on demand)."""
+        return self._ph.chip_tj() if self._ph is not None else self._chip_tj0
 
     @property
     def us_tripped(self) -> npt.NDArray[np.bool_]:
@@ -229,9 +235,9 @@ class Simulation:
         batch work of the step is taken at the clocks the chips really ran at (work and power
         use the same clock). Thermal trips take chips offline; the clocks decided here apply to
         the next step's work and power alike."""
-        a = self.jobs.a
-        owner = self.chip_owner
-        util = np.where(owner >= 0, a["activity"][np.maximum(owner, 0)], 0.0)
+        # Each chip's utilisation is its job's activity: one gather through the job table, with
+        # a trailing 0 that idle chips (owner -1) pick up.
+        util = np.append(self.jobs.a["activity"], 0.0).take(self.chip_owner)
         cond = self.site.step(self.t_s, self.dt_s)
         ph = self.facility.step(util, ~self.chip_failed, cond, self.t_s, self.dt_s)
         if ph.protected:
@@ -245,7 +251,7 @@ class Simulation:
         if len(ph.recovered_chips):
             outages.recover_thermal(self.cluster, ph.recovered_chips)
         self.chip_clock = self.facility.clock
-        self.chip_activity, self.chip_power, self.chip_tj = ph.act_chip, ph.chip_p, ph.tj
+        self.chip_activity, self.chip_power, self._ph = ph.act_chip, ph.chip_p, ph
         return ph, w
 
     # ------------------------------------------------------------------ record
@@ -253,18 +259,29 @@ class Simulation:
         p, t, dt = self.p, self.t_s, self.dt_s
         topo = self.topo
         owner = self.chip_owner
-        owned = owner >= 0
-        act_chip, chip_p, tj = ph.act_chip, ph.chip_p, ph.tj
+        nus, c = topo.ultraservers, topo.chips_per_us
+        act_chip, chip_p = ph.act_chip, ph.chip_p
         it_w, facility_w, pue = ph.it_w, ph.facility_w, ph.pue
         # Energy per token: the facility power attributed to inference replicas (their chips'
         # share of IT, grossed up by PUE), recorded with the other workload columns.
         inf_w = self._record_work(rec, i, w, ph)
         j_per_tok = inf_w / w.tokens_s if w.tokens_s > 0 else float("nan")
         energy_j = facility_w * dt
-        busy = owned & (act_chip > 0)
+        # Busy = held by a job and doing work. Only a job's chips have activity; ownership changed
+        # since the physics read it only when a thermal trip interrupted jobs this step.
+        busy = act_chip > 0
+        if len(ph.tripped_chips):
+            busy &= owner >= 0
+        us_busy = np.count_nonzero(busy.reshape(nus, c), axis=1)
         cp = p.cooling
         hw_failed = self.cluster.chip_hw_failed
+        us_failed = np.bincount(topo.chip_us[np.flatnonzero(hw_failed)], minlength=nus)  # sparse
         tripped_us = ph.us_off
+        if ph.full_clock:
+            mean_clock, us_clock = 1.0, np.ones(nus)
+        else:
+            mean_clock = float(ph.clock[busy].mean()) if busy.any() else 1.0
+            us_clock = topo.per_us(ph.clock) / c
         rec.factory(
             i,
             time_s=t,
@@ -288,12 +305,12 @@ class Simulation:
             unmet_heat_w=ph.unmet_heat_w,
             facility_cap_w=ph.facility_cap_w if np.isfinite(ph.facility_cap_w) else np.nan,
             throttled_chips=ph.throttled_chips,
-            mean_clock=float(ph.clock[busy].mean()) if busy.any() else 1.0,
-            chips_allocated=int(owned.sum()),
-            chips_busy=int(busy.sum()),
-            chips_failed=int(hw_failed.sum()),
+            mean_clock=mean_clock,
+            chips_allocated=int(np.count_nonzero(owner >= 0)),
+            chips_busy=int(us_busy.sum()),
+            chips_failed=int(us_failed.sum()),
             ultraservers_tripped=int(tripped_us.sum()),
-            activity=float(act_chip.mean()),
+            activity=float(ph.us_act.sum()) / topo.chips,
             queue_jobs=len(self.cluster.queue),
             running_jobs=w.running_training,
             training_flops=w.train_flops,
@@ -306,22 +323,20 @@ class Simulation:
             outdoor_rh=ph.cond.rel_humidity,
             coolant_supply_c=cp.supply_setpoint_c,
             coolant_return_c=float(ph.us_return_c.mean()),
-            max_chip_temp_c=float(tj.max()),
+            max_chip_temp_c=float(ph.us_tj_max.max()),
             price_usd_per_mwh=ph.cond.price_usd_per_mwh,
             carbon_g_per_kwh=ph.cond.carbon_g_per_kwh,
             cost_usd=energy_j / 3.6e9 * ph.cond.price_usd_per_mwh,
             co2_kg=energy_j / 3.6e6 * ph.cond.carbon_g_per_kwh / 1000.0,
             energy_j=energy_j,
         )
-        us_busy = topo.per_us(busy)
-        us_failed = topo.per_us(hw_failed)
-        us_act = topo.per_us(act_chip) / topo.chips_per_us
-        us_tmax = topo.max_per_us(tj)
-        us_clock = topo.per_us(ph.clock) / topo.chips_per_us
-        rec.ultraserver(i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, us_tmax, ph.us_return_c, us_clock)
+        us_act = ph.us_act / c
+        rec.ultraserver(
+            i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, ph.us_tj_max, ph.us_return_c, us_clock
+        )
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
-            rec.chips(t, self.chip_job_ids(), act_chip, chip_p, tj, hw_failed, ph.clock)
+            rec.chips(t, self.chip_job_ids(), act_chip, chip_p, ph.chip_tj(), hw_failed, ph.clock)
 
     def _record_work(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> float:
         """Workload columns of ``factory_ts`` and this step's ``service_ts`` rows; returns the
@@ -351,7 +366,18 @@ class Simulation:
     # ------------------------------------------------------------------ public
     def advance(self, steps: int) -> Frames:
         """Run ``steps`` steps; return their telemetry frames."""
-        rec = _Recorder(steps, self.topo, tuple(s.name for s in self.p.services))
+        p = self.p
+        times = self.t_s + self.dt_s * np.arange(steps, dtype=np.int64)
+        rec = _Recorder(
+            steps,
+            self.topo,
+            tuple(s.name for s in p.services),
+            tiers={
+                "ultraserver_ts": _due(times, self.dt_s, p.ultraserver_interval_s),
+                "row_ts": _due(times, self.dt_s, p.row_interval_s),
+                "hall_ts": _due(times, self.dt_s, p.hall_interval_s),
+            },
+        )
         for i in range(steps):
             self._step(rec, i)
         frames = rec.frames()
@@ -391,6 +417,16 @@ _NP_DTYPES: dict[str, Any] = {
 }
 
 
+def _due(times: npt.NDArray[np.int64], dt: int, interval_s: int) -> npt.NDArray[np.bool_]:
+    """Steps (starting at ``times``) on which a tier recorded every ``interval_s`` is due: the
+    first step at or after each multiple of the interval (every step when it is at most ``dt``;
+    never when it is 0)."""
+    if interval_s <= 0:
+        return np.zeros(len(times), dtype=bool)
+    out: npt.NDArray[np.bool_] = times % interval_s < dt
+    return out
+
+
 def _buffers(table: str, rows: int, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """Zeroed buffers for the numeric columns of a telemetry table (``twin.telemetry``)."""
     return {
@@ -414,8 +450,21 @@ class _Recorder:
         "clock",
     )
 
-    def __init__(self, steps: int, topo: Topology, services: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        steps: int,
+        topo: Topology,
+        services: tuple[str, ...] = (),
+        tiers: dict[str, npt.NDArray[np.bool_]] | None = None,
+    ) -> None:
         self.topo = topo
+        every = np.ones(steps, dtype=bool)
+        tiers = tiers or {}
+        # Slot of each step in a tier's buffers (-1: not recorded that step).
+        self.slot = {
+            t: np.where(m, np.cumsum(m) - 1, -1) for t in TIERS for m in (tiers.get(t, every),)
+        }
+        n_us, n_row, n_hall = (int((self.slot[t] >= 0).sum()) for t in TIERS)
         self.svc_names = services
         ns = steps * len(services)
         self.s: dict[str, Any] = _buffers("service_ts", ns)
@@ -423,10 +472,17 @@ class _Recorder:
         self.s["service"] = list(services) * steps
         self.f = _buffers("factory_ts", steps)
         self.f["chips_total"][:] = topo.chips
-        m = steps * topo.ultraservers
+        m = n_us * topo.ultraservers
         self.u: dict[str, npt.NDArray[Any]] = _buffers("ultraserver_ts", m)
-        self.u["ultraserver_id"] = np.tile(np.arange(topo.ultraservers, dtype=np.int32), steps)
-        self.u["row_id"] = np.tile(topo.us_row, steps)
+        self.u["ultraserver_id"] = np.tile(np.arange(topo.ultraservers, dtype=np.int32), n_us)
+        self.u["row_id"] = np.tile(topo.us_row, n_us)
+        self.r: dict[str, npt.NDArray[Any]] = _buffers("row_ts", n_row * topo.rows)
+        self.r["row_id"] = np.tile(np.arange(topo.rows, dtype=np.int32), n_row)
+        self.r["ultraservers"] = np.tile(np.bincount(topo.us_row, minlength=topo.rows).astype(np.int32), n_row)
+        self.h: dict[str, npt.NDArray[Any]] = _buffers("hall_ts", n_hall)
+        self.h["ultraservers"][:] = topo.ultraservers
+        # First UltraServer of each row (UltraServers are numbered row by row).
+        self._row_start = np.flatnonzero(np.r_[True, topo.us_row[1:] != topo.us_row[:-1]])
         self.c: list[dict[str, npt.NDArray[Any]]] = []
 
     def factory(self, i: int, **values: float) -> None:
@@ -434,11 +490,46 @@ class _Recorder:
             self.f[name][i] = v
 
     def ultraserver(self, i: int, t: int, *cols: npt.NDArray[Any]) -> None:
-        n = self.topo.ultraservers
-        s = slice(i * n, (i + 1) * n)
-        self.u["time_s"][s] = t
-        for name, col in zip(self._US_COLS, cols, strict=True):
-            self.u[name][s] = col
+        """Step ``i``'s UltraServer rows and the row and hall aggregates of them, in each tier
+        due this step. Counts and power are summed, temperatures reduced by max, activity,
+        clock and return temperature averaged (over chips, chips and UltraServers)."""
+        topo = self.topo
+        k = int(self.slot["ultraserver_ts"][i])
+        if k >= 0:
+            n = topo.ultraservers
+            s = slice(k * n, (k + 1) * n)
+            self.u["time_s"][s] = t
+            for name, col in zip(self._US_COLS, cols, strict=True):
+                self.u[name][s] = col
+        kr, kh = int(self.slot["row_ts"][i]), int(self.slot["hall_ts"][i])
+        if kr < 0 and kh < 0:
+            return
+        power, busy, failed, tripped, act, tmax, ret, clock = cols
+        if kr >= 0:
+            st = self._row_start
+            nus = np.diff(np.r_[st, topo.ultraservers])
+            s = slice(kr * topo.rows, (kr + 1) * topo.rows)
+            r = self.r
+            r["time_s"][s] = t
+            r["power_w"][s] = np.add.reduceat(power, st)
+            r["chips_busy"][s] = np.add.reduceat(busy, st)
+            r["chips_failed"][s] = np.add.reduceat(failed, st)
+            r["ultraservers_tripped"][s] = np.add.reduceat(tripped.astype(np.int32), st)
+            r["activity"][s] = np.add.reduceat(act, st) / nus
+            r["max_chip_temp_c"][s] = np.maximum.reduceat(tmax, st)
+            r["coolant_return_c"][s] = np.add.reduceat(ret, st) / nus
+            r["clock"][s] = np.add.reduceat(clock, st) / nus
+        if kh >= 0:
+            h = self.h
+            h["time_s"][kh] = t
+            h["power_w"][kh] = power.sum()
+            h["chips_busy"][kh] = busy.sum()
+            h["chips_failed"][kh] = failed.sum()
+            h["ultraservers_tripped"][kh] = np.count_nonzero(tripped)
+            h["activity"][kh] = act.mean()
+            h["max_chip_temp_c"][kh] = tmax.max()
+            h["coolant_return_c"][kh] = ret.mean()
+            h["clock"][kh] = clock.mean()
 
     def chips(
         self,
@@ -495,12 +586,15 @@ class _Recorder:
             s["power_w"][r] = power_w[k]
 
     def frames(self) -> Frames:
-        out: Frames = {"factory_ts": self.f, "ultraserver_ts": self.u}
+        out: Frames = {"factory_ts": self.f, "ultraserver_ts": self.u, "row_ts": self.r, "hall_ts": self.h}
         if self.svc_names:
             out["service_ts"] = self.s
         if self.c:
             out["chip_ts"] = {k: np.concatenate([c[k] for c in self.c]) for k in self.c[0]}
         return out
+
+
+TIERS = ("ultraserver_ts", "row_ts", "hall_ts")
 
 
 def steps_for(duration_s: float, dt_s: int) -> int:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 # Schema version of the telemetry file. Bump on any incompatible change to the tables below.
 # v2: calendar time (``runs.start``, ``ts`` in every time-series table), added by ``storage.schema``.
-SCHEMA_VERSION = 2
+# v3: the aggregate tiers ``row_ts`` and ``hall_ts``.
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,40 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("value", "float64", "", "Event value as given (surge factor, cap in W, units, …)"),
         _c("duration_s", "int64", "s", "Event duration as given (0: until cleared)"),
     ),
+    # Aggregate tiers: the UltraServer rows summed (counts, power) or reduced (max, mean) over a
+    # row (one CDU) and over the hall, each at its own interval (``[telemetry]``).
+    "row_ts": (
+        RUN_ID,
+        TIME_S,
+        _c("row_id", "int32", "", "Row (one CDU per row)"),
+        _c("ultraservers", "int32", "-", "UltraServers in the row"),
+        _c("power_w", "float64", "W", "IT power (the row's UltraServers, rack input)"),
+        _c("chips_busy", "int32", "-", "Chips doing work"),
+        _c("chips_failed", "int32", "-", "Failed chips (hardware faults)"),
+        _c("ultraservers_tripped", "int32", "-", "UltraServers powered off by thermal protection"),
+        _c("activity", "float32", "-", "Mean chip activity"),
+        _c("max_chip_temp_c", "float32", "°C", "Hottest chip junction temperature"),
+        _c("coolant_return_c", "float32", "°C", "Mean cold-plate loop return temperature of its UltraServers"),
+        _c("clock", "float32", "-", "Mean chip clock (1 = full; below 1 when capped or hot)"),
+    ),
+    "hall_ts": (
+        RUN_ID,
+        TIME_S,
+        _c("hall_id", "int32", "", "Hall (building) of the site"),
+        _c("ultraservers", "int32", "-", "UltraServers in the hall"),
+        _c("power_w", "float64", "W", "IT power (the hall's UltraServers, rack input)"),
+        _c("chips_busy", "int32", "-", "Chips doing work"),
+        _c("chips_failed", "int32", "-", "Failed chips (hardware faults)"),
+        _c("ultraservers_tripped", "int32", "-", "UltraServers powered off by thermal protection"),
+        _c("activity", "float32", "-", "Mean chip activity"),
+        _c("max_chip_temp_c", "float32", "°C", "Hottest chip junction temperature"),
+        _c("coolant_return_c", "float32", "°C", "Mean cold-plate loop return temperature of its UltraServers"),
+        _c("clock", "float32", "-", "Mean chip clock (1 = full; below 1 when capped or hot)"),
+    ),
 }
+
+# Tables that a schema version after the first added (created by that version's migration).
+ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3}
 
 # Columns the writer upserts on (one row per key, latest wins).
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {"runs": ("run_id",), "jobs": ("run_id", "job_id")}

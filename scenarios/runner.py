@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import itertools
 import os
 import signal
 import threading
@@ -34,6 +35,9 @@ from twin.sim import Frames, Simulation, steps_for
 # Steps per advance: about this many UltraServer rows per chunk keeps batches large and the
 # progress bar lively.
 _ROWS_PER_CHUNK = 40_000
+
+
+_RUN_SEQ = itertools.count(1)
 
 
 class Session:
@@ -66,8 +70,10 @@ class Session:
             except OSError as e:
                 raise StorageError(f"{self.out.parent}: cannot create the folder: {e.strerror or e}") from None
         crash_point("session:writer")
-        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        self.run_id = f"{scenario.name}-s{self.seed}-{stamp}-{os.getpid()}"
+        # Unique per run: a process (a sweep worker) starts several runs within one second.
+        now = _dt.datetime.now(_dt.UTC)
+        stamp = now.strftime("%Y%m%dT%H%M%S") + f".{now.microsecond // 1000:03d}Z"
+        self.run_id = f"{scenario.name}-s{self.seed}-{stamp}-p{os.getpid()}-{next(_RUN_SEQ)}"
         # Other processes read the run while it is written through Parquet parts next to the file
         # (published from the writer's first commit on, once it holds the file).
         self.publisher = LivePublisher(self.out) if publish_live else None

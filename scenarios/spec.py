@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from scenarios import sitefiles, traces
-from twin import catalog, params
+from twin import catalog, params, tco
 from twin.models import DENSE_MFU, MODELS, MOE_MFU, ModelSpec
 from twin.sim import EVENT_KINDS
 from twin.workload import TOKEN_PROFILES
@@ -54,6 +54,8 @@ _POSITIVE = {
     "cop_max",
     "loop_volume_l_per_ultraserver",
     "weather_noise_tau_h",
+    "server_life_years",
+    "facility_life_years",
 }
 
 
@@ -99,6 +101,8 @@ def _section(dc: type, skip: tuple[str, ...] = ()) -> type[BaseModel]:
 
 PowerSection = _section(params.PowerChainParams)
 CoolingSection = _section(params.CoolingParams)
+# [tco]: prices and lives of capital and fixed operating cost (twin.tco; every default ASM).
+TcoSection = _section(tco.TcoParams)
 _SiteBase = _section(
     params.SiteParams,
     skip=(
@@ -607,6 +611,7 @@ class Scenario(BaseModel):
     grid: GridSection = GridSection()
     power: PowerSection = PowerSection()  # type: ignore[valid-type]
     cooling: CoolingSection = CoolingSection()  # type: ignore[valid-type]
+    tco: TcoSection = TcoSection()  # type: ignore[valid-type]
     training: TrainingSection = TrainingSection()  # type: ignore[valid-type]
     services: list[ServiceSection] = Field(default_factory=lambda: [ServiceSection()])  # type: ignore[valid-type]
     failures: FailureSection = FailureSection()  # type: ignore[valid-type]
@@ -750,6 +755,7 @@ class Scenario(BaseModel):
             seed=self.seed if seed is None else seed,
             power=params.PowerChainParams(**self.power.model_dump()),
             cooling=params.CoolingParams(**self.cooling.model_dump()),
+            tco=tco.TcoParams(**self.tco.model_dump()),
             site=site,
             training=self._training_params(),
             services=tuple(self._service_params(i) for i in range(len(self.services))),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from storage.kpis import run_summary_view_sql
+from storage.kpis import cost_by_day_view_sql, run_summary_view_sql
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
 
 ARROW_TYPES: dict[str, pa.DataType] = {
@@ -64,7 +64,14 @@ def migrations() -> list[list[str]]:
         v1.extend(comment_sql(table, c) for c in TABLES[table])
     # Views for the questions people ask most.
     v1.append(run_summary_view_sql())
-    return [v1]
+    # v2: cost-of-ownership columns of factory_ts (a v1 file gains them; new files have them).
+    v2 = []
+    for name in ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips"):
+        col = next(c for c in TABLES["factory_ts"] if c.name == name)
+        v2.append(f"ALTER TABLE factory_ts ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
+        v2.append(comment_sql("factory_ts", col))
+    v2.append(cost_by_day_view_sql())
+    return [v1, v2]
 
 
 assert len(migrations()) == SCHEMA_VERSION

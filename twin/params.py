@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from twin.catalog import Accelerator, System
 from twin.models import ModelSpec
+from twin.tco import TcoParams
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -428,6 +429,7 @@ class FactoryParams:
     training: TrainingParams = field(default_factory=TrainingParams)
     services: tuple[ServiceParams, ...] = (ServiceParams(),)
     failures: FailureParams = field(default_factory=FailureParams)
+    tco: TcoParams = field(default_factory=TcoParams)
     scheduler: SchedulerParams = field(default_factory=SchedulerParams)
     models: tuple[ModelSpec, ...] = ()  # scenario-defined models (added to twin.models.MODELS)
     events: tuple[ScheduledEvent, ...] = ()

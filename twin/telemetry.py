@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Schema version of the telemetry file. Bump on any incompatible change to the tables below.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,11 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("cost_usd", "float64", "USD", "Electricity cost of this step"),
         _c("co2_kg", "float64", "kg", "CO2 emitted for this step's electricity"),
         _c("energy_j", "float64", "J", "Facility energy of this step"),
+        # Schema v2: cost of ownership beyond electricity (twin.tco) and inference's share of chips.
+        _c("capex_usd", "float64", "USD", "Capital recovery of systems and facility for this step"),
+        _c("fixed_opex_usd", "float64", "USD", "Maintenance and staff cost of this step"),
+        _c("water_cost_usd", "float64", "USD", "Cooling-tower water cost of this step"),
+        _c("inference_chips", "int32", "-", "Chips held by inference replicas"),
     ),
     "ultraserver_ts": (
         RUN_ID,

@@ -161,7 +161,10 @@ class TrainingSection(BaseModel):
     finetune: FinetuneSection = FinetuneSection()  # type: ignore[valid-type]
     eval: EvalSection = EvalSection()  # type: ignore[valid-type]
     batch_inference: BatchInferenceSection = BatchInferenceSection()  # type: ignore[valid-type]
-    cross_ultraserver_mfu_factor: float = Field(params.TrainingParams.cross_ultraserver_mfu_factor, gt=0, le=1)
+    comm_overlap_fraction: float = Field(params.TrainingParams.comm_overlap_fraction, ge=0, le=1)
+    global_batch_tokens: float = Field(params.TrainingParams.global_batch_tokens, gt=0)
+    grad_bytes_per_param: float = Field(params.TrainingParams.grad_bytes_per_param, gt=0)
+    activation_bytes: float = Field(params.TrainingParams.activation_bytes, gt=0)
     activity: float = Field(params.TrainingParams.activity, ge=0, le=1)
     restart_cost_s: int = Field(params.TrainingParams.restart_cost_s, ge=0)
     # Precision of every class that does not set its own.

@@ -17,6 +17,7 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
 * $ per chip-hour = total cost / chip-hours of the hall (idle chips cost too).
 * $ per M tokens all-in = inference's electricity + the fixed costs (capital, maintenance, staff,
   water) in proportion to the chips its replicas hold, / output tokens x 1e6.
+* kWh per EFLOP = facility energy not attributed to inference / FLOP delivered to all batch jobs.
 * $ per EFLOP = the rest of the total (batch work's share) / FLOP delivered to all batch jobs x 1e18;
   $ per pre-training job = $ per EFLOP x the mean work of a finished pre-training job.
 * goodput = training progress kept / chip time held (chip-weighted), pre-training + fine-tuning.
@@ -47,6 +48,7 @@ FACTORY_AGGREGATES: dict[str, str] = {
     "co2_t": "sum(co2_kg) / 1000",
     "tokens": f"sum(tokens_per_s * {_DT})",
     "inference_j": f"sum(inference_power_w * {_DT})",
+    "batch_j": f"sum(energy_j - inference_power_w * {_DT})",
     "inference_cost_usd": f"sum(inference_power_w * {_DT} / 3.6e9 * price_usd_per_mwh)",
     "training_flop": f"sum(training_flops * {_DT})",
     "job_flop": f"sum(job_flops * {_DT})",
@@ -91,6 +93,7 @@ RATIOS: dict[str, tuple[str, str, float]] = {
     "usd_per_chip_hour": ("total_cost_usd", "chip_hours", 1.0),
     "usd_per_mtok_all_in": ("inference_total_usd", "tokens", 1e6),
     "usd_per_eflop": ("batch_cost_usd", "job_flop", 1e18),
+    "kwh_per_eflop": ("batch_j", "job_flop", 1e18 / 3.6e6),
 }
 
 # Work KPIs from the jobs, failures, interruptions and service tables.
@@ -217,20 +220,25 @@ COMPARE_ROWS: list[tuple[str, str, str]] = [
     ("usd_per_chip_hour", "cost per chip-hour [$]", "{:.3f}"),
     ("cloud_usd_per_chip_hour", "cloud on-demand per chip-hour [$] (ASM)", "{:.2f}"),
     ("co2_t", "CO2 [t]", "{:,.1f}"),
+    # Inference: the work delivered, its service level, then per unit of work.
     ("tokens", "tokens served", "{:.4g}"),
+    ("requests_dropped", "requests dropped", "{:.4g}"),
+    ("slo_attainment", "inference SLO attainment [-]", "{:.3f}"),
     ("j_per_token", "energy per token [J]", "{:.3f}"),
     ("usd_per_mtok", "energy cost per M tokens [$]", "{:.4f}"),
     ("usd_per_mtok_all_in", "all-in cost per M tokens [$]", "{:.4f}"),
+    # Batch work: the work delivered, then per unit of work.
     ("training_eflop", "training delivered [EFLOP]", "{:,.4g}"),
+    ("job_eflop", "batch work delivered [EFLOP]", "{:,.4g}"),
+    ("jobs_done", "batch jobs done", "{:,.0f}"),
+    ("kwh_per_eflop", "batch energy per EFLOP [kWh]", "{:,.3f}"),
     ("usd_per_eflop", "batch cost per EFLOP [$]", "{:,.2f}"),
     ("usd_per_pretrain_job", "cost per pre-training job [$]", "{:,.0f}"),
-    ("jobs_done", "batch jobs done", "{:,.0f}"),
     ("wait_mean_min", "mean wait of started jobs [min]", "{:,.1f}"),
     ("wait_p90_min", "p90 wait of started jobs [min]", "{:,.1f}"),
     ("goodput", "training goodput [-]", "{:.3f}"),
     ("failures", "failures", "{:,.0f}"),
     ("preemptions", "preemptions", "{:,.0f}"),
-    ("slo_attainment", "inference SLO attainment [-]", "{:.3f}"),
     ("busy_fraction", "busy chips [-]", "{:.3f}"),
     ("throttled_hours", "hours with throttling", "{:,.2f}"),
     ("throttled_chip_hours", "throttled chip-hours", "{:,.0f}"),
@@ -243,6 +251,7 @@ def run_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     """``whole_run`` plus the display units of the comparison rows."""
     row = whole_run(con, run_id)
     row["training_eflop"] = (row["training_flop"] or 0.0) / 1e18
+    row["job_eflop"] = (row["job_flop"] or 0.0) / 1e18
     row["peak_facility_mw"] = (row["peak_facility_w"] or 0.0) / 1e6
     sysrow = con.sql("SELECT any_value(system) FROM runs WHERE run_id = ?", params=[run_id]).fetchall()
     sysm = SYSTEMS.get(sysrow[0][0]) if sysrow and sysrow[0][0] else None

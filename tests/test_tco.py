@@ -193,6 +193,10 @@ def test_cost_split_and_unit_costs_by_hand(con: duckdb.DuckDBPyConnection) -> No
     eflop = 1e15 * 7200 / 1e18
     assert k["usd_per_eflop"] == pytest.approx(batch / eflop)
     assert k["usd_per_pretrain_job"] == pytest.approx(batch / eflop * 3.0)
+    # Energy per unit of batch work: facility energy not attributed to inference.
+    batch_kwh = ((2.0e6 - 0.5e6) * 3600 + (1.0e6 - 0.5e6) * 3600) / 3.6e6
+    assert k["kwh_per_eflop"] == pytest.approx(batch_kwh / eflop)
+    assert k["job_eflop"] == pytest.approx(eflop)
     assert k["cloud_usd_per_chip_hour"] == catalog.SYSTEMS["trn2-ultra"].cloud_usd_per_chip_hour
 
 
@@ -222,3 +226,31 @@ def test_a_version_1_file_gains_the_cost_columns() -> None:
     assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [("2",)]
     _insert(con, "factory_ts", [{"time_s": 0, "capex_usd": 5.0, "chips_total": 1}])
     assert con.sql("SELECT sum(capex_usd) FROM cost_by_day").fetchall() == [(5.0,)]
+
+
+# ---------------------------------------------------------------------- like-for-like comparisons
+def _serve(s: object, steps: int) -> tuple[float, float, float]:
+    sim = Simulation(s.to_params())  # type: ignore[attr-defined]
+    served = dropped = met = 0.0
+    for _ in range(steps // 60):
+        f = sim.advance(60)["service_ts"]
+        served += float(f["requests_served"].sum())
+        dropped += float(f["requests_dropped"].sum())
+        met += float(f["slo_met"].sum())
+    return served, dropped, met / max(served + dropped, 1.0)
+
+
+def test_trn2_vs_trn3_serves_the_same_requests_at_the_same_service_level() -> None:
+    """Through the first weekday peak (16 h), both halls serve every request within the SLO:
+    the replicas are sized per hall; a fixed replica count overloads the Trn2 hall."""
+    from scenarios.spec import load
+
+    spec, _, _ = load("trn2-vs-trn3")
+    got = {v.name: _serve(v, 16 * 60) for v in spec.variants}
+    assert got["trn2"][0] == got["trn3"][0] > 0
+    for _, dropped, slo in got.values():
+        assert dropped == 0 and slo > 0.99
+    trn2 = next(v for v in spec.variants if v.name == "trn2")
+    fixed = trn2.model_copy(update={"services": [trn2.services[0].model_copy(update={"autoscale": False})]})
+    _, dropped, slo = _serve(fixed, 16 * 60)
+    assert dropped > 0 and slo < 0.95

@@ -41,8 +41,6 @@ def chiller_cop(evap_c: float, outdoor_c: float, p: CoolingParams) -> float:
     return float(np.clip(p.carnot_fraction * t_evap / lift, p.cop_min, p.cop_max))
 
 
-
-
 def chiller_part_load_fraction(plr: float) -> float:
     """Fraction of full-load power at part-load ratio PLR (EnergyPlus Chiller:Electric curve,
     FFL = 0.03303 + 0.6852 PLR + 0.2818 PLR^2; via SustainDC dc-rl, facts §8.5)."""
@@ -56,12 +54,23 @@ def mixed_loop_step(t0: float, t_inf: float, tau_s: float, dt_s: float) -> float
 
 
 def loop_return_c(
-    ret0_c: FloatArray, supply_c: float, heat_w: FloatArray, flow_kg_s: FloatArray, mass_kg: float, dt_s: float
+    ret0_c: FloatArray,
+    supply_c: float,
+    heat_w: FloatArray,
+    flow_kg_s: FloatArray,
+    mass_kg: float,
+    dt_s: float,
 ) -> FloatArray:
     """Return temperature of well-mixed loops after ``dt_s`` [°C]: exact solution of
     C dT/dt = Q - m c_p (T - T_supply), C = M c_p; a loop without flow stores all its heat,
     T = T0 + Q dt / C."""
     c_loop = mass_kg * WATER_CP_J_KG_K
+    if flow_kg_s.min() > 0:  # every loop flowing (the usual case): no division guard needed
+        steady = supply_c + heat_w / (flow_kg_s * WATER_CP_J_KG_K)
+        out_flow: FloatArray = steady + (ret0_c - steady) * np.exp(
+            -dt_s * flow_kg_s * WATER_CP_J_KG_K / c_loop
+        )
+        return out_flow
     with np.errstate(divide="ignore", invalid="ignore"):
         steady = supply_c + heat_w / (flow_kg_s * WATER_CP_J_KG_K)
         decay = np.exp(-dt_s * flow_kg_s * WATER_CP_J_KG_K / c_loop)
@@ -97,7 +106,9 @@ def allowed_junction_c(clock: FloatArray, p: CoolingParams) -> FloatArray:
     return out
 
 
-def thermal_clock(base_c: FloatArray, dyn_k: FloatArray, f_max: FloatArray, k: float, p: CoolingParams) -> FloatArray:
+def thermal_clock(
+    base_c: FloatArray, dyn_k: FloatArray, f_max: FloatArray, k: float, p: CoolingParams
+) -> FloatArray:
     """Largest clock f in [0.5, f_max] whose junction temperature base + dyn_k f^k stays on the
     throttle curve (bisection, 30 halvings: 1e-9 of the range); 0.5 when none does."""
     lo = np.full(len(base_c), 0.5)

@@ -37,7 +37,7 @@ RHO = cooling.WATER_RHO_KG_M3
 EVENT_KINDS = ("power_cap", "cdu_pump_failure", "chiller_trip", "cooling_tower_loss", "cooling_restore")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ItPower:
     chip_p: FloatArray  # per chip [W]
     act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
@@ -46,7 +46,7 @@ class ItPower:
     psu_loss_w: float
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Heat:
     """Power and heat of a step after junction protection (``Facility._power_and_heat``)."""
 
@@ -295,7 +295,7 @@ class Facility:
     def _end_due(self, t_s: int, ev: Events) -> None:
         """Intervals that end at or before ``t_s`` end (each only itself); the state is resolved
         again from those still active."""
-        if not any(0 <= e.end_s <= t_s for e in self.effects):
+        if not self.effects or not any(0 <= e.end_s <= t_s for e in self.effects):
             return
         keep = []
         for e in self.effects:
@@ -430,7 +430,12 @@ class Facility:
         # coolant can only be cooler and no powered chip ends the step above its limits.
         shut = np.zeros(0, dtype=np.int64)
         protected = False
-        if float(tj.max()) > cp.throttle_temp_c:
+        # No chip draws more than TDP: a loop whose coolant + R x TDP stays below the throttle
+        # point cannot hold a hot chip (a per-UltraServer check, cheaper than every chip).
+        if (
+            float((coolant + r_us * self.acc.tdp_w).max()) > cp.throttle_temp_c
+            and float(tj.max()) > cp.throttle_temp_c
+        ):
             prot = self._protect(tj, clock, util, dyn_full, coolant, r_us)
             if prot is not None:
                 protected = True

@@ -163,7 +163,8 @@ def start(cl: Cluster, ev: Events, j: int, t: int) -> bool:
         (
             "job_start",
             f"job:{cl.jobs.id_of(j)}",
-            f"{cl.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)",
+            f"{cl.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)"
+            + (f", MFU {a['mfu'][j]:.3f}" if kind != INFERENCE else ""),
         )
     )
     return True

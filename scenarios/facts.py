@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.schema import DEFAULT_START
-from twin import catalog, params
+from twin import catalog, params, tco
 from twin.sim import EVENT_KINDS
 from twin.workload import TOKEN_PROFILES
 
@@ -181,6 +181,8 @@ SECTIONS: dict[str, Section] = {
                 params.PowerChainParams),
         Section("cooling", "[cooling]", "Liquid and air cooling, the heat-rejection plant and chip protection.",
                 params.CoolingParams),
+        Section("tco", "[tco]", "Cost of ownership beyond electricity: prices and lives of capital, maintenance, "
+                "staff and water (twin.tco). Every default is an assumption.", tco.TcoParams),
         Section("training", "[training]", "Batch work: arrivals of training, fine-tuning, eval and batch-inference "
                 "jobs. Class keys given directly here describe one class of pre-training jobs.",
                 params.TrainingParams),
@@ -361,13 +363,40 @@ FACTS: tuple[Fact, ...] = (
     _temp("cooling", "loop_restart_c", 10, 150, "... and back on once cooled below this (below loop_trip_c)"),
     _temp("cooling", "air_trip_c", 20, 80, "Air inlet that powers air-cooled systems off", "ASHRAE A3 max 40 °C"),
     _temp("cooling", "air_restart_c", 10, 80, "... and back on (below air_trip_c)", "ASHRAE A1 allowable 32 °C"),
+    # ------------------------------------------------------------------ tco
+    _f("tco", "system_capex_usd", "float", "USD", 0, 1e9, "Price of one system (UltraServer, rack or node); "
+       "0: the catalog's figure", "twin.catalog"),
+    _f("tco", "facility_capex_usd_per_w", "float", "USD/W", 0, 100, "Building, power chain and plant per W of "
+       "critical IT at design load; 0: by cooling type below"),
+    _f("tco", "facility_capex_liquid_usd_per_w", "float", "USD/W", 0, 100, "Facility capital of a liquid-cooled "
+       "hall per W of critical IT", "ASM: rule of thumb, more than air-cooled (CDUs, facility water)"),
+    _f("tco", "facility_capex_air_usd_per_w", "float", "USD/W", 0, 100, "Facility capital of an air-cooled hall "
+       "per W of critical IT", "ASM: rule of thumb ~$10-12M per MW"),
+    _pos("tco", "server_life_years", "float", "yr", 30, "Depreciation life of the systems",
+         "ASM: accelerators 4-6 years"),
+    _pos("tco", "facility_life_years", "float", "yr", 100, "Depreciation life of the building and plant",
+         "ASM: 15-25 years"),
+    _f("tco", "financing_rate", "float", "1/yr", 0, 1, "Cost of capital per year", "ASM"),
+    _f("tco", "maintenance_share_per_year", "float", "1/yr", 0, 1, "Maintenance per year as a share of capital",
+       "ASM"),
+    _f("tco", "staff_per_mw", "float", "1/MW", 0, 100, "Operations staff per MW of critical IT", "ASM"),
+    _f("tco", "staff_loaded_usd_per_year", "float", "USD/yr", 0, 1e7, "Loaded cost of one person per year",
+       "ASM"),
+    _f("tco", "water_usd_per_m3", "float", "USD/m³", 0, 1000, "Price of cooling-tower water (supply + sewer)",
+       "ASM: US commercial, order of $1-4/m³"),
     # ------------------------------------------------------------------ training
     _f("training", "arrivals_per_day", "float", "1/d", 0, MAX_ARRIVALS_PER_DAY, "Mean weekday job arrivals, "
        "all classes", "DER: AcmeTrace Seren (facts §9.2)"),
     _f("training", "diurnal_peak_to_trough", "float", "-", 1, 100, "Arrival rate peak / trough over a day"),
     _hour("training", "peak_hour", "Hour of the day of peak arrivals"),
     _f("training", "weekend_factor", "float", "-", 0, 10, "Weekend arrival rate / weekday rate"),
-    _eff("training", "cross_ultraserver_mfu_factor", "MFU factor of a gang spread over several systems"),
+    _frac("training", "comm_overlap_fraction", "Share of a step's communication hidden behind compute (twin.fabric)",
+          "ASM: collectives overlap the passes, partly"),
+    _pos("training", "global_batch_tokens", "float", "token", 1e10, "Global batch of one training step",
+         "ASM: Llama 3 405B started at 4 M tokens per step (Llama 3 paper)"),
+    _pos("training", "grad_bytes_per_param", "float", "B", 8, "Bytes per parameter and gradient on the wire",
+         "ASM: BF16"),
+    _pos("training", "activation_bytes", "float", "B", 8, "Bytes per activation value on the wire", "ASM: BF16"),
     _frac("training", "activity", "Chip power activity while training", "ASM: H100 node 8.4/10.2 kW"),
     _f("training", "restart_cost_s", "int", "s", 0, 7 * 86400, "Time to reload a checkpoint and re-form the "
        "gang"),
@@ -648,6 +677,7 @@ def json_schema() -> dict[str, Any]:
         },
         power=_object("power"),
         cooling=_object("cooling"),
+        tco=_object("tco"),
         training=training,
         scheduler=_object("scheduler"),
         services={"type": "array", "maxItems": MAX_TABLE_ITEMS, "items": _object("services")},

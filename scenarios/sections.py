@@ -164,6 +164,8 @@ class _CoolingChecks(Strict):
 
 
 CoolingSection: Any = _model("CoolingSection", "cooling", _CoolingChecks)
+# [tco]: prices and lives of capital and fixed operating cost (twin.tco).
+TcoSection: Any = _model("TcoSection", "tco", Strict)
 
 
 # ---------------------------------------------------------------------- batch work

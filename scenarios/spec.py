@@ -44,13 +44,14 @@ from scenarios.sections import (
     ServiceSection,
     SiteSection,
     Strict,
+    TcoSection,
     TelemetrySection,
     TrainingSection,
     annotation,
     fields_of,
     safe_name,
 )
-from twin import catalog, params, workload
+from twin import catalog, params, tco, workload
 from twin.models import MODELS
 
 __all__ = [
@@ -119,6 +120,7 @@ _ScenarioFields: Any = create_model(
     grid=(GridSection, GridSection()),
     power=(PowerSection, PowerSection()),
     cooling=(CoolingSection, CoolingSection()),
+    tco=(TcoSection, TcoSection()),
     training=(TrainingSection, TrainingSection()),
     services=(
         Annotated[list[ServiceSection], Field(max_length=F.MAX_TABLE_ITEMS)],  # type: ignore[valid-type]
@@ -319,6 +321,7 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             seed=self.seed if seed is None else seed,
             power=params.PowerChainParams(**self.power.model_dump()),
             cooling=params.CoolingParams(**self.cooling.model_dump()),
+            tco=tco.TcoParams(**self.tco.model_dump()),
             site=site,
             training=self._training_params(),
             services=tuple(self._service_params(i) for i in range(len(self.services))),

@@ -10,6 +10,16 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
 * CUE = CO2 of the facility's energy / IT energy [kg/kWh] (The Green Grid; t/MWh = kg/kWh).
 * J per token = facility power attributed to inference replicas, integrated, / output tokens.
 * $ per M tokens = the same energy at each step's price / output tokens x 1e6.
+* Cost of ownership (``twin.tco``): capital recovery, maintenance and staff, and water are
+  recorded per step; total = electricity + capital + maintenance/staff + water. The split:
+  capital / energy (IT and power-chain losses at each step's price) / cooling (the plant's power
+  at each step's price) / other (maintenance, staff, water).
+* $ per chip-hour = total cost / chip-hours of the hall (idle chips cost too).
+* $ per M tokens all-in = inference's electricity + the fixed costs (capital, maintenance, staff,
+  water) in proportion to the chips its replicas hold, / output tokens x 1e6.
+* kWh per EFLOP = facility energy not attributed to inference / FLOP delivered to all batch jobs.
+* $ per EFLOP = the rest of the total (batch work's share) / FLOP delivered to all batch jobs x 1e18;
+  $ per pre-training job = $ per EFLOP x the mean work of a finished pre-training job.
 * goodput = training progress kept / chip time held (chip-weighted), pre-training + fine-tuning.
 * waits over the batch jobs that started (every wait, re-queues after interruptions included).
 * SLO attainment = requests served within both SLOs / requests decided (served + dropped).
@@ -20,6 +30,8 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+
+from twin.catalog import SYSTEMS
 
 _DT = "(energy_j / facility_power_w)"
 
@@ -36,6 +48,7 @@ FACTORY_AGGREGATES: dict[str, str] = {
     "co2_t": "sum(co2_kg) / 1000",
     "tokens": f"sum(tokens_per_s * {_DT})",
     "inference_j": f"sum(inference_power_w * {_DT})",
+    "batch_j": f"sum(energy_j - inference_power_w * {_DT})",
     "inference_cost_usd": f"sum(inference_power_w * {_DT} / 3.6e9 * price_usd_per_mwh)",
     "training_flop": f"sum(training_flops * {_DT})",
     "job_flop": f"sum(job_flops * {_DT})",
@@ -50,6 +63,23 @@ FACTORY_AGGREGATES: dict[str, str] = {
     "max_chip_temp_c": "max(max_chip_temp_c)",
     "days": f"sum({_DT}) / 86400",
     "chips": "any_value(chips_total)",
+    "chip_hours": f"sum(chips_total * {_DT}) / 3600",
+    "capex_usd": "coalesce(sum(capex_usd), 0)",
+    "fixed_opex_usd": "coalesce(sum(fixed_opex_usd), 0)",
+    "water_cost_usd": "coalesce(sum(water_cost_usd), 0)",
+    "cooling_cost_usd": f"sum(cooling_power_w * {_DT} / 3.6e9 * price_usd_per_mwh)",
+    "inference_fixed_usd": (
+        "coalesce(sum((capex_usd + fixed_opex_usd + water_cost_usd) * inference_chips / nullif(chips_total, 0)), 0)"
+    ),
+}
+
+# Cost sums from the aggregates [USD], in order: name -> (terms added, terms subtracted).
+COST_SUMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "total_cost_usd": (("cost_usd", "capex_usd", "fixed_opex_usd", "water_cost_usd"), ()),
+    "energy_cost_usd": (("cost_usd",), ("cooling_cost_usd",)),
+    "other_cost_usd": (("fixed_opex_usd", "water_cost_usd"), ()),
+    "inference_total_usd": (("inference_cost_usd", "inference_fixed_usd"), ()),
+    "batch_cost_usd": (("total_cost_usd",), ("inference_total_usd",)),
 }
 
 # name: (numerator, denominator, scale) over FACTORY_AGGREGATES; NULL when the denominator is 0.
@@ -60,6 +90,10 @@ RATIOS: dict[str, tuple[str, str, float]] = {
     "j_per_token": ("inference_j", "tokens", 1.0),
     "usd_per_mtok": ("inference_cost_usd", "tokens", 1e6),
     "tokens_per_day": ("tokens", "days", 1.0),
+    "usd_per_chip_hour": ("total_cost_usd", "chip_hours", 1.0),
+    "usd_per_mtok_all_in": ("inference_total_usd", "tokens", 1e6),
+    "usd_per_eflop": ("batch_cost_usd", "job_flop", 1e18),
+    "kwh_per_eflop": ("batch_j", "job_flop", 1e18 / 3.6e6),
 }
 
 # Work KPIs from the jobs, failures, interruptions and service tables.
@@ -76,7 +110,8 @@ _WORK_Q = {
            sum(effective_s * chips) FILTER (WHERE kind IN ('pretrain', 'finetune')) / 3600 AS effective_training_chip_h,
            sum(lost_flop) AS lost_flop,
            sum(lost_flop) / nullif(sum(done_flop + lost_flop), 0) AS lost_fraction,
-           sum(restarts) AS restarts
+           sum(restarts) AS restarts,
+           avg(done_flop) FILTER (WHERE kind = 'pretrain' AND state = 'done') AS pretrain_job_flop
     FROM jobs WHERE run_id = ? AND kind <> 'inference'
     """,
     "failures": """
@@ -123,11 +158,29 @@ def whole_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
         .to_arrow_table()
         .to_pylist()[0]
     )
+    for name, (plus, minus) in COST_SUMS.items():
+        row[name] = sum(row[k] or 0.0 for k in plus) - sum(row[k] or 0.0 for k in minus)
     for name in RATIOS:
         row[name] = ratio(row, name)
     for q in _WORK_Q.values():
         row.update(con.sql(q, params=[run_id]).to_arrow_table().to_pylist()[0])
+    eflop, per_job = row["usd_per_eflop"], row["pretrain_job_flop"]
+    row["usd_per_pretrain_job"] = eflop * per_job / 1e18 if eflop is not None and per_job else None
     return row
+
+
+def cost_by_day_view_sql() -> str:
+    """The ``cost_by_day`` view: each run's cost split per simulated day [USD], from the same
+    columns as the whole-run split."""
+    return (
+        "CREATE OR REPLACE VIEW cost_by_day AS SELECT run_id, (time_s // 86400)::BIGINT AS day, "
+        "sum(capex_usd) AS capex_usd, "
+        f"sum(cost_usd) - sum(cooling_power_w * {_DT} / 3.6e9 * price_usd_per_mwh) AS energy_cost_usd, "
+        f"sum(cooling_power_w * {_DT} / 3.6e9 * price_usd_per_mwh) AS cooling_cost_usd, "
+        "sum(fixed_opex_usd) + sum(water_cost_usd) AS other_cost_usd, "
+        "sum(cost_usd) + sum(capex_usd) + sum(fixed_opex_usd) + sum(water_cost_usd) AS total_cost_usd "
+        "FROM factory_ts GROUP BY run_id, day"
+    )
 
 
 def run_summary_view_sql() -> str:
@@ -159,18 +212,33 @@ COMPARE_ROWS: list[tuple[str, str, str]] = [
     ("wue_l_per_kwh", "WUE [L/kWh IT]", "{:.3f}"),
     ("cue_kg_per_kwh", "CUE [kg CO2/kWh IT]", "{:.3f}"),
     ("cost_usd", "electricity cost [$]", "{:,.0f}"),
+    ("total_cost_usd", "total cost of ownership [$]", "{:,.0f}"),
+    ("capex_usd", "  capital (recovery) [$]", "{:,.0f}"),
+    ("energy_cost_usd", "  energy (IT + losses) [$]", "{:,.0f}"),
+    ("cooling_cost_usd", "  cooling energy [$]", "{:,.0f}"),
+    ("other_cost_usd", "  maintenance, staff, water [$]", "{:,.0f}"),
+    ("usd_per_chip_hour", "cost per chip-hour [$]", "{:.3f}"),
+    ("cloud_usd_per_chip_hour", "cloud on-demand per chip-hour [$] (ASM)", "{:.2f}"),
     ("co2_t", "CO2 [t]", "{:,.1f}"),
+    # Inference: the work delivered, its service level, then per unit of work.
     ("tokens", "tokens served", "{:.4g}"),
+    ("requests_dropped", "requests dropped", "{:.4g}"),
+    ("slo_attainment", "inference SLO attainment [-]", "{:.3f}"),
     ("j_per_token", "energy per token [J]", "{:.3f}"),
     ("usd_per_mtok", "energy cost per M tokens [$]", "{:.4f}"),
+    ("usd_per_mtok_all_in", "all-in cost per M tokens [$]", "{:.4f}"),
+    # Batch work: the work delivered, then per unit of work.
     ("training_eflop", "training delivered [EFLOP]", "{:,.4g}"),
+    ("job_eflop", "batch work delivered [EFLOP]", "{:,.4g}"),
     ("jobs_done", "batch jobs done", "{:,.0f}"),
+    ("kwh_per_eflop", "batch energy per EFLOP [kWh]", "{:,.3f}"),
+    ("usd_per_eflop", "batch cost per EFLOP [$]", "{:,.2f}"),
+    ("usd_per_pretrain_job", "cost per pre-training job [$]", "{:,.0f}"),
     ("wait_mean_min", "mean wait of started jobs [min]", "{:,.1f}"),
     ("wait_p90_min", "p90 wait of started jobs [min]", "{:,.1f}"),
     ("goodput", "training goodput [-]", "{:.3f}"),
     ("failures", "failures", "{:,.0f}"),
     ("preemptions", "preemptions", "{:,.0f}"),
-    ("slo_attainment", "inference SLO attainment [-]", "{:.3f}"),
     ("busy_fraction", "busy chips [-]", "{:.3f}"),
     ("throttled_hours", "hours with throttling", "{:,.2f}"),
     ("throttled_chip_hours", "throttled chip-hours", "{:,.0f}"),
@@ -183,7 +251,11 @@ def run_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     """``whole_run`` plus the display units of the comparison rows."""
     row = whole_run(con, run_id)
     row["training_eflop"] = (row["training_flop"] or 0.0) / 1e18
+    row["job_eflop"] = (row["job_flop"] or 0.0) / 1e18
     row["peak_facility_mw"] = (row["peak_facility_w"] or 0.0) / 1e6
+    sysrow = con.sql("SELECT any_value(system) FROM runs WHERE run_id = ?", params=[run_id]).fetchall()
+    sysm = SYSTEMS.get(sysrow[0][0]) if sysrow and sysrow[0][0] else None
+    row["cloud_usd_per_chip_hour"] = sysm.cloud_usd_per_chip_hour or None if sysm else None
     for key in ("wait_mean_s", "wait_p90_s"):
         row[key[:-2] + "_min"] = row[key] / 60.0 if row.get(key) is not None else None
     return row

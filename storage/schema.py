@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from storage.kpis import run_summary_view_sql
-from twin.telemetry import ADDED_IN, SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
+from storage.kpis import cost_by_day_view_sql, run_summary_view_sql
+from twin.telemetry import ADDED_IN, COST_COLUMNS, SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "int8": pa.int8(),
@@ -111,8 +111,8 @@ def migrations() -> list[list[str]]:
             v2.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c.name} {DUCKDB_TYPES[c.dtype]}")
             v2.append(comment_sql(table, c))
     out = [v1, v2]
-    # Later versions: the tables they add, with storage's calendar-time column.
-    for version in range(3, SCHEMA_VERSION + 1):
+    # v3: the tables it adds, with storage's calendar-time column.
+    for version in (3,):
         v: list[str] = []
         for table in (t for t, added in ADDED_IN.items() if added == version):
             v.append(create_table_sql(table))
@@ -121,6 +121,15 @@ def migrations() -> list[list[str]]:
                 v.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c.name} {DUCKDB_TYPES[c.dtype]}")
                 v.append(comment_sql(table, c))
         out.append(v)
+    # v4: cost-of-ownership columns of factory_ts (an older file gains them; a new file has them
+    # from v1's CREATE TABLE, so these are no-ops there) and the cost_by_day view.
+    v4 = []
+    for name in COST_COLUMNS:
+        col = next(c for c in TABLES["factory_ts"] if c.name == name)
+        v4.append(f"ALTER TABLE factory_ts ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
+        v4.append(comment_sql("factory_ts", col))
+    v4.append(cost_by_day_view_sql())
+    out.append(v4)
     return out
 
 

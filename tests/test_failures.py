@@ -15,7 +15,8 @@ from twin.jobs import PRETRAIN, QUEUED, RUNNING
 from twin.params import FAILURE_CAUSES, FailureCause, FailureParams, ScheduledEvent, TrainingParams
 from twin.sim import Simulation
 
-NO_WORK = dict(training=TrainingParams(arrivals_per_day=0.0), services=())
+# Communication fully hidden: durations are 6ND / (chips peak MFU) (the fabric: test_fabric.py).
+NO_WORK = dict(training=TrainingParams(arrivals_per_day=0.0, comm_overlap_fraction=1.0), services=())
 Z_999 = 3.2905  # two-sided 99.9 % normal quantile
 
 

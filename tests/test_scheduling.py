@@ -15,8 +15,11 @@ from twin.jobs import EVAL, PRETRAIN, QUEUED, RUNNING
 from twin.params import FailureParams, ScheduledEvent, SchedulerParams, TrainingParams
 from twin.sim import Simulation
 
+# Communication fully hidden: rates are chips x peak x MFU (the fabric: test_fabric.py).
 QUIET = dict(
-    training=TrainingParams(arrivals_per_day=0.0), services=(), failures=FailureParams(chip_hazard_per_h=0.0)
+    training=TrainingParams(arrivals_per_day=0.0, comm_overlap_fraction=1.0),
+    services=(),
+    failures=FailureParams(chip_hazard_per_h=0.0),
 )
 
 

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from scenarios import facts as F
 from scenarios.spec import ScenarioError, annotation, builtin_names, load, load_scenario_dict, parse
 from tui.cli import main
-from twin import params
+from twin import params, tco
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,6 +35,7 @@ NOT_KEYS = {
 SECTION_OF = {
     params.PowerChainParams: "power",
     params.CoolingParams: "cooling",
+    tco.TcoParams: "tco",
     params.SiteParams: "site",
     params.TrainingParams: "training",
     params.JobClassParams: "training.<class>",

@@ -134,7 +134,10 @@ def test_replayed_moe_job_takes_6_n_active_d_over_chips_peak_mfu(tmp_path: Path)
     """gpt-oss-120b pre-training from the job trace: work 1e21 FLOP on 144 Trainium3 at FP8 with
     the MoE MFU 0.30 takes 1e21 / (144 x 2,517 TFLOPS x 0.30) s; its D is work / (6 x 5.1e9)."""
     (tmp_path / "jobs.csv").write_text(JOBS_CSV)
-    text = SMALL_TOML.replace("arrivals_per_day = 40", 'arrivals_per_day = 0\ntrace = "jobs.csv"')
+    # Communication fully hidden (the fabric: test_fabric.py).
+    text = SMALL_TOML.replace(
+        "arrivals_per_day = 40", 'arrivals_per_day = 0\ntrace = "jobs.csv"\ncomm_overlap_fraction = 1.0'
+    )
     spec = parse(text, "small.toml", base_dir=tmp_path)
     p = spec.to_params()
     sim = Simulation(p)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from twin import queueing, workload
+from twin import fabric, queueing, workload
 from twin.events import Events
 from twin.params import KIND_NAMES, JobClassParams
 
@@ -95,20 +95,16 @@ def add_job(
     n_act = m.active_params if m is not None else 1e9
     k = workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[code]]
     base = workload.model_mfu(m, cls)
-    xf = cl.p.training.cross_ultraserver_mfu_factor
-    rate = workload.training_rate_flop_s(
-        chips,
-        cl.acc.peak(cls.precision),
-        workload.placement_mfu(base, workload.ideal_spanned(chips, cl.cpu), xf),
-    )
+    tp = cl.p.training
+    peak = cl.acc.peak(cls.precision)
+    mfu = fabric.job_mfu(m, k, chips, workload.ideal_spanned(chips, cl.cpu), peak, base, cl.p.hall.system, tp)
+    rate = workload.training_rate_flop_s(chips, peak, mfu)
     if math.isnan(work):
-        ref = workload.REFERENCE_ACCELERATOR
-        ref_rate = workload.training_rate_flop_s(
-            chips,
-            ref.peak(cls.precision),
-            workload.placement_mfu(base, workload.ideal_spanned(chips, workload.REFERENCE_DOMAIN_CHIPS), xf),
-        )
-        work = nominal_s * ref_rate
+        ref, ref_sys = workload.REFERENCE_ACCELERATOR, workload.REFERENCE_SYSTEM
+        ref_peak = ref.peak(cls.precision)
+        ref_spanned = workload.ideal_spanned(chips, ref_sys.chips)
+        ref_mfu = fabric.job_mfu(m, k, chips, ref_spanned, ref_peak, base, ref_sys, tp)
+        work = nominal_s * workload.training_rate_flop_s(chips, ref_peak, ref_mfu)
     nominal_s = work / rate
     j = cl.jobs.add(
         model_name,

@@ -82,6 +82,18 @@ class System:
     liquid_fraction: float  # share of IT heat removed by direct-to-chip liquid [-]
     roadmap: bool = False
     chip_tdp_w: float | None = None  # system-specific chip power limit (e.g. air-cooled variant)
+    # Price of one system, hosts and scale-up switches included [USD]. No vendor publishes these:
+    # every figure is ASM (sources["capex_usd"] says what it rests on); override with
+    # ``[tco] system_capex_usd``. Prices are the least certain inputs of the twin.
+    capex_usd: float = 0.0
+    # On-demand cloud price per chip-hour of a comparable instance [USD/h] (0 = none known).
+    cloud_usd_per_chip_hour: float = 0.0
+    # Fabric tiers per chip (twin.fabric): scale-up inside the system (NeuronLink, NVLink) and
+    # scale-out between systems (EFA, InfiniBand/Ethernet): bandwidth [B/s] and per-hop latency [s].
+    scaleup_bw_bytes_s: float = 2.0e12
+    scaleup_latency_s: float = 2e-6
+    scaleout_bw_bytes_s: float = 25e9
+    scaleout_latency_s: float = 15e-6
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -236,7 +248,14 @@ SYSTEMS: dict[str, System] = {
             host_idle_fraction=0.6,
             switch_w=4000.0,
             liquid_fraction=0.85,
+            capex_usd=3_000_000.0,
+            scaleup_bw_bytes_s=2.0e12,
+            scaleout_bw_bytes_s=25e9,
             sources={
+                "scaleup_bw_bytes_s": "OFF: NeuronLink-v4 2,048 GiB/s per device (trn3-arch.rst; 2.56 TB/s in trainium3.rst, 704 GB/s PCIe link inventory: facts §2/§12 uncertainty 4, 2.0 TB/s nominal)",
+                "scaleout_bw_bytes_s": "OFF/DER: EFA 200 Gb/s per chip = 25 GB/s (trn3-arch.rst, facts §2)",
+                "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
+                "capex_usd": "ASM: no published price; ~$21k per chip, below an NVL72's per-GPU figure",
                 "chips": "OFF: Neuron docs trn3-arch.rst (144 chips = 36 servers x 4)",
                 "racks": "ASM: 2 racks x 18 sleds (SemiAnalysis 'NL72x2'; facts §2)",
                 "host_w_per_server": "ASM: host+switch overhead 15-25 % of chip power (facts §5)",
@@ -255,7 +274,14 @@ SYSTEMS: dict[str, System] = {
             switch_w=2000.0,
             liquid_fraction=0.0,
             chip_tdp_w=700.0,
+            capex_usd=1_300_000.0,
+            scaleup_bw_bytes_s=2.0e12,
+            scaleout_bw_bytes_s=25e9,
             sources={
+                "scaleup_bw_bytes_s": "OFF: NeuronLink-v4 2,048 GiB/s per device (trn3-arch.rst; 2.56 TB/s in trainium3.rst, 704 GB/s PCIe link inventory: facts §2/§12 uncertainty 4, 2.0 TB/s nominal)",
+                "scaleout_bw_bytes_s": "OFF/DER: EFA 200 Gb/s per chip = 25 GB/s (trn3-arch.rst, facts §2)",
+                "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
+                "capex_usd": "ASM: no published price; ~$20k per chip (64 chips, air-cooled)",
                 "chips": "OFF: trn3-arch.rst (64 chips = 4 servers x 16)",
                 "chip_tdp_w": "ASM: air-cooled Gen1 variant at 700 W => ~55 kW per UltraServer (facts §5)",
                 "liquid_fraction": "ASM: Gen1 air-cooled (3P summaries; facts §2)",
@@ -272,7 +298,16 @@ SYSTEMS: dict[str, System] = {
             host_idle_fraction=0.6,
             switch_w=1000.0,
             liquid_fraction=0.0,
+            capex_usd=1_000_000.0,
+            cloud_usd_per_chip_hour=2.79,
+            scaleup_bw_bytes_s=1.28e12,
+            scaleout_bw_bytes_s=25e9,
             sources={
+                "scaleup_bw_bytes_s": "OFF: NeuronLink-v3 1.28 TB/s per chip (trainium2.rst; facts §3)",
+                "scaleout_bw_bytes_s": "DER: EFAv3 3.2 Tbps per 16-chip trn2.48xlarge = 200 Gb/s per chip (trn2-arch.rst)",
+                "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
+                "capex_usd": "ASM: no published price; ~$16k per chip",
+                "cloud_usd_per_chip_hour": "ASM: AWS EC2 on-demand list price of trn2.48xlarge (~$44.70/h for 16 chips, us-east-1), recalled, not read at source",
                 "chips": "OFF: trn2-arch.rst (64 chips, 4 x trn2u.48xlarge, 83.2 PF FP8)",
                 "liquid_fraction": "OFF-2: Trainium2 air-cooled (AWS VP via fierce-network.com)",
             },
@@ -288,7 +323,14 @@ SYSTEMS: dict[str, System] = {
             host_idle_fraction=0.5,
             switch_w=3600.0,
             liquid_fraction=0.85,
+            capex_usd=3_000_000.0,
+            scaleup_bw_bytes_s=1.8e12,
+            scaleout_bw_bytes_s=50e9,
             sources={
+                "scaleup_bw_bytes_s": "DER: NVLink 5, 130 TB/s per NVL72 / 72 GPUs = 1.8 TB/s (facts §6)",
+                "scaleout_bw_bytes_s": "ASM: 400 Gb/s InfiniBand/Ethernet per GPU (ConnectX-7 class; not in facts)",
+                "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
+                "capex_usd": "ASM: press reports of ~$3M per NVL72 rack (not read at source)",
                 "chips": "OFF: NVIDIA NVL72 (72 GPU + 36 Grace, 18 compute trays)",
                 "power": "ASM: ~125 kW rack at full load (facts §6)",
             },
@@ -304,7 +346,14 @@ SYSTEMS: dict[str, System] = {
             host_idle_fraction=0.5,
             switch_w=3600.0,
             liquid_fraction=0.85,
+            capex_usd=3_700_000.0,
+            scaleup_bw_bytes_s=1.8e12,
+            scaleout_bw_bytes_s=100e9,
             sources={
+                "scaleup_bw_bytes_s": "DER: NVLink 5, 130 TB/s per NVL72 / 72 GPUs = 1.8 TB/s (facts §6)",
+                "scaleout_bw_bytes_s": "ASM: 800 Gb/s InfiniBand/Ethernet per GPU (ConnectX-8 class; not in facts)",
+                "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
+                "capex_usd": "ASM: ~25 % above GB200 NVL72 (press estimates, not read at source)",
                 "chips": "OFF: NVIDIA NVL72 (72 GPU, 18 compute trays, 9 NVLink trays)",
                 "power": "3P: tray build-up 18 x ~6.5 kW + 3.6 kW switches = ~121 kW (introl.com)",
             },
@@ -320,7 +369,16 @@ SYSTEMS: dict[str, System] = {
             host_idle_fraction=0.5,
             switch_w=0.0,
             liquid_fraction=0.0,
-            sources={"power": "3P: DGX B200 ~14.3 kW per server (The Register)"},
+            capex_usd=450_000.0,
+            scaleup_bw_bytes_s=1.8e12,
+            scaleout_bw_bytes_s=50e9,
+            sources={
+                "scaleup_bw_bytes_s": "ASM: NVLink 5 as in NVL72, 1.8 TB/s per GPU (facts §6)",
+                "scaleout_bw_bytes_s": "ASM: 400 Gb/s InfiniBand/Ethernet per GPU",
+                "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
+                "capex_usd": "ASM: press estimates of $400-500k per 8-GPU server (not read at source)",
+                "power": "3P: DGX B200 ~14.3 kW per server (The Register)",
+            },
         ),
         System(
             key="hgx-b300",
@@ -333,7 +391,16 @@ SYSTEMS: dict[str, System] = {
             host_idle_fraction=0.5,
             switch_w=0.0,
             liquid_fraction=0.0,
-            sources={"power": "ASM: host/NVSwitch overhead as HGX B200 (DGX B200 ~14.3 kW, The Register)"},
+            capex_usd=550_000.0,
+            scaleup_bw_bytes_s=1.8e12,
+            scaleout_bw_bytes_s=100e9,
+            sources={
+                "scaleup_bw_bytes_s": "ASM: NVLink 5 as in NVL72, 1.8 TB/s per GPU (facts §6)",
+                "scaleout_bw_bytes_s": "ASM: 800 Gb/s InfiniBand/Ethernet per GPU",
+                "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
+                "capex_usd": "ASM: ~20 % above HGX B200",
+                "power": "ASM: host/NVSwitch overhead as HGX B200 (DGX B200 ~14.3 kW, The Register)",
+            },
         ),
         System(
             key="trn4-ultra",
@@ -347,7 +414,14 @@ SYSTEMS: dict[str, System] = {
             switch_w=6000.0,
             liquid_fraction=0.9,
             roadmap=True,
+            capex_usd=4_000_000.0,
+            scaleup_bw_bytes_s=2.0e12,
+            scaleout_bw_bytes_s=25e9,
             sources={
+                "scaleup_bw_bytes_s": "OFF: NeuronLink-v4 2,048 GiB/s per device (trn3-arch.rst; 2.56 TB/s in trainium3.rst, 704 GB/s PCIe link inventory: facts §2/§12 uncertainty 4, 2.0 TB/s nominal)",
+                "scaleout_bw_bytes_s": "OFF/DER: EFA 200 Gb/s per chip = 25 GB/s (trn3-arch.rst, facts §2)",
+                "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
+                "capex_usd": "ASM: roadmap projection, no price",
                 "chips": "ASM: projection, same 144-chip domain as Trn3 Gen2 (no published figure)",
                 "liquid_fraction": "ASM: liquid-cooled like Trn3 Gen2",
             },
@@ -363,7 +437,18 @@ SYSTEMS: dict[str, System] = {
             host_idle_fraction=0.5,
             switch_w=0.0,
             liquid_fraction=0.0,
-            sources={"power": "3P: HGX H100 node rated 10.2 kW (Latif et al., arXiv 2412.08602)"},
+            capex_usd=300_000.0,
+            cloud_usd_per_chip_hour=6.88,
+            scaleup_bw_bytes_s=0.9e12,
+            scaleout_bw_bytes_s=50e9,
+            sources={
+                "scaleup_bw_bytes_s": "ASM: NVLink 4, 900 GB/s per GPU (NVIDIA H100 SXM datasheet, standard spec; not in facts)",
+                "scaleout_bw_bytes_s": "ASM: 400 Gb/s InfiniBand per GPU",
+                "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
+                "capex_usd": "ASM: press estimates of $250-350k per 8-GPU server (not read at source)",
+                "cloud_usd_per_chip_hour": "ASM: AWS EC2 on-demand list price of p5.48xlarge after the June 2025 cut (~$55/h for 8 H100), recalled, not read at source",
+                "power": "3P: HGX H100 node rated 10.2 kW (Latif et al., arXiv 2412.08602)",
+            },
         ),
     ]
 }

@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from twin.catalog import Accelerator, System
 from twin.models import ModelSpec
+from twin.tco import TcoParams
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -281,7 +282,14 @@ class TrainingParams:
     finetune: JobClassParams = FINETUNE
     eval: JobClassParams = EVAL
     batch_inference: JobClassParams = BATCH_INFERENCE
-    cross_ultraserver_mfu_factor: float = 0.85  # ASM: leaving the scale-up domain costs MFU
+    # Fabric (twin.fabric): communication of a job's step on its placement. Share of it hidden
+    # behind compute (ASM: collectives overlap the passes, partly); the global batch of one step
+    # (ASM: Llama 3 405B started at 4 M tokens per step, Llama 3 paper); BF16 parameters,
+    # gradients and activations on the wire (ASM).
+    comm_overlap_fraction: float = 0.5
+    global_batch_tokens: float = 4e6
+    grad_bytes_per_param: float = 2.0
+    activation_bytes: float = 2.0
     activity: float = 0.85  # chip power activity while training (ASM: H100 node 8.4/10.2 kW)
     restart_cost_s: int = 600  # ASM: reload checkpoint, re-initialise the gang
     trace: JobTrace | None = None
@@ -428,6 +436,7 @@ class FactoryParams:
     training: TrainingParams = field(default_factory=TrainingParams)
     services: tuple[ServiceParams, ...] = (ServiceParams(),)
     failures: FailureParams = field(default_factory=FailureParams)
+    tco: TcoParams = field(default_factory=TcoParams)
     scheduler: SchedulerParams = field(default_factory=SchedulerParams)
     models: tuple[ModelSpec, ...] = ()  # scenario-defined models (added to twin.models.MODELS)
     events: tuple[ScheduledEvent, ...] = ()

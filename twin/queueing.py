@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from twin import scheduler, services, workload
+from twin import fabric, scheduler, services, workload
 from twin.events import Events
 from twin.jobs import (
     DONE,
@@ -131,13 +131,20 @@ def start(cl: Cluster, ev: Events, j: int, t: int) -> bool:
             a["mfu_base"][j] = workload.model_mfu(cl.models.get(cl.jobs.names[j]), cls)
         if a["ckpt_every"][j] < 0:
             a["ckpt_every"][j] = cls.checkpoint_interval_s if cls is not None else 1800
-        mfu = workload.placement_mfu(
-            float(a["mfu_base"][j]), spanned, cl.p.training.cross_ultraserver_mfu_factor
+        # The fabric: this placement's communication per step lowers the MFU (twin.fabric).
+        peak = cl.acc.peak(cl.jobs.precision[j])
+        mfu = fabric.job_mfu(
+            cl.models.get(cl.jobs.names[j]),
+            workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[kind]],
+            need,
+            spanned,
+            peak,
+            float(a["mfu_base"][j]),
+            cl.p.hall.system,
+            cl.p.training,
         )
         a["mfu"][j] = mfu
-        a["rate"][j] = workload.training_rate_flop_s(
-            int(a["chips"][j]), cl.acc.peak(cl.jobs.precision[j]), mfu
-        )
+        a["rate"][j] = workload.training_rate_flop_s(need, peak, mfu)
         a["ckpt_time"][j] = t
         every = int(a["ckpt_every"][j])
         a["ckpt_due"][j] = t + every if every > 0 else NEVER
@@ -156,7 +163,8 @@ def start(cl: Cluster, ev: Events, j: int, t: int) -> bool:
         (
             "job_start",
             f"job:{cl.jobs.id_of(j)}",
-            f"{cl.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)",
+            f"{cl.jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)"
+            + (f", MFU {a['mfu'][j]:.3f}" if kind != INFERENCE else ""),
         )
     )
     return True

@@ -157,6 +157,11 @@ def service_power_w(cl: Cluster, chip_p: npt.NDArray[np.float64], gross: float) 
     return cl.svc_power_w
 
 
+def replica_chips(cl: Cluster) -> int:
+    """Chips held by inference replicas (as of the last ``service_power_w``)."""
+    return len(cl._svc_chips[0]) if cl.nsvc and cl._svc_chips is not None else 0
+
+
 def surge(cl: Cluster, target: str, factor: float, start: int, until: int) -> None:
     for si, st in enumerate(cl.services):
         if not target or cl.p.services[si].name == target:

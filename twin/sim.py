@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from twin import outages, rng, serving, site, telemetry
+from twin import outages, rng, serving, site, tco, telemetry
 from twin.cluster import Cluster, WorkStep, rescale_progress
 from twin.design import Design, derive
 from twin.events import Events
@@ -100,6 +100,8 @@ class Simulation:
         n = self.topo.chips
         # The run's fixed facts, derived once (recorded with the run as ``runs.design_json``).
         self.design: Design = derive(params)
+        # Fixed cost rates of ownership (capital, maintenance, staff; twin.tco).
+        self.costs = tco.cost_rates(self.sys, hall.ultraservers, self.design.design_it_w, params.tco)
         self.rngs = rng.streams(params.seed)
         self.t_s = 0
         # The work state (jobs, queue, scheduler, failures, services) and its chip arrays; the
@@ -329,6 +331,9 @@ class Simulation:
             cost_usd=energy_j / 3.6e9 * ph.cond.price_usd_per_mwh,
             co2_kg=energy_j / 3.6e6 * ph.cond.carbon_g_per_kwh / 1000.0,
             energy_j=energy_j,
+            capex_usd=self.costs.capex_usd_per_s * dt,
+            fixed_opex_usd=self.costs.fixed_opex_usd_per_s * dt,
+            water_cost_usd=ph.water_l * self.costs.water_usd_per_l,
         )
         us_act = ph.us_act / c
         rec.ultraserver(
@@ -358,6 +363,7 @@ class Simulation:
             failures=cl.step_failures,
             preemptions=cl.step_preemptions,
             inference_power_w=inf_w,
+            inference_chips=serving.replica_chips(cl),
         )
         if w.svc:
             rec.services(i, self.t_s, self.dt_s, w, svc_w)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 # Schema version of the telemetry file. Bump on any incompatible change to the tables below.
 # v2: calendar time (``runs.start``, ``ts`` in every time-series table), added by ``storage.schema``.
 # v3: the aggregate tiers ``row_ts`` and ``hall_ts``.
-SCHEMA_VERSION = 3
+# v4: cost of ownership in ``factory_ts`` (``COST_COLUMNS``).
+SCHEMA_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,11 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("cost_usd", "float64", "USD", "Electricity cost of this step"),
         _c("co2_kg", "float64", "kg", "CO2 emitted for this step's electricity"),
         _c("energy_j", "float64", "J", "Facility energy of this step"),
+        # Schema v4: cost of ownership beyond electricity (twin.tco) and inference's share of chips.
+        _c("capex_usd", "float64", "USD", "Capital recovery of systems and facility for this step"),
+        _c("fixed_opex_usd", "float64", "USD", "Maintenance and staff cost of this step"),
+        _c("water_cost_usd", "float64", "USD", "Cooling-tower water cost of this step"),
+        _c("inference_chips", "int32", "-", "Chips held by inference replicas"),
     ),
     "ultraserver_ts": (
         RUN_ID,
@@ -270,6 +276,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
 
 # Tables that a schema version after the first added (created by that version's migration).
 ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3}
+# Columns of factory_ts added in schema v4 (an older file gains them by ALTER TABLE).
+COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips")
 
 # Columns the writer upserts on (one row per key, latest wins).
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {"runs": ("run_id",), "jobs": ("run_id", "job_id")}

@@ -16,7 +16,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from twin.catalog import ACCELERATORS, Accelerator
+from twin.catalog import ACCELERATORS, SYSTEMS, Accelerator
 from twin.models import DENSE_MFU, ModelSpec
 from twin.params import JobClassParams, ServiceParams
 
@@ -37,17 +37,13 @@ def training_flop(params: float, tokens: float, flop_per_param_token: float = 6.
 # Nominal run lengths of batch jobs are stated on this hardware: Trainium3 in Trn3 Gen2
 # UltraServers (144-chip scale-up domain), so a scenario's work does not depend on the hall.
 REFERENCE_ACCELERATOR = ACCELERATORS["trainium3"]
-REFERENCE_DOMAIN_CHIPS = 144
+REFERENCE_SYSTEM = SYSTEMS["trn3-gen2"]
+REFERENCE_DOMAIN_CHIPS = REFERENCE_SYSTEM.chips
 
 
 def training_rate_flop_s(chips: int, peak_flop_s: float, mfu: float) -> float:
     """Model FLOP/s a gang delivers."""
     return chips * peak_flop_s * mfu
-
-
-def placement_mfu(base_mfu: float, ultraservers_spanned: int, cross_factor: float) -> float:
-    """MFU of a placement: lower when the gang leaves the scale-up domain (ASM)."""
-    return base_mfu * (cross_factor if ultraservers_spanned > 1 else 1.0)
 
 
 def model_mfu(model: ModelSpec | None, cls: JobClassParams | None) -> float:

@@ -31,6 +31,22 @@ def _c(name: str, dtype: str, unit: str, description: str) -> Column:
 RUN_ID = _c("run_id", "string", "", "Run identifier (one file may hold several runs)")
 TIME_S = _c("time_s", "int64", "s", "Simulated time since the start of the run")
 
+def _tier_columns(scope: str) -> tuple[Column, ...]:
+    """Columns of an aggregate tier: its UltraServers' rows summed (counts, power) or reduced
+    (max, mean) over a ``scope`` (a row, one CDU; or a hall)."""
+    return (
+        _c("ultraservers", "int32", "-", f"UltraServers in the {scope}"),
+        _c("power_w", "float64", "W", f"IT power (the {scope}'s UltraServers, rack input)"),
+        _c("chips_busy", "int32", "-", "Chips doing work"),
+        _c("chips_failed", "int32", "-", "Failed chips (hardware faults)"),
+        _c("ultraservers_tripped", "int32", "-", "UltraServers powered off by thermal protection"),
+        _c("activity", "float32", "-", "Mean chip activity"),
+        _c("max_chip_temp_c", "float32", "°C", "Hottest chip junction temperature"),
+        _c("coolant_return_c", "float32", "°C", "Mean cold-plate loop return temperature of its UltraServers"),
+        _c("clock", "float32", "-", "Mean chip clock (1 = full; below 1 when capped or hot)"),
+    )
+
+
 TABLES: dict[str, tuple[Column, ...]] = {
     "runs": (
         RUN_ID,
@@ -244,34 +260,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
     ),
     # Aggregate tiers: the UltraServer rows summed (counts, power) or reduced (max, mean) over a
     # row (one CDU) and over the hall, each at its own interval (``[telemetry]``).
-    "row_ts": (
-        RUN_ID,
-        TIME_S,
-        _c("row_id", "int32", "", "Row (one CDU per row)"),
-        _c("ultraservers", "int32", "-", "UltraServers in the row"),
-        _c("power_w", "float64", "W", "IT power (the row's UltraServers, rack input)"),
-        _c("chips_busy", "int32", "-", "Chips doing work"),
-        _c("chips_failed", "int32", "-", "Failed chips (hardware faults)"),
-        _c("ultraservers_tripped", "int32", "-", "UltraServers powered off by thermal protection"),
-        _c("activity", "float32", "-", "Mean chip activity"),
-        _c("max_chip_temp_c", "float32", "°C", "Hottest chip junction temperature"),
-        _c("coolant_return_c", "float32", "°C", "Mean cold-plate loop return temperature of its UltraServers"),
-        _c("clock", "float32", "-", "Mean chip clock (1 = full; below 1 when capped or hot)"),
-    ),
-    "hall_ts": (
-        RUN_ID,
-        TIME_S,
-        _c("hall_id", "int32", "", "Hall (building) of the site"),
-        _c("ultraservers", "int32", "-", "UltraServers in the hall"),
-        _c("power_w", "float64", "W", "IT power (the hall's UltraServers, rack input)"),
-        _c("chips_busy", "int32", "-", "Chips doing work"),
-        _c("chips_failed", "int32", "-", "Failed chips (hardware faults)"),
-        _c("ultraservers_tripped", "int32", "-", "UltraServers powered off by thermal protection"),
-        _c("activity", "float32", "-", "Mean chip activity"),
-        _c("max_chip_temp_c", "float32", "°C", "Hottest chip junction temperature"),
-        _c("coolant_return_c", "float32", "°C", "Mean cold-plate loop return temperature of its UltraServers"),
-        _c("clock", "float32", "-", "Mean chip clock (1 = full; below 1 when capped or hot)"),
-    ),
+    "row_ts": (RUN_ID, TIME_S, _c("row_id", "int32", "", "Row (one CDU per row)"), *_tier_columns("row")),
+    "hall_ts": (RUN_ID, TIME_S, _c("hall_id", "int32", "", "Hall (building) of the site"), *_tier_columns("hall")),
 }
 
 # Tables that a schema version after the first added (created by that version's migration).

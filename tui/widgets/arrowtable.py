@@ -92,9 +92,7 @@ class ArrowTable(ScrollView, can_focus=True):
 
     cursor_row: reactive[int] = reactive(0, always_update=True)
 
-    class Selected(Message):
-        """Enter (or a click) on a row."""
-
+    class _RowMessage(Message):
         def __init__(self, table: ArrowTable, row: int) -> None:
             super().__init__()
             self.table = table
@@ -103,6 +101,9 @@ class ArrowTable(ScrollView, can_focus=True):
         @property
         def control(self) -> ArrowTable:
             return self.table
+
+    class Selected(_RowMessage):
+        """Enter (or a click) on a row."""
 
     def __init__(
         self,
@@ -235,17 +236,8 @@ class ArrowTable(ScrollView, can_focus=True):
     def _visible_rows(self) -> int:
         return max(1, self.scrollable_content_region.height - 1)
 
-    class CursorMoved(Message):
+    class CursorMoved(_RowMessage):
         """The cursor moved to another row."""
-
-        def __init__(self, table: ArrowTable, row: int) -> None:
-            super().__init__()
-            self.table = table
-            self.row = row
-
-        @property
-        def control(self) -> ArrowTable:
-            return self.table
 
     def watch_cursor_row(self, old: int, new: int) -> None:
         if not self.is_mounted:

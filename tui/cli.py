@@ -407,11 +407,15 @@ def _table_text(table: Any, max_rows: int) -> str:
 
     data = [[cell(r[n]) for n in names] for r in rows]
     widths = [min(40, max([len(n)] + [len(d[i]) for d in data])) for i, n in enumerate(names)]
+    def fit(v: str, w: int) -> str:
+        """``v`` in ``w`` columns; cut text ends with "…" (use --format csv/json for whole values)."""
+        return v.ljust(w) if len(v) <= w else v[: w - 1] + "…"
+
     out = [
-        "  ".join(n.ljust(w)[:w] for n, w in zip(names, widths, strict=True)),
+        "  ".join(fit(n, w) for n, w in zip(names, widths, strict=True)),
         "  ".join("-" * w for w in widths),
     ]
-    out += ["  ".join(v.ljust(w)[:w] for v, w in zip(d, widths, strict=True)) for d in data]
+    out += ["  ".join(fit(v, w) for v, w in zip(d, widths, strict=True)) for d in data]
     more = table.num_rows - len(rows)
     out.append(f"({table.num_rows:,} rows{f', {more:,} not shown' if more > 0 else ''})")
     return "\n".join(out)

@@ -23,6 +23,9 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
 * goodput = training progress kept / chip time held (chip-weighted), pre-training + fine-tuning.
 * waits over the batch jobs that started (every wait, re-queues after interruptions included).
 * SLO attainment = requests served within both SLOs / requests decided (served + dropped).
+* Per system (mixed floors, ``per_system``): the same definitions over the system's rows of
+  ``system_ts`` (its IT and work; the plant's and power chain's power and cost shared in
+  proportion to IT power), and its share of the floor's batch FLOP and tokens.
 """
 
 from __future__ import annotations
@@ -247,9 +250,72 @@ COMPARE_ROWS: list[tuple[str, str, str]] = [
 ]
 
 
+# Aggregates that also hold for one system's rows (``system_ts``: the factory_ts columns of its
+# share; the price comes from factory_ts), with the same definitions.
+SYSTEM_AGGREGATES = (
+    "facility_mwh", "it_mwh", "cooling_mwh", "loss_mwh", "water_l", "cost_usd", "co2_t", "tokens",
+    "inference_j", "batch_j", "inference_cost_usd", "training_flop", "job_flop", "busy_fraction", "days",
+    "chips", "chip_hours", "capex_usd", "fixed_opex_usd", "water_cost_usd", "cooling_cost_usd",
+    "inference_fixed_usd",
+)
+
+
+def per_system(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+    """The whole-run KPIs of each system on the floor (``system_ts``; one for a one-system hall,
+    none in a file from before schema v5), with its share of the floor's work: ``job_share``
+    (batch FLOP) and ``token_share`` (output tokens)."""
+    have = con.sql(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'system_ts'"
+    ).fetchall()[0][0]
+    if not have:
+        return []
+    sel = ",\n       ".join(f"{FACTORY_AGGREGATES[n]} AS {n}" for n in SYSTEM_AGGREGATES)
+    q = (
+        f"SELECT system_id, any_value(system) AS system,\n       {sel}\n"
+        "FROM system_ts JOIN (SELECT time_s, price_usd_per_mwh FROM factory_ts WHERE run_id = ?) USING (time_s)\n"
+        "WHERE run_id = ? GROUP BY system_id ORDER BY system_id"
+    )
+    rows: list[dict[str, Any]] = con.sql(q, params=[run_id, run_id]).to_arrow_table().to_pylist()
+    flop = sum(r["job_flop"] or 0.0 for r in rows)
+    tokens = sum(r["tokens"] or 0.0 for r in rows)
+    for r in rows:
+        for name, (plus, minus) in COST_SUMS.items():
+            r[name] = sum(r[k] or 0.0 for k in plus) - sum(r[k] or 0.0 for k in minus)
+        for name, (num, den, _) in RATIOS.items():
+            if num in r and den in r:
+                r[name] = ratio(r, name)
+        r["job_share"] = (r["job_flop"] or 0.0) / flop if flop else None
+        r["token_share"] = (r["tokens"] or 0.0) / tokens if tokens else None
+        r["job_eflop"] = (r["job_flop"] or 0.0) / 1e18
+    return rows
+
+
+# (key, label, format) of each system's rows in ``twin compare`` (mixed floors).
+SYSTEM_ROWS: list[tuple[str, str, str]] = [
+    ("chips", "chips", "{:,.0f}"),
+    ("job_share", "share of batch work [-]", "{:.3f}"),
+    ("job_eflop", "batch work [EFLOP]", "{:,.4g}"),
+    ("token_share", "share of tokens [-]", "{:.3f}"),
+    ("tokens", "tokens served", "{:.4g}"),
+    ("busy_fraction", "busy chips [-]", "{:.3f}"),
+    ("it_mwh", "IT energy [MWh]", "{:,.1f}"),
+    ("total_cost_usd", "total cost [$]", "{:,.0f}"),
+    ("capex_usd", "  capital (recovery) [$]", "{:,.0f}"),
+    ("energy_cost_usd", "  energy (IT + losses) [$]", "{:,.0f}"),
+    ("cooling_cost_usd", "  cooling energy [$]", "{:,.0f}"),
+    ("other_cost_usd", "  maintenance, staff, water [$]", "{:,.0f}"),
+    ("usd_per_eflop", "batch cost per EFLOP [$]", "{:,.2f}"),
+    ("kwh_per_eflop", "batch energy per EFLOP [kWh]", "{:,.3f}"),
+    ("usd_per_mtok_all_in", "all-in cost per M tokens [$]", "{:.4f}"),
+    ("j_per_token", "energy per token [J]", "{:.3f}"),
+]
+
+
 def run_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
-    """``whole_run`` plus the display units of the comparison rows."""
+    """``whole_run`` plus the display units of the comparison rows and each system's KPIs
+    (``systems``: system -> KPIs, ``per_system``)."""
     row = whole_run(con, run_id)
+    row["systems"] = {r["system"]: r for r in per_system(con, run_id)}
     row["training_eflop"] = (row["training_flop"] or 0.0) / 1e18
     row["job_eflop"] = (row["job_flop"] or 0.0) / 1e18
     row["peak_facility_mw"] = (row["peak_facility_w"] or 0.0) / 1e6

@@ -265,3 +265,38 @@ def test_events_target_the_floor_numbering() -> None:
 def test_job_class_family_defaults() -> None:
     cls = TrainingParams().job_class("pretrain")
     assert isinstance(cls, JobClassParams) and cls.family == "any" and cls.system == ""
+
+
+def test_per_system_kpis_add_up_to_the_floor_and_price_each_system(tmp_path: Any) -> None:
+    """A mixed run through the writer: the systems' costs, energy and work add up to the floor's
+    whole-run figures, shares add up to 1, and each system's capital is its own TCO rate x time."""
+    import duckdb
+
+    from scenarios.runner import run
+    from storage.kpis import run_kpis
+
+    toml = _MIXED_TOML + '\n[training]\narrivals_per_day = 400\n\n[[services]]\nname = "chat"\nreplicas = 2\n'
+    scen = parse(toml, "m.toml")
+    out = tmp_path / "m.duckdb"
+    run(scen, toml, out, duration_s=4 * 3600)
+    con = duckdb.connect(str(out), read_only=True)
+    (run_id,) = con.sql("SELECT run_id FROM runs").fetchall()[0]
+    k = run_kpis(con, run_id)
+    (system,) = con.sql("SELECT system FROM runs").fetchall()[0]
+    con.close()
+    assert system == "trn3-gen2+gb300-nvl72"
+    per = k["systems"]
+    assert list(per) == ["trn3-gen2", "gb300-nvl72"]
+    for key in ("total_cost_usd", "capex_usd", "energy_cost_usd", "cooling_cost_usd", "other_cost_usd",
+                "facility_mwh", "it_mwh", "job_flop", "tokens", "chip_hours"):
+        assert sum(r[key] for r in per.values()) == pytest.approx(k[key], rel=1e-9), key
+    assert sum(r["job_share"] for r in per.values()) == pytest.approx(1.0)
+    assert sum(r["token_share"] for r in per.values()) == pytest.approx(1.0)
+    p = scen.to_params()
+    for pool in p.hall.pools():
+        hp = dataclasses.replace(p.hall, system=pool.system, accelerator=pool.accelerator,
+                                 ultraservers=pool.ultraservers, rows=())
+        d = Simulation(dataclasses.replace(p, hall=hp, services=())).design
+        rates = tco.cost_rates(pool.system, pool.ultraservers, d.design_it_w, p.tco)
+        assert per[pool.system.key]["capex_usd"] == pytest.approx(rates.capex_usd_per_s * 4 * 3600, rel=1e-9)
+        assert per[pool.system.key]["chips"] == pool.ultraservers * pool.system.chips

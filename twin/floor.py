@@ -106,6 +106,9 @@ class FloorTopology:
     rows: int
     us_row: npt.NDArray[np.int32]
     chip_us: npt.NDArray[np.int32]
+    # The first system's shape (views that draw one grid of UltraServers use it).
+    chips_per_us: int = 0
+    servers_per_us: int = 0
 
 
 class _PlantView:
@@ -200,7 +203,7 @@ class Floor:
         chip_us = np.concatenate([pl.topo.chip_us + self.off["ultraserver"][i] for i, pl in enumerate(self.pools)])
         self.topo = FloorTopology(
             self.off["ultraserver"][-1], self.off["chip"][-1], self.off["row"][-1], us_row.astype(np.int32),
-            chip_us.astype(np.int32),
+            chip_us.astype(np.int32), self.pools[0].topo.chips_per_us, self.pools[0].topo.servers_per_us,
         )
         self.plant_view = _PlantView(self.pools, self.topo.us_row)
         # Global service index of each pool's services.

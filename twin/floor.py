@@ -147,6 +147,18 @@ class _PlantView:
         return np.concatenate([f.row_flow_fraction for f in self._facs])
 
 
+class _JobsView:
+    """The pools' job tables concatenated, for readers of ``Simulation.jobs`` (``a``, ``names``,
+    ``n``): a copy, taken when asked."""
+
+    def __init__(self, pools: list[Simulation]) -> None:
+        tabs = [pl.jobs for pl in pools]
+        self.n = sum(t.n for t in tabs)
+        self.names = [x for t in tabs for x in t.names[: t.n]]
+        self.precision = [x for t in tabs for x in t.precision[: t.n]]
+        self.a = {k: np.concatenate([t.a[k][: t.n] for t in tabs]) for k in tabs[0].a}
+
+
 _TARGET_RE = re.compile(r"^(row|ultraserver|server|chip):([0-9]+)$")
 
 
@@ -259,6 +271,11 @@ class Floor:
 
     def chip_job_ids(self) -> npt.NDArray[np.int32]:
         return np.concatenate([pl.chip_job_ids() for pl in self.pools])
+
+    @property
+    def jobs(self) -> _JobsView:
+        """The floor's job tables read as one (slots of each pool in turn); read-only."""
+        return _JobsView(self.pools)
 
     def queue_view(self, limit: int = 50) -> list[tuple[int, str, int, int]]:
         rows = [r for pl in self.pools for r in pl.queue_view(limit)]

@@ -16,7 +16,8 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
   at each step's price) / other (maintenance, staff, water).
 * $ per chip-hour = total cost / chip-hours of the hall (idle chips cost too).
 * $ per M tokens all-in = inference's electricity + the fixed costs (capital, maintenance, staff,
-  water) in proportion to the chips its replicas hold, / output tokens x 1e6.
+  water) in proportion to the chips its replicas hold, / output tokens x 1e6 (on a mixed floor,
+  each system's own fixed costs by the share of its chips the replicas hold).
 * kWh per EFLOP = facility energy not attributed to inference / FLOP delivered to all batch jobs.
 * $ per EFLOP = the rest of the total (batch work's share) / FLOP delivered to all batch jobs x 1e18;
   $ per pre-training job = $ per EFLOP x the mean work of a finished pre-training job.
@@ -161,6 +162,11 @@ def whole_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
         .to_arrow_table()
         .to_pylist()[0]
     )
+    systems = per_system(con, run_id)
+    if len(systems) > 1:
+        # A mixed floor: inference holds chips of one system, whose own fixed costs it bears.
+        row["inference_fixed_usd"] = sum(r["inference_fixed_usd"] or 0.0 for r in systems)
+    row["systems"] = {r["system"]: r for r in systems}
     for name, (plus, minus) in COST_SUMS.items():
         row[name] = sum(row[k] or 0.0 for k in plus) - sum(row[k] or 0.0 for k in minus)
     for name in RATIOS:
@@ -312,10 +318,9 @@ SYSTEM_ROWS: list[tuple[str, str, str]] = [
 
 
 def run_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
-    """``whole_run`` plus the display units of the comparison rows and each system's KPIs
-    (``systems``: system -> KPIs, ``per_system``)."""
+    """``whole_run`` (with ``systems``: system -> its KPIs, ``per_system``) plus the display
+    units of the comparison rows."""
     row = whole_run(con, run_id)
-    row["systems"] = {r["system"]: r for r in per_system(con, run_id)}
     row["training_eflop"] = (row["training_flop"] or 0.0) / 1e18
     row["job_eflop"] = (row["job_flop"] or 0.0) / 1e18
     row["peak_facility_mw"] = (row["peak_facility_w"] or 0.0) / 1e6

@@ -290,6 +290,9 @@ def test_per_system_kpis_add_up_to_the_floor_and_price_each_system(tmp_path: Any
     for key in ("total_cost_usd", "capex_usd", "energy_cost_usd", "cooling_cost_usd", "other_cost_usd",
                 "facility_mwh", "it_mwh", "job_flop", "tokens", "chip_hours"):
         assert sum(r[key] for r in per.values()) == pytest.approx(k[key], rel=1e-9), key
+    # The chat service runs on one system: the floor's all-in $ per M tokens is that system's.
+    (host,) = [r for r in per.values() if r["tokens"]]
+    assert k["usd_per_mtok_all_in"] == pytest.approx(host["usd_per_mtok_all_in"], rel=1e-9)
     assert sum(r["job_share"] for r in per.values()) == pytest.approx(1.0)
     assert sum(r["token_share"] for r in per.values()) == pytest.approx(1.0)
     p = scen.to_params()

@@ -89,6 +89,8 @@ class Simulation:
     def __init__(self, params: FactoryParams) -> None:
         self.p = params
         hall = params.hall
+        if len(hall.rows) > 1:
+            raise ValueError("a hall of several systems ([[hall.rows]]) is built by twin.floor.build")
         self.sys = hall.system
         self.acc = hall.accelerator
         self.dt_s = int(params.dt_s)

@@ -303,3 +303,23 @@ def test_per_system_kpis_add_up_to_the_floor_and_price_each_system(tmp_path: Any
         rates = tco.cost_rates(pool.system, pool.ultraservers, d.design_it_w, p.tco)
         assert per[pool.system.key]["capex_usd"] == pytest.approx(rates.capex_usd_per_s * 4 * 3600, rel=1e-9)
         assert per[pool.system.key]["chips"] == pool.ultraservers * pool.system.chips
+
+
+def test_a_row_cap_lands_on_the_row_of_the_floor_it_names() -> None:
+    """Rows are numbered across the floor: the Trn3 UltraServers fill row 0, the GB300 racks rows
+    1 and 2. A cap on row 2 slows only that row's chips and holds its IT power to the cap."""
+    p = _mixed(small_params(dt_s=60))
+    sim = floor.Floor(p)
+    sim.advance(120)  # work arrives and starts
+    sim.inject("power_cap", "row:2", 50e3, 0)
+    f = sim.advance(60)
+    ev = [(k, t, a) for k, t, a in zip(f["events"]["kind"], f["events"]["target"], f["events"]["arg"], strict=True)
+          if k == "power_cap"]
+    assert ev == [("power_cap", "row:2", "row:2")]
+    rows = f["row_ts"]
+    row2 = rows["power_w"][rows["row_id"] == 2]
+    busy2 = rows["chips_busy"][rows["row_id"] == 2]
+    assert busy2[-1] > 0  # the capped row is working: the cap binds
+    assert row2[-1] <= 50e3 * (1 + 1e-6)
+    clk = rows["clock"].reshape(-1, 3)[-1]
+    assert clk[2] < 1.0 and clk[0] == 1.0 and clk[1] == 1.0

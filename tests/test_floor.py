@@ -323,3 +323,35 @@ def test_a_row_cap_lands_on_the_row_of_the_floor_it_names() -> None:
     assert row2[-1] <= 50e3 * (1 + 1e-6)
     clk = rows["clock"].reshape(-1, 3)[-1]
     assert clk[2] < 1.0 and clk[0] == 1.0 and clk[1] == 1.0
+
+
+def test_pinned_services_run_on_their_systems_and_keep_the_scenario_order() -> None:
+    """Two services pinned to different systems: each one's replicas hold chips of its own
+    system only, and service_ts keeps the scenario's service order and ids."""
+    from twin.params import SchedulerParams, ServiceParams
+
+    svcs = (
+        ServiceParams(name="a", replicas=2, mean_requests_per_s=5.0, system="gb300-nvl72"),
+        ServiceParams(name="b", replicas=3, mean_requests_per_s=5.0, system="trn3-gen2"),
+    )
+    idle = dataclasses.replace(TrainingParams(), arrivals_per_day=0.0)
+    p = _mixed(small_params(services=svcs, training=idle, scheduler=SchedulerParams(routing="pinned")))
+    sim = floor.Floor(p)
+    assert sim.svc_pool == [1, 0]
+    f = sim.advance(30)
+    sv = f["service_ts"]
+    assert sv["service"][:4] == ["a", "b", "a", "b"]
+    assert sv["service_id"][:4].tolist() == [0, 1, 0, 1]
+    assert sv["replicas_running"][-2:].tolist() == [2, 3]
+    jobs = f["jobs"]
+    on = {(n, s) for n, s, k in zip(jobs["name"], jobs["system"], jobs["kind"], strict=True) if k == "inference"}
+    assert on == {("a", "gb300-nvl72"), ("b", "trn3-gen2")}
+    st = f["system_ts"]
+    assert st["inference_chips"][-2:].tolist() == [3 * 4, 2 * 4]  # trn3 (b: 3 x 4), gb300 (a: 2 x 4)
+
+
+def test_a_mixed_floor_is_deterministic() -> None:
+    p = _mixed(small_params())
+    a, b = floor.Floor(p), floor.Floor(p)
+    for _ in range(2):
+        _frames_equal(a.advance(90), b.advance(90))

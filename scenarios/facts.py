@@ -230,7 +230,7 @@ FACTS: tuple[Fact, ...] = (
     _f("hall.rows", "count", "int", "", 1, MAX_ULTRASERVERS, "Number of these systems (UltraServers, NVL72 "
        "racks, HGX nodes)", "", default=REQUIRED),
     _f("hall.rows", "ultraservers_per_row", "int", "", 1, 1000, "Systems per row (default: "
-       "`hall.ultraservers_per_row`)", default=NONE),
+       "`hall.ultraservers_per_row`)", "", default=NONE),
     _f("hall.rows", "capex_usd", "float", "USD", 0, 1e9, "Price of one of these systems, hosts and switches "
        "included (default: the catalog's, all ASM; `tco.system_capex_usd` does not apply to a mixed floor)",
        "ASM (twin.catalog)", default=NONE),

@@ -192,6 +192,22 @@ def cost_by_day_view_sql() -> str:
     )
 
 
+def system_summary_view_sql() -> str:
+    """The ``system_summary`` view: per run and system of the floor, its energy, work and cost
+    split, from the same definitions as ``per_system``."""
+    names = ("it_mwh", "facility_mwh", "job_flop", "tokens", "capex_usd", "cooling_cost_usd")
+    cols = [f"{FACTORY_AGGREGATES[n]} AS {n}" for n in names]
+    cols.append(f"sum(cost_usd) - {FACTORY_AGGREGATES['cooling_cost_usd']} AS energy_cost_usd")
+    cols.append("sum(fixed_opex_usd) + sum(water_cost_usd) AS other_cost_usd")
+    cols.append("sum(cost_usd) + sum(capex_usd) + sum(fixed_opex_usd) + sum(water_cost_usd) AS total_cost_usd")
+    return (
+        "CREATE OR REPLACE VIEW system_summary AS SELECT run_id, system_id, any_value(system) AS system, "
+        + ", ".join(cols)
+        + " FROM system_ts JOIN (SELECT run_id, time_s, price_usd_per_mwh FROM factory_ts) USING (run_id, time_s)"
+        " GROUP BY run_id, system_id"
+    )
+
+
 def run_summary_view_sql() -> str:
     """The ``run_summary`` view: the factory KPIs of every run in the file, from the same
     definitions as ``whole_run``."""

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from storage.kpis import cost_by_day_view_sql, run_summary_view_sql
+from storage.kpis import cost_by_day_view_sql, run_summary_view_sql, system_summary_view_sql
 from twin.telemetry import ADDED_IN, COST_COLUMNS, SCHEMA_VERSION, TABLES, UPSERT_KEYS, V5_COLUMNS, Column
 
 ARROW_TYPES: dict[str, pa.DataType] = {
@@ -128,6 +128,7 @@ def migrations() -> list[list[str]]:
         col = next(c for c in TABLES[table] if c.name == name)
         v5.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
         v5.append(comment_sql(table, col))
+    v5.append(system_summary_view_sql())
     out.append(v5)
     return out
 

@@ -355,3 +355,24 @@ def test_a_mixed_floor_is_deterministic() -> None:
     a, b = floor.Floor(p), floor.Floor(p)
     for _ in range(2):
         _frames_equal(a.advance(90), b.advance(90))
+
+
+def test_system_summary_view_matches_the_per_system_kpis(tmp_path: Any) -> None:
+    import duckdb
+
+    from scenarios.runner import run
+    from storage.kpis import per_system
+
+    toml = _MIXED_TOML + '\n[training]\narrivals_per_day = 200\n'
+    out = tmp_path / "v.duckdb"
+    run(parse(toml, "v.toml"), toml, out, duration_s=2 * 3600)
+    con = duckdb.connect(str(out), read_only=True)
+    (run_id,) = con.sql("SELECT run_id FROM runs").fetchall()[0]
+    view = con.sql("SELECT * FROM system_summary ORDER BY system_id").to_arrow_table().to_pylist()
+    per = per_system(con, run_id)
+    con.close()
+    assert [v["system"] for v in view] == ["trn3-gen2", "gb300-nvl72"]
+    for v, r in zip(view, per, strict=True):
+        for key in ("it_mwh", "job_flop", "capex_usd", "energy_cost_usd", "cooling_cost_usd", "other_cost_usd",
+                    "total_cost_usd"):
+            assert v[key] == pytest.approx(r[key], rel=1e-9), key

@@ -194,6 +194,8 @@ def test_family_constraint_in_routing_candidates() -> None:
     assert routing.candidates("any", "gb300-nvl72", "pinned", pools, [True, True]) == [1]
     assert routing.candidates("any", "", "pinned", pools, [True, True]) == [0]
     assert routing.candidates("gpu", "", "fastest", pools, [True, False]) == []
+    # Pinned to a system that cannot hold it: nowhere (the job is rejected), not elsewhere.
+    assert routing.candidates("any", "gb300-nvl72", "pinned", pools, [True, False]) == []
 
 
 _MIXED_TOML = """

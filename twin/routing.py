@@ -11,7 +11,8 @@ A job class or a service may need a system family (``family = "gpu"`` for CUDA-o
   by every system on the floor, so PUE does not change the ranking and is left out;
 - ``cheapest``: marginal dollars per unit of work, chips x (ownership $/chip-s from the TCO
   rates: capital recovery, maintenance, staff; plus IT energy at the flat price) / rate;
-- ``pinned``: the class's or service's ``system`` (else the first system it may run on).
+- ``pinned``: the class's or service's ``system`` (else the first system it may run on); work
+  pinned to a system that cannot run it goes nowhere (a job is rejected).
 
 A batch job goes to the best-ranked system with room for it now, else to the best-ranked one
 (where it queues). A service's replicas all go to one system, chosen when the floor is built.
@@ -92,11 +93,13 @@ def allowed(family: str, pool: PoolFacts) -> bool:
 
 def candidates(family: str, system: str, policy: str, pools: Sequence[PoolFacts], fits: Sequence[bool]) -> list[int]:
     """Pools the work may go to, before ranking: its family, room for it, and under ``pinned``
-    its system (or the first pool allowed)."""
+    its system (none when that system cannot run it), or the first pool allowed when it names
+    none."""
     ok = [i for i, pl in enumerate(pools) if allowed(family, pl) and fits[i]]
-    if policy == "pinned" and ok:
-        named = [i for i in ok if pools[i].system.key == system]
-        return named or ok[:1]
+    if policy == "pinned":
+        if system:
+            return [i for i in ok if pools[i].system.key == system]
+        return ok[:1]
     return ok
 
 

@@ -39,7 +39,7 @@ from twin.design import Design, derive
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.facility import PlantState
 from twin.params import FactoryParams, HallParams, ScheduledEvent, SystemRows
-from twin.sim import EVENT_KINDS, TIERS, Frames, Simulation
+from twin.sim import EVENT_KINDS, Frames, Simulation
 
 # The largest number of different systems on one floor (each is a pool with its own arrays).
 MAX_SYSTEMS = 8
@@ -207,7 +207,6 @@ class Floor:
             ("server", lambda s: s.topo.servers),
             ("ultraserver", lambda s: s.topo.ultraservers),
             ("row", lambda s: s.topo.rows),
-            ("service", lambda s: len(s.p.services)),
         ):
             sizes = [size(pl) for pl in self.pools]
             self.off[level] = [int(x) for x in np.concatenate([[0], np.cumsum(sizes)])]
@@ -553,4 +552,4 @@ def _sort_by_time(f: dict[str, Any]) -> dict[str, Any]:
     return {k: ([v[i] for i in order] if isinstance(v, list) else np.asarray(v)[order]) for k, v in f.items()}
 
 
-__all__ = ["TIERS", "Floor", "FloorTopology", "build", "check", "merge_factory"]
+__all__ = ["Floor", "FloorTopology", "build", "check", "merge_factory"]

@@ -202,13 +202,8 @@ class Floor:
         front.router = routing.Router([pl.cluster for pl in self.pools], facts, policy, params.power, price)
         # Offsets of each pool's chips, servers, UltraServers and rows on the floor.
         self.off: dict[str, list[int]] = {}
-        for level, size in (
-            ("chip", lambda s: s.topo.chips),
-            ("server", lambda s: s.topo.servers),
-            ("ultraserver", lambda s: s.topo.ultraservers),
-            ("row", lambda s: s.topo.rows),
-        ):
-            sizes = [size(pl) for pl in self.pools]
+        for level in ("chip", "server", "ultraserver", "row"):
+            sizes = [int(getattr(pl.topo, level + "s")) for pl in self.pools]
             self.off[level] = [int(x) for x in np.concatenate([[0], np.cumsum(sizes)])]
         us_row = np.concatenate([pl.topo.us_row + self.off["row"][i] for i, pl in enumerate(self.pools)])
         chip_us = np.concatenate([pl.topo.chip_us + self.off["ultraserver"][i] for i, pl in enumerate(self.pools)])

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from storage.runlock import LockedError, RunLock, crash_point
-from storage.sandbox import Limits, UserSql, connect
+from storage.sandbox import WRITER_MEMORY, Limits, UserSql, UserSqlRunner, connect, parse_memory
 from storage.schema import DEFAULT_START, arrow_schema, columns, migrations, timestamps
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
@@ -150,7 +150,10 @@ class TelemetryWriter:
         self.run_id = str(run["run_id"])
         self.flush_rows = flush_rows
         self.flush_interval_s = flush_interval_s
+        # ``limits``: the user's queries. The database itself gets the small ``WRITER_MEMORY``
+        # limit (at most the user's), which bounds its block cache however long the run.
         self.limits = limits or Limits()
+        self.db_limits = Limits(self.limits.timeout_s, min(self.limits.memory_bytes, parse_memory(WRITER_MEMORY)))
         self.run = {c.name: run.get(c.name) for c in columns("runs")}
         self.start: _dt.datetime = run.get("start") or DEFAULT_START
         self.run["start"] = self.start
@@ -173,7 +176,7 @@ class TelemetryWriter:
             if not exists or if_exists == "replace":
                 self._create()
             crash_point("writer:open")
-            self.con, user_cur = open_database(self.path, self.limits)
+            self.con, user_cur = open_database(self.path, self.db_limits)
             try:
                 if exists and if_exists != "replace":
                     init_schema(self.con, self.run)
@@ -183,7 +186,9 @@ class TelemetryWriter:
         except BaseException:
             self._lock.release()
             raise
-        self.user_sql = UserSql(user_cur, self.limits, strict=True)
+        # User SQL on this database (its limit); ``storage.live.LiveUserSql`` replaces it in a
+        # live session with a sandbox of its own per query.
+        self.user_sql: UserSqlRunner = UserSql(user_cur, self.db_limits, strict=True)
         if on_commit is not None:
             on_commit({}, dict(self.run))
         self._q: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
@@ -205,7 +210,7 @@ class TelemetryWriter:
             stale.unlink(missing_ok=True)
         tmp = folder / f"{base}{os.getpid()}"
         crash_point("create:start")
-        con, _ = open_database(tmp, self.limits)
+        con, _ = open_database(tmp, self.db_limits)
         try:
             crash_point("create:connected")
             init_schema(con, self.run)
@@ -271,7 +276,7 @@ class TelemetryWriter:
             try:
                 if attempt == 2:
                     self.con.close()
-                    self.con, _ = open_database(self.path, self.limits)
+                    self.con, _ = open_database(self.path, self.db_limits)
                 self.con.execute("BEGIN")
                 # The end of the last step in the tables (a step's time_s is its start).
                 row = self.con.sql(

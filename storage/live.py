@@ -147,8 +147,13 @@ class LivePublisher:
             tmp = d / f".{merged.name}.tmp"
             schema = arrow_schema(table)
             with pq.ParquetWriter(tmp, schema, **_parquet_options(schema)) as w:
-                for p in group:  # one part at a time: memory stays at one part
-                    w.write_table(pq.read_table(d / p.name, schema=schema))
+                for p in group:  # a row group at a time: memory stays flat, however large the parts
+                    f = pq.ParquetFile(d / p.name)
+                    try:
+                        for i in range(f.num_row_groups):
+                            w.write_table(f.read_row_group(i).cast(schema))
+                    finally:
+                        f.close()
             _replace_atomically(tmp, d / merged.name)
             del parts[-FANOUT:]
             parts.append(merged)

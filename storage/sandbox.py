@@ -38,7 +38,7 @@ DEFAULT_MEMORY = "2GB"
 # run's length, bounds the writer's memory. The writer inserts Arrow batches and the live panels
 # read recent history, both streaming; the live console's queries run in a sandbox of their own
 # with the user's limit (``storage.live.LiveUserSql``).
-WRITER_MEMORY = "64MB"
+WRITER_MEMORY = "256MB"
 MAX_MEMORY_BYTES = 1 << 50
 
 SANDBOX_CONFIG: dict[str, Any] = {

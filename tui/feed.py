@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scenarios.runner import concat_frames
 from storage import queries as Q
 from twin.design import Design, derive
 
@@ -40,7 +39,6 @@ LIVE_PANELS = frozenset({
 MAX_US_HISTORY_CELLS = 500_000  # live per-UltraServer history: steps x UltraServers kept
 US_HIST_COLS = ("power_w", "max_chip_temp_c", "coolant_return_c", "activity", "clock")
 HARDWARE_EVENTS = 2000  # live events about chips, servers, UltraServers and rows kept
-_FEED_TABLES = ("factory_ts", "ultraserver_ts", "service_ts", "events")  # what the live panels use
 
 # Factory columns the live history keeps (the KPI and plot columns), plus derived ones.
 _KPI_COLS = ("it_power_w", "facility_power_w", "pue", "busy_share", "tokens_per_s", "energy_per_token_j",
@@ -52,7 +50,7 @@ _RAW_HIST = ("time_s", "it_power_w", "facility_power_w", "pue", "chips_busy", "c
 HIST_KEYS = tuple(dict.fromkeys(
     (*_RAW_HIST, *(c for cols in Q.SERIES.values() for c in cols), *_KPI_COLS)
 ))
-US_COLS = ("ultraserver_id", "row_id", "power_w", "chips_busy", "chips_failed", "activity",
+US_COLS = ("ultraserver_id", "row_id", "power_w", "chips_busy", "chips_failed", "tripped", "activity",
            "max_chip_temp_c", "coolant_return_c", "clock")
 
 Array = npt.NDArray[Any]
@@ -294,15 +292,12 @@ class LiveFeed:
             sim.inject(*item)
             self.injected.append(item)
             self.injected_at.append(int(sim.t_s))
-        parts = []
-        hold = int(self.session.chunk_steps)
-        for _ in range(max(1, steps)):
-            parts.append(self.session.advance(1, hold_steps=hold))
-            if stop is not None and stop():
-                break
-        self.last_steps = len(parts)
-        self.steps_done += len(parts)
-        return self._update(concat_frames(parts, only=_FEED_TABLES))
+        # One advance for the whole slice (its fixed cost paid once), asking ``stop`` after each step.
+        frames = self.session.advance(max(1, steps), hold_steps=int(self.session.chunk_steps), stop=stop)
+        ran = len(frames["factory_ts"]["time_s"])
+        self.last_steps = ran
+        self.steps_done += ran
+        return self._update(frames)
 
     def commit(self) -> None:
         """Hand the steps held for the writer over now (paused, or a second has passed)."""

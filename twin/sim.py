@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -370,8 +371,10 @@ class Simulation:
         return inf_w
 
     # ------------------------------------------------------------------ public
-    def advance(self, steps: int) -> Frames:
-        """Run ``steps`` steps; return their telemetry frames."""
+    def advance(self, steps: int, stop: Callable[[], bool] | None = None) -> Frames:
+        """Run ``steps`` steps; return their telemetry frames. ``stop`` is asked after each step:
+        when it returns true, the advance ends there (the frames hold the steps run), so a caller
+        can run many steps in one advance and still act after any one of them."""
         p = self.p
         times = self.t_s + self.dt_s * np.arange(steps, dtype=np.int64)
         rec = _Recorder(
@@ -384,9 +387,13 @@ class Simulation:
                 "hall_ts": _due(times, self.dt_s, p.hall_interval_s),
             },
         )
+        ran = steps
         for i in range(steps):
             self._step(rec, i)
-        frames = rec.frames()
+            if stop is not None and i + 1 < steps and stop():
+                ran = i + 1
+                break
+        frames = rec.frames(ran)
         frames["jobs"] = self.cluster.job_rows(self.t_s)
         frames["events"] = self._event_rows()
         frames.update(self.cluster.event_tables())
@@ -591,13 +598,29 @@ class _Recorder:
             s["utilization"][r] = st.utilization
             s["power_w"][r] = power_w[k]
 
-    def frames(self) -> Frames:
+    def frames(self, ran: int | None = None) -> Frames:
+        """The buffers as frames; ``ran``: only the first ``ran`` steps were run (an advance that
+        stopped early), the rows of the others are cut off."""
+        if ran is not None and ran < len(self.f["time_s"]):
+            self._cut(ran)
         out: Frames = {"factory_ts": self.f, "ultraserver_ts": self.u, "row_ts": self.r, "hall_ts": self.h}
         if self.svc_names:
             out["service_ts"] = self.s
         if self.c:
             out["chip_ts"] = {k: np.concatenate([c[k] for c in self.c]) for k in self.c[0]}
         return out
+
+
+    def _cut(self, ran: int) -> None:
+        topo = self.topo
+        per_step = {"ultraserver_ts": topo.ultraservers, "row_ts": topo.rows, "hall_ts": 1}
+        for name, buf in (("ultraserver_ts", self.u), ("row_ts", self.r), ("hall_ts", self.h)):
+            rows = int((self.slot[name][:ran] >= 0).sum()) * per_step[name]
+            for k in buf:
+                buf[k] = buf[k][:rows]
+        self.f = {k: v[:ran] for k, v in self.f.items()}
+        ns = ran * len(self.svc_names)
+        self.s = {k: v[:ns] for k, v in self.s.items()}
 
 
 TIERS = ("ultraserver_ts", "row_ts", "hall_ts")

@@ -122,9 +122,9 @@ async def quiet(pilot: Any, app: Any) -> None:
 
 
 async def refreshes(pilot: Any, app: Any, n: int = 2) -> None:
-    """Let the current screen run ``n`` of its refresh ticks."""
-    start = app.screen.ticks
-    await wait_for(pilot, lambda: app.screen.ticks >= start + n)
+    """Let the current screen redraw its panels ``n`` times."""
+    start = app.screen.budget.redraws
+    await wait_for(pilot, lambda: app.screen.budget.redraws >= start + n)
 
 
 def status_text(app: Any) -> str:
@@ -186,6 +186,20 @@ def test_pacer_turns_wall_time_into_steps() -> None:
     p.step_cost_s = 0.01
     p.due(300.0)
     assert p.due(400.0) == 3  # debt is capped at one slice, no catch-up burst
+
+
+def test_redraw_budget_spaces_redraws_to_a_share_of_a_core() -> None:
+    from tui.pacing import RedrawBudget
+
+    b = RedrawBudget(share=0.1, max_gap_s=1.0)
+    assert b.due(10.0, 5.0, limited=True)  # the first tick always redraws
+    # The redraw took 50 ms of UI CPU: at 10 % of a core the next one may come 0.5 s later.
+    assert not b.due(10.25, 5.05, limited=True)
+    assert b.due(10.5, 5.05, limited=True)  # 50 ms in 0.5 s = 10 %
+    assert b.due(10.75, 5.051, limited=False)  # below max speed every tick redraws
+    assert not b.due(11.0, 5.2, limited=True)
+    assert b.due(11.75, 5.9, limited=True)  # never more than max_gap_s without a redraw
+    assert b.redraws == 4
 
 
 def test_tick_messages_merge() -> None:

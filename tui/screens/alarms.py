@@ -56,9 +56,10 @@ class AlarmsScreen(TwinScreen):
     def panel_requests(self) -> list[PanelReq]:
         return [PanelReq("alarms-table", "alarms", self.twin.params())]
 
-    def refresh_view(self, force: bool = False) -> None:
-        super().refresh_view(force)
-        self._show()
+    def refresh_view(self, force: bool = False, panels: bool = True) -> None:
+        super().refresh_view(force, panels)
+        if panels or force:
+            self._show()
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
         self.twin.alarms.show_panel(panel, cols)

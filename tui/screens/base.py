@@ -20,12 +20,18 @@ from textual.widget import Widget
 from textual.widgets import Footer
 
 from tui.feed import LIVE_PANELS, PanelReq
+from tui.pacing import MAX, RedrawBudget
 from tui.widgets.status import ModeTabs, Scrubber, StatusBar
 
 if TYPE_CHECKING:
     from tui.app import TwinApp
 
 REFRESH_S = 0.25  # KPI, plot and status refresh period (4 Hz)
+# Live at max speed the panels' redraws share the interpreter with the simulation: they are spaced so
+# the UI thread uses at most this share of a core (measured), and come at least every PANEL_MAX_S.
+# The status line (clock, speed, alarms) still moves every tick; keys act at once.
+UI_BUDGET = 0.10
+PANEL_MAX_S = 1.0
 SQL_PANEL_REFRESH_S = 1.0  # live panels that run SQL on the file (tables) refresh at 1 Hz
 
 
@@ -48,6 +54,7 @@ class TwinScreen(Screen[None]):
         self._table_at = 0.0
         self.load_count = 0  # panel results shown (refresh-rate figures)
         self.ticks = 0  # refresh ticks run while this screen was current (tests wait on them)
+        self.budget = RedrawBudget(UI_BUDGET, PANEL_MAX_S)  # budget.redraws: ticks that redrew the panels
 
     @property
     def twin(self) -> TwinApp:
@@ -78,18 +85,25 @@ class TwinScreen(Screen[None]):
         except Exception:  # no screen while the app shuts down
             return
         if current:
-            self.refresh_view()
+            self.refresh_view(panels=self._panels_due())
             self.ticks += 1
 
-    def refresh_view(self, force: bool = False) -> None:
-        """Status line always; panels when the time shown changed (or ``force``)."""
+    def _panels_due(self) -> bool:
+        """Whether this tick redraws the panels: always, except live at max speed while the UI thread
+        has used more than ``UI_BUDGET`` of a core since the last redraw (``RedrawBudget``)."""
+        app = self.twin
+        return self.budget.due(time.monotonic(), time.thread_time(), app.live is not None and app.speed.level == MAX)
+
+    def refresh_view(self, force: bool = False, panels: bool = True) -> None:
+        """Status line always; panels when the time shown changed (or ``force``), unless ``panels``
+        is false (a tick spent within the UI's budget at max speed)."""
         app = self.twin
         app.poll_alarms()
         self.query_one(StatusBar).show(app.status())
         if app.replay is not None:
             self.query_one(Scrubber).show(app.replay.t_first, app.replay.t_last, app.t or 0)
         self.query_one(ModeTabs).show(app.tab_extra())
-        if app.t is None:
+        if app.t is None or not (panels or force):
             return
         now = time.monotonic()
         changed = force or app.seq != self._seen

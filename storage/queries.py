@@ -58,7 +58,8 @@ ROW_PANELS: dict[str, tuple[str, ...]] = {
     "cooling_plant": (
         "coolant_supply_c", "coolant_return_c", "facility_water_supply_c", "free_cooling_fraction",
         "chiller_cop", "chiller_power_w", "pump_power_w", "fan_power_w", "water_l", "unmet_heat_w",
-        "max_chip_temp_c",
+        "max_chip_temp_c", "chillers_running", "chillers_failed", "chiller_load_fraction",
+        "economizers_running", "economizers_failed", "economizer_load_fraction",
     ),
     "site_grid": (
         "outdoor_temp_c", "outdoor_wetbulb_c", "outdoor_rh", "price_usd_per_mwh", "carbon_g_per_kwh",
@@ -137,7 +138,7 @@ WHERE run_id = $run_id AND time_s <= $t AND kind NOT IN ('job_start', 'job_end')
 ORDER BY time_s DESC, rowid DESC
 LIMIT 200""",
     "floor": """-- Floor: every UltraServer at $t
-SELECT ultraserver_id, row_id, power_w, chips_busy, chips_failed, activity,
+SELECT ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
        max_chip_temp_c, coolant_return_c, clock
 FROM ultraserver_ts
 WHERE run_id = $run_id AND time_s = $t

@@ -133,6 +133,18 @@ async def test_why_pue_moved_and_plant_units(con: Any) -> None:
         assert [c[1].split(" · ")[0] for c in cdus] == [fmt.power(w) for _, w in rows]
         # the loads add up to the IT power (every UltraServer hangs off one CDU)
         assert sum(w for _, w in rows) == pytest.approx(now["it_power_w"], rel=1e-9)
+        # each chiller and tower: as many running as recorded, at the recorded load; the rest standby
+        from twin.params import CoolingParams
+
+        cp = CoolingParams()  # TINY keeps the plant's defaults
+        for name, n, key, what in (("chiller", cp.chiller_units, "chiller", "load"),
+                                   ("tower", cp.economizer_units, "economizer", "fans")):
+            mine = [(label, value) for label, value, _, _ in units if label.startswith(name + " ")]
+            assert [label for label, _ in mine] == [f"{name} {k + 1}" for k in range(n)]
+            on = now[f"{key}s_running"]
+            assert 0 < on <= n
+            load = fmt.pct(now[f"{key}_load_fraction"], 0)
+            assert [v for _, v in mine] == [f"running · {what} {load}"] * on + ["standby"] * (n - on)
 
 
 async def test_event_search(con: Any) -> None:

@@ -74,6 +74,9 @@ class Meta:
     throttle_c: float = DEFAULT_THROTTLE_C
     us_power_w: float = 0.0  # full-load IT power of one UltraServer (colour scale), 0 unknown
     slos: tuple[tuple[str, float, float], ...] = ()  # per service: (name, TTFT SLO s, TPOT SLO s)
+    chillers: int = 0  # the plant's chiller units (0 unknown)
+    economizers: int = 0  # its cooling towers or dry coolers
+    plant: str = "tower"  # "tower" | "dry"
 
     @property
     def rows(self) -> int:
@@ -128,6 +131,15 @@ def _service_slos(params: Any) -> tuple[tuple[str, float, float], ...]:
         return tuple((str(sp.name), float(sp.ttft_slo_s), float(sp.tpot_slo_s)) for sp in params.services)
     except (AttributeError, TypeError):
         return ()
+
+
+def _plant_units(params: Any) -> dict[str, Any]:
+    """The plant's unit counts and kind from the scenario (none known: empty)."""
+    try:
+        cp = params.cooling
+        return {"chillers": int(cp.chiller_units), "economizers": int(cp.economizer_units), "plant": str(cp.plant)}
+    except (AttributeError, TypeError, ValueError):
+        return {}
 
 
 def _params_from_toml(text: str | None) -> Any:
@@ -242,6 +254,7 @@ class LiveFeed:
             chips_per_us=topo.chips_per_us, servers_per_us=topo.servers_per_us,
             us_row=tuple(int(r) for r in topo.us_row), throttle_c=_throttle_c(sim.design),
             us_power_w=_nominal_us_power(sim.design), slos=_service_slos(session.params),
+            **_plant_units(session.params),
         )
         self.lock = threading.Lock()
         cap = min(MAX_HISTORY_ROWS, math.ceil((max(WINDOWS_S) + HOUR_S) / sim.dt_s) + 1)
@@ -516,6 +529,7 @@ class ReplayFeed:
         self.status = str(run["status"])
         design = _run_design(run)
         nus = int(run["ultraservers"])
+        params = _params_from_toml(run.get("scenario_toml"))
         chips_per_us = design.chips_per_us if design is not None else int(run["chips_total"]) // max(1, nus)
         servers = design.servers_per_us if design is not None else chips_per_us
         self.meta = Meta(
@@ -524,7 +538,7 @@ class ReplayFeed:
             chips_per_us=chips_per_us, servers_per_us=int(servers),
             us_row=tuple(int(r) for r in rows) if len(rows) == nus else tuple(range(nus)),
             throttle_c=_throttle_c(design), us_power_w=_nominal_us_power(design),
-            slos=_service_slos(_params_from_toml(run.get("scenario_toml"))),
+            slos=_service_slos(params), **_plant_units(params),
         )
         self.n = len(self.times)
 

@@ -310,6 +310,7 @@ class Simulation:
             throttled_chips=ph.throttled_chips,
             mean_clock=mean_clock,
             chips_allocated=int(np.count_nonzero(owner >= 0)),
+            **ph.units,
             chips_busy=int(us_busy.sum()),
             chips_failed=int(us_failed.sum()),
             ultraservers_tripped=int(tripped_us.sum()),

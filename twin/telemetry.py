@@ -13,7 +13,8 @@ from dataclasses import dataclass
 # v2: calendar time (``runs.start``, ``ts`` in every time-series table), added by ``storage.schema``.
 # v3: the aggregate tiers ``row_ts`` and ``hall_ts``.
 # v4: cost of ownership in ``factory_ts`` (``COST_COLUMNS``).
-SCHEMA_VERSION = 4
+# v5: the cooling plant's units in ``factory_ts`` (``PLANT_UNIT_COLUMNS``).
+SCHEMA_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,14 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("fixed_opex_usd", "float64", "USD", "Maintenance and staff cost of this step"),
         _c("water_cost_usd", "float64", "USD", "Cooling-tower water cost of this step"),
         _c("inference_chips", "int32", "-", "Chips held by inference replicas"),
+        # Schema v5: the cooling plant's units (twin.plant): identical units, the running ones
+        # sharing the load equally.
+        _c("chillers_running", "int32", "-", "Chillers running this step (the rest standby or failed)"),
+        _c("chillers_failed", "int32", "-", "Chillers tripped and not yet restored"),
+        _c("chiller_load_fraction", "float64", "-", "Part-load ratio of each running chiller (load / unit capacity)"),
+        _c("economizers_running", "int32", "-", "Cooling towers / dry coolers running (all healthy ones while heat is rejected)"),
+        _c("economizers_failed", "int32", "-", "Cooling towers / dry coolers lost and not yet restored"),
+        _c("economizer_load_fraction", "float64", "-", "Fan speed of the running towers / dry coolers (heat rejected / design load)"),
     ),
     "ultraserver_ts": (
         RUN_ID,
@@ -268,6 +277,9 @@ TABLES: dict[str, tuple[Column, ...]] = {
 ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3}
 # Columns of factory_ts added in schema v4 (an older file gains them by ALTER TABLE).
 COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips")
+# Columns of factory_ts added in schema v5: the plant's units (``twin.plant.UNIT_COLUMNS``).
+PLANT_UNIT_COLUMNS = ("chillers_running", "chillers_failed", "chiller_load_fraction", "economizers_running",
+                      "economizers_failed", "economizer_load_fraction")
 
 # Columns the writer upserts on (one row per key, latest wins).
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {"runs": ("run_id",), "jobs": ("run_id", "job_id")}

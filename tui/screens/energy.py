@@ -16,6 +16,7 @@ from tui.feed import PanelReq
 from tui.screens.base import TwinScreen
 from tui.screens.overview import PlotSpec, plot_widget, show_plot
 from tui.widgets.info import InfoList, Item
+from twin.plant import FAILED, RUNNING, UNIT_STATES, unit_states
 
 PLOTS: tuple[PlotSpec, ...] = (
     ("plot-cooling", "plot_cooling", "Cooling / losses", fmt.power, ("cooling", "losses")),
@@ -134,10 +135,9 @@ def pue_items(c: dict[str, Any]) -> list[Item]:
     return items
 
 
-def unit_items(cdus: dict[str, Any], plant: dict[str, Any]) -> list[Item]:
-    """The plant's units: each CDU (one per row) with its heat load and loop return, and the heat
-    rejection stage. The model records the chillers, economizer and towers as one stage (no
-    per-chiller columns), so they are shown as such."""
+def unit_items(cdus: dict[str, Any], plant: dict[str, Any], meta: Any = None) -> list[Item]:
+    """The plant's units: each CDU (one per row) with its heat load and loop return, each chiller
+    and each cooling tower / dry cooler with its state (running, standby, failed) and load."""
     items: list[Item] = []
     loads = [float(v) for v in cdus.get("load_w", ())]
     top = max(loads) if loads else 0.0
@@ -146,20 +146,34 @@ def unit_items(cdus: dict[str, Any], plant: dict[str, Any]) -> list[Item]:
         state = f"{failed} chips down" if failed else "running"
         items.append((str(unit), f"{fmt.power(loads[i])} · ret {float(cdus['return_c'][i]):.1f}°C · {state}",
                       loads[i] / top if top else None, "warn" if failed else ""))
-    if plant:
+    if not plant:
+        return items
+    chillers = int(getattr(meta, "chillers", 0) or 0)
+    econ = int(getattr(meta, "economizers", 0) or 0)
+    running = _v(plant, "chillers_running")
+    if chillers and math.isfinite(running):  # files from before the per-unit columns: the stage only
+        econ_name = "dry cooler" if getattr(meta, "plant", "tower") == "dry" else "tower"
+        groups = (("chiller", chillers, "chillers", "chiller_load_fraction", "load"),
+                  (econ_name, econ, "economizers", "economizer_load_fraction", "fans"))
+        for name, n, key, load_key, what in groups:
+            failed = _v(plant, f"{key}_failed")
+            on = _v(plant, f"{key}_running")
+            load = _v(plant, load_key)
+            states = unit_states(n, n - int(failed), int(on))
+            for k, st in enumerate(states.tolist()):
+                if st == RUNNING:
+                    items.append((f"{name} {k + 1}", f"running · {what} {fmt.pct(load, 0)}", load, ""))
+                else:
+                    items.append((f"{name} {k + 1}", UNIT_STATES[st], None, "warn" if st == FAILED else ""))
+    else:
         free = _v(plant, "free_cooling_fraction")
         chiller_w = _v(plant, "chiller_power_w")
-        cop = _v(plant, "chiller_cop")
-        running = chiller_w > 0
-        items.append(("chillers", f"{'running' if running else 'idle'} · {fmt.power(chiller_w)}"
-                      f" · load {fmt.power(chiller_w * cop) if running else '0 W'}", None, ""))
-        items.append(("economizer", f"{'on' if free > 0 else 'off'} · {fmt.pct(free, 0)} of the heat", free
-                      if math.isfinite(free) else None, ""))
-        items.append(("towers / dry coolers", f"fans {fmt.power(_v(plant, 'fan_power_w'))} · water "
-                      f"{_v(plant, 'water_l'):,.0f} L/step", None, ""))
-        unmet = _v(plant, "unmet_heat_w")
-        if unmet > 0:
-            items.append(("short of capacity", fmt.power(unmet), None, "warn"))
+        items.append(("chillers", f"{'running' if chiller_w > 0 else 'idle'} · {fmt.power(chiller_w)}", None, ""))
+        items.append(("economizer", f"{'on' if free > 0 else 'off'} · {fmt.pct(free, 0)} of the heat",
+                      free if math.isfinite(free) else None, ""))
+    unmet = _v(plant, "unmet_heat_w")
+    if unmet > 0:
+        items.append(("short of capacity", fmt.power(unmet), None, "warn"))
     return items
 
 
@@ -202,10 +216,10 @@ class EnergyScreen(TwinScreen):
         elif panel == "plant":
             self._plant = cols
             self.query_one("#plant", InfoList).show(plant_items(cols, dt))
-            self.query_one("#units", InfoList).show(unit_items(self._cdus, cols))
+            self.query_one("#units", InfoList).show(unit_items(self._cdus, cols, self.twin.meta))
         elif panel == "units":
             self._cdus = cols
-            self.query_one("#units", InfoList).show(unit_items(cols, self._plant))
+            self.query_one("#units", InfoList).show(unit_items(cols, self._plant, self.twin.meta))
         elif panel == "pue-why":
             self.query_one("#pue-why", InfoList).show(pue_items(cols))
         elif panel == "site":

@@ -1,0 +1,65 @@
+"""The cooling plant's units (``twin.plant``): each chiller and cooling tower / dry cooler is
+running, standby or failed, with its load — recorded in ``factory_ts`` and consistent with the
+plant's own totals (the chiller load the COP and power imply, the units the events took out)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.test_facility import busy_hall
+from twin.params import ScheduledEvent
+from twin.plant import FAILED, RUNNING, STANDBY, unit_states
+
+
+@given(st.integers(0, 12), st.data())
+def test_unit_states_count_running_standby_and_failed(units: int, data: st.DataObject) -> None:
+    up = data.draw(st.integers(0, units))
+    running = data.draw(st.integers(0, up))
+    s = unit_states(units, up, running)
+    assert len(s) == units
+    assert (s == RUNNING).sum() == running and (s == STANDBY).sum() == up - running and (s == FAILED).sum() == units - up
+
+
+def test_chiller_units_share_the_chiller_load_and_trips_fail_units() -> None:
+    """Two of three chillers trip at 10 min, one of three towers is lost at 20 min: the recorded
+    failed counts follow the events; the running chillers carry the load the COP implies
+    (load = power x COP), each at load / (running x unit capacity), never more than the healthy."""
+    sim = busy_hall(events=(
+        ScheduledEvent(time_s=600, kind="chiller_trip", target="", value=2.0),
+        ScheduledEvent(time_s=1200, kind="cooling_tower_loss", target="", value=1.0),
+    ))
+    cp = sim.p.cooling
+    f = sim.advance(40)["factory_ts"]
+    t = f["time_s"]
+    np.testing.assert_array_equal(f["chillers_failed"], np.where(t >= 600, 2, 0))
+    np.testing.assert_array_equal(f["economizers_failed"], np.where(t >= 1200, 1, 0))
+    assert (f["chillers_running"] <= cp.chiller_units - f["chillers_failed"]).all()
+    load = f["chiller_power_w"] * f["chiller_cop"]
+    on = f["chillers_running"] > 0
+    assert on.any()
+    unit_w = sim.design.chiller_unit_w
+    np.testing.assert_allclose(f["chiller_load_fraction"][on], load[on] / (f["chillers_running"][on] * unit_w),
+                               rtol=1e-9)
+    assert (f["chiller_load_fraction"] <= 1.0 + 1e-12).all()
+    # as few units run as carry the load: one fewer would be over its capacity
+    fewer = np.maximum(f["chillers_running"][on] - 1, 0) * unit_w
+    assert (load[on] > fewer).all()
+    np.testing.assert_array_equal(f["chiller_load_fraction"][~on], 0.0)
+    # every healthy tower runs while heat is rejected, the fans at the same speed
+    np.testing.assert_array_equal(f["economizers_running"], cp.economizer_units - f["economizers_failed"])
+    assert ((f["economizer_load_fraction"] > 0) & (f["economizer_load_fraction"] <= 1)).all()
+
+
+def test_chiller_restore_brings_units_back() -> None:
+    sim = busy_hall(events=(
+        ScheduledEvent(time_s=0, kind="chiller_trip", target="", value=3.0, duration_s=600),
+    ))
+    f = sim.advance(20)["factory_ts"]
+    t = f["time_s"]
+    assert (f["chillers_failed"][t < 600] == sim.p.cooling.chiller_units).all()
+    assert (f["chillers_running"][t < 600] == 0).all()
+    assert (f["chillers_failed"][t >= 600] == 0).all()
+    assert pytest.approx(0.0) == float(f["chiller_load_fraction"][t < 600].max())

@@ -17,6 +17,7 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
+from storage.kpis import FACTORY_AGGREGATES
 from storage.reader import QueryError, reading_statements
 
 Cols = dict[str, npt.NDArray[Any]]
@@ -104,7 +105,30 @@ _NEAREST_CHIP_SAMPLE = """nearest AS (  -- the chip_ts sample nearest to $t
     ORDER BY abs(time_s - $t), time_s
     LIMIT 1)"""
 
+# The cost panel: the run summary's aggregates (``storage.kpis``, one definition) up to $t and over
+# the day of $t so far; the KPIs follow from them as in the run summary (``kpis.COST_SUMS``, ``RATIOS``).
+COST_AGGREGATES = ("days", "chip_hours", "tokens", "job_flop", "cost_usd", "capex_usd", "fixed_opex_usd",
+                   "water_cost_usd", "cooling_cost_usd", "inference_cost_usd", "inference_fixed_usd")
+
+
+def _cost_sql() -> str:
+    aggs = ",\n       ".join(f"{FACTORY_AGGREGATES[k]} AS {k}" for k in COST_AGGREGATES)
+    day = ", ".join(f"{FACTORY_AGGREGATES[k]} AS day_{k}" for k in COST_AGGREGATES
+                    if k.endswith("_usd") and not k.startswith("inference"))
+    return (
+        "-- Cost of ownership up to $t (the run summary's definitions), the day of $t so far, and the\n"
+        "-- mean work of the pre-training jobs finished by $t\n"
+        f"WITH run AS (\nSELECT {aggs}\nFROM factory_ts WHERE run_id = $run_id AND time_s <= $t),\n"
+        f"today AS (\nSELECT {FACTORY_AGGREGATES['days']} AS day_days, {day}\n"
+        "FROM factory_ts WHERE run_id = $run_id AND time_s <= $t AND time_s >= $t // 86400 * 86400),\n"
+        "jobs AS (\nSELECT avg(done_flop) AS pretrain_job_flop, count(*) AS pretrain_jobs_done FROM jobs\n"
+        "WHERE run_id = $run_id AND kind = 'pretrain' AND state = 'done' AND end_time_s <= $t)\n"
+        "SELECT * FROM run, today, jobs"
+    )
+
+
 TEMPLATES: dict[str, str] = {
+    "cost": _cost_sql(),
     **{name: _series(name, cols) for name, cols in SERIES.items()},
     **{name: _row(name, cols) for name, cols in ROW_PANELS.items()},
     "kpis": """-- KPI tiles: the step at $t (first row) and the step an hour earlier (trend arrows)

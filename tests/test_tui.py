@@ -122,7 +122,7 @@ async def quiet(pilot: Any, app: Any) -> None:
 
 
 async def refreshes(pilot: Any, app: Any, n: int = 2) -> None:
-    """Let the current screen redraw its panels ``n`` times."""
+    """Let the current screen run ``n`` ticks that may redraw its plots."""
     start = app.screen.budget.redraws
     await wait_for(pilot, lambda: app.screen.budget.redraws >= start + n)
 
@@ -325,8 +325,18 @@ async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> Non
                 # The SQL panels (jobs) read the same file through the loader.
                 req = PanelReq("jobs", "jobs", params, (("view", "all"),))
                 assert app.file_req(req).sql == req.sql  # paused and flushed: the file is at t
+                # Energy & cost, live: the cost panel runs on the live file and shows the run summary so far.
+                from storage.kpis import whole_run
+                from tui.screens.energy import usd
+                from tui.widgets.info import InfoList
+
+                k = whole_run(con, session.run_id)
             finally:
                 con.close()
+            await pilot.press("f5")
+            want = (f"so far ({k['days']:,.1f} d)", usd(k["total_cost_usd"]))
+            await wait_for(pilot, lambda: want in [i[:2] for i in app.screen.query_one("#cost", InfoList).items])
+            assert k["total_cost_usd"] > 0 and k["days"] == pytest.approx((t + 60) / 86400)
             await pilot.press("3")  # resume at 60×
             await wait_for(pilot, lambda: app.t > t)
             await pilot.press("1")

@@ -112,7 +112,7 @@ async def test_floor_marks_tripped_and_down_ultraservers(con: Any, tmp_path: Pat
         legend = str(app.screen.query_one("#legend").render())
         assert "↯ tripped" in legend and "✗ down" in legend
         detail = app.screen.query_one("#us-detail", InfoList)
-        assert ("state", "TRIPPED: powered off by thermal protection") in [i[:2] for i in detail.items]
+        assert ("state", "TRIPPED (thermal)") in [i[:2] for i in detail.items]
         await pilot.press("enter")
         await _settle(pilot, app)
         assert app.current_mode == "ultraserver" and "TRIPPED" in str(app.screen.query_one("#us-chips").border_title)

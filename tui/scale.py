@@ -39,6 +39,8 @@ def us_states(chips_failed: npt.ArrayLike, tripped: npt.ArrayLike | None, chips_
 
 US_STATE_TEXT = {US_OK: "running", US_SOME_FAILED: "running, chips failed", US_DOWN: "DOWN: every chip failed",
                  US_TRIPPED: "TRIPPED: powered off by thermal protection"}
+US_STATE_SHORT = {US_OK: "running", US_SOME_FAILED: "chips failed", US_DOWN: "DOWN (all chips)",
+                  US_TRIPPED: "TRIPPED (thermal)"}
 SCALES = {"viridis": VIRIDIS, "heat": HEAT}
 
 

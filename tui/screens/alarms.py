@@ -58,8 +58,7 @@ class AlarmsScreen(TwinScreen):
 
     def refresh_view(self, force: bool = False, panels: bool = True) -> None:
         super().refresh_view(force, panels)
-        if panels or force:
-            self._show()
+        self._show()
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
         self.twin.alarms.show_panel(panel, cols)

@@ -1,4 +1,5 @@
-"""Energy: the power chain stage by stage (where the watts go and what each stage loses), the
+"""Energy & cost: the cost of ownership so far (its split per day, $ per chip-hour, per M tokens,
+per EFLOP and per training run), the power chain stage by stage (where the watts go and what each stage loses), the
 cooling plant (loop temperatures, free cooling vs chiller, water), weather, price and carbon, and
 their plots over the selected window."""
 
@@ -11,6 +12,8 @@ from typing import Any
 from textual.containers import Grid, VerticalScroll
 from textual.widget import Widget
 
+from storage.kpis import COST_SUMS, RATIOS, ratio
+from storage.queries import COST_AGGREGATES
 from tui import fmt
 from tui.feed import PanelReq
 from tui.screens.base import TwinScreen
@@ -110,11 +113,11 @@ def pue_items(c: dict[str, Any]) -> list[Item]:
 
     def row(label: str, vals: list[float], f: Any, kind: str = "") -> Item:
         cells = [f(v) if math.isfinite(v) else "–" for v in vals] + ["–"] * (3 - len(vals))
-        return (label, "".join(x.rjust(8) for x in cells), None, kind)
+        return (label, "".join(x.rjust(9) for x in cells), None, kind)
 
     pct1 = lambda v: fmt.pct(v, 1)  # noqa: E731
     temp = lambda v: f"{v:.1f}°C"  # noqa: E731
-    items: list[Item] = [("", "".join(x.rjust(8) for x in ("now", "-1 h", "-1 d")), None, "")]
+    items: list[Item] = [("", "".join(x.rjust(9) for x in ("now", "-1 h", "-1 d")), None, "")]
     items += [
         row("PUE", col("pue"), lambda v: f"{v:.3f}"),
         row("cooling/IT", share("cooling_power_w"), pct1),
@@ -177,6 +180,59 @@ def unit_items(cdus: dict[str, Any], plant: dict[str, Any], meta: Any = None) ->
     return items
 
 
+def cost_kpis(c: dict[str, Any], prefix: str = "") -> dict[str, float | None]:
+    """The run summary's cost KPIs (``storage.kpis``: the cost sums and ratios) from the cost panel's
+    aggregates; ``prefix`` "day_": the cost split of the day so far."""
+    row: dict[str, Any] = {}
+    for k in (*COST_AGGREGATES, "pretrain_job_flop"):
+        v = _v(c, prefix + k)
+        row[k] = v if math.isfinite(v) else None
+    for name, (plus, minus) in COST_SUMS.items():
+        row[name] = sum(row[k] or 0.0 for k in plus) - sum(row[k] or 0.0 for k in minus)
+    for name in ("usd_per_chip_hour", "usd_per_mtok", "usd_per_mtok_all_in", "usd_per_eflop"):
+        row[name] = ratio(row, name) if all(k in row for k in RATIOS[name][:2]) else None
+    eflop, per_job = row["usd_per_eflop"], row["pretrain_job_flop"]
+    row["usd_per_pretrain_job"] = eflop * per_job / 1e18 if eflop is not None and per_job else None
+    return row
+
+
+def usd(v: float | None) -> str:
+    """Dollars in at most 8 cells: '$0.52', '$580', '$6.8 k', '$1.23 M'."""
+    if v is None or not math.isfinite(v):
+        return "–"
+    a = abs(v)
+    if a >= 1e6:
+        return f"${v / 1e6:.2f} M"
+    if a >= 1e3:
+        return f"${v / 1e3:.1f} k"
+    return f"${v:.0f}" if a >= 10 else f"${v:.2f}"
+
+
+def cost_items(c: dict[str, Any]) -> list[Item]:
+    """Cost of ownership so far: the split (capital / energy / cooling / other) per day on average
+    and for the day shown so far, the total, $ per chip-hour, per M tokens (all-in and energy only),
+    per EFLOP of batch work and per pre-training run."""
+    run, day = cost_kpis(c), cost_kpis(c, "day_")
+    days = run.get("days") or 0.0
+    total = run["total_cost_usd"] or 0.0
+    items: list[Item] = [("", f"{'per day':>8}{'today':>8}", None, "")]
+    for label, key in (("capital", "capex_usd"), ("energy", "energy_cost_usd"), ("cooling", "cooling_cost_usd"),
+                       ("other", "other_cost_usd"), ("total", "total_cost_usd")):
+        mean = run[key] / days if days and run[key] is not None else None
+        share = run[key] / total if total and run[key] is not None and key != "total_cost_usd" else None
+        items.append((label, f"{usd(mean):>8}{usd(day[key]):>8}", share, ""))
+    job = run["usd_per_pretrain_job"]
+    items += [
+        (f"so far ({days:,.1f} d)", usd(total), None, ""),
+        ("$/chip-hour", usd(run["usd_per_chip_hour"]), None, ""),
+        ("$/M tok all-in", usd(run["usd_per_mtok_all_in"]), None, ""),
+        ("$/M tok energy", usd(run["usd_per_mtok"]), None, ""),
+        ("$/EFLOP", usd(run["usd_per_eflop"]), None, ""),
+        ("$/training run", usd(job) if job is not None else "none done", None, ""),
+    ]
+    return items
+
+
 class EnergyScreen(TwinScreen):
     MODE = "energy"
     HAS_WINDOW = True
@@ -189,8 +245,8 @@ class EnergyScreen(TwinScreen):
     def compose_body(self) -> Iterable[Widget]:
         with VerticalScroll(id="energy-body"):
             with Grid(id="energy-top"):
-                for pid, title in (("chain", "Power chain"), ("plant", "Cooling plant"), ("site", "Site & grid"),
-                                   ("pue-why", "Why PUE moved"), ("units", "Plant units")):
+                for pid, title in (("chain", "Power chain"), ("cost", "Cost of ownership"), ("plant", "Cooling plant"),
+                                   ("site", "Site & grid"), ("pue-why", "Why PUE moved"), ("units", "Plant units")):
                     w = InfoList(id=pid, classes="panel")
                     w.border_title = title
                     yield w
@@ -206,7 +262,7 @@ class EnergyScreen(TwinScreen):
         p = self.twin.params()
         reqs = [PanelReq("chain", "power_chain", p), PanelReq("plant", "cooling_plant", p),
                 PanelReq("site", "site_grid", p), PanelReq("pue-why", "pue_why", p),
-                PanelReq("units", "plant_units", p)]
+                PanelReq("units", "plant_units", p), PanelReq("cost", "cost", p)]
         return reqs + [PanelReq(s[0], s[1], p) for s in PLOTS]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
@@ -220,6 +276,8 @@ class EnergyScreen(TwinScreen):
         elif panel == "units":
             self._cdus = cols
             self.query_one("#units", InfoList).show(unit_items(cols, self._plant, self.twin.meta))
+        elif panel == "cost":
+            self.query_one("#cost", InfoList).show(cost_items(cols))
         elif panel == "pue-why":
             self.query_one("#pue-why", InfoList).show(pue_items(cols))
         elif panel == "site":

@@ -14,7 +14,7 @@ from textual.widget import Widget
 
 from tui import fmt
 from tui.feed import PanelReq
-from tui.scale import US_DOWN, US_STATE_TEXT, US_TRIPPED, metric, us_states
+from tui.scale import US_DOWN, US_STATE_SHORT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable
 from tui.widgets.heatmap import FloorMap, Legend
@@ -45,7 +45,7 @@ def us_items(d: dict[str, Any], us: int, meta: Any) -> list[Item]:
     state = int(us_states(d["chips_failed"][us : us + 1], None if tripped is None else tripped[us : us + 1], cpu)[0])
     return [
         (f"UltraServer {us} · row {meta.us_row[us]} · {cpu} chips", "", None, "head"),
-        ("state", US_STATE_TEXT[state], None, "warn" if state in (US_DOWN, US_TRIPPED) else ""),
+        ("state", US_STATE_SHORT[state], None, "warn" if state in (US_DOWN, US_TRIPPED) else ""),
         ("power", fmt.power(g["power_w"]), g["power_w"] / meta.us_power_w if meta.us_power_w else None, ""),
         ("busy chips", f"{g['chips_busy']:,.0f} / {cpu}", g["chips_busy"] / cpu, ""),
         ("activity", fmt.pct(g["activity"], 0), g["activity"], ""),

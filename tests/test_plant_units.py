@@ -63,3 +63,30 @@ def test_chiller_restore_brings_units_back() -> None:
     assert (f["chillers_running"][t < 600] == 0).all()
     assert (f["chillers_failed"][t >= 600] == 0).all()
     assert pytest.approx(0.0) == float(f["chiller_load_fraction"][t < 600].max())
+
+
+def test_a_version_4_file_gains_the_plant_unit_columns() -> None:
+    """A file written before the per-unit columns (schema v4) is migrated on open for writing: the
+    six columns are appended after its own and a new step inserts by name."""
+    import duckdb
+
+    from storage.schema import columns, migrations
+    from storage.writer import init_schema
+    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION
+
+    assert SCHEMA_VERSION == len(migrations()) == 5
+    con = duckdb.connect(":memory:")
+    for stmts in migrations()[:4]:
+        for s in stmts:
+            con.execute(s)
+    for name in PLANT_UNIT_COLUMNS:
+        con.execute(f"ALTER TABLE factory_ts DROP COLUMN {name}")
+    con.execute("INSERT INTO twin_meta VALUES ('schema_version', '4')")
+    old = [r[0] for r in con.sql("DESCRIBE factory_ts").fetchall()]
+    init_schema(con)
+    cols = [r[0] for r in con.sql("DESCRIBE factory_ts").fetchall()]
+    assert cols == [*old, *PLANT_UNIT_COLUMNS]
+    assert sorted(cols) == sorted(c.name for c in columns("factory_ts"))
+    assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [("5",)]
+    con.execute("INSERT INTO factory_ts BY NAME SELECT 'r' AS run_id, 0 AS time_s, 2 AS chillers_running")
+    assert con.sql("SELECT chillers_running, chillers_failed FROM factory_ts").fetchall() == [(2, None)]

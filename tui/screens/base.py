@@ -80,7 +80,9 @@ class TwinScreen(Screen[None]):
         self.set_interval(REFRESH_S, self._tick)
 
     def on_screen_resume(self) -> None:
-        self.refresh_view(force=True)
+        # The screen shows at once with everything but the plots brought up to date; the plots
+        # (the costly part of a frame) follow on the next tick.
+        self.refresh_view(force=True, panels=self.twin.live is None)
 
     def _tick(self) -> None:
         try:
@@ -99,7 +101,8 @@ class TwinScreen(Screen[None]):
 
     def refresh_view(self, force: bool = False, panels: bool = True) -> None:
         """Status line always; panels when the time shown changed (or ``force``) — the plots only
-        when ``panels`` (a tick within the UI's budget at max speed)."""
+        when ``panels`` (not on a speed key or a screen switch; at max speed, a tick within the UI's
+        budget)."""
         app = self.twin
         app.poll_alarms()
         self.query_one(StatusBar).show(app.status())
@@ -112,7 +115,7 @@ class TwinScreen(Screen[None]):
         changed = force or app.seq != self._seen
         self._seen = app.seq
         # The plots wait for a tick within the UI's budget (``panels``), then show the latest.
-        plots = (force or app.seq != self._plots_seen) and (panels or force)
+        plots = panels and (force or app.seq != self._plots_seen)
         if plots:
             self._plots_seen = app.seq
         reqs = self.panel_requests()

@@ -266,7 +266,7 @@ SELECT '1 d earlier', * FROM (
 -- temperature, and the heat-rejection stage (chillers / economizer / towers) from the site totals
 SELECT 'CDU ' || row_id AS unit, 'cdu' AS kind, count(*) AS ultraservers, sum(power_w) AS load_w,
        avg(coolant_return_c) AS return_c, max(max_chip_temp_c) AS hottest_chip_c,
-       CAST(sum(chips_failed) AS BIGINT) AS chips_failed
+       CAST(sum(chips_failed) AS BIGINT) AS chips_failed, min(cdu_flow_fraction) AS flow
 FROM ultraserver_ts
 WHERE run_id = $run_id AND time_s = $t
 GROUP BY row_id

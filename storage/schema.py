@@ -20,10 +20,10 @@ from storage.kpis import cost_by_day_view_sql, run_summary_view_sql
 from twin.telemetry import (
     ADDED_IN,
     COST_COLUMNS,
-    PLANT_UNIT_COLUMNS,
     SCHEMA_VERSION,
     TABLES,
     UPSERT_KEYS,
+    V5_COLUMNS,
     Column,
 )
 
@@ -138,12 +138,13 @@ def migrations() -> list[list[str]]:
         v4.append(comment_sql("factory_ts", col))
     v4.append(cost_by_day_view_sql())
     out.append(v4)
-    # v5: the cooling plant's units (columns of factory_ts, as v4's).
+    # v5: the cooling plant's units (factory_ts) and each UltraServer's CDU flow (ultraserver_ts).
     v5 = []
-    for name in PLANT_UNIT_COLUMNS:
-        col = next(c for c in TABLES["factory_ts"] if c.name == name)
-        v5.append(f"ALTER TABLE factory_ts ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
-        v5.append(comment_sql("factory_ts", col))
+    for table, names in V5_COLUMNS.items():
+        for name in names:
+            col = next(c for c in TABLES[table] if c.name == name)
+            v5.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
+            v5.append(comment_sql(table, col))
     out.append(v5)
     return out
 

@@ -67,26 +67,42 @@ def test_chiller_restore_brings_units_back() -> None:
 
 def test_a_version_4_file_gains_the_plant_unit_columns() -> None:
     """A file written before the per-unit columns (schema v4) is migrated on open for writing: the
-    six columns are appended after its own and a new step inserts by name."""
+    six plant columns and the UltraServers' CDU flow are appended after their tables' own columns,
+    and a new step inserts by name."""
     import duckdb
 
     from storage.schema import columns, migrations
     from storage.writer import init_schema
-    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION
+    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, V5_COLUMNS
 
     assert SCHEMA_VERSION == len(migrations()) == 5
+    assert V5_COLUMNS == {"factory_ts": PLANT_UNIT_COLUMNS, "ultraserver_ts": ("cdu_flow_fraction",)}
     con = duckdb.connect(":memory:")
     for stmts in migrations()[:4]:
         for s in stmts:
             con.execute(s)
-    for name in PLANT_UNIT_COLUMNS:
-        con.execute(f"ALTER TABLE factory_ts DROP COLUMN {name}")
+    old = {}
+    for table, names in V5_COLUMNS.items():
+        for name in names:
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
+        old[table] = [r[0] for r in con.sql(f"DESCRIBE {table}").fetchall()]
     con.execute("INSERT INTO twin_meta VALUES ('schema_version', '4')")
-    old = [r[0] for r in con.sql("DESCRIBE factory_ts").fetchall()]
     init_schema(con)
-    cols = [r[0] for r in con.sql("DESCRIBE factory_ts").fetchall()]
-    assert cols == [*old, *PLANT_UNIT_COLUMNS]
-    assert sorted(cols) == sorted(c.name for c in columns("factory_ts"))
+    for table, names in V5_COLUMNS.items():
+        cols = [r[0] for r in con.sql(f"DESCRIBE {table}").fetchall()]
+        assert cols == [*old[table], *names]
+        assert sorted(cols) == sorted(c.name for c in columns(table))
     assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [("5",)]
     con.execute("INSERT INTO factory_ts BY NAME SELECT 'r' AS run_id, 0 AS time_s, 2 AS chillers_running")
     assert con.sql("SELECT chillers_running, chillers_failed FROM factory_ts").fetchall() == [(2, None)]
+
+
+def test_each_ultraserver_records_its_cdu_flow() -> None:
+    """Row 0's CDU pumps are lost from 10 to 20 min: its UltraServers record flow 0 in that time,
+    1 before and after (the other rows: 1 throughout)."""
+    sim = busy_hall(events=(ScheduledEvent(time_s=600, kind="cdu_pump_failure", target="0", duration_s=600),))
+    u = sim.advance(30)["ultraserver_ts"]
+    row0 = u["row_id"] == 0
+    lost = (u["time_s"] >= 600) & (u["time_s"] < 1200)
+    assert row0.any()
+    np.testing.assert_array_equal(u["cdu_flow_fraction"], np.where(row0 & lost, 0.0, 1.0))

@@ -120,6 +120,11 @@ async def test_floor_marks_tripped_and_down_ultraservers(con: Any, tmp_path: Pat
         await _settle(pilot, app)
         assert app.sel_us == 3 and "DOWN" in str(app.screen.query_one("#us-chips").border_title)
         assert "DOWN" in str(app.screen.query_one("#chip-detail").render())
+        # Energy & cost: row 0's CDU has lost its pumps, row 1's runs with UltraServer 3's chips down
+        await pilot.press("f5")
+        await _settle(pilot, app)
+        units = {label: value for label, value, _, _ in app.screen.query_one("#units", InfoList).items}
+        assert units["CDU 0"].endswith("FAILED (pumps)") and units["CDU 1"].endswith("144 chips down")
 
 
 async def _settle(pilot: Any, app: Any) -> None:

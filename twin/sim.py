@@ -339,7 +339,8 @@ class Simulation:
         )
         us_act = ph.us_act / c
         rec.ultraserver(
-            i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, ph.us_tj_max, ph.us_return_c, us_clock
+            i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, ph.us_tj_max, ph.us_return_c, us_clock,
+            self.facility.row_flow_fraction[topo.us_row],
         )
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
@@ -462,6 +463,7 @@ class _Recorder:
         "max_chip_temp_c",
         "coolant_return_c",
         "clock",
+        "cdu_flow_fraction",
     )
 
     def __init__(
@@ -518,7 +520,7 @@ class _Recorder:
         kr, kh = int(self.slot["row_ts"][i]), int(self.slot["hall_ts"][i])
         if kr < 0 and kh < 0:
             return
-        power, busy, failed, tripped, act, tmax, ret, clock = cols
+        power, busy, failed, tripped, act, tmax, ret, clock = cols[:8]
         if kr >= 0:
             st = self._row_start
             nus = np.diff(np.r_[st, topo.ultraservers])

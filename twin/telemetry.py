@@ -13,7 +13,7 @@ from dataclasses import dataclass
 # v2: calendar time (``runs.start``, ``ts`` in every time-series table), added by ``storage.schema``.
 # v3: the aggregate tiers ``row_ts`` and ``hall_ts``.
 # v4: cost of ownership in ``factory_ts`` (``COST_COLUMNS``).
-# v5: the cooling plant's units in ``factory_ts`` (``PLANT_UNIT_COLUMNS``).
+# v5: the cooling plant's units in ``factory_ts`` and each UltraServer's CDU flow (``V5_COLUMNS``).
 SCHEMA_VERSION = 5
 
 
@@ -162,6 +162,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("max_chip_temp_c", "float32", "°C", "Hottest chip junction temperature"),
         _c("coolant_return_c", "float32", "°C", "Cold-plate loop return temperature"),
         _c("clock", "float32", "-", "Mean chip clock (1 = full; below 1 when capped or hot)"),
+        # Schema v5: the coolant flow of the UltraServer's CDU (its row's pumps).
+        _c("cdu_flow_fraction", "float32", "-", "Flow of its row's CDU pumps (1 healthy, 0 lost)"),
     ),
     "chip_ts": (
         RUN_ID,
@@ -280,6 +282,8 @@ COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chip
 # Columns of factory_ts added in schema v5: the plant's units (``twin.plant.UNIT_COLUMNS``).
 PLANT_UNIT_COLUMNS = ("chillers_running", "chillers_failed", "chiller_load_fraction", "economizers_running",
                       "economizers_failed", "economizer_load_fraction")
+# Every column schema v5 adds (an older file gains them by ALTER TABLE), by table.
+V5_COLUMNS: dict[str, tuple[str, ...]] = {"factory_ts": PLANT_UNIT_COLUMNS, "ultraserver_ts": ("cdu_flow_fraction",)}
 
 # Columns the writer upserts on (one row per key, latest wins).
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {"runs": ("run_id",), "jobs": ("run_id", "job_id")}

@@ -144,11 +144,14 @@ def unit_items(cdus: dict[str, Any], plant: dict[str, Any], meta: Any = None) ->
     items: list[Item] = []
     loads = [float(v) for v in cdus.get("load_w", ())]
     top = max(loads) if loads else 0.0
+    flows = cdus.get("flow")
     for i, unit in enumerate(cdus.get("unit", ())):
         failed = int(cdus["chips_failed"][i] or 0)
-        state = f"{failed} chips down" if failed else "running"
+        flow = float(flows[i]) if flows is not None and flows[i] is not None else math.nan
+        pumps_lost = math.isfinite(flow) and flow <= 0.0  # NaN: a file from before the CDU flow column
+        state = "FAILED (pumps)" if pumps_lost else (f"{failed} chips down" if failed else "running")
         items.append((str(unit), f"{fmt.power(loads[i])} · ret {float(cdus['return_c'][i]):.1f}°C · {state}",
-                      loads[i] / top if top else None, "warn" if failed else ""))
+                      loads[i] / top if top else None, "warn" if failed or pumps_lost else ""))
     if not plant:
         return items
     chillers = int(getattr(meta, "chillers", 0) or 0)

@@ -168,8 +168,8 @@ FROM ultraserver_ts
 WHERE run_id = $run_id AND time_s = $t
 ORDER BY ultraserver_id""",
     "rows": """-- Rows (one CDU each) at $t
-SELECT row_id, count(*) AS ultraservers, sum(power_w) AS power_w, sum(chips_busy) AS chips_busy,
-       sum(chips_failed) AS chips_failed, avg(activity) AS activity,
+SELECT row_id, count(*) AS ultraservers, count_if(tripped) AS tripped, sum(chips_failed) AS chips_failed,
+       sum(power_w) AS power_w, sum(chips_busy) AS chips_busy, avg(activity) AS activity,
        max(max_chip_temp_c) AS max_chip_temp_c, avg(coolant_return_c) AS coolant_return_c
 FROM ultraserver_ts
 WHERE run_id = $run_id AND time_s = $t

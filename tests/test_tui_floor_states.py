@@ -109,6 +109,8 @@ async def test_floor_marks_tripped_and_down_ultraservers(con: Any, tmp_path: Pat
                 assert got[u] == ("✗", "down")
             else:
                 assert got[u][0] == " " and got[u][1].endswith("%")  # the activity, unmarked
+        rows = app.screen.query_one("#rows").table.to_pydict()
+        assert rows["tripped"] == [sum(u in tripped for u in (0, 1)), sum(u in tripped for u in (2, 3))]
         legend = str(app.screen.query_one("#legend").render())
         assert "↯ tripped" in legend and "✗ down" in legend
         detail = app.screen.query_one("#us-detail", InfoList)

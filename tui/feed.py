@@ -467,8 +467,9 @@ class LiveFeed:
         r = u["row_id"].astype(np.int64)
         nr = int(r.max()) + 1 if len(r) else 0
         cnt = np.bincount(r, minlength=nr)
-        out: Cols = {"row_id": np.arange(nr), "ultraservers": cnt}
-        for k in ("power_w", "chips_busy", "chips_failed"):
+        out: Cols = {"row_id": np.arange(nr), "ultraservers": cnt,
+                     "tripped": np.bincount(r, weights=u["tripped"].astype(np.float64), minlength=nr)}
+        for k in ("chips_failed", "power_w", "chips_busy"):
             out[k] = np.bincount(r, weights=u[k], minlength=nr)
         out["activity"] = np.bincount(r, weights=u["activity"], minlength=nr) / np.maximum(cnt, 1)
         tmax = np.full(nr, -np.inf)

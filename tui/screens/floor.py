@@ -27,9 +27,10 @@ ROW_FORMATS = {
     "coolant_return_c": fmt.temp,
     "chips_busy": fmt.count,
     "chips_failed": fmt.count,
+    "tripped": fmt.count,
 }
 ROW_LABELS = {"row_id": "row", "ultraservers": "US", "power_w": "power", "chips_busy": "busy",
-              "chips_failed": "failed", "activity": "activity", "max_chip_temp_c": "max chip",
+              "chips_failed": "failed", "tripped": "tripped", "activity": "activity", "max_chip_temp_c": "max chip",
               "coolant_return_c": "loop return"}
 
 

@@ -162,10 +162,10 @@ def unit_items(cdus: dict[str, Any], plant: dict[str, Any], meta: Any = None) ->
         groups = (("chiller", chillers, "chillers", "chiller_load_fraction", "load"),
                   (econ_name, econ, "economizers", "economizer_load_fraction", "fans"))
         for name, n, key, load_key, what in groups:
-            failed = _v(plant, f"{key}_failed")
+            lost = _v(plant, f"{key}_failed")
             on = _v(plant, f"{key}_running")
             load = _v(plant, load_key)
-            states = unit_states(n, n - int(failed), int(on))
+            states = unit_states(n, n - int(lost), int(on))
             for k, st in enumerate(states.tolist()):
                 if st == RUNNING:
                     items.append((f"{name} {k + 1}", f"running · {what} {fmt.pct(load, 0)}", load, ""))
@@ -221,8 +221,9 @@ def cost_items(c: dict[str, Any]) -> list[Item]:
     items: list[Item] = [("", f"{'per day':>8}{'today':>8}", None, "")]
     for label, key in (("capital", "capex_usd"), ("energy", "energy_cost_usd"), ("cooling", "cooling_cost_usd"),
                        ("other", "other_cost_usd"), ("total", "total_cost_usd")):
-        mean = run[key] / days if days and run[key] is not None else None
-        share = run[key] / total if total and run[key] is not None and key != "total_cost_usd" else None
+        v = run[key]
+        mean = v / days if days and v is not None else None
+        share = v / total if total and v is not None and key != "total_cost_usd" else None
         items.append((label, f"{usd(mean):>8}{usd(day[key]):>8}", share, ""))
     job = run["usd_per_pretrain_job"]
     items += [

@@ -65,34 +65,34 @@ def test_chiller_restore_brings_units_back() -> None:
     assert pytest.approx(0.0) == float(f["chiller_load_fraction"][t < 600].max())
 
 
-def test_a_version_4_file_gains_the_plant_unit_columns() -> None:
-    """A file written before the per-unit columns (schema v4) is migrated on open for writing: the
+def test_a_version_5_file_gains_the_plant_unit_columns() -> None:
+    """A file written before the per-unit columns (schema v5) is migrated on open for writing: the
     six plant columns and the UltraServers' CDU flow are appended after their tables' own columns,
     and a new step inserts by name."""
     import duckdb
 
     from storage.schema import columns, migrations
     from storage.writer import init_schema
-    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, V5_COLUMNS
+    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, V6_COLUMNS
 
-    assert SCHEMA_VERSION == len(migrations()) == 5
-    assert V5_COLUMNS == {"factory_ts": PLANT_UNIT_COLUMNS, "ultraserver_ts": ("cdu_flow_fraction",)}
+    assert SCHEMA_VERSION == len(migrations()) == 6
+    assert V6_COLUMNS == {"factory_ts": PLANT_UNIT_COLUMNS, "ultraserver_ts": ("cdu_flow_fraction",)}
     con = duckdb.connect(":memory:")
-    for stmts in migrations()[:4]:
+    for stmts in migrations()[:5]:
         for s in stmts:
             con.execute(s)
     old = {}
-    for table, names in V5_COLUMNS.items():
+    for table, names in V6_COLUMNS.items():
         for name in names:
             con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
         old[table] = [r[0] for r in con.sql(f"DESCRIBE {table}").fetchall()]
-    con.execute("INSERT INTO twin_meta VALUES ('schema_version', '4')")
+    con.execute("INSERT INTO twin_meta VALUES ('schema_version', '5')")
     init_schema(con)
-    for table, names in V5_COLUMNS.items():
+    for table, names in V6_COLUMNS.items():
         cols = [r[0] for r in con.sql(f"DESCRIBE {table}").fetchall()]
         assert cols == [*old[table], *names]
         assert sorted(cols) == sorted(c.name for c in columns(table))
-    assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [("5",)]
+    assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [("6",)]
     con.execute("INSERT INTO factory_ts BY NAME SELECT 'r' AS run_id, 0 AS time_s, 2 AS chillers_running")
     assert con.sql("SELECT chillers_running, chillers_failed FROM factory_ts").fetchall() == [(2, None)]
 
@@ -106,3 +106,38 @@ def test_each_ultraserver_records_its_cdu_flow() -> None:
     lost = (u["time_s"] >= 600) & (u["time_s"] < 1200)
     assert row0.any()
     np.testing.assert_array_equal(u["cdu_flow_fraction"], np.where(row0 & lost, 0.0, 1.0))
+
+
+def test_a_mixed_floor_records_its_one_plant_and_stops_like_one_hall() -> None:
+    """A floor of two systems shares one plant: its units are the plant's (not summed over the
+    systems), the chiller load they imply is the floor's (power x COP), and an advance asked to
+    stop after 3 of 10 steps records exactly those 3 steps in every table."""
+    import dataclasses
+
+    from tests.conftest import small_params
+    from tests.test_floor import _mixed
+    from twin import floor
+    from twin.params import TrainingParams
+
+    p = _mixed(small_params(services=(), training=dataclasses.replace(TrainingParams(), arrivals_per_day=500.0)))
+    sim = floor.build(p)
+    cp = p.cooling
+    f = sim.advance(20)["factory_ts"]
+    assert (f["chillers_running"] + f["chillers_failed"] <= cp.chiller_units).all()
+    np.testing.assert_array_equal(f["economizers_running"], cp.economizer_units)
+    on = f["chillers_running"] > 0
+    unit_w = sim.plant_view.chiller_unit_w
+    load = f["chiller_power_w"] * f["chiller_cop"]
+    np.testing.assert_allclose(f["chiller_load_fraction"][on], load[on] / (f["chillers_running"][on] * unit_w),
+                               rtol=1e-9)
+    calls = [0]
+
+    def stop() -> bool:
+        calls[0] += 1
+        return calls[0] >= 3
+
+    t0 = sim.t_s
+    fr = sim.advance(10, stop)
+    assert list(fr["factory_ts"]["time_s"]) == [t0, t0 + 60, t0 + 120] and sim.t_s == t0 + 180
+    assert len(fr["system_ts"]["time_s"]) == 3 * 2
+    assert set(fr["ultraserver_ts"]["time_s"].tolist()) <= {t0, t0 + 60, t0 + 120}

@@ -115,19 +115,21 @@ class Session:
     def chunk_steps(self) -> int:
         return max(1, min(1440, _ROWS_PER_CHUNK // self.sim.topo.ultraservers))
 
-    def advance(self, steps: int, *, hold_steps: int = 0) -> Frames:
+    def advance(self, steps: int, *, hold_steps: int = 0, stop: Callable[[], bool] | None = None) -> Frames:
         """Run ``steps`` steps and hand their frames to the writer.
 
         ``hold_steps`` > 0 holds the frames of small advances until that many steps are held, then
         hands them over as one batch (the live console advances a few steps at a time and the
-        writer still gets large batches); ``commit`` hands over what is held."""
-        frames = self.sim.advance(steps)
+        writer still gets large batches); ``commit`` hands over what is held. ``stop`` is asked
+        after each step; when true the advance ends there (fewer steps than asked may run: count
+        the rows of ``factory_ts``)."""
+        frames = self.sim.advance(steps, stop)
         if hold_steps <= 0:
             self.commit()
             self._hand_over(frames)
             return frames
         self._held.append(frames)
-        self._held_steps += steps
+        self._held_steps += len(frames["factory_ts"]["time_s"])
         if self._held_steps >= hold_steps:
             self.commit()
         return frames

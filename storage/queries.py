@@ -17,6 +17,7 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
+from storage.kpis import FACTORY_AGGREGATES
 from storage.reader import QueryError, reading_statements
 
 Cols = dict[str, npt.NDArray[Any]]
@@ -58,7 +59,8 @@ ROW_PANELS: dict[str, tuple[str, ...]] = {
     "cooling_plant": (
         "coolant_supply_c", "coolant_return_c", "facility_water_supply_c", "free_cooling_fraction",
         "chiller_cop", "chiller_power_w", "pump_power_w", "fan_power_w", "water_l", "unmet_heat_w",
-        "max_chip_temp_c",
+        "max_chip_temp_c", "chillers_running", "chillers_failed", "chiller_load_fraction",
+        "economizers_running", "economizers_failed", "economizer_load_fraction",
     ),
     "site_grid": (
         "outdoor_temp_c", "outdoor_wetbulb_c", "outdoor_rh", "price_usd_per_mwh", "carbon_g_per_kwh",
@@ -103,7 +105,30 @@ _NEAREST_CHIP_SAMPLE = """nearest AS (  -- the chip_ts sample nearest to $t
     ORDER BY abs(time_s - $t), time_s
     LIMIT 1)"""
 
+# The cost panel: the run summary's aggregates (``storage.kpis``, one definition) up to $t and over
+# the day of $t so far; the KPIs follow from them as in the run summary (``kpis.COST_SUMS``, ``RATIOS``).
+COST_AGGREGATES = ("days", "chip_hours", "tokens", "job_flop", "cost_usd", "capex_usd", "fixed_opex_usd",
+                   "water_cost_usd", "cooling_cost_usd", "inference_cost_usd", "inference_fixed_usd")
+
+
+def _cost_sql() -> str:
+    aggs = ",\n       ".join(f"{FACTORY_AGGREGATES[k]} AS {k}" for k in COST_AGGREGATES)
+    day = ", ".join(f"{FACTORY_AGGREGATES[k]} AS day_{k}" for k in COST_AGGREGATES
+                    if k.endswith("_usd") and not k.startswith("inference"))
+    return (
+        "-- Cost of ownership up to $t (the run summary's definitions), the day of $t so far, and the\n"
+        "-- mean work of the pre-training jobs finished by $t\n"
+        f"WITH run AS (\nSELECT {aggs}\nFROM factory_ts WHERE run_id = $run_id AND time_s <= $t),\n"
+        f"today AS (\nSELECT {FACTORY_AGGREGATES['days']} AS day_days, {day}\n"
+        "FROM factory_ts WHERE run_id = $run_id AND time_s <= $t AND time_s >= $t // 86400 * 86400),\n"
+        "jobs AS (\nSELECT avg(done_flop) AS pretrain_job_flop, count(*) AS pretrain_jobs_done FROM jobs\n"
+        "WHERE run_id = $run_id AND kind = 'pretrain' AND state = 'done' AND end_time_s <= $t)\n"
+        "SELECT * FROM run, today, jobs"
+    )
+
+
 TEMPLATES: dict[str, str] = {
+    "cost": _cost_sql(),
     **{name: _series(name, cols) for name, cols in SERIES.items()},
     **{name: _row(name, cols) for name, cols in ROW_PANELS.items()},
     "kpis": """-- KPI tiles: the step at $t (first row) and the step an hour earlier (trend arrows)
@@ -137,14 +162,14 @@ WHERE run_id = $run_id AND time_s <= $t AND kind NOT IN ('job_start', 'job_end')
 ORDER BY time_s DESC, rowid DESC
 LIMIT 200""",
     "floor": """-- Floor: every UltraServer at $t
-SELECT ultraserver_id, row_id, power_w, chips_busy, chips_failed, activity,
+SELECT ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
        max_chip_temp_c, coolant_return_c, clock
 FROM ultraserver_ts
 WHERE run_id = $run_id AND time_s = $t
 ORDER BY ultraserver_id""",
     "rows": """-- Rows (one CDU each) at $t
-SELECT row_id, count(*) AS ultraservers, sum(power_w) AS power_w, sum(chips_busy) AS chips_busy,
-       sum(chips_failed) AS chips_failed, avg(activity) AS activity,
+SELECT row_id, count(*) AS ultraservers, count_if(tripped) AS tripped, sum(chips_failed) AS chips_failed,
+       sum(power_w) AS power_w, sum(chips_busy) AS chips_busy, avg(activity) AS activity,
        max(max_chip_temp_c) AS max_chip_temp_c, avg(coolant_return_c) AS coolant_return_c
 FROM ultraserver_ts
 WHERE run_id = $run_id AND time_s = $t
@@ -241,7 +266,7 @@ SELECT '1 d earlier', * FROM (
 -- temperature, and the heat-rejection stage (chillers / economizer / towers) from the site totals
 SELECT 'CDU ' || row_id AS unit, 'cdu' AS kind, count(*) AS ultraservers, sum(power_w) AS load_w,
        avg(coolant_return_c) AS return_c, max(max_chip_temp_c) AS hottest_chip_c,
-       CAST(sum(chips_failed) AS BIGINT) AS chips_failed
+       CAST(sum(chips_failed) AS BIGINT) AS chips_failed, min(cdu_flow_fraction) AS flow
 FROM ultraserver_ts
 WHERE run_id = $run_id AND time_s = $t
 GROUP BY row_id

@@ -122,9 +122,9 @@ async def quiet(pilot: Any, app: Any) -> None:
 
 
 async def refreshes(pilot: Any, app: Any, n: int = 2) -> None:
-    """Let the current screen run ``n`` of its refresh ticks."""
-    start = app.screen.ticks
-    await wait_for(pilot, lambda: app.screen.ticks >= start + n)
+    """Let the current screen run ``n`` ticks that may redraw its plots."""
+    start = app.screen.budget.redraws
+    await wait_for(pilot, lambda: app.screen.budget.redraws >= start + n)
 
 
 def status_text(app: Any) -> str:
@@ -186,6 +186,20 @@ def test_pacer_turns_wall_time_into_steps() -> None:
     p.step_cost_s = 0.01
     p.due(300.0)
     assert p.due(400.0) == 3  # debt is capped at one slice, no catch-up burst
+
+
+def test_redraw_budget_spaces_redraws_to_a_share_of_a_core() -> None:
+    from tui.pacing import RedrawBudget
+
+    b = RedrawBudget(share=0.1, max_gap_s=1.0)
+    assert b.due(10.0, 5.0, limited=True)  # the first tick always redraws
+    # The redraw took 50 ms of UI CPU: at 10 % of a core the next one may come 0.5 s later.
+    assert not b.due(10.25, 5.05, limited=True)
+    assert b.due(10.5, 5.05, limited=True)  # 50 ms in 0.5 s = 10 %
+    assert b.due(10.75, 5.051, limited=False)  # below max speed every tick redraws
+    assert not b.due(11.0, 5.2, limited=True)
+    assert b.due(11.75, 5.9, limited=True)  # never more than max_gap_s without a redraw
+    assert b.redraws == 4
 
 
 def test_tick_messages_merge() -> None:
@@ -311,8 +325,18 @@ async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> Non
                 # The SQL panels (jobs) read the same file through the loader.
                 req = PanelReq("jobs", "jobs", params, (("view", "all"),))
                 assert app.file_req(req).sql == req.sql  # paused and flushed: the file is at t
+                # Energy & cost, live: the cost panel runs on the live file and shows the run summary so far.
+                from storage.kpis import whole_run
+                from tui.screens.energy import usd
+                from tui.widgets.info import InfoList
+
+                k = whole_run(con, session.run_id)
             finally:
                 con.close()
+            await pilot.press("f5")
+            want = (f"so far ({k['days']:,.1f} d)", usd(k["total_cost_usd"]))
+            await wait_for(pilot, lambda: want in [i[:2] for i in app.screen.query_one("#cost", InfoList).items])
+            assert k["total_cost_usd"] > 0 and k["days"] == pytest.approx((t + 60) / 86400)
             await pilot.press("3")  # resume at 60×
             await wait_for(pilot, lambda: app.t > t)
             await pilot.press("1")

@@ -140,3 +140,42 @@ def test_steps_held_for_the_writer_record_what_one_advance_records(tmp_path: Pat
         finally:
             con.close()
     assert rows[0] == rows[1] and len(rows[0]) > 0
+
+
+def test_advances_that_stop_early_record_what_one_advance_records(tmp_path: Path) -> None:
+    """The live console runs a slice of steps in one advance and stops it after any step (pause,
+    a what-if): the steps that ran are exactly the steps asked for up to the stop, and the file
+    holds what one big advance writes — with tiers recorded every 5 and 15 minutes, so cut-off
+    advances must keep each tier's rows of the steps that ran only."""
+    from scenarios.runner import same_telemetry
+
+    text = BUSY + "\n[telemetry]\nultraserver_interval_s = 300\nrow_interval_s = 120\nhall_interval_s = 900\n"
+    spec = parse(text, "busy.toml")
+    a = Session(spec, text, tmp_path / "sliced.duckdb", duration_s=6 * 3600)
+    b = Session(spec, text, tmp_path / "once.duckdb", duration_s=6 * 3600)
+    ran = []
+    try:
+        asked = 0
+        for size, stop_after in [(50, 7), (40, 40), (100, 1), (30, 13)] * 4:
+            count = [0]
+
+            def stop(count: list[int] = count, stop_after: int = stop_after) -> bool:
+                count[0] += 1
+                return count[0] >= stop_after
+
+            f = a.advance(size, hold_steps=70, stop=stop)
+            got = len(f["factory_ts"]["time_s"])
+            ran.append(got)
+            assert got == min(size, stop_after)
+            assert list(f["factory_ts"]["time_s"]) == [(asked + i) * 60 for i in range(got)]
+            # the UltraServer tier holds the due steps among those that ran, 4 rows each
+            due = sum((asked + i) * 60 % 300 < 60 for i in range(got))
+            assert len(f["ultraserver_ts"]["time_s"]) == 4 * due
+            asked += got
+        b.advance(asked)
+    finally:
+        a.close()
+        b.close()
+    assert sum(ran) == asked == 4 * (7 + 40 + 1 + 13)
+    assert same_telemetry(a.out, b.out, ("factory_ts", "ultraserver_ts", "row_ts", "hall_ts", "service_ts",
+                                         "events", "failures", "interruptions")) == []

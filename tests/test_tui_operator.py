@@ -133,6 +133,57 @@ async def test_why_pue_moved_and_plant_units(con: Any) -> None:
         assert [c[1].split(" · ")[0] for c in cdus] == [fmt.power(w) for _, w in rows]
         # the loads add up to the IT power (every UltraServer hangs off one CDU)
         assert sum(w for _, w in rows) == pytest.approx(now["it_power_w"], rel=1e-9)
+        # each chiller and tower: as many running as recorded, at the recorded load; the rest standby
+        from twin.params import CoolingParams
+
+        cp = CoolingParams()  # TINY keeps the plant's defaults
+        for name, n, key, what in (("chiller", cp.chiller_units, "chiller", "load"),
+                                   ("tower", cp.economizer_units, "economizer", "fans")):
+            mine = [(label, value) for label, value, _, _ in units if label.startswith(name + " ")]
+            assert [label for label, _ in mine] == [f"{name} {k + 1}" for k in range(n)]
+            on = now[f"{key}s_running"]
+            assert 0 < on <= n
+            load = fmt.pct(now[f"{key}_load_fraction"], 0)
+            assert [v for _, v in mine] == [f"running · {what} {load}"] * on + ["standby"] * (n - on)
+
+
+async def test_energy_and_cost_shows_the_run_summary_cost(con: Any) -> None:
+    """At the end of the run the cost panel shows the run summary's own figures (storage.kpis,
+    the code ``twin run`` prints); its per-day split is the total over the simulated days, and
+    "today" is the cost_by_day view's day; $/chip-hour by hand from the chips and hours."""
+    from storage.kpis import whole_run
+    from tui.screens.energy import usd
+    from tui.widgets.info import InfoList
+
+    run_id = latest_run_id(con)
+    k = whole_run(con, run_id)
+    app = replay_app(con)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("end", "f5")
+        await settle(pilot, app)
+        t = app.t
+        from tui.widgets.status import ModeTabs
+
+        assert app.current_mode == "energy" and "Energy & cost" in str(app.screen.query_one(ModeTabs).render())
+        items = {label: value for label, value, _, _ in app.screen.query_one("#cost", InfoList).items}
+    days = HOURS / 24
+    assert k["days"] == pytest.approx(days)
+    assert items[f"so far ({days:,.1f} d)"] == usd(k["total_cost_usd"])
+    chips = con.sql("SELECT any_value(chips_total) FROM factory_ts").fetchall()[0][0]
+    assert items["$/chip-hour"] == usd(k["total_cost_usd"] / (chips * HOURS))
+    assert items["$/M tok all-in"] == usd(k["usd_per_mtok_all_in"])
+    assert items["$/M tok energy"] == usd(k["usd_per_mtok"])
+    assert items["$/EFLOP"] == usd(k["usd_per_eflop"])
+    job = k["usd_per_pretrain_job"]
+    assert items["$/training run"] == (usd(job) if job is not None else "none done")
+    today = con.sql("SELECT * FROM cost_by_day WHERE run_id = ? AND day = ?", params=[run_id, t // 86400]
+                    ).to_arrow_table().to_pylist()[0]
+    for label, key in (("capital", "capex_usd"), ("energy", "energy_cost_usd"), ("cooling", "cooling_cost_usd"),
+                       ("other", "other_cost_usd"), ("total", "total_cost_usd")):
+        assert items[label].split() == [*usd(k[key] / days).split(), *usd(today[key]).split()], label
+    # the split adds up to the total (capital + energy + cooling + other)
+    parts = ("capex_usd", "energy_cost_usd", "cooling_cost_usd", "other_cost_usd")
+    assert sum(k[p] for p in parts) == pytest.approx(k["total_cost_usd"], rel=1e-12)
 
 
 async def test_event_search(con: Any) -> None:

@@ -401,9 +401,9 @@ class TwinApp(App[None]):
         self._alarms_asked = (self.seq, now)
         self.request_panels(self.alarms, [PanelReq("alarms", "alarms", self.params())])
 
-    def refresh_views(self, force: bool = True) -> None:
+    def refresh_views(self, force: bool = True, panels: bool = True) -> None:
         if isinstance(self.screen, TwinScreen):
-            self.screen.refresh_view(force=force)
+            self.screen.refresh_view(force=force, panels=panels)
 
     # ------------------------------------------------------------------ status
     def status(self) -> Status:
@@ -457,7 +457,8 @@ class TwinApp(App[None]):
         self._play_wall = time.monotonic()
         if self.replay is not None and not self.speed.paused and self.t is not None and self.t >= self.replay.t_last:
             self._show_time(self.replay.t_first)  # play again from the start
-        self.refresh_views(force=False)
+        # The status line at once (PAUSED, the speed); the plots follow on the next tick.
+        self.refresh_views(force=False, panels=self.replay is not None)
 
     def action_toggle_pause(self) -> None:
         self._mark_control()

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scenarios.runner import concat_frames
 from storage import queries as Q
 from twin.design import Design, derive
 
@@ -40,7 +39,6 @@ LIVE_PANELS = frozenset({
 MAX_US_HISTORY_CELLS = 500_000  # live per-UltraServer history: steps x UltraServers kept
 US_HIST_COLS = ("power_w", "max_chip_temp_c", "coolant_return_c", "activity", "clock")
 HARDWARE_EVENTS = 2000  # live events about chips, servers, UltraServers and rows kept
-_FEED_TABLES = ("factory_ts", "ultraserver_ts", "service_ts", "events")  # what the live panels use
 
 # Factory columns the live history keeps (the KPI and plot columns), plus derived ones.
 _KPI_COLS = ("it_power_w", "facility_power_w", "pue", "busy_share", "tokens_per_s", "energy_per_token_j",
@@ -52,7 +50,7 @@ _RAW_HIST = ("time_s", "it_power_w", "facility_power_w", "pue", "chips_busy", "c
 HIST_KEYS = tuple(dict.fromkeys(
     (*_RAW_HIST, *(c for cols in Q.SERIES.values() for c in cols), *_KPI_COLS)
 ))
-US_COLS = ("ultraserver_id", "row_id", "power_w", "chips_busy", "chips_failed", "activity",
+US_COLS = ("ultraserver_id", "row_id", "power_w", "chips_busy", "chips_failed", "tripped", "activity",
            "max_chip_temp_c", "coolant_return_c", "clock")
 
 Array = npt.NDArray[Any]
@@ -76,6 +74,9 @@ class Meta:
     throttle_c: float = DEFAULT_THROTTLE_C
     us_power_w: float = 0.0  # full-load IT power of one UltraServer (colour scale), 0 unknown
     slos: tuple[tuple[str, float, float], ...] = ()  # per service: (name, TTFT SLO s, TPOT SLO s)
+    chillers: int = 0  # the plant's chiller units (0 unknown)
+    economizers: int = 0  # its cooling towers or dry coolers
+    plant: str = "tower"  # "tower" | "dry"
 
     @property
     def rows(self) -> int:
@@ -130,6 +131,15 @@ def _service_slos(params: Any) -> tuple[tuple[str, float, float], ...]:
         return tuple((str(sp.name), float(sp.ttft_slo_s), float(sp.tpot_slo_s)) for sp in params.services)
     except (AttributeError, TypeError):
         return ()
+
+
+def _plant_units(params: Any) -> dict[str, Any]:
+    """The plant's unit counts and kind from the scenario (none known: empty)."""
+    try:
+        cp = params.cooling
+        return {"chillers": int(cp.chiller_units), "economizers": int(cp.economizer_units), "plant": str(cp.plant)}
+    except (AttributeError, TypeError, ValueError):
+        return {}
 
 
 def _params_from_toml(text: str | None) -> Any:
@@ -244,6 +254,7 @@ class LiveFeed:
             chips_per_us=topo.chips_per_us, servers_per_us=topo.servers_per_us,
             us_row=tuple(int(r) for r in topo.us_row), throttle_c=_throttle_c(sim.design),
             us_power_w=_nominal_us_power(sim.design), slos=_service_slos(session.params),
+            **_plant_units(session.params),
         )
         self.lock = threading.Lock()
         cap = min(MAX_HISTORY_ROWS, math.ceil((max(WINDOWS_S) + HOUR_S) / sim.dt_s) + 1)
@@ -294,15 +305,12 @@ class LiveFeed:
             sim.inject(*item)
             self.injected.append(item)
             self.injected_at.append(int(sim.t_s))
-        parts = []
-        hold = int(self.session.chunk_steps)
-        for _ in range(max(1, steps)):
-            parts.append(self.session.advance(1, hold_steps=hold))
-            if stop is not None and stop():
-                break
-        self.last_steps = len(parts)
-        self.steps_done += len(parts)
-        return self._update(concat_frames(parts, only=_FEED_TABLES))
+        # One advance for the whole slice (its fixed cost paid once), asking ``stop`` after each step.
+        frames = self.session.advance(max(1, steps), hold_steps=int(self.session.chunk_steps), stop=stop)
+        ran = len(frames["factory_ts"]["time_s"])
+        self.last_steps = ran
+        self.steps_done += ran
+        return self._update(frames)
 
     def commit(self) -> None:
         """Hand the steps held for the writer over now (paused, or a second has passed)."""
@@ -459,8 +467,9 @@ class LiveFeed:
         r = u["row_id"].astype(np.int64)
         nr = int(r.max()) + 1 if len(r) else 0
         cnt = np.bincount(r, minlength=nr)
-        out: Cols = {"row_id": np.arange(nr), "ultraservers": cnt}
-        for k in ("power_w", "chips_busy", "chips_failed"):
+        out: Cols = {"row_id": np.arange(nr), "ultraservers": cnt,
+                     "tripped": np.bincount(r, weights=u["tripped"].astype(np.float64), minlength=nr)}
+        for k in ("chips_failed", "power_w", "chips_busy"):
             out[k] = np.bincount(r, weights=u[k], minlength=nr)
         out["activity"] = np.bincount(r, weights=u["activity"], minlength=nr) / np.maximum(cnt, 1)
         tmax = np.full(nr, -np.inf)
@@ -521,6 +530,7 @@ class ReplayFeed:
         self.status = str(run["status"])
         design = _run_design(run)
         nus = int(run["ultraservers"])
+        params = _params_from_toml(run.get("scenario_toml"))
         chips_per_us = design.chips_per_us if design is not None else int(run["chips_total"]) // max(1, nus)
         servers = design.servers_per_us if design is not None else chips_per_us
         self.meta = Meta(
@@ -529,7 +539,7 @@ class ReplayFeed:
             chips_per_us=chips_per_us, servers_per_us=int(servers),
             us_row=tuple(int(r) for r in rows) if len(rows) == nus else tuple(range(nus)),
             throttle_c=_throttle_c(design), us_power_w=_nominal_us_power(design),
-            slos=_service_slos(_params_from_toml(run.get("scenario_toml"))),
+            slos=_service_slos(params), **_plant_units(params),
         )
         self.n = len(self.times)
 

@@ -128,6 +128,31 @@ class Pacer:
         return max(0.0, (self.dt_s - self._owed_s) / factor)
 
 
+class RedrawBudget:
+    """Spaces the panels' redraws so the UI thread stays within ``share`` of a core while the
+    simulation runs flat out (redraws share the interpreter with it), but redraws at least every
+    ``max_gap_s``. Fed with wall time and the UI thread's CPU time; below max speed every tick
+    redraws."""
+
+    def __init__(self, share: float, max_gap_s: float) -> None:
+        self.share = share
+        self.max_gap_s = max_gap_s
+        self._mark: tuple[float, float] | None = None  # (wall, UI CPU) at the last redraw
+        self.redraws = 0
+
+    def due(self, now: float, cpu: float, limited: bool) -> bool:
+        """Whether to redraw at wall time ``now`` with the UI thread's CPU time at ``cpu``: not when
+        ``limited`` and the CPU used since the last redraw exceeds ``share`` of the wall time since,
+        unless ``max_gap_s`` has passed."""
+        if limited and self._mark is not None:
+            wall0, cpu0 = self._mark
+            if now - wall0 < self.max_gap_s and cpu - cpu0 > self.share * (now - wall0):
+                return False
+        self._mark = (now, cpu)
+        self.redraws += 1
+        return True
+
+
 class RateMeter:
     """Measured simulated seconds per wall second over a short sliding window."""
 

@@ -20,6 +20,27 @@ from tui import fmt
 VIRIDIS = ("#440154", "#46327e", "#365c8d", "#277f8e", "#1fa187", "#4ac16d", "#a0da39", "#fde725")
 HEAT = ("#1a9850", "#66bd63", "#a6d96a", "#d9ef8b", "#fee08b", "#fdae61", "#f46d43", "#d73027")
 MISSING = "#5a5a5a"
+# UltraServer states drawn over any metric's colours: powered off by thermal protection, and down
+# (every chip failed: the UltraServer itself failed or is in maintenance).
+TRIPPED = "#8700d7"
+DOWN = "#000000"
+US_OK, US_SOME_FAILED, US_DOWN, US_TRIPPED = 0, 1, 2, 3
+
+
+def us_states(chips_failed: npt.ArrayLike, tripped: npt.ArrayLike | None, chips_per_us: int) -> npt.NDArray[np.int8]:
+    """State of each UltraServer: ``US_TRIPPED`` (thermal protection powered it off; its chips are
+    off, not failed), ``US_DOWN`` (all its chips failed), ``US_SOME_FAILED`` or ``US_OK``."""
+    failed = np.asarray(chips_failed, dtype=np.float64)
+    out = np.where(failed >= max(1, chips_per_us), US_DOWN, np.where(failed > 0, US_SOME_FAILED, US_OK))
+    if tripped is not None:
+        out = np.where(np.asarray(tripped, dtype=bool), US_TRIPPED, out)
+    return out.astype(np.int8)
+
+
+US_STATE_TEXT = {US_OK: "running", US_SOME_FAILED: "running, chips failed", US_DOWN: "DOWN: every chip failed",
+                 US_TRIPPED: "TRIPPED: powered off by thermal protection"}
+US_STATE_SHORT = {US_OK: "running", US_SOME_FAILED: "chips failed", US_DOWN: "DOWN (all chips)",
+                  US_TRIPPED: "TRIPPED (thermal)"}
 SCALES = {"viridis": VIRIDIS, "heat": HEAT}
 
 

@@ -24,7 +24,7 @@ from twin import capping, cooling, design, effects, plant, power
 from twin.catalog import Accelerator, System
 from twin.events import Events
 from twin.params import CoolingParams, FactoryParams, PowerChainParams, ScheduledEvent
-from twin.plant import MIN_FLOW
+from twin.plant import MIN_FLOW, UNIT_COLUMNS
 from twin.site import Conditions
 from twin.topology import Topology
 
@@ -126,6 +126,7 @@ class FacilityStep:
     fw_supply_c: float
     unmet_heat_w: float
     facility_cap_w: float
+    units: dict[str, float]  # the plant's units (``plant.UNIT_COLUMNS``)
     throttled_chips: int
     protected: bool  # junction protection lowered clocks inside this step
     cond: Conditions
@@ -450,6 +451,7 @@ class Facility:
             fw_supply_c=self.plant.fw_supply_c,
             unmet_heat_w=plant_out["unmet_w"],
             facility_cap_w=self.facility_cap_w,
+            units={k: plant_out[k] for k in UNIT_COLUMNS},
             throttled_chips=throttled,
             cond=cond,
             us_off=part.us_off,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import re
+from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
@@ -39,7 +40,7 @@ from twin.design import Design, derive
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.facility import PlantState
 from twin.params import FactoryParams, HallParams, ScheduledEvent, SystemRows
-from twin.sim import EVENT_KINDS, Frames, Simulation
+from twin.sim import EVENT_KINDS, Frames, Simulation, run_steps
 
 # The largest number of different systems on one floor (each is a pool with its own arrays).
 MAX_SYSTEMS = 8
@@ -347,7 +348,8 @@ class Floor:
         for k, (pl, part) in enumerate(zip(pools, parts, strict=True)):
             share = part.it_w / it_w if it_w > 0 else design[k] / sum(design)
             shared = {
-                key: (v if key in ("free_fraction", "cop") else v * share) for key, v in plant_out.items()
+                key: (v if key in ("free_fraction", "cop", *plant.UNIT_COLUMNS) else v * share)
+                for key, v in plant_out.items()
             }
             pl_losses = power.ChainLosses(losses.pdu_w * share, losses.ups_w * share, losses.transformer_w * share)
             pl.facility.facility_cap_w = cap
@@ -358,14 +360,14 @@ class Floor:
         self.t_s = t + dt
 
     # ------------------------------------------------------------------ public
-    def advance(self, steps: int) -> Frames:
-        """Run ``steps`` steps; return the floor's telemetry frames."""
+    def advance(self, steps: int, stop: Callable[[], bool] | None = None) -> Frames:
+        """Run ``steps`` steps; return the floor's telemetry frames. ``stop`` as for
+        ``Simulation.advance`` (asked after each step; the frames hold the steps run)."""
         recs = [pl._recorder(steps) for pl in self.pools]
-        for i in range(steps):
-            self._step(recs, i)
-        per = [pl._frames(rec) for pl, rec in zip(self.pools, recs, strict=True)]
-        frames = self._merge(per, steps)
-        if steps:
+        ran = run_steps(self._step, recs, steps, stop)
+        per = [pl._frames(rec, ran) for pl, rec in zip(self.pools, recs, strict=True)]
+        frames = self._merge(per, ran)
+        if ran:
             self.last = {k: float(v[-1]) for k, v in frames["factory_ts"].items()}
         return frames
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from twin import cooling
+import numpy as np
+import numpy.typing as npt
+
+from twin import cooling, telemetry
 from twin.params import CoolingParams
 from twin.site import Conditions
 
@@ -21,6 +24,23 @@ if TYPE_CHECKING:
 CP = cooling.WATER_CP_J_KG_K
 LATENT_J_PER_KG = 2.43e6  # latent heat of vaporisation of water at ~30 °C
 MIN_FLOW = 0.3  # variable-speed pumps never go below 30 % flow (ASM)
+
+
+# State of a plant unit (chiller, cooling tower / dry cooler): running, standby (healthy, not needed),
+# failed (tripped or lost, until restored).
+RUNNING, STANDBY, FAILED = 0, 1, 2
+UNIT_STATES = ("running", "standby", "failed")
+# What ``plant_step`` reports about the units, recorded as ``factory_ts`` columns of these names.
+UNIT_COLUMNS = telemetry.PLANT_UNIT_COLUMNS
+
+
+def unit_states(units: int, up: int, running: int) -> npt.NDArray[np.int8]:
+    """State of each of ``units`` identical units with ``up`` healthy and ``running`` of those
+    running (the model loads running units equally and does not tell them apart, so the running
+    ones are numbered first, then standby, the failed last)."""
+    i = np.arange(max(units, 0))
+    out: npt.NDArray[np.int8] = np.where(i < running, RUNNING, np.where(i < up, STANDBY, FAILED)).astype(np.int8)
+    return out
 
 
 def sink_c(cp: CoolingParams, cond: Conditions) -> tuple[float, float]:
@@ -114,6 +134,8 @@ def plant_step(f: Facility, liquid_w: float, air_w: float, cond: Conditions, dt_
     cop_liq = cooling.chiller_cop(f.fw_setpoint_c - 2.0, t_cond - cp.condenser_approach_k, cp)
     cop_air = cooling.chiller_cop(cp.chilled_water_c - 2.0, t_cond - cp.condenser_approach_k, cp)
     chiller_w = 0.0
+    running = 0
+    plr = 0.0
     if chiller_load > 0:
         running = max(math.ceil(chiller_load / f.chiller_unit_w - 1e-9), 1)
         plr = chiller_load / (running * f.chiller_unit_w)
@@ -150,4 +172,13 @@ def plant_step(f: Facility, liquid_w: float, air_w: float, cond: Conditions, dt_
         "cop": cop,
         "water_l": water_l,
         "unmet_w": liq_unmet + air_unmet,
+        # The units: chillers running (the load shared equally, at part-load ratio ``plr``) and
+        # failed; the towers / dry coolers all run while there is heat to reject, their fans at
+        # ``fan_speed`` (heat rejected over the design load).
+        "chillers_running": float(min(running, st.chillers_up)),
+        "chillers_failed": float(cp.chiller_units - st.chillers_up),
+        "chiller_load_fraction": plr,
+        "economizers_running": float(st.towers_up if rejected > 0 else 0),
+        "economizers_failed": float(cp.economizer_units - st.towers_up),
+        "economizer_load_fraction": fan_speed if st.towers_up and rejected > 0 else 0.0,
     }

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -328,6 +329,7 @@ class Simulation:
             throttled_chips=ph.throttled_chips,
             mean_clock=mean_clock,
             chips_allocated=int(np.count_nonzero(owner >= 0)),
+            **ph.units,
             chips_busy=int(us_busy.sum()),
             chips_failed=int(us_failed.sum()),
             ultraservers_tripped=int(tripped_us.sum()),
@@ -356,7 +358,8 @@ class Simulation:
         )
         us_act = ph.us_act / c
         rec.ultraserver(
-            i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, ph.us_tj_max, ph.us_return_c, us_clock
+            i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, ph.us_tj_max, ph.us_return_c, us_clock,
+            self.facility.row_flow_fraction[topo.us_row],
         )
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
@@ -389,14 +392,15 @@ class Simulation:
         return inf_w
 
     # ------------------------------------------------------------------ public
-    def advance(self, steps: int) -> Frames:
-        """Run ``steps`` steps; return their telemetry frames."""
+    def advance(self, steps: int, stop: Callable[[], bool] | None = None) -> Frames:
+        """Run ``steps`` steps; return their telemetry frames. ``stop`` is asked after each step:
+        when it returns true, the advance ends there (the frames hold the steps run), so a caller
+        can run many steps in one advance and still act after any one of them."""
         rec = self._recorder(steps)
-        for i in range(steps):
-            self._step(rec, i)
-        frames = self._frames(rec)
+        ran = run_steps(self._step, rec, steps, stop)
+        frames = self._frames(rec, ran)
         frames["system_ts"] = telemetry.system_rows([frames["factory_ts"]], [self.sys.key])
-        if steps:
+        if ran:
             self.last = {k: float(v[-1]) for k, v in frames["factory_ts"].items()}
         return frames
 
@@ -414,10 +418,10 @@ class Simulation:
             },
         )
 
-    def _frames(self, rec: _Recorder) -> Frames:
-        """The frames of the steps recorded in ``rec`` with the jobs, events, failures and
-        interruptions since the last call."""
-        frames = rec.frames()
+    def _frames(self, rec: _Recorder, ran: int | None = None) -> Frames:
+        """The frames of the steps recorded in ``rec`` (its first ``ran``: an advance that stopped
+        early) with the jobs, events, failures and interruptions since the last call."""
+        frames = rec.frames(ran)
         frames["jobs"] = self.cluster.job_rows(self.t_s)
         frames["events"] = self._event_rows()
         frames.update(self.cluster.event_tables())
@@ -440,6 +444,16 @@ class Simulation:
             "value": np.array([e[6] for e in ev], dtype=np.float64),
             "duration_s": np.array([e[7] for e in ev], dtype=np.int64),
         }
+
+
+def run_steps(step: Callable[[Any, int], None], rec: Any, steps: int, stop: Callable[[], bool] | None) -> int:
+    """Run ``step(rec, i)`` for i < ``steps``, asking ``stop`` after each (not after the last);
+    returns how many ran."""
+    for i in range(steps):
+        step(rec, i)
+        if stop is not None and i + 1 < steps and stop():
+            return i + 1
+    return steps
 
 
 _NP_DTYPES: dict[str, Any] = {
@@ -483,6 +497,7 @@ class _Recorder:
         "max_chip_temp_c",
         "coolant_return_c",
         "clock",
+        "cdu_flow_fraction",
     )
 
     def __init__(
@@ -539,7 +554,7 @@ class _Recorder:
         kr, kh = int(self.slot["row_ts"][i]), int(self.slot["hall_ts"][i])
         if kr < 0 and kh < 0:
             return
-        power, busy, failed, tripped, act, tmax, ret, clock = cols
+        power, busy, failed, tripped, act, tmax, ret, clock = cols[:8]
         if kr >= 0:
             st = self._row_start
             nus = np.diff(np.r_[st, topo.ultraservers])
@@ -620,13 +635,29 @@ class _Recorder:
             s["utilization"][r] = st.utilization
             s["power_w"][r] = power_w[k]
 
-    def frames(self) -> Frames:
+    def frames(self, ran: int | None = None) -> Frames:
+        """The buffers as frames; ``ran``: only the first ``ran`` steps were run (an advance that
+        stopped early), the rows of the others are cut off."""
+        if ran is not None and ran < len(self.f["time_s"]):
+            self._cut(ran)
         out: Frames = {"factory_ts": self.f, "ultraserver_ts": self.u, "row_ts": self.r, "hall_ts": self.h}
         if self.svc_names:
             out["service_ts"] = self.s
         if self.c:
             out["chip_ts"] = {k: np.concatenate([c[k] for c in self.c]) for k in self.c[0]}
         return out
+
+
+    def _cut(self, ran: int) -> None:
+        topo = self.topo
+        per_step = {"ultraserver_ts": topo.ultraservers, "row_ts": topo.rows, "hall_ts": 1}
+        for name, buf in (("ultraserver_ts", self.u), ("row_ts", self.r), ("hall_ts", self.h)):
+            rows = int((self.slot[name][:ran] >= 0).sum()) * per_step[name]
+            for k in buf:
+                buf[k] = buf[k][:rows]
+        self.f = {k: v[:ran] for k, v in self.f.items()}
+        ns = ran * len(self.svc_names)
+        self.s = {k: v[:ns] for k, v in self.s.items()}
 
 
 TIERS = ("ultraserver_ts", "row_ts", "hall_ts")

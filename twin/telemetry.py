@@ -17,7 +17,8 @@ import numpy as np
 # v3: the aggregate tiers ``row_ts`` and ``hall_ts``.
 # v4: cost of ownership in ``factory_ts`` (``COST_COLUMNS``).
 # v5: mixed floors: ``system_ts`` (one row per system and step) and ``jobs.system``.
-SCHEMA_VERSION = 5
+# v6: the cooling plant's units in ``factory_ts`` and each UltraServer's CDU flow (``V6_COLUMNS``).
+SCHEMA_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,14 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("fixed_opex_usd", "float64", "USD", "Maintenance and staff cost of this step"),
         _c("water_cost_usd", "float64", "USD", "Cooling-tower water cost of this step"),
         _c("inference_chips", "int32", "-", "Chips held by inference replicas"),
+        # Schema v6: the cooling plant's units (twin.plant): identical units, the running ones
+        # sharing the load equally.
+        _c("chillers_running", "int32", "-", "Chillers running this step (the rest standby or failed)"),
+        _c("chillers_failed", "int32", "-", "Chillers tripped and not yet restored"),
+        _c("chiller_load_fraction", "float64", "-", "Part-load ratio of each running chiller (load / unit capacity)"),
+        _c("economizers_running", "int32", "-", "Cooling towers / dry coolers running (all healthy ones while heat is rejected)"),
+        _c("economizers_failed", "int32", "-", "Cooling towers / dry coolers lost and not yet restored"),
+        _c("economizer_load_fraction", "float64", "-", "Fan speed of the running towers / dry coolers (heat rejected / design load)"),
     ),
     "ultraserver_ts": (
         RUN_ID,
@@ -157,6 +166,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("max_chip_temp_c", "float32", "°C", "Hottest chip junction temperature"),
         _c("coolant_return_c", "float32", "°C", "Cold-plate loop return temperature"),
         _c("clock", "float32", "-", "Mean chip clock (1 = full; below 1 when capped or hot)"),
+        # Schema v6: the coolant flow of the UltraServer's CDU (its row's pumps).
+        _c("cdu_flow_fraction", "float32", "-", "Flow of its row's CDU pumps (1 healthy, 0 lost)"),
     ),
     "chip_ts": (
         RUN_ID,
@@ -290,6 +301,9 @@ TABLES["system_ts"] = (
     *(c for c in TABLES["factory_ts"] if c.name in _SYSTEM_COLUMNS),
 )
 
+# Columns of factory_ts added in schema v6: the plant's units (``twin.plant.UNIT_COLUMNS``).
+PLANT_UNIT_COLUMNS = ("chillers_running", "chillers_failed", "chiller_load_fraction", "economizers_running",
+                      "economizers_failed", "economizer_load_fraction")
 # How a mixed floor's factory_ts row follows from its systems' rows (``twin.floor``): "sum"
 # (the default: powers, energy, counts, work, cost), "same" (the floor's own: weather, price,
 # plant temperatures, caps), "max", "ratio:<numerator>/<denominator>" of the merged sums, or
@@ -313,6 +327,8 @@ FLOOR_MERGE: dict[str, str] = {
     "activity": "mean:chips_total",
     "coolant_return_c": "mean:chips_total",
     "fragmentation": "mean:chips_free",
+    # The plant's units are the floor's (one plant): every system's row carries the same values.
+    **dict.fromkeys(PLANT_UNIT_COLUMNS, "same"),
 }
 
 
@@ -337,6 +353,8 @@ ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3, "system_ts": 5}
 V5_COLUMNS = (("jobs", "system"),)
 # Columns of factory_ts added in schema v4 (an older file gains them by ALTER TABLE).
 COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips")
+# Every column schema v6 adds (an older file gains them by ALTER TABLE), by table.
+V6_COLUMNS: dict[str, tuple[str, ...]] = {"factory_ts": PLANT_UNIT_COLUMNS, "ultraserver_ts": ("cdu_flow_fraction",)}
 
 # Columns the writer upserts on (one row per key, latest wins).
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {"runs": ("run_id",), "jobs": ("run_id", "job_id")}

@@ -56,8 +56,8 @@ class AlarmsScreen(TwinScreen):
     def panel_requests(self) -> list[PanelReq]:
         return [PanelReq("alarms-table", "alarms", self.twin.params())]
 
-    def refresh_view(self, force: bool = False) -> None:
-        super().refresh_view(force)
+    def refresh_view(self, force: bool = False, panels: bool = True) -> None:
+        super().refresh_view(force, panels)
         self._show()
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:

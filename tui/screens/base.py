@@ -19,13 +19,21 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 
+from storage import queries as Q
 from tui.feed import LIVE_PANELS, PanelReq
+from tui.pacing import MAX, RedrawBudget
 from tui.widgets.status import ModeTabs, Scrubber, StatusBar
 
 if TYPE_CHECKING:
     from tui.app import TwinApp
 
 REFRESH_S = 0.25  # KPI, plot and status refresh period (4 Hz)
+# Live at max speed the plots' redraws share the interpreter with the simulation: they are spaced so
+# the UI thread uses at most this share of a core (measured), and come at least every PANEL_MAX_S.
+# The status line (clock, speed, alarms), KPI tiles and maps still move every tick; keys act at once.
+UI_BUDGET = 0.10
+PANEL_MAX_S = 1.0
+PLOT_PANELS = frozenset({*Q.SERIES, "us_history"})  # the panels held to the budget (plots redraw whole)
 SQL_PANEL_REFRESH_S = 1.0  # live panels that run SQL on the file (tables) refresh at 1 Hz
 
 
@@ -44,10 +52,12 @@ class TwinScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__(id=self.MODE)
         self._seen = -1
+        self._plots_seen = -1
         self._sql_at = 0.0
         self._table_at = 0.0
         self.load_count = 0  # panel results shown (refresh-rate figures)
         self.ticks = 0  # refresh ticks run while this screen was current (tests wait on them)
+        self.budget = RedrawBudget(UI_BUDGET, PANEL_MAX_S)  # budget.redraws: ticks that may redraw the plots
 
     @property
     def twin(self) -> TwinApp:
@@ -70,7 +80,9 @@ class TwinScreen(Screen[None]):
         self.set_interval(REFRESH_S, self._tick)
 
     def on_screen_resume(self) -> None:
-        self.refresh_view(force=True)
+        # The screen shows at once with everything but the plots brought up to date; the plots
+        # (the costly part of a frame) follow on the next tick.
+        self.refresh_view(force=True, panels=self.twin.live is None)
 
     def _tick(self) -> None:
         try:
@@ -78,11 +90,19 @@ class TwinScreen(Screen[None]):
         except Exception:  # no screen while the app shuts down
             return
         if current:
-            self.refresh_view()
+            self.refresh_view(panels=self._panels_due())
             self.ticks += 1
 
-    def refresh_view(self, force: bool = False) -> None:
-        """Status line always; panels when the time shown changed (or ``force``)."""
+    def _panels_due(self) -> bool:
+        """Whether this tick may redraw the plots: always, except live at max speed while the UI thread
+        has used more than ``UI_BUDGET`` of a core since the last redraw (``RedrawBudget``)."""
+        app = self.twin
+        return self.budget.due(time.monotonic(), time.thread_time(), app.live is not None and app.speed.level == MAX)
+
+    def refresh_view(self, force: bool = False, panels: bool = True) -> None:
+        """Status line always; panels when the time shown changed (or ``force``) — the plots only
+        when ``panels`` (not on a speed key or a screen switch; at max speed, a tick within the UI's
+        budget)."""
         app = self.twin
         app.poll_alarms()
         self.query_one(StatusBar).show(app.status())
@@ -94,18 +114,22 @@ class TwinScreen(Screen[None]):
         now = time.monotonic()
         changed = force or app.seq != self._seen
         self._seen = app.seq
+        # The plots wait for a tick within the UI's budget (``panels``), then show the latest.
+        plots = panels and (force or app.seq != self._plots_seen)
+        if plots:
+            self._plots_seen = app.seq
         reqs = self.panel_requests()
         if app.live is not None:
             tables = force or now - self._table_at >= SQL_PANEL_REFRESH_S
             if tables:
                 self._table_at = now
-            if changed:
-                for r in reqs:
-                    if r.query in LIVE_PANELS and (tables or r.panel not in self.TABLES):
-                        cols = app.live.panel(r.query, r.params)
-                        if cols is not None:
-                            self.show_panel(r.panel, cols)
-                            self.load_count += 1
+            for r in reqs:
+                due = plots if r.query in PLOT_PANELS else changed
+                if due and r.query in LIVE_PANELS and (tables or r.panel not in self.TABLES):
+                    cols = app.live.panel(r.query, r.params)
+                    if cols is not None:
+                        self.show_panel(r.panel, cols)
+                        self.load_count += 1
             sql = [r for r in reqs if r.query not in LIVE_PANELS]
             if sql and (force or now - self._sql_at >= SQL_PANEL_REFRESH_S):
                 self._sql_at = now

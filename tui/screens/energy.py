@@ -1,4 +1,5 @@
-"""Energy: the power chain stage by stage (where the watts go and what each stage loses), the
+"""Energy & cost: the cost of ownership so far (its split per day, $ per chip-hour, per M tokens,
+per EFLOP and per training run), the power chain stage by stage (where the watts go and what each stage loses), the
 cooling plant (loop temperatures, free cooling vs chiller, water), weather, price and carbon, and
 their plots over the selected window."""
 
@@ -11,11 +12,14 @@ from typing import Any
 from textual.containers import Grid, VerticalScroll
 from textual.widget import Widget
 
+from storage.kpis import COST_SUMS, RATIOS, ratio
+from storage.queries import COST_AGGREGATES
 from tui import fmt
 from tui.feed import PanelReq
 from tui.screens.base import TwinScreen
 from tui.screens.overview import PlotSpec, plot_widget, show_plot
 from tui.widgets.info import InfoList, Item
+from twin.plant import FAILED, RUNNING, UNIT_STATES, unit_states
 
 PLOTS: tuple[PlotSpec, ...] = (
     ("plot-cooling", "plot_cooling", "Cooling / losses", fmt.power, ("cooling", "losses")),
@@ -109,11 +113,11 @@ def pue_items(c: dict[str, Any]) -> list[Item]:
 
     def row(label: str, vals: list[float], f: Any, kind: str = "") -> Item:
         cells = [f(v) if math.isfinite(v) else "–" for v in vals] + ["–"] * (3 - len(vals))
-        return (label, "".join(x.rjust(8) for x in cells), None, kind)
+        return (label, "".join(x.rjust(9) for x in cells), None, kind)
 
     pct1 = lambda v: fmt.pct(v, 1)  # noqa: E731
     temp = lambda v: f"{v:.1f}°C"  # noqa: E731
-    items: list[Item] = [("", "".join(x.rjust(8) for x in ("now", "-1 h", "-1 d")), None, "")]
+    items: list[Item] = [("", "".join(x.rjust(9) for x in ("now", "-1 h", "-1 d")), None, "")]
     items += [
         row("PUE", col("pue"), lambda v: f"{v:.3f}"),
         row("cooling/IT", share("cooling_power_w"), pct1),
@@ -134,32 +138,102 @@ def pue_items(c: dict[str, Any]) -> list[Item]:
     return items
 
 
-def unit_items(cdus: dict[str, Any], plant: dict[str, Any]) -> list[Item]:
-    """The plant's units: each CDU (one per row) with its heat load and loop return, and the heat
-    rejection stage. The model records the chillers, economizer and towers as one stage (no
-    per-chiller columns), so they are shown as such."""
+def unit_items(cdus: dict[str, Any], plant: dict[str, Any], meta: Any = None) -> list[Item]:
+    """The plant's units: each CDU (one per row) with its heat load and loop return, each chiller
+    and each cooling tower / dry cooler with its state (running, standby, failed) and load."""
     items: list[Item] = []
     loads = [float(v) for v in cdus.get("load_w", ())]
     top = max(loads) if loads else 0.0
+    flows = cdus.get("flow")
     for i, unit in enumerate(cdus.get("unit", ())):
         failed = int(cdus["chips_failed"][i] or 0)
-        state = f"{failed} chips down" if failed else "running"
+        flow = float(flows[i]) if flows is not None and flows[i] is not None else math.nan
+        pumps_lost = math.isfinite(flow) and flow <= 0.0  # NaN: a file from before the CDU flow column
+        state = "FAILED (pumps)" if pumps_lost else (f"{failed} chips down" if failed else "running")
         items.append((str(unit), f"{fmt.power(loads[i])} · ret {float(cdus['return_c'][i]):.1f}°C · {state}",
-                      loads[i] / top if top else None, "warn" if failed else ""))
-    if plant:
+                      loads[i] / top if top else None, "warn" if failed or pumps_lost else ""))
+    if not plant:
+        return items
+    chillers = int(getattr(meta, "chillers", 0) or 0)
+    econ = int(getattr(meta, "economizers", 0) or 0)
+    running = _v(plant, "chillers_running")
+    if chillers and math.isfinite(running):  # files from before the per-unit columns: the stage only
+        econ_name = "dry cooler" if getattr(meta, "plant", "tower") == "dry" else "tower"
+        groups = (("chiller", chillers, "chillers", "chiller_load_fraction", "load"),
+                  (econ_name, econ, "economizers", "economizer_load_fraction", "fans"))
+        for name, n, key, load_key, what in groups:
+            lost = _v(plant, f"{key}_failed")
+            on = _v(plant, f"{key}_running")
+            load = _v(plant, load_key)
+            states = unit_states(n, n - int(lost), int(on))
+            for k, st in enumerate(states.tolist()):
+                if st == RUNNING:
+                    items.append((f"{name} {k + 1}", f"running · {what} {fmt.pct(load, 0)}", load, ""))
+                else:
+                    items.append((f"{name} {k + 1}", UNIT_STATES[st], None, "warn" if st == FAILED else ""))
+    else:
         free = _v(plant, "free_cooling_fraction")
         chiller_w = _v(plant, "chiller_power_w")
-        cop = _v(plant, "chiller_cop")
-        running = chiller_w > 0
-        items.append(("chillers", f"{'running' if running else 'idle'} · {fmt.power(chiller_w)}"
-                      f" · load {fmt.power(chiller_w * cop) if running else '0 W'}", None, ""))
-        items.append(("economizer", f"{'on' if free > 0 else 'off'} · {fmt.pct(free, 0)} of the heat", free
-                      if math.isfinite(free) else None, ""))
-        items.append(("towers / dry coolers", f"fans {fmt.power(_v(plant, 'fan_power_w'))} · water "
-                      f"{_v(plant, 'water_l'):,.0f} L/step", None, ""))
-        unmet = _v(plant, "unmet_heat_w")
-        if unmet > 0:
-            items.append(("short of capacity", fmt.power(unmet), None, "warn"))
+        items.append(("chillers", f"{'running' if chiller_w > 0 else 'idle'} · {fmt.power(chiller_w)}", None, ""))
+        items.append(("economizer", f"{'on' if free > 0 else 'off'} · {fmt.pct(free, 0)} of the heat",
+                      free if math.isfinite(free) else None, ""))
+    unmet = _v(plant, "unmet_heat_w")
+    if unmet > 0:
+        items.append(("short of capacity", fmt.power(unmet), None, "warn"))
+    return items
+
+
+def cost_kpis(c: dict[str, Any], prefix: str = "") -> dict[str, float | None]:
+    """The run summary's cost KPIs (``storage.kpis``: the cost sums and ratios) from the cost panel's
+    aggregates; ``prefix`` "day_": the cost split of the day so far."""
+    row: dict[str, Any] = {}
+    for k in (*COST_AGGREGATES, "pretrain_job_flop"):
+        v = _v(c, prefix + k)
+        row[k] = v if math.isfinite(v) else None
+    for name, (plus, minus) in COST_SUMS.items():
+        row[name] = sum(row[k] or 0.0 for k in plus) - sum(row[k] or 0.0 for k in minus)
+    for name in ("usd_per_chip_hour", "usd_per_mtok", "usd_per_mtok_all_in", "usd_per_eflop"):
+        row[name] = ratio(row, name) if all(k in row for k in RATIOS[name][:2]) else None
+    eflop, per_job = row["usd_per_eflop"], row["pretrain_job_flop"]
+    row["usd_per_pretrain_job"] = eflop * per_job / 1e18 if eflop is not None and per_job else None
+    return row
+
+
+def usd(v: float | None) -> str:
+    """Dollars in at most 8 cells: '$0.52', '$580', '$6.8 k', '$1.23 M'."""
+    if v is None or not math.isfinite(v):
+        return "–"
+    a = abs(v)
+    if a >= 1e6:
+        return f"${v / 1e6:.2f} M"
+    if a >= 1e3:
+        return f"${v / 1e3:.1f} k"
+    return f"${v:.0f}" if a >= 10 else f"${v:.2f}"
+
+
+def cost_items(c: dict[str, Any]) -> list[Item]:
+    """Cost of ownership so far: the split (capital / energy / cooling / other) per day on average
+    and for the day shown so far, the total, $ per chip-hour, per M tokens (all-in and energy only),
+    per EFLOP of batch work and per pre-training run."""
+    run, day = cost_kpis(c), cost_kpis(c, "day_")
+    days = run.get("days") or 0.0
+    total = run["total_cost_usd"] or 0.0
+    items: list[Item] = [("", f"{'per day':>8}{'today':>8}", None, "")]
+    for label, key in (("capital", "capex_usd"), ("energy", "energy_cost_usd"), ("cooling", "cooling_cost_usd"),
+                       ("other", "other_cost_usd"), ("total", "total_cost_usd")):
+        v = run[key]
+        mean = v / days if days and v is not None else None
+        share = v / total if total and v is not None and key != "total_cost_usd" else None
+        items.append((label, f"{usd(mean):>8}{usd(day[key]):>8}", share, ""))
+    job = run["usd_per_pretrain_job"]
+    items += [
+        (f"so far ({days:,.1f} d)", usd(total), None, ""),
+        ("$/chip-hour", usd(run["usd_per_chip_hour"]), None, ""),
+        ("$/M tok all-in", usd(run["usd_per_mtok_all_in"]), None, ""),
+        ("$/M tok energy", usd(run["usd_per_mtok"]), None, ""),
+        ("$/EFLOP", usd(run["usd_per_eflop"]), None, ""),
+        ("$/training run", usd(job) if job is not None else "none done", None, ""),
+    ]
     return items
 
 
@@ -175,8 +249,8 @@ class EnergyScreen(TwinScreen):
     def compose_body(self) -> Iterable[Widget]:
         with VerticalScroll(id="energy-body"):
             with Grid(id="energy-top"):
-                for pid, title in (("chain", "Power chain"), ("plant", "Cooling plant"), ("site", "Site & grid"),
-                                   ("pue-why", "Why PUE moved"), ("units", "Plant units")):
+                for pid, title in (("chain", "Power chain"), ("cost", "Cost of ownership"), ("plant", "Cooling plant"),
+                                   ("site", "Site & grid"), ("pue-why", "Why PUE moved"), ("units", "Plant units")):
                     w = InfoList(id=pid, classes="panel")
                     w.border_title = title
                     yield w
@@ -192,7 +266,7 @@ class EnergyScreen(TwinScreen):
         p = self.twin.params()
         reqs = [PanelReq("chain", "power_chain", p), PanelReq("plant", "cooling_plant", p),
                 PanelReq("site", "site_grid", p), PanelReq("pue-why", "pue_why", p),
-                PanelReq("units", "plant_units", p)]
+                PanelReq("units", "plant_units", p), PanelReq("cost", "cost", p)]
         return reqs + [PanelReq(s[0], s[1], p) for s in PLOTS]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
@@ -202,10 +276,12 @@ class EnergyScreen(TwinScreen):
         elif panel == "plant":
             self._plant = cols
             self.query_one("#plant", InfoList).show(plant_items(cols, dt))
-            self.query_one("#units", InfoList).show(unit_items(self._cdus, cols))
+            self.query_one("#units", InfoList).show(unit_items(self._cdus, cols, self.twin.meta))
         elif panel == "units":
             self._cdus = cols
-            self.query_one("#units", InfoList).show(unit_items(cols, self._plant))
+            self.query_one("#units", InfoList).show(unit_items(cols, self._plant, self.twin.meta))
+        elif panel == "cost":
+            self.query_one("#cost", InfoList).show(cost_items(cols))
         elif panel == "pue-why":
             self.query_one("#pue-why", InfoList).show(pue_items(cols))
         elif panel == "site":

@@ -14,7 +14,7 @@ from textual.widget import Widget
 
 from tui import fmt
 from tui.feed import PanelReq
-from tui.scale import metric
+from tui.scale import US_DOWN, US_STATE_SHORT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable
 from tui.widgets.heatmap import FloorMap, Legend
@@ -27,9 +27,10 @@ ROW_FORMATS = {
     "coolant_return_c": fmt.temp,
     "chips_busy": fmt.count,
     "chips_failed": fmt.count,
+    "tripped": fmt.count,
 }
 ROW_LABELS = {"row_id": "row", "ultraservers": "US", "power_w": "power", "chips_busy": "busy",
-              "chips_failed": "failed", "activity": "activity", "max_chip_temp_c": "max chip",
+              "chips_failed": "failed", "tripped": "tripped", "activity": "activity", "max_chip_temp_c": "max chip",
               "coolant_return_c": "loop return"}
 
 
@@ -41,8 +42,11 @@ def us_items(d: dict[str, Any], us: int, meta: Any) -> list[Item]:
                                                          "max_chip_temp_c", "coolant_return_c", "clock")}
     cpu = meta.chips_per_us
     hot = g["max_chip_temp_c"] >= meta.throttle_c
+    tripped = d.get("tripped")
+    state = int(us_states(d["chips_failed"][us : us + 1], None if tripped is None else tripped[us : us + 1], cpu)[0])
     return [
         (f"UltraServer {us} · row {meta.us_row[us]} · {cpu} chips", "", None, "head"),
+        ("state", US_STATE_SHORT[state], None, "warn" if state in (US_DOWN, US_TRIPPED) else ""),
         ("power", fmt.power(g["power_w"]), g["power_w"] / meta.us_power_w if meta.us_power_w else None, ""),
         ("busy chips", f"{g['chips_busy']:,.0f} / {cpu}", g["chips_busy"] / cpu, ""),
         ("activity", fmt.pct(g["activity"], 0), g["activity"], ""),
@@ -70,7 +74,7 @@ class FloorScreen(TwinScreen):
         meta = self.twin.meta
         with Horizontal(id="floor-body"):
             with Vertical(id="floor-map", classes="panel"):
-                yield Legend(id="legend")
+                yield Legend(floor=True, id="legend")
                 yield FloorMap(meta, id="map")
             with Horizontal(id="floor-lower"):
                 d = InfoList(id="us-detail", classes="panel")

@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from tui import fmt
 from tui.feed import PanelReq
-from tui.scale import metric
+from tui.scale import US_DOWN, US_STATE_TEXT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable
 from tui.widgets.heatmap import ChipGrid, Legend, chip_detail
@@ -72,7 +72,8 @@ class UltraServerScreen(TwinScreen):
         app = self.twin
         p = app.params(us=app.sel_us)
         return [PanelReq("chips", "chips", p), PanelReq("us-jobs", "us_jobs", p),
-                PanelReq("plot-us-power", "us_history", p), PanelReq("us-events", "us_events", p)]
+                PanelReq("plot-us-power", "us_history", p), PanelReq("us-events", "us_events", p),
+                PanelReq("us-state", "floor", p)]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
         app = self.twin
@@ -93,6 +94,19 @@ class UltraServerScreen(TwinScreen):
             p.border_subtitle = sub
         elif panel == "us-events":
             self.query_one("#us-events", EventLog).show(cols)
+        elif panel == "us-state":
+            self._state = cols
+            self._draw_chips()
+
+    def us_state(self) -> int | None:
+        """The selected UltraServer's state (``tui.scale.us_states``) at the time shown; None unknown."""
+        cols = getattr(self, "_state", None)
+        us = self.twin.sel_us
+        if not cols or us >= len(cols.get("chips_failed", ())):
+            return None
+        tripped = cols.get("tripped")
+        return int(us_states(cols["chips_failed"][us : us + 1], None if tripped is None else tripped[us : us + 1],
+                             self.twin.meta.chips_per_us)[0])
 
     def _draw_chips(self) -> None:
         app = self.twin
@@ -111,12 +125,18 @@ class UltraServerScreen(TwinScreen):
             when = "live" if app.live is not None else f"chip sample at {fmt.short_clock(ts)}"
         elif app.replay is not None:
             when = "no chip sample"
-        box.border_title = f"UltraServer {us} · row {app.meta.us_row[us]} · {app.meta.chips_per_us} chips · {m.label}"
+        state = self.us_state()
+        flag = {US_TRIPPED: " · [b $error]↯ TRIPPED[/]", US_DOWN: " · [b $error]✗ DOWN[/]"}.get(state or 0, "")
+        box.border_title = (f"UltraServer {us} · row {app.meta.us_row[us]} · {app.meta.chips_per_us} chips"
+                            f"{flag} · {m.label}")
         box.border_subtitle = when
         if cols is None:
             return
         self.query_one(ChipGrid).show(cols, m, app.sel_chip)
-        self.query_one("#chip-detail", Static).update(chip_detail(cols, app.sel_chip, app.meta) or " ")
+        detail = chip_detail(cols, app.sel_chip, app.meta) or " "
+        if state in (US_TRIPPED, US_DOWN):
+            detail = f"UltraServer {US_STATE_TEXT[state]} · {detail}"
+        self.query_one("#chip-detail", Static).update(detail)
 
     def redraw_selection(self) -> None:
         self._draw_chips()

@@ -20,7 +20,18 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from tui import fmt
-from tui.scale import MISSING, Metric, levels, text_colour
+from tui.scale import (
+    DOWN,
+    MISSING,
+    TRIPPED,
+    US_DOWN,
+    US_SOME_FAILED,
+    US_TRIPPED,
+    Metric,
+    levels,
+    text_colour,
+    us_states,
+)
 
 Cols = dict[str, Any]
 
@@ -43,6 +54,12 @@ def _styles(m: Metric) -> list[Style]:
     return [Style(bgcolor=c, color=text_colour(c)) for c in cols] + [Style(bgcolor=MISSING, color="#ffffff")]
 
 
+TRIPPED_STYLE = Style(bgcolor=TRIPPED, color="#ffffff", bold=True)
+DOWN_STYLE = Style(bgcolor=DOWN, color="#ff5f5f", bold=True)
+# Mark and text in place of the value of an UltraServer in each state (none: the metric's value).
+_STATE_MARK = {US_SOME_FAILED: ("✗", None), US_DOWN: ("✗", "down"), US_TRIPPED: ("↯", "trip")}
+
+
 class Legend(Widget):
     """'Activity  0 % ████████ 100 %   ✗ failed chips   ▒ no data'."""
 
@@ -50,8 +67,9 @@ class Legend(Widget):
     Legend { height: 1; text-wrap: nowrap; text-overflow: ellipsis; color: $text-muted; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, floor: bool = False, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.floor = floor  # the Floor's legend also names the UltraServer states
         self.metric: Metric | None = None
         self.lo = self.hi = 0.0
         self.note = ""
@@ -72,6 +90,11 @@ class Legend(Widget):
             text.append("██", style=Style(color=c))
         text.append(f" {m.fmt(self.hi)}")
         text.append("   ✗ failed chips   ")
+        if self.floor:
+            text.append("↯", style=TRIPPED_STYLE)
+            text.append(" tripped   ")
+            text.append("✗", style=DOWN_STYLE)
+            text.append(" down   ")
         text.append("  ", style=Style(bgcolor=MISSING))
         text.append(" no data")
         if self.note:
@@ -162,6 +185,8 @@ class FloorMap(Widget, can_focus=True):
         lv = levels(vals, lo, hi)
         styles = _styles(m)
         failed = np.asarray(d.get("chips_failed", np.zeros(len(vals))), dtype=np.float64)
+        state = us_states(failed, d.get("tripped"), self.meta.chips_per_us)
+        state_style = {US_DOWN: DOWN_STYLE, US_TRIPPED: TRIPPED_STYLE}
         label_w, cw, per_line, ch, gap = self._layout(width, height)
         lab = self.get_component_rich_style("floor--label")
         sel_style = self.get_component_rich_style("floor--selected")
@@ -178,15 +203,17 @@ class FloorMap(Widget, can_focus=True):
                 for us in members[start : start + per_line]:
                     v = vals[us] if us < len(vals) else np.nan
                     nf = failed[us] if us < len(failed) else 0
-                    mark = "✗" if nf > 0 else " "
+                    su = int(state[us]) if us < len(state) else 0
+                    mark, word = _STATE_MARK.get(su, (" ", None))
+                    value = word or short_value(m, v)
                     if ch >= 2:
-                        body = [f"{us:>3}{mark}" + (f"{nf:.0f}" if nf > 0 and cw >= 8 else ""),
-                                f"   {short_value(m, v)}"]
+                        body = [f"{us:>3}{mark}" + (f"{nf:.0f}" if su == US_SOME_FAILED and cw >= 8 else ""),
+                                f"   {value}"]
                     elif cw >= 9:
-                        body = [f"{us:>3}{mark}{short_value(m, v):>4}"]
+                        body = [f"{us:>3}{mark}{value:>4}"]
                     else:
                         body = [f"{us:>3}{mark}"]
-                    st = styles[int(lv[us]) if us < len(lv) else -1]
+                    st = state_style.get(su) or styles[int(lv[us]) if us < len(lv) else -1]
                     for k, line in enumerate(block):
                         cell = (body[k] if k < len(body) else "")[: cw - 1].ljust(cw - 1)
                         if us == self.selected:

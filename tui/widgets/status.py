@@ -20,7 +20,7 @@ SCREENS: tuple[tuple[str, str, str], ...] = (
     ("f2", "floor", "Floor"),
     ("f3", "ultraserver", "UltraServer"),
     ("f4", "jobs", "Jobs"),
-    ("f5", "energy", "Energy"),
+    ("f5", "energy", "Energy & cost"),
     ("f6", "sql", "SQL"),
     ("f7", "services", "Services"),
     ("f8", "alarms", "Alarms"),

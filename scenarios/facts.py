@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.schema import DEFAULT_START
-from twin import catalog, params, tco
+from twin import catalog, floor, params, routing, tco
 from twin.sim import EVENT_KINDS
 from twin.workload import TOKEN_PROFILES
 
@@ -172,6 +172,9 @@ SECTIONS: dict[str, Section] = {
     for s in (
         Section("", "top level", "The scenario itself: name, time step, length and start.", params.FactoryParams),
         Section("hall", "[hall]", "The hall: which scale-up system and how many.", params.HallParams),
+        Section("hall.rows", "[[hall.rows]]", "A mixed floor instead of `hall.system`: rows of one system "
+                "each (one table per system, in floor order), on one plant, one power chain and one grid "
+                "connection (twin.floor). Work goes to the systems by `scheduler.routing`."),
         Section("hardware", "[hardware]", "Overrides of catalog values (`twin hardware` lists them with sources)."),
         Section("site", "[site]", "Site weather (synthetic, a `climate` preset, or a file) and a heat wave.",
                 params.SiteParams),
@@ -222,6 +225,15 @@ FACTS: tuple[Fact, ...] = (
     _pos("hall", "it_envelope_w", "float", "W", 1e9, "Size the hall to an IT power envelope instead: as many "
          "systems as fit at full-load IT power", default=NONE),
     _f("hall", "ultraservers_per_row", "int", "", 1, 1000, "Systems per row (one CDU and one row cap per row)"),
+    _enum("hall.rows", "system", SYSTEM_KEYS, "Scale-up system of these rows (`twin hardware`)", "twin.catalog",
+          default=REQUIRED),
+    _f("hall.rows", "count", "int", "", 1, MAX_ULTRASERVERS, "Number of these systems (UltraServers, NVL72 "
+       "racks, HGX nodes)", "", default=REQUIRED),
+    _f("hall.rows", "ultraservers_per_row", "int", "", 1, 1000, "Systems per row (default: "
+       "`hall.ultraservers_per_row`)", "", default=NONE),
+    _f("hall.rows", "capex_usd", "float", "USD", 0, 1e9, "Price of one of these systems, hosts and switches "
+       "included (default: the catalog's, all ASM; `tco.system_capex_usd` does not apply to a mixed floor)",
+       "ASM (twin.catalog)", default=NONE),
     # ------------------------------------------------------------------ hardware (catalog overrides)
     _pos("hardware", "tdp_w", "float", "W", 5000, "Accelerator TDP", "twin.catalog", default=NONE),
     Fact("hardware", "idle_fraction", "float", "-", 0, 1, hi_open=True, description="Idle power / TDP",
@@ -427,10 +439,18 @@ FACTS: tuple[Fact, ...] = (
          source="ASM"),
     _f("training.<class>", "checkpoint_interval_s", "int", "s", 0, 30 * 86400, "Checkpoint interval "
        "(0: none)"),
+    _enum("training.<class>", "family", routing.FAMILIES, "System family the class's code needs (`gpu`: "
+          "CUDA-only, `trainium`: Neuron-only) or `any`", "ASM"),
+    _enum("training.<class>", "system", ("", *SYSTEM_KEYS), "System the `pinned` routing policy sends the "
+          "class to (\"\": the first system of the floor it may run on)", ""),
     # ------------------------------------------------------------------ scheduler
     _enum("scheduler", "policy", ("fifo", "backfill", "priority"), "fifo, EASY backfill, or priority with "
           "preemption"),
     _enum("scheduler", "placement", ("topology", "first_fit"), "Topology-aware best fit, or first fit"),
+    _enum("scheduler", "routing", routing.POLICIES, "Mixed floor: where each job and service goes — the "
+          "system that does the work soonest, at the lowest marginal $ per unit of work (TCO rates + IT "
+          "energy at the flat price), at the lowest IT J per unit of work, or its `system` key",
+          "twin.routing"),
     _f("scheduler", "backfill_depth", "int", "", 1, 100_000, "Queued jobs examined for backfill per pass"),
     _pos("scheduler", "runtime_estimate_factor", "float", "-", 100, "User runtime estimate / true run length"),
     # ------------------------------------------------------------------ services
@@ -488,6 +508,9 @@ FACTS: tuple[Fact, ...] = (
          "(relative to the scenario file)", default=NONE),
     _pos("services", "trace_speedup", "float", "-", 10_000, "Replay the trace this many times faster"),
     Fact("services", "trace_loop", "bool", "", description="Repeat the trace to fill the run", source="ASM"),
+    _enum("services", "family", routing.FAMILIES, "System family the service's code needs, or `any`", "ASM"),
+    _enum("services", "system", ("", *SYSTEM_KEYS), "System the `pinned` routing policy puts every replica "
+          "on (\"\": the first system of the floor that can hold them)", ""),
     # ------------------------------------------------------------------ models
     Fact("models", "name", "name", "", description="Model name", default=REQUIRED),
     _pos("models", "params", "float", "-", 1e14, "Parameters (weights)", "", default=REQUIRED),
@@ -667,7 +690,8 @@ def json_schema() -> dict[str, Any]:
     failures = _object("failures", extra={c: _object("failures.<cause>", c) for c in CAUSE_NAMES})
     top = _object("")
     top["properties"].update(
-        hall=_object("hall"),
+        hall=_object("hall", extra={"rows": {"type": "array", "maxItems": floor.MAX_SYSTEMS,
+                                             "items": _object("hall.rows")}}),
         hardware=_object("hardware"),
         site=_object("site"),
         grid={

@@ -89,7 +89,7 @@ class Session:
                 "version": __version__,
                 "chips_total": self.sim.topo.chips,
                 "ultraservers": self.sim.topo.ultraservers,
-                "system": self.params.hall.system.key,
+                "system": self.sim.design.system,  # "a+b" on a mixed floor
                 "design_json": self.sim.design.to_json(),
                 # Calendar time of time_s = 0 (the scenario key ``start``; older specs have none).
                 "start": getattr(scenario, "start", None),

@@ -25,7 +25,7 @@ from pydantic import (
 
 from scenarios import facts as F
 from scenarios.facts import CLIMATES, Fact
-from twin import catalog, params
+from twin import catalog, floor, params
 from twin.models import DENSE_MFU, MODELS, MOE_MFU, ModelSpec
 from twin.workload import TOKEN_PROFILES
 
@@ -428,12 +428,19 @@ class GridSection(Strict):
 
 
 # ---------------------------------------------------------------------- hall and hardware
+RowSection: Any = _model("RowSection", "hall.rows", Strict)
+
+
 class _HallChecks(Strict):
     @model_validator(mode="after")
     def _one_size(self) -> Any:
         s: Any = self
         if s.ultraservers is not None and s.it_envelope_w is not None:
             raise ValueError("give hall.ultraservers or hall.it_envelope_w, not both")
+        if s.rows:
+            given = sorted({"system", "ultraservers", "it_envelope_w"} & s.model_fields_set)
+            if given:
+                raise ValueError(f"give [[hall.rows]] or hall.{given[0]}, not both (the rows say which systems)")
         return s
 
     def count(self, sysm: catalog.System, acc: catalog.Accelerator) -> int:
@@ -452,7 +459,12 @@ class _HallChecks(Strict):
         return n
 
 
-HallSection: Any = _model("HallSection", "hall", _HallChecks)
+HallSection: Any = _model(
+    "HallSection",
+    "hall",
+    _HallChecks,
+    rows=(Annotated[list[RowSection], Field(max_length=floor.MAX_SYSTEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
+)
 
 ACC_OVERRIDABLE = {"tdp_w", "idle_fraction", "hbm_bytes", "hbm_bw_bytes_s", "peak_flops"}
 SYS_OVERRIDABLE = {"host_w_per_server", "host_idle_fraction", "switch_w", "liquid_fraction", "chips", "servers", "racks"}

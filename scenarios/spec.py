@@ -14,6 +14,7 @@ it first); ``prepare(scenario, seed, duration_s)`` is the one set of checks ``tw
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import tomllib
@@ -51,7 +52,7 @@ from scenarios.sections import (
     fields_of,
     safe_name,
 )
-from twin import catalog, params, tco, workload
+from twin import catalog, floor, params, tco, workload
 from twin.models import MODELS
 
 __all__ = [
@@ -157,20 +158,21 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
         known = {**MODELS, **{m.name: m.spec() for m in self.models}}
-        acc = catalog.ACCELERATORS[catalog.SYSTEMS[self.hall.system].accelerator]
+        accs = [catalog.ACCELERATORS[s.accelerator] for s in self.floor_systems()]
+        acc = accs[0]
         for kind in params.JOB_CLASSES:
             c = getattr(self.training, kind)
             for m in c.models:
                 if m not in known:
                     raise ValueError(f"training.{kind}.models: unknown model {m!r}; known: {', '.join(known)}")
             prec = self._class_precision(kind)
-            if not acc.supports(prec):
+            if not any(a.supports(prec) for a in accs):
                 where = f"training.{kind}.precision" if "precision" in c.model_fields_set else "training.precision"
                 raise ValueError(
                     f"{where}: {acc.name} has no {prec!r} rate; use one of {', '.join(acc.peak_flops)}"
                 )
         for i, s in enumerate(self.services):
-            if not acc.supports(s.precision):
+            if not any(a.supports(s.precision) for a in accs):
                 raise ValueError(f"services[{i}].precision: {acc.name} has no {s.precision!r} rate")
             if s.model not in known and "params" not in s.model_fields_set:
                 raise ValueError(
@@ -180,7 +182,32 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         names = [s.name for s in self.services]
         if len(set(names)) != len(names):
             raise ValueError("services: service names must be unique")
+        self._check_families()
         return self
+
+    def floor_systems(self) -> list[catalog.System]:
+        """The catalog systems of the hall, in floor order (one unless [[hall.rows]])."""
+        keys = [r.system for r in self.hall.rows] or [self.hall.system]
+        return [catalog.SYSTEMS[k] for k in keys]
+
+    def _check_families(self) -> None:
+        """Work that needs a system family, or is pinned to a system, finds it on the floor."""
+        systems = self.floor_systems()
+        keys = [s.key for s in systems]
+        families = {s.family for s in systems}
+        work = [(f"training.{k}", getattr(self.training, k)) for k in params.JOB_CLASSES]
+        work += [(f"services[{i}]", s) for i, s in enumerate(self.services)]
+        for where, w in work:
+            if where.startswith("training.") and w.share <= 0:
+                continue
+            if w.family != "any" and w.family not in families:
+                raise ValueError(
+                    f"{where}.family: {w.family!r} work but the hall has only {', '.join(sorted(families))} systems"
+                )
+            if w.system and w.system not in keys:
+                raise ValueError(f"{where}.system: {w.system!r} is not on the floor ({', '.join(keys)})")
+            if w.system and w.family != "any" and catalog.SYSTEMS[w.system].family != w.family:
+                raise ValueError(f"{where}.system: {w.system!r} is not a {w.family!r} system")
 
     @model_validator(mode="before")
     @classmethod
@@ -245,20 +272,21 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         causes = {n: params.FailureCause(**getattr(f, n).model_dump()) for n in params.FAILURE_CAUSES}
         return params.FailureParams(chip_hazard_per_h=f.chip_hazard_per_h, repair_sigma=f.repair_sigma, **causes)
 
-    def _check_hall(self, sysm: catalog.System, n: int) -> None:
+    def _check_hall(self, pools: tuple[params.SystemRows, ...]) -> None:
         """Hall size, service replicas and event targets against the hall, before anything is
         allocated (``ValueError`` with the key path and the limit)."""
+        n = sum(r.ultraservers for r in pools)
+        where = "hall.rows" if self.hall.rows else "hall"
         if n > F.MAX_ULTRASERVERS:
             raise ValueError(
-                f"hall: {n:,} systems; a hall may hold at most {F.MAX_ULTRASERVERS:,} (hall.it_envelope_w too large?)"
+                f"{where}: {n:,} systems; a hall may hold at most {F.MAX_ULTRASERVERS:,} (hall.it_envelope_w too large?)"
             )
-        chips = n * sysm.chips
+        chips = sum(r.ultraservers * r.system.chips for r in pools)
         if chips > F.MAX_CHIPS:
-            raise ValueError(
-                f"hall: {n:,} x {sysm.chips} = {chips:,} chips; a hall may hold at most {F.MAX_CHIPS:,} chips"
-            )
-        servers = n * sysm.servers
-        rows = -(-n // self.hall.ultraservers_per_row)
+            what = " + ".join(f"{r.ultraservers:,} x {r.system.chips}" for r in pools)
+            raise ValueError(f"{where}: {what} = {chips:,} chips; a hall may hold at most {F.MAX_CHIPS:,} chips")
+        servers = sum(r.ultraservers * r.system.servers for r in pools)
+        rows = sum(-(-r.ultraservers // r.ultraservers_per_row) for r in pools)
         slots = 0
         for i, s in enumerate(self.services):
             top = max(s.replicas, s.replicas_max if s.autoscale else 0)
@@ -278,6 +306,28 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         for i, e in enumerate(self.events):
             _check_event(f"events[{i}]", e, chips, servers, n, rows, names, self.cooling)
 
+    def _pools(self) -> tuple[params.SystemRows, ...]:
+        """The floor's systems: [[hall.rows]] (catalog values, each row's price), or the one
+        system with the scenario's overrides."""
+        if not self.hall.rows:
+            sysm, acc, n = self._hardware()
+            return (params.SystemRows(sysm, acc, n, self.hall.ultraservers_per_row),)
+        hw = self.hardware.model_dump(exclude_none=True)
+        if hw:
+            raise ValueError(f"hardware.{sorted(hw)[0]}: [hardware] overrides apply to a one-system hall, not to "
+                             "[[hall.rows]]")
+        if self.tco.system_capex_usd:
+            raise ValueError("tco.system_capex_usd: a mixed floor prices each system by its [[hall.rows]] capex_usd")
+        out = []
+        for r in self.hall.rows:
+            sysm = catalog.system(r.system, {})
+            if r.capex_usd is not None:
+                sysm = dataclasses.replace(sysm, capex_usd=float(r.capex_usd))
+            acc = catalog.accelerator_for(sysm, {})
+            per_row = r.ultraservers_per_row or self.hall.ultraservers_per_row
+            out.append(params.SystemRows(sysm, acc, r.count, per_row))
+        return tuple(out)
+
     def _hardware(self) -> tuple[catalog.System, catalog.Accelerator, int]:
         """The system and accelerator with the scenario's overrides, and the number of systems."""
         hw = self.hardware.model_dump(exclude_none=True)
@@ -295,15 +345,21 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         """The longest run this hall may have: ten years, or fewer for a hall so large that
         steps x systems would pass ``MAX_US_STEPS`` (a live session runs until it is quit)."""
         try:
-            n = self._hardware()[2]
+            n = sum(r.ultraservers for r in self._pools())
         except ValueError as e:
             raise ScenarioError(f"{self._origin}: {e}") from None
         return int(min(F.MAX_RUN_H * 3600, (F.MAX_US_STEPS // max(n, 1)) * self.dt_s))
 
     def to_params(self, seed: int | None = None) -> params.FactoryParams:
-        sysm, acc, n = self._hardware()
-        self._check_hall(sysm, n)
-        hall = params.HallParams(sysm, acc, n, self.hall.ultraservers_per_row)
+        pools = self._pools()
+        self._check_hall(pools)
+        first = pools[0]
+        hall = params.HallParams(
+            first.system, first.accelerator, first.ultraservers, first.ultraservers_per_row,
+            rows=pools if len(pools) > 1 else (),
+        )
+        if hall.rows:
+            floor.check(hall)
         site = site_params(self.site, self.grid, self._base_dir, self._origin)
         events = tuple(
             params.ScheduledEvent(
@@ -315,7 +371,7 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             )
             for e in self.events
         )
-        return params.FactoryParams(
+        p = params.FactoryParams(
             hall=hall,
             dt_s=self.dt_s,
             seed=self.seed if seed is None else seed,
@@ -334,6 +390,9 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             row_interval_s=self.telemetry.row_interval_s,
             hall_interval_s=self.telemetry.hall_interval_s,
         )
+        if hall.rows:
+            floor.service_pools(p, floor.pool_facts(p))
+        return p
 
 
 # ---------------------------------------------------------------------- events against the hall
@@ -448,13 +507,13 @@ def prepare(
     total_s = duration_s if duration_s is not None else int(round(scenario.duration_h * 3600))
     check_duration(total_s, "duration_h")
     steps = -(-total_s // p.dt_s)
-    n = p.hall.ultraservers
+    n = sum(r.ultraservers for r in p.hall.pools())
     if steps * n > F.MAX_US_STEPS:
         raise ScenarioError(
             f"{origin}: {steps:,} steps x {n:,} systems = {steps * n:,} system-steps; a run may have at most "
             f"{F.MAX_US_STEPS:,} (shorten the run, raise dt_s or shrink the hall)"
         )
-    for svc in p.services:
+    for svc in () if p.hall.rows else p.services:  # a mixed floor's: routing.service_pool
         try:
             workload.roofline(svc, p.hall.accelerator)
         except ValueError as e:
@@ -470,11 +529,9 @@ def build_simulation(
 ) -> tuple[params.FactoryParams, Any]:
     """``prepare`` and then the model itself (its own checks, e.g. weights that do not fit in
     HBM): what ``twin run`` starts from and what ``twin validate`` builds and drops."""
-    from twin.sim import Simulation
-
     p = prepare(scenario, seed, duration_s, extra_events)
     try:
-        return p, Simulation(p)
+        return p, floor.build(p)
     except ValueError as e:
         raise ScenarioError(f"{scenario._origin}: {e}") from None
 

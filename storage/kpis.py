@@ -16,13 +16,17 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
   at each step's price) / other (maintenance, staff, water).
 * $ per chip-hour = total cost / chip-hours of the hall (idle chips cost too).
 * $ per M tokens all-in = inference's electricity + the fixed costs (capital, maintenance, staff,
-  water) in proportion to the chips its replicas hold, / output tokens x 1e6.
+  water) in proportion to the chips its replicas hold, / output tokens x 1e6 (on a mixed floor,
+  each system's own fixed costs by the share of its chips the replicas hold).
 * kWh per EFLOP = facility energy not attributed to inference / FLOP delivered to all batch jobs.
 * $ per EFLOP = the rest of the total (batch work's share) / FLOP delivered to all batch jobs x 1e18;
   $ per pre-training job = $ per EFLOP x the mean work of a finished pre-training job.
 * goodput = training progress kept / chip time held (chip-weighted), pre-training + fine-tuning.
 * waits over the batch jobs that started (every wait, re-queues after interruptions included).
 * SLO attainment = requests served within both SLOs / requests decided (served + dropped).
+* Per system (mixed floors, ``per_system``): the same definitions over the system's rows of
+  ``system_ts`` (its IT and work; the plant's and power chain's power and cost shared in
+  proportion to IT power), and its share of the floor's batch FLOP and tokens.
 """
 
 from __future__ import annotations
@@ -158,6 +162,11 @@ def whole_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
         .to_arrow_table()
         .to_pylist()[0]
     )
+    systems = per_system(con, run_id)
+    if len(systems) > 1:
+        # A mixed floor: inference holds chips of one system, whose own fixed costs it bears.
+        row["inference_fixed_usd"] = sum(r["inference_fixed_usd"] or 0.0 for r in systems)
+    row["systems"] = {r["system"]: r for r in systems}
     for name, (plus, minus) in COST_SUMS.items():
         row[name] = sum(row[k] or 0.0 for k in plus) - sum(row[k] or 0.0 for k in minus)
     for name in RATIOS:
@@ -180,6 +189,22 @@ def cost_by_day_view_sql() -> str:
         "sum(fixed_opex_usd) + sum(water_cost_usd) AS other_cost_usd, "
         "sum(cost_usd) + sum(capex_usd) + sum(fixed_opex_usd) + sum(water_cost_usd) AS total_cost_usd "
         "FROM factory_ts GROUP BY run_id, day"
+    )
+
+
+def system_summary_view_sql() -> str:
+    """The ``system_summary`` view: per run and system of the floor, its energy, work and cost
+    split, from the same definitions as ``per_system``."""
+    names = ("it_mwh", "facility_mwh", "job_flop", "tokens", "capex_usd", "cooling_cost_usd")
+    cols = [f"{FACTORY_AGGREGATES[n]} AS {n}" for n in names]
+    cols.append(f"sum(cost_usd) - {FACTORY_AGGREGATES['cooling_cost_usd']} AS energy_cost_usd")
+    cols.append("sum(fixed_opex_usd) + sum(water_cost_usd) AS other_cost_usd")
+    cols.append("sum(cost_usd) + sum(capex_usd) + sum(fixed_opex_usd) + sum(water_cost_usd) AS total_cost_usd")
+    return (
+        "CREATE OR REPLACE VIEW system_summary AS SELECT run_id, system_id, any_value(system) AS system, "
+        + ", ".join(cols)
+        + " FROM system_ts JOIN (SELECT run_id, time_s, price_usd_per_mwh FROM factory_ts) USING (run_id, time_s)"
+        " GROUP BY run_id, system_id"
     )
 
 
@@ -247,8 +272,70 @@ COMPARE_ROWS: list[tuple[str, str, str]] = [
 ]
 
 
+# Aggregates that also hold for one system's rows (``system_ts``: the factory_ts columns of its
+# share; the price comes from factory_ts), with the same definitions.
+SYSTEM_AGGREGATES = (
+    "facility_mwh", "it_mwh", "cooling_mwh", "loss_mwh", "water_l", "cost_usd", "co2_t", "tokens",
+    "inference_j", "batch_j", "inference_cost_usd", "training_flop", "job_flop", "busy_fraction", "days",
+    "chips", "chip_hours", "capex_usd", "fixed_opex_usd", "water_cost_usd", "cooling_cost_usd",
+    "inference_fixed_usd",
+)
+
+
+def per_system(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+    """The whole-run KPIs of each system on the floor (``system_ts``; one for a one-system hall,
+    none in a file from before schema v5), with its share of the floor's work: ``job_share``
+    (batch FLOP) and ``token_share`` (output tokens)."""
+    have = con.sql(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'system_ts'"
+    ).fetchall()[0][0]
+    if not have:
+        return []
+    sel = ",\n       ".join(f"{FACTORY_AGGREGATES[n]} AS {n}" for n in SYSTEM_AGGREGATES)
+    q = (
+        f"SELECT system_id, any_value(system) AS system,\n       {sel}\n"
+        "FROM system_ts JOIN (SELECT time_s, price_usd_per_mwh FROM factory_ts WHERE run_id = ?) USING (time_s)\n"
+        "WHERE run_id = ? GROUP BY system_id ORDER BY system_id"
+    )
+    rows: list[dict[str, Any]] = con.sql(q, params=[run_id, run_id]).to_arrow_table().to_pylist()
+    flop = sum(r["job_flop"] or 0.0 for r in rows)
+    tokens = sum(r["tokens"] or 0.0 for r in rows)
+    for r in rows:
+        for name, (plus, minus) in COST_SUMS.items():
+            r[name] = sum(r[k] or 0.0 for k in plus) - sum(r[k] or 0.0 for k in minus)
+        for name, (num, den, _) in RATIOS.items():
+            if num in r and den in r:
+                r[name] = ratio(r, name)
+        r["job_share"] = (r["job_flop"] or 0.0) / flop if flop else None
+        r["token_share"] = (r["tokens"] or 0.0) / tokens if tokens else None
+        r["job_eflop"] = (r["job_flop"] or 0.0) / 1e18
+    return rows
+
+
+# (key, label, format) of each system's rows in ``twin compare`` (mixed floors).
+SYSTEM_ROWS: list[tuple[str, str, str]] = [
+    ("chips", "chips", "{:,.0f}"),
+    ("job_share", "share of batch work [-]", "{:.3f}"),
+    ("job_eflop", "batch work [EFLOP]", "{:,.4g}"),
+    ("token_share", "share of tokens [-]", "{:.3f}"),
+    ("tokens", "tokens served", "{:.4g}"),
+    ("busy_fraction", "busy chips [-]", "{:.3f}"),
+    ("it_mwh", "IT energy [MWh]", "{:,.1f}"),
+    ("total_cost_usd", "total cost [$]", "{:,.0f}"),
+    ("capex_usd", "  capital (recovery) [$]", "{:,.0f}"),
+    ("energy_cost_usd", "  energy (IT + losses) [$]", "{:,.0f}"),
+    ("cooling_cost_usd", "  cooling energy [$]", "{:,.0f}"),
+    ("other_cost_usd", "  maintenance, staff, water [$]", "{:,.0f}"),
+    ("usd_per_eflop", "batch cost per EFLOP [$]", "{:,.2f}"),
+    ("kwh_per_eflop", "batch energy per EFLOP [kWh]", "{:,.3f}"),
+    ("usd_per_mtok_all_in", "all-in cost per M tokens [$]", "{:.4f}"),
+    ("j_per_token", "energy per token [J]", "{:.3f}"),
+]
+
+
 def run_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
-    """``whole_run`` plus the display units of the comparison rows."""
+    """``whole_run`` (with ``systems``: system -> its KPIs, ``per_system``) plus the display
+    units of the comparison rows."""
     row = whole_run(con, run_id)
     row["training_eflop"] = (row["training_flop"] or 0.0) / 1e18
     row["job_eflop"] = (row["job_flop"] or 0.0) / 1e18

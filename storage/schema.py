@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from storage.kpis import cost_by_day_view_sql, run_summary_view_sql
-from twin.telemetry import ADDED_IN, COST_COLUMNS, SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
+from storage.kpis import cost_by_day_view_sql, run_summary_view_sql, system_summary_view_sql
+from twin.telemetry import ADDED_IN, COST_COLUMNS, SCHEMA_VERSION, TABLES, UPSERT_KEYS, V5_COLUMNS, Column
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "int8": pa.int8(),
@@ -112,15 +112,7 @@ def migrations() -> list[list[str]]:
             v2.append(comment_sql(table, c))
     out = [v1, v2]
     # v3: the tables it adds, with storage's calendar-time column.
-    for version in (3,):
-        v: list[str] = []
-        for table in (t for t, added in ADDED_IN.items() if added == version):
-            v.append(create_table_sql(table))
-            v.extend(comment_sql(table, c) for c in TABLES[table])
-            for c in columns(table)[len(TABLES[table]):]:
-                v.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c.name} {DUCKDB_TYPES[c.dtype]}")
-                v.append(comment_sql(table, c))
-        out.append(v)
+    out.append(_added_tables(3))
     # v4: cost-of-ownership columns of factory_ts (an older file gains them; a new file has them
     # from v1's CREATE TABLE, so these are no-ops there) and the cost_by_day view.
     v4 = []
@@ -130,7 +122,28 @@ def migrations() -> list[list[str]]:
         v4.append(comment_sql("factory_ts", col))
     v4.append(cost_by_day_view_sql())
     out.append(v4)
+    # v5: mixed floors: system_ts, and the system column of jobs (a no-op on a new file).
+    v5 = _added_tables(5)
+    for table, name in V5_COLUMNS:
+        col = next(c for c in TABLES[table] if c.name == name)
+        v5.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
+        v5.append(comment_sql(table, col))
+    v5.append(system_summary_view_sql())
+    out.append(v5)
     return out
+
+
+def _added_tables(version: int) -> list[str]:
+    """The statements creating the tables schema ``version`` adds, with storage's calendar-time
+    column."""
+    v: list[str] = []
+    for table in (t for t, added in ADDED_IN.items() if added == version):
+        v.append(create_table_sql(table))
+        v.extend(comment_sql(table, c) for c in TABLES[table])
+        for c in columns(table)[len(TABLES[table]):]:
+            v.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c.name} {DUCKDB_TYPES[c.dtype]}")
+            v.append(comment_sql(table, c))
+    return v
 
 
 assert len(migrations()) == SCHEMA_VERSION

@@ -211,7 +211,9 @@ def test_inf_is_refused_for_every_float_key() -> None:
         item: dict[str, Any] = {f.key: math.inf}
         if section == "events":
             item = {"at_h": 1.0, "kind": "chiller_trip", **item}
-        if section in ("services", "models", "events"):
+        if section == "hall.rows":
+            data["hall"] = {"rows": [{"system": "trn3-gen2", "count": 1, **item}]}
+        elif section in ("services", "models", "events"):
             if section == "models":
                 item = {"name": "m", "params": 1e9, "layers": 2, "kv_heads": 1, "head_dim": 64, **item}
             data[section] = [item]

@@ -496,6 +496,23 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
             ratio = f"{b / a:.3f}" if isinstance(a, int | float) and isinstance(b, int | float) and a else "–"
             line += f" {ratio:>8}"
         click.echo(line)
+    _print_systems(cols, width)
+
+
+def _print_systems(cols: list[tuple[str, dict[str, Any]]], width: int) -> None:
+    """Mixed floors: per system, its share of the work and its cost per unit of work."""
+    from storage.kpis import SYSTEM_ROWS
+
+    systems: list[str] = []
+    for _, kp in cols:
+        systems += [s for s in kp.get("systems", {}) if s not in systems]
+    if not any(len(kp.get("systems", {})) > 1 for _, kp in cols):
+        return
+    for sysname in systems:
+        click.echo(f"-- {sysname}")
+        for key, label, form in SYSTEM_ROWS:
+            vals = [kp.get("systems", {}).get(sysname, {}).get(key) for _, kp in cols]
+            click.echo(f"{label:<30}" + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals))
 
 
 @main.command("replay")

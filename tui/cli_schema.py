@@ -22,7 +22,9 @@ def validate_scenario(scenario: str, duration_s: int | None, seed: int | None, s
         p, sim = build_simulation(s, seed, duration_s)
         hours = duration_s / 3600 if duration_s is not None else s.duration_h
         click.echo(
-            f"{origin}: ok — '{s.name}': {sim.topo.ultraservers} x {sim.sys.name}, "
+            f"{origin}: ok — '{s.name}': "
+            + " + ".join(f"{r.ultraservers} x {r.system.name}" for r in p.hall.pools())
+            + ", "
             f"{sim.topo.chips:,} chips, dt {p.dt_s} s, {hours:g} h, {len(s.events)} scheduled events, "
             f"starts {s.start.isoformat()}"
         )

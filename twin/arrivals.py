@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from twin import fabric, queueing, workload
+from twin import queueing, routing, workload
 from twin.events import Events
 from twin.params import KIND_NAMES, JobClassParams
 
@@ -20,8 +20,11 @@ DRAW_BATCH = 256  # jobs drawn per class at a time
 
 
 def arrivals(cl: Cluster, ev: Events, t: int, dt: int) -> None:
+    """Jobs arriving in [t, t + dt) join ``cl``'s queue, or on a mixed floor the queue of the
+    system its router picks (``twin.routing``; ``cl`` is then the floor's front door)."""
     tp = cl.p.training
-    cap = cl.training_capacity_chips
+    router = cl.router
+    cap = cl.training_capacity_chips if router is None else router.capacity
     if cap > 0 and tp.arrivals_per_day > 0:
         f = workload.diurnal_factor(t, tp.diurnal_peak_to_trough, tp.peak_hour, tp.weekend_factor) * dt
         for ci, (code, cls) in enumerate(cl.classes):
@@ -29,7 +32,11 @@ def arrivals(cl: Cluster, ev: Events, t: int, dt: int) -> None:
             k = int(cl.rng_arrivals.poisson(lam)) if lam > 0 else 0
             for _ in range(k):
                 chips, model, nominal = next_draw(cl, ci, cls, cap)
-                add_job(cl, code, cls, chips, model, nominal, math.nan, t, -1, 0)
+                target = cl if router is None else router.pick(code, cls, chips, model)
+                if target is None:
+                    ev.append(("job_rejected", KIND_NAMES[code], f"{chips} chips: no system on the floor may run it"))
+                    continue
+                add_job(target, code, cls, chips, model, nominal, math.nan, t, -1, 0)
     tr = tp.trace
     if tr is not None:
         n = len(tr.submit_s)
@@ -40,18 +47,16 @@ def arrivals(cl: Cluster, ev: Events, t: int, dt: int) -> None:
             tcls = queueing.job_class(cl, code)
             assert tcls is not None
             chips = int(tr.chips[r])
-            if chips > cl.training_capacity_chips:  # could never start: it would block the queue
-                ev.append(
-                    (
-                        "job_rejected",
-                        f"trace:{r}",
-                        f"{chips} chips > the {cl.training_capacity_chips} the hall has for batch work",
-                    )
-                )
+            if chips > cap:  # could never start: it would block the queue
+                ev.append(("job_rejected", f"trace:{r}", f"{chips} chips > the {cap} the hall has for batch work"))
                 continue
             model = tr.model[r] or tcls.models[0]
+            target = cl if router is None else router.pick(code, tcls, chips, model)
+            if target is None:
+                ev.append(("job_rejected", f"trace:{r}", f"{chips} chips: no system on the floor may run it"))
+                continue
             add_job(
-                cl,
+                target,
                 code,
                 tcls,
                 chips,
@@ -96,15 +101,10 @@ def add_job(
     k = workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[code]]
     base = workload.model_mfu(m, cls)
     tp = cl.p.training
-    peak = cl.acc.peak(cls.precision)
-    mfu = fabric.job_mfu(m, k, chips, workload.ideal_spanned(chips, cl.cpu), peak, base, cl.p.hall.system, tp)
-    rate = workload.training_rate_flop_s(chips, peak, mfu)
+    rate = routing.job_rate_flop_s(m, code, cls, chips, cl.acc, cl.p.hall.system, tp)
     if math.isnan(work):
         ref, ref_sys = workload.REFERENCE_ACCELERATOR, workload.REFERENCE_SYSTEM
-        ref_peak = ref.peak(cls.precision)
-        ref_spanned = workload.ideal_spanned(chips, ref_sys.chips)
-        ref_mfu = fabric.job_mfu(m, k, chips, ref_spanned, ref_peak, base, ref_sys, tp)
-        work = nominal_s * workload.training_rate_flop_s(chips, ref_peak, ref_mfu)
+        work = nominal_s * routing.job_rate_flop_s(m, code, cls, chips, ref, ref_sys, tp)
     nominal_s = work / rate
     j = cl.jobs.add(
         model_name,

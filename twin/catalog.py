@@ -100,6 +100,12 @@ class System:
     def chips_per_server(self) -> int:
         return self.chips // self.servers
 
+    @property
+    def family(self) -> str:
+        """Software family of the system's accelerator: "trainium" (AWS Neuron SDK) or "gpu"
+        (NVIDIA CUDA); work that needs one runs only there (``twin.routing``)."""
+        return "trainium" if self.accelerator.startswith("trainium") else "gpu"
+
 
 ACCELERATORS: dict[str, Accelerator] = {
     a.key: a

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from twin import arrivals, failures, outages, queueing, scheduler, services, serving, workload
+from twin import arrivals, failures, outages, queueing, routing, scheduler, services, serving, workload
 from twin.catalog import Accelerator
 from twin.events import Events
 from twin.jobs import (
@@ -59,6 +59,9 @@ class Cluster:
         self.models = registry(p.models)
         n, nus, c = topo.chips, topo.ultraservers, topo.chips_per_us
         self.cpu = c
+        # On a mixed floor, the router that sends arriving jobs to the floor's systems (set on
+        # the floor's front door, ``twin.floor``); None: every job arrives here.
+        self.router: routing.Router | None = None
         rng_jobs, rng_svc = rngs.jobs, rngs.services
         self.rng_arrivals, self.rng_jobs, self.rng_failures = rngs.arrivals, rng_jobs, rngs.failures
         self.chip_owner = np.full(n, -1, dtype=np.int32)
@@ -248,6 +251,7 @@ class Cluster:
             "failures": a["failures"][ids],
             "preemptions": a["preemptions"][ids],
             "source": [SOURCES[int(s)] for s in a["source"][ids]],
+            "system": [self.p.hall.system.key] * len(ids),
         }
 
     def event_tables(self) -> dict[str, dict[str, Any]]:

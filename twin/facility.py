@@ -67,6 +67,24 @@ class _Heat:
     protected: bool  # clocks lowered inside the step
 
 
+@dataclass(slots=True)
+class ItStep:
+    """What a facility's own chips did in a step, before the plant and the power chain
+    (``Facility.step_it``)."""
+
+    heat: _Heat
+    util: FloatArray  # utilisation at full clock, 0 on unpowered chips [-]
+    alive: BoolArray
+    dyn_full: FloatArray | None
+    to_fw_w: float  # heat handed to the facility water over the step [W]
+    air_heat_w: float  # heat into the room air [W]
+    it_w: float
+    us_off: BoolArray
+    tripped_chips: npt.NDArray[np.int64]
+    recovered_chips: npt.NDArray[np.int64]
+    events: Events
+
+
 @dataclass
 class PlantState:
     chillers_up: int
@@ -196,6 +214,9 @@ class Facility:
             fw_supply_c=self.fw_setpoint_c,
             chw_supply_c=cp.chilled_water_c,
         )
+        # False for the second and later systems of a mixed floor: the plant (shared) is the
+        # first system's, and the plant's faults are its effects (``twin.floor``).
+        self.owns_plant = True
         self.us_tripped = np.zeros(nus, dtype=bool)
         self.chip_tripped = np.zeros(n, dtype=bool)
         self.us_hold_until = np.zeros(nus, dtype=np.int64)  # junction shutdown: off at least until
@@ -284,8 +305,9 @@ class Facility:
         self.facility_cap_w = st.facility_cap_w
         self.row_cap_w = st.row_cap_w
         self.row_flow_fraction = st.row_flow_fraction
-        self.plant.chillers_up = st.chillers_up
-        self.plant.towers_up = st.towers_up
+        if self.owns_plant:
+            self.plant.chillers_up = st.chillers_up
+            self.plant.towers_up = st.towers_up
 
     def _reclock_for_flow(self) -> None:
         """Flow changed between steps: the chips' thermal protection acts within milliseconds,
@@ -336,9 +358,22 @@ class Facility:
     def step(self, util: FloatArray, alive: BoolArray, cond: Conditions, t_s: int, dt_s: int) -> FacilityStep:
         """One step. ``util`` is each chip's utilisation at full clock (0 idle), ``alive`` marks
         chips that are powered."""
+        part = self.step_it(util, alive, t_s, dt_s)
+        # Plant: air side first (CRAHs on chilled water), then the liquid loop.
+        plant_out = self._plant(part.to_fw_w, part.air_heat_w, cond, dt_s)
+        # Power chain.
+        cooling_w = plant_out["chiller_w"] + plant_out["pumps_w"] + plant_out["fans_w"]
+        losses = power.chain_losses(part.it_w, cooling_w, self.ups_rating_w, self.pp)
+        facility_w = part.it_w + cooling_w + losses.total_w
+        return self.finish_step(part, plant_out, losses, facility_w, cond)
+
+    def step_it(self, util: FloatArray, alive: BoolArray, t_s: int, dt_s: int) -> ItStep:
+        """The part of a step this facility's own chips decide: timed effects ending, chip and IT
+        power at this step's clocks, the rack loops, junction protection and loop trips. The
+        plant and the power chain come after (``step``; on a mixed floor once for all systems,
+        ``twin.floor``)."""
         ev: Events = []
         self._end_due(t_s, ev)
-        pp, acc = self.pp, self.acc
         clock = self.clock
         # Unpowered chips are few (failures, trips): handled by index, not by whole-array masks.
         dead = np.zeros(0, dtype=np.intp) if alive.all() else np.flatnonzero(~alive)
@@ -347,11 +382,10 @@ class Facility:
             util[dead] = 0.0
         full_clock = self._full_clock
         # Dynamic power at full clock, (P_tdp - P_idle) u, only where a clock below 1 needs it.
-        dyn_full = None if full_clock else (acc.tdp_w - acc.idle_w) * util
+        dyn_full = None if full_clock else (self.acc.tdp_w - self.acc.idle_w) * util
         th = self._power_and_heat(util, alive, dead, dyn_full, clock, full_clock, dt_s, ev)
-        pw, clock, full_clock, ret, coolant, r_us = (th.pw, th.clock, th.full_clock, th.ret, th.coolant, th.r_us)
-        speed, flow_frac, shut, ret0 = th.speed, th.flow_frac, th.shut, th.ret0
-        chip_p, act_chip, us_it, it_w, psu_loss = pw.chip_p, pw.act_chip, pw.us_it, pw.it_w, pw.psu_loss_w
+        ret, coolant, flow_frac, shut, ret0 = th.ret, th.coolant, th.flow_frac, th.shut, th.ret0
+        us_it, it_w = th.pw.us_it, th.pw.it_w
         liquid_us = self.lf * us_it
         # Heat handed to the facility water over the step = heat in - heat stored in the loops.
         stored = self.us_mass_kg * CP * (ret - ret0)
@@ -360,18 +394,25 @@ class Facility:
 
         us_off = self.us_tripped.copy()  # powered off during this step
         tripped_chips, recovered_chips = self._loop_trips(ret, coolant, flow_frac, alive, shut, t_s, ev)
-
-        # Plant: air side first (CRAHs on chilled water), then the liquid loop.
         air_heat = it_w - float(liquid_us.sum())
-        plant = self._plant(to_fw_w, air_heat, cond, dt_s)
+        return ItStep(th, util, alive, dyn_full, to_fw_w, air_heat, it_w, us_off, tripped_chips, recovered_chips, ev)
 
-        # Power chain.
-        cooling_w = plant["chiller_w"] + plant["pumps_w"] + plant["fans_w"]
-        losses = power.chain_losses(it_w, cooling_w, self.ups_rating_w, pp)
-        facility_w = it_w + cooling_w + losses.total_w
-
+    def finish_step(
+        self,
+        part: ItStep,
+        plant_out: dict[str, float],
+        losses: power.ChainLosses,
+        facility_w: float,
+        cond: Conditions,
+    ) -> FacilityStep:
+        """The step after the plant and the power chain: the clocks for the next step (power
+        caps and thermal equilibrium; ``facility_w`` is the whole facility's power, which a
+        facility cap is measured against) and the step's record."""
+        th, util, alive, dyn_full, ev = part.heat, part.util, part.alive, part.dyn_full, part.events
+        pw, clock, full_clock, coolant, r_us = th.pw, th.clock, th.full_clock, th.coolant, th.r_us
+        it_w, us_it = pw.it_w, pw.us_it
         # Clocks for the next step: power caps and thermal equilibrium.
-        self._last = (util, alive, dyn_full, it_w, facility_w, us_it, speed)
+        self._last = (util, alive, dyn_full, it_w, facility_w, us_it, th.speed)
         self.clock = self._next_clock(util, alive, dyn_full, it_w, facility_w, us_it, coolant, r_us)
         self._full_clock = self.clock is self._ones or bool(self.clock.min() >= 1.0)
         throttled = 0 if full_clock else int(((clock < 0.999) & (util > 0)).sum())
@@ -381,13 +422,13 @@ class Facility:
                 ("throttle", "factory", f"{throttled} chips throttled" if throttled else "throttling ended")
             )
         return FacilityStep(
-            act_chip=act_chip,
-            chip_p=chip_p,
+            act_chip=pw.act_chip,
+            chip_p=pw.chip_p,
             clock=clock,
             full_clock=full_clock,
             protected=th.protected,
             us_it=us_it,
-            us_return_c=ret,
+            us_return_c=th.ret,
             us_chip_w=pw.us_chip_w,
             us_act=pw.us_act,
             us_tj_max=th.us_tj_max,
@@ -396,24 +437,24 @@ class Facility:
             chip_us=self.topo.chip_us,
             it_w=it_w,
             chip_w=float(pw.us_chip_w.sum()),
-            psu_loss_w=psu_loss,
+            psu_loss_w=pw.psu_loss_w,
             pdu_loss_w=losses.pdu_w,
             ups_loss_w=losses.ups_w,
             transformer_loss_w=losses.transformer_w,
-            chiller_w=plant["chiller_w"],
-            pumps_w=plant["pumps_w"],
-            fans_w=plant["fans_w"],
-            free_fraction=plant["free_fraction"],
-            cop=plant["cop"],
-            water_l=plant["water_l"],
+            chiller_w=plant_out["chiller_w"],
+            pumps_w=plant_out["pumps_w"],
+            fans_w=plant_out["fans_w"],
+            free_fraction=plant_out["free_fraction"],
+            cop=plant_out["cop"],
+            water_l=plant_out["water_l"],
             fw_supply_c=self.plant.fw_supply_c,
-            unmet_heat_w=plant["unmet_w"],
+            unmet_heat_w=plant_out["unmet_w"],
             facility_cap_w=self.facility_cap_w,
             throttled_chips=throttled,
             cond=cond,
-            us_off=us_off,
-            tripped_chips=tripped_chips,
-            recovered_chips=recovered_chips,
+            us_off=part.us_off,
+            tripped_chips=part.tripped_chips,
+            recovered_chips=part.recovered_chips,
             events=ev,
         )
 

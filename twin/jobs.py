@@ -76,7 +76,11 @@ class JobTable:
 
     def __init__(self, capacity: int = 256) -> None:
         self.n = 0  # slots ever used (high-water mark); rows past n are zero
-        self.next_id = 0  # id of the next job added
+        self.next_id = 0  # sequence number of the next job added
+        # Ids are next_id x stride + offset: on a mixed floor each system's table numbers its
+        # jobs apart from the others' (``number``).
+        self.id_stride = 1
+        self.id_offset = 0
         self.names: list[str] = []
         self.precision: list[str] = []
         self.a: dict[str, npt.NDArray[Any]] = {k: np.zeros(capacity, dtype=t) for k, t in self.FIELDS.items()}
@@ -107,10 +111,17 @@ class JobTable:
         self.a["source"][j] = SOURCES.index("manual")
         for k, v in values.items():
             self.a[k][j] = v
-        self.a["id"][j] = self.next_id
+        self.a["id"][j] = self.next_id * self.id_stride + self.id_offset
         self.next_id += 1
         self.a["inf"][j] = self.a["kind"][j] == INFERENCE
         return j
+
+    def number(self, stride: int, offset: int) -> None:
+        """Number this table's jobs ``k x stride + offset`` (k = 0, 1, ...), the jobs already
+        added included: ``stride`` tables with offsets 0..stride-1 never share an id."""
+        used = self.a["id"][: self.n]
+        used[:] = (used - self.id_offset) // self.id_stride * stride + offset
+        self.id_stride, self.id_offset = stride, offset
 
     def evict(self, slots: list[int]) -> None:
         """Free the slots of finished jobs whose rows have been recorded."""

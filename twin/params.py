@@ -19,11 +19,31 @@ FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
+class SystemRows:
+    """Rows of one system on a mixed floor: ``ultraservers`` systems (UltraServers, NVL72 racks,
+    HGX nodes) of one catalog entry, ``ultraservers_per_row`` to a row (one CDU per row)."""
+
+    system: System
+    accelerator: Accelerator
+    ultraservers: int
+    ultraservers_per_row: int = 4
+
+
+@dataclass(frozen=True)
 class HallParams:
     system: System
     accelerator: Accelerator
     ultraservers: int = 16
     ultraservers_per_row: int = 4  # one CDU per row
+    # A mixed floor: rows of different systems on one plant, one power chain and one grid
+    # connection (``twin.floor``), in this order. Empty: one system (the fields above).
+    rows: tuple[SystemRows, ...] = ()
+
+    def pools(self) -> tuple[SystemRows, ...]:
+        """The floor's systems, one homogeneous pool each (one for a single-system hall)."""
+        if self.rows:
+            return self.rows
+        return (SystemRows(self.system, self.accelerator, self.ultraservers, self.ultraservers_per_row),)
 
 
 @dataclass(frozen=True)
@@ -185,6 +205,11 @@ class JobClassParams:
     priority: int  # higher goes first under the priority policy
     preemptible: bool  # may be preempted by higher-priority work (restarts from its checkpoint)
     checkpoint_interval_s: int  # 0: no checkpoints (an interrupted job starts over)
+    # On a mixed floor (twin.routing): the system family the class's software needs ("any",
+    # "gpu" for CUDA-only code, "trainium" for Neuron-only code), and the system the "pinned"
+    # routing policy sends it to ("": the first of the floor's systems it may run on).
+    family: str = "any"
+    system: str = ""
 
 
 _TRAIN_MODELS = ("llama-3.1-8b", "llama-3.1-70b", "gpt-oss-120b", "llama-3.1-405b")
@@ -310,6 +335,11 @@ class SchedulerParams:
     placement: str = "topology"
     backfill_depth: int = 100  # queued jobs examined for backfill per pass
     runtime_estimate_factor: float = 1.0  # user runtime estimate / true nominal run length
+    # Mixed floors (twin.routing): where each job and service goes. fastest: the system that
+    # does its work soonest; cheapest: the lowest marginal $ per unit of work (ownership rates
+    # plus IT energy at the flat price); energy: the lowest IT J per unit of work; pinned: the
+    # job class's or service's ``system`` (else the first system it may run on).
+    routing: str = "fastest"
 
 
 # ---------------------------------------------------------------------- online inference
@@ -381,6 +411,10 @@ class ServiceParams:
     trace: RequestTrace | None = None  # demand replayed from a request trace instead of the shape
     trace_speedup: float = 1.0  # replay the trace this many times faster (rate x speedup)
     trace_loop: bool = True  # repeat the trace to fill the run
+    # On a mixed floor (twin.routing): the system family the service needs and the system the
+    # "pinned" policy puts its replicas on (all of a service's replicas run on one system).
+    family: str = "any"
+    system: str = ""
 
 
 # ---------------------------------------------------------------------- failures

@@ -89,6 +89,8 @@ class Simulation:
     def __init__(self, params: FactoryParams) -> None:
         self.p = params
         hall = params.hall
+        if len(hall.rows) > 1:
+            raise ValueError("a hall of several systems ([[hall.rows]]) is built by twin.floor.build")
         self.sys = hall.system
         self.acc = hall.accelerator
         self.dt_s = int(params.dt_s)
@@ -221,27 +223,44 @@ class Simulation:
     def _step(self, rec: _Recorder, i: int) -> None:
         """One step, phase by phase (module docstring)."""
         t = self.t_s
-        while self._pending and self._pending[0][0] <= t:
-            _, _, ev, source = heapq.heappop(self._pending)
-            self._record_events(self._apply(ev, source))
+        self._events_due(t)
         clock = self.chip_clock
-        w, work_events = self.cluster.step(t, self.dt_s, clock)
-        self._record_events(work_events)
+        w = self._work(t, clock)
         ph, w = self._physics(w, clock)
         self._record(rec, i, w, ph)
         self.t_s = t + self.dt_s
 
+    def _events_due(self, t: int) -> None:
+        """Phase 1: pending events due at ``t`` are applied and recorded."""
+        while self._pending and self._pending[0][0] <= t:
+            _, _, ev, source = heapq.heappop(self._pending)
+            self._record_events(self._apply(ev, source))
+
+    def _work(self, t: int, clock: npt.NDArray[np.float64]) -> WorkStep:
+        """Phase 2: the work state's step at this step's clocks."""
+        w, work_events = self.cluster.step(t, self.dt_s, clock)
+        self._record_events(work_events)
+        return w
+
+    def _utilisation(self) -> npt.NDArray[np.float64]:
+        """Each chip's utilisation is its job's activity: one gather through the job table, with
+        a trailing 0 that idle chips (owner -1) pick up."""
+        util: npt.NDArray[np.float64] = np.append(self.jobs.a["activity"], 0.0).take(self.chip_owner)
+        return util
+
     def _physics(self, w: WorkStep, clock: npt.NDArray[np.float64]) -> tuple[FacilityStep, WorkStep]:
         """Phases 3-4: site, then chip utilisation -> power, heat, temperatures, plant and power
-        chain (``twin.facility``). When junction protection slowed chips inside the step, the
-        batch work of the step is taken at the clocks the chips really ran at (work and power
-        use the same clock). Thermal trips take chips offline; the clocks decided here apply to
-        the next step's work and power alike."""
-        # Each chip's utilisation is its job's activity: one gather through the job table, with
-        # a trailing 0 that idle chips (owner -1) pick up.
-        util = np.append(self.jobs.a["activity"], 0.0).take(self.chip_owner)
+        chain (``twin.facility``), then what the physics did to the work (``_after_physics``)."""
+        util = self._utilisation()
         cond = self.site.step(self.t_s, self.dt_s)
         ph = self.facility.step(util, ~self.chip_failed, cond, self.t_s, self.dt_s)
+        return ph, self._after_physics(ph, w, clock)
+
+    def _after_physics(self, ph: FacilityStep, w: WorkStep, clock: npt.NDArray[np.float64]) -> WorkStep:
+        """When junction protection slowed chips inside the step, the batch work of the step is
+        taken at the clocks the chips really ran at (work and power use the same clock). Thermal
+        trips take chips offline; the clocks decided here apply to the next step's work and power
+        alike."""
         if ph.protected:
             d_train, d_job = rescale_progress(self.cluster, self.t_s, self.dt_s, clock, ph.clock)
             w = dataclasses.replace(w, train_flops=w.train_flops - d_train, job_flops=w.job_flops - d_job)
@@ -254,7 +273,7 @@ class Simulation:
             outages.recover_thermal(self.cluster, ph.recovered_chips)
         self.chip_clock = self.facility.clock
         self.chip_activity, self.chip_power, self._ph = ph.act_chip, ph.chip_p, ph
-        return ph, w
+        return w
 
     # ------------------------------------------------------------------ record
     def _record(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> None:
@@ -372,9 +391,19 @@ class Simulation:
     # ------------------------------------------------------------------ public
     def advance(self, steps: int) -> Frames:
         """Run ``steps`` steps; return their telemetry frames."""
+        rec = self._recorder(steps)
+        for i in range(steps):
+            self._step(rec, i)
+        frames = self._frames(rec)
+        frames["system_ts"] = telemetry.system_rows([frames["factory_ts"]], [self.sys.key])
+        if steps:
+            self.last = {k: float(v[-1]) for k, v in frames["factory_ts"].items()}
+        return frames
+
+    def _recorder(self, steps: int) -> _Recorder:
         p = self.p
         times = self.t_s + self.dt_s * np.arange(steps, dtype=np.int64)
-        rec = _Recorder(
+        return _Recorder(
             steps,
             self.topo,
             tuple(s.name for s in p.services),
@@ -384,14 +413,14 @@ class Simulation:
                 "hall_ts": _due(times, self.dt_s, p.hall_interval_s),
             },
         )
-        for i in range(steps):
-            self._step(rec, i)
+
+    def _frames(self, rec: _Recorder) -> Frames:
+        """The frames of the steps recorded in ``rec`` with the jobs, events, failures and
+        interruptions since the last call."""
         frames = rec.frames()
         frames["jobs"] = self.cluster.job_rows(self.t_s)
         frames["events"] = self._event_rows()
         frames.update(self.cluster.event_tables())
-        if steps:
-            self.last = {k: float(v[-1]) for k, v in frames["factory_ts"].items()}
         return frames
 
     def queue_view(self, limit: int = 50) -> list[tuple[int, str, int, int]]:

@@ -8,12 +8,16 @@ no I/O, no Arrow or DuckDB imports.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 # Schema version of the telemetry file. Bump on any incompatible change to the tables below.
 # v2: calendar time (``runs.start``, ``ts`` in every time-series table), added by ``storage.schema``.
 # v3: the aggregate tiers ``row_ts`` and ``hall_ts``.
 # v4: cost of ownership in ``factory_ts`` (``COST_COLUMNS``).
-SCHEMA_VERSION = 4
+# v5: mixed floors: ``system_ts`` (one row per system and step) and ``jobs.system``.
+SCHEMA_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("failures", "int32", "-", "Interruptions by failures, drains and thermal trips"),
         _c("preemptions", "int32", "-", "Interruptions by higher-priority work"),
         _c("source", "string", "", "synthetic | trace | service | manual"),
+        _c("system", "string", "", "System the job or replica runs on (catalog key; mixed floors)"),
     ),
     "service_ts": (
         RUN_ID,
@@ -264,8 +269,72 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "hall_ts": (RUN_ID, TIME_S, _c("hall_id", "int32", "", "Hall (building) of the site"), *_tier_columns("hall")),
 }
 
+# Columns of factory_ts recorded per system in ``system_ts``.
+_SYSTEM_COLUMNS = (
+    "it_power_w", "facility_power_w", "cooling_power_w", "power_loss_w", "chip_power_w", "water_l",
+    "chips_total", "chips_allocated", "chips_busy", "chips_failed", "activity", "mean_clock",
+    "max_chip_temp_c", "queue_jobs", "running_jobs", "training_flops", "job_flops", "tokens_per_s",
+    "requests_served_per_s", "inference_power_w", "inference_chips", "cost_usd", "co2_kg", "energy_j",
+    "capex_usd", "fixed_opex_usd", "water_cost_usd",
+)
+# One row per system (a homogeneous pool of one catalog system) and step: the factory_ts columns
+# of that system's share. IT, chips and work are the system's own; the plant's and the power
+# chain's power, water and their cost are the floor's, shared in proportion to IT power (every
+# system sees the floor's PUE). A single-system hall has one row per step, equal to its
+# factory_ts row.
+TABLES["system_ts"] = (
+    RUN_ID,
+    TIME_S,
+    _c("system_id", "int32", "", "System index on the floor (order of [[hall.rows]])"),
+    _c("system", "string", "", "System (catalog key)"),
+    *(c for c in TABLES["factory_ts"] if c.name in _SYSTEM_COLUMNS),
+)
+
+# How a mixed floor's factory_ts row follows from its systems' rows (``twin.floor``): "sum"
+# (the default: powers, energy, counts, work, cost), "same" (the floor's own: weather, price,
+# plant temperatures, caps), "max", "ratio:<numerator>/<denominator>" of the merged sums, or
+# "mean:<weight column>" weighted by each system's value of that column.
+FLOOR_MERGE: dict[str, str] = {
+    "time_s": "same",
+    "free_cooling_fraction": "same",
+    "chiller_cop": "same",
+    "facility_water_supply_c": "same",
+    "facility_cap_w": "same",
+    "outdoor_temp_c": "same",
+    "outdoor_wetbulb_c": "same",
+    "outdoor_rh": "same",
+    "coolant_supply_c": "same",
+    "price_usd_per_mwh": "same",
+    "carbon_g_per_kwh": "same",
+    "max_chip_temp_c": "max",
+    "pue": "ratio:facility_power_w/it_power_w",
+    "energy_per_token_j": "ratio:inference_power_w/tokens_per_s",
+    "mean_clock": "mean:chips_busy",
+    "activity": "mean:chips_total",
+    "coolant_return_c": "mean:chips_total",
+    "fragmentation": "mean:chips_free",
+}
+
+
+def system_rows(factory: list[dict[str, Any]], systems: list[str]) -> dict[str, Any]:
+    """``system_ts`` frames from each system's ``factory_ts`` frames of the same steps, time
+    major (every system's row of a step, in floor order, then the next step)."""
+    k = len(systems)
+    steps = len(factory[0]["time_s"]) if factory else 0
+    out: dict[str, Any] = {
+        "time_s": np.repeat(factory[0]["time_s"], k) if factory else np.zeros(0, dtype=np.int64),
+        "system_id": np.tile(np.arange(k, dtype=np.int32), steps),
+        "system": list(systems) * steps,
+    }
+    for c in TABLES["system_ts"][4:]:
+        out[c.name] = np.stack([f[c.name] for f in factory], axis=1).ravel()
+    return out
+
+
 # Tables that a schema version after the first added (created by that version's migration).
-ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3}
+ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3, "system_ts": 5}
+# Columns added to existing tables in schema v5 (an older file gains them by ALTER TABLE).
+V5_COLUMNS = (("jobs", "system"),)
 # Columns of factory_ts added in schema v4 (an older file gains them by ALTER TABLE).
 COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips")
 

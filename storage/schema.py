@@ -17,7 +17,16 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from storage.kpis import cost_by_day_view_sql, run_summary_view_sql, system_summary_view_sql
-from twin.telemetry import ADDED_IN, COST_COLUMNS, SCHEMA_VERSION, TABLES, UPSERT_KEYS, V5_COLUMNS, Column
+from twin.telemetry import (
+    ADDED_IN,
+    COST_COLUMNS,
+    SCHEMA_VERSION,
+    TABLES,
+    UPSERT_KEYS,
+    V5_COLUMNS,
+    V6_COLUMNS,
+    Column,
+)
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "int8": pa.int8(),
@@ -130,6 +139,13 @@ def migrations() -> list[list[str]]:
         v5.append(comment_sql(table, col))
     v5.append(system_summary_view_sql())
     out.append(v5)
+    # v6: campuses: the hall of each row_ts and system_ts row (a no-op on a new file).
+    v6 = []
+    for table, name in V6_COLUMNS:
+        col = next(c for c in TABLES[table] if c.name == name)
+        v6.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
+        v6.append(comment_sql(table, col))
+    out.append(v6)
     return out
 
 

@@ -66,6 +66,9 @@ class PowerChainParams:
     # (kind "power_cap") set or clear caps during a run.
     facility_cap_w: float = 0.0
     row_cap_w: float = 0.0
+    # A campus's cap on its grid connection (the halls' facility power summed; 0 = none), shared
+    # among the halls in proportion to their IT power (``twin.campus``).
+    campus_cap_w: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -474,6 +477,10 @@ class FactoryParams:
     scheduler: SchedulerParams = field(default_factory=SchedulerParams)
     models: tuple[ModelSpec, ...] = ()  # scenario-defined models (added to twin.models.MODELS)
     events: tuple[ScheduledEvent, ...] = ()
+    # A campus: several halls (buildings), each with its own floor, plant and power chain, under
+    # one substation and grid connection (``twin.campus``). Empty: one hall (``hall``); when
+    # given, ``hall`` is the first of them.
+    halls: tuple[HallParams, ...] = ()
     chip_sample_interval_s: int = 3600  # chip_ts every this much simulated time (0 = off)
     # The aggregate tiers, every this much simulated time (at most once a step; 0 = off).
     ultraserver_interval_s: int = 1

@@ -391,9 +391,23 @@ class Simulation:
     # ------------------------------------------------------------------ public
     def advance(self, steps: int) -> Frames:
         """Run ``steps`` steps; return their telemetry frames."""
-        rec = self._recorder(steps)
+        rec = self.begin(steps)
         for i in range(steps):
             self._step(rec, i)
+        return self.end(rec, steps)
+
+    # A campus (``twin.campus``) drives its halls step by step: ``begin``, ``step`` per step,
+    # ``end``; ``advance`` is exactly these three.
+    def begin(self, steps: int) -> _Recorder:
+        """The buffers of the next ``steps`` steps."""
+        return self._recorder(steps)
+
+    def step(self, rec: _Recorder, i: int) -> None:
+        """Step ``i`` of the steps ``rec`` was begun for."""
+        self._step(rec, i)
+
+    def end(self, rec: _Recorder, steps: int) -> Frames:
+        """The frames of the steps recorded in ``rec``."""
         frames = self._frames(rec)
         frames["system_ts"] = telemetry.system_rows([frames["factory_ts"]], [self.sys.key])
         if steps:

@@ -17,7 +17,8 @@ import numpy as np
 # v3: the aggregate tiers ``row_ts`` and ``hall_ts``.
 # v4: cost of ownership in ``factory_ts`` (``COST_COLUMNS``).
 # v5: mixed floors: ``system_ts`` (one row per system and step) and ``jobs.system``.
-SCHEMA_VERSION = 5
+# v6: campuses: ``hall_id`` of ``row_ts`` and ``system_ts`` (``hall_ts`` has one row per hall).
+SCHEMA_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
     ),
     # Aggregate tiers: the UltraServer rows summed (counts, power) or reduced (max, mean) over a
     # row (one CDU) and over the hall, each at its own interval (``[telemetry]``).
-    "row_ts": (RUN_ID, TIME_S, _c("row_id", "int32", "", "Row (one CDU per row)"), *_tier_columns("row")),
+    "row_ts": (RUN_ID, TIME_S, _c("row_id", "int32", "", "Row (one CDU per row)"), *_tier_columns("row"),
+               _c("hall_id", "int32", "", "Hall (building) of the row")),
     "hall_ts": (RUN_ID, TIME_S, _c("hall_id", "int32", "", "Hall (building) of the site"), *_tier_columns("hall")),
 }
 
@@ -288,6 +290,7 @@ TABLES["system_ts"] = (
     _c("system_id", "int32", "", "System index on the floor (order of [[hall.rows]])"),
     _c("system", "string", "", "System (catalog key)"),
     *(c for c in TABLES["factory_ts"] if c.name in _SYSTEM_COLUMNS),
+    _c("hall_id", "int32", "", "Hall (building) of the system's rows"),
 )
 
 # How a mixed floor's factory_ts row follows from its systems' rows (``twin.floor``): "sum"
@@ -326,8 +329,9 @@ def system_rows(factory: list[dict[str, Any]], systems: list[str]) -> dict[str, 
         "system_id": np.tile(np.arange(k, dtype=np.int32), steps),
         "system": list(systems) * steps,
     }
-    for c in TABLES["system_ts"][4:]:
+    for c in TABLES["system_ts"][4:-1]:
         out[c.name] = np.stack([f[c.name] for f in factory], axis=1).ravel()
+    out["hall_id"] = np.zeros(steps * k, dtype=np.int32)
     return out
 
 
@@ -335,6 +339,8 @@ def system_rows(factory: list[dict[str, Any]], systems: list[str]) -> dict[str, 
 ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3, "system_ts": 5}
 # Columns added to existing tables in schema v5 (an older file gains them by ALTER TABLE).
 V5_COLUMNS = (("jobs", "system"),)
+# Columns added to existing tables in schema v6 (campuses: the hall of each row and system).
+V6_COLUMNS = (("row_ts", "hall_id"), ("system_ts", "hall_id"))
 # Columns of factory_ts added in schema v4 (an older file gains them by ALTER TABLE).
 COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips")
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from twin import rng, site, telemetry
+from twin import rng, site
 from twin.design import Design
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.floor import Floor, FloorTopology, _concat, _sort_by_time, merge_factory
@@ -267,7 +267,7 @@ class Campus:
     # ------------------------------------------------------------------ public
     def advance(self, steps: int) -> Frames:
         """Run ``steps`` steps; return the campus's telemetry frames."""
-        recs = [h.begin(steps) for h in self.halls]
+        recs: list[Any] = [h.begin(steps) for h in self.halls]
         for i in range(steps):
             self._step(recs, i)
         per = [h.end(rec, steps) for h, rec in zip(self.halls, recs, strict=True)]

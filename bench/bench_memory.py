@@ -4,11 +4,16 @@ Prints the process's resident memory (RSS) at 10 % and at 100 % of the run, and 
 size against the jobs the run has had: memory stays flat because finished jobs leave the model
 once they are written to the ``jobs`` table.
 
-    python bench/bench_memory.py [--days 365] [--scenario default] [--model-only]
+    python bench/bench_memory.py [--days 365] [--scenario default] [--samples 10] [--model-only]
+                                 [--no-live] [--tracemalloc]
 
 ``--model-only`` runs the simulation without writing a file (the model's own memory); without it
-the run writes its telemetry file as ``twin run`` does, so the figure includes DuckDB's buffer
-cache. RSS is read from /proc/self/status (Linux); elsewhere the peak RSS from ``resource``.
+the run writes its telemetry file and publishes its live view as ``twin live`` does, so the figure
+includes DuckDB's block cache (bounded by the run database's own memory limit,
+``storage.sandbox.WRITER_MEMORY``) and the live publisher. Each sample waits until what is queued
+is written. The last line gives the growth from 10 % to 100 % and its slope per 30 simulated days
+(a shorter ``--days`` run measures the slope quickly). RSS is read from /proc/self/status (Linux);
+elsewhere the peak RSS from ``resource``.
 """
 
 from __future__ import annotations
@@ -37,35 +42,79 @@ def rss_mb() -> float:
     return peak / (1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0)
 
 
+def duckdb_cache_mb(s: Session) -> float:
+    """Memory the run's database holds (its block cache and buffers), from ``duckdb_memory()``."""
+    cur = s.writer.cursor()
+    try:
+        return float(cur.sql("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0] or 0) / 2**20
+    finally:
+        cur.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--days", type=float, default=365.0)
     ap.add_argument("--scenario", default="default")
     ap.add_argument("--model-only", action="store_true", help="simulate without writing a file")
+    ap.add_argument("--samples", type=int, default=10, help="RSS samples over the run (10 = every 10 %%)")
+    ap.add_argument("--no-live", action="store_true", help="do not publish the live Parquet view")
+    ap.add_argument("--tracemalloc", action="store_true",
+                    help="also print the Python allocations that grew between the first sample and the end")
     args = ap.parse_args()
+    if not (args.days > 0 and args.days <= 3660 and 1 <= args.samples <= 1000):
+        ap.error("--days: expected 0 < days <= 3660; --samples: 1 … 1000")
     spec, text, _ = load(args.scenario)
     if args.model_only:
         model_only(spec, args.days)
         return
+    if args.tracemalloc:
+        import tracemalloc
+
+        tracemalloc.start(1)
     with tempfile.TemporaryDirectory() as d:
-        s = Session(spec, text, Path(d) / "long.duckdb", duration_s=int(args.days * 86400))
+        s = Session(spec, text, Path(d) / "long.duckdb", duration_s=int(args.days * 86400),
+                    publish_live=not args.no_live)
         total = s.total_steps
-        marks = {max(1, total // 10): "10 %", total: "100 %"}
-        print(f"{args.scenario}: {args.days:g} days = {total:,} steps of {s.params.dt_s} s; RSS at start {rss_mb():.0f} MB")
+        marks = sorted({max(1, total * k // args.samples) for k in range(1, args.samples + 1)})
+        print(f"{args.scenario}: {args.days:g} days = {total:,} steps of {s.params.dt_s} s, full telemetry"
+              f"{'' if args.no_live else ' and the live view'}; RSS at start {rss_mb():.0f} MB")
         done, t0 = 0, time.perf_counter()
+        seen: list[tuple[float, float]] = []  # (days, RSS MB)
+        snap = None
         try:
-            for mark in sorted(marks):
+            for mark in marks:
                 while done < mark:
                     n = min(s.chunk_steps, mark - done)
                     s.advance(n)
                     done += n
+                s.writer.flush()  # what is queued is written: the sample holds no backlog
                 jobs = s.sim.jobs
+                days, rss = done * s.params.dt_s / 86400, rss_mb()
+                seen.append((days, rss))
                 print(
-                    f"  {marks[mark]:>5} ({done * s.params.dt_s / 86400:6.1f} days, {time.perf_counter() - t0:6.0f} s wall): "
-                    f"RSS {rss_mb():6.0f} MB   job slots {jobs.n:,} for {jobs.next_id:,} jobs so far"
+                    f"  {100 * done / total:5.0f} % ({days:6.1f} days, {time.perf_counter() - t0:6.0f} s wall): "
+                    f"RSS {rss:6.0f} MB   DuckDB {duckdb_cache_mb(s):4.0f} MB   "
+                    f"job slots {jobs.n:,} for {jobs.next_id:,} jobs so far",
+                    flush=True,
                 )
+                if args.tracemalloc and snap is None:
+                    import tracemalloc
+
+                    snap = tracemalloc.take_snapshot()
         finally:
             s.close()
+        if args.tracemalloc and snap is not None:
+            import tracemalloc
+
+            print("  Python allocations grown since the first sample (top 10):")
+            for st in tracemalloc.take_snapshot().compare_to(snap, "lineno")[:10]:
+                print(f"    {st.size_diff / 2**20:+7.2f} MB {st.count_diff:+8d} blocks  {st.traceback[0]}")
+    first = next(((dd, r) for dd, r in seen if dd >= seen[-1][0] / 10 - 1e-9), seen[0])
+    last = seen[-1]
+    if last[0] > first[0]:
+        slope = (last[1] - first[1]) / (last[0] - first[0]) * 30
+        print(f"  RSS {first[1]:.0f} MB at {first[0]:.1f} days, {last[1]:.0f} MB at {last[0]:.1f} days: "
+              f"{last[1] - first[1]:+.0f} MB ({slope:+.1f} MB per 30 simulated days)")
 
 
 def model_only(spec: Any, days: float) -> None:

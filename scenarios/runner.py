@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from scenarios.spec import Scenario, ScenarioError, build_simulation, prepare
-from storage.live import LivePublisher
+from storage.live import LivePublisher, LiveUserSql
 from storage.reader import kpi_summary
 from storage.runlock import crash_point
 from storage.sandbox import Limits
@@ -99,6 +99,10 @@ class Session:
             limits=sql_limits,
             on_commit=self.publisher.on_commit if self.publisher else None,
         )
+        if self.publisher is not None:
+            # The console's queries get a sandbox of their own with the user's limits; the run's
+            # database keeps its small one (storage.sandbox.WRITER_MEMORY).
+            self.writer.user_sql = LiveUserSql(self.publisher, self.out, self.writer.limits, self.writer.user_sql)
         self._held: list[Frames] = []
         self._held_steps = 0
         self.closed = False

@@ -26,7 +26,9 @@ import datetime as _dt
 import json
 import os
 import shutil
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.reader import open_run_file
-from storage.sandbox import SANDBOX_CONFIG, Limits
+from storage.sandbox import SANDBOX_CONFIG, Limits, UserResult, UserSql, UserSqlRunner
 from storage.schema import DUCKDB_TYPES, arrow_schema, columns, comment_sql, migrations
 from storage.writer import StorageError
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
@@ -145,8 +147,13 @@ class LivePublisher:
             tmp = d / f".{merged.name}.tmp"
             schema = arrow_schema(table)
             with pq.ParquetWriter(tmp, schema, **_parquet_options(schema)) as w:
-                for p in group:  # one part at a time: memory stays at one part
-                    w.write_table(pq.read_table(d / p.name, schema=schema))
+                for p in group:  # a row group at a time: memory stays flat, however large the parts
+                    f = pq.ParquetFile(d / p.name)
+                    try:
+                        for i in range(f.num_row_groups):
+                            w.write_table(f.read_row_group(i).cast(schema))
+                    finally:
+                        f.close()
             _replace_atomically(tmp, d / merged.name)
             del parts[-FANOUT:]
             parts.append(merged)
@@ -175,6 +182,67 @@ class LivePublisher:
             else:
                 keep.append((t, p))
         self._doomed = keep
+
+
+class LiveUserSql:
+    """The live console's SQL: each query in a sandbox of its own (``open_live``: an in-memory
+    DuckDB over what the run has published, the user's limits, the strict statement check), closed
+    when the query ends. The query's memory is its own and returned when it ends, and the run's
+    database keeps its small limit (``storage.sandbox.WRITER_MEMORY``), so a long live session
+    stays flat. Where nothing is published (publishing failed) queries go to ``fallback``, the
+    writer's own user cursor, within the writer's limit."""
+
+    strict = True
+
+    def __init__(self, publisher: LivePublisher, path: str | Path, limits: Limits, fallback: UserSqlRunner) -> None:
+        self.publisher = publisher
+        self.path = Path(path)
+        self.limits = limits
+        self.fallback = fallback
+        self._lock = threading.Lock()  # one query at a time
+        self._current: UserSql | None = None
+        self._closed = False
+
+    def run(self, sql: str, max_rows: int | None = None, cancelled: Callable[[], bool] | None = None) -> UserResult:
+        from storage.reader import QueryError
+
+        with self._lock:
+            if self._closed:
+                raise QueryError("the run has ended; open its file to query it")
+            reading = None
+            if self.publisher.error is None and self.publisher.created:
+                try:
+                    reading = open_live(self.path, limits=self.limits)
+                except StorageError:
+                    reading = None  # e.g. the sidecar went away with a publishing failure
+            if reading is None:
+                return self.fallback.run(sql, max_rows, cancelled)
+            try:
+                self._current = UserSql(reading.con.cursor(), self.limits, strict=True)
+                if self._closed:  # closed while the sandbox opened
+                    raise QueryError("cancelled")
+                return self._current.run(sql, max_rows, cancelled)
+            finally:
+                us, self._current = self._current, None
+                if us is not None:
+                    us.close()
+                reading.close()
+
+    def interrupt(self) -> None:
+        us = self._current
+        if us is not None:
+            us.interrupt()
+        self.fallback.interrupt()
+
+    def make_room(self) -> None:
+        """Only a query on the writer's database shares its memory."""
+        self.fallback.make_room()
+
+    def close(self) -> None:
+        self._closed = True
+        self.interrupt()
+        with self._lock:
+            self.fallback.close()
 
 
 # -------------------------------------------------------------------- reading

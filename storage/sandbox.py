@@ -4,8 +4,11 @@ DuckDB enforces the sandbox itself, from the moment a file is created or opened:
 access beyond the database's own files, no extension installing or auto-loading, no community or
 unsigned extensions, no spilling to temporary files, a memory limit, and a locked configuration
 (no ``SET``, ``PRAGMA`` or ``enable_logging``/``enable_profiling`` can change a setting). One
-cursor is set aside for user SQL. In a live run the writer shares the memory limit and wins: when
-an insert runs short, it stops the user's query and tries again.
+cursor is set aside for user SQL. A run's database, while it is written, has a small memory limit
+of its own (``WRITER_MEMORY``), which bounds its block cache; the live console's queries then run
+in a sandbox of their own over what the run has published, with the user's limit
+(``storage.live.LiveUserSql``). Queries that do run on the writer's database share its limit, and
+the writer wins: when an insert runs short, it stops the user's query and tries again.
 
 User SQL (``twin sql`` and the console's SQL screen, live or replay) goes through
 ``UserSql.run`` only: the statement check of ``storage.queries.check_user_sql`` first (a second
@@ -21,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -30,6 +33,12 @@ from storage.runlock import crash_point
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY = "2GB"
+# The memory limit of a run's own database while it is written. DuckDB keeps every block it has
+# written or read cached until the database's memory limit is reached, so this limit, not the
+# run's length, bounds the writer's memory. The writer inserts Arrow batches and the live panels
+# read recent history, both streaming; the live console's queries run in a sandbox of their own
+# with the user's limit (``storage.live.LiveUserSql``).
+WRITER_MEMORY = "256MB"
 MAX_MEMORY_BYTES = 1 << 50
 
 SANDBOX_CONFIG: dict[str, Any] = {
@@ -117,6 +126,22 @@ class UserResult:
     statements: int
     truncated: bool  # more rows than max_rows (not fetched)
     wall_s: float
+
+
+class UserSqlRunner(Protocol):
+    """What the SQL console calls: ``UserSql`` or ``storage.live.LiveUserSql``."""
+
+    limits: Limits
+    strict: bool
+
+    def run(self, sql: str, max_rows: int | None = None,
+            cancelled: Callable[[], bool] | None = None) -> UserResult: ...
+
+    def interrupt(self) -> None: ...
+
+    def make_room(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class UserSql:

@@ -1,7 +1,9 @@
 """The telemetry writer: one background thread, large Arrow batches, one DuckDB transaction each.
 
-Frames from the simulation are queued (bounded, so memory stays flat), converted to Arrow in the
-writer thread, and inserted when enough rows have accumulated or enough wall time has passed. Every
+Frames from the simulation are queued in a backlog bounded in bytes (``Backlog``: when the writer
+falls behind, a slow disk say, the simulation waits instead of memory growing), converted to Arrow
+in the writer thread, and inserted when enough rows or bytes have accumulated or enough wall time
+has passed. Every
 flush is one committed transaction that also advances ``runs.sim_time_s``, so a run killed at any
 moment leaves a readable file with everything committed so far and ``status = 'running'``.
 
@@ -21,7 +23,8 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from storage.runlock import LockedError, RunLock, crash_point
-from storage.sandbox import Limits, UserSql, connect
+from storage.sandbox import WRITER_MEMORY, Limits, UserSql, UserSqlRunner, connect, parse_memory
 from storage.schema import DEFAULT_START, arrow_schema, columns, migrations, timestamps
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
@@ -126,11 +129,103 @@ def to_arrow(table: str, run_id: str, cols: dict[str, Any], start: _dt.datetime 
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def frames_nbytes(frames: Mapping[str, Mapping[str, Any]]) -> int:
+    """Memory held by one advance's frames [bytes]: arrays exactly, lists of text as one pointer and
+    one string object per value (an upper estimate: equal strings are often shared)."""
+    n = 0
+    for cols in frames.values():
+        for v in cols.values():
+            if isinstance(v, np.ndarray):
+                n += v.nbytes
+            elif isinstance(v, (list, tuple)):
+                try:
+                    chars = sum(map(len, v))
+                except TypeError:
+                    chars = 0
+                n += 64 * len(v) + chars
+            else:
+                n += 64
+    return n
+
+
+class Backlog:
+    """Items handed to the writer thread and not yet taken, bounded in bytes (back-pressure).
+
+    ``put`` blocks while the items queued plus the new one would exceed ``max_bytes``, so a writer
+    that falls behind holds the producer back instead of letting memory grow. One item larger than
+    the bound on its own is let in when nothing else is queued (it could never fit otherwise): the
+    bytes queued never exceed ``max(max_bytes, largest item)``. ``high_water`` is the most ever
+    queued; ``waiting`` is set while a producer waits for room; ``abandon`` wakes and releases
+    every waiting producer (the writer failed; nothing more is taken)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        if max_bytes <= 0:
+            raise ValueError(f"backlog bound {max_bytes!r} bytes must be positive")
+        self.max_bytes = max_bytes
+        self._items: deque[tuple[Any, int]] = deque()
+        self._bytes = 0
+        self._cond = threading.Condition()
+        self._abandoned = False
+        self.high_water = 0
+        self.waits = 0  # puts that had to wait for room
+        self.waiting = threading.Event()
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: Any, nbytes: int) -> bool:
+        """Queue ``item`` of ``nbytes`` once there is room; ``False`` if the backlog was abandoned."""
+        with self._cond:
+            if self._items and self._bytes + nbytes > self.max_bytes and not self._abandoned:
+                self.waits += 1
+                self.waiting.set()
+                try:
+                    while self._items and self._bytes + nbytes > self.max_bytes and not self._abandoned:
+                        self._cond.wait()
+                finally:
+                    self.waiting.clear()
+            if self._abandoned:
+                return False
+            self._items.append((item, nbytes))
+            self._bytes += nbytes
+            self.high_water = max(self.high_water, self._bytes)
+            self._cond.notify_all()
+            return True
+
+    def get(self, timeout: float) -> Any:
+        """The oldest item; ``queue.Empty`` if none arrives within ``timeout`` seconds."""
+        with self._cond:
+            if not self._items and not self._cond.wait_for(lambda: bool(self._items), timeout):
+                raise queue.Empty
+            item, nbytes = self._items.popleft()
+            self._bytes -= nbytes
+            self._cond.notify_all()
+            return item
+
+    def abandon(self) -> list[Any]:
+        """Take nothing more: release waiting producers and return what was queued."""
+        with self._cond:
+            self._abandoned = True
+            items = [it for it, _ in self._items]
+            self._items.clear()
+            self._bytes = 0
+            self._cond.notify_all()
+            return items
+
+
 class TelemetryWriter:
     """Owns the write connection of one run file (and its lock) until ``close``.
 
     ``if_exists``: ``"append"`` adds the run to an existing twin file, ``"error"`` refuses an
-    existing file, ``"replace"`` replaces it (never a file another live run holds)."""
+    existing file, ``"replace"`` replaces it (never a file another live run holds).
+
+    Memory: frames wait in ``backlog`` (at most ``max_backlog_bytes``; ``write`` blocks beyond),
+    then as Arrow in the writer thread until ``flush_rows`` rows or ``flush_bytes`` bytes (or
+    ``flush_interval_s``) are reached and they are committed."""
 
     def __init__(
         self,
@@ -138,7 +233,8 @@ class TelemetryWriter:
         run: dict[str, Any],
         flush_rows: int = 500_000,
         flush_interval_s: float = 1.0,
-        max_pending: int = 8,
+        max_backlog_bytes: int = 128 << 20,
+        flush_bytes: int = 64 << 20,
         if_exists: str = "append",
         limits: Limits | None = None,
         on_commit: Callable[[dict[str, pa.Table], dict[str, Any]], None] | None = None,
@@ -149,8 +245,12 @@ class TelemetryWriter:
         self.path = Path(path)
         self.run_id = str(run["run_id"])
         self.flush_rows = flush_rows
+        self.flush_bytes = flush_bytes
         self.flush_interval_s = flush_interval_s
+        # ``limits``: the user's queries. The database itself gets the small ``WRITER_MEMORY``
+        # limit (at most the user's), which bounds its block cache however long the run.
         self.limits = limits or Limits()
+        self.db_limits = Limits(self.limits.timeout_s, min(self.limits.memory_bytes, parse_memory(WRITER_MEMORY)))
         self.run = {c.name: run.get(c.name) for c in columns("runs")}
         self.start: _dt.datetime = run.get("start") or DEFAULT_START
         self.run["start"] = self.start
@@ -173,7 +273,7 @@ class TelemetryWriter:
             if not exists or if_exists == "replace":
                 self._create()
             crash_point("writer:open")
-            self.con, user_cur = open_database(self.path, self.limits)
+            self.con, user_cur = open_database(self.path, self.db_limits)
             try:
                 if exists and if_exists != "replace":
                     init_schema(self.con, self.run)
@@ -183,12 +283,15 @@ class TelemetryWriter:
         except BaseException:
             self._lock.release()
             raise
-        self.user_sql = UserSql(user_cur, self.limits, strict=True)
+        # User SQL on this database (its limit); ``storage.live.LiveUserSql`` replaces it in a
+        # live session with a sandbox of its own per query.
+        self.user_sql: UserSqlRunner = UserSql(user_cur, self.db_limits, strict=True)
         if on_commit is not None:
             on_commit({}, dict(self.run))
-        self._q: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
+        self.backlog = Backlog(max_backlog_bytes)
         self._buf: dict[str, list[pa.Table]] = {t: [] for t in TABLES if t != "runs"}
         self._rows = 0
+        self._buf_bytes = 0
         self._sim_time_s = 0
         self._error: BaseException | None = None
         self.rows_written = 0
@@ -205,7 +308,7 @@ class TelemetryWriter:
             stale.unlink(missing_ok=True)
         tmp = folder / f"{base}{os.getpid()}"
         crash_point("create:start")
-        con, _ = open_database(tmp, self.limits)
+        con, _ = open_database(tmp, self.db_limits)
         try:
             crash_point("create:connected")
             init_schema(con, self.run)
@@ -233,14 +336,16 @@ class TelemetryWriter:
 
     # -------------------------------------------------------------- public
     def write(self, frames: dict[str, dict[str, Any]], sim_time_s: int) -> None:
-        """Queue one advance's frames (blocks when the writer is behind)."""
+        """Queue one advance's frames; blocks while the backlog is full (the writer is behind)."""
         self._raise_if_failed()
-        self._q.put((frames, sim_time_s))
+        if not self.backlog.put((frames, sim_time_s), frames_nbytes(frames)):
+            self._raise_if_failed()
 
     def flush(self) -> None:
         """Block until everything queued so far is committed."""
         done = threading.Event()
-        self._q.put(done)
+        if not self.backlog.put(done, 0):
+            self._raise_if_failed()
         while not done.wait(0.1):
             self._raise_if_failed()
         self._raise_if_failed()
@@ -250,7 +355,7 @@ class TelemetryWriter:
         the last step in its tables, close the file and release its lock."""
         crash_point("close:begin")
         if self._thread.is_alive():
-            self._q.put(_STOP)
+            self.backlog.put(_STOP, 0)
             self._thread.join()
         self.user_sql.close()  # stops a console query still running, and its cursor
         try:
@@ -271,7 +376,7 @@ class TelemetryWriter:
             try:
                 if attempt == 2:
                     self.con.close()
-                    self.con, _ = open_database(self.path, self.limits)
+                    self.con, _ = open_database(self.path, self.db_limits)
                 self.con.execute("BEGIN")
                 # The end of the last step in the tables (a step's time_s is its start).
                 row = self.con.sql(
@@ -307,7 +412,7 @@ class TelemetryWriter:
             while True:
                 timeout = max(0.05, self.flush_interval_s - (time.monotonic() - last))
                 try:
-                    item = self._q.get(timeout=timeout)
+                    item = self.backlog.get(timeout)
                 except queue.Empty:
                     item = None
                 if item is _STOP:
@@ -326,18 +431,15 @@ class TelemetryWriter:
                         if tb.num_rows:
                             self._buf[table].append(tb)
                             self._rows += tb.num_rows
-                if self._rows >= self.flush_rows or (
+                            self._buf_bytes += tb.nbytes
+                if self._rows >= self.flush_rows or self._buf_bytes >= self.flush_bytes or (
                     time.monotonic() - last >= self.flush_interval_s and (self._rows or item is not None)
                 ):
                     self._flush()
                     last = time.monotonic()
         except BaseException as e:  # surfaced to the producer on its next call
             self._error = e
-            while True:  # drain so a blocked producer wakes up
-                try:
-                    item = self._q.get_nowait()
-                except queue.Empty:
-                    break
+            for item in self.backlog.abandon():  # a blocked producer wakes up and sees the error
                 if isinstance(item, threading.Event):
                     item.set()
 
@@ -396,6 +498,7 @@ class TelemetryWriter:
         self.flushes += 1
         self.rows_written += written
         self._rows = 0
+        self._buf_bytes = 0
         crash_point("flush:committed")
         if self.on_commit is not None:
             self.on_commit(committed, dict(self.run))

@@ -185,3 +185,12 @@ def test_bad_campuses_are_refused_naming_the_key() -> None:
 def test_floor_build_picks_the_model_of_the_site() -> None:
     p = parse(_campus_toml((1, 1)), "c.toml").to_params()
     assert isinstance(floor.build(p), Campus)
+
+
+def test_the_campus_job_tables_read_as_one() -> None:
+    sim = _build(_campus_toml((2, 3), arrivals=400))
+    sim.advance(30)
+    jobs = sim.jobs
+    assert jobs.n == sum(h.jobs.n for h in sim.halls) > 0
+    ids = jobs.a["id"]
+    assert len(np.unique(ids)) == len(ids)

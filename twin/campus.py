@@ -36,7 +36,7 @@ import numpy.typing as npt
 from twin import rng, site
 from twin.design import Design
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
-from twin.floor import Floor, FloorTopology, _concat, _sort_by_time, merge_factory
+from twin.floor import Floor, FloorTopology, _concat, _JobsView, _sort_by_time, merge_factory
 from twin.params import FactoryParams, HallParams, ScheduledEvent
 from twin.sim import EVENT_KINDS, Frames, Simulation
 
@@ -193,6 +193,11 @@ class Campus:
 
     def chip_job_ids(self) -> npt.NDArray[np.int32]:
         return np.concatenate([h.chip_job_ids() for h in self.halls])
+
+    @property
+    def jobs(self) -> _JobsView:
+        """The campus's job tables read as one (every system pool of every hall); read-only."""
+        return _JobsView([pl for h in self.halls for pl in (h.pools if isinstance(h, Floor) else [h])])
 
     def queue_view(self, limit: int = 50) -> list[tuple[int, str, int, int]]:
         rows = [r for h in self.halls for r in h.queue_view(limit)]

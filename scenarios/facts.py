@@ -182,8 +182,9 @@ SECTIONS: dict[str, Section] = {
                 "cooling plant and power chain, under one substation and grid connection "
                 "(twin.campus). Rows, UltraServers, servers and chips are numbered across the campus hall by "
                 "hall; an event names a hall's plant or cap as `hall:K`; service `i` runs in hall `i mod H`; "
-                "batch arrivals are shared by the halls' chips. `[hardware]` and `[cooling]` apply to every "
-                f"hall. 1..{campus.MAX_HALLS} halls."),
+                "batch arrivals are shared by the halls' chips. `[hardware]` applies to every hall, `[cooling]` "
+                "too unless a hall's own `[halls.cooling]` table sets some of its keys (checked with the "
+                f"campus's). 1..{campus.MAX_HALLS} halls."),
         Section("hardware", "[hardware]", "Overrides of catalog values (`twin hardware` lists them with sources)."),
         Section("site", "[site]", "Site weather (synthetic, a `climate` preset, or a file) and a heat wave.",
                 params.SiteParams),
@@ -706,7 +707,8 @@ def json_schema() -> dict[str, Any]:
                                              "items": _object("hall.rows")}}),
         halls={"type": "array", "minItems": 1, "maxItems": campus.MAX_HALLS,
                "items": _object("hall", extra={"rows": {"type": "array", "maxItems": floor.MAX_SYSTEMS,
-                                                        "items": _object("hall.rows")}})},
+                                                        "items": _object("hall.rows")},
+                                               "cooling": _object("cooling")})},
         hardware=_object("hardware"),
         site=_object("site"),
         grid={

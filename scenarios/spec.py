@@ -32,6 +32,7 @@ from scenarios.sections import (
     SYS_OVERRIDABLE,
     TOU_KEYS,
     CarbonSection,
+    CampusHallSection,
     CoolingSection,
     EventSection,
     FailureSection,
@@ -116,7 +117,7 @@ _ScenarioFields: Any = create_model(
     __base__=Strict,
     **fields_of(""),
     hall=(HallSection, HallSection()),
-    halls=(Annotated[list[HallSection], Field(max_length=F.MAX_HALLS)], Field(default_factory=list)),  # type: ignore[valid-type]
+    halls=(Annotated[list[CampusHallSection], Field(max_length=F.MAX_HALLS)], Field(default_factory=list)),  # type: ignore[valid-type]
     hardware=(HardwareSection, HardwareSection()),
     site=(SiteSection, SiteSection()),
     grid=(GridSection, GridSection()),
@@ -369,6 +370,17 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             out.append(params.SystemRows(sysm, acc, r.count, per_row))
         return tuple(out)
 
+    def _hall_cooling(self, k: int) -> params.CoolingParams:
+        """Hall ``k``'s cooling: the campus's [cooling] with the keys its [halls.cooling] gives."""
+        own = self.halls[k].cooling
+        merged = {**self.cooling.model_dump(), **own.model_dump(include=own.model_fields_set)}
+        try:
+            checked = CoolingSection.model_validate(merged)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ValueError(_message({**err, "loc": ("halls", k, "cooling", *err["loc"])})) from None
+        return params.CoolingParams(**checked.model_dump())
+
     def _hardware(self, hall: Any = None) -> tuple[catalog.System, catalog.Accelerator, int]:
         """The system and accelerator with the scenario's overrides, and the number of systems."""
         hall = self.hall if hall is None else hall
@@ -407,6 +419,8 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
                     floor.check(h)
                 except ValueError as e:
                     raise ValueError(f"halls[{k}].{e}" if self.halls else str(e)) from None
+            if self.halls and self.halls[k].cooling is not None:
+                h = dataclasses.replace(h, cooling=self._hall_cooling(k))
             halls.append(h)
         hall = halls[0]
         site = site_params(self.site, self.grid, self._base_dir, self._origin)

@@ -194,3 +194,24 @@ def test_the_campus_job_tables_read_as_one() -> None:
     assert jobs.n == sum(h.jobs.n for h in sim.halls) > 0
     ids = jobs.a["id"]
     assert len(np.unique(ids)) == len(ids)
+
+
+def test_a_halls_own_cooling_changes_that_hall_only() -> None:
+    base = _campus_toml((2, 2), arrivals=400)
+    own = base.replace(
+        "[[halls]]\nsystem = \"trn3-gen2\"\nultraservers = 2\nultraservers_per_row = 2\n\n[training]",
+        "[[halls]]\nsystem = \"trn3-gen2\"\nultraservers = 2\nultraservers_per_row = 2\n"
+        "[halls.cooling]\nsupply_setpoint_c = 40\n\n[training]",
+    )
+    assert own != base
+    a, b = _build(base).advance(60)["hall_ts"], _build(own).advance(60)["hall_ts"]
+    np.testing.assert_array_equal(a["coolant_return_c"][0::2], b["coolant_return_c"][0::2])
+    # The second hall's loops run from a 40 °C supply instead of the default: with the same
+    # load, the same flow and the same heat, every return temperature is shifted by the difference.
+    from twin.params import CoolingParams
+
+    shift = 40 - CoolingParams().supply_setpoint_c
+    assert shift > 0
+    np.testing.assert_allclose(b["coolant_return_c"][1::2] - a["coolant_return_c"][1::2], shift, atol=1e-4)
+    msg = _err(own.replace("supply_setpoint_c = 40", "throttle_temp_c = 200"))
+    assert msg.startswith("campus.toml: halls[1].cooling.throttle_temp_c")

@@ -83,6 +83,7 @@ def hall_params(p: FactoryParams, k: int) -> FactoryParams:
         services=tuple(s for s, h in zip(p.services, svc, strict=True) if h == k),
         events=(),
         power=dataclasses.replace(p.power, campus_cap_w=0.0),
+        cooling=p.halls[k].cooling or p.cooling,
     )
 
 

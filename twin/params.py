@@ -38,6 +38,8 @@ class HallParams:
     # A mixed floor: rows of different systems on one plant, one power chain and one grid
     # connection (``twin.floor``), in this order. Empty: one system (the fields above).
     rows: tuple[SystemRows, ...] = ()
+    # A campus hall's own cooling (``[halls.cooling]``); None: the scenario's ``cooling``.
+    cooling: CoolingParams | None = None
 
     def pools(self) -> tuple[SystemRows, ...]:
         """The floor's systems, one homogeneous pool each (one for a single-system hall)."""

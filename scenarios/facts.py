@@ -23,13 +23,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.schema import DEFAULT_START
-from twin import catalog, floor, params, routing, tco
+from twin import campus, catalog, floor, params, routing, tco
 from twin.sim import EVENT_KINDS
 from twin.workload import TOKEN_PROFILES
 
 # ---------------------------------------------------------------------- resource limits
 MAX_CHIPS = 1_000_000  # accelerators in one hall (model arrays are per chip; ~200 MB at the limit)
 MAX_ULTRASERVERS = 20_000  # scale-up systems in one hall
+MAX_HALLS = campus.MAX_HALLS  # halls (buildings) of one campus ([[halls]])
+MAX_CAMPUS_CHIPS = 2_000_000  # accelerators on one campus, all halls (~400 MB of per-chip arrays)
 MAX_US_STEPS = 1_000_000_000  # run length x hall size: steps x UltraServers (ultraserver_ts rows)
 MAX_RUN_H = 87_600.0  # ten years of simulated time
 MAX_ARRIVALS_PER_DAY = 100_000.0  # batch jobs submitted per weekday (synthetic arrivals)
@@ -175,6 +177,14 @@ SECTIONS: dict[str, Section] = {
         Section("hall.rows", "[[hall.rows]]", "A mixed floor instead of `hall.system`: rows of one system "
                 "each (one table per system, in floor order), on one plant, one power chain and one grid "
                 "connection (twin.floor). Work goes to the systems by `scheduler.routing`."),
+        Section("halls", "[[halls]]", "A campus instead of one `[hall]`: several halls (buildings), one table "
+                "each with the keys of `[hall]` (and its own `[[halls.rows]]`), each with its own rows, CDUs, "
+                "cooling plant and power chain, under one substation and grid connection "
+                "(twin.campus). Rows, UltraServers, servers and chips are numbered across the campus hall by "
+                "hall; an event names a hall's plant or cap as `hall:K`; service `i` runs in hall `i mod H`; "
+                "batch arrivals are shared by the halls' chips. `[hardware]` applies to every hall, `[cooling]` "
+                "too unless a hall's own `[halls.cooling]` table sets some of its keys (checked with the "
+                f"campus's). 1..{campus.MAX_HALLS} halls."),
         Section("hardware", "[hardware]", "Overrides of catalog values (`twin hardware` lists them with sources)."),
         Section("site", "[site]", "Site weather (synthetic, a `climate` preset, or a file) and a heat wave.",
                 params.SiteParams),
@@ -315,6 +325,9 @@ FACTS: tuple[Fact, ...] = (
     _eff("power", "transformer_efficiency", "Transformer efficiency", "ASM 98.5-99.5 % (facts §8.3)"),
     _f("power", "facility_cap_w", "float", "W", 0, _CAP_W, "Standing facility power cap (0: none)"),
     _f("power", "row_cap_w", "float", "W", 0, _CAP_W, "Standing IT power cap of every row (0: none)"),
+    _f("power", "campus_cap_w", "float", "W", 0, _CAP_W, "Cap on a campus's grid connection, the halls' "
+       "facility power summed ([[halls]]; 0: none), shared among the halls in proportion to their IT power",
+       "ASM"),
     # ------------------------------------------------------------------ cooling
     _temp("cooling", "supply_setpoint_c", 5, 60, "Liquid loop supply to the cold plates", "ASM: ASHRAE W32"),
     _temp("cooling", "air_supply_c", 5, 40, "CRAH supply air", "ASHRAE recommended 18-27 °C"),
@@ -692,6 +705,10 @@ def json_schema() -> dict[str, Any]:
     top["properties"].update(
         hall=_object("hall", extra={"rows": {"type": "array", "maxItems": floor.MAX_SYSTEMS,
                                              "items": _object("hall.rows")}}),
+        halls={"type": "array", "minItems": 1, "maxItems": campus.MAX_HALLS,
+               "items": _object("hall", extra={"rows": {"type": "array", "maxItems": floor.MAX_SYSTEMS,
+                                                        "items": _object("hall.rows")},
+                                               "cooling": _object("cooling")})},
         hardware=_object("hardware"),
         site=_object("site"),
         grid={
@@ -741,7 +758,8 @@ def limits_text() -> str:
     mib = 1 << 20
     return (
         "Limits, checked before anything is allocated (each refusal states its limit): at most "
-        f"{MAX_CHIPS:,} chips and {MAX_ULTRASERVERS:,} systems in a hall; at most {MAX_US_STEPS:,} "
+        f"{MAX_CHIPS:,} chips and {MAX_ULTRASERVERS:,} systems in a hall, {MAX_HALLS} halls and "
+        f"{MAX_CAMPUS_CHIPS:,} chips on a campus; at most {MAX_US_STEPS:,} "
         f"system-steps in a run (steps × systems); runs of at most {MAX_RUN_H:,.0f} h (ten years); at "
         f"most {MAX_ARRIVALS_PER_DAY:,.0f} batch arrivals a day and {MAX_REPLICAS:,} replicas in all; "
         f"scenario files up to {MAX_SCENARIO_BYTES // mib} MiB, weather/price/carbon files up to "
@@ -758,6 +776,8 @@ def markdown() -> str:
     for s in SECTIONS.values():
         out.append(f"**{s.title}** — {s.doc}")
         out.append("")
+        if not facts(s.name):
+            continue
         out.append("| key | type | unit | range | default | description (source) |")
         out.append("|---|---|---|---|---|---|")
         for f in facts(s.name):

@@ -466,6 +466,16 @@ HallSection: Any = _model(
     rows=(Annotated[list[RowSection], Field(max_length=floor.MAX_SYSTEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
 )
 
+# One hall of a campus ([[halls]]): the keys of [hall], its own rows, and its own [halls.cooling]
+# (keys of [cooling] that differ from the campus's).
+CampusHallSection: Any = _model(
+    "CampusHallSection",
+    "hall",
+    _HallChecks,
+    rows=(Annotated[list[RowSection], Field(max_length=floor.MAX_SYSTEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
+    cooling=(CoolingSection | None, None),
+)
+
 ACC_OVERRIDABLE = {"tdp_w", "idle_fraction", "hbm_bytes", "hbm_bw_bytes_s", "peak_flops"}
 SYS_OVERRIDABLE = {"host_w_per_server", "host_idle_fraction", "switch_w", "liquid_fraction", "chips", "servers", "racks"}
 

@@ -31,6 +31,7 @@ from scenarios.sections import (
     ACC_OVERRIDABLE,
     SYS_OVERRIDABLE,
     TOU_KEYS,
+    CampusHallSection,
     CarbonSection,
     CoolingSection,
     EventSection,
@@ -52,7 +53,7 @@ from scenarios.sections import (
     fields_of,
     safe_name,
 )
-from twin import catalog, floor, params, tco, workload
+from twin import campus, catalog, floor, params, tco, workload
 from twin.models import MODELS
 
 __all__ = [
@@ -116,6 +117,7 @@ _ScenarioFields: Any = create_model(
     __base__=Strict,
     **fields_of(""),
     hall=(HallSection, HallSection()),
+    halls=(Annotated[list[CampusHallSection], Field(max_length=F.MAX_HALLS)], Field(default_factory=list)),  # type: ignore[valid-type]
     hardware=(HardwareSection, HardwareSection()),
     site=(SiteSection, SiteSection()),
     grid=(GridSection, GridSection()),
@@ -156,6 +158,21 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         return self
 
     @model_validator(mode="after")
+    def _one_site(self) -> Scenario:
+        if "halls" in self.model_fields_set:
+            if not self.halls:
+                raise ValueError(f"halls: a campus holds 1..{F.MAX_HALLS} halls (got 0)")
+            if "hall" in self.model_fields_set:
+                raise ValueError("give [hall] or [[halls]], not both (a campus is its halls)")
+        elif self.power.campus_cap_w:
+            raise ValueError("power.campus_cap_w: caps a campus ([[halls]]); a single hall uses power.facility_cap_w")
+        return self
+
+    def hall_sections(self) -> list[Any]:
+        """The halls of the site: the campus's ``[[halls]]``, or the one ``[hall]``."""
+        return list(self.halls) if self.halls else [self.hall]
+
+    @model_validator(mode="after")
     def _consistent(self) -> Scenario:
         known = {**MODELS, **{m.name: m.spec() for m in self.models}}
         accs = [catalog.ACCELERATORS[s.accelerator] for s in self.floor_systems()]
@@ -187,8 +204,8 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
 
     def floor_systems(self) -> list[catalog.System]:
         """The catalog systems of the hall, in floor order (one unless [[hall.rows]])."""
-        keys = [r.system for r in self.hall.rows] or [self.hall.system]
-        return [catalog.SYSTEMS[k] for k in keys]
+        keys = [k for h in self.hall_sections() for k in ([r.system for r in h.rows] or [h.system])]
+        return [catalog.SYSTEMS[k] for k in dict.fromkeys(keys)]
 
     def _check_families(self) -> None:
         """Work that needs a system family, or is pinned to a system, finds it on the floor."""
@@ -272,46 +289,71 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         causes = {n: params.FailureCause(**getattr(f, n).model_dump()) for n in params.FAILURE_CAUSES}
         return params.FailureParams(chip_hazard_per_h=f.chip_hazard_per_h, repair_sigma=f.repair_sigma, **causes)
 
-    def _check_hall(self, pools: tuple[params.SystemRows, ...]) -> None:
-        """Hall size, service replicas and event targets against the hall, before anything is
-        allocated (``ValueError`` with the key path and the limit)."""
-        n = sum(r.ultraservers for r in pools)
-        where = "hall.rows" if self.hall.rows else "hall"
-        if n > F.MAX_ULTRASERVERS:
+    def _check_hall(self, halls: list[tuple[params.SystemRows, ...]]) -> None:
+        """Hall and campus size, service replicas and event targets against the halls, before
+        anything is allocated (``ValueError`` with the key path and the limit)."""
+        campus_ = bool(self.halls)
+        hall_chips = []
+        for k, pools in enumerate(halls):
+            n = sum(r.ultraservers for r in pools)
+            where = f"halls[{k}]" if campus_ else "hall"
+            where += ".rows" if len(pools) > 1 else ""
+            if n > F.MAX_ULTRASERVERS:
+                raise ValueError(
+                    f"{where}: {n:,} systems; a hall may hold at most {F.MAX_ULTRASERVERS:,} "
+                    "(it_envelope_w too large?)"
+                )
+            chips = sum(r.ultraservers * r.system.chips for r in pools)
+            if chips > F.MAX_CHIPS:
+                what = " + ".join(f"{r.ultraservers:,} x {r.system.chips}" for r in pools)
+                raise ValueError(f"{where}: {what} = {chips:,} chips; a hall may hold at most {F.MAX_CHIPS:,} chips")
+            hall_chips.append(chips)
+        every = [r for pools in halls for r in pools]
+        chips = sum(hall_chips)
+        if chips > F.MAX_CAMPUS_CHIPS:
             raise ValueError(
-                f"{where}: {n:,} systems; a hall may hold at most {F.MAX_ULTRASERVERS:,} (hall.it_envelope_w too large?)"
+                f"halls: {len(halls)} halls hold {chips:,} chips; a campus may hold at most {F.MAX_CAMPUS_CHIPS:,}"
             )
-        chips = sum(r.ultraservers * r.system.chips for r in pools)
-        if chips > F.MAX_CHIPS:
-            what = " + ".join(f"{r.ultraservers:,} x {r.system.chips}" for r in pools)
-            raise ValueError(f"{where}: {what} = {chips:,} chips; a hall may hold at most {F.MAX_CHIPS:,} chips")
-        servers = sum(r.ultraservers * r.system.servers for r in pools)
-        rows = sum(-(-r.ultraservers // r.ultraservers_per_row) for r in pools)
+        n = sum(r.ultraservers for r in every)
+        servers = sum(r.ultraservers * r.system.servers for r in every)
+        rows = sum(-(-r.ultraservers // r.ultraservers_per_row) for r in every)
         slots = 0
+        where_svc = "the hall"
         for i, s in enumerate(self.services):
             top = max(s.replicas, s.replicas_max if s.autoscale else 0)
-            if top * s.chips_per_replica > chips:
+            have = hall_chips[i % len(halls)]
+            if campus_:
+                where_svc = f"its hall (halls[{i % len(halls)}])"
+            if top * s.chips_per_replica > have:
                 what = "replicas_max" if top != s.replicas else "replicas"
                 raise ValueError(
                     f"services[{i}].{what}: {top:,} replicas x {s.chips_per_replica} chips = "
-                    f"{top * s.chips_per_replica:,} chips; the hall has {chips:,}"
+                    f"{top * s.chips_per_replica:,} chips; {where_svc} has {have:,}"
                 )
             slots += top
         if slots > F.MAX_REPLICAS:
             raise ValueError(f"services: {slots:,} replicas in all; at most {F.MAX_REPLICAS:,}")
-        need = sum(s.replicas * s.chips_per_replica for s in self.services)
-        if need > chips:
-            raise ValueError(f"services: the initial replicas need {need:,} chips but the hall has {chips:,}")
+        for k, have in enumerate(hall_chips):
+            need = sum(s.replicas * s.chips_per_replica for i, s in enumerate(self.services) if i % len(halls) == k)
+            if need > have:
+                where_h = f"halls[{k}]" if campus_ else "the hall"
+                raise ValueError(f"services: the initial replicas need {need:,} chips but {where_h} has {have:,}")
         names = {s.name for s in self.services}
+        nh = len(halls) if campus_ else 0
         for i, e in enumerate(self.events):
-            _check_event(f"events[{i}]", e, chips, servers, n, rows, names, self.cooling)
+            _check_event(f"events[{i}]", e, chips, servers, n, rows, names, self.cooling, nh)
 
-    def _pools(self) -> tuple[params.SystemRows, ...]:
-        """The floor's systems: [[hall.rows]] (catalog values, each row's price), or the one
+    def _site_pools(self) -> list[tuple[params.SystemRows, ...]]:
+        """Each hall's systems, in the order of ``[[halls]]`` (one hall unless a campus)."""
+        return [self._pools(h) for h in self.hall_sections()]
+
+    def _pools(self, hall: Any = None) -> tuple[params.SystemRows, ...]:
+        """A floor's systems: [[hall.rows]] (catalog values, each row's price), or the one
         system with the scenario's overrides."""
-        if not self.hall.rows:
-            sysm, acc, n = self._hardware()
-            return (params.SystemRows(sysm, acc, n, self.hall.ultraservers_per_row),)
+        hall = self.hall if hall is None else hall
+        if not hall.rows:
+            sysm, acc, n = self._hardware(hall)
+            return (params.SystemRows(sysm, acc, n, hall.ultraservers_per_row),)
         hw = self.hardware.model_dump(exclude_none=True)
         if hw:
             raise ValueError(f"hardware.{sorted(hw)[0]}: [hardware] overrides apply to a one-system hall, not to "
@@ -319,19 +361,31 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         if self.tco.system_capex_usd:
             raise ValueError("tco.system_capex_usd: a mixed floor prices each system by its [[hall.rows]] capex_usd")
         out = []
-        for r in self.hall.rows:
+        for r in hall.rows:
             sysm = catalog.system(r.system, {})
             if r.capex_usd is not None:
                 sysm = dataclasses.replace(sysm, capex_usd=float(r.capex_usd))
             acc = catalog.accelerator_for(sysm, {})
-            per_row = r.ultraservers_per_row or self.hall.ultraservers_per_row
+            per_row = r.ultraservers_per_row or hall.ultraservers_per_row
             out.append(params.SystemRows(sysm, acc, r.count, per_row))
         return tuple(out)
 
-    def _hardware(self) -> tuple[catalog.System, catalog.Accelerator, int]:
+    def _hall_cooling(self, k: int) -> params.CoolingParams:
+        """Hall ``k``'s cooling: the campus's [cooling] with the keys its [halls.cooling] gives."""
+        own = self.halls[k].cooling
+        merged = {**self.cooling.model_dump(), **own.model_dump(include=own.model_fields_set)}
+        try:
+            checked = CoolingSection.model_validate(merged)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ValueError(_message({**err, "loc": ("halls", k, "cooling", *err["loc"])})) from None
+        return params.CoolingParams(**checked.model_dump())
+
+    def _hardware(self, hall: Any = None) -> tuple[catalog.System, catalog.Accelerator, int]:
         """The system and accelerator with the scenario's overrides, and the number of systems."""
+        hall = self.hall if hall is None else hall
         hw = self.hardware.model_dump(exclude_none=True)
-        sysm = catalog.system(self.hall.system, {k: v for k, v in hw.items() if k in SYS_OVERRIDABLE})
+        sysm = catalog.system(hall.system, {k: v for k, v in hw.items() if k in SYS_OVERRIDABLE})
         if sysm.chips % sysm.servers:
             raise ValueError(f"hardware: {sysm.chips} chips do not divide into {sysm.servers} servers")
         acc_over = {k: v for k, v in hw.items() if k in ACC_OVERRIDABLE}
@@ -339,27 +393,36 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             base = catalog.ACCELERATORS[sysm.accelerator].peak_flops
             acc_over["peak_flops"] = {**base, **acc_over["peak_flops"]}
         acc = catalog.accelerator_for(sysm, acc_over)
-        return sysm, acc, self.hall.count(sysm, acc)
+        return sysm, acc, hall.count(sysm, acc)
 
     def longest_run_s(self) -> int:
         """The longest run this hall may have: ten years, or fewer for a hall so large that
         steps x systems would pass ``MAX_US_STEPS`` (a live session runs until it is quit)."""
         try:
-            n = sum(r.ultraservers for r in self._pools())
+            n = sum(r.ultraservers for pools in self._site_pools() for r in pools)
         except ValueError as e:
             raise ScenarioError(f"{self._origin}: {e}") from None
         return int(min(F.MAX_RUN_H * 3600, (F.MAX_US_STEPS // max(n, 1)) * self.dt_s))
 
     def to_params(self, seed: int | None = None) -> params.FactoryParams:
-        pools = self._pools()
-        self._check_hall(pools)
-        first = pools[0]
-        hall = params.HallParams(
-            first.system, first.accelerator, first.ultraservers, first.ultraservers_per_row,
-            rows=pools if len(pools) > 1 else (),
-        )
-        if hall.rows:
-            floor.check(hall)
+        site_pools = self._site_pools()
+        self._check_hall(site_pools)
+        halls = []
+        for k, pools in enumerate(site_pools):
+            first = pools[0]
+            h = params.HallParams(
+                first.system, first.accelerator, first.ultraservers, first.ultraservers_per_row,
+                rows=pools if len(pools) > 1 else (),
+            )
+            if h.rows:
+                try:
+                    floor.check(h)
+                except ValueError as e:
+                    raise ValueError(f"halls[{k}].{e}" if self.halls else str(e)) from None
+            if self.halls and self.halls[k].cooling is not None:
+                h = dataclasses.replace(h, cooling=self._hall_cooling(k))
+            halls.append(h)
+        hall = halls[0]
         site = site_params(self.site, self.grid, self._base_dir, self._origin)
         events = tuple(
             params.ScheduledEvent(
@@ -389,9 +452,12 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             ultraserver_interval_s=self.telemetry.ultraserver_interval_s,
             row_interval_s=self.telemetry.row_interval_s,
             hall_interval_s=self.telemetry.hall_interval_s,
+            halls=tuple(halls) if self.halls else (),
         )
-        if hall.rows:
-            floor.service_pools(p, floor.pool_facts(p))
+        for k, h in enumerate(halls):
+            if h.rows:
+                hp = campus.hall_params(p, k) if p.halls else p
+                floor.service_pools(hp, floor.pool_facts(hp))
         return p
 
 
@@ -420,11 +486,26 @@ def _index(where: str, target: Any, what: str, count: int, prefix: str = "") -> 
         raise ValueError(f"{where}.target: {what} {int(t)} is beyond the hall ({what}s 0..{count - 1})")
 
 
+_HALL_TARGET_RE = re.compile(r"^hall:([0-9]{1,9})$")
+
+
 def _check_event(where: str, e: Any, chips: int, servers: int, systems: int, rows: int,
-                 services: set[str], cooling: Any) -> None:
-    """An event's target and value make sense for its kind in this hall."""
+                 services: set[str], cooling: Any, halls: int = 0) -> None:
+    """An event's target and value make sense for its kind in this hall (or campus of
+    ``halls`` halls: a plant or cap event may name one as ``hall:K``)."""
     kind, target, value = e.kind, e.target, e.value
     level = _EVENT_LEVEL.get(kind)
+    m = _HALL_TARGET_RE.match(str(target))
+    if m is not None and kind in ("power_cap", "cdu_pump_failure", "chiller_trip", "cooling_tower_loss",
+                                  "cooling_restore"):
+        if not halls:
+            raise ValueError(f"{where}.target: {target!r} names a hall, but the scenario has no [[halls]]")
+        if int(m.group(1)) >= halls:
+            raise ValueError(f"{where}.target: hall {int(m.group(1))} is beyond the campus (halls 0..{halls - 1})")
+        target = ""
+    elif halls and kind == "power_cap" and target in ("", "facility"):
+        raise ValueError(f"{where}.target: on a campus a power cap names a hall (hall:K) or a row (row:N); "
+                         "the campus's own cap is power.campus_cap_w")
     if level is not None:
         count = {"chip": chips, "server": servers, "ultraserver": systems}[level]
         _index(where, target, level, count)
@@ -507,15 +588,19 @@ def prepare(
     total_s = duration_s if duration_s is not None else int(round(scenario.duration_h * 3600))
     check_duration(total_s, "duration_h")
     steps = -(-total_s // p.dt_s)
-    n = sum(r.ultraservers for r in p.hall.pools())
+    n = sum(r.ultraservers for h in (p.halls or (p.hall,)) for r in h.pools())
     if steps * n > F.MAX_US_STEPS:
         raise ScenarioError(
             f"{origin}: {steps:,} steps x {n:,} systems = {steps * n:,} system-steps; a run may have at most "
             f"{F.MAX_US_STEPS:,} (shorten the run, raise dt_s or shrink the hall)"
         )
-    for svc in () if p.hall.rows else p.services:  # a mixed floor's: routing.service_pool
+    halls = p.halls or (p.hall,)
+    for i, svc in enumerate(p.services):  # a mixed floor's: routing.service_pool
+        h = halls[i % len(halls)]
+        if h.rows:
+            continue
         try:
-            workload.roofline(svc, p.hall.accelerator)
+            workload.roofline(svc, h.accelerator)
         except ValueError as e:
             raise ScenarioError(f"{origin}: {e}") from None
     return p

@@ -25,6 +25,7 @@ from twin.telemetry import (
     UPSERT_KEYS,
     V5_COLUMNS,
     V6_COLUMNS,
+    V7_COLUMNS,
     Column,
 )
 
@@ -147,6 +148,13 @@ def migrations() -> list[list[str]]:
             v6.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
             v6.append(comment_sql(table, col))
     out.append(v6)
+    # v7: campuses: the hall of each row_ts and system_ts row (a no-op on a new file).
+    v7 = []
+    for table, name in V7_COLUMNS:
+        col = next(c for c in TABLES[table] if c.name == name)
+        v7.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
+        v7.append(comment_sql(table, col))
+    out.append(v7)
     return out
 
 

@@ -67,32 +67,35 @@ def test_chiller_restore_brings_units_back() -> None:
 
 def test_a_version_5_file_gains_the_plant_unit_columns() -> None:
     """A file written before the per-unit columns (schema v5) is migrated on open for writing: the
-    six plant columns and the UltraServers' CDU flow are appended after their tables' own columns,
-    and a new step inserts by name."""
+    six plant columns and the UltraServers' CDU flow (v6), then the hall of each row and system
+    (v7), are appended after their tables' own columns, and a new step inserts by name."""
     import duckdb
 
     from storage.schema import columns, migrations
     from storage.writer import init_schema
-    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, V6_COLUMNS
+    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, V6_COLUMNS, V7_COLUMNS
 
-    assert SCHEMA_VERSION == len(migrations()) == 6
+    assert SCHEMA_VERSION == len(migrations()) == 7
     assert V6_COLUMNS == {"factory_ts": PLANT_UNIT_COLUMNS, "ultraserver_ts": ("cdu_flow_fraction",)}
+    added: dict[str, list[str]] = {t: list(names) for t, names in V6_COLUMNS.items()}
+    for table, name in V7_COLUMNS:
+        added.setdefault(table, []).append(name)
     con = duckdb.connect(":memory:")
     for stmts in migrations()[:5]:
         for s in stmts:
             con.execute(s)
     old = {}
-    for table, names in V6_COLUMNS.items():
+    for table, names in added.items():
         for name in names:
             con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
         old[table] = [r[0] for r in con.sql(f"DESCRIBE {table}").fetchall()]
     con.execute("INSERT INTO twin_meta VALUES ('schema_version', '5')")
     init_schema(con)
-    for table, names in V6_COLUMNS.items():
+    for table, names in added.items():
         cols = [r[0] for r in con.sql(f"DESCRIBE {table}").fetchall()]
         assert cols == [*old[table], *names]
         assert sorted(cols) == sorted(c.name for c in columns(table))
-    assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [("6",)]
+    assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [("7",)]
     con.execute("INSERT INTO factory_ts BY NAME SELECT 'r' AS run_id, 0 AS time_s, 2 AS chillers_running")
     assert con.sql("SELECT chillers_running, chillers_failed FROM factory_ts").fetchall() == [(2, None)]
 

@@ -209,6 +209,10 @@ class Facility:
         self.row_flow_fraction = np.ones(rows)  # 1 = CDU pumps healthy, 0 = lost
         self.row_cap_w = self.standing_row_cap_w.copy()
         self.facility_cap_w = self.standing_facility_cap_w
+        # A campus's share of its cap for this hall (``twin.campus``; inf: none). The cap in force
+        # is the lower of it and the hall's own (standing or timed).
+        self.site_cap_w = math.inf
+        self._own_cap_w = self.standing_facility_cap_w
         self.plant = PlantState(
             chillers_up=cp.chiller_units,
             towers_up=cp.economizer_units,
@@ -284,6 +288,11 @@ class Facility:
         self._resolve(t_s)
         return "plant", "cooling restored"
 
+    def set_site_cap(self, cap_w: float) -> None:
+        """The campus's share of its cap for this hall from the next clocks on (inf: none)."""
+        self.site_cap_w = cap_w
+        self.facility_cap_w = min(self._own_cap_w, cap_w)
+
     def _set_standing(self, what: str, r: int, cap: float) -> None:
         if what == effects.FACILITY_CAP:
             self.standing_facility_cap_w = cap
@@ -303,7 +312,8 @@ class Facility:
             self.cp.chiller_units,
             self.cp.economizer_units,
         )
-        self.facility_cap_w = st.facility_cap_w
+        self._own_cap_w = st.facility_cap_w
+        self.facility_cap_w = min(st.facility_cap_w, self.site_cap_w)
         self.row_cap_w = st.row_cap_w
         self.row_flow_fraction = st.row_flow_fraction
         if self.owns_plant:

@@ -20,8 +20,8 @@ over that system's chips. The floor drives the pools phase by phase and owns wha
                 and losses shared in proportion to its IT power; the floor's rows are merged
                 from them (``twin.telemetry.FLOOR_MERGE``), ``system_ts`` holds the pools' own.
 
-A campus (several halls under one substation) composes the same way one level up: floors whose
-grid connection is shared. Not built.
+A campus (several halls under one substation) composes the same way one level up
+(``twin.campus``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import dataclasses
 import heapq
 import re
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -42,12 +42,20 @@ from twin.facility import PlantState
 from twin.params import FactoryParams, HallParams, ScheduledEvent, SystemRows
 from twin.sim import EVENT_KINDS, Frames, Simulation, run_steps
 
+if TYPE_CHECKING:
+    from twin.campus import Campus
+
 # The largest number of different systems on one floor (each is a pool with its own arrays).
 MAX_SYSTEMS = 8
 
 
-def build(p: FactoryParams) -> Simulation | Floor:
-    """The model of a hall: a ``Simulation`` for one system, a ``Floor`` for several."""
+def build(p: FactoryParams) -> Simulation | Floor | Campus:
+    """The model of a site: a ``Simulation`` for a hall of one system, a ``Floor`` for a hall of
+    several, a ``twin.campus.Campus`` for several halls."""
+    if p.halls:
+        from twin.campus import Campus
+
+        return Campus(p)
     return Floor(p) if len(p.hall.rows) > 1 else Simulation(p)
 
 
@@ -363,8 +371,19 @@ class Floor:
     def advance(self, steps: int, stop: Callable[[], bool] | None = None) -> Frames:
         """Run ``steps`` steps; return the floor's telemetry frames. ``stop`` as for
         ``Simulation.advance`` (asked after each step; the frames hold the steps run)."""
-        recs = [pl._recorder(steps) for pl in self.pools]
+        recs = self.begin(steps)
         ran = run_steps(self._step, recs, steps, stop)
+        return self.end(recs, ran)
+
+    def begin(self, steps: int) -> list[Any]:
+        """Each pool's buffers for the next ``steps`` steps (``twin.campus`` drives halls so)."""
+        return [pl._recorder(steps) for pl in self.pools]
+
+    def step(self, recs: list[Any], i: int) -> None:
+        self._step(recs, i)
+
+    def end(self, recs: list[Any], ran: int) -> Frames:
+        """The frames of the first ``ran`` steps recorded in ``recs``."""
         per = [pl._frames(rec, ran) for pl, rec in zip(self.pools, recs, strict=True)]
         frames = self._merge(per, ran)
         if ran:

@@ -38,6 +38,8 @@ class HallParams:
     # A mixed floor: rows of different systems on one plant, one power chain and one grid
     # connection (``twin.floor``), in this order. Empty: one system (the fields above).
     rows: tuple[SystemRows, ...] = ()
+    # A campus hall's own cooling (``[halls.cooling]``); None: the scenario's ``cooling``.
+    cooling: CoolingParams | None = None
 
     def pools(self) -> tuple[SystemRows, ...]:
         """The floor's systems, one homogeneous pool each (one for a single-system hall)."""
@@ -66,6 +68,9 @@ class PowerChainParams:
     # (kind "power_cap") set or clear caps during a run.
     facility_cap_w: float = 0.0
     row_cap_w: float = 0.0
+    # A campus's cap on its grid connection (the halls' facility power summed; 0 = none), shared
+    # among the halls in proportion to their IT power (``twin.campus``).
+    campus_cap_w: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -474,6 +479,10 @@ class FactoryParams:
     scheduler: SchedulerParams = field(default_factory=SchedulerParams)
     models: tuple[ModelSpec, ...] = ()  # scenario-defined models (added to twin.models.MODELS)
     events: tuple[ScheduledEvent, ...] = ()
+    # A campus: several halls (buildings), each with its own floor, plant and power chain, under
+    # one substation and grid connection (``twin.campus``). Empty: one hall (``hall``); when
+    # given, ``hall`` is the first of them.
+    halls: tuple[HallParams, ...] = ()
     chip_sample_interval_s: int = 3600  # chip_ts every this much simulated time (0 = off)
     # The aggregate tiers, every this much simulated time (at most once a step; 0 = off).
     ultraserver_interval_s: int = 1

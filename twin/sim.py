@@ -396,8 +396,22 @@ class Simulation:
         """Run ``steps`` steps; return their telemetry frames. ``stop`` is asked after each step:
         when it returns true, the advance ends there (the frames hold the steps run), so a caller
         can run many steps in one advance and still act after any one of them."""
-        rec = self._recorder(steps)
+        rec = self.begin(steps)
         ran = run_steps(self._step, rec, steps, stop)
+        return self.end(rec, ran)
+
+    # A campus (``twin.campus``) drives its halls step by step: ``begin``, ``step`` per step,
+    # ``end``; ``advance`` is exactly these three.
+    def begin(self, steps: int) -> _Recorder:
+        """The buffers of the next ``steps`` steps."""
+        return self._recorder(steps)
+
+    def step(self, rec: _Recorder, i: int) -> None:
+        """Step ``i`` of the steps ``rec`` was begun for."""
+        self._step(rec, i)
+
+    def end(self, rec: _Recorder, ran: int) -> Frames:
+        """The frames of the first ``ran`` steps recorded in ``rec``."""
         frames = self._frames(rec, ran)
         frames["system_ts"] = telemetry.system_rows([frames["factory_ts"]], [self.sys.key])
         if ran:

@@ -18,7 +18,8 @@ import numpy as np
 # v4: cost of ownership in ``factory_ts`` (``COST_COLUMNS``).
 # v5: mixed floors: ``system_ts`` (one row per system and step) and ``jobs.system``.
 # v6: the cooling plant's units in ``factory_ts`` and each UltraServer's CDU flow (``V6_COLUMNS``).
-SCHEMA_VERSION = 6
+# v7: campuses: ``hall_id`` of ``row_ts`` and ``system_ts`` (``hall_ts`` has one row per hall).
+SCHEMA_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -276,7 +277,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
     ),
     # Aggregate tiers: the UltraServer rows summed (counts, power) or reduced (max, mean) over a
     # row (one CDU) and over the hall, each at its own interval (``[telemetry]``).
-    "row_ts": (RUN_ID, TIME_S, _c("row_id", "int32", "", "Row (one CDU per row)"), *_tier_columns("row")),
+    "row_ts": (RUN_ID, TIME_S, _c("row_id", "int32", "", "Row (one CDU per row)"), *_tier_columns("row"),
+               _c("hall_id", "int32", "", "Hall (building) of the row")),
     "hall_ts": (RUN_ID, TIME_S, _c("hall_id", "int32", "", "Hall (building) of the site"), *_tier_columns("hall")),
 }
 
@@ -299,6 +301,7 @@ TABLES["system_ts"] = (
     _c("system_id", "int32", "", "System index on the floor (order of [[hall.rows]])"),
     _c("system", "string", "", "System (catalog key)"),
     *(c for c in TABLES["factory_ts"] if c.name in _SYSTEM_COLUMNS),
+    _c("hall_id", "int32", "", "Hall (building) of the system's rows"),
 )
 
 # Columns of factory_ts added in schema v6: the plant's units (``twin.plant.UNIT_COLUMNS``).
@@ -342,8 +345,9 @@ def system_rows(factory: list[dict[str, Any]], systems: list[str]) -> dict[str, 
         "system_id": np.tile(np.arange(k, dtype=np.int32), steps),
         "system": list(systems) * steps,
     }
-    for c in TABLES["system_ts"][4:]:
+    for c in TABLES["system_ts"][4:-1]:
         out[c.name] = np.stack([f[c.name] for f in factory], axis=1).ravel()
+    out["hall_id"] = np.zeros(steps * k, dtype=np.int32)
     return out
 
 
@@ -351,6 +355,8 @@ def system_rows(factory: list[dict[str, Any]], systems: list[str]) -> dict[str, 
 ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3, "system_ts": 5}
 # Columns added to existing tables in schema v5 (an older file gains them by ALTER TABLE).
 V5_COLUMNS = (("jobs", "system"),)
+# Columns added to existing tables in schema v7 (campuses: the hall of each row and system).
+V7_COLUMNS = (("row_ts", "hall_id"), ("system_ts", "hall_id"))
 # Columns of factory_ts added in schema v4 (an older file gains them by ALTER TABLE).
 COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips")
 # Every column schema v6 adds (an older file gains them by ALTER TABLE), by table.

@@ -215,3 +215,17 @@ def test_a_halls_own_cooling_changes_that_hall_only() -> None:
     np.testing.assert_allclose(b["coolant_return_c"][1::2] - a["coolant_return_c"][1::2], shift, atol=1e-4)
     msg = _err(own.replace("supply_setpoint_c = 40", "throttle_temp_c = 200"))
     assert msg.startswith("campus.toml: halls[1].cooling.throttle_temp_c")
+
+
+def test_validate_counts_every_halls_ultraservers(tmp_path: Any) -> None:
+    """`twin validate` on a campus names its halls and the UltraServers of all of them (2 + 4 = 6
+    of 144 chips: 864), not the first hall's."""
+    from click.testing import CliRunner
+
+    from tui.cli import main
+
+    f = tmp_path / "campus.toml"
+    f.write_text(_campus_toml((2, 4)))
+    r = CliRunner().invoke(main, ["validate", str(f)])
+    assert r.exit_code == 0, r.output
+    assert "2 halls, 6 x Trn3 Gen2 UltraServer, 864 chips" in r.output

@@ -21,9 +21,15 @@ def validate_scenario(scenario: str, duration_s: int | None, seed: int | None, s
     for s in spec.variants or [spec]:
         p, sim = build_simulation(s, seed, duration_s)
         hours = duration_s / 3600 if duration_s is not None else s.duration_h
+        halls = p.halls or (p.hall,)
+        counts: dict[str, int] = {}  # UltraServers per system, over every hall of a campus
+        for h in halls:
+            for r in h.pools():
+                counts[r.system.name] = counts.get(r.system.name, 0) + r.ultraservers
         click.echo(
             f"{origin}: ok — '{s.name}': "
-            + " + ".join(f"{r.ultraservers} x {r.system.name}" for r in p.hall.pools())
+            + (f"{len(halls)} halls, " if len(halls) > 1 else "")
+            + " + ".join(f"{n:,} x {name}" for name, n in counts.items())
             + ", "
             f"{sim.topo.chips:,} chips, dt {p.dt_s} s, {hours:g} h, {len(s.events)} scheduled events, "
             f"starts {s.start.isoformat()}"

@@ -229,3 +229,21 @@ def test_validate_counts_every_halls_ultraservers(tmp_path: Any) -> None:
     r = CliRunner().invoke(main, ["validate", str(f)])
     assert r.exit_code == 0, r.output
     assert "2 halls, 6 x Trn3 Gen2 UltraServer, 864 chips" in r.output
+
+
+def test_the_campus_plant_is_every_halls_plant() -> None:
+    """Every chiller of hall 1 tripped: the campus's factory_ts counts that hall's chillers as
+    failed and the running ones of both halls (hand count from the halls' own plants), and its
+    free-cooling share lies between the halls' (a weighted mean, not the first hall's)."""
+    base = _campus_toml((2, 2), arrivals=2000)
+    fault = "[[events]]\nat_h = 0\nkind = \"chiller_trip\"\ntarget = \"hall:1\"\nvalue = 3\n"
+    camp = _build(base + fault)
+    units = [h.pools[0].p.cooling.chiller_units if isinstance(h, floor.Floor) else h.p.cooling.chiller_units
+             for h in camp.halls]
+    f = camp.advance(30)["factory_ts"]
+    assert (f["chillers_failed"] == units[1]).all()
+    assert (f["chillers_running"] <= units[0]).all()
+    halls = [h.last for h in camp.halls]
+    lo, hi = sorted(h["free_cooling_fraction"] for h in halls)
+    assert lo - 1e-12 <= f["free_cooling_fraction"][-1] <= hi + 1e-12
+    assert f["chillers_running"][-1] == sum(int(h["chillers_running"]) for h in halls)

@@ -17,9 +17,10 @@ transformer). The campus composes them one level up, step by step:
                 (``power.campus_cap_w``) is shared in proportion to the halls' IT power of the
                 last step: hall k's cap is ``cap x IT_k / sum IT`` (the lower of that and its
                 own), so the shares always sum to the campus cap.
-5. record       each hall records its own rows; ``factory_ts`` is the campus (merged as a floor
-                merges its systems, ``twin.telemetry.FLOOR_MERGE``: the "same" plant columns
-                are the first hall's), ``hall_ts`` one row per hall, entity ids campus-wide.
+5. record       each hall records its own rows; ``factory_ts`` is the campus (merged by
+                ``twin.telemetry.CAMPUS_MERGE``: the plants' units add up, their temperatures
+                and free-cooling share are weighted by each hall's IT power), ``hall_ts`` one
+                row per hall, entity ids campus-wide.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from twin import rng, site
+from twin import rng, site, telemetry
 from twin.design import Design
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.floor import Floor, FloorTopology, _concat, _JobsView, _sort_by_time, merge_factory
@@ -286,7 +287,7 @@ class Campus:
     # ------------------------------------------------------------------ merging the halls' frames
     def _merge(self, per: list[Frames], steps: int) -> Frames:
         out: Frames = {}
-        fac = merge_factory([f["factory_ts"] for f in per])
+        fac = merge_factory([f["factory_ts"] for f in per], telemetry.CAMPUS_MERGE)
         caps = np.stack([np.asarray(f["factory_ts"]["facility_cap_w"]) for f in per])
         fac["facility_cap_w"] = np.full(steps, self.cap_w) if math.isfinite(self.cap_w) else caps.sum(axis=0)
         out["factory_ts"] = fac

@@ -499,10 +499,11 @@ class Floor:
         return arg
 
 
-def merge_factory(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The floor's ``factory_ts`` from its systems' rows (``twin.telemetry.FLOOR_MERGE``)."""
+def merge_factory(rows: list[dict[str, Any]], rules: dict[str, str] | None = None) -> dict[str, Any]:
+    """The floor's ``factory_ts`` from its systems' rows (``rules``: ``twin.telemetry.FLOOR_MERGE``
+    unless given, as a campus gives ``CAMPUS_MERGE``)."""
     out: dict[str, Any] = {}
-    rules = telemetry.FLOOR_MERGE
+    rules = telemetry.FLOOR_MERGE if rules is None else rules
     for c in telemetry.TABLES["factory_ts"]:
         if c.name not in rows[0]:
             continue

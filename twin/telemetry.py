@@ -335,6 +335,25 @@ FLOOR_MERGE: dict[str, str] = {
 }
 
 
+# How a campus's factory_ts row follows from its halls' rows (``twin.campus``): as a floor's,
+# except that each hall has a plant of its own: unit counts add up, a unit's load is the mean over
+# the running units, and the plant's temperatures, COP and free-cooling share are the halls'
+# means weighted by the heat each rejects (its IT power).
+CAMPUS_MERGE: dict[str, str] = {
+    **FLOOR_MERGE,
+    "chillers_running": "sum",
+    "chillers_failed": "sum",
+    "economizers_running": "sum",
+    "economizers_failed": "sum",
+    "chiller_load_fraction": "mean:chillers_running",
+    "economizer_load_fraction": "mean:economizers_running",
+    "free_cooling_fraction": "mean:it_power_w",
+    "chiller_cop": "mean:it_power_w",
+    "facility_water_supply_c": "mean:it_power_w",
+    "coolant_supply_c": "mean:it_power_w",
+}
+
+
 def system_rows(factory: list[dict[str, Any]], systems: list[str]) -> dict[str, Any]:
     """``system_ts`` frames from each system's ``factory_ts`` frames of the same steps, time
     major (every system's row of a step, in floor order, then the next step)."""

@@ -45,6 +45,9 @@ from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 MANIFEST = "manifest.json"
 FANOUT = 16  # parts of one level merged into one part of the next
+# A merged part's row groups: commits gathered up to this much data (at most this many rows).
+ROW_GROUP_BYTES = 16 << 20
+ROW_GROUP_ROWS = 1 << 20
 GRACE_S = 300.0  # merged-away parts stay on disk this long for readers that listed them
 FORMAT = "ai-factory-twin-live"
 
@@ -147,13 +150,25 @@ class LivePublisher:
             tmp = d / f".{merged.name}.tmp"
             schema = arrow_schema(table)
             with pq.ParquetWriter(tmp, schema, **_parquet_options(schema)) as w:
-                for p in group:  # a row group at a time: memory stays flat, however large the parts
+                # A row group at a time, gathered into row groups of up to ROW_GROUP_BYTES: memory
+                # stays flat however large the parts, and so does the footer, which would
+                # otherwise list every commit's row group (a reader and the next merge hold it all).
+                buf: list[pa.Table] = []
+                size = 0
+                for p in group:
                     f = pq.ParquetFile(d / p.name)
                     try:
                         for i in range(f.num_row_groups):
-                            w.write_table(f.read_row_group(i).cast(schema))
+                            tb = f.read_row_group(i).cast(schema)
+                            buf.append(tb)
+                            size += tb.nbytes
+                            if size >= ROW_GROUP_BYTES:
+                                w.write_table(pa.concat_tables(buf), row_group_size=ROW_GROUP_ROWS)
+                                buf, size = [], 0
                     finally:
                         f.close()
+                if buf:
+                    w.write_table(pa.concat_tables(buf), row_group_size=ROW_GROUP_ROWS)
             _replace_atomically(tmp, d / merged.name)
             del parts[-FANOUT:]
             parts.append(merged)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 import storage.live as live
@@ -50,6 +51,12 @@ def test_the_live_view_holds_exactly_what_is_committed(tmp_path: Path, small_sce
         assert dupes == 0
         listed = json.loads((live_dir(path) / MANIFEST).read_text())["tables"]["factory_ts"]
         assert len(listed) <= 3 * (4 - 1) + 1  # 40 commits in base 4: at most 3 parts per level
+        # A merged part gathers its commits into row groups of up to ROW_GROUP_BYTES: these small
+        # commits make one row group, not one per commit (a footer that grows with the run).
+        merged = [n for n in listed if not n.endswith("-0.parquet")]
+        assert merged
+        for n in merged:
+            assert pq.ParquetFile(live_dir(path) / n).num_row_groups == 1, n
     finally:
         r.close()
     assert files["factory_ts"] >= len(listed)  # merged-away parts wait out their grace period

@@ -5,7 +5,9 @@ access beyond the database's own files, no extension installing or auto-loading,
 unsigned extensions, no spilling to temporary files, a memory limit, and a locked configuration
 (no ``SET``, ``PRAGMA`` or ``enable_logging``/``enable_profiling`` can change a setting). One
 cursor is set aside for user SQL. A run's database, while it is written, has a small memory limit
-of its own (``WRITER_MEMORY``), which bounds its block cache; the live console's queries then run
+of its own (``WRITER_MEMORY``), which bounds its block cache, and DuckDB's own temporary directory
+(``FILE.tmp``, at most ``WRITER_TEMP_MAX``, removed on close) so that at the limit it can set a
+buffer aside instead of failing the run; the live console's queries then run
 in a sandbox of their own over what the run has published, with the user's limit
 (``storage.live.LiveUserSql``). Queries that do run on the writer's database share its limit, and
 the writer wins: when an insert runs short, it stops the user's query and tries again.
@@ -38,7 +40,10 @@ DEFAULT_MEMORY = "2GB"
 # run's length, bounds the writer's memory. The writer inserts Arrow batches and the live panels
 # read recent history, both streaming; the live console's queries run in a sandbox of their own
 # with the user's limit (``storage.live.LiveUserSql``).
-WRITER_MEMORY = "256MB"
+WRITER_MEMORY = "128MB"
+# The most the run's database may set aside in its temporary directory (``FILE.tmp``) at that
+# limit; a long run sets aside next to nothing (written blocks are re-read from the file itself).
+WRITER_TEMP_MAX = "4GB"
 MAX_MEMORY_BYTES = 1 << 50
 
 SANDBOX_CONFIG: dict[str, Any] = {

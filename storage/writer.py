@@ -33,17 +33,27 @@ import numpy as np
 import pyarrow as pa
 
 from storage.runlock import LockedError, RunLock, crash_point
-from storage.sandbox import WRITER_MEMORY, Limits, UserSql, UserSqlRunner, connect, parse_memory
+from storage.sandbox import (
+    WRITER_MEMORY,
+    WRITER_TEMP_MAX,
+    Limits,
+    UserSql,
+    UserSqlRunner,
+    connect,
+    parse_memory,
+)
 from storage.schema import DEFAULT_START, arrow_schema, columns, migrations, timestamps
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 _STOP = object()
 
-# On-disk format of new files: the oldest DuckDB storage version that keeps everything the file
-# uses (tables, views, column comments). "v1.2.0" writes storage version 65, which DuckDB 1.2 and
-# later 1.x releases (1.5.x reads 64-68) and 2.x all open; DuckDB 2.0's own default (999) is
-# unreadable by every 1.x release. Only applies when the file is created.
-STORAGE_COMPATIBILITY = "v1.2.0"
+# On-disk format of new files: DuckDB 1.4's, which the 1.4 LTS and 1.5 releases (1.5.x reads
+# storage versions 64-68) and 2.x all open; DuckDB 2.0's own default (999) is unreadable by every
+# 1.x release. Not older: with 1.2's format ("v1.2.0", version 65) every checkpoint needs memory
+# that grows with the file, so a run at the database's memory limit fails after weeks to months
+# (``bench/bench_memory.py``); from 1.4's on, the block cache stays within the limit. Only applies
+# when the file is created.
+STORAGE_COMPATIBILITY = "v1.4.0"
 
 
 class StorageError(Exception):
@@ -57,7 +67,12 @@ def utc_now() -> str:
 def open_database(path: str | Path, limits: Limits) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
     """Create or open a writable telemetry database in the sandbox: ``(connection, user cursor)``.
     The one place a writable database is opened; per-file options go in ``config``."""
-    config: dict[str, Any] = {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+    # DuckDB's own temporary directory beside the file (its default, ``FILE.tmp``, removed when the
+    # database closes): with none, a database at its memory limit cannot set aside a buffer it
+    # has no room for and a long run fails ("Unused blocks cannot be offloaded to disk") when its
+    # written blocks reach the limit; with it, the limit bounds memory and the run goes on.
+    config: dict[str, Any] = {"storage_compatibility_version": STORAGE_COMPATIBILITY,
+                              "temp_directory": f"{path}.tmp", "max_temp_directory_size": WRITER_TEMP_MAX}
     try:
         return connect(path, read_only=False, limits=limits, extra_config=config)
     except duckdb.Error as e:

@@ -19,8 +19,8 @@ from tests.conftest import SMALL_TOML
 from tui.cli import main
 
 # DuckDB 1.5.x (the newest 1.x) refuses a file "with version number 69 ... can only read versions
-# between 64 and 68"; DuckDB 1.2.0 reads up to 65.
-DUCKDB1_READABLE = range(64, 66)
+# between 64 and 68"; DuckDB 1.4 reads up to 67.
+DUCKDB1_READABLE = range(64, 68)
 
 
 def invoke(*args: str) -> tuple[int, str, str]:

@@ -38,7 +38,7 @@ def storage_version(path: Path) -> int:
 
 def test_recording_uses_a_storage_version_duckdb_1x_reads(small_run: Path) -> None:
     assert storage_version(small_run) in DUCKDB1_READABLE
-    # Not 1.2's (65) or 1.3's (66): their checkpoints need memory growing with the file, and a
+    # Not 1.2's (65): its checkpoints need memory growing with the file, and a
     # long run fails at the writer's memory limit (bench/bench_memory.py).
     assert storage_version(small_run) >= 67
 

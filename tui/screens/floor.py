@@ -74,20 +74,18 @@ def hall_items(d: dict[str, Any], hall: int, meta: Any) -> list[Item]:
     g = {k: float(np.asarray(v)[hall]) for k, v in d.items() if k != "hall_id"}
     lo, hi = meta.hall_span(hall)
     rows = len(set(meta.us_row[lo : hi + 1]))
-    n = g["ultraservers"]
-    chips = n * meta.chips_per_us
-    full = n * meta.us_power_w
+    chips = g["ultraservers"] * meta.chips_per_us
+    full = g["ultraservers"] * meta.us_power_w
     return [
         (f"Hall {hall} · UltraServers {lo}-{hi} · {rows} rows", "", None, "head"),
-        ("UltraServers", fmt.count(n), None, ""),
         ("IT power", fmt.power(g["power_w"]), g["power_w"] / full if full else None, ""),
         ("busy chips", f"{g['chips_busy']:,.0f} / {chips:,.0f}", g["chips_busy"] / chips if chips else None, ""),
         ("activity", fmt.pct(g["activity"], 0), g["activity"], ""),
         ("hottest chip", fmt.temp(g["max_chip_temp_c"]), None, "warn" if g["max_chip_temp_c"] >= meta.throttle_c else ""),
-        ("loop return", fmt.temp(g["coolant_return_c"]), None, ""),
-        ("clock", fmt.pct(g["clock"], 0), g["clock"], "warn" if g["clock"] < 0.999 else ""),
         ("tripped US", fmt.count(g["tripped"]), None, "warn" if g["tripped"] else ""),
         ("failed chips", fmt.count(g["chips_failed"]), None, "warn" if g["chips_failed"] else ""),
+        ("loop return", fmt.temp(g["coolant_return_c"]), None, ""),
+        ("clock", fmt.pct(g["clock"], 0), g["clock"], "warn" if g["clock"] < 0.999 else ""),
     ]
 
 

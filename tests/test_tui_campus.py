@@ -127,12 +127,18 @@ def check_halls(shown: dict[str, Any], want: dict[str, list[float]]) -> None:
         np.testing.assert_allclose(np.asarray(shown[k], dtype=float), v, rtol=1e-5, err_msg=k)
 
 
-def cells(text: str) -> dict[int, str]:
-    """Each UltraServer's value on a map: a cell is its number, a mark, its value."""
+def cells(fm: Any) -> dict[int, str]:
+    """Each UltraServer's value on a Floor map, read from the text drawn in its cell (one line or
+    more): its number, a mark, its value."""
+    lines = fm.plain_text().splitlines()
+    text: dict[int, str] = {}
+    for y, x0, x1, us in fm._cells:
+        text[us] = text.get(us, "") + " " + lines[y][x0:x1].replace("[", " ").replace("]", " ")
     out: dict[int, str] = {}
-    for line in text.splitlines():
-        for m in re.finditer(r"(\d+)[✗↯ ]\s*([^\s\]]*)", line[3:]):
-            out.setdefault(int(m.group(1)), m.group(2))
+    for us, t in text.items():
+        m = re.fullmatch(r"\s*(\d+)[✗↯ ]\s*(\S*)\s*", t)
+        assert m is not None and int(m.group(1)) == us, t
+        out[us] = m.group(2)
     return out
 
 
@@ -165,7 +171,7 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
             line = next(s for s in text.splitlines() if s.lstrip(" [").startswith(f"H{k} "))
             assert fmt.power(want["power_w"][k]) in line and fmt.count(want["chips_busy"][k]) in line
         head = scr.query_one("#us-detail", InfoList).items[0][0]
-        assert head == "Hall 0 · UltraServers 0-3 · 2 rows"
+        assert head == "Hall 0 · US 0-3 · 2 rows"
         rows = scr.query_one("#rows").table.to_pydict()
         assert rows["hall"] == [0, 0] and rows["row_id"] == [0, 1]
         assert sum(rows["power_w"]) == pytest.approx(want["power_w"][0], rel=1e-9)
@@ -174,7 +180,7 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         await pilot.press("down")
         await settle(pilot, app)
         assert scr.sel_hall == 1 and "[H1" in hm.plain_text()
-        assert scr.query_one("#us-detail", InfoList).items[0][0] == "Hall 1 · UltraServers 4-9 · 2 rows"
+        assert scr.query_one("#us-detail", InfoList).items[0][0] == "Hall 1 · US 4-9 · 2 rows"
         items = {i[0]: i[1] for i in scr.query_one("#us-detail", InfoList).items}
         assert items["failed chips"] == "144"
         rows = scr.query_one("#rows").table.to_pydict()
@@ -185,7 +191,7 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         fm = scr.query_one(FloorMap)
         assert not scr.at_campus and fm.display and not hm.display
         assert app.sel_us == 4 and "Hall 1 of 2" in str(scr.query_one("#floor-map").border_title)
-        shown = cells(fm.plain_text())
+        shown = cells(fm)
         assert sorted(shown) == [4, 5, 6, 7, 8, 9]  # only its UltraServers
         act = dict(con.sql(f"SELECT ultraserver_id, activity FROM ultraserver_ts WHERE time_s = {T}").fetchall())
         for us, v in shown.items():
@@ -206,13 +212,13 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         assert scr.at_campus and hm.display and not fm.display and scr.sel_hall == 1
         await pilot.press("up", "enter")  # hall 0: the selection moves into it
         await settle(pilot, app)
-        assert app.sel_us == 0 and sorted(cells(fm.plain_text())) == [0, 1, 2, 3]
+        assert app.sel_us == 0 and sorted(cells(fm)) == [0, 1, 2, 3]
         await pilot.press("enter")  # the UltraServer screen, as on a hall
         await settle(pilot, app)
         assert app.current_mode == "ultraserver"
         await pilot.press("f2")
         await settle(pilot, app)
-        assert not scr.at_campus and sorted(cells(fm.plain_text())) == [0, 1, 2, 3]
+        assert not scr.at_campus and sorted(cells(fm)) == [0, 1, 2, 3]
 
 
 async def test_campus_hall_map_reads_the_latest_sample(sparse_con: Any) -> None:
@@ -237,7 +243,7 @@ async def test_campus_hall_map_reads_the_latest_sample(sparse_con: Any) -> None:
                              "AND ultraserver_id <= 3 ORDER BY ultraserver_id").fetchall()
         assert fm.data["ultraserver_id"].tolist() == [0, 1, 2, 3]
         np.testing.assert_allclose(fm.data["power_w"], [r[1] for r in rec], rtol=1e-12)
-        assert sorted(cells(fm.plain_text())) == [0, 1, 2, 3]
+        assert sorted(cells(fm)) == [0, 1, 2, 3]
 
 
 async def test_single_hall_floor_has_no_campus_level(tmp_path: Path) -> None:
@@ -297,7 +303,7 @@ async def test_campus_level_live_matches_the_recording(tmp_path: Path) -> None:
             fm = scr.query_one(FloorMap)
             await wait_for(pilot, lambda: bool(fm.data))
             assert fm.base == 4 and fm.data["ultraserver_id"].tolist() == list(range(4, 10))
-            assert sorted(cells(fm.plain_text())) == list(range(4, 10))
+            assert sorted(cells(fm)) == list(range(4, 10))
             await wait_for(pilot, lambda: scr.query_one("#rows").table.to_pydict()["hall"] == [1, 1])
             await pilot.press("escape")
             assert scr.at_campus and hm.display

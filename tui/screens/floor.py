@@ -24,6 +24,7 @@ from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable
 from tui.widgets.heatmap import FloorMap, HallMap, Legend
 from tui.widgets.info import InfoList, Item
+from tui.widgets.status import ModeTabs
 
 ROW_FORMATS = {
     "power_w": fmt.power,
@@ -77,7 +78,7 @@ def hall_items(d: dict[str, Any], hall: int, meta: Any) -> list[Item]:
     chips = g["ultraservers"] * meta.chips_per_us
     full = g["ultraservers"] * meta.us_power_w
     return [
-        (f"Hall {hall} · UltraServers {lo}-{hi} · {rows} rows", "", None, "head"),
+        (f"Hall {hall} · US {lo}-{hi} · {rows} rows", "", None, "head"),
         ("IT power", fmt.power(g["power_w"]), g["power_w"] / full if full else None, ""),
         ("busy chips", f"{g['chips_busy']:,.0f} / {chips:,.0f}", g["chips_busy"] / chips if chips else None, ""),
         ("activity", fmt.pct(g["activity"], 0), g["activity"], ""),
@@ -212,6 +213,7 @@ class FloorScreen(TwinScreen):
             return
         app.select_us(self.query_one(FloorMap).row_neighbours(app.sel_us, dx, dy))
         self.redraw_selection()
+        self.query_one(ModeTabs).show(app.tab_extra())  # the UltraServer tab names the selection at once
 
     def action_drill(self) -> None:
         if self.at_campus:
@@ -263,5 +265,6 @@ class FloorScreen(TwinScreen):
     def on_floor_map_picked(self, event: FloorMap.Picked) -> None:
         self.twin.select_us(event.us)
         self.redraw_selection()
+        self.query_one(ModeTabs).show(self.twin.tab_extra())
         if event.open:
             self.action_drill()

@@ -130,6 +130,9 @@ class FloorMap(Widget, can_focus=True):
         self.draw_count = 0
         self._key: tuple[Any, ...] | None = None
         self._strips: list[Strip] = []
+        self.top = 0  # first line on screen (a hall larger than the screen scrolls to the selection)
+        # Width of an UltraServer's number, a space before it (the selection's bracket goes there).
+        self.id_w = max(3, len(str(max(0, meta.ultraservers - 1))) + 1)
         self.set_span(0, meta.ultraservers - 1)
 
     def set_span(self, lo: int, hi: int) -> None:
@@ -151,11 +154,14 @@ class FloorMap(Widget, can_focus=True):
         moved_only = data is self.data and m is self.metric and selected != self.selected
         old = self.selected
         self.data, self.metric, self.selected = data, m, selected
+        top = self.top
         if moved_only and self._cells:
+            self._build()
+        if moved_only and self._cells and self.top == top:
             # Repaint only the lines of the two cells (Line API: the rest of the map is untouched).
             width = self.size.width
             for y in sorted({y for y, _, _, us in self._cells if us in (old, selected)}):
-                self.refresh(Region(0, y, width, 1))
+                self.refresh(Region(0, y - top, width, 1))
         else:
             self.refresh()
 
@@ -163,7 +169,7 @@ class FloorMap(Widget, can_focus=True):
         """(label width, cell width, cells per line, cell height, gap lines between rows)."""
         label = len(f"R{self.meta.rows - 1}") + 1
         widest = max((len(r) for r in self.by_row), default=1)
-        cw = max(4, min(20, (width - label) // max(1, widest)))
+        cw = max(self.id_w + 1, min(20, (width - label) // max(1, widest)))
         per_line = max(1, (width - label) // cw)
         lines = sum(max(1, -(-len(r) // per_line)) for r in self.by_row)
         rows = len(self.by_row)
@@ -208,7 +214,7 @@ class FloorMap(Widget, can_focus=True):
         lab = self.get_component_rich_style("floor--label")
         sel_style = self.get_component_rich_style("floor--selected")
         lines: list[list[tuple[str, Style | None]]] = []
-        base = self.base
+        base, iw = self.base, self.id_w
         for r, members in enumerate(self.by_row):
             if r and gap:
                 lines.append([])
@@ -226,12 +232,12 @@ class FloorMap(Widget, can_focus=True):
                     mark, word = _STATE_MARK.get(su, (" ", None))
                     value = word or short_value(m, v)
                     if ch >= 2:
-                        body = [f"{us:>3}{mark}" + (f"{nf:.0f}" if su == US_SOME_FAILED and cw >= 8 else ""),
-                                f"   {value}"]
-                    elif cw >= 9:
-                        body = [f"{us:>3}{mark}{value:>4}"]
+                        body = [f"{us:>{iw}}{mark}" + (f"{nf:.0f}" if su == US_SOME_FAILED and cw >= iw + 5 else ""),
+                                " " * iw + value]
+                    elif cw >= iw + 6:
+                        body = [f"{us:>{iw}}{mark}{value:>4}"]
                     else:
-                        body = [f"{us:>3}{mark}"]
+                        body = [f"{us:>{iw}}{mark}"]
                     st = state_style.get(su) or styles[int(lv[j]) if j < len(lv) else -1]
                     for k, line in enumerate(block):
                         cell = (body[k] if k < len(body) else "")[: cw - 1].ljust(cw - 1)
@@ -261,9 +267,18 @@ class FloorMap(Widget, can_focus=True):
             .extend_cell_length(width, base)
             for line in self._spans(width, height)
         ]
+        # Scroll so that the selected cell is on screen (a map taller than the widget).
+        ys = [y for y, _, _, us in self._cells if us == self.selected]
+        if ys and height > 0:
+            if min(ys) < self.top:
+                self.top = min(ys) - (1 if min(ys) > 0 and height > 2 else 0)  # with the gap line above
+            elif max(ys) >= self.top + height:
+                self.top = max(ys) - height + 1
+        self.top = max(0, min(self.top, len(self._strips) - height))
 
     def render_line(self, y: int) -> Strip:
         self._build()
+        y += self.top
         if 0 <= y < len(self._strips):
             return self._strips[y]
         return Strip.blank(self.size.width, self.rich_style)
@@ -274,7 +289,7 @@ class FloorMap(Widget, can_focus=True):
 
     def on_click(self, event: Click) -> None:
         for y, x0, x1, us in self._cells:
-            if event.y == y and x0 <= event.x < x1:
+            if event.y + self.top == y and x0 <= event.x < x1:
                 self.post_message(self.Picked(us, event.chain >= 2))
                 return
 

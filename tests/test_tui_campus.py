@@ -176,6 +176,7 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         assert rows["hall"] == [0, 0] and rows["row_id"] == [0, 1]
         assert sum(rows["power_w"]) == pytest.approx(want["power_w"][0], rel=1e-9)
         assert not scr.check_action("campus", ())  # Esc is for a hall's map
+        assert scr.focused_panel().query == "halls"  # `s` opens the campus level's SQL
 
         await pilot.press("down")
         await settle(pilot, app)
@@ -206,6 +207,7 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         await pilot.press("up", "up")  # row 2 is the hall's first
         assert app.sel_us == 4
         assert scr.check_action("campus", ())
+        assert scr.focused_panel().query == "hall_floor" and "BETWEEN 4 AND 9" in scr.focused_panel().sql
 
         await pilot.press("escape")
         await settle(pilot, app)

@@ -218,9 +218,18 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         await pilot.press("enter")  # the UltraServer screen, as on a hall
         await settle(pilot, app)
         assert app.current_mode == "ultraserver"
-        await pilot.press("f2")
+
+        def title() -> str:
+            return str(app.screen.query_one("#us-chips").border_title)
+
+        assert title().startswith("UltraServer 0 · hall 0 · row 0 ·") and "DOWN" not in title()
+        await pilot.press(*["p"] * 5)  # 9, 8, 7, 6, 5: into hall 1
         await settle(pilot, app)
-        assert not scr.at_campus and sorted(cells(fm)) == [0, 1, 2, 3]
+        assert app.sel_us == 5 and title().startswith("UltraServer 5 · hall 1 · row 2 ·") and "DOWN" in title()
+        await pilot.press("f2")  # the Floor follows the selection into its hall
+        await settle(pilot, app)
+        assert not scr.at_campus and scr.sel_hall == 1 and sorted(cells(fm)) == [4, 5, 6, 7, 8, 9]
+        assert fm.selected == 5 and cells(fm)[5] == "down"
 
 
 async def test_campus_hall_map_reads_the_latest_sample(sparse_con: Any) -> None:

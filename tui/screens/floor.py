@@ -149,6 +149,12 @@ class FloorScreen(TwinScreen):
         else:
             self.query_one(FloorMap).focus()
 
+    def on_screen_resume(self) -> None:
+        # A hall's map follows the selection made elsewhere (n/p on the UltraServer screen cross halls).
+        if self.campus and not self.at_campus and self.twin.meta.hall_of(self.twin.sel_us) != self.sel_hall:
+            self.open_hall(self.twin.meta.hall_of(self.twin.sel_us))
+        super().on_screen_resume()
+
     def panel_requests(self) -> list[PanelReq]:
         if not self.campus:
             p = self.twin.params()

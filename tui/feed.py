@@ -378,9 +378,7 @@ class LiveFeed:
         nh = self.meta.halls
         halls_now = None
         if h is not None and len(h["time_s"]) >= nh:
-            src = {"hall_id": "hall_id" if "hall_id" in h else "", "tripped": "ultraservers_tripped"}
-            halls_now = {k: np.array(h[src.get(k, k)][-nh:]) if src.get(k, k) else np.zeros(nh, dtype=np.int32)
-                         for k in HALL_COLS}
+            halls_now = {k: np.array(h["ultraservers_tripped" if k == "tripped" else k][-nh:]) for k in HALL_COLS}
         # Copies (np.array): the UI reads these while the simulation moves on.
         chips = {
             "job_id": sim.chip_job_ids(),

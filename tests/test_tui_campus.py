@@ -255,6 +255,13 @@ async def test_campus_hall_map_reads_the_latest_sample(sparse_con: Any) -> None:
         assert fm.data["ultraserver_id"].tolist() == [0, 1, 2, 3]
         np.testing.assert_allclose(fm.data["power_w"], [r[1] for r in rec], rtol=1e-12)
         assert sorted(cells(fm)) == [0, 1, 2, 3]
+        # The Overview's hall strip too: every UltraServer of the campus at that sample.
+        from tui.widgets.hall import HallStrip
+
+        await pilot.press("f1")
+        await settle(pilot, app)
+        every = sparse_con.sql(f"SELECT power_w FROM ultraserver_ts WHERE time_s = {T} ORDER BY ultraserver_id").fetchall()
+        np.testing.assert_allclose(app.screen.query_one(HallStrip).us["power_w"], [r[0] for r in every], rtol=1e-12)
 
 
 async def test_single_hall_floor_has_no_campus_level(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Responsiveness of the console at max simulation speed (figures only, no pass/fail).
 
 Drives the live TUI headless (``App.run_test``) on the ``reference`` scenario (64 UltraServers,
-9,216 chips) at speed "max" and reports:
+9,216 chips; ``--scenario`` another, e.g. ``ultracluster``: 16 halls, ~1 M chips, where the Floor
+starts at the campus level and Enter opens a hall) at speed "max" and reports:
 
 * key → screen latency: from posting a key event to the first frame written after the screen shows
   the result (screen switches, Floor moves, metric change, drill-in, pause) — every frame is also
@@ -9,7 +10,8 @@ Drives the live TUI headless (``App.run_test``) on the ``reference`` scenario (6
 * refresh rates: KPI tiles, plots and the Jobs table updates per second, frames per second;
 * CPU: the whole process and the UI thread, and the simulated days per wall second.
 
-    python bench/bench_tui.py [--size 200x60] [--seconds 8] [--rounds 5]
+    python bench/bench_tui.py [--scenario reference] [--hours H] [--size 200x60] [--seconds 8] [--rounds 5]
+    python bench/bench_tui.py --scenario ultracluster --hours 48
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ async def until(cond: Callable[[], bool]) -> None:
         await asyncio.sleep(0.02)
 
 
-async def bench(size: tuple[int, int], seconds: float, rounds: int) -> None:
+async def bench(size: tuple[int, int], seconds: float, rounds: int, scenario: str = "reference",
+                hours: float = 3650 * 24) -> None:
     from scenarios.runner import Session
     from scenarios.spec import load
     from tui.app import TwinApp
@@ -108,16 +111,17 @@ async def bench(size: tuple[int, int], seconds: float, rounds: int) -> None:
     from tui.screens.jobs import JobsScreen
     from tui.screens.ultraserver import UltraServerScreen
     from tui.widgets.arrowtable import ArrowTable
-    from tui.widgets.heatmap import ChipGrid, FloorMap
+    from tui.widgets.heatmap import ChipGrid, FloorMap, HallMap
     from tui.widgets.kpi import KpiGrid
     from tui.widgets.plot import BraillePlot
     from tui.widgets.status import StatusBar
 
-    spec, text, _ = load("reference")
+    spec, text, _ = load(scenario)
     tmp = tempfile.mkdtemp(prefix="bench-tui-")
-    session = Session(spec, text, Path(tmp) / "bench.duckdb", duration_s=3650 * 86400)
+    session = Session(spec, text, Path(tmp) / "bench.duckdb", duration_s=int(hours * 3600))
     app = TwinApp(session=session, config_dir=tmp)
-    print(f"reference: {session.sim.topo.ultraservers} UltraServers, {session.sim.topo.chips:,} chips, "
+    halls = app.meta.halls
+    print(f"{spec.name}: " + (f"{halls} halls, " if halls > 1 else "") + f"{session.sim.topo.ultraservers:,} UltraServers, {session.sim.topo.chips:,} chips, "
           f"dt {session.params.dt_s} s · terminal {size[0]}×{size[1]} · headless, frames serialised")
     try:
         async with app.run_test(size=size) as pilot:
@@ -174,18 +178,32 @@ async def bench(size: tuple[int, int], seconds: float, rounds: int) -> None:
             def on(cls: type, ready: Callable[[Any], bool]) -> Callable[[], bool]:
                 return lambda: isinstance(app.screen, cls) and ready(app.screen)
 
+            def fm_ready(s: Any) -> bool:
+                return not s.at_campus and s.query_one(FloorMap).data != {}
+
             for _ in range(rounds):
-                await measure("F2 Floor", "f2", on(FloorScreen, lambda s: s.query_one(FloorMap).data != {}))
+                if halls > 1:  # the campus level, then a hall's map
+                    await measure("F2 Floor", "f2", on(FloorScreen, lambda s: s.at_campus and s.query_one(HallMap).data != {}))
+                    h = app.screen.sel_hall
+                    await measure("↓ on campus", "down",
+                                  lambda h=h: app.screen.query_one(HallMap).selected == min(h + 1, halls - 1))
+                    await measure("⏎ open hall", "enter", on(FloorScreen, fm_ready))
+                else:
+                    await measure("F2 Floor", "f2", on(FloorScreen, fm_ready))
+                fm = app.screen.query_one(FloorMap)
                 us = app.sel_us
-                await measure("→ on Floor", "right",
-                              lambda us=us: app.screen.query_one(FloorMap).selected == (us + 1) % 64)
-                await measure("↓ on Floor", "down", lambda: app.screen.query_one(FloorMap).selected // 8 >= 1)
+                nxt = fm.row_neighbours(us, 1, 0)
+                await measure("→ on Floor", "right", lambda nxt=nxt: app.screen.query_one(FloorMap).selected == nxt)
+                below = fm.row_neighbours(nxt, 0, 1)
+                await measure("↓ on Floor", "down", lambda b=below: app.screen.query_one(FloorMap).selected == b)
                 m = app.metric
                 await measure("m (metric)", "m", lambda m=m: app.screen.query_one(FloorMap).metric.key != m)
                 await measure("⏎ drill in", "enter",
                               on(UltraServerScreen, lambda s: s.query_one(ChipGrid).data != {}))
                 await measure("→ chip", "right", lambda: app.screen.query_one(ChipGrid).selected == app.sel_chip)
                 await measure("esc back", "escape", on(FloorScreen, lambda s: True))
+                if halls > 1:
+                    await measure("esc campus", "escape", on(FloorScreen, lambda s: s.at_campus))
                 await measure("F4 Jobs", "f4", on(JobsScreen, lambda s: s.query_one("#jobs", ArrowTable).row_count > 0))
                 await measure("F5 Energy", "f5", lambda: app.current_mode == "energy")
                 if "services" in app.MODES:
@@ -212,9 +230,12 @@ def main() -> None:
     ap.add_argument("--size", default="200x60", help="terminal size WxH (default 200x60)")
     ap.add_argument("--seconds", type=float, default=8.0, help="measuring window for rates")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of key measurements")
+    ap.add_argument("--scenario", default="reference", help="built-in name or TOML path (default reference)")
+    ap.add_argument("--hours", type=float, default=3650 * 24,
+                    help="the live session's length (default ten years; a campus: e.g. 48)")
     a = ap.parse_args()
     w, h = (int(x) for x in a.size.lower().split("x"))
-    asyncio.run(bench((w, h), a.seconds, a.rounds))
+    asyncio.run(bench((w, h), a.seconds, a.rounds, a.scenario, a.hours))
 
 
 if __name__ == "__main__":

@@ -105,6 +105,10 @@ _NEAREST_CHIP_SAMPLE = """nearest AS (  -- the chip_ts sample nearest to $t
     ORDER BY abs(time_s - $t), time_s
     LIMIT 1)"""
 
+# ultraserver_ts may be recorded every few steps (``telemetry.ultraserver_interval_s``, a campus):
+# the panels over it read its latest sample up to $t.
+_LATEST_US_SAMPLE = "SELECT max(time_s) FROM ultraserver_ts WHERE run_id = $run_id AND time_s <= $t"
+
 # The cost panel: the run summary's aggregates (``storage.kpis``, one definition) up to $t and over
 # the day of $t so far; the KPIs follow from them as in the run summary (``kpis.COST_SUMS``, ``RATIOS``).
 COST_AGGREGATES = ("days", "chip_hours", "tokens", "job_flop", "cost_usd", "capex_usd", "fixed_opex_usd",
@@ -161,18 +165,39 @@ FROM events
 WHERE run_id = $run_id AND time_s <= $t AND kind NOT IN ('job_start', 'job_end')
 ORDER BY time_s DESC, rowid DESC
 LIMIT 200""",
-    "floor": """-- Floor: every UltraServer at $t
+    "floor": f"""-- Floor: every UltraServer at the latest ultraserver_ts sample up to $t
 SELECT ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
        max_chip_temp_c, coolant_return_c, clock
 FROM ultraserver_ts
-WHERE run_id = $run_id AND time_s = $t
+WHERE run_id = $run_id AND time_s = ({_LATEST_US_SAMPLE})
 ORDER BY ultraserver_id""",
-    "rows": """-- Rows (one CDU each) at $t
+    "rows": f"""-- Rows (one CDU each) at the latest ultraserver_ts sample up to $t
 SELECT row_id, count(*) AS ultraservers, count_if(tripped) AS tripped, sum(chips_failed) AS chips_failed,
        sum(power_w) AS power_w, sum(chips_busy) AS chips_busy, avg(activity) AS activity,
        max(max_chip_temp_c) AS max_chip_temp_c, avg(coolant_return_c) AS coolant_return_c
 FROM ultraserver_ts
-WHERE run_id = $run_id AND time_s = $t
+WHERE run_id = $run_id AND time_s = ({_LATEST_US_SAMPLE})
+GROUP BY row_id
+ORDER BY row_id""",
+    "halls": """-- Campus: every hall at the latest hall_ts sample up to $t
+SELECT hall_id, ultraservers, power_w, chips_busy, chips_failed, ultraservers_tripped AS tripped, activity,
+       max_chip_temp_c, coolant_return_c, clock
+FROM hall_ts
+WHERE run_id = $run_id
+  AND time_s = (SELECT max(time_s) FROM hall_ts WHERE run_id = $run_id AND time_s <= $t)
+ORDER BY hall_id""",
+    "hall_floor": f"""-- Floor of hall $hall: its UltraServers $us_lo..$us_hi at the latest ultraserver_ts sample up to $t
+SELECT ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
+       max_chip_temp_c, coolant_return_c, clock
+FROM ultraserver_ts
+WHERE run_id = $run_id AND ultraserver_id BETWEEN $us_lo AND $us_hi AND time_s = ({_LATEST_US_SAMPLE})
+ORDER BY ultraserver_id""",
+    "hall_rows": f"""-- Rows (one CDU each) of hall $hall at the latest ultraserver_ts sample up to $t
+SELECT $hall AS hall, row_id, count(*) AS ultraservers, count_if(tripped) AS tripped,
+       sum(chips_failed) AS chips_failed, sum(power_w) AS power_w, sum(chips_busy) AS chips_busy,
+       avg(activity) AS activity, max(max_chip_temp_c) AS max_chip_temp_c, avg(coolant_return_c) AS coolant_return_c
+FROM ultraserver_ts
+WHERE run_id = $run_id AND ultraserver_id BETWEEN $us_lo AND $us_hi AND time_s = ({_LATEST_US_SAMPLE})
 GROUP BY row_id
 ORDER BY row_id""",
     "chips": f"""-- Chips of UltraServer $us at the chip_ts sample nearest to $t

@@ -314,7 +314,7 @@ async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> Non
             await wait_for(pilot, lambda: app.t_file == t)  # the loader sees the committed step
             con = session.writer.cursor()
             try:
-                params = app.params(us=1)
+                params = app.params(us=1, hall=0)
                 for name in sorted(LIVE_PANELS - {"chips", "us_jobs"}):
                     live = app.live.panel(name, params)
                     same_cols(live, sql_cols(con, name, params), rtol=1e-9)

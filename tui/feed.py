@@ -34,7 +34,7 @@ EVENT_ROWS = ("time_s", "kind", "target", "detail", "source")
 # Panel queries computed in memory in a live session (the others run their SQL on the live file).
 LIVE_PANELS = frozenset({
     "kpis", *Q.SERIES, "events", "events_notable", "floor", "rows", "chips", "us_jobs", "us_history",
-    "us_events", "power_chain", "cooling_plant", "site_grid",
+    "us_events", "power_chain", "cooling_plant", "site_grid", "halls", "hall_floor", "hall_rows",
 })
 MAX_US_HISTORY_CELLS = 500_000  # live per-UltraServer history: steps x UltraServers kept
 US_HIST_COLS = ("power_w", "max_chip_temp_c", "coolant_return_c", "activity", "clock")
@@ -52,6 +52,9 @@ HIST_KEYS = tuple(dict.fromkeys(
 ))
 US_COLS = ("ultraserver_id", "row_id", "power_w", "chips_busy", "chips_failed", "tripped", "activity",
            "max_chip_temp_c", "coolant_return_c", "clock")
+# The campus level's columns (the "halls" query over hall_ts; ``tripped`` is its ultraservers_tripped).
+HALL_COLS = ("hall_id", "ultraservers", "power_w", "chips_busy", "chips_failed", "tripped", "activity",
+             "max_chip_temp_c", "coolant_return_c", "clock")
 
 Array = npt.NDArray[Any]
 Cols = dict[str, Array]
@@ -77,10 +80,25 @@ class Meta:
     chillers: int = 0  # the plant's chiller units (0 unknown)
     economizers: int = 0  # its cooling towers or dry coolers
     plant: str = "tower"  # "tower" | "dry"
+    us_hall: tuple[int, ...] = ()  # hall of each UltraServer on a campus (empty: one hall)
 
     @property
     def rows(self) -> int:
         return max(self.us_row) + 1 if self.us_row else 1
+
+    @property
+    def halls(self) -> int:
+        return max(self.us_hall) + 1 if self.us_hall else 1
+
+    def hall_span(self, hall: int) -> tuple[int, int]:
+        """First and last UltraServer of ``hall`` (ids are campus-wide, hall by hall)."""
+        if not self.us_hall:
+            return 0, self.ultraservers - 1
+        lo = self.us_hall.index(hall)
+        return lo, lo + self.us_hall.count(hall) - 1
+
+    def hall_of(self, us: int) -> int:
+        return self.us_hall[us] if self.us_hall else 0
 
     @property
     def chips_per_server(self) -> int:
@@ -96,7 +114,21 @@ def params_for(meta: Meta, t: int | None, **extra: Any) -> dict[str, Any]:
     p.update(extra)
     if "us" in p:
         p["row"] = meta.us_row[int(p["us"])] if meta.us_row else 0
+    if "hall" in p:
+        p["us_lo"], p["us_hi"] = meta.hall_span(int(p["hall"]))
     return p
+
+
+def us_halls(params: Any, ultraservers: int) -> tuple[int, ...]:
+    """The hall of each UltraServer of a campus from its scenario's ``[[halls]]`` (UltraServers are
+    numbered hall by hall); empty for one hall, or when the halls do not add up to ``ultraservers``."""
+    try:
+        counts = [sum(int(r.ultraservers) for r in h.pools()) for h in params.halls]
+    except (AttributeError, TypeError, ValueError):
+        return ()
+    if len(counts) < 2 or sum(counts) != ultraservers:
+        return ()
+    return tuple(int(h) for h in np.repeat(np.arange(len(counts)), counts))
 
 
 def _nominal_us_power(design: Design | None) -> float:
@@ -254,6 +286,7 @@ class LiveFeed:
             chips_per_us=topo.chips_per_us, servers_per_us=topo.servers_per_us,
             us_row=tuple(int(r) for r in topo.us_row), throttle_c=_throttle_c(sim.design),
             us_power_w=_nominal_us_power(sim.design), slos=_service_slos(session.params),
+            us_hall=tuple(int(h) for h in getattr(sim, "hall_us", ())),
             **_plant_units(session.params),
         )
         self.lock = threading.Lock()
@@ -264,6 +297,7 @@ class LiveFeed:
         self.t: int | None = None  # time_s of the last step
         self.row: dict[str, float] = {}  # every factory column at t
         self.us_now: Cols = {}
+        self.halls_now: Cols = {}
         self.chips_now: Cols = {}
         self.job_facts: dict[int, tuple[str, str, int]] = {}
         self.events: deque[tuple[Any, ...]] = deque(maxlen=Q.EVENT_LIMIT)
@@ -337,7 +371,14 @@ class LiveFeed:
         hardware = [e for e in notable if _hardware_target(e[2])]
         nus = self.meta.ultraservers
         u = frames["ultraserver_ts"]
-        us_now = {k: np.array(u[k][-nus:]) for k in US_COLS}
+        # The per-UltraServer tier may be recorded every few steps (a campus): the latest sample stays.
+        us_rows = len(u["time_s"])
+        us_now = {k: np.array(u[k][-nus:]) for k in US_COLS} if us_rows >= nus else None
+        h = frames.get("hall_ts")
+        nh = self.meta.halls
+        halls_now = None
+        if h is not None and len(h["time_s"]) >= nh:
+            halls_now = {k: np.array(h["ultraservers_tripped" if k == "tripped" else k][-nh:]) for k in HALL_COLS}
         # Copies (np.array): the UI reads these while the simulation moves on.
         chips = {
             "job_id": sim.chip_job_ids(),
@@ -361,11 +402,15 @@ class LiveFeed:
                  for k in slots.tolist()}
         with self.lock:
             self.history.extend(cols)
-            self.us_history.extend(np.asarray(f["time_s"], dtype=np.int64), u)
+            if us_rows:
+                self.us_history.extend(np.asarray(u["time_s"][::nus], dtype=np.int64), u)
             self.hw_events.extend(hardware)
             self.t = int(f["time_s"][-1])
             self.row = {k: float(v[-1]) for k, v in f.items()}
-            self.us_now = us_now
+            if us_now is not None:
+                self.us_now = us_now
+            if halls_now is not None:
+                self.halls_now = halls_now
             self.chips_now = chips
             self.job_facts = facts
             self.events.extend(new)
@@ -403,9 +448,20 @@ class LiveFeed:
             if name == "events_notable":
                 return _event_cols(list(self.notable), self.notable_total)
             if name == "floor":
-                return dict(self.us_now)
+                return dict(self.us_now) if self.us_now else None
             if name == "rows":
-                return self._rows()
+                return self._rows(self.us_now) if self.us_now else None
+            if name == "halls":
+                return dict(self.halls_now) if self.halls_now else None
+            if name in ("hall_floor", "hall_rows"):
+                if not self.us_now:
+                    return None
+                lo, hi = int(p["us_lo"]), int(p["us_hi"])
+                part = {k: v[lo : hi + 1] for k, v in self.us_now.items()}
+                if name == "hall_floor":
+                    return part
+                return {"hall": np.full(len(np.unique(part["row_id"])), int(p["hall"]), dtype=np.int32),
+                        **self._rows(part)}
             if name in ("power_chain", "cooling_plant", "site_grid"):
                 keys = Q.ROW_PANELS[name]
                 return {"time_s": np.array([self.t]), **{k: np.array([self.row[k]]) for k in keys}}
@@ -462,12 +518,13 @@ class LiveFeed:
             out[k] = h[k][lo:].copy()
         return out
 
-    def _rows(self) -> Cols:
-        u = self.us_now
-        r = u["row_id"].astype(np.int64)
-        nr = int(r.max()) + 1 if len(r) else 0
+    @staticmethod
+    def _rows(u: Cols) -> Cols:
+        """The rows query's columns from the UltraServers ``u`` (one row per row id present)."""
+        ids, r = np.unique(u["row_id"].astype(np.int64), return_inverse=True)
+        nr = len(ids)
         cnt = np.bincount(r, minlength=nr)
-        out: Cols = {"row_id": np.arange(nr), "ultraservers": cnt,
+        out: Cols = {"row_id": ids, "ultraservers": cnt,
                      "tripped": np.bincount(r, weights=u["tripped"].astype(np.float64), minlength=nr)}
         for k in ("chips_failed", "power_w", "chips_busy"):
             out[k] = np.bincount(r, weights=u[k], minlength=nr)
@@ -539,7 +596,7 @@ class ReplayFeed:
             chips_per_us=chips_per_us, servers_per_us=int(servers),
             us_row=tuple(int(r) for r in rows) if len(rows) == nus else tuple(range(nus)),
             throttle_c=_throttle_c(design), us_power_w=_nominal_us_power(design),
-            slos=_service_slos(params), **_plant_units(params),
+            slos=_service_slos(params), us_hall=us_halls(params, nus), **_plant_units(params),
         )
         self.n = len(self.times)
 

@@ -71,9 +71,11 @@ class UltraServerScreen(TwinScreen):
     def panel_requests(self) -> list[PanelReq]:
         app = self.twin
         p = app.params(us=app.sel_us)
+        # Its state: on a campus from its hall's UltraServers (the latest sample up to the time shown).
+        state = (PanelReq("us-state", "hall_floor", app.params(us=app.sel_us, hall=app.meta.hall_of(app.sel_us)))
+                 if app.meta.halls > 1 else PanelReq("us-state", "floor", p))
         return [PanelReq("chips", "chips", p), PanelReq("us-jobs", "us_jobs", p),
-                PanelReq("plot-us-power", "us_history", p), PanelReq("us-events", "us_events", p),
-                PanelReq("us-state", "floor", p)]
+                PanelReq("plot-us-power", "us_history", p), PanelReq("us-events", "us_events", p), state]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
         app = self.twin
@@ -102,10 +104,12 @@ class UltraServerScreen(TwinScreen):
         """The selected UltraServer's state (``tui.scale.us_states``) at the time shown; None unknown."""
         cols = getattr(self, "_state", None)
         us = self.twin.sel_us
-        if not cols or us >= len(cols.get("chips_failed", ())):
+        ids = cols.get("ultraserver_id", ()) if cols else ()
+        i = us - int(ids[0]) if len(ids) else -1  # its row (the data starts at its hall's first on a campus)
+        if not cols or not 0 <= i < len(ids) or int(ids[i]) != us:
             return None
         tripped = cols.get("tripped")
-        return int(us_states(cols["chips_failed"][us : us + 1], None if tripped is None else tripped[us : us + 1],
+        return int(us_states(cols["chips_failed"][i : i + 1], None if tripped is None else tripped[i : i + 1],
                              self.twin.meta.chips_per_us)[0])
 
     def _draw_chips(self) -> None:
@@ -127,7 +131,8 @@ class UltraServerScreen(TwinScreen):
             when = "no chip sample"
         state = self.us_state()
         flag = {US_TRIPPED: " · [b $error]↯ TRIPPED[/]", US_DOWN: " · [b $error]✗ DOWN[/]"}.get(state or 0, "")
-        box.border_title = (f"UltraServer {us} · row {app.meta.us_row[us]} · {app.meta.chips_per_us} chips"
+        hall = f"hall {app.meta.hall_of(us)} · " if app.meta.halls > 1 else ""
+        box.border_title = (f"UltraServer {us} · {hall}row {app.meta.us_row[us]} · {app.meta.chips_per_us} chips"
                             f"{flag} · {m.label}")
         box.border_subtitle = when
         if cols is None:

@@ -1,5 +1,5 @@
-"""Colour maps of the hall: the Floor (one cell per UltraServer, by row/CDU), the chips of one
-UltraServer (grouped by server), and the legend of the colour scale.
+"""Colour maps of the site: the campus (one line per hall), the Floor (one cell per UltraServer, by
+row/CDU), the chips of one UltraServer (grouped by server), and the legend of the colour scale.
 
 Colour levels are computed for all cells at once (``tui.scale.levels``); drawing loops over the
 cells on screen (at most a few hundred), never over the chips of the hall.
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -129,18 +130,38 @@ class FloorMap(Widget, can_focus=True):
         self.draw_count = 0
         self._key: tuple[Any, ...] | None = None
         self._strips: list[Strip] = []
-        rows = np.asarray(meta.us_row, dtype=np.int64)
-        self.by_row: list[list[int]] = [np.flatnonzero(rows == r).tolist() for r in range(meta.rows)]
+        self.top = 0  # first line on screen (a hall larger than the screen scrolls to the selection)
+        # Width of an UltraServer's number, a space before it (the selection's bracket goes there).
+        self.id_w = max(3, len(str(max(0, meta.ultraservers - 1))) + 1)
+        self.set_span(0, meta.ultraservers - 1)
+
+    def set_span(self, lo: int, hi: int) -> None:
+        """Map UltraServers ``lo``..``hi`` only (one hall of a campus); the data then holds those."""
+        self.base = lo  # UltraServer of the data's first row
+        rows = np.asarray(self.meta.us_row[lo : hi + 1], dtype=np.int64)
+        self.row_ids: list[int] = np.unique(rows).tolist()
+        self.by_row: list[list[int]] = [(np.flatnonzero(rows == r) + lo).tolist() for r in self.row_ids]
+        self._row_pos = {r: k for k, r in enumerate(self.row_ids)}
+        self._key = None
+        self.refresh()
+
+    @property
+    def span_len(self) -> int:
+        """UltraServers on the map."""
+        return sum(len(r) for r in self.by_row)
 
     def show(self, data: Cols, m: Metric, selected: int) -> None:
         moved_only = data is self.data and m is self.metric and selected != self.selected
         old = self.selected
         self.data, self.metric, self.selected = data, m, selected
+        top = self.top
         if moved_only and self._cells:
+            self._build()
+        if moved_only and self._cells and self.top == top:
             # Repaint only the lines of the two cells (Line API: the rest of the map is untouched).
             width = self.size.width
             for y in sorted({y for y, _, _, us in self._cells if us in (old, selected)}):
-                self.refresh(Region(0, y, width, 1))
+                self.refresh(Region(0, y - top, width, 1))
         else:
             self.refresh()
 
@@ -148,7 +169,7 @@ class FloorMap(Widget, can_focus=True):
         """(label width, cell width, cells per line, cell height, gap lines between rows)."""
         label = len(f"R{self.meta.rows - 1}") + 1
         widest = max((len(r) for r in self.by_row), default=1)
-        cw = max(4, min(20, (width - label) // max(1, widest)))
+        cw = max(self.id_w + 1, min(20, (width - label) // max(1, widest)))
         per_line = max(1, (width - label) // cw)
         lines = sum(max(1, -(-len(r) // per_line)) for r in self.by_row)
         rows = len(self.by_row)
@@ -164,7 +185,9 @@ class FloorMap(Widget, can_focus=True):
 
     def row_neighbours(self, us: int, dx: int, dy: int) -> int:
         """The UltraServer dx cells right and dy rows down of ``us`` (clamped)."""
-        r = self.meta.us_row[us]
+        r = self._row_pos.get(self.meta.us_row[us])
+        if r is None:  # not on this map: its first UltraServer
+            return self.base
         members = self.by_row[r]
         i = members.index(us)
         if dy:
@@ -191,6 +214,7 @@ class FloorMap(Widget, can_focus=True):
         lab = self.get_component_rich_style("floor--label")
         sel_style = self.get_component_rich_style("floor--selected")
         lines: list[list[tuple[str, Style | None]]] = []
+        base, iw = self.base, self.id_w
         for r, members in enumerate(self.by_row):
             if r and gap:
                 lines.append([])
@@ -198,22 +222,23 @@ class FloorMap(Widget, can_focus=True):
                 block: list[list[tuple[str, Style | None]]] = [[] for _ in range(ch)]
                 y0 = len(lines)
                 for k, line in enumerate(block):
-                    line.append(((f"R{r}" if start == 0 and k == 0 else "").ljust(label_w), lab))
+                    line.append(((f"R{self.row_ids[r]}" if start == 0 and k == 0 else "").ljust(label_w), lab))
                 x = label_w
                 for us in members[start : start + per_line]:
-                    v = vals[us] if us < len(vals) else np.nan
-                    nf = failed[us] if us < len(failed) else 0
-                    su = int(state[us]) if us < len(state) else 0
+                    j = us - base  # its row in the data
+                    v = vals[j] if j < len(vals) else np.nan
+                    nf = failed[j] if j < len(failed) else 0
+                    su = int(state[j]) if j < len(state) else 0
                     mark, word = _STATE_MARK.get(su, (" ", None))
                     value = word or short_value(m, v)
                     if ch >= 2:
-                        body = [f"{us:>3}{mark}" + (f"{nf:.0f}" if su == US_SOME_FAILED and cw >= 8 else ""),
-                                f"   {value}"]
-                    elif cw >= 9:
-                        body = [f"{us:>3}{mark}{value:>4}"]
+                        body = [f"{us:>{iw}}{mark}" + (f"{nf:.0f}" if su == US_SOME_FAILED and cw >= iw + 5 else ""),
+                                " " * iw + value]
+                    elif cw >= iw + 6:
+                        body = [f"{us:>{iw}}{mark}{value:>4}"]
                     else:
-                        body = [f"{us:>3}{mark}"]
-                    st = state_style.get(su) or styles[int(lv[us]) if us < len(lv) else -1]
+                        body = [f"{us:>{iw}}{mark}"]
+                    st = state_style.get(su) or styles[int(lv[j]) if j < len(lv) else -1]
                     for k, line in enumerate(block):
                         cell = (body[k] if k < len(body) else "")[: cw - 1].ljust(cw - 1)
                         if us == self.selected:
@@ -242,6 +267,146 @@ class FloorMap(Widget, can_focus=True):
             .extend_cell_length(width, base)
             for line in self._spans(width, height)
         ]
+        # Scroll so that the selected cell is on screen (a map taller than the widget).
+        ys = [y for y, _, _, us in self._cells if us == self.selected]
+        if ys and height > 0:
+            if min(ys) < self.top:
+                self.top = min(ys) - (1 if min(ys) > 0 and height > 2 else 0)  # with the gap line above
+            elif max(ys) >= self.top + height:
+                self.top = max(ys) - height + 1
+        self.top = max(0, min(self.top, len(self._strips) - height))
+
+    def render_line(self, y: int) -> Strip:
+        self._build()
+        y += self.top
+        if 0 <= y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(self.size.width, self.rich_style)
+
+    def plain_text(self) -> str:
+        self._build()
+        return "\n".join(strip.text for strip in self._strips)
+
+    def on_click(self, event: Click) -> None:
+        for y, x0, x1, us in self._cells:
+            if event.y + self.top == y and x0 <= event.x < x1:
+                self.post_message(self.Picked(us, event.chain >= 2))
+                return
+
+
+def hall_values(d: Cols, m: Metric) -> npt.NDArray[np.float64]:
+    """Each hall's value of metric ``m`` on the UltraServer scale: totals (power, failed chips) per
+    UltraServer of the hall, the others (means, the hottest chip) as they are."""
+    vals = np.asarray(d[m.floor_col], dtype=np.float64)
+    if m.key in ("power", "failed"):
+        n = np.asarray(d["ultraservers"], dtype=np.float64)
+        vals = np.divide(vals, n, out=np.full(len(vals), np.nan), where=n > 0)
+    return vals
+
+
+def _hall_value(m: Metric, v: float) -> str:
+    """A hall's total or mean, at most 5 characters."""
+    if m.key == "power" and np.isfinite(v):
+        return f"{v / 1e6:.1f}M" if v < 1e9 else f"{v / 1e9:.2f}G"
+    return short_value(m, v)
+
+
+# The campus level's columns after the coloured hall cell: (header, width, value of a hall's row).
+_HALL_FIGURES: tuple[tuple[str, int, Any], ...] = (
+    ("US", 5, lambda d, i: fmt.count(float(d["ultraservers"][i]))),
+    ("IT power", 11, lambda d, i: fmt.power(float(d["power_w"][i]))),
+    ("busy chips", 12, lambda d, i: fmt.count(float(d["chips_busy"][i]))),
+    ("activity", 10, lambda d, i: fmt.pct(float(d["activity"][i]), 0)),
+    ("hottest", 9, lambda d, i: fmt.temp(float(d["max_chip_temp_c"][i]))),
+    ("tripped", 9, lambda d, i: fmt.count(float(d["tripped"][i]))),
+    ("failed", 8, lambda d, i: fmt.count(float(d["chips_failed"][i]))),
+)
+
+
+class HallMap(Widget, can_focus=True):
+    """The campus: one line per hall — a cell coloured by the chosen metric, then the hall's
+    UltraServers, IT power, busy chips, activity, hottest chip, tripped UltraServers and failed
+    chips. The selected hall is framed; the lines scroll to keep it in view."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"halls--label", "halls--selected", "halls--warn"}
+    DEFAULT_CSS = """
+    HallMap { height: 1fr; text-wrap: nowrap; text-overflow: clip; }
+    HallMap > .halls--label { color: $text-muted; }
+    HallMap > .halls--selected { text-style: bold reverse; }
+    HallMap > .halls--warn { color: $error; text-style: bold; }
+    """
+    CELL_W = 12
+
+    class Picked(Message):
+        def __init__(self, hall: int, open_: bool) -> None:
+            super().__init__()
+            self.hall = hall
+            self.open = open_
+
+    def __init__(self, meta: Any, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.meta = meta
+        self.data: Cols = {}
+        self.metric: Metric | None = None
+        self.selected = 0
+        self.top = 0  # first hall on screen
+        self.draw_count = 0
+        self._key: tuple[Any, ...] | None = None
+        self._strips: list[Strip] = []
+        self._lines: dict[int, int] = {}  # screen line -> hall
+
+    def show(self, data: Cols, m: Metric, selected: int) -> None:
+        self.data, self.metric, self.selected = data, m, selected
+        self.refresh()
+
+    def _spans(self, width: int, height: int) -> list[list[tuple[str, Style | None]]]:
+        m, d = self.metric, self.data
+        lab = self.get_component_rich_style("halls--label")
+        self._lines = {}
+        if m is None or not d or m.floor_col not in d:
+            return [[("waiting for data…", lab)]]
+        n = len(d["hall_id"])
+        lv = levels(hall_values(d, m), *m.floor_range(self.meta))
+        styles = _styles(m)
+        warn = self.get_component_rich_style("halls--warn")
+        sel_style = self.get_component_rich_style("halls--selected")
+        cw = self.CELL_W
+        header = "hall".ljust(cw) + "".join(h.rjust(w) for h, w, _ in _HALL_FIGURES)
+        lines: list[list[tuple[str, Style | None]]] = [[(header, lab)]]
+        shown = max(1, height - 1)
+        self.top = min(max(0, self.top, self.selected - shown + 1), self.selected, max(0, n - shown))
+        raw = np.asarray(d[m.floor_col], dtype=np.float64)
+        for i in range(self.top, min(n, self.top + shown)):
+            hall = int(d["hall_id"][i])
+            st = styles[int(lv[i])]
+            cell = f"H{hall:<3}{_hall_value(m, float(raw[i])):>5}"[: cw - 3].ljust(cw - 3)
+            line: list[tuple[str, Style | None]] = []
+            if i == self.selected:
+                line += [("[", sel_style), (cell, st + Style(bold=True, underline=True)), ("]", sel_style), (" ", None)]
+            else:
+                line += [(" ", None), (cell, st), ("  ", None)]
+            for h, w, f in _HALL_FIGURES:
+                bad = h in ("tripped", "failed") and float(d["tripped" if h == "tripped" else "chips_failed"][i]) > 0
+                line.append((f(d, i).rjust(w), warn if bad else None))
+            self._lines[len(lines)] = i
+            lines.append(line)
+        if n > shown:
+            lines[0].append((f"   {self.top + 1}-{min(n, self.top + shown)} of {n}", lab))
+        return lines
+
+    def _build(self) -> None:
+        width, height = self.size
+        key = (id(self.data), self.metric, self.selected, width, height)
+        if key == self._key:
+            return
+        self._key = key
+        self.draw_count += 1
+        base = self.rich_style
+        self._strips = [
+            Strip([Segment(t, base + st if st is not None else base) for t, st in line]).crop(0, width)
+            .extend_cell_length(width, base)
+            for line in self._spans(width, height)
+        ]
 
     def render_line(self, y: int) -> Strip:
         self._build()
@@ -254,10 +419,9 @@ class FloorMap(Widget, can_focus=True):
         return "\n".join(strip.text for strip in self._strips)
 
     def on_click(self, event: Click) -> None:
-        for y, x0, x1, us in self._cells:
-            if event.y == y and x0 <= event.x < x1:
-                self.post_message(self.Picked(us, event.chain >= 2))
-                return
+        i = self._lines.get(event.y)
+        if i is not None:
+            self.post_message(self.Picked(int(self.data["hall_id"][i]), event.chain >= 2))
 
 
 class ChipGrid(Widget, can_focus=True):

@@ -103,7 +103,62 @@ class Legend(Widget):
         return text
 
 
-class FloorMap(Widget, can_focus=True):
+Spans = list[list[tuple[str, Style | None]]]
+
+
+class _LineMap(Widget):
+    """A map drawn as lines of styled spans (Line API), built once per data, metric, selection and
+    size; ``top`` is the first line on screen. Subclasses give the lines (``_spans``) and may
+    scroll after a build (``_scrolled``)."""
+
+    SCROLLS_LINES = True  # render_line offsets by ``top`` (False: ``_spans`` draws from ``top``)
+
+    def __init__(self, meta: Any, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.meta = meta
+        self.data: Cols = {}
+        self.metric: Metric | None = None
+        self.selected = 0
+        self.top = 0
+        self.draw_count = 0
+        self._key: tuple[Any, ...] | None = None
+        self._strips: list[Strip] = []
+
+    def _spans(self, width: int, height: int) -> Spans:
+        raise NotImplementedError
+
+    def _scrolled(self, height: int) -> None:
+        """After a build: move ``top`` if the selection left the screen."""
+
+    def _build(self) -> None:
+        width, height = self.size
+        key = (id(self.data), self.metric, self.selected, width, height)
+        if key == self._key:
+            return
+        self._key = key
+        self.draw_count += 1
+        base = self.rich_style
+        self._strips = [
+            Strip([Segment(t, base + st if st is not None else base) for t, st in line]).crop(0, width)
+            .extend_cell_length(width, base)
+            for line in self._spans(width, height)
+        ]
+        self._scrolled(height)
+
+    def render_line(self, y: int) -> Strip:
+        self._build()
+        if self.SCROLLS_LINES:
+            y += self.top
+        if 0 <= y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(self.size.width, self.rich_style)
+
+    def plain_text(self) -> str:
+        self._build()
+        return "\n".join(strip.text for strip in self._strips)
+
+
+class FloorMap(_LineMap, can_focus=True):
     """Every UltraServer as a coloured cell, one line per row (CDU). The selected one is framed."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"floor--label", "floor--summary", "floor--selected"}
@@ -121,16 +176,8 @@ class FloorMap(Widget, can_focus=True):
             self.open = open_
 
     def __init__(self, meta: Any, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.meta = meta
-        self.data: Cols = {}
-        self.metric: Metric | None = None
-        self.selected = 0
+        super().__init__(meta, id=id)  # top: a hall larger than the screen scrolls to the selection
         self._cells: list[tuple[int, int, int, int]] = []  # (y, x0, x1, us)
-        self.draw_count = 0
-        self._key: tuple[Any, ...] | None = None
-        self._strips: list[Strip] = []
-        self.top = 0  # first line on screen (a hall larger than the screen scrolls to the selection)
         # Width of an UltraServer's number, a space before it (the selection's bracket goes there).
         self.id_w = max(3, len(str(max(0, meta.ultraservers - 1))) + 1)
         self.set_span(0, meta.ultraservers - 1)
@@ -196,7 +243,7 @@ class FloorMap(Widget, can_focus=True):
             return int(target[min(i, len(target) - 1)]) if target else us
         return int(members[min(max(0, i + dx), len(members) - 1)])
 
-    def _spans(self, width: int, height: int) -> list[list[tuple[str, Style | None]]]:
+    def _spans(self, width: int, height: int) -> Spans:
         """The map as lines of (text, style) runs; records each cell's place for clicks."""
         m = self.metric
         d = self.data
@@ -254,19 +301,7 @@ class FloorMap(Widget, can_focus=True):
                 lines.extend(block)
         return lines
 
-    def _build(self) -> None:
-        width, height = self.size
-        key = (id(self.data), self.metric, self.selected, width, height)
-        if key == self._key:
-            return
-        self._key = key
-        self.draw_count += 1
-        base = self.rich_style
-        self._strips = [
-            Strip([Segment(t, base + st if st is not None else base) for t, st in line]).crop(0, width)
-            .extend_cell_length(width, base)
-            for line in self._spans(width, height)
-        ]
+    def _scrolled(self, height: int) -> None:
         # Scroll so that the selected cell is on screen (a map taller than the widget).
         ys = [y for y, _, _, us in self._cells if us == self.selected]
         if ys and height > 0:
@@ -275,17 +310,6 @@ class FloorMap(Widget, can_focus=True):
             elif max(ys) >= self.top + height:
                 self.top = max(ys) - height + 1
         self.top = max(0, min(self.top, len(self._strips) - height))
-
-    def render_line(self, y: int) -> Strip:
-        self._build()
-        y += self.top
-        if 0 <= y < len(self._strips):
-            return self._strips[y]
-        return Strip.blank(self.size.width, self.rich_style)
-
-    def plain_text(self) -> str:
-        self._build()
-        return "\n".join(strip.text for strip in self._strips)
 
     def on_click(self, event: Click) -> None:
         for y, x0, x1, us in self._cells:
@@ -323,7 +347,7 @@ _HALL_FIGURES: tuple[tuple[str, int, Any], ...] = (
 )
 
 
-class HallMap(Widget, can_focus=True):
+class HallMap(_LineMap, can_focus=True):
     """The campus: one line per hall — a cell coloured by the chosen metric, then the hall's
     UltraServers, IT power, busy chips, activity, hottest chip, tripped UltraServers and failed
     chips. The selected hall is framed; the lines scroll to keep it in view."""
@@ -343,23 +367,17 @@ class HallMap(Widget, can_focus=True):
             self.hall = hall
             self.open = open_
 
+    SCROLLS_LINES = False  # top is the first hall on screen; _spans draws from it
+
     def __init__(self, meta: Any, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.meta = meta
-        self.data: Cols = {}
-        self.metric: Metric | None = None
-        self.selected = 0
-        self.top = 0  # first hall on screen
-        self.draw_count = 0
-        self._key: tuple[Any, ...] | None = None
-        self._strips: list[Strip] = []
+        super().__init__(meta, id=id)
         self._lines: dict[int, int] = {}  # screen line -> hall
 
     def show(self, data: Cols, m: Metric, selected: int) -> None:
         self.data, self.metric, self.selected = data, m, selected
         self.refresh()
 
-    def _spans(self, width: int, height: int) -> list[list[tuple[str, Style | None]]]:
+    def _spans(self, width: int, height: int) -> Spans:
         m, d = self.metric, self.data
         lab = self.get_component_rich_style("halls--label")
         self._lines = {}
@@ -393,30 +411,6 @@ class HallMap(Widget, can_focus=True):
         if n > shown:
             lines[0].append((f"   {self.top + 1}-{min(n, self.top + shown)} of {n}", lab))
         return lines
-
-    def _build(self) -> None:
-        width, height = self.size
-        key = (id(self.data), self.metric, self.selected, width, height)
-        if key == self._key:
-            return
-        self._key = key
-        self.draw_count += 1
-        base = self.rich_style
-        self._strips = [
-            Strip([Segment(t, base + st if st is not None else base) for t, st in line]).crop(0, width)
-            .extend_cell_length(width, base)
-            for line in self._spans(width, height)
-        ]
-
-    def render_line(self, y: int) -> Strip:
-        self._build()
-        if 0 <= y < len(self._strips):
-            return self._strips[y]
-        return Strip.blank(self.size.width, self.rich_style)
-
-    def plain_text(self) -> str:
-        self._build()
-        return "\n".join(strip.text for strip in self._strips)
 
     def on_click(self, event: Click) -> None:
         i = self._lines.get(event.y)

@@ -50,6 +50,13 @@ def small_params(ultraservers: int = 2, seed: int = 7, dt_s: int = 60, **changes
     return dataclasses.replace(p, **changes) if changes else p
 
 
+@pytest.fixture(autouse=True)
+def _config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test keeps the console's saved queries and history in a folder of its own, never
+    the user's (``tui.app`` reads ``TWIN_CONFIG_DIR``)."""
+    monkeypatch.setenv("TWIN_CONFIG_DIR", str(tmp_path / "config"))
+
+
 @pytest.fixture
 def small_scenario() -> tuple[Scenario, str]:
     return parse(SMALL_TOML, "small.toml"), SMALL_TOML

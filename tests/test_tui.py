@@ -73,11 +73,6 @@ def replay_con(run_file: Path) -> Iterator[Any]:
         con.close()
 
 
-@pytest.fixture(autouse=True)
-def _config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TWIN_CONFIG_DIR", str(tmp_path / "config"))
-
-
 def replay_app(con: Any) -> Any:
     from tui.app import TwinApp
 

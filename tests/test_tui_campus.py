@@ -89,11 +89,6 @@ def sparse_con(sparse_file: Path) -> Iterator[Any]:
     yield from _con(sparse_file)
 
 
-@pytest.fixture(autouse=True)
-def _config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TWIN_CONFIG_DIR", str(tmp_path / "config"))
-
-
 def _app(con: Any, name: str = "camp.duckdb") -> Any:
     from tui.app import TwinApp
 

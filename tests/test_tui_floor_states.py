@@ -61,11 +61,6 @@ def con(trip_file: Path) -> Iterator[Any]:
         c.close()
 
 
-@pytest.fixture(autouse=True)
-def _config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TWIN_CONFIG_DIR", str(tmp_path / "config"))
-
-
 def recorded(con: Any, t: int) -> dict[int, tuple[bool, int]]:
     rows = con.sql(f"SELECT ultraserver_id, tripped, chips_failed FROM ultraserver_ts WHERE time_s = {t}").fetchall()
     return {int(u): (bool(tr), int(f)) for u, tr, f in rows}

@@ -36,11 +36,6 @@ def con(op_file: Path) -> Any:
         c.close()
 
 
-@pytest.fixture(autouse=True)
-def _config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TWIN_CONFIG_DIR", str(tmp_path / "config"))
-
-
 async def test_services_screen_shows_service_ts_against_the_slo(con: Any) -> None:
     from tui.screens.services import ServicesScreen
     from tui.widgets.arrowtable import ArrowTable

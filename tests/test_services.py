@@ -8,9 +8,11 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import small_params
-from twin import catalog, services, workload
+from twin import catalog, jobs, queueing, services, workload
 from twin.params import FailureParams, RequestTrace, ServiceParams, TrainingParams
 from twin.sim import Simulation
 
@@ -226,3 +228,26 @@ def test_inference_energy_is_the_sum_of_the_services_and_gives_j_per_token() -> 
     assert (f["inference_power_w"] < f["facility_power_w"]).all()
     chips_inf = 4 * 4 + 8 * 1
     assert f["inference_power_w"][-1] > chips_inf * sim.acc.idle_w
+
+
+@settings(max_examples=40, deadline=None)
+@given(order=st.permutations(range(9)), prio=st.lists(st.integers(0, 3), min_size=3, max_size=3))
+def test_replica_requests_wait_by_priority_then_arrival_whatever_order_they_come_in(
+    order: list[int], prio: list[int]
+) -> None:
+    """The replica queue is kept sorted on insertion (bisect over the queue, not a rebuilt list):
+    any order of requests leaves it in (priority high first, then job id) order, as a full sort."""
+    svcs = tuple(
+        ServiceParams(name=f"s{i}", replicas=0, chips_per_replica=4, priority=prio[i], **FLAT) for i in range(3)
+    )
+    sim = Simulation(small_params(ultraservers=1, services=svcs, **NO_JOBS))
+    cl = sim.cluster
+    slots = [j for ids in cl.replicas for j in ids]
+    assert len(slots) == 0  # replicas = 0 and no autoscaler: no slots; make them by hand below
+    ids = [cl.jobs.add(f"r{k}", "fp8", kind=jobs.INFERENCE, chips=4, params=70e9, service=k % 3,
+                       priority=prio[k % 3], state=jobs.STOPPED, source=0) for k in range(9)]
+    for k in order:
+        queueing.request_replica(cl, ids[k], 0)
+    a = cl.jobs.a
+    expect = sorted(ids, key=lambda j: (-int(a["priority"][j]), int(a["id"][j])))
+    assert cl.rqueue == expect

@@ -160,7 +160,7 @@ def start(cl: Cluster, ev: Events, j: int, t: int) -> bool:
         est = a["est"][j] if a["est"][j] > 0 else (work / a["rate"][j] if a["rate"][j] > 0 else 0.0)
         a["est_end"][j] = t + restart + est * left * cl.sp.runtime_estimate_factor
         a["activity"][j] = RESTART_ACTIVITY if restart > 0 else cl.p.training.activity
-        cl.running.append(j)
+        cl.running[j] = None
         cl._run_dirty = True
     cl.dirty.add(j)
     ev.append(
@@ -197,13 +197,16 @@ def release(cl: Cluster, j: int, t_end: int) -> None:
     cl.free[chips] = ok
     back = chips[ok]
     if len(back):
-        cl.us_free += np.bincount(back // cl.cpu, minlength=len(cl.us_free))
+        first, last = int(back[0]) // cl.cpu, int(back[-1]) // cl.cpu
+        if first == last:  # one UltraServer (most jobs): no pass over every UltraServer
+            cl.us_free[first] += len(back)
+        else:
+            cl.us_free += np.bincount(back // cl.cpu, minlength=len(cl.us_free))
         cl.n_free += len(back)
     cl._sched = True
     a["run_s"][j] += t_end - a["start"][j]
     a["prog_s"][j] += max(0, t_end - a["restart_until"][j])
-    if j in cl.running:
-        cl.running.remove(j)
+    if cl.running.pop(j, 0) is None:
         cl._run_dirty = True
 
 
@@ -263,7 +266,7 @@ def preempt_for(cl: Cluster, ev: Events, j: int, t: int) -> bool:
     need = int(a["chips"][j]) - int(cl.us_free.sum())
     if need <= 0 or not cl.running:
         return False
-    run = np.asarray(cl.running, dtype=np.int64)
+    run = np.fromiter(cl.running, dtype=np.int64, count=len(cl.running))
     ok = a["preemptible"][run] & (a["priority"][run] < a["priority"][j])
     if cl.us_drain.any():  # chips on a draining UltraServer would not come free
         ok &= np.array([not cl.us_drain[cl.placement[int(v)] // cl.cpu].any() for v in run])
@@ -349,7 +352,7 @@ def schedule(cl: Cluster, ev: Events, t: int) -> None:
 
 def running_array(cl: Cluster) -> npt.NDArray[np.int64]:
     if cl._run_dirty:
-        cl._run_arr = np.asarray(cl.running, dtype=np.int64)
+        cl._run_arr = np.fromiter(cl.running, dtype=np.int64, count=len(cl.running))
         kinds = cl.jobs.a["kind"][cl._run_arr]
         cl._run_train = (kinds == PRETRAIN) | (kinds == FINETUNE)
         cl._run_dirty = False

@@ -34,9 +34,10 @@ def place(
         chips = np.flatnonzero(free)[:need].astype(np.int64)
         return chips, int(len(np.unique(chips // c)))
     if need <= c:
-        fits = np.flatnonzero(us_free >= need)
-        if len(fits):
-            us = int(fits[np.argmin(us_free[fits])])
+        # Best fit: the fewest free chips that still hold the gang, lowest index on ties. Those
+        # too full are lifted above any count (one masked pass and argmin, no gather).
+        us = int(np.argmin(np.where(us_free >= need, us_free, c + 1)))
+        if us_free[us] >= need:
             return np.flatnonzero(free[us * c : (us + 1) * c])[:need].astype(np.int64) + us * c, 1
     order = np.argsort(-us_free, kind="stable")
     taken: list[IntArray] = []

@@ -39,6 +39,10 @@ from twin.catalog import SYSTEMS
 
 _DT = "(energy_j / facility_power_w)"
 
+# Fixed costs (capital, maintenance and staff, water) of one row borne by inference: the share of
+# the row's chips its replicas hold.
+_INFERENCE_FIXED_ROW = "(capex_usd + fixed_opex_usd + water_cost_usd) * inference_chips / nullif(chips_total, 0)"
+
 # Sums and extremes over factory_ts, one SQL aggregate each.
 FACTORY_AGGREGATES: dict[str, str] = {
     "steps": "count(*)",
@@ -72,9 +76,7 @@ FACTORY_AGGREGATES: dict[str, str] = {
     "fixed_opex_usd": "coalesce(sum(fixed_opex_usd), 0)",
     "water_cost_usd": "coalesce(sum(water_cost_usd), 0)",
     "cooling_cost_usd": f"sum(cooling_power_w * {_DT} / 3.6e9 * price_usd_per_mwh)",
-    "inference_fixed_usd": (
-        "coalesce(sum((capex_usd + fixed_opex_usd + water_cost_usd) * inference_chips / nullif(chips_total, 0)), 0)"
-    ),
+    "inference_fixed_usd": f"coalesce(sum({_INFERENCE_FIXED_ROW}), 0)",
 }
 
 # Cost sums from the aggregates [USD], in order: name -> (terms added, terms subtracted).
@@ -163,8 +165,9 @@ def whole_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
         .to_pylist()[0]
     )
     systems = per_system(con, run_id)
-    if len(systems) > 1:
-        # A mixed floor: inference holds chips of one system, whose own fixed costs it bears.
+    if len(systems) > 1 or any(r["halls"] > 1 for r in systems):
+        # A mixed floor or a campus: inference holds chips of one system in one hall, whose own
+        # fixed costs it bears.
         row["inference_fixed_usd"] = sum(r["inference_fixed_usd"] or 0.0 for r in systems)
     row["systems"] = {r["system"]: r for r in systems}
     for name, (plus, minus) in COST_SUMS.items():
@@ -196,15 +199,16 @@ def system_summary_view_sql() -> str:
     """The ``system_summary`` view: per run and system of the floor, its energy, work and cost
     split, from the same definitions as ``per_system``."""
     names = ("it_mwh", "facility_mwh", "job_flop", "tokens", "capex_usd", "cooling_cost_usd")
-    cols = [f"{FACTORY_AGGREGATES[n]} AS {n}" for n in names]
+    cols = [f"{_system_aggregate(n)} AS {n}" for n in names]
     cols.append(f"sum(cost_usd) - {FACTORY_AGGREGATES['cooling_cost_usd']} AS energy_cost_usd")
     cols.append("sum(fixed_opex_usd) + sum(water_cost_usd) AS other_cost_usd")
     cols.append("sum(cost_usd) + sum(capex_usd) + sum(fixed_opex_usd) + sum(water_cost_usd) AS total_cost_usd")
     return (
-        "CREATE OR REPLACE VIEW system_summary AS SELECT run_id, system_id, any_value(system) AS system, "
+        "CREATE OR REPLACE VIEW system_summary AS SELECT run_id, min(system_id) AS system_id, system, "
         + ", ".join(cols)
-        + " FROM system_ts JOIN (SELECT run_id, time_s, price_usd_per_mwh FROM factory_ts) USING (run_id, time_s)"
-        " GROUP BY run_id, system_id"
+        + f" FROM ({_system_rows_sql('', 'run_id, ')})"
+        " JOIN (SELECT run_id, time_s, price_usd_per_mwh FROM factory_ts) USING (run_id, time_s)"
+        " GROUP BY run_id, system"
     )
 
 
@@ -282,6 +286,35 @@ SYSTEM_AGGREGATES = (
 )
 
 
+# The system_ts columns the per-system aggregates read; all add up over a campus's halls.
+_SYSTEM_SUMS = (
+    "energy_j", "facility_power_w", "it_power_w", "cooling_power_w", "power_loss_w", "water_l", "cost_usd",
+    "co2_kg", "tokens_per_s", "inference_power_w", "training_flops", "job_flops", "chips_busy", "chips_total",
+    "capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips",
+)
+
+
+def _system_rows_sql(where: str, keys: str = "") -> str:
+    """One row per system and step: a campus records each system once per hall (``hall_id``),
+    and a system's KPIs are over all its halls, so the halls' rows are added up first. The
+    fixed costs that inference bears are taken per hall row (each hall's own chips), then
+    added (``inference_fixed_row``)."""
+    sums = ", ".join(f"sum({c}) AS {c}" for c in _SYSTEM_SUMS)
+    return (
+        f"SELECT {keys}time_s, system, min(system_id) AS system_id, count(*) AS halls, {sums}, "
+        f"sum({_INFERENCE_FIXED_ROW}) AS inference_fixed_row "
+        f"FROM system_ts {where} GROUP BY {keys}time_s, system"
+    )
+
+
+def _system_aggregate(name: str) -> str:
+    """The per-system aggregate of ``name``: the factory's definition over the summed rows, but
+    inference's fixed costs from the per-hall-row sums."""
+    if name == "inference_fixed_usd":
+        return "coalesce(sum(inference_fixed_row), 0)"
+    return FACTORY_AGGREGATES[name]
+
+
 def per_system(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
     """The whole-run KPIs of each system on the floor (``system_ts``; one for a one-system hall,
     none in a file from before schema v5), with its share of the floor's work: ``job_share``
@@ -291,11 +324,12 @@ def per_system(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, An
     ).fetchall()[0][0]
     if not have:
         return []
-    sel = ",\n       ".join(f"{FACTORY_AGGREGATES[n]} AS {n}" for n in SYSTEM_AGGREGATES)
+    sel = ",\n       ".join(f"{_system_aggregate(n)} AS {n}" for n in SYSTEM_AGGREGATES)
     q = (
-        f"SELECT system_id, any_value(system) AS system,\n       {sel}\n"
-        "FROM system_ts JOIN (SELECT time_s, price_usd_per_mwh FROM factory_ts WHERE run_id = ?) USING (time_s)\n"
-        "WHERE run_id = ? GROUP BY system_id ORDER BY system_id"
+        f"SELECT min(system_id) AS system_id, system, max(halls) AS halls,\n       {sel}\n"
+        f"FROM ({_system_rows_sql('WHERE run_id = ?')})\n"
+        "JOIN (SELECT time_s, price_usd_per_mwh FROM factory_ts WHERE run_id = ?) USING (time_s)\n"
+        "GROUP BY system ORDER BY system_id"
     )
     rows: list[dict[str, Any]] = con.sql(q, params=[run_id, run_id]).to_arrow_table().to_pylist()
     flop = sum(r["job_flop"] or 0.0 for r in rows)

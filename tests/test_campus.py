@@ -247,3 +247,34 @@ def test_the_campus_plant_is_every_halls_plant() -> None:
     lo, hi = sorted(h["free_cooling_fraction"] for h in halls)
     assert lo - 1e-12 <= f["free_cooling_fraction"][-1] <= hi + 1e-12
     assert f["chillers_running"][-1] == sum(int(h["chillers_running"]) for h in halls)
+
+
+def test_a_campus_reports_each_system_once_over_all_its_halls(tmp_path: Any) -> None:
+    """Two halls of one system: ``twin compare``'s per-system rows (``per_system``) and the
+    ``system_summary`` view give one row, holding both halls' chips, and its sums are the whole
+    campus's (one system: its energy, work, cost and days are the run's)."""
+    import duckdb
+
+    from scenarios.runner import run
+    from storage.kpis import per_system, whole_run
+
+    text = _campus_toml((2, 3))
+    out = tmp_path / "c.duckdb"
+    run(parse(text, "c.toml"), text, out, duration_s=2 * 3600)
+    con = duckdb.connect(str(out), read_only=True)
+    (run_id,) = con.sql("SELECT run_id FROM runs").fetchall()[0]
+    halls = con.sql("SELECT count(DISTINCT hall_id) FROM system_ts").fetchall()[0][0]
+    per = per_system(con, run_id)
+    view = con.sql("SELECT * FROM system_summary").to_arrow_table().to_pylist()
+    whole = whole_run(con, run_id)
+    con.close()
+    assert halls == 2  # recorded per hall
+    assert [r["system"] for r in per] == ["trn3-gen2"] and len(view) == 1
+    (r,) = per
+    assert r["chips"] == (2 + 3) * TRN3.chips
+    assert r["days"] == pytest.approx(2 / 24, rel=1e-12)
+    for key in ("it_mwh", "facility_mwh", "job_flop", "tokens", "capex_usd", "cost_usd", "chip_hours"):
+        assert r[key] == pytest.approx(whole[key], rel=1e-9), key
+        if key in view[0]:
+            assert view[0][key] == pytest.approx(whole[key], rel=1e-9), key
+    assert r["job_share"] == pytest.approx(1.0) and whole["systems"]["trn3-gen2"]["chips"] == r["chips"]

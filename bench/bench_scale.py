@@ -1,17 +1,19 @@
 """Benchmark: the model at UltraCluster scale, with full telemetry recorded.
 
-Four cases (all Trn3 Gen2 UltraServers, the reference factory's workload mix scaled with size):
+Five cases (all Trn3 Gen2 UltraServers; the first four the reference factory's workload mix scaled
+with size, the last the built-in campus as it ships):
 
     us1000    1,000 UltraServers (144,000 chips), 24 h at dt 15 s
     million   6,944 UltraServers (999,936 chips), 24 h at dt 60 s
     ref30d    the reference factory (64 UltraServers, 9,216 chips), 30 days at dt 60 s
     dt1       9,216 chips, 24 h at dt 1 s
+    campus    `ultracluster`: 16 halls, 6,945 UltraServers (1,000,080 chips), 24 h at dt 60 s
 
 For each case it prints CPU seconds, wall seconds, peak RSS, nanoseconds of CPU per chip-step,
 and the writer ratio: the twin's write path (frames -> Arrow -> committed DuckDB transaction
 through ``TelemetryWriter``) against a raw DuckDB Arrow insert of the same batches (1.0 = as fast
 as raw). Every case runs in a child process of its own, so CPU and peak RSS are that run's alone
-(``os.wait4`` rusage of the child).
+(``os.wait4`` rusage of the child); the writer ratio is measured in another child afterwards.
 
     python bench/bench_scale.py [--cases us1000,ref30d] [--scale 0.1] [--rev 3a97e44]
 
@@ -41,6 +43,7 @@ CASES: dict[str, tuple[int, int, float, str]] = {
     "million": (6944, 60, 24.0, "6,944 UltraServers (999,936 chips: a hall holds at most 1,000,000), 24 h, dt 60 s"),
     "ref30d": (64, 60, 720.0, "reference factory (9,216 chips), 30 days, dt 60 s"),
     "dt1": (64, 1, 24.0, "9,216 chips, 24 h, dt 1 s"),
+    "campus": (6945, 60, 24.0, "the built-in ultracluster campus: 16 halls, 6,945 UltraServers (1,000,080 chips), 24 h, dt 60 s"),
 }
 
 
@@ -53,9 +56,15 @@ def _scenario(case: str, scale: float) -> tuple[Any, str, int]:
     from scenarios.facts import MAX_ARRIVALS_PER_DAY
     from scenarios.spec import load, validate
 
+    nus, dt, hours, _ = CASES[case]
+    if case == "campus":  # the built-in scenario as it ships (its own telemetry intervals)
+        _, text, _ = load("ultracluster")
+        data = tomllib.loads(text)
+        duration_s = max(dt, int(round(hours * 3600 * scale / dt)) * dt)
+        data["duration_h"] = duration_s / 3600
+        return validate(data, f"bench case {case}"), text, duration_s
     _, text, _ = load("reference")
     data = tomllib.loads(text)
-    nus, dt, hours, _ = CASES[case]
     k = nus / data["hall"]["ultraservers"]
     data["name"] = f"scale-{case}"
     data["hall"]["ultraservers"] = nus
@@ -113,36 +122,37 @@ def _writer_ratio(frames_list: list[dict[str, dict[str, Any]]], d: Path, reps: i
     return (rows / twin_s) / (rows / raw_s)
 
 
-def child(case: str, scale: float, out: Path, ratio: bool) -> None:
+def _size(params: Any) -> tuple[int, int]:
+    """(chips, UltraServers) of a hall or of every hall of a campus."""
+    halls = params.halls or (params.hall,)
+    pools = [r for h in halls for r in h.pools()]
+    return sum(r.ultraservers * r.system.chips for r in pools), sum(r.ultraservers for r in pools)
+
+
+def child(case: str, scale: float, out: Path, mode: str) -> None:
+    """``mode`` "run": the case recorded to a file; "ratio": the writer ratio on a few chunks of
+    the case's own frames (its own process, so the run's CPU figure holds the run alone)."""
     from scenarios.runner import run
-    from twin.sim import Simulation
+    from scenarios.spec import build_simulation
 
     spec, text, duration_s = _scenario(case, scale)
     params = spec.to_params()
-    chips = params.hall.ultraservers * params.hall.system.chips
+    chips, nus = _size(params)
     steps = -(-duration_s // params.dt_s)
+    res: dict[str, Any] = {"case": case, "steps": steps, "chips": chips, "ultraservers": nus}
     with tempfile.TemporaryDirectory() as d:
-        c0, w0 = time.process_time(), time.perf_counter()
-        r = run(spec, text, Path(d) / "run.duckdb", duration_s=duration_s)
-        cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-        res: dict[str, Any] = {
-            "case": case,
-            "steps": steps,
-            "chips": chips,
-            "ultraservers": params.hall.ultraservers,
-            "cpu_s": cpu,
-            "wall_s": wall,
-            "pue": r.summary.get("pue"),
-            "facility_mwh": r.summary.get("facility_mwh"),
-        }
-        (Path(d) / "run.duckdb").unlink()
-        if ratio:
-            # Writer ratio on a few chunks of this case's own frames (a fresh model, same size).
-            sim = Simulation(params)
-            chunk = max(1, min(1440, 40_000 // params.hall.ultraservers))
+        if mode == "run":
+            c0, w0 = time.process_time(), time.perf_counter()
+            r = run(spec, text, Path(d) / "run.duckdb", duration_s=duration_s)
+            res["cpu_s"], res["wall_s"] = time.process_time() - c0, time.perf_counter() - w0
+            res["pue"], res["facility_mwh"] = r.summary.get("pue"), r.summary.get("facility_mwh")
+            (Path(d) / "run.duckdb").unlink()
+        else:
+            _, sim = build_simulation(spec)
+            chunk = max(1, min(1440, 40_000 // nus))
             n = max(2, min(10, steps // chunk))
             # The time series, every tier (jobs and runs are upserts of a few rows).
-            ts = ("factory_ts", "ultraserver_ts", "row_ts", "hall_ts", "service_ts", "chip_ts")
+            ts = ("factory_ts", "ultraserver_ts", "row_ts", "hall_ts", "service_ts", "chip_ts", "system_ts")
             frames = [{t: c for t, c in sim.advance(chunk).items() if t in ts} for _ in range(n)]
             res["writer_ratio"] = _writer_ratio(frames, Path(d))
     out.write_text(json.dumps(res))
@@ -150,11 +160,19 @@ def child(case: str, scale: float, out: Path, ratio: bool) -> None:
 
 # ---------------------------------------------------------------------------------------- parent
 def run_case(case: str, scale: float, root: Path, ratio: bool) -> dict[str, Any]:
+    res = _run_child(case, scale, root, "run")
+    if ratio:
+        res["writer_ratio"] = _run_child(case, scale, root, "ratio")["writer_ratio"]
+    return res
+
+
+def _run_child(case: str, scale: float, root: Path, mode: str) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = Path(f.name)
     env = dict(os.environ, PYTHONPATH=str(root))
+    # This script (not the revision's copy) drives the child, importing the revision's code.
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", case, "--scale", str(scale)]
-    cmd += ["--out", str(out), "--root", str(root)] + ([] if ratio else ["--no-ratio"])
+    cmd += ["--out", str(out), "--root", str(root), "--mode", mode]
     p = subprocess.Popen(cmd, cwd=root, env=env)
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
@@ -189,13 +207,14 @@ def profile(case: str, scale: float) -> None:
     import cProfile
     import pstats
 
-    from twin.sim import Simulation
+    from scenarios.spec import build_simulation
 
     spec, _, duration_s = _scenario(case, scale)
     params = spec.to_params()
-    sim = Simulation(params)
+    _, sim = build_simulation(spec)
+    chips, nus = _size(params)
     steps = -(-duration_s // params.dt_s)
-    chunk = max(1, min(1440, 40_000 // params.hall.ultraservers))
+    chunk = max(1, min(1440, 40_000 // nus))
     pr = cProfile.Profile()
     done = 0
     c0 = time.process_time()
@@ -206,11 +225,11 @@ def profile(case: str, scale: float) -> None:
         done += n
     pr.disable()
     cpu = time.process_time() - c0
-    chips = params.hall.ultraservers * params.hall.system.chips
     print(f"{case}: {steps} steps, model only under cProfile {cpu:.1f} CPU-s, "
           f"{cpu / (steps * chips) * 1e9:.1f} ns/chip-step, {cpu / steps * 1e3:.2f} ms/step")
     pstats.Stats(pr).sort_stats("tottime").print_stats(25)
-    phases(sim, steps, chips, params.hall.ultraservers)
+    if hasattr(sim, "cluster"):  # one hall (a campus's halls are the same model, one after another)
+        phases(sim, steps, chips, nus)
     pstats.Stats(pr).sort_stats("cumulative").print_stats(
         r"sim.py.*(_step|_physics|_record|_record_work)|cluster.py.*step|facility.py.*(step|_power_and_heat|_it_power|_loop_trips)|capping|plant_step"
     )
@@ -272,6 +291,7 @@ def main() -> None:
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--out", default="", help=argparse.SUPPRESS)
     ap.add_argument("--root", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default="run", choices=("run", "ratio"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if not 0 < a.scale <= 1:
         ap.error(f"--scale: expected 0 < x <= 1, got {a.scale}")
@@ -281,7 +301,7 @@ def main() -> None:
         ap.error(f"--cases: unknown case {bad[0]!r}; expected one of {', '.join(CASES)}")
     if a.child:
         sys.path.insert(0, a.root)
-        child(a.child, a.scale, Path(a.out), not a.no_ratio)
+        child(a.child, a.scale, Path(a.out), a.mode)
         return
     if a.profile:
         profile(a.profile, a.scale)

@@ -12,6 +12,8 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scenarios.runner import Session
 from storage.reader import QueryError, kpi_summary, open_run_file, user_query
@@ -185,3 +187,85 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         open_run_file(path)
     with pytest.raises(StorageError, match="schema v999"):
         TelemetryWriter(path, {"run_id": "r2"})
+
+
+def _job_frames(n: int, done: float) -> dict[str, dict[str, object]]:
+    """``n`` jobs' rows (ids 0..n-1), every value a plain fill, ``done_flop`` = ``done``."""
+    cols: dict[str, object] = {}
+    for c in TABLES["jobs"][1:]:
+        if c.dtype == "string":
+            cols[c.name] = ["llama-3.1-70b"] * n
+        elif c.dtype == "bool":
+            cols[c.name] = np.zeros(n, dtype=bool)
+        elif c.name == "job_id":
+            cols[c.name] = np.arange(n, dtype=np.int32)
+        elif c.dtype.startswith("int"):
+            cols[c.name] = np.zeros(n, dtype=c.dtype)
+        else:
+            cols[c.name] = np.full(n, done if c.name == "done_flop" else 1.0)
+    return {"jobs": cols}
+
+
+def test_a_campus_sized_jobs_upsert_fits_the_run_databases_memory_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A campus writes every waiting job again and again (their waits move on). 150,000 jobs in
+    one flush, twice queued before it and once more after, under a 40 MB database limit (one
+    INSERT OR REPLACE over them all needs several times that): every job is committed once, with
+    its newest row."""
+    import storage.writer as W
+
+    monkeypatch.setattr(W, "WRITER_MEMORY", "40MB")
+    n = 150_000
+    w = TelemetryWriter(tmp_path / "j.duckdb", {"run_id": "campus-s0-20261201T000000.000Z-p1-1"}, if_exists="replace")
+    w.write(_job_frames(n, 1.0), 60)
+    w.write(_job_frames(n, 2.0), 120)  # same jobs again, newer: one row each, these values
+    w.flush()
+    w.write(_job_frames(n, 3.0), 180)
+    w.close()
+    con = duckdb.connect(str(tmp_path / "j.duckdb"), read_only=True)
+    rows, keys, lo, hi = con.sql("SELECT count(*), count(DISTINCT job_id), min(done_flop), max(done_flop) FROM jobs").fetchall()[0]
+    status = con.sql("SELECT status FROM runs").fetchall()[0][0]
+    con.close()
+    assert (rows, keys, lo, hi, status) == (n, n, 3.0, 3.0, "complete")
+
+
+def test_a_failed_write_names_its_cause_and_keeps_what_was_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upsert too big for the database's memory (chunking turned off here) fails the run with
+    the database's own reason, not the aborted transaction it leaves behind; the commits before
+    it stay readable and the run is marked failed."""
+    import storage.writer as W
+
+    monkeypatch.setattr(W, "WRITER_MEMORY", "24MB")
+    monkeypatch.setattr(W, "UPSERT_CHUNK_ROWS", 10**9)
+    path = tmp_path / "f.duckdb"
+    w = TelemetryWriter(path, {"run_id": "r"}, if_exists="replace")
+    w.write(_job_frames(100, 1.0), 60)
+    w.flush()
+    w.write(_job_frames(400_000, 2.0), 120)
+    with pytest.raises(StorageError) as err:
+        w.flush()
+    with pytest.raises(StorageError):  # closing says it again, after marking the run failed
+        w.close()
+    msg = str(err.value)
+    assert "Out of Memory" in msg and "aborted" not in msg and "\n" not in msg
+    con = duckdb.connect(str(path), read_only=True)
+    rows = con.sql("SELECT count(*), max(done_flop) FROM jobs").fetchall()[0]
+    status = con.sql("SELECT status FROM runs").fetchall()[0][0]
+    con.close()
+    assert rows == (100, 1.0) and status == "failed"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 5)), min_size=0, max_size=40))
+def test_latest_per_key_keeps_each_keys_last_row_in_arrival_order(keys: list[tuple[str, int]]) -> None:
+    import pyarrow as pa
+
+    from storage.writer import latest_per_key
+
+    tb = pa.table({"run_id": [k[0] for k in keys], "job_id": [k[1] for k in keys], "pos": list(range(len(keys)))})
+    got = latest_per_key(tb, ("run_id", "job_id")).column("pos").to_pylist()
+    last = {k: i for i, k in enumerate(keys)}  # brute force: a dict keeps the last position of each key
+    assert got == sorted(last.values())

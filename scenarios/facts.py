@@ -554,6 +554,9 @@ FACTS: tuple[Fact, ...] = (
        "simulated time, at most once a step (1: every step; 0: off)"),
     _f("telemetry", "hall_interval_s", "int", "s", 0, 365 * 86400, "hall_ts every this much simulated "
        "time, at most once a step (1: every step; 0: off)"),
+    _f("telemetry", "jobs_interval_s", "int", "s", 0, 365 * 86400, "jobs rows of waiting and running jobs "
+       "whose state did not change, every this much simulated time (0: every advance); a job that "
+       "changes state is written at once, and every job at the end of the run"),
     # ------------------------------------------------------------------ events
     _f("events", "at_h", "float", "h", 0, MAX_RUN_H, "When, after the start", default=REQUIRED),
     _enum("events", "kind", EVENT_KINDS, "What happens", default=REQUIRED),

@@ -155,6 +155,10 @@ class Session:
             self.closed = True
             try:
                 if status != "failed":
+                    # Every job's last row (waiting and running jobs may be written only every
+                    # ``jobs_interval_s``): an advance of no steps carries them.
+                    self.sim.refresh_jobs()
+                    self._held.append(self.sim.advance(0))
                     self.commit()
             finally:
                 try:

@@ -452,6 +452,7 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             ultraserver_interval_s=self.telemetry.ultraserver_interval_s,
             row_interval_s=self.telemetry.row_interval_s,
             hall_interval_s=self.telemetry.hall_interval_s,
+            jobs_interval_s=self.telemetry.jobs_interval_s,
             halls=tuple(halls) if self.halls else (),
         )
         for k, h in enumerate(halls):

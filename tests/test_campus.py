@@ -278,3 +278,33 @@ def test_a_campus_reports_each_system_once_over_all_its_halls(tmp_path: Any) -> 
         if key in view[0]:
             assert view[0][key] == pytest.approx(whole[key], rel=1e-9), key
     assert r["job_share"] == pytest.approx(1.0) and whole["systems"]["trn3-gen2"]["chips"] == r["chips"]
+
+
+@pytest.mark.parametrize("halls", [(4,), (2, 3)])
+def test_jobs_every_interval_write_fewer_rows_and_the_same_final_table(tmp_path: Any, halls: tuple[int, ...]) -> None:
+    """``[telemetry] jobs_interval_s``: waiting and running jobs are written again only every
+    interval (a job that changes state at once), and every job at the end: the recording's jobs
+    table is the one written at every advance, column for column, from fewer rows. A busy hall
+    (a queue forms) over 6 hours, against the same run at interval 0."""
+    import duckdb
+
+    from scenarios.runner import Session
+
+    tables, rows = [], []
+    for every in (0, 1800):
+        text = _campus_toml(halls, arrivals=20000, extra=f"[telemetry]\njobs_interval_s = {every}\n")
+        out = tmp_path / f"j{every}.duckdb"
+        seen: list[int] = []
+        session = Session(parse(text, "j.toml"), text, out, duration_s=6 * 3600, publish_live=False,
+                          on_chunk=lambda f, seen=seen: seen.append(len(f["jobs"]["job_id"])))
+        for _ in range(36):  # ten-minute advances, as the live console makes them
+            session.advance(10)
+        session.close()
+        con = duckdb.connect(str(out), read_only=True)
+        tables.append(con.sql("SELECT * EXCLUDE (run_id) FROM jobs ORDER BY job_id").to_arrow_table().to_pylist())
+        waiting = con.sql("SELECT count(*) FROM jobs WHERE state = 'queued'").fetchall()[0][0]
+        con.close()
+        rows.append(sum(seen))
+    assert waiting > 0  # a queue formed: waiting jobs' rows were held back between refreshes
+    assert tables[0] == tables[1]
+    assert rows[1] < rows[0]

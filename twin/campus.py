@@ -273,6 +273,11 @@ class Campus:
         return float(sum(r.f["it_power_w"][i] for r in recs))
 
     # ------------------------------------------------------------------ public
+    def refresh_jobs(self) -> None:
+        """As ``Simulation.refresh_jobs``, for every hall."""
+        for h in self.halls:
+            h.refresh_jobs()
+
     def advance(self, steps: int, stop: Callable[[], bool] | None = None) -> Frames:
         """Run ``steps`` steps; return the campus's telemetry frames. ``stop`` as for
         ``Simulation.advance`` (asked after each step; the frames hold the steps run)."""
@@ -361,7 +366,7 @@ class Campus:
             else:
                 grid = np.zeros((steps, ns), dtype=np.asarray(frames[0][1][col]).dtype)
             for k, f in frames:
-                grid[:, ids[k]] = np.asarray(f[col], dtype=grid.dtype).reshape(steps, -1)
+                grid[:, ids[k]] = np.asarray(f[col], dtype=grid.dtype).reshape(steps, len(ids[k]))
             out[col] = list(grid.ravel()) if col == "service" else grid.ravel()
         out["service_id"] = np.tile(np.arange(ns, dtype=np.int32), steps)
         return out

@@ -95,6 +95,7 @@ class Cluster:
         self._seg: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
         self._sched = True
         self.dirty: set[int] = set()
+        self._jobs_due = 0  # when ``job_rows`` next writes every waiting and running job
         self._evict_next: list[int] = []  # finished jobs recorded, to leave memory next time
         self.failure_rows: list[tuple[int, str, int, str, int, int, int, str]] = []
         self.interrupt_rows: list[tuple[int, int, str, str, float, float, int, int]] = []
@@ -206,7 +207,7 @@ class Cluster:
 
     def job_rows(self, t: int) -> dict[str, Any]:
         """Rows of the jobs that changed, plus every queued or running job (their waits and work
-        done move on)."""
+        done move on) when due (``jobs_interval_s``; every call at 0)."""
         a = self.jobs.a
         # Finished jobs recorded by the previous call leave memory now (their slots are reused).
         if self._evict_next:
@@ -214,8 +215,14 @@ class Cluster:
             for j in self._evict_next:
                 self.last_us.pop(j, None)
             self.dirty.difference_update(self._evict_next)
-        live = set(self.queue) | set(self.running) | set(self.rqueue)
-        ids = np.array(sorted(self.dirty | live), dtype=np.int64)
+        every = self.p.jobs_interval_s
+        if every <= 0 or t >= self._jobs_due:
+            # Every waiting and running job too (their waits and work done move on).
+            live = set(self.queue) | set(self.running) | set(self.rqueue)
+            ids = np.array(sorted(self.dirty | live), dtype=np.int64)
+            self._jobs_due = t + every
+        else:
+            ids = np.array(sorted(self.dirty), dtype=np.int64)
         self.dirty.clear()
         st_all = a["state"][ids]
         self._evict_next = ids[(st_all == DONE) & (a["kind"][ids] != INFERENCE)].tolist()

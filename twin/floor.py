@@ -375,6 +375,11 @@ class Floor:
         ran = run_steps(self._step, recs, steps, stop)
         return self.end(recs, ran)
 
+    def refresh_jobs(self) -> None:
+        """As ``Simulation.refresh_jobs``, for every pool."""
+        for pl in self.pools:
+            pl.refresh_jobs()
+
     def begin(self, steps: int) -> list[Any]:
         """Each pool's buffers for the next ``steps`` steps (``twin.campus`` drives halls so)."""
         return [pl._recorder(steps) for pl in self.pools]
@@ -446,7 +451,7 @@ class Floor:
             else:
                 grid = np.zeros((steps, ns), dtype=np.asarray(frames[0][1][col]).dtype)
             for k, f in frames:
-                grid[:, self.svc_ids[k]] = np.asarray(f[col], dtype=grid.dtype).reshape(steps, -1)
+                grid[:, self.svc_ids[k]] = np.asarray(f[col], dtype=grid.dtype).reshape(steps, len(self.svc_ids[k]))
             out[col] = list(grid.ravel()) if col == "service" else grid.ravel()
         out["service_id"] = np.tile(np.arange(ns, dtype=np.int32), steps)
         return out

@@ -488,3 +488,7 @@ class FactoryParams:
     ultraserver_interval_s: int = 1
     row_interval_s: int = 1
     hall_interval_s: int = 1
+    # Rows of waiting and running jobs whose state did not change (their waits and work done move
+    # on) every this much simulated time; 0: every advance. A job that changes state is written at
+    # once, and ``refresh_jobs`` has the next advance write every job (the run's last rows).
+    jobs_interval_s: int = 0

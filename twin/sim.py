@@ -445,6 +445,11 @@ class Simulation:
         """First waiting jobs, replica requests first: (job_id, name, chips, wait_s)."""
         return self.cluster.queue_view(self.t_s, limit)
 
+    def refresh_jobs(self) -> None:
+        """The next advance writes every waiting and running job's row, however long since the
+        last (``jobs_interval_s``): the end of a run."""
+        self.cluster._jobs_due = self.t_s
+
     def _event_rows(self) -> dict[str, Any]:
         ev = self._events
         self._events = []

@@ -165,8 +165,8 @@ FROM events
 WHERE run_id = $run_id AND time_s <= $t AND kind NOT IN ('job_start', 'job_end')
 ORDER BY time_s DESC, rowid DESC
 LIMIT 200""",
-    "floor": f"""-- Floor: every UltraServer at the latest ultraserver_ts sample up to $t
-SELECT ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
+    "floor": f"""-- Floor: every UltraServer at the latest ultraserver_ts sample up to $t (time_s: the sample's)
+SELECT time_s, ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
        max_chip_temp_c, coolant_return_c, clock
 FROM ultraserver_ts
 WHERE run_id = $run_id AND time_s = ({_LATEST_US_SAMPLE})
@@ -187,7 +187,8 @@ WHERE run_id = $run_id
   AND time_s = (SELECT max(time_s) FROM hall_ts WHERE run_id = $run_id AND time_s <= $t)
 ORDER BY hall_id""",
     "hall_floor": f"""-- Floor of hall $hall: its UltraServers $us_lo..$us_hi at the latest ultraserver_ts sample up to $t
-SELECT ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
+-- (time_s: the sample's)
+SELECT time_s, ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
        max_chip_temp_c, coolant_return_c, clock
 FROM ultraserver_ts
 WHERE run_id = $run_id AND ultraserver_id BETWEEN $us_lo AND $us_hi AND time_s = ({_LATEST_US_SAMPLE})

@@ -264,10 +264,10 @@ def _legend(app: Any) -> str:
 
 
 async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
-    """ultraserver_ts every 300 s at dt 60 s: at 02:03 a hall's map and the selected UltraServer's
-    read-out show the 02:00 sample and say so (3 min before); at 02:05, a sample time, nothing is
-    added. The campus level (hall_ts, every step) says nothing either. Its legend names no
-    UltraServer state marks (it draws none); a hall's map names them."""
+    """ultraserver_ts every 300 s at dt 60 s: at 02:03 a hall's map, the selected UltraServer's
+    read-out and the Rows table show the 02:00 sample and say so (3 min before); at 02:05, a sample
+    time, nothing is added. The campus level's lines (hall_ts, every step) are of the time shown.
+    Its legend names no UltraServer state marks (it draws none); a hall's map names them."""
     from tui.widgets.heatmap import HallMap
     from tui.widgets.info import InfoList
 
@@ -281,9 +281,11 @@ async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
         await pilot.press("f2")
         await settle(pilot, app)
         scr = app.screen
-        box, detail = scr.query_one("#floor-map"), scr.query_one("#us-detail", InfoList)
+        box, detail, rows = scr.query_one("#floor-map"), scr.query_one("#us-detail", InfoList), scr.query_one("#rows")
         assert app.t == 7380 and scr.at_campus and scr.query_one(HallMap).data
         assert "sample" not in str(box.border_title) and not detail.border_subtitle
+        assert rows.border_subtitle == "sample d1 02:00, 3 min before"  # hall 0's rows: ultraserver_ts
+        assert "time_s" not in rows.table.column_names
         campus = _legend(app)
         assert "Activity" in campus and "per UltraServer" in campus  # the scale and the note stay
         for mark in ("tripped", "down", "failed chips", "no data", "↯", "✗"):
@@ -294,7 +296,7 @@ async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
         title = str(box.border_title)
         assert title == "Hall 0 of 2 · 4 UltraServers · Activity · sample d1 02:00, 3 min before · Esc: campus"
         assert detail.items[0][0] == "UltraServer 0 · row 0 · hall 0"
-        assert detail.border_subtitle == "sample d1 02:00, 3 min before"
+        assert detail.border_subtitle == rows.border_subtitle == "sample d1 02:00, 3 min before"
         hall = _legend(app)
         for mark in ("✗ failed chips", "↯ tripped", "✗ down", "no data"):
             assert mark in hall, mark
@@ -307,7 +309,7 @@ async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
         await _jump(pilot, app, "d0 02:05")  # a sample time: the map is of the time shown
         assert app.t == 7500 and not scr.at_campus
         assert str(box.border_title) == "Hall 0 of 2 · 4 UltraServers · Activity · Esc: campus"
-        assert not detail.border_subtitle
+        assert not detail.border_subtitle and not rows.border_subtitle
         await _jump(pilot, app, "d0 02:09")  # 4 min after that sample
         assert str(box.border_title).endswith("· sample d1 02:05, 4 min before · Esc: campus")
 
@@ -402,6 +404,8 @@ async def test_live_hall_map_says_how_old_its_sample_is(tmp_path: Path) -> None:
             assert str(scr.query_one("#floor-map").border_title) == (
                 "Hall 1 of 2 · 6 UltraServers · Activity · sample d1 02:00, 3 min before · Esc: campus")
             assert scr.query_one("#us-detail", InfoList).border_subtitle == "sample d1 02:00, 3 min before"
+            await wait_for(pilot, lambda: scr.query_one("#rows").table.to_pydict()["hall"] == [1, 1])
+            assert scr.query_one("#rows").border_subtitle == "sample d1 02:00, 3 min before"
             assert "↯ tripped" in _legend(app)
             # The sample is the one recorded at 02:00.
             await wait_for(pilot, lambda: session.held_steps == 0)

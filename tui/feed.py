@@ -526,7 +526,8 @@ class LiveFeed:
         ids, r = np.unique(u["row_id"].astype(np.int64), return_inverse=True)
         nr = len(ids)
         cnt = np.bincount(r, minlength=nr)
-        out: Cols = {"row_id": ids, "ultraservers": cnt,
+        out: Cols = {"time_s": np.full(nr, int(u["time_s"][0]) if nr else 0, dtype=np.int64),
+                     "row_id": ids, "ultraservers": cnt,
                      "tripped": np.bincount(r, weights=u["tripped"].astype(np.float64), minlength=nr)}
         for k in ("chips_failed", "power_w", "chips_busy"):
             out[k] = np.bincount(r, weights=u[k], minlength=nr)

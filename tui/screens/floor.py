@@ -68,7 +68,7 @@ def us_items(d: dict[str, Any], us: int, meta: Any, base: int = 0) -> list[Item]
 
 
 def sample_time(d: dict[str, Any]) -> int | None:
-    """Time of the ultraserver_ts sample a floor query's columns are (None: no rows)."""
+    """Time of the ultraserver_ts sample a floor or rows query's columns are of (None: no rows)."""
     t = d.get("time_s") if d else None
     return int(t[0]) if t is not None and len(t) else None
 
@@ -213,7 +213,9 @@ class FloorScreen(TwinScreen):
         elif panel == "rows":
             if self.campus and (not len(cols.get("hall", ())) or int(cols["hall"][0]) != self.sel_hall):
                 return  # another hall's rows
-            self.query_one("#rows", ArrowTable).set_table({k: np.asarray(v) for k, v in cols.items()})
+            rows = self.query_one("#rows", ArrowTable)
+            rows.set_table({k: np.asarray(v) for k, v in cols.items() if k != "time_s"})
+            rows.border_subtitle = fmt.sample_age(sample_time(cols), app.t)  # the UltraServers' sample
 
     def redraw_selection(self) -> None:
         if self.at_campus:

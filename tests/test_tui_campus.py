@@ -423,6 +423,43 @@ async def test_live_hall_map_says_how_old_its_sample_is(tmp_path: Path) -> None:
         session.close("stopped")
 
 
+async def test_live_paused_rows_catch_up_with_the_map(tmp_path: Path) -> None:
+    """Live at full speed the Rows table is redrawn once a second, the map every tick; paused, the
+    table catches up: its rows are the sums of the map's UltraServers and it names the same sample
+    as the read-out."""
+    from tui.app import TwinApp
+    from tui.widgets.heatmap import FloorMap
+    from tui.widgets.info import InfoList
+
+    session = Session(parse(SPARSE, "sparse"), SPARSE, tmp_path / "live.duckdb", duration_s=86400)
+    app = TwinApp(session=session)
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: app.t is not None)
+            await pilot.press("f2", "enter")  # hall 0's map
+            scr = app.screen
+            fm, rows = scr.query_one(FloorMap), scr.query_one("#rows")
+            app.action_set_speed(4)  # max: many ticks between two redraws of the table
+            first = app.t
+            await wait_for(pilot, lambda: app.t >= first + 4 * 3600)
+            await pilot.press("space")
+            await quiet(pilot, app)
+
+            def caught_up() -> bool:
+                if not fm.data or not len(rows.table):
+                    return False
+                by_row = {r: sum(float(p) for u, p in zip(fm.data["row_id"], fm.data["power_w"], strict=True)
+                                 if int(u) == r) for r in (0, 1)}
+                shown = rows.table.to_pydict()
+                return (shown["row_id"] == [0, 1] and np.allclose(shown["power_w"], [by_row[0], by_row[1]], rtol=1e-12)
+                        and rows.border_subtitle == scr.query_one("#us-detail", InfoList).border_subtitle)
+
+            await wait_for(pilot, caught_up)
+            assert int(fm.data["time_s"][0]) == app.t - app.t % 300  # the map: the latest sample
+    finally:
+        session.close("stopped")
+
+
 # ---------------------------------------------------------------------- snapshots
 def _snap(keys: list[str]) -> Any:
     async def run_before(pilot: Any) -> None:

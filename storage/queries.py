@@ -165,14 +165,14 @@ FROM events
 WHERE run_id = $run_id AND time_s <= $t AND kind NOT IN ('job_start', 'job_end')
 ORDER BY time_s DESC, rowid DESC
 LIMIT 200""",
-    "floor": f"""-- Floor: every UltraServer at the latest ultraserver_ts sample up to $t
-SELECT ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
+    "floor": f"""-- Floor: every UltraServer at the latest ultraserver_ts sample up to $t (time_s: the sample's)
+SELECT time_s, ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
        max_chip_temp_c, coolant_return_c, clock
 FROM ultraserver_ts
 WHERE run_id = $run_id AND time_s = ({_LATEST_US_SAMPLE})
 ORDER BY ultraserver_id""",
-    "rows": f"""-- Rows (one CDU each) at the latest ultraserver_ts sample up to $t
-SELECT row_id, count(*) AS ultraservers, count_if(tripped) AS tripped, sum(chips_failed) AS chips_failed,
+    "rows": f"""-- Rows (one CDU each) at the latest ultraserver_ts sample up to $t (time_s: the sample's)
+SELECT max(time_s) AS time_s, row_id, count(*) AS ultraservers, count_if(tripped) AS tripped, sum(chips_failed) AS chips_failed,
        sum(power_w) AS power_w, sum(chips_busy) AS chips_busy, avg(activity) AS activity,
        max(max_chip_temp_c) AS max_chip_temp_c, avg(coolant_return_c) AS coolant_return_c
 FROM ultraserver_ts
@@ -187,13 +187,15 @@ WHERE run_id = $run_id
   AND time_s = (SELECT max(time_s) FROM hall_ts WHERE run_id = $run_id AND time_s <= $t)
 ORDER BY hall_id""",
     "hall_floor": f"""-- Floor of hall $hall: its UltraServers $us_lo..$us_hi at the latest ultraserver_ts sample up to $t
-SELECT ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
+-- (time_s: the sample's)
+SELECT time_s, ultraserver_id, row_id, power_w, chips_busy, chips_failed, tripped, activity,
        max_chip_temp_c, coolant_return_c, clock
 FROM ultraserver_ts
 WHERE run_id = $run_id AND ultraserver_id BETWEEN $us_lo AND $us_hi AND time_s = ({_LATEST_US_SAMPLE})
 ORDER BY ultraserver_id""",
     "hall_rows": f"""-- Rows (one CDU each) of hall $hall at the latest ultraserver_ts sample up to $t
-SELECT $hall AS hall, row_id, count(*) AS ultraservers, count_if(tripped) AS tripped,
+-- (time_s: the sample's)
+SELECT $hall AS hall, max(time_s) AS time_s, row_id, count(*) AS ultraservers, count_if(tripped) AS tripped,
        sum(chips_failed) AS chips_failed, sum(power_w) AS power_w, sum(chips_busy) AS chips_busy,
        avg(activity) AS activity, max(max_chip_temp_c) AS max_chip_temp_c, avg(coolant_return_c) AS coolant_return_c
 FROM ultraserver_ts

@@ -259,6 +259,61 @@ async def test_campus_hall_map_reads_the_latest_sample(sparse_con: Any) -> None:
         np.testing.assert_allclose(app.screen.query_one(HallStrip).us["power_w"], [r[0] for r in every], rtol=1e-12)
 
 
+def _legend(app: Any) -> str:
+    return str(app.screen.query_one("#legend").render())
+
+
+async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
+    """ultraserver_ts every 300 s at dt 60 s: at 02:03 a hall's map, the selected UltraServer's
+    read-out and the Rows table show the 02:00 sample and say so (3 min before); at 02:05, a sample
+    time, nothing is added. The campus level's lines (hall_ts, every step) are of the time shown.
+    Its legend names no UltraServer state marks (it draws none); a hall's map names them."""
+    from tui.widgets.heatmap import HallMap
+    from tui.widgets.info import InfoList
+
+    # The recording is as the interval says: samples at 02:00 and 02:05, none between.
+    times = [r[0] for r in sparse_con.sql("SELECT DISTINCT time_s FROM ultraserver_ts WHERE time_s "
+                                          "BETWEEN 7200 AND 7500 ORDER BY time_s").fetchall()]
+    assert times == [7200, 7500]
+    app = _app(sparse_con, "sparse.duckdb")
+    async with app.run_test(size=(120, 30)) as pilot:
+        await _jump(pilot, app, "d0 02:03")
+        await pilot.press("f2")
+        await settle(pilot, app)
+        scr = app.screen
+        box, detail, rows = scr.query_one("#floor-map"), scr.query_one("#us-detail", InfoList), scr.query_one("#rows")
+        assert app.t == 7380 and scr.at_campus and scr.query_one(HallMap).data
+        assert "sample" not in str(box.border_title) and not detail.border_subtitle
+        assert rows.border_subtitle == "sample d1 02:00, 3 min before"  # hall 0's rows: ultraserver_ts
+        assert "time_s" not in rows.table.column_names
+        campus = _legend(app)
+        assert "Activity" in campus and "per UltraServer" in campus  # the scale and the note stay
+        for mark in ("tripped", "down", "failed chips", "no data", "↯", "✗"):
+            assert mark not in campus, mark
+
+        await pilot.press("enter")  # hall 0's map: the 02:00 sample, 3 min before 02:03
+        await settle(pilot, app)
+        title = str(box.border_title)
+        assert title == "Hall 0 of 2 · 4 UltraServers · Activity · sample d1 02:00, 3 min before · Esc: campus"
+        assert detail.items[0][0] == "UltraServer 0 · row 0 · hall 0"
+        assert detail.border_subtitle == rows.border_subtitle == "sample d1 02:00, 3 min before"
+        hall = _legend(app)
+        for mark in ("✗ failed chips", "↯ tripped", "✗ down", "no data"):
+            assert mark in hall, mark
+
+        await pilot.press("escape")  # the campus level again: hall_ts of 02:03, no sample note
+        await settle(pilot, app)
+        assert "sample" not in str(box.border_title) and not detail.border_subtitle and "↯" not in _legend(app)
+
+        await pilot.press("enter")
+        await _jump(pilot, app, "d0 02:05")  # a sample time: the map is of the time shown
+        assert app.t == 7500 and not scr.at_campus
+        assert str(box.border_title) == "Hall 0 of 2 · 4 UltraServers · Activity · Esc: campus"
+        assert not detail.border_subtitle and not rows.border_subtitle
+        await _jump(pilot, app, "d0 02:09")  # 4 min after that sample
+        assert str(box.border_title).endswith("· sample d1 02:05, 4 min before · Esc: campus")
+
+
 async def test_single_hall_floor_has_no_campus_level(tmp_path: Path) -> None:
     from scenarios.runner import run as run_
     from tests.conftest import SMALL_TOML
@@ -320,6 +375,87 @@ async def test_campus_level_live_matches_the_recording(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: scr.query_one("#rows").table.to_pydict()["hall"] == [1, 1])
             await pilot.press("escape")
             assert scr.at_campus and hm.display
+    finally:
+        session.close("stopped")
+
+
+async def test_live_hall_map_says_how_old_its_sample_is(tmp_path: Path) -> None:
+    """Live, ultraserver_ts every 300 s at dt 60 s: a run of 124 steps ends at 02:03 (step 123); a
+    hall's map shows the UltraServers as sampled at 02:00 (the feed keeps that sample and its time)
+    and says so."""
+    from tui.app import TwinApp
+    from tui.widgets.heatmap import FloorMap
+    from tui.widgets.info import InfoList
+
+    session = Session(parse(SPARSE, "sparse"), SPARSE, tmp_path / "live.duckdb", duration_s=124 * 60)
+    app = TwinApp(session=session)
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: app.live.remaining == 0)
+            await quiet(pilot, app)
+            assert app.t == 123 * 60
+            await pilot.press("f2")
+            scr = app.screen
+            assert "↯" not in _legend(app)
+            await pilot.press("down", "enter")  # hall 1
+            fm = scr.query_one(FloorMap)
+            await wait_for(pilot, lambda: bool(fm.data))
+            assert fm.data["time_s"].tolist() == [7200] * 6 and fm.data["ultraserver_id"].tolist() == list(range(4, 10))
+            assert str(scr.query_one("#floor-map").border_title) == (
+                "Hall 1 of 2 · 6 UltraServers · Activity · sample d1 02:00, 3 min before · Esc: campus")
+            assert scr.query_one("#us-detail", InfoList).border_subtitle == "sample d1 02:00, 3 min before"
+            await wait_for(pilot, lambda: scr.query_one("#rows").table.to_pydict()["hall"] == [1, 1])
+            assert scr.query_one("#rows").border_subtitle == "sample d1 02:00, 3 min before"
+            assert "↯ tripped" in _legend(app)
+            # The sample is the one recorded at 02:00.
+            await wait_for(pilot, lambda: session.held_steps == 0)
+            session.writer.flush()
+            c = session.writer.cursor()
+            try:
+                rec = c.sql("SELECT power_w FROM ultraserver_ts WHERE time_s = 7200 AND ultraserver_id >= 4 "
+                            "ORDER BY ultraserver_id").fetchall()
+                later = c.sql("SELECT count(*) FROM ultraserver_ts WHERE time_s > 7200").fetchall()[0][0]
+            finally:
+                c.close()
+            assert later == 0
+            np.testing.assert_allclose(fm.data["power_w"], [r[0] for r in rec], rtol=1e-9)
+    finally:
+        session.close("stopped")
+
+
+async def test_live_paused_rows_catch_up_with_the_map(tmp_path: Path) -> None:
+    """Live at full speed the Rows table is redrawn once a second, the map every tick; paused, the
+    table catches up: its rows are the sums of the map's UltraServers and it names the same sample
+    as the read-out."""
+    from tui.app import TwinApp
+    from tui.widgets.heatmap import FloorMap
+    from tui.widgets.info import InfoList
+
+    session = Session(parse(SPARSE, "sparse"), SPARSE, tmp_path / "live.duckdb", duration_s=86400)
+    app = TwinApp(session=session)
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await wait_for(pilot, lambda: app.t is not None)
+            await pilot.press("f2", "enter")  # hall 0's map
+            scr = app.screen
+            fm, rows = scr.query_one(FloorMap), scr.query_one("#rows")
+            app.action_set_speed(4)  # max: many ticks between two redraws of the table
+            first = app.t
+            await wait_for(pilot, lambda: app.t >= first + 4 * 3600)
+            await pilot.press("space")
+            await quiet(pilot, app)
+
+            def caught_up() -> bool:
+                if not fm.data or not len(rows.table):
+                    return False
+                by_row = {r: sum(float(p) for u, p in zip(fm.data["row_id"], fm.data["power_w"], strict=True)
+                                 if int(u) == r) for r in (0, 1)}
+                shown = rows.table.to_pydict()
+                return (shown["row_id"] == [0, 1] and np.allclose(shown["power_w"], [by_row[0], by_row[1]], rtol=1e-12)
+                        and rows.border_subtitle == scr.query_one("#us-detail", InfoList).border_subtitle)
+
+            await wait_for(pilot, caught_up)
+            assert int(fm.data["time_s"][0]) == app.t - app.t % 300  # the map: the latest sample
     finally:
         session.close("stopped")
 

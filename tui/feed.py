@@ -50,8 +50,9 @@ _RAW_HIST = ("time_s", "it_power_w", "facility_power_w", "pue", "chips_busy", "c
 HIST_KEYS = tuple(dict.fromkeys(
     (*_RAW_HIST, *(c for cols in Q.SERIES.values() for c in cols), *_KPI_COLS)
 ))
-US_COLS = ("ultraserver_id", "row_id", "power_w", "chips_busy", "chips_failed", "tripped", "activity",
-           "max_chip_temp_c", "coolant_return_c", "clock")
+# The floor queries' columns (time_s: the ultraserver_ts sample's, older than the step between samples).
+US_COLS = ("time_s", "ultraserver_id", "row_id", "power_w", "chips_busy", "chips_failed", "tripped",
+           "activity", "max_chip_temp_c", "coolant_return_c", "clock")
 # The campus level's columns (the "halls" query over hall_ts; ``tripped`` is its ultraservers_tripped).
 HALL_COLS = ("hall_id", "ultraservers", "power_w", "chips_busy", "chips_failed", "tripped", "activity",
              "max_chip_temp_c", "coolant_return_c", "clock")
@@ -371,7 +372,8 @@ class LiveFeed:
         hardware = [e for e in notable if _hardware_target(e[2])]
         nus = self.meta.ultraservers
         u = frames["ultraserver_ts"]
-        # The per-UltraServer tier may be recorded every few steps (a campus): the latest sample stays.
+        # The per-UltraServer tier may be recorded every few steps (a campus): the latest sample stays
+        # (with its time_s: the Floor says how old it is).
         us_rows = len(u["time_s"])
         us_now = {k: np.array(u[k][-nus:]) for k in US_COLS} if us_rows >= nus else None
         h = frames.get("hall_ts")
@@ -524,7 +526,8 @@ class LiveFeed:
         ids, r = np.unique(u["row_id"].astype(np.int64), return_inverse=True)
         nr = len(ids)
         cnt = np.bincount(r, minlength=nr)
-        out: Cols = {"row_id": ids, "ultraservers": cnt,
+        out: Cols = {"time_s": np.full(nr, int(u["time_s"][0]) if nr else 0, dtype=np.int64),
+                     "row_id": ids, "ultraservers": cnt,
                      "tripped": np.bincount(r, weights=u["tripped"].astype(np.float64), minlength=nr)}
         for k in ("chips_failed", "power_w", "chips_busy"):
             out[k] = np.bincount(r, weights=u[k], minlength=nr)

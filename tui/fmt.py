@@ -121,6 +121,14 @@ def short_clock(t_s: int) -> str:
     return f"d{d + 1} {r // 3600:02d}:{r % 3600 // 60:02d}"
 
 
+def sample_age(sample_t: int | None, shown_t: int | None) -> str:
+    """'sample d1 12:45, 15 min before' — a sample (a tier recorded every few steps) older than the
+    time shown; '' when it is of that time (or either is unknown)."""
+    if sample_t is None or shown_t is None or sample_t >= shown_t:
+        return ""
+    return f"sample {short_clock(sample_t)}, {span(shown_t - sample_t)} before"
+
+
 def parse_time(text: str) -> int | None:
     """'d3 14:05', 'd3', '14:05' (day 1), '38.5' or '38.5h' (hours), '2d' (days) -> seconds."""
     import re

@@ -55,6 +55,7 @@ class TwinScreen(Screen[None]):
         self._plots_seen = -1
         self._sql_at = 0.0
         self._table_at = 0.0
+        self._table_seq = -1  # the tick the tables were last drawn at
         self.load_count = 0  # panel results shown (refresh-rate figures)
         self.ticks = 0  # refresh ticks run while this screen was current (tests wait on them)
         self.budget = RedrawBudget(UI_BUDGET, PANEL_MAX_S)  # budget.redraws: ticks that may redraw the plots
@@ -120,12 +121,17 @@ class TwinScreen(Screen[None]):
             self._plots_seen = app.seq
         reqs = self.panel_requests()
         if app.live is not None:
-            tables = force or now - self._table_at >= SQL_PANEL_REFRESH_S
+            # Tables at most once a second, and once more after the last tick (paused: they catch
+            # up with the time shown instead of staying at the tick of their last redraw).
+            tables = force or (app.seq != self._table_seq and now - self._table_at >= SQL_PANEL_REFRESH_S)
             if tables:
-                self._table_at = now
+                self._table_at, self._table_seq = now, app.seq
             for r in reqs:
-                due = plots if r.query in PLOT_PANELS else changed
-                if due and r.query in LIVE_PANELS and (tables or r.panel not in self.TABLES):
+                if r.panel in self.TABLES:
+                    due = tables
+                else:
+                    due = plots if r.query in PLOT_PANELS else changed
+                if due and r.query in LIVE_PANELS:
                     cols = app.live.panel(r.query, r.params)
                     if cols is not None:
                         self.show_panel(r.panel, cols)

@@ -67,6 +67,12 @@ def us_items(d: dict[str, Any], us: int, meta: Any, base: int = 0) -> list[Item]
     ]
 
 
+def sample_time(d: dict[str, Any]) -> int | None:
+    """Time of the ultraserver_ts sample a floor or rows query's columns are of (None: no rows)."""
+    t = d.get("time_s") if d else None
+    return int(t[0]) if t is not None and len(t) else None
+
+
 def hall_items(d: dict[str, Any], hall: int, meta: Any) -> list[Item]:
     """The read-out of one hall from the halls query's columns."""
     ids = d.get("hall_id", ()) if d else ()
@@ -177,29 +183,39 @@ class FloorScreen(TwinScreen):
             if self.campus and (not len(cols.get("ultraserver_id", ())) or int(cols["ultraserver_id"][0]) != fm.base):
                 return  # another hall's (an answer from before the hall changed)
             fm.show(cols, m, app.sel_us)
+            # A tier recorded every few steps (a campus): the sample shown may be older than the time shown.
+            age = fmt.sample_age(sample_time(cols), app.t)
             if self.campus:
                 n = fm.span_len
-                title = f"Hall {self.sel_hall} of {meta.halls} · {n} UltraServers · {m.label} · Esc: campus"
+                title = f"Hall {self.sel_hall} of {meta.halls} · {n} UltraServers · {m.label}"
+                title += f" · {age} · Esc: campus" if age else " · Esc: campus"
             else:
-                title = f"Floor · {meta.ultraservers} UltraServers · {m.label}"
+                title = f"Floor · {meta.ultraservers} UltraServers · {m.label}" + (f" · {age}" if age else "")
             self.query_one("#floor-map").border_title = title
-            self.query_one("#us-detail", InfoList).show(us_items(cols, app.sel_us, meta, fm.base))
+            detail = self.query_one("#us-detail", InfoList)
+            detail.show(us_items(cols, app.sel_us, meta, fm.base))
+            detail.border_subtitle = age
             self._floor = cols
         elif panel == "halls":
             if not self.at_campus:
                 return
             m = metric(app.metric)
             lo, hi = m.floor_range(meta)
-            self.query_one(Legend).show(m, lo, hi, "power, failed: per UltraServer")
+            # The campus level draws no UltraServer state marks: its legend names none.
+            self.query_one(Legend).show(m, lo, hi, "power, failed: per UltraServer", marks=False)
             self.query_one(HallMap).show(cols, m, self.sel_hall)
             self.query_one("#floor-map").border_title = (
                 f"Campus · {meta.halls} halls · {meta.ultraservers:,} UltraServers · {m.label} · ⏎ opens a hall")
-            self.query_one("#us-detail", InfoList).show(hall_items(cols, self.sel_hall, meta))
+            detail = self.query_one("#us-detail", InfoList)
+            detail.show(hall_items(cols, self.sel_hall, meta))
+            detail.border_subtitle = ""  # hall_ts: the step shown
             self._halls = cols
         elif panel == "rows":
             if self.campus and (not len(cols.get("hall", ())) or int(cols["hall"][0]) != self.sel_hall):
                 return  # another hall's rows
-            self.query_one("#rows", ArrowTable).set_table({k: np.asarray(v) for k, v in cols.items()})
+            rows = self.query_one("#rows", ArrowTable)
+            rows.set_table({k: np.asarray(v) for k, v in cols.items() if k != "time_s"})
+            rows.border_subtitle = fmt.sample_age(sample_time(cols), app.t)  # the UltraServers' sample
 
     def redraw_selection(self) -> None:
         if self.at_campus:
@@ -242,7 +258,9 @@ class FloorScreen(TwinScreen):
         self.query_one(HallMap).display = False
         fm.display = True
         fm.focus()
-        self.query_one("#us-detail", InfoList).show([])
+        detail = self.query_one("#us-detail", InfoList)
+        detail.show([])
+        detail.border_subtitle = ""
         self.refresh_bindings()
         self.refresh_view(force=True)
 

@@ -62,7 +62,8 @@ _STATE_MARK = {US_SOME_FAILED: ("✗", None), US_DOWN: ("✗", "down"), US_TRIPP
 
 
 class Legend(Widget):
-    """'Activity  0 % ████████ 100 %   ✗ failed chips   ▒ no data'."""
+    """'Activity  0 % ████████ 100 %   ✗ failed chips   ▒ no data': the colour scale and the marks
+    the map beside it draws (``marks``: none on the campus level, one line per hall)."""
 
     DEFAULT_CSS = """
     Legend { height: 1; text-wrap: nowrap; text-overflow: ellipsis; color: $text-muted; }
@@ -74,10 +75,11 @@ class Legend(Widget):
         self.metric: Metric | None = None
         self.lo = self.hi = 0.0
         self.note = ""
+        self.marks = True
 
-    def show(self, m: Metric, lo: float, hi: float, note: str = "") -> None:
-        if (m, lo, hi, note) != (self.metric, self.lo, self.hi, self.note):
-            self.metric, self.lo, self.hi, self.note = m, lo, hi, note
+    def show(self, m: Metric, lo: float, hi: float, note: str = "", marks: bool = True) -> None:
+        if (m, lo, hi, note, marks) != (self.metric, self.lo, self.hi, self.note, self.marks):
+            self.metric, self.lo, self.hi, self.note, self.marks = m, lo, hi, note, marks
             self.refresh()
 
     def render(self) -> Text:
@@ -90,14 +92,15 @@ class Legend(Widget):
         for c in m.colours():
             text.append("██", style=Style(color=c))
         text.append(f" {m.fmt(self.hi)}")
-        text.append("   ✗ failed chips   ")
-        if self.floor:
-            text.append("↯", style=TRIPPED_STYLE)
-            text.append(" tripped   ")
-            text.append("✗", style=DOWN_STYLE)
-            text.append(" down   ")
-        text.append("  ", style=Style(bgcolor=MISSING))
-        text.append(" no data")
+        if self.marks:
+            text.append("   ✗ failed chips   ")
+            if self.floor:
+                text.append("↯", style=TRIPPED_STYLE)
+                text.append(" tripped   ")
+                text.append("✗", style=DOWN_STYLE)
+                text.append(" down   ")
+            text.append("  ", style=Style(bgcolor=MISSING))
+            text.append(" no data")
         if self.note:
             text.append(f"   {self.note}")
         return text

@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.reader import open_run_file
 from storage.sandbox import SANDBOX_CONFIG, Limits, UserResult, UserSql, UserSqlRunner
 from storage.schema import DUCKDB_TYPES, arrow_schema, columns, comment_sql, migrations
-from storage.writer import StorageError
+from storage.writer import StorageError, latest_per_key
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 MANIFEST = "manifest.json"
@@ -55,6 +56,18 @@ FORMAT = "ai-factory-twin-live"
 def _parquet_options(schema: pa.Schema) -> dict[str, Any]:
     """Fast Parquet for short-lived parts: LZ4, dictionaries only for text (run ids, names)."""
     return {"compression": "lz4", "use_dictionary": [f.name for f in schema if pa.types.is_string(f.type)]}
+
+
+def _latest_masks(paths: list[Path], keys: tuple[str, ...]) -> list[np.ndarray]:
+    """For each part (in order), which of its rows is the last of its key over all the parts:
+    a job is published again at every commit that writes it, and a merge keeps its newest row."""
+    tables = [pq.read_table(p, columns=list(keys)) for p in paths]
+    sizes = [t.num_rows for t in tables]
+    both = pa.concat_tables(tables).append_column("_pos", pa.array(np.arange(sum(sizes))))
+    last = latest_per_key(both, keys).column("_pos").to_numpy()
+    mask = np.zeros(sum(sizes), dtype=bool)
+    mask[last] = True
+    return np.split(mask, np.cumsum(sizes)[:-1])
 
 
 def live_dir(path: str | Path) -> Path:
@@ -149,17 +162,24 @@ class LivePublisher:
             d = self._table_dir(table)
             tmp = d / f".{merged.name}.tmp"
             schema = arrow_schema(table)
+            # Upsert tables (jobs): only each key's last row survives the merge, as in the file.
+            keep = _latest_masks([d / p.name for p in group], UPSERT_KEYS[table]) if table in UPSERT_KEYS else None
             with pq.ParquetWriter(tmp, schema, **_parquet_options(schema)) as w:
                 # A row group at a time, gathered into row groups of up to ROW_GROUP_BYTES: memory
                 # stays flat however large the parts, and so does the footer, which would
                 # otherwise list every commit's row group (a reader and the next merge hold it all).
                 buf: list[pa.Table] = []
                 size = 0
-                for p in group:
+                for k, p in enumerate(group):
                     f = pq.ParquetFile(d / p.name)
+                    at = 0
                     try:
                         for i in range(f.num_row_groups):
                             tb = f.read_row_group(i).cast(schema)
+                            if keep is not None:
+                                n = tb.num_rows
+                                tb = tb.filter(pa.array(keep[k][at : at + n]))
+                                at += n
                             buf.append(tb)
                             size += tb.nbytes
                             if size >= ROW_GROUP_BYTES:

@@ -188,3 +188,32 @@ def test_twin_sql_compare_and_export_read_a_file_another_process_is_writing(tmp_
         assert status == "running"
     finally:
         r.close()
+
+
+def test_merged_job_parts_keep_each_jobs_newest_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A waiting or running job is published again at every commit that writes it. Sixteen
+    commits of the same 50 jobs (done_flop = the commit's number), merged four at a time: every
+    merged part holds each job once, with the newest of its commits' rows."""
+    import pyarrow as pa
+
+    from storage.live import LivePublisher
+    from storage.schema import arrow_schema
+
+    monkeypatch.setattr(live, "FANOUT", 4)
+    pub = LivePublisher(tmp_path / "run.duckdb")
+    schema = arrow_schema("jobs")
+    for k in range(1, 17):
+        cols = {f.name: pa.nulls(50, f.type) for f in schema}
+        cols["run_id"] = pa.array(["r"] * 50)
+        cols["job_id"] = pa.array(range(50), pa.int32())
+        cols["done_flop"] = pa.array([float(k)] * 50)
+        pub.on_commit({"jobs": pa.table(cols, schema=schema)}, {"run_id": "r"})
+    assert pub.error is None
+    parts = json.loads((live_dir(tmp_path / "run.duckdb") / MANIFEST).read_text())["tables"]["jobs"]
+    assert parts and not any(n.endswith("-0.parquet") for n in parts)  # 16 commits: all merged
+    for n in parts:
+        tb = pq.read_table(live_dir(tmp_path / "run.duckdb") / n, columns=["job_id", "done_flop"])
+        assert sorted(tb.column("job_id").to_pylist()) == list(range(50)), n
+    last = pq.read_table(live_dir(tmp_path / "run.duckdb") / sorted(parts)[-1], columns=["done_flop"])
+    assert set(last.column(0).to_pylist()) == {16.0}
+    pub.close()

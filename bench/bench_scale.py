@@ -274,14 +274,16 @@ def phases(sim: Any, steps: int, chips: int, nus: int) -> None:
         sim.advance(n)
         done += n
     total = time.process_time() - c0
+    # Running jobs and replicas at the end (per job-step figures divide by these).
     jobs = int((sim.jobs.a["state"][: sim.jobs.n] == 1).sum()) if hasattr(sim.jobs, "n") else 0
     print(f"per-phase CPU over {steps} steps ({total:.2f} CPU-s, {total / steps * 1e3:.3f} ms/step), "
           f"{chips:,} chips, {nus:,} UltraServers, ~{jobs} running jobs at the end")
-    print(f"  {'phase':<30} {'ms/step':>8} {'ns/chip-step':>13} {'ns/US-step':>11} {'share':>6}")
+    nj = max(jobs, 1)
+    print(f"  {'phase':<30} {'ms/step':>8} {'ns/chip-step':>13} {'ns/US-step':>11} {'ns/job-step':>12} {'share':>6}")
     for label in sorted(cpu):
         v = cpu[label]
         print(f"  {label:<30} {v / steps * 1e3:8.3f} {v / steps / chips * 1e9:13.1f} "
-              f"{v / steps / nus * 1e9:11.0f} {v / total:6.1%}")
+              f"{v / steps / nus * 1e9:11.0f} {v / steps / nj * 1e9:12.0f} {v / total:6.1%}")
     rest = total - sum(v for k, v in cpu.items() if k[1] == " ")
     print(f"  {'events, advance, frames':<30} {rest / steps * 1e3:8.3f}")
 

@@ -406,8 +406,21 @@ JOB_SORTS: tuple[str, ...] = ("job_id", "state", "kind", "model", "chips", "repl
                                "restarts", "placement", "priority", "submit_time_s", "mfu", "total_wait_s")
 
 
-def jobs_sql(view: str = "active", text: str = "", sort: str = "job_id", desc: bool = False) -> str:
-    """The Jobs panel's query with its view (state filter), text filter and sort order."""
+# Rows the Jobs panel returns at most (its counts are of every matching job): a campus's queue may
+# hold a hundred thousand jobs, and sending them all cost the panel ~270 ms on a 30-day run.
+JOBS_LIMIT = 5000
+# (Counts as window functions over the matching rows took 11 s there: a CTE counted once.)
+_JOBS_COUNTS = (
+    "c AS (SELECT count(*) AS n_rows, count_if(state = 'queued') AS n_queued,\n"
+    "             count_if(state = 'running') AS n_running FROM m)"
+)
+
+
+def jobs_sql(view: str = "active", text: str = "", sort: str = "job_id", desc: bool = False,
+             limit: int = JOBS_LIMIT) -> str:
+    """The Jobs panel's query with its view (state filter), text filter and sort order: the first
+    ``limit`` rows, each with the counts of all the rows that match (``n_rows``, ``n_queued``,
+    ``n_running``)."""
     states = JOB_VIEWS[view]
     where: list[str] = []
     if states:
@@ -420,7 +433,10 @@ def jobs_sql(view: str = "active", text: str = "", sort: str = "job_id", desc: b
     order = f"{sort} {'DESC' if desc else 'ASC'} NULLS LAST"
     if sort != "job_id":
         order += ", job_id"
-    return _JOBS_BASE + (f"\nWHERE {' AND '.join(where)}" if where else "") + f"\nORDER BY {order}"
+    assert _JOBS_BASE.endswith("\nSELECT * FROM j")
+    base = _JOBS_BASE.removesuffix("\nSELECT * FROM j")
+    cond = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"{base},\nm AS (SELECT * FROM j{cond}),\n{_JOBS_COUNTS}\nSELECT * FROM m, c\nORDER BY {order}\nLIMIT {int(limit)}"
 
 
 def _lit(v: Any) -> str:

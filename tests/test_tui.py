@@ -619,6 +619,24 @@ async def test_replay_screens_show_their_sql(replay_con: Any) -> None:
         assert_shows(app, replay_con, t)
 
 
+def test_the_jobs_panel_sends_its_first_rows_and_counts_them_all(replay_con: Any) -> None:
+    """A queue of a hundred thousand jobs is not sent whole: the Jobs query returns its first
+    ``limit`` rows in the chosen order, each carrying the counts of every matching row (the
+    same query without a limit is the reference)."""
+    t = replay_con.sql("SELECT max(time_s) FROM factory_ts").fetchall()[0][0]
+    p = {"run_id": replay_con.sql("SELECT run_id FROM runs").fetchall()[0][0], "t": t}
+    full = Q.run_sql(replay_con, Q.render(Q.jobs_sql("all", sort="submit_time_s", limit=10**9), p))
+    n = len(full["job_id"])
+    assert n > 4
+    cut = Q.run_sql(replay_con, Q.render(Q.jobs_sql("all", sort="submit_time_s", limit=4), p))
+    assert len(cut["job_id"]) == 4
+    assert set(cut["n_rows"].tolist()) == {n}
+    states = [str(s) for s in full["state"]]
+    assert set(cut["n_queued"].tolist()) == {states.count("queued")}
+    assert set(cut["n_running"].tolist()) == {states.count("running")}
+    assert list(cut["submit_time_s"]) == list(full["submit_time_s"][:4])
+
+
 async def test_replay_jobs_at_a_time(replay_con: Any) -> None:
     """The Jobs screen shows who waits at t (from events, not the jobs table's latest state);
     sort, filter, view; Enter opens a job's timeline."""
@@ -667,8 +685,11 @@ async def test_replay_jobs_at_a_time(replay_con: Any) -> None:
         await settle(pilot, app)
         assert set(table.table.column("model").to_pylist()) <= {"llama-3.1-8b"}
         req = app.screen.panel_requests()[0]
+        sql = dict(Q.run_sql(replay_con, req.sql))
+        counts = {k: sql.pop(k) for k in ("n_rows", "n_queued", "n_running")}
+        assert set(counts["n_rows"].tolist()) <= {len(sql["job_id"])}  # under the limit: all shown
         same_cols({k: np.asarray(v, dtype=object) for k, v in table.table.to_pydict().items()},
-                  {k: np.asarray(v, dtype=object) for k, v in Q.run_sql(replay_con, req.sql).items()})
+                  {k: np.asarray(v, dtype=object) for k, v in sql.items()})
         await pilot.press("escape", "v", "v", "v")  # all jobs
         await settle(pilot, app)
         job = table.row(table.cursor_row)["job_id"]

@@ -80,11 +80,24 @@ class JobsScreen(TwinScreen):
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
         t = self.query_one("#jobs", ArrowTable)
+        # Counts of every matching job, on each row; the rows are the first JOBS_LIMIT of them.
+        n = {k: cols.pop(k) for k in ("n_rows", "n_queued", "n_running") if k in cols}
         t.set_table(cols)
         t.set_sort(self.sort, self.desc)
-        counts = {s: int((cols["state"] == s).sum()) for s in ("queued", "running")} if "state" in cols else {}
-        t.border_title = f"Jobs · {self.view} · {t.row_count:,} shown" + (
-            f" · {counts['queued']:,} queued, {counts['running']:,} running" if counts else "")
+        shown = t.row_count
+        title = f"Jobs · {self.view} · {shown:,} shown"
+        if n:
+            total = int(n["n_rows"][0]) if len(n["n_rows"]) else 0
+            if total > shown:
+                title += f" of {total:,}"
+            if len(n["n_rows"]):
+                title += f" · {int(n['n_queued'][0]):,} queued, {int(n['n_running'][0]):,} running"
+            else:
+                title += " · 0 queued, 0 running"
+        elif "state" in cols:
+            counts = {s: int((cols["state"] == s).sum()) for s in ("queued", "running")}
+            title += f" · {counts['queued']:,} queued, {counts['running']:,} running"
+        t.border_title = title
         app = self.twin
         lag = ""
         if app.live is not None and app.t_file is not None and app.t is not None and app.t_file < app.t:

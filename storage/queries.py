@@ -349,13 +349,13 @@ ORDER BY since_s, alarm, target""",
 _JOBS_BASE = """-- Jobs at $t: batch jobs from their latest start / interrupt / end event up to $t;
 -- inference replicas per service from service_ts at $t (running, queued for chips, stopped slots)
 WITH ev AS (
-    SELECT CAST(split_part(target, ':', 2) AS INTEGER) AS job_id, kind AS last_event, time_s AS since_s,
-           count(*) FILTER (WHERE kind IN ('job_interrupted', 'job_preempted'))
-               OVER (PARTITION BY target) AS restarts
+    SELECT CAST(split_part(target, ':', 2) AS INTEGER) AS job_id,
+           arg_max(kind, {'t': time_s, 'r': rowid}) AS last_event, max(time_s) AS since_s,
+           count(*) FILTER (WHERE kind IN ('job_interrupted', 'job_preempted')) AS restarts
     FROM events
     WHERE run_id = $run_id AND time_s <= $t
       AND kind IN ('job_start', 'job_interrupted', 'job_preempted', 'job_end')
-    QUALIFY row_number() OVER (PARTITION BY target ORDER BY time_s DESC, rowid DESC) = 1),
+    GROUP BY target),
 batch AS (
     SELECT j.job_id,
            CASE WHEN ev.last_event = 'job_end' THEN 'done'

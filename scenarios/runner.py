@@ -31,6 +31,7 @@ from storage.writer import StorageError, TelemetryWriter
 from twin import __version__
 from twin.params import ScheduledEvent
 from twin.sim import Frames, Simulation, steps_for
+from twin.telemetry import last_of_each
 
 # Steps per advance: about this many UltraServer rows per chunk keeps batches large and the
 # progress bar lively.
@@ -192,9 +193,7 @@ def concat_frames(parts: list[Frames], only: tuple[str, ...] | None = None) -> F
 def _latest_job_rows(have: list[dict[str, Any]]) -> dict[str, Any]:
     """Job rows of consecutive advances, one per job (its latest), in order of those rows; text
     columns are only built for the rows kept (every queued or running job has a row per advance)."""
-    ids = np.concatenate([np.asarray(h["job_id"]) for h in have])
-    rev_first = np.unique(ids[::-1], return_index=True)[1]
-    keep = np.sort(len(ids) - 1 - rev_first)
+    keep = last_of_each(np.concatenate([np.asarray(h["job_id"]) for h in have]))
     starts = np.cumsum([0] + [len(h["job_id"]) for h in have])
     part = np.searchsorted(starts, keep, side="right") - 1
     local = keep - starts[part]

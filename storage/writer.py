@@ -31,6 +31,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from storage.runlock import LockedError, RunLock, crash_point
 from storage.sandbox import (
@@ -43,7 +44,7 @@ from storage.sandbox import (
     parse_memory,
 )
 from storage.schema import DEFAULT_START, arrow_schema, columns, migrations, timestamps
-from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
+from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS, last_of_each
 
 _STOP = object()
 
@@ -70,9 +71,16 @@ def latest_per_key(tb: pa.Table, keys: tuple[str, ...]) -> pa.Table:
     """The last row of each key, in the order those rows came (later rows of a key are newer)."""
     if tb.num_rows <= 1:
         return tb
-    pos = tb.select(list(keys)).append_column("_pos", pa.array(np.arange(tb.num_rows)))
-    last = pos.group_by(list(keys), use_threads=False).aggregate([("_pos", "max")]).column("_pos_max")
-    idx = np.sort(last.to_numpy())
+    # One integer per key: each key column's codes (text dictionary-encoded), combined.
+    codes = np.zeros(tb.num_rows, dtype=np.int64)
+    for name in keys:
+        col = tb.column(name).combine_chunks()
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            inv = pc.dictionary_encode(col).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        else:
+            inv = np.unique(col.to_numpy(zero_copy_only=False), return_inverse=True)[1].astype(np.int64)
+        codes = codes * (int(inv.max()) + 1) + inv
+    idx = last_of_each(codes)
     return tb if len(idx) == tb.num_rows else tb.take(pa.array(idx))
 
 

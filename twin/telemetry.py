@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 # Schema version of the telemetry file. Bump on any incompatible change to the tables below.
 # v2: calendar time (``runs.start``, ``ts`` in every time-series table), added by ``storage.schema``.
@@ -383,6 +384,15 @@ V6_COLUMNS: dict[str, tuple[str, ...]] = {"factory_ts": PLANT_UNIT_COLUMNS, "ult
 
 # Columns the writer upserts on (one row per key, latest wins).
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {"runs": ("run_id",), "jobs": ("run_id", "job_id")}
+
+
+def last_of_each(keys: Any) -> npt.NDArray[np.intp]:
+    """Positions of each key's last row, ascending. The one rule of the upsert tables: a job is
+    written again as it moves on, and its latest row wins (the runner's held frames, the writer's
+    flushes, the live view's merges)."""
+    k = np.asarray(keys)
+    first_from_end = np.unique(k[::-1], return_index=True)[1]
+    return np.sort(len(k) - 1 - first_from_end)
 
 
 def column(table: str, name: str) -> Column:

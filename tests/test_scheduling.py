@@ -10,7 +10,7 @@ import pytest
 
 from scenarios.spec import load
 from tests.conftest import job_history, small_params
-from twin import scheduler
+from twin import queueing, scheduler
 from twin.jobs import EVAL, PRETRAIN, QUEUED, RUNNING
 from twin.params import FailureParams, ScheduledEvent, SchedulerParams, TrainingParams
 from twin.sim import Simulation
@@ -120,6 +120,11 @@ def test_no_chip_in_two_jobs_and_allocations_add_up(policy: str) -> None:
         assert (cl.free == recount).all()
         np.testing.assert_array_equal(cl.us_free, np.bincount(sim.topo.chip_us, weights=recount, minlength=3))
         assert f["chips_free"][-1] == recount.sum()
+        # Every queued job is in one queue once, and the batch queue stays in policy order (the
+        # scheduler edits only the window it started jobs from).
+        queued = np.flatnonzero(a["state"][: sim.jobs.n] == QUEUED)
+        assert sorted(cl.queue + cl.rqueue) == sorted(queued.tolist())
+        assert cl._qkeys == [queueing.key(cl, j) for j in cl.queue] == sorted(cl._qkeys)
         assert (f["chips_allocated"] + f["chips_free"] + f["chips_failed"] == f["chips_total"]).all()
 
 

@@ -345,9 +345,12 @@ def schedule(cl: Cluster, ev: Events, t: int) -> None:
             if not fits_time:
                 extra -= nk
     if started:
-        keep = [i for i, j in enumerate(cl.queue) if j not in started]
-        cl.queue[:] = [cl.queue[i] for i in keep]
-        cl._qkeys = [cl._qkeys[i] for i in keep]
+        # Only the window the candidates came from changes: rebuilding the whole queue here made
+        # every step cost O(queue) (11 ms a step at 90,000 queued jobs).
+        hi = first + len(cand)
+        keep = [i for i in range(first, hi) if cl.queue[i] not in started]
+        cl.queue[first:hi] = [cl.queue[i] for i in keep]
+        cl._qkeys[first:hi] = [cl._qkeys[i] for i in keep]
 
 
 def running_array(cl: Cluster) -> npt.NDArray[np.int64]:

@@ -235,6 +235,15 @@ def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None
     click.echo(_summary_text(result, s))
 
 
+def _speed(days: float, wall_s: float) -> str:
+    """Simulated time per wall second, in the unit that keeps it readable (a campus runs about
+    an hour of site time a second, a small hall days)."""
+    r = days / max(wall_s, 1e-9)
+    if r >= 1:
+        return f"{r:,.1f} sim-days/s"
+    return f"{r * 24:,.2f} sim-h/s" if r * 24 >= 0.1 else f"{r * 1440:,.2f} sim-min/s"
+
+
 def _summary_text(result: Any, s: dict[str, Any]) -> str:
     from tui import fmt
 
@@ -243,7 +252,7 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
     lines = [
         f"Run {result.run_id}  ({result.status})",
         f"  file              {result.path}",
-        f"  simulated         {days:,.2f} days in {result.wall_s:,.1f} s wall ({days / max(result.wall_s, 1e-9):,.1f} sim-days/s)",
+        f"  simulated         {days:,.2f} days in {result.wall_s:,.1f} s wall ({_speed(days, result.wall_s)})",
         f"  facility energy   {fmt.energy_mwh(s['facility_mwh'])}   IT {fmt.energy_mwh(s['it_mwh'])}"
         f"   cooling {fmt.energy_mwh(s['cooling_mwh'])}   losses {fmt.energy_mwh(s['loss_mwh'])}",
         f"  PUE               {s['pue']:.3f}" if s["pue"] else "  PUE               –",

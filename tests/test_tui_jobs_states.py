@@ -179,3 +179,16 @@ def test_advances_that_stop_early_record_what_one_advance_records(tmp_path: Path
     assert sum(ran) == asked == 4 * (7 + 40 + 1 + 13)
     assert same_telemetry(a.out, b.out, ("factory_ts", "ultraserver_ts", "row_ts", "hall_ts", "service_ts",
                                          "events", "failures", "interruptions")) == []
+
+
+def test_counts_show_as_whole_numbers_whatever_type_the_column_arrives_as() -> None:
+    """Live, the Jobs query's restart and priority columns arrive as floats when replica rows
+    carry NULLs; a count still reads "2", and a missing one is blank."""
+    import numpy as np
+
+    from tui.screens.jobs import FORMATS
+
+    for col in ("restarts", "priority", "replicas"):
+        shown = [FORMATS[col](v) for v in np.array([0.0, 2.0, 1234.0, np.nan])]
+        assert shown == ["0", "2", "1,234", ""], col
+        assert FORMATS[col](None) == "" and FORMATS[col](3) == "3"

@@ -40,6 +40,10 @@ FORMATS = {
     "mfu": _opt(lambda v: fmt.pct(v, 0)),
     "chips": _opt(lambda v: f"{v:,}"),
     "replicas": _opt(lambda v: f"{int(v):,}"),
+    # Counts: whole numbers even where the column arrives as floats (a replica row's NULLs turn
+    # the live view's merged column to float, which printed restarts as "0.000").
+    "restarts": _opt(lambda v: f"{int(v):,}"),
+    "priority": _opt(lambda v: f"{int(v):,}"),
 }
 
 

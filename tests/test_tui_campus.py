@@ -313,6 +313,24 @@ async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
         await _jump(pilot, app, "d0 02:09")  # 4 min after that sample
         assert str(box.border_title).endswith("· sample d1 02:05, 4 min before · Esc: campus")
 
+        # UltraServer 5 (down since 1 h) on its own screen: the DOWN flag is of that sample too.
+        await pilot.press("f2")
+        await settle(pilot, app)
+        app.select_us(5)
+        await pilot.press("enter")
+        await settle(pilot, app)
+        assert app.current_mode == "ultraserver" and app.sel_us == 5
+        chips_title = str(app.screen.query_one("#us-chips").border_title)
+        assert "✗ DOWN" in chips_title and "(sample d1 02:05, 4 min before)" in chips_title
+        # The Overview's hall strip: every UltraServer at that sample, and it says how old it is.
+        from tui.widgets.hall import HallStrip
+
+        await pilot.press("f1")
+        await settle(pilot, app)
+        assert app.screen.query_one(HallStrip).info().endswith(" · sample d1 02:05, 4 min before")
+        await _jump(pilot, app, "d0 02:10")  # a sample time: nothing added
+        assert "sample" not in app.screen.query_one(HallStrip).info()
+
 
 async def test_single_hall_floor_has_no_campus_level(tmp_path: Path) -> None:
     from scenarios.runner import run as run_

@@ -101,7 +101,7 @@ class OverviewScreen(TwinScreen):
         if panel == "kpis":
             self.query_one(KpiGrid).show(cols)
         elif panel == "hall":
-            self.query_one(HallStrip).show(cols)
+            self.query_one(HallStrip).show(cols, self.twin.t)
         elif panel == "events":
             self.query_one(EventLog).show(cols)
         else:

@@ -34,10 +34,15 @@ class HallStrip(Widget, can_focus=True):
         super().__init__(id=id)
         self.meta = meta
         self.us: Cols = {}
+        self.age = ""
 
-    def show(self, us: Cols | None) -> None:
-        if us is not self.us:
-            self.us = us or {}
+    def show(self, us: Cols | None, shown_t: int | None = None) -> None:
+        """``us``: the floor query's columns; ``shown_t``: the time on screen. Where the UltraServer
+        tier is sampled every few steps (a campus) the info names the sample's age."""
+        t = us.get("time_s") if us else None
+        age = fmt.sample_age(int(t[0]), shown_t) if t is not None and len(t) else ""
+        if us is not self.us or age != self.age:
+            self.us, self.age = us or {}, age
             self.refresh()
 
     def info(self) -> str:
@@ -47,7 +52,7 @@ class HallStrip(Widget, can_focus=True):
         failed_us = int(np.count_nonzero(us["chips_failed"] > 0))
         hot = int(np.argmax(us["max_chip_temp_c"]))
         return (f"{self.meta.ultraservers} UltraServers · {failed_us} with failed chips · hottest "
-                f"#{hot} {fmt.temp(float(us['max_chip_temp_c'][hot]))}")
+                f"#{hot} {fmt.temp(float(us['max_chip_temp_c'][hot]))}" + (f" · {self.age}" if self.age else ""))
 
     def render(self) -> Text:
         w = self.content_size.width

@@ -75,6 +75,26 @@ def test_standing_cap_from_the_power_section() -> None:
     assert f["facility_cap_w"][-1] == pytest.approx(0.9 * base)
 
 
+def test_a_cap_with_room_to_spare_changes_nothing_and_binds_when_the_load_reaches_it() -> None:
+    """A facility cap 1 % above the uncapped peak: every recorded figure is the uncapped run's
+    bit for bit (the capping code returns the shared full clock without touching a chip).
+    Lowered to 1 % below the steady load, it binds from the step after it is crossed."""
+    free = busy_hall()
+    f0 = free.advance(30)["factory_ts"]
+    peak = float(f0["facility_power_w"].max())
+    roomy = busy_hall(power=PowerChainParams(facility_cap_w=1.01 * peak))
+    f1 = roomy.advance(30)["factory_ts"]
+    assert roomy.facility.clock is roomy.facility._ones  # the full-clock path, every step
+    for k in f0:
+        if k != "facility_cap_w":
+            np.testing.assert_array_equal(f1[k], f0[k], err_msg=k)
+    tight = busy_hall(power=PowerChainParams(facility_cap_w=0.99 * float(f0["facility_power_w"][-1])))
+    f2 = tight.advance(30)["factory_ts"]
+    over = np.flatnonzero(f2["facility_power_w"] > 0.99 * float(f0["facility_power_w"][-1]))
+    assert len(over) and (f2["mean_clock"][over[0] + 1 :] < 1.0).all()
+    assert (f2["mean_clock"][: over[0] + 1] == 1.0).all()
+
+
 def test_row_cap_throttles_only_its_row() -> None:
     p = small_params(
         ultraservers=4,

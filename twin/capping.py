@@ -45,6 +45,13 @@ def next_clock(
     cool = float((coolant_us + r_us * fac.acc.tdp_w).max()) <= cp.throttle_temp_c
     if not capped and cool:
         return fac._ones if cp.min_clock <= 1.0 else np.full(topo.chips, cp.min_clock)
+    if cool and capped and cp.min_clock <= 1.0 and fac._full_clock and not bool(np.isfinite(fac.row_cap_w).any()):
+        # A facility cap with room to spare (a campus shares its cap among its halls every step).
+        # At full clock the scale below is x = (target - (IT - dyn)) / dyn, at least 1 exactly
+        # when the IT target is at least the IT power: every clock would come out 1, so the
+        # shared all-ones clock is returned without a pass over the chips.
+        if fac.facility_cap_w * it_w / facility_w >= it_w:
+            return fac._ones
     if dyn_full is None:
         dyn_full = (fac.acc.tdp_w - fac.acc.idle_w) * util
     f = np.ones(topo.chips)

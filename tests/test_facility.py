@@ -95,6 +95,29 @@ def test_a_cap_with_room_to_spare_changes_nothing_and_binds_when_the_load_reache
     assert (f2["mean_clock"][: over[0] + 1] == 1.0).all()
 
 
+def test_ultraserver_it_power_is_the_sum_of_its_servers_by_hand() -> None:
+    """Uneven work inside an UltraServer (random activity on some chips, whole servers idle):
+    its IT power is the sum, server by server, of chip power, host power at that server's mean
+    activity, switches and rectifier input (the model sums hosts per UltraServer)."""
+    sim = busy_hall()
+    fac, topo = sim.facility, sim.topo
+    sysm, acc, pp = sim.sys, sim.acc, sim.p.power
+    rng = np.random.default_rng(7)
+    util = rng.random(topo.chips) * (rng.random(topo.chips) < 0.6)
+    util[:8] = 0.0  # idle servers at the start of UltraServer 0
+    alive = np.ones(topo.chips, dtype=bool)
+    pw = fac._it_power(util, alive, np.zeros(0, dtype=np.intp), None, fac._ones, True)
+    cps = topo.chips_per_server
+    for us in range(topo.ultraservers):
+        dc = float(sysm.switch_w)
+        for s in range(topo.servers_per_us):
+            u = util[(us * topo.servers_per_us + s) * cps : (us * topo.servers_per_us + s + 1) * cps]
+            dc += float((acc.idle_w + (acc.tdp_w - acc.idle_w) * u).sum())
+            dc += sysm.host_w_per_server * (sysm.host_idle_fraction + (1 - sysm.host_idle_fraction) * u.mean())
+        want = (dc + pp.psu_fixed_w_per_server * topo.servers_per_us) / pp.psu_efficiency
+        assert pw.us_it[us] == pytest.approx(want, rel=1e-12)
+
+
 def test_row_cap_throttles_only_its_row() -> None:
     p = small_params(
         ultraservers=4,

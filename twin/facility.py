@@ -603,8 +603,7 @@ class Facility:
         tripped = self.us_tripped.any()
         dp = acc.tdp_w - acc.idle_w
         act_chip = util if full_clock else util * clock
-        server_sum = topo.per_server(act_chip)
-        us_act = server_sum.reshape(nus, topo.servers_per_us).sum(axis=1)
+        us_act = act_chip.reshape(nus, c).sum(axis=1)
         if full_clock and not tripped:
             chip_p = util * dp
             chip_p += acc.idle_w
@@ -622,9 +621,10 @@ class Facility:
                 chip_p = np.where(self.us_tripped[topo.chip_us], 0.0, chip_p)
             us_chip_p = topo.per_us(chip_p)
             us_chip_max = chip_p.reshape(nus, c).max(axis=1)
-        server_act = server_sum / topo.chips_per_server
-        host_p = power.host_power_w(server_act, sysm.host_w_per_server, sysm.host_idle_fraction)
-        us_host_p = host_p.reshape(topo.ultraservers, topo.servers_per_us).sum(axis=1)
+        # Host power is linear in its server's mean chip activity, so an UltraServer's hosts sum
+        # to its servers' power at the UltraServer's mean activity: no per-server pass.
+        spu = topo.servers_per_us
+        us_host_p = power.host_power_w(us_act / c, sysm.host_w_per_server * spu, sysm.host_idle_fraction)
         us_dc = np.where(self.us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
         us_it = np.where(self.us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, self.pp))
         it_w = float(us_it.sum())

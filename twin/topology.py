@@ -47,17 +47,6 @@ class Topology:
         )
         return out
 
-    def per_server(self, chip_values: npt.NDArray[np.floating] | npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
-        """Sum a per-chip quantity over each server."""
-        # A few chips per server: adding the strided slices is several times faster than a
-        # row sum over a short axis, and adds in the same order every time.
-        v = np.asarray(chip_values, dtype=np.float64)
-        k = self.chips_per_server
-        out: npt.NDArray[np.float64] = v[0::k].copy()
-        for j in range(1, k):
-            out += v[j::k]
-        return out
-
     def max_per_us(self, chip_values: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
         """Maximum of a per-chip quantity in each UltraServer."""
         out: npt.NDArray[np.float64] = (

@@ -104,8 +104,10 @@ def test_no_chip_in_two_jobs_and_allocations_add_up(policy: str) -> None:
     sim = Simulation(p)
     cl = sim.cluster
     a = sim.jobs.a
+    seen_failed = 0
     for _ in range(40):
-        f = sim.advance(15)["factory_ts"]
+        fr = sim.advance(15)
+        f = fr["factory_ts"]
         owner = sim.chip_owner
         running = np.flatnonzero(a["state"][: sim.jobs.n] == RUNNING)
         # Each running job owns exactly its gang; no chip is owned twice or owned while failed.
@@ -120,12 +122,21 @@ def test_no_chip_in_two_jobs_and_allocations_add_up(policy: str) -> None:
         assert (cl.free == recount).all()
         np.testing.assert_array_equal(cl.us_free, np.bincount(sim.topo.chip_us, weights=recount, minlength=3))
         assert f["chips_free"][-1] == recount.sum()
+        # The counts the model keeps as chips are placed, fail and come back, against a recount.
+        assert f["chips_allocated"][-1] == int((owner >= 0).sum())
+        u = fr["ultraserver_ts"]
+        last = u["time_s"] == u["time_s"][-1]
+        np.testing.assert_array_equal(u["chips_failed"][last], np.bincount(sim.topo.chip_us, weights=sim.chip_hw_failed,
+                                                                           minlength=3))
+        assert f["chips_failed"][-1] == int(sim.chip_hw_failed.sum())
+        seen_failed += int(sim.chip_hw_failed.sum())
         # Every queued job is in one queue once, and the batch queue stays in policy order (the
         # scheduler edits only the window it started jobs from).
         queued = np.flatnonzero(a["state"][: sim.jobs.n] == QUEUED)
         assert sorted(cl.queue + cl.rqueue) == sorted(queued.tolist())
         assert cl._qkeys == [queueing.key(cl, j) for j in cl.queue] == sorted(cl._qkeys)
         assert (f["chips_allocated"] + f["chips_free"] + f["chips_failed"] == f["chips_total"]).all()
+    assert seen_failed  # failures and repairs happened: the kept counts followed them
 
 
 def test_backfill_starts_a_short_job_in_the_gap_fifo_does_not() -> None:

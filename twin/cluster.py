@@ -73,6 +73,12 @@ class Cluster:
         self.free = np.ones(n, dtype=bool)
         self.us_free = np.full(nus, c, dtype=np.int64)
         self.n_free = n
+        self.n_alloc = 0  # chips held by jobs (``queueing.start`` / ``release``)
+        # Bumped whenever chips fail, are repaired or recover from a trip (``twin.outages``): the
+        # counts of failed chips are recounted only then, not every step.
+        self.fail_ver = 0
+        self._fc_ver = -1
+        self._fc: tuple[int, npt.NDArray[np.int64]] = (0, np.zeros(nus, dtype=np.int64))
         self.us_drain = np.zeros(nus, dtype=bool)
         self.drain_deadline = np.full(nus, -1, dtype=np.int64)
         self.drain_maint_s = np.zeros(nus, dtype=np.int64)
@@ -194,6 +200,15 @@ class Cluster:
         queueing.enqueue(self, j)
 
     # ------------------------------------------------------------------ telemetry
+    def failed_counts(self) -> tuple[int, npt.NDArray[np.int64]]:
+        """(chips out of service, chips with a hardware fault in each UltraServer)."""
+        if self._fc_ver != self.fail_ver:
+            nus = self.topo.ultraservers
+            hw = np.bincount(self.topo.chip_us[np.flatnonzero(self.chip_hw_failed)], minlength=nus)
+            self._fc = (int(np.count_nonzero(self.chip_failed)), hw.astype(np.int64))
+            self._fc_ver = self.fail_ver
+        return self._fc
+
     def us_counts(self) -> tuple[int, int, int, float]:
         """(free chips, drained idle chips, whole free UltraServers, fragmentation)."""
         c = self.cpu

@@ -25,6 +25,7 @@ def refresh(cl: Cluster, chips: npt.NDArray[np.int64]) -> None:
     if not len(chips):
         return
     topo = cl.topo
+    cl.fail_ver += 1  # failed chips may have changed: recounted when next asked
     cl.free[chips] = (cl.chip_owner[chips] < 0) & ~cl.chip_failed[chips] & ~cl.us_drain[topo.chip_us[chips]]
     c = cl.cpu
     for u in np.unique(topo.chip_us[chips]):
@@ -84,7 +85,7 @@ def random_failures(cl: Cluster, ev: Events, t: int, dt: int) -> None:
     fp = cl.p.failures
     if fp.chip_hazard_per_h <= 0:
         return
-    n_alive = cl.topo.chips - int(np.count_nonzero(cl.chip_failed))
+    n_alive = cl.topo.chips - cl.failed_counts()[0]
     lam = failures.expected_failures(n_alive, fp.chip_hazard_per_h, dt)
     k = int(cl.rng_failures.poisson(lam)) if lam > 0 else 0
     if k == 0:

@@ -101,6 +101,7 @@ def start(cl: Cluster, ev: Events, j: int, t: int) -> bool:
         return False
     chips, spanned = placed
     cl.chip_owner[chips] = j
+    cl.n_alloc += len(chips)
     cl.placement[j] = chips
     cl.last_us[j] = (
         str(int(chips[0]) // cl.cpu) if spanned == 1 else ",".join(str(u) for u in np.unique(chips // cl.cpu))
@@ -187,6 +188,7 @@ def release(cl: Cluster, j: int, t_end: int) -> None:
     if chips is None:
         chips = np.flatnonzero(cl.chip_owner == j).astype(np.int64)
     cl.chip_owner[chips] = -1
+    cl.n_alloc -= len(chips)
     if a["kind"][j] == INFERENCE:
         cl.chip_service[chips] = -1
         cl._svc_chips = None

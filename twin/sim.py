@@ -294,10 +294,10 @@ class Simulation:
         busy = act_chip > 0
         if len(ph.tripped_chips):
             busy &= owner >= 0
-        us_busy = np.count_nonzero(busy.reshape(nus, c), axis=1)
+        us_busy = np.add.reduce(busy.view(np.uint8).reshape(nus, c), axis=1, dtype=np.int64)  # ~2x count_nonzero
         cp = p.cooling
         hw_failed = self.cluster.chip_hw_failed
-        us_failed = np.bincount(topo.chip_us[np.flatnonzero(hw_failed)], minlength=nus)  # sparse
+        us_failed = self.cluster.failed_counts()[1]
         tripped_us = ph.us_off
         if ph.full_clock:
             mean_clock, us_clock = 1.0, np.ones(nus)
@@ -328,7 +328,7 @@ class Simulation:
             facility_cap_w=ph.facility_cap_w if np.isfinite(ph.facility_cap_w) else np.nan,
             throttled_chips=ph.throttled_chips,
             mean_clock=mean_clock,
-            chips_allocated=int(np.count_nonzero(owner >= 0)),
+            chips_allocated=self.cluster.n_alloc,
             **ph.units,
             chips_busy=int(us_busy.sum()),
             chips_failed=int(us_failed.sum()),

@@ -904,3 +904,14 @@ def test_snapshot_ultraserver_100x30(snap_compare: Any, replay_con: Any) -> None
 
 def test_snapshot_energy_200x60(snap_compare: Any, replay_con: Any) -> None:
     assert snap_compare(replay_app(replay_con), terminal_size=(200, 60), run_before=snap([*["right"] * 13, "f5"]))
+
+
+def test_queue_tile_fits_a_campus_queue() -> None:
+    """The Queue tile has about 12 cells: a campus's queue is shown in thousands, not cut."""
+    from tui.widgets.kpi import KPIS
+
+    q = next(k for k in KPIS if k.key == "queue")
+    assert [q.text(v) for v in (7.0, 9_999.0, 21_133.0, 140_986.0)] == [
+        "7 jobs", "9,999 jobs", "21.1k jobs", "141k jobs"]
+    assert all(len(q.text(v)) <= 10 for v in (9_999.0, 99_949.0, 999_499.0))
+    assert q.text(float("nan")) == "–"

@@ -493,3 +493,16 @@ def _snap(keys: list[str]) -> Any:
 @pytest.mark.parametrize("size", [(80, 24), (200, 60)])
 def test_snapshot_campus_level(snap_compare: Any, con: Any, size: tuple[int, int]) -> None:
     assert snap_compare(_app(con), terminal_size=size, run_before=_snap(["right", "right", "f2", "down"]))
+
+
+def test_hall_strip_buckets_leave_the_info_its_room() -> None:
+    """A hall that fits the line keeps one glyph per UltraServer (its info may be cut); a campus,
+    bucketed anyway, leaves the info whole: 160 columns, 6,945 UltraServers, a 90-character info
+    -> 160 - 5 - 90 = 65 buckets; too narrow for 20 buckets beside the info, the glyphs take the
+    line and the info is cut."""
+    from tui.widgets.hall import glyph_cells
+
+    assert glyph_cells(64, 120, 60) == 64  # the reference factory: as before
+    assert glyph_cells(6945, 160, 90) == 65
+    assert glyph_cells(6945, 100, 90) == 95
+    assert glyph_cells(0, 160, 10) == 0 and glyph_cells(3, 4, 10) == 1

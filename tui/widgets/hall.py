@@ -18,6 +18,16 @@ from tui.feed import Cols, Meta
 _LEVELS = " ▁▂▃▄▅▆▇█"
 
 
+def glyph_cells(n: int, width: int, info_len: int) -> int:
+    """Cells for the glyphs of ``n`` UltraServers on a line ``width`` wide ("Hall " first, the
+    info after). One glyph each while they fit the line; past that (a campus) they are bucketed
+    anyway, so the buckets leave the info its room (the sample's age is in it), down to 20."""
+    if n <= 0:
+        return 0
+    line, free = width - 5, width - 5 - info_len
+    return max(1, min(n, line) if n <= line or free < 20 else free)
+
+
 class HallStrip(Widget, can_focus=True):
     COMPONENT_CLASSES: ClassVar[set[str]] = {"hall--label", "hall--ok", "hall--hot", "hall--failed", "hall--info"}
     DEFAULT_CSS = """
@@ -48,10 +58,10 @@ class HallStrip(Widget, can_focus=True):
     def info(self) -> str:
         us = self.us
         if not us or not len(us.get("power_w", ())):
-            return f"{self.meta.ultraservers} UltraServers"
+            return f"{self.meta.ultraservers:,} UltraServers"
         failed_us = int(np.count_nonzero(us["chips_failed"] > 0))
         hot = int(np.argmax(us["max_chip_temp_c"]))
-        return (f"{self.meta.ultraservers} UltraServers · {failed_us} with failed chips · hottest "
+        return (f"{self.meta.ultraservers:,} UltraServers · {failed_us:,} with failed chips · hottest "
                 f"#{hot} {fmt.temp(float(us['max_chip_temp_c'][hot]))}" + (f" · {self.age}" if self.age else ""))
 
     def render(self) -> Text:
@@ -61,7 +71,7 @@ class HallStrip(Widget, can_focus=True):
         info = "  " + self.info()
         us = self.us
         n = len(us.get("power_w", ()))
-        room = max(1, min(n, w - 5)) if n else 0  # one glyph per UltraServer while they fit
+        room = glyph_cells(n, w, len(info))
         if n:
             b = (np.arange(n) * room) // n  # bucket of each UltraServer
             cnt = np.bincount(b, minlength=room)

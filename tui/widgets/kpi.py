@@ -45,6 +45,15 @@ def _num(fmt_: str) -> Callable[[float], str]:
     return lambda v: "–" if not math.isfinite(v) else fmt_.format(v)
 
 
+def _jobs(v: float) -> str:
+    """'9,999 jobs', '21.1k jobs', '141k jobs': a campus's queue still fits its tile."""
+    if not math.isfinite(v):
+        return "–"
+    if abs(v) < 10_000:
+        return f"{v:,.0f} jobs"
+    return f"{v / 1000:.1f}k jobs" if abs(v) < 100_000 else f"{v / 1000:,.0f}k jobs"
+
+
 KPIS: tuple[Kpi, ...] = (
     Kpi("it", "IT power", "it_power_w", fmt.power, None, _desc("it_power_w")),
     Kpi("facility", "Facility", "facility_power_w", fmt.power, None, _desc("facility_power_w")),
@@ -54,7 +63,7 @@ KPIS: tuple[Kpi, ...] = (
     Kpi("jpt", "J/token", "energy_per_token_j", _num("{:.2f} J"), False, _desc("energy_per_token_j")),
     Kpi("usdtok", "$/M tokens", "usd_per_mtok", _num("${:.3f}"), False,
         "Electricity cost per million output tokens: J/token × price"),
-    Kpi("queue", "Queue", "queue_jobs", _num("{:,.0f} jobs"), False, _desc("queue_jobs")),
+    Kpi("queue", "Queue", "queue_jobs", _jobs, False, _desc("queue_jobs")),
     Kpi("slo", "SLO met", "slo_attainment", fmt.pct, True,
         "Requests served within the TTFT and TPOT SLO / requests decided, this step, all services"),
     Kpi("chipmax", "Max chip", "max_chip_temp_c", fmt.temp, False, _desc("max_chip_temp_c")),

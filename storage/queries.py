@@ -369,7 +369,9 @@ batch AS (
                 THEN least(0.99, ($t - ev.since_s) / nullif(j.estimate_s, 0)) END AS progress,
            coalesce(ev.restarts, 0) AS restarts,
            CASE WHEN ev.last_event = 'job_start' THEN j.ultraservers ELSE '' END AS placement,
-           j.priority, j.submit_time_s, j.mfu, j.wait_s AS total_wait_s
+           j.priority, j.submit_time_s,
+           CASE WHEN ev.last_event IS NOT NULL THEN j.mfu END AS mfu,  -- none before its first start
+           j.wait_s AS total_wait_s
     FROM jobs j LEFT JOIN ev USING (job_id)
     WHERE j.run_id = $run_id AND j.submit_time_s <= $t AND j.kind <> 'inference'),
 slots AS (

@@ -94,6 +94,13 @@ def test_jobs_view_matches_the_model_at_every_checkpoint(tmp_path: Path) -> None
             cols = Q.run_sql(cur, Q.panel_sql("jobs", p, view="all"))
             want_batch, want_reps = model_states(session)
             got_batch, got_reps = shown_states(cols)
+            # A batch job that has not started by t shows no MFU (it has none yet); one that has, its own.
+            a = session.sim.jobs.a
+            first = {int(a["id"][j]): int(a["first_start"][j]) for j in session.sim.cluster.queue}
+            for jid, kind, mfu in zip(cols["job_id"], cols["kind"], cols["mfu"], strict=True):
+                if kind != "inference" and jid is not None and int(jid) in first:
+                    never = first[int(jid)] < 0
+                    assert (mfu is None or mfu != mfu) == never, (jid, mfu)
             assert got_batch == want_batch, t
             assert got_reps == want_reps, t
             seen_queued_replicas |= any(s == "queued" for _, s in want_reps)

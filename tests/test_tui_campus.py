@@ -506,3 +506,22 @@ def test_hall_strip_buckets_leave_the_info_its_room() -> None:
     assert glyph_cells(6945, 160, 90) == 65
     assert glyph_cells(6945, 100, 90) == 95
     assert glyph_cells(0, 160, 10) == 0 and glyph_cells(3, 4, 10) == 1
+
+
+def test_hall_strip_buckets_show_load_where_failures_are_everywhere() -> None:
+    """A campus strip with a failed chip in every bucket still shows each bucket's mean activity
+    (in the failed colour); one UltraServer per cell draws a failed one as ✗."""
+    from tui.widgets.hall import _LEVELS, glyphs
+
+    n = 6945
+    act = np.where(np.arange(n) < n // 2, 1.0, 0.0)  # the first half busy, the rest idle
+    us = {"activity": act, "chips_failed": (np.arange(n) % 40 == 0).astype(float),
+          "max_chip_temp_c": np.full(n, 50.0)}
+    cells = glyphs(us, 85, 90.0)
+    assert len(cells) == 85 and "✗" not in [c for c, _ in cells]
+    assert all(k == "failed" for _, k in cells)
+    assert cells[0][0] == _LEVELS[-1] and cells[-1][0] == _LEVELS[1]  # full and idle buckets
+    small = {"activity": np.array([0.5, 0.5, 1.0]), "chips_failed": np.array([0.0, 2.0, 0.0]),
+             "max_chip_temp_c": np.array([50.0, 50.0, 95.0])}
+    assert [k for _, k in glyphs(small, 3, 90.0)] == ["ok", "failed", "hot"]
+    assert glyphs(small, 3, 90.0)[1][0] == "✗"

@@ -1,7 +1,8 @@
 """One-line hall strip: one glyph per UltraServer (bucketed when they do not fit).
 
-Glyph height is the mean chip activity; red ✗ where chips have failed, warning colour where the
-hottest chip is at or above the throttle temperature. Aggregation is vectorised (``np.bincount``).
+Glyph height is the mean chip activity; red ✗ where chips have failed (a bucket of several
+UltraServers: its activity glyph in red), warning colour where the hottest chip is at or above the
+throttle temperature. Aggregation is vectorised (``np.bincount``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,26 @@ def glyph_cells(n: int, width: int, info_len: int) -> int:
         return 0
     line, free = width - 5, width - 5 - info_len
     return max(1, min(n, line) if n <= line or free < 20 else free)
+
+
+def glyphs(us: Cols, room: int, throttle_c: float) -> list[tuple[str, str]]:
+    """(glyph, kind) per cell: the height is the mean activity of the cell's UltraServers, kind
+    "failed" where one has failed chips, "hot" where one is at the throttle temperature, else
+    "ok". One UltraServer a cell: a failed one is drawn ✗. Several (a campus, bucketed): the
+    activity glyph in the failed colour, so a strip with a failure in most buckets still shows
+    its load."""
+    n = len(us["activity"])
+    b = (np.arange(n) * room) // n  # bucket of each UltraServer
+    cnt = np.bincount(b, minlength=room)
+    act = np.bincount(b, weights=us["activity"], minlength=room) / cnt
+    failed = np.bincount(b, weights=us["chips_failed"], minlength=room) > 0
+    hot = np.bincount(b, weights=us["max_chip_temp_c"] >= throttle_c, minlength=room) > 0
+    lvl = np.clip(np.rint(act * (len(_LEVELS) - 2)).astype(int) + 1, 1, len(_LEVELS) - 1)
+    out = []
+    for i in range(room):
+        kind = "failed" if failed[i] else ("hot" if hot[i] else "ok")
+        out.append(("✗" if failed[i] and room == n else _LEVELS[lvl[i]], kind))
+    return out
 
 
 class HallStrip(Widget, can_focus=True):
@@ -73,17 +94,8 @@ class HallStrip(Widget, can_focus=True):
         n = len(us.get("power_w", ()))
         room = glyph_cells(n, w, len(info))
         if n:
-            b = (np.arange(n) * room) // n  # bucket of each UltraServer
-            cnt = np.bincount(b, minlength=room)
-            act = np.bincount(b, weights=us["activity"], minlength=room) / cnt
-            failed = np.bincount(b, weights=us["chips_failed"], minlength=room) > 0
-            hot = np.bincount(b, weights=us["max_chip_temp_c"] >= self.meta.throttle_c, minlength=room) > 0
-            lvl = np.clip(np.rint(act * (len(_LEVELS) - 2)).astype(int) + 1, 1, len(_LEVELS) - 1)
             styles = {k: self.get_component_rich_style(f"hall--{k}") for k in ("ok", "hot", "failed")}
-            for i in range(room):
-                if failed[i]:
-                    text.append("✗", style=styles["failed"])
-                else:
-                    text.append(_LEVELS[lvl[i]], style=styles["hot" if hot[i] else "ok"])
+            for ch, kind in glyphs(us, room, self.meta.throttle_c):
+                text.append(ch, style=styles[kind])
         text.append(info, style=self.get_component_rich_style("hall--info"))
         return text

@@ -118,6 +118,31 @@ def test_ultraserver_it_power_is_the_sum_of_its_servers_by_hand() -> None:
         assert pw.us_it[us] == pytest.approx(want, rel=1e-12)
 
 
+def test_chip_power_on_demand_is_the_power_law_and_dead_chips_draw_nothing() -> None:
+    """At full clock the model keeps only UltraServer sums; the per-chip power it builds when
+    asked (samples, the live view, the services' share) is P_idle + (P_tdp - P_idle) u, 0 on an
+    unpowered chip, and its sums are the UltraServer chip power the step used."""
+    from twin import power
+
+    sim = busy_hall()
+    sim.advance(5)
+    fac, topo, acc = sim.facility, sim.topo, sim.acc
+    rng = np.random.default_rng(3)
+    util = rng.random(topo.chips)
+    alive = np.ones(topo.chips, dtype=bool)
+    dead = np.array([5, 200], dtype=np.intp)
+    alive[dead], util[dead] = False, 0.0
+    pw = fac._it_power(util, alive, dead, None, fac._ones, True)
+    assert pw.full_p is None  # nothing per chip built yet
+    chips = np.array([0, 7, 150, 287], dtype=np.int64)
+    want = power.chip_power_w((acc.tdp_w - acc.idle_w) * util, acc.idle_w, np.ones(topo.chips), 3.0, alive)
+    np.testing.assert_array_equal(pw.chip_p_at(chips), want[chips])
+    np.testing.assert_allclose(pw.chip_p, want, rtol=1e-15)
+    assert (pw.chip_p[dead] == 0).all()
+    np.testing.assert_allclose(pw.chip_p.reshape(topo.ultraservers, -1).sum(axis=1), pw.us_chip_w, rtol=1e-12)
+    np.testing.assert_array_equal(pw.chip_p_at(chips), pw.chip_p[chips])  # the same, built or not
+
+
 def test_row_cap_throttles_only_its_row() -> None:
     p = small_params(
         ultraservers=4,

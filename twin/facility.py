@@ -39,7 +39,11 @@ EVENT_KINDS = ("power_cap", "cdu_pump_failure", "chiller_trip", "cooling_tower_l
 
 @dataclass(slots=True)
 class ItPower:
-    chip_p: FloatArray  # per chip [W]
+    """IT power of a step. Per-chip power is needed only by chip samples, junction protection,
+    the live view and the services' share: at full clock it is derived from the utilisation when
+    first asked (``chip_p``, ``chip_p_at``), not computed every step."""
+
+    full_p: FloatArray | None  # per chip [W], or None: P_idle + (P_tdp - P_idle) u on demand
     act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
     us_it: FloatArray  # per UltraServer at rack input [W]
     it_w: float
@@ -47,6 +51,28 @@ class ItPower:
     us_chip_w: FloatArray  # chip power per UltraServer [W]
     us_chip_max_w: FloatArray  # hottest-running chip's power per UltraServer [W]
     us_act: FloatArray  # summed work rate of each UltraServer's chips [-]
+    idle_w: float = 0.0
+    dyn_w: float = 0.0  # P_tdp - P_idle
+    dead: npt.NDArray[np.intp] | None = None  # unpowered chips (utilisation 0 there)
+
+    @property
+    def chip_p(self) -> FloatArray:
+        """Power of every chip [W] (``power.chip_power_w``; 0 on unpowered chips)."""
+        if self.full_p is None:
+            p = self.act_chip * self.dyn_w  # full clock: the work rate is the utilisation
+            p += self.idle_w
+            if self.dead is not None and len(self.dead):
+                p[self.dead] = 0.0
+            self.full_p = p
+        return self.full_p
+
+    def chip_p_at(self, chips: npt.NDArray[np.int64]) -> FloatArray:
+        """Power of ``chips`` [W], without the whole per-chip array where it is not built yet
+        (``chips`` held by jobs: powered, so never among the unpowered)."""
+        if self.full_p is not None:
+            out: FloatArray = self.full_p[chips]
+            return out
+        return self.idle_w + self.dyn_w * self.act_chip[chips]
 
 
 @dataclass(slots=True)
@@ -100,7 +126,7 @@ class FacilityStep:
     UltraServer's coolant and resistance, since only sampled steps and the live view read them."""
 
     act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
-    chip_p: FloatArray
+    pw: ItPower  # its chip power on demand (``chip_p``, ``chip_p_at``)
     clock: FloatArray  # clock the chips ran at this step [-]
     full_clock: bool  # every chip ran at full clock (``clock`` is all ones)
     us_it: FloatArray
@@ -134,6 +160,11 @@ class FacilityStep:
     tripped_chips: npt.NDArray[np.int64]  # chips that went offline this step (thermal trip)
     recovered_chips: npt.NDArray[np.int64]  # chips back after a thermal trip
     events: Events  # what the physics reported this step (trips, throttling, effects ending)
+
+    @property
+    def chip_p(self) -> FloatArray:
+        """Power of every chip [W]."""
+        return self.pw.chip_p
 
     def chip_tj(self) -> FloatArray:
         """Junction temperature of every chip [°C] (``cooling.junction_c``)."""
@@ -434,7 +465,7 @@ class Facility:
             )
         return FacilityStep(
             act_chip=pw.act_chip,
-            chip_p=pw.chip_p,
+            pw=pw,
             clock=clock,
             full_clock=full_clock,
             protected=th.protected,
@@ -595,21 +626,19 @@ class Facility:
         chips' work rate; switches are constant; a tripped UltraServer draws nothing.
 
         At full clock (the common step) chip power is P_idle + (P_tdp - P_idle) u
-        (``power.chip_power_w`` at f = 1) computed in place, unpowered chips (``dead``, few)
-        zeroed by index, and the UltraServer sums and maxima follow from the chips' utilisation
-        sums and maxima (``util`` is 0 on unpowered chips)."""
+        (``power.chip_power_w`` at f = 1): the UltraServer sums and maxima follow from the chips'
+        utilisation sums and maxima (``util`` is 0 on unpowered chips, ``dead``, few), and the
+        per-chip array is built only when asked for (``ItPower.chip_p``)."""
         topo, acc, sysm = self.topo, self.acc, self.sys
         nus, c = topo.ultraservers, topo.chips_per_us
         tripped = self.us_tripped.any()
         dp = acc.tdp_w - acc.idle_w
         act_chip = util if full_clock else util * clock
         us_act = act_chip.reshape(nus, c).sum(axis=1)
+        chip_p: FloatArray | None = None
         if full_clock and not tripped:
-            chip_p = util * dp
-            chip_p += acc.idle_w
             powered = np.full(nus, float(c))
             if len(dead):
-                chip_p[dead] = 0.0
                 powered -= np.bincount(topo.chip_us[dead], minlength=nus)
             us_chip_p = powered * acc.idle_w + dp * us_act
             us_chip_max = np.where(powered > 0, acc.idle_w + dp * util.reshape(nus, c).max(axis=1), 0.0)
@@ -628,7 +657,8 @@ class Facility:
         us_dc = np.where(self.us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
         us_it = np.where(self.us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, self.pp))
         it_w = float(us_it.sum())
-        return ItPower(chip_p, act_chip, us_it, it_w, it_w - float(us_dc.sum()), us_chip_p, us_chip_max, us_act)
+        return ItPower(chip_p, act_chip, us_it, it_w, it_w - float(us_dc.sum()), us_chip_p, us_chip_max, us_act,
+                       acc.idle_w, dp, dead)
 
     def _rack_loops(
         self, liquid_us: FloatArray, m: FloatArray, sec_supply: float, ret0: FloatArray, dt_s: int

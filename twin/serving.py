@@ -3,6 +3,7 @@ facility power attributed to each service. The queueing of requests is ``twin.se
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -142,9 +143,11 @@ def scale(cl: Cluster, ev: Events, si: int, want: int, active: int, t: int) -> N
     ev.append(("autoscale", cl.services[si].p.name, f"{active} -> {want} replicas"))
 
 
-def service_power_w(cl: Cluster, chip_p: npt.NDArray[np.float64], gross: float) -> npt.NDArray[np.float64]:
-    """Facility power attributed to each service: its replicas' chip power, grossed up by
-    ``gross`` (IT per chip watt x PUE)."""
+def service_power_w(
+    cl: Cluster, chip_p_at: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]], gross: float
+) -> npt.NDArray[np.float64]:
+    """Facility power attributed to each service: its replicas' chip power (``chip_p_at``: the
+    power of the chips given), grossed up by ``gross`` (IT per chip watt x PUE)."""
     if not cl.nsvc:
         return cl.svc_power_w
     if cl._svc_chips is None:  # replica chips and their service, until placements change
@@ -152,7 +155,7 @@ def service_power_w(cl: Cluster, chip_p: npt.NDArray[np.float64], gross: float) 
         idx = np.concatenate(chips) if chips else np.zeros(0, dtype=np.int64)
         cl._svc_chips = (idx, cl.chip_service[idx].astype(np.int64))
     idx, svc = cl._svc_chips
-    per = np.bincount(svc, weights=chip_p[idx], minlength=cl.nsvc)
+    per = np.bincount(svc, weights=chip_p_at(idx), minlength=cl.nsvc)
     cl.svc_power_w = np.asarray(per * gross, dtype=np.float64)
     return cl.svc_power_w
 

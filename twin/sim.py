@@ -115,7 +115,7 @@ class Simulation:
         self.chip_repair_at = self.cluster.chip_repair_at
         self.jobs: JobTable = self.cluster.jobs
         self.chip_clock = np.ones(n)
-        self.chip_power = np.zeros(n)
+        self._chip_power0 = np.zeros(n)
         self.chip_activity = np.zeros(n)
         self._chip_tj0 = np.full(n, params.cooling.supply_setpoint_c)
         self._ph: FacilityStep | None = None  # the last physics step
@@ -137,6 +137,12 @@ class Simulation:
     @property
     def training_capacity_chips(self) -> int:
         return self.cluster.training_capacity_chips
+
+    @property
+    def chip_power(self) -> npt.NDArray[np.float64]:
+        """Power of every chip at the last step [W] (built when asked: the model needs only its
+        UltraServer sums)."""
+        return self._ph.chip_p if self._ph is not None else self._chip_power0
 
     @property
     def chip_hw_failed(self) -> npt.NDArray[np.bool_]:
@@ -273,7 +279,7 @@ class Simulation:
         if len(ph.recovered_chips):
             outages.recover_thermal(self.cluster, ph.recovered_chips)
         self.chip_clock = self.facility.clock
-        self.chip_activity, self.chip_power, self._ph = ph.act_chip, ph.chip_p, ph
+        self.chip_activity, self._ph = ph.act_chip, ph
         return w
 
     # ------------------------------------------------------------------ record
@@ -282,7 +288,7 @@ class Simulation:
         topo = self.topo
         owner = self.chip_owner
         nus, c = topo.ultraservers, topo.chips_per_us
-        act_chip, chip_p = ph.act_chip, ph.chip_p
+        act_chip = ph.act_chip
         it_w, facility_w, pue = ph.it_w, ph.facility_w, ph.pue
         # Energy per token: the facility power attributed to inference replicas (their chips'
         # share of IT, grossed up by PUE), recorded with the other workload columns.
@@ -363,14 +369,14 @@ class Simulation:
         )
         si = p.chip_sample_interval_s
         if si > 0 and t % si < dt:
-            rec.chips(t, self.chip_job_ids(), act_chip, chip_p, ph.chip_tj(), hw_failed, ph.clock)
+            rec.chips(t, self.chip_job_ids(), act_chip, ph.chip_p, ph.chip_tj(), hw_failed, ph.clock)
 
     def _record_work(self, rec: _Recorder, i: int, w: WorkloadStep, ph: FacilityStep) -> float:
         """Workload columns of ``factory_ts`` and this step's ``service_ts`` rows; returns the
         facility power attributed to inference [W]."""
         cl = self.cluster
         gross = ph.facility_w / ph.chip_w if ph.chip_w > 0 else 0.0  # = IT per chip W x PUE
-        svc_w = serving.service_power_w(cl, ph.chip_p, gross)
+        svc_w = serving.service_power_w(cl, ph.pw.chip_p_at, gross)
         inf_w = float(svc_w.sum())
         free, drained, whole, frag = cl.us_counts()
         rec.factory(

@@ -907,11 +907,30 @@ def test_snapshot_energy_200x60(snap_compare: Any, replay_con: Any) -> None:
 
 
 def test_queue_tile_fits_a_campus_queue() -> None:
-    """The Queue tile has about 12 cells: a campus's queue is shown in thousands, not cut."""
+    """The Queue tile has 11 cells at 150 columns: a campus's queue is shown in thousands (at
+    most 9 characters, 2 more for the trend mark), not cut."""
     from tui.widgets.kpi import KPIS
 
     q = next(k for k in KPIS if k.key == "queue")
-    assert [q.text(v) for v in (7.0, 9_999.0, 21_133.0, 140_986.0)] == [
-        "7 jobs", "9,999 jobs", "21.1k jobs", "141k jobs"]
-    assert all(len(q.text(v)) <= 10 for v in (9_999.0, 99_949.0, 999_499.0))
+    assert [q.text(v) for v in (7.0, 999.0, 1_234.0, 9_949.0, 9_999.0, 21_133.0, 140_986.0, 2_345_678.0)] == [
+        "7 jobs", "999 jobs", "1.2k jobs", "9.9k jobs", "10k jobs", "21k jobs", "141k jobs", "2.3M jobs"]
+    assert all(len(q.text(float(v))) <= 9 for v in range(0, 3_000_000, 997))
     assert q.text(float("nan")) == "–"
+
+
+@pytest.mark.parametrize("width", [150, 160, 200])
+async def test_kpi_tiles_fit_their_labels_and_values_on_one_row(replay_con: Any, width: int) -> None:
+    """From 150 columns the twelve KPI tiles share one row: each tile's label and value (with
+    its trend mark) fit inside it, the widest money and CO2 totals included."""
+    from tui.widgets.kpi import KpiTile
+
+    app = replay_app(replay_con)
+    async with app.run_test(size=(width, 40)) as pilot:
+        await settle(pilot, app)
+        tiles = list(app.screen.query(KpiTile))
+        assert len(tiles) == 12 and len({t.region.y for t in tiles}) == 1
+        for tile in tiles:
+            room = tile.content_size.width
+            widest = {"cost": "$9,999.99", "co2": "99,999.9 t", "queue": "9.9k jobs"}.get(tile.kpi.key, "")
+            assert len(tile.kpi.label) <= room, (tile.kpi.key, room)
+            assert len(max(tile.value_text, widest, key=len)) + 2 <= room, (tile.kpi.key, tile.value_text, room)

@@ -46,12 +46,16 @@ def _num(fmt_: str) -> Callable[[float], str]:
 
 
 def _jobs(v: float) -> str:
-    """'9,999 jobs', '21.1k jobs', '141k jobs': a campus's queue still fits its tile."""
+    """'999 jobs', '9.9k jobs', '141k jobs', '1.2M jobs': at most 9 characters, so a campus's
+    queue and its trend mark fit the tile at 150 columns (the exact count is on the Jobs screen)."""
     if not math.isfinite(v):
         return "–"
-    if abs(v) < 10_000:
+    if abs(v) < 1000:
         return f"{v:,.0f} jobs"
-    return f"{v / 1000:.1f}k jobs" if abs(v) < 100_000 else f"{v / 1000:,.0f}k jobs"
+    k = v / 1000
+    if abs(k) < 9.95:
+        return f"{k:.1f}k jobs"
+    return f"{k:.0f}k jobs" if abs(k) < 999.5 else f"{v / 1e6:.1f}M jobs"
 
 
 KPIS: tuple[Kpi, ...] = (

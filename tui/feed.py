@@ -61,6 +61,12 @@ Array = npt.NDArray[Any]
 Cols = dict[str, Array]
 
 
+def sample_time(cols: Cols | None) -> int | None:
+    """Time of the ultraserver_ts sample a floor or rows query's columns are of (None: no rows)."""
+    t = cols.get("time_s") if cols else None
+    return int(t[0]) if t is not None and len(t) else None
+
+
 @dataclass(frozen=True)
 class Meta:
     """Fixed facts about the run on screen."""

@@ -40,23 +40,25 @@ def next_clock(
     all-ones clock when nothing is capped and no chip can be hot (the common step)."""
     cp, pp, topo = fac.cp, fac.pp, fac.topo
     k = cp.dvfs_exponent
-    capped = math.isfinite(fac.facility_cap_w) or bool(np.isfinite(fac.row_cap_w).any())
+    rows_capped = bool(np.isfinite(fac.row_cap_w).any())
+    capped = math.isfinite(fac.facility_cap_w) or rows_capped
     # Fast exit: even a chip at TDP on the warmest coolant stays below the throttle point.
     cool = float((coolant_us + r_us * fac.acc.tdp_w).max()) <= cp.throttle_temp_c
     if not capped and cool:
         return fac._ones if cp.min_clock <= 1.0 else np.full(topo.chips, cp.min_clock)
-    if cool and capped and cp.min_clock <= 1.0 and fac._full_clock and not bool(np.isfinite(fac.row_cap_w).any()):
+    if cool and not rows_capped and fac._full_clock and cp.min_clock <= 1.0 and (
+        fac.facility_cap_w * it_w / facility_w >= it_w
+    ):
         # A facility cap with room to spare (a campus shares its cap among its halls every step).
         # At full clock the scale below is x = (target - (IT - dyn)) / dyn, at least 1 exactly
         # when the IT target is at least the IT power: every clock would come out 1, so the
         # shared all-ones clock is returned without a pass over the chips.
-        if fac.facility_cap_w * it_w / facility_w >= it_w:
-            return fac._ones
+        return fac._ones
     if dyn_full is None:
         dyn_full = (fac.acc.tdp_w - fac.acc.idle_w) * util
     f = np.ones(topo.chips)
     dyn_it = dyn_full / pp.psu_efficiency  # rack-input watts of dynamic power at f = 1
-    if math.isfinite(fac.facility_cap_w) or np.isfinite(fac.row_cap_w).any():
+    if capped:
         cur = dyn_it if fac._full_clock else dyn_it * power.dvfs_power_factor(fac.clock, k)
     if math.isfinite(fac.facility_cap_w):
         # Facility power scales ~ with IT power at this operating point.
@@ -67,7 +69,7 @@ def next_clock(
         if total_dyn > 0:
             x = (it_target - fixed) / total_dyn
             f[:] = min(max(x, 0.0), 1.0) ** (1 / k)
-    if np.isfinite(fac.row_cap_w).any():
+    if rows_capped:
         row_dyn_now = np.bincount(fac.chip_row, weights=cur, minlength=topo.rows)
         row_dyn = np.bincount(fac.chip_row, weights=dyn_it, minlength=topo.rows)
         row_it = topo.per_row(us_it)

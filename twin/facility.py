@@ -634,14 +634,14 @@ class Facility:
         tripped = self.us_tripped.any()
         dp = acc.tdp_w - acc.idle_w
         act_chip = util if full_clock else util * clock
-        us_act = act_chip.reshape(nus, c).sum(axis=1)
+        us_act = topo.per_us(act_chip)
         chip_p: FloatArray | None = None
         if full_clock and not tripped:
             powered = np.full(nus, float(c))
             if len(dead):
                 powered -= np.bincount(topo.chip_us[dead], minlength=nus)
             us_chip_p = powered * acc.idle_w + dp * us_act
-            us_chip_max = np.where(powered > 0, acc.idle_w + dp * util.reshape(nus, c).max(axis=1), 0.0)
+            us_chip_max = np.where(powered > 0, acc.idle_w + dp * topo.max_per_us(util), 0.0)
         else:
             if dyn_full is None:
                 dyn_full = dp * util
@@ -649,7 +649,7 @@ class Facility:
             if tripped:
                 chip_p = np.where(self.us_tripped[topo.chip_us], 0.0, chip_p)
             us_chip_p = topo.per_us(chip_p)
-            us_chip_max = chip_p.reshape(nus, c).max(axis=1)
+            us_chip_max = topo.max_per_us(chip_p)
         # Host power is linear in its server's mean chip activity, so an UltraServer's hosts sum
         # to its servers' power at the UltraServer's mean activity: no per-server pass.
         spu = topo.servers_per_us

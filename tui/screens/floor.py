@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 
 from tui import fmt
-from tui.feed import PanelReq
+from tui.feed import PanelReq, sample_time
 from tui.scale import US_DOWN, US_STATE_SHORT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable
@@ -65,12 +65,6 @@ def us_items(d: dict[str, Any], us: int, meta: Any, base: int = 0) -> list[Item]
         ("clock", fmt.pct(g["clock"], 0), g["clock"], "warn" if g["clock"] < 0.999 else ""),
         ("failed chips", fmt.count(g["chips_failed"]), None, "warn" if g["chips_failed"] else ""),
     ]
-
-
-def sample_time(d: dict[str, Any]) -> int | None:
-    """Time of the ultraserver_ts sample a floor or rows query's columns are of (None: no rows)."""
-    t = d.get("time_s") if d else None
-    return int(t[0]) if t is not None and len(t) else None
 
 
 def hall_items(d: dict[str, Any], hall: int, meta: Any) -> list[Item]:

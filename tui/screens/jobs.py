@@ -32,6 +32,10 @@ def _opt(f: Any) -> Any:
     return lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f(v)
 
 
+# Counts: whole numbers even where the column arrives as floats (a replica row's NULLs turn the
+# live view's merged column to float, which printed restarts as "0.000").
+_WHOLE = _opt(lambda v: f"{int(v):,}")
+
 FORMATS = {
     "submit_time_s": _opt(fmt.short_clock),
     "waiting_s": _opt(fmt.span),
@@ -39,11 +43,9 @@ FORMATS = {
     "progress": _opt(lambda v: fmt.pct(v, 0)),
     "mfu": _opt(lambda v: fmt.pct(v, 0)),
     "chips": _opt(lambda v: f"{v:,}"),
-    "replicas": _opt(lambda v: f"{int(v):,}"),
-    # Counts: whole numbers even where the column arrives as floats (a replica row's NULLs turn
-    # the live view's merged column to float, which printed restarts as "0.000").
-    "restarts": _opt(lambda v: f"{int(v):,}"),
-    "priority": _opt(lambda v: f"{int(v):,}"),
+    "replicas": _WHOLE,
+    "restarts": _WHOLE,
+    "priority": _WHOLE,
 }
 
 

@@ -14,10 +14,9 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tui import fmt
-from tui.feed import PanelReq
+from tui.feed import PanelReq, sample_time
 from tui.scale import US_DOWN, US_STATE_TEXT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
-from tui.screens.floor import sample_time
 from tui.widgets.arrowtable import ArrowTable
 from tui.widgets.heatmap import ChipGrid, Legend, chip_detail
 from tui.widgets.plot import BraillePlot
@@ -133,7 +132,7 @@ class UltraServerScreen(TwinScreen):
         state = self.us_state()
         flag = {US_TRIPPED: " · [b $error]↯ TRIPPED[/]", US_DOWN: " · [b $error]✗ DOWN[/]"}.get(state or 0, "")
         # On a campus the state comes from the UltraServer tier, sampled every few steps: say how old.
-        age = fmt.sample_age(sample_time(getattr(self, "_state", None) or {}), app.t) if flag else ""
+        age = fmt.sample_age(sample_time(getattr(self, "_state", None)), app.t) if flag else ""
         if age:
             flag += f" ({age})"
         hall = f"hall {app.meta.hall_of(us)} · " if app.meta.halls > 1 else ""

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tui import fmt
-from tui.feed import Cols, Meta
+from tui.feed import Cols, Meta, sample_time
 
 _LEVELS = " ▁▂▃▄▅▆▇█"
 
@@ -70,8 +70,7 @@ class HallStrip(Widget, can_focus=True):
     def show(self, us: Cols | None, shown_t: int | None = None) -> None:
         """``us``: the floor query's columns; ``shown_t``: the time on screen. Where the UltraServer
         tier is sampled every few steps (a campus) the info names the sample's age."""
-        t = us.get("time_s") if us else None
-        age = fmt.sample_age(int(t[0]), shown_t) if t is not None and len(t) else ""
+        age = fmt.sample_age(sample_time(us), shown_t)
         if us is not self.us or age != self.age:
             self.us, self.age = us or {}, age
             self.refresh()

@@ -326,7 +326,7 @@ FACTS: tuple[Fact, ...] = (
     _f("power", "facility_cap_w", "float", "W", 0, _CAP_W, "Standing facility power cap (0: none)"),
     _f("power", "row_cap_w", "float", "W", 0, _CAP_W, "Standing IT power cap of every row (0: none)"),
     _f("power", "campus_cap_w", "float", "W", 0, _CAP_W, "Cap on a campus's grid connection, the halls' "
-       "facility power summed ([[halls]]; 0: none), shared among the halls in proportion to their IT power",
+       "facility power summed ([[halls]]; 0: none), shared among the halls so that every busy chip runs at one clock",
        "ASM"),
     # ------------------------------------------------------------------ cooling
     _temp("cooling", "supply_setpoint_c", 5, 60, "Liquid loop supply to the cold plates", "ASM: ASHRAE W32"),

@@ -322,9 +322,36 @@ def test_a_row_cap_lands_on_the_row_of_the_floor_it_names() -> None:
     row2 = rows["power_w"][rows["row_id"] == 2]
     busy2 = rows["chips_busy"][rows["row_id"] == 2]
     assert busy2[-1] > 0  # the capped row is working: the cap binds
-    assert row2[-1] <= 50e3 * (1 + 1e-6)
+    # Row caps are IT watts: they hold exactly from the step the cap arrives (inside the step).
+    assert (row2 <= 50e3 * (1 + 1e-6)).all()
     clk = rows["clock"].reshape(-1, 3)[-1]
     assert clk[2] < 1.0 and clk[0] == 1.0 and clk[1] == 1.0
+
+
+def test_a_facility_cap_on_a_mixed_floor_binds_both_systems_from_the_step_it_arrives() -> None:
+    """The floor's facility cap is one cap for every system under it: injected mid-run, the
+    floor's power meets it on the step it arrives (each system slows inside the step to its
+    share), within the 0.5 % the plant's lag allows; and the systems share it so that their
+    busy chips run at one clock (shares in proportion to IT power would send the lightly
+    loaded Trainium3 row, mostly idle power, to its lowest clock)."""
+    p = _mixed(small_params(dt_s=60))
+    sim = floor.Floor(p)
+    f0 = sim.advance(180)["factory_ts"]
+    cap = 0.85 * float(f0["facility_power_w"][-1])
+    sim.inject("power_cap", "facility", cap, 0)
+    f = sim.advance(60)
+    fa = f["factory_ts"]
+    assert (fa["facility_power_w"] <= cap * 1.005).all()
+    assert fa["facility_power_w"].max() >= cap * 0.97  # the cap binds
+    rows = f["row_ts"]  # row 0: the Trainium3 UltraServers; rows 1 and 2: the GB300 racks
+    clk, busy = rows["clock"].reshape(-1, 3), rows["chips_busy"].reshape(-1, 3)
+    # Steps of steady load (every row busy, as busy as the step before) with the cap binding:
+    # one clock on both systems. (A job that starts is slowed on its first step, when the
+    # shares still follow the step before.)
+    steady = np.flatnonzero((busy[1:] > 0).all(axis=1) & (busy[1:] == busy[:-1]).all(axis=1)
+                            & (clk[1:] < 0.95).all(axis=1)) + 1
+    assert len(steady) >= 3
+    np.testing.assert_allclose(clk[steady, 0], clk[steady, 1], atol=0.03)
 
 
 def test_pinned_services_run_on_their_systems_and_keep_the_scenario_order() -> None:

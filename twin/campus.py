@@ -14,9 +14,11 @@ transformer). The campus composes them one level up, step by step:
 3. site         one weather, price and carbon: every hall's site model is seeded as the campus.
 4. physics      each hall's own (plant on its own heat, chain on its own power); the campus's
                 grid power is the sum of the halls' facility power. A campus cap
-                (``power.campus_cap_w``) is shared in proportion to the halls' IT power of the
-                last step: hall k's cap is ``cap x IT_k / sum IT`` (the lower of that and its
-                own), so the shares always sum to the campus cap.
+                (``power.campus_cap_w``) is shared from the last step's load so that every busy
+                chip of the campus runs at one clock (``capping.shared_targets``; ``_cap_shares``:
+                each hall's IT target in facility watts at its own ratio, normalised so the
+                shares always sum to the campus cap; the lower of that and the hall's own), and
+                each hall holds its share inside the step.
 5. record       each hall records its own rows; ``factory_ts`` is the campus (merged by
                 ``twin.telemetry.CAMPUS_MERGE``: the plants' units add up, their temperatures
                 and free-cooling share are weighted by each hall's IT power), ``hall_ts`` one
@@ -35,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from twin import rng, site, telemetry
+from twin import capping, rng, site, telemetry
 from twin.design import Design
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.floor import Floor, FloorTopology, _concat, _JobsView, _sort_by_time, merge_factory
@@ -137,7 +139,8 @@ class Campus:
         self.systems = [s for h in self.halls for s in self._systems(h)]
         self.design = self._design()
         self.cap_w = float(params.power.campus_cap_w) if params.power.campus_cap_w > 0 else math.inf
-        self._it_w = [h.design.design_it_w for h in self.halls]  # the share's weights, last step
+        self._it_w = [h.design.design_it_w for h in self.halls]  # IT power per hall, last step
+        self._fac_w: list[float] = []  # facility power per hall, last step (none before the first)
         self.t_s = 0
         self._pending: list[tuple[int, int, ScheduledEvent, str]] = []
         self._event_seq = 0
@@ -257,20 +260,40 @@ class Campus:
             for k, local in self.route(ev):
                 self.halls[k]._push_event(dataclasses.replace(local, time_s=t), source)
         if math.isfinite(self.cap_w):
-            tot = sum(self._it_w)
-            for k, h in enumerate(self.halls):
-                share = self._it_w[k] / tot if tot > 0 else 1.0 / len(self.halls)
+            for h, share in zip(self.halls, self._cap_shares(), strict=True):
                 fac = h.pools[0].facility if isinstance(h, Floor) else h.facility
                 fac.set_site_cap(self.cap_w * share)
         for h, rec in zip(self.halls, recs, strict=True):
             h.step(rec, i)
-        self._it_w = [self._hall_it_w(h, rec, i) for h, rec in zip(self.halls, recs, strict=True)]
+        self._it_w = [self._hall_w(h, rec, i, "it_power_w") for h, rec in zip(self.halls, recs, strict=True)]
+        self._fac_w = [self._hall_w(h, rec, i, "facility_power_w") for h, rec in zip(self.halls, recs, strict=True)]
         self.t_s = t + self.dt_s
 
+    def _cap_shares(self) -> list[float]:
+        """Each hall's share of the campus cap for this step, from the last step: the halls'
+        IT targets under one cap (``capping.shared_targets``: every busy chip of the campus at
+        the same clock) in facility watts at each hall's own ratio of facility to IT power,
+        normalised so the shares sum to 1. Before the first step: in proportion to design IT."""
+        bases = [self._hall_basis(h) for h in self.halls]
+        if not self._fac_w or any(b[0] <= 0 for b in bases):
+            tot = sum(self._it_w)
+            return [w / tot if tot > 0 else 1.0 / len(self.halls) for w in self._it_w]
+        it_target = self.cap_w * sum(self._it_w) / sum(self._fac_w)
+        targets = capping.shared_targets(bases, it_target)
+        w = [tg * f / it if it > 0 else 0.0 for tg, f, it in zip(targets, self._fac_w, self._it_w, strict=True)]
+        tot = sum(w)
+        return [x / tot for x in w] if tot > 0 else [1.0 / len(self.halls)] * len(self.halls)
+
     @staticmethod
-    def _hall_it_w(h: Simulation | Floor, rec: Any, i: int) -> float:
+    def _hall_basis(h: Simulation | Floor) -> tuple[float, float, float]:
+        facs = [pl.facility for pl in h.pools] if isinstance(h, Floor) else [h.facility]
+        it, now, full = (sum(b) for b in zip(*(f.cap_basis for f in facs), strict=True))
+        return it, now, full
+
+    @staticmethod
+    def _hall_w(h: Simulation | Floor, rec: Any, i: int, col: str) -> float:
         recs = rec if isinstance(h, Floor) else [rec]
-        return float(sum(r.f["it_power_w"][i] for r in recs))
+        return float(sum(r.f[col][i] for r in recs))
 
     # ------------------------------------------------------------------ public
     def refresh_jobs(self) -> None:

@@ -90,7 +90,7 @@ class _Heat:
     flow_frac: FloatArray  # CDU pump health per UltraServer [-]
     shut: npt.NDArray[np.int64]  # UltraServers shut down by their junctions this step
     ret0: FloatArray  # rack loop return at the start of the step [°C]
-    protected: bool  # clocks lowered inside the step
+    protected: bool  # clocks lowered inside the step (a power cap or junction protection)
 
 
 @dataclass(slots=True)
@@ -154,7 +154,7 @@ class FacilityStep:
     facility_cap_w: float
     units: dict[str, float]  # the plant's units (``plant.UNIT_COLUMNS``)
     throttled_chips: int
-    protected: bool  # junction protection lowered clocks inside this step
+    protected: bool  # a power cap or junction protection lowered clocks inside this step
     cond: Conditions
     us_off: BoolArray  # UltraServers powered off by thermal protection during this step
     tripped_chips: npt.NDArray[np.int64]  # chips that went offline this step (thermal trip)
@@ -239,11 +239,16 @@ class Facility:
         self.effects: list[effects.Effect] = []
         self.row_flow_fraction = np.ones(rows)  # 1 = CDU pumps healthy, 0 = lost
         self.row_cap_w = self.standing_row_cap_w.copy()
+        self._rows_capped = bool(np.isfinite(self.row_cap_w).any())
         self.facility_cap_w = self.standing_facility_cap_w
         # A campus's share of its cap for this hall (``twin.campus``; inf: none). The cap in force
         # is the lower of it and the hall's own (standing or timed).
         self.site_cap_w = math.inf
         self._own_cap_w = self.standing_facility_cap_w
+        # When this facility shares a cap with others (``capping.shared_targets``): its IT target
+        # over the proportional one (1: alone under its cap), and its last step's basis for it.
+        self.cap_it_scale = 1.0
+        self.cap_basis = (0.0, 0.0, 0.0)
         self.plant = PlantState(
             chillers_up=cp.chiller_units,
             towers_up=cp.economizer_units,
@@ -346,6 +351,7 @@ class Facility:
         self._own_cap_w = st.facility_cap_w
         self.facility_cap_w = min(st.facility_cap_w, self.site_cap_w)
         self.row_cap_w = st.row_cap_w
+        self._rows_capped = bool(np.isfinite(self.row_cap_w).any())
         self.row_flow_fraction = st.row_flow_fraction
         if self.owns_plant:
             self.plant.chillers_up = st.chillers_up
@@ -455,6 +461,8 @@ class Facility:
         it_w, us_it = pw.it_w, pw.us_it
         # Clocks for the next step: power caps and thermal equilibrium.
         self._last = (util, alive, dyn_full, it_w, facility_w, us_it, th.speed)
+        if self.site_cap_w < math.inf:  # a campus shares its cap among its halls from these
+            self.cap_basis = capping.basis(self, util, clock, full_clock, it_w, pw.us_act)
         self.clock = self._next_clock(util, alive, dyn_full, it_w, facility_w, us_it, coolant, r_us)
         self._full_clock = self.clock is self._ones or bool(self.clock.min() >= 1.0)
         throttled = 0 if full_clock else int(((clock < 0.999) & (util > 0)).sum())
@@ -516,6 +524,18 @@ class Facility:
         protection inside the step (re-solved once at the protected clocks)."""
         topo, cp = self.topo, self.cp
         pw = self._it_power(util, alive, dead, dyn_full, clock, full_clock)
+        # Power caps inside the step: the clocks were set for the last step's load; when this
+        # step's load at those clocks draws more than a cap allows, the chips slow down now
+        # (power capping acts within milliseconds to seconds, well inside a step).
+        reclocked = False
+        if math.isfinite(self.facility_cap_w) or self._rows_capped:
+            capped = capping.within_step(self, util, dyn_full, pw.it_w, pw.us_it)
+            if capped is not None:
+                reclocked = True
+                clock, full_clock = capped, False
+                if dyn_full is None:
+                    dyn_full = (self.acc.tdp_w - self.acc.idle_w) * util
+                pw = self._it_power(util, alive, dead, dyn_full, clock, full_clock)
 
         # Rack loops: variable-speed flow holds the design temperature rise; a row whose CDU pumps
         # are lost has no flow and its loops store the heat. The pumps' speed is set from the
@@ -551,6 +571,10 @@ class Facility:
                 pw = self._it_power(util, alive, dead, dyn_full, clock, full_clock)
                 ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
                 us_tj_max = cooling.junction_c(coolant, r_us, pw.us_chip_max_w)
+        if reclocked or protected:
+            # The clocks the chips ran at: the next clocks are solved from this operating point.
+            self.clock, self._full_clock = clock, False
+        protected = protected or reclocked
         return _Heat(pw, clock, full_clock, ret, coolant, r_us, us_tj_max, speed, flow_frac, shut, ret0, protected)
 
     def _shutdown(self, shut: npt.NDArray[np.int64], alive: BoolArray, ev: Events) -> None:

@@ -14,8 +14,9 @@ over that system's chips. The floor drives the pools phase by phase and owns wha
 4. physics      each pool's own part (``Facility.step_it``: chip and IT power, rack loops,
                 protection, loop trips); then the plant once on the summed heat and the power
                 chain once on the summed IT and cooling power; then each pool's clocks for the
-                next step (a facility cap is shared in proportion to IT power: each pool's
-                chips slow to meet their share of the floor's IT target).
+                next step. A facility cap is shared so that every busy chip of the floor runs
+                at one clock (``capping.shared_targets``): each pool's chips slow to meet their
+                share of the floor's IT target, inside the step when its load rose.
 5. record       each pool records its own rows with the plant's and the chain's power, water
                 and losses shared in proportion to its IT power; the floor's rows are merged
                 from them (``twin.telemetry.FLOOR_MERGE``), ``system_ts`` holds the pools' own.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import math
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from twin import plant, power, routing, telemetry
+from twin import capping, plant, power, routing, telemetry
 from twin.design import Design, derive
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.facility import PlantState
@@ -226,6 +228,7 @@ class Floor:
         self.sys = self.pools[0].sys
         self.design = self._design()
         self.t_s = 0
+        self._last_w = 0.0  # the floor's facility power, last step (0 before the first)
         self._pending: list[tuple[int, int, ScheduledEvent, str]] = []
         self._event_seq = 0
         for ev in params.events:
@@ -343,7 +346,13 @@ class Floor:
         clocks = [pl.chip_clock for pl in pools]
         works = [pl._work(t, c) for pl, c in zip(pools, clocks, strict=True)]
         cond = pools[0].site.step(t, dt)
-        parts = [pl.facility.step_it(pl._utilisation(), ~pl.chip_failed, t, dt) for pl in pools]
+        # A cap that arrived since the last step: its shares from that step's figures.
+        self._share_cap([pl.facility.cap_basis for pl in pools], self._last_w)
+        parts = []
+        for k, pl in enumerate(pools):
+            if k:  # the floor's cap (the first system's, after its timed effects at t) binds every system
+                pl.facility.facility_cap_w = pools[0].facility.facility_cap_w
+            parts.append(pl.facility.step_it(pl._utilisation(), ~pl.chip_failed, t, dt))
         it_w = sum(p.it_w for p in parts)
         plant_out = plant.plant_step(
             cast(Any, self.plant_view), sum(p.to_fw_w for p in parts), sum(p.air_heat_w for p in parts), cond, dt
@@ -352,6 +361,10 @@ class Floor:
         losses = power.chain_losses(it_w, cooling_w, self.plant_view.ups_rating_w, self.p.power)
         facility_w = it_w + cooling_w + losses.total_w
         cap = pools[0].facility.facility_cap_w
+        bases = [capping.basis(pl.facility, p.util, p.heat.clock, p.heat.full_clock, p.it_w, p.heat.pw.us_act)
+                 for pl, p in zip(pools, parts, strict=True)]
+        self._share_cap(bases, facility_w)
+        self._last_w = facility_w
         design = [pl.facility.design_it_w for pl in pools]
         for k, (pl, part) in enumerate(zip(pools, parts, strict=True)):
             share = part.it_w / it_w if it_w > 0 else design[k] / sum(design)
@@ -366,6 +379,23 @@ class Floor:
             pl._record(recs[k], i, w, ph)
             pl.t_s = t + dt
         self.t_s = t + dt
+
+    def _share_cap(self, bases: list[tuple[float, float, float]], facility_w: float) -> None:
+        """One cap for the floor: every busy chip under it gets the same clock
+        (``capping.shared_targets``). Each system's IT target, from a step's ``bases`` and the
+        floor's facility power then, as a scale on its proportional share of the cap, which its
+        next clocks and the check inside the next step apply."""
+        cap = self.pools[0].facility.facility_cap_w
+        for pl, b in zip(self.pools, bases, strict=True):
+            pl.facility.cap_basis = b
+        if not (math.isfinite(cap) and facility_w > 0):
+            for pl in self.pools:
+                pl.facility.cap_it_scale = 1.0
+            return
+        targets = capping.shared_targets(bases, cap * sum(b[0] for b in bases) / facility_w)
+        for pl, b, tg in zip(self.pools, bases, targets, strict=True):
+            prop = cap * b[0] / facility_w
+            pl.facility.cap_it_scale = tg / prop if prop > 0 else 1.0
 
     # ------------------------------------------------------------------ public
     def advance(self, steps: int, stop: Callable[[], bool] | None = None) -> Frames:

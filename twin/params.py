@@ -69,7 +69,7 @@ class PowerChainParams:
     facility_cap_w: float = 0.0
     row_cap_w: float = 0.0
     # A campus's cap on its grid connection (the halls' facility power summed; 0 = none), shared
-    # among the halls in proportion to their IT power (``twin.campus``).
+    # among the halls so that every busy chip runs at one clock (``twin.campus``).
     campus_cap_w: float = 0.0
 
 

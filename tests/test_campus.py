@@ -92,10 +92,9 @@ def test_a_campus_cap_is_respected_and_shared_by_it_power() -> None:
     sim = _steady(steady.replace("[training]", f"[power]\ncampus_cap_w = {cap}\n\n[training]", 1))
     f = sim.advance(30)
     p = f["factory_ts"]["facility_power_w"]
-    # From the second step (the first has no plant figures to convert the cap into IT watts
-    # with) the grid stays at the cap: each hall meets its share inside the step.
-    assert (p[1:] <= cap * 1.005).all()
-    assert (p[1:] >= cap * 0.97).all()  # and the work fills what the cap allows
+    # From the first step the grid stays at the cap: each hall meets its share inside the step.
+    assert (p <= cap * 1.005).all()
+    assert (p >= cap * 0.97).all()  # and the work fills what the cap allows
     np.testing.assert_allclose(f["factory_ts"]["facility_cap_w"], cap)
     # Shared: the halls' caps sum to the campus cap; both halls slowed down.
     caps = np.array([h.facility.facility_cap_w for h in sim.halls])
@@ -115,7 +114,7 @@ def test_a_campus_cap_gives_every_busy_chip_one_clock() -> None:
     sim = _steady(steady.replace("[training]", f"[power]\ncampus_cap_w = {cap}\n\n[training]", 1), busy=(2, 2))
     f = sim.advance(30)
     p = f["factory_ts"]["facility_power_w"]
-    assert (p[1:] <= cap * 1.005).all() and (p[-5:] >= cap * 0.99).all()
+    assert (p <= cap * 1.005).all() and (p[-5:] >= cap * 0.99).all()
     clk = np.asarray(f["hall_ts"]["clock"]).reshape(-1, 2)[-5:]
     assert (clk < 0.95).all()
     np.testing.assert_allclose(clk[:, 0], clk[:, 1], rtol=0.005)

@@ -109,11 +109,15 @@ def within_step(fac: Facility, util: FloatArray, dyn_full: FloatArray | None, it
     holds. A cap set at the end of the last step meets the last step's load: a job starting, a
     service scaling up or a cap arriving would otherwise overshoot for one step. The facility
     cap is converted to IT watts at the last step's ratio of IT to facility power (the plant of
-    this step comes after the chips); no clock is raised here."""
+    this step comes after the chips; a run's first step asks the plant and the chain what this
+    step's IT power would cost, ``Facility.it_per_facility_w``); no clock is raised here."""
     over = False
     it_target = math.inf
-    if math.isfinite(fac.facility_cap_w) and fac._last is not None:
-        it_target = it_target_w(fac, fac._last[3], fac._last[4])
+    if math.isfinite(fac.facility_cap_w):
+        if fac._last is not None:
+            it_target = it_target_w(fac, fac._last[3], fac._last[4])
+        elif fac._first is not None:  # a run's first step: at this step's own ratio
+            it_target = it_target_w(fac, fac.it_per_facility_w(it_w, *fac._first), 1.0)
         over = it_w > it_target
     rows = np.isfinite(fac.row_cap_w)
     if not over and rows.any():

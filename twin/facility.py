@@ -13,6 +13,7 @@ C dT/dt = Q - m c_p (T - T_in) for piecewise-constant inputs, stable at any step
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -249,6 +250,7 @@ class Facility:
         # over the proportional one (1: alone under its cap), and its last step's basis for it.
         self.cap_it_scale = 1.0
         self.cap_basis = (0.0, 0.0, 0.0)
+        self._first: tuple[Conditions, int] | None = None  # a first step's conditions (``step``)
         self.plant = PlantState(
             chillers_up=cp.chiller_units,
             towers_up=cp.economizer_units,
@@ -406,7 +408,11 @@ class Facility:
     def step(self, util: FloatArray, alive: BoolArray, cond: Conditions, t_s: int, dt_s: int) -> FacilityStep:
         """One step. ``util`` is each chip's utilisation at full clock (0 idle), ``alive`` marks
         chips that are powered."""
+        # The first step has no last step to convert a facility cap into IT watts with: it is
+        # converted at the plant's and the chain's answer to this step's IT power instead.
+        self._first = (cond, dt_s) if self._last is None else None
         part = self.step_it(util, alive, t_s, dt_s)
+        self._first = None
         # Plant: air side first (CRAHs on chilled water), then the liquid loop.
         plant_out = self._plant(part.to_fw_w, part.air_heat_w, cond, dt_s)
         # Power chain.
@@ -731,6 +737,22 @@ class Facility:
         return cooling.cold_plate_r_k_per_w(
             self.plate_r, cp.cold_plate_convective_share, cp.natural_convection_speed, flow_fraction
         )
+
+    def it_per_facility_w(self, it_w: float, cond: Conditions, dt_s: int) -> float:
+        """IT over facility power if this step's IT power ``it_w`` met the plant and the power
+        chain as they are (the plant's state is left as it was): a first step's ratio, before
+        any step has measured one. The liquid share goes to the facility water at once (the
+        loops store none), so the plant's power is if anything overstated: a cap converted with
+        it errs towards holding."""
+        saved = self.plant
+        self.plant = dataclasses.replace(saved)
+        try:
+            out = self._plant(self.lf * it_w, (1 - self.lf) * it_w, cond, dt_s)
+        finally:
+            self.plant = saved
+        cooling_w = out["chiller_w"] + out["pumps_w"] + out["fans_w"]
+        facility_w = it_w + cooling_w + power.chain_losses(it_w, cooling_w, self.ups_rating_w, self.pp).total_w
+        return it_w / facility_w if facility_w > 0 else 1.0
 
     def _plant(self, liquid_w: float, air_w: float, cond: Conditions, dt_s: int) -> dict[str, float]:
         return plant.plant_step(self, liquid_w, air_w, cond, dt_s)

@@ -121,6 +121,19 @@ def test_a_campus_cap_gives_every_busy_chip_one_clock() -> None:
     caps = np.array([h.facility.facility_cap_w for h in sim.halls])
     np.testing.assert_allclose(caps.sum(), cap, rtol=1e-12)
 
+    # A job starts in hall 1 under the binding cap: that hall slows inside the step to hold its
+    # share (its chips below hall 0's clock), the grid stays at the cap, and from the next step
+    # the new shares give both halls one clock again (the next clocks are solved again after
+    # the campus moves the shares).
+    h1 = sim.halls[1]
+    j = h1.jobs.add("y", "fp8", kind=0, chips=144, params=1e9, tokens=1e15, work=6e25, submit=h1.t_s)
+    h1.queue.append(j)
+    g = sim.advance(3)
+    assert (g["factory_ts"]["facility_power_w"] <= cap * 1.005).all()
+    clk = np.asarray(g["hall_ts"]["clock"]).reshape(-1, 2)
+    assert clk[0, 1] < clk[0, 0] - 0.01
+    np.testing.assert_allclose(clk[1:, 0], clk[1:, 1], rtol=0.005)
+
 
 def test_a_cooling_failure_in_one_hall_heats_that_hall_only() -> None:
     base = _campus_toml((2, 2), arrivals=2000)

@@ -17,8 +17,10 @@ transformer). The campus composes them one level up, step by step:
                 (``power.campus_cap_w``) is shared from the last step's load so that every busy
                 chip of the campus runs at one clock (``capping.shared_targets``; ``_cap_shares``:
                 each hall's IT target in facility watts at its own ratio, normalised so the
-                shares always sum to the campus cap; the lower of that and the hall's own), and
-                each hall holds its share inside the step.
+                shares always sum to the campus cap; the lower of that and the hall's own). The
+                shares for the next step are set after each step, and a hall whose share moved
+                while its cap binds solves its next clocks again; each hall holds its share
+                inside the step.
 5. record       each hall records its own rows; ``factory_ts`` is the campus (merged by
                 ``twin.telemetry.CAMPUS_MERGE``: the plants' units add up, their temperatures
                 and free-cooling share are weighted by each hall's IT power), ``hall_ts`` one
@@ -259,15 +261,23 @@ class Campus:
             _, _, ev, source = heapq.heappop(self._pending)
             for k, local in self.route(ev):
                 self.halls[k]._push_event(dataclasses.replace(local, time_s=t), source)
-        if math.isfinite(self.cap_w):
-            for h, share in zip(self.halls, self._cap_shares(), strict=True):
-                fac = h.pools[0].facility if isinstance(h, Floor) else h.facility
-                fac.set_site_cap(self.cap_w * share)
+        capped = math.isfinite(self.cap_w)
+        if capped and not self._fac_w:  # the first step: shares in proportion to design IT
+            self._share_cap(reclock=False)
         for h, rec in zip(self.halls, recs, strict=True):
             h.step(rec, i)
         self._it_w = [self._hall_w(h, rec, i, "it_power_w") for h, rec in zip(self.halls, recs, strict=True)]
         self._fac_w = [self._hall_w(h, rec, i, "facility_power_w") for h, rec in zip(self.halls, recs, strict=True)]
+        if capped:  # the next step's shares, and the next clocks of the halls they move
+            self._share_cap(reclock=True)
         self.t_s = t + self.dt_s
+
+    def _share_cap(self, reclock: bool) -> None:
+        for h, share in zip(self.halls, self._cap_shares(), strict=True):
+            fac = h.pools[0].facility if isinstance(h, Floor) else h.facility
+            fac.set_site_cap(self.cap_w * share)
+            if reclock and not isinstance(h, Floor):  # a floor re-shares among its systems next step
+                fac.reclock_for_site_cap()
 
     def _cap_shares(self) -> list[float]:
         """Each hall's share of the campus cap for this step, from the last step: the halls'

@@ -251,6 +251,9 @@ class Facility:
         self.cap_it_scale = 1.0
         self.cap_basis = (0.0, 0.0, 0.0)
         self._first: tuple[Conditions, int] | None = None  # a first step's conditions (``step``)
+        # A campus hall's last step as its next clocks were solved from it: (clocks it ran at,
+        # all full, coolant, cold-plate resistance) (``reclock_for_site_cap``).
+        self._ran: tuple[FloatArray, bool, FloatArray, FloatArray] | None = None
         self.plant = PlantState(
             chillers_up=cp.chiller_units,
             towers_up=cp.economizer_units,
@@ -330,6 +333,21 @@ class Facility:
         """The campus's share of its cap for this hall from the next clocks on (inf: none)."""
         self.site_cap_w = cap_w
         self.facility_cap_w = min(self._own_cap_w, cap_w)
+
+    def reclock_for_site_cap(self) -> None:
+        """The campus moved this hall's share of its cap after the step: the next clocks are
+        solved again from the step just run (its operating point, clocks and coolant) for the
+        new share, so a hall whose share grew does not stay slowed for a step. Only while the
+        cap binds or the clocks are below full: otherwise the next clocks are full either way."""
+        if self._last is None or self._ran is None:
+            return
+        util, alive, dyn_full, it_w, facility_w, us_it, _ = self._last
+        if self._full_clock and capping.it_target_w(self, it_w, facility_w) >= it_w:
+            return
+        ran_clock, ran_full, coolant, r_us = self._ran
+        self.clock, self._full_clock = ran_clock, ran_full
+        self.clock = self._next_clock(util, alive, dyn_full, it_w, facility_w, us_it, coolant, r_us)
+        self._full_clock = self.clock is self._ones or bool(self.clock.min() >= 1.0)
 
     def _set_standing(self, what: str, r: int, cap: float) -> None:
         if what == effects.FACILITY_CAP:
@@ -469,6 +487,7 @@ class Facility:
         self._last = (util, alive, dyn_full, it_w, facility_w, us_it, th.speed)
         if self.site_cap_w < math.inf:  # a campus shares its cap among its halls from these
             self.cap_basis = capping.basis(self, util, clock, full_clock, it_w, pw.us_act)
+            self._ran = (self.clock, self._full_clock, coolant, r_us)
         self.clock = self._next_clock(util, alive, dyn_full, it_w, facility_w, us_it, coolant, r_us)
         self._full_clock = self.clock is self._ones or bool(self.clock.min() >= 1.0)
         throttled = 0 if full_clock else int(((clock < 0.999) & (util > 0)).sum())

@@ -40,7 +40,7 @@ def next_clock(
     all-ones clock when nothing is capped and no chip can be hot (the common step)."""
     cp, topo = fac.cp, fac.topo
     k = cp.dvfs_exponent
-    rows_capped = bool(np.isfinite(fac.row_cap_w).any())
+    rows_capped = fac._rows_capped
     capped = math.isfinite(fac.facility_cap_w) or rows_capped
     # Fast exit: even a chip at TDP on the warmest coolant stays below the throttle point.
     cool = float((coolant_us + r_us * fac.acc.tdp_w).max()) <= cp.throttle_temp_c
@@ -90,7 +90,7 @@ def cap_clock(fac: Facility, dyn_full: FloatArray, it_w: float, it_target: float
         if total_dyn > 0:
             x = (it_target - fixed) / total_dyn
             f[:] = min(max(x, 0.0), 1.0) ** (1 / k)
-    if np.isfinite(fac.row_cap_w).any():
+    if fac._rows_capped:
         row_dyn_now = np.bincount(fac.chip_row, weights=cur, minlength=topo.rows)
         row_dyn = np.bincount(fac.chip_row, weights=dyn_it, minlength=topo.rows)
         row_it = topo.per_row(us_it)
@@ -103,10 +103,10 @@ def cap_clock(fac: Facility, dyn_full: FloatArray, it_w: float, it_target: float
 
 
 def within_step(fac: Facility, util: FloatArray, dyn_full: FloatArray | None, it_w: float,
-                us_it: FloatArray) -> FloatArray | None:
-    """Clocks lowered inside the step when the step's load, at the clocks it began with, draws
-    more than a cap allows (IT power ``it_w``, per UltraServer ``us_it``); None when every cap
-    holds. A cap set at the end of the last step meets the last step's load: a job starting, a
+                us_it: FloatArray) -> tuple[FloatArray, FloatArray] | None:
+    """(clocks lowered inside the step, ``dyn_full``) when the step's load, at the clocks it
+    began with, draws more than a cap allows (IT power ``it_w``, per UltraServer ``us_it``);
+    None when every cap holds. A cap set at the end of the last step meets the last step's load: a job starting, a
     service scaling up or a cap arriving would otherwise overshoot for one step. The facility
     cap is converted to IT watts at the last step's ratio of IT to facility power (the plant of
     this step comes after the chips; a run's first step asks the plant and the chain what this
@@ -119,8 +119,7 @@ def within_step(fac: Facility, util: FloatArray, dyn_full: FloatArray | None, it
         elif fac._first is not None:  # a run's first step: at this step's own ratio
             it_target = it_target_w(fac, fac.it_per_facility_w(it_w, *fac._first), 1.0)
         over = it_w > it_target
-    rows = np.isfinite(fac.row_cap_w)
-    if not over and rows.any():
+    if not over and fac._rows_capped:
         over = bool((fac.topo.per_row(us_it) > fac.row_cap_w).any())
     if not over:
         return None
@@ -128,7 +127,7 @@ def within_step(fac: Facility, util: FloatArray, dyn_full: FloatArray | None, it
         dyn_full = (fac.acc.tdp_w - fac.acc.idle_w) * util
     f = np.maximum(cap_clock(fac, dyn_full, it_w, it_target, us_it), fac.cp.min_clock)
     clock: FloatArray = np.minimum(fac.clock, f)
-    return clock
+    return clock, dyn_full
 
 
 def it_target_w(fac: Facility, it_w: float, facility_w: float) -> float:

@@ -557,9 +557,7 @@ class Facility:
             capped = capping.within_step(self, util, dyn_full, pw.it_w, pw.us_it)
             if capped is not None:
                 reclocked = True
-                clock, full_clock = capped, False
-                if dyn_full is None:
-                    dyn_full = (self.acc.tdp_w - self.acc.idle_w) * util
+                (clock, dyn_full), full_clock = capped, False
                 pw = self._it_power(util, alive, dead, dyn_full, clock, full_clock)
 
         # Rack loops: variable-speed flow holds the design temperature rise; a row whose CDU pumps

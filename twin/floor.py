@@ -229,6 +229,7 @@ class Floor:
         self.design = self._design()
         self.t_s = 0
         self._last_w = 0.0  # the floor's facility power, last step (0 before the first)
+        self._shared_cap_w = math.inf  # the cap the systems' shares were last set for
         self._pending: list[tuple[int, int, ScheduledEvent, str]] = []
         self._event_seq = 0
         for ev in params.events:
@@ -346,8 +347,9 @@ class Floor:
         clocks = [pl.chip_clock for pl in pools]
         works = [pl._work(t, c) for pl, c in zip(pools, clocks, strict=True)]
         cond = pools[0].site.step(t, dt)
-        # A cap that arrived since the last step: its shares from that step's figures.
-        self._share_cap([pl.facility.cap_basis for pl in pools], self._last_w)
+        if pools[0].facility.facility_cap_w != self._shared_cap_w:
+            # A cap that arrived or changed since the last step: its shares from that step's figures.
+            self._share_cap([pl.facility.cap_basis for pl in pools], self._last_w)
         parts = []
         for k, pl in enumerate(pools):
             if k:  # the floor's cap (the first system's, after its timed effects at t) binds every system
@@ -385,7 +387,7 @@ class Floor:
         (``capping.shared_targets``). Each system's IT target, from a step's ``bases`` and the
         floor's facility power then, as a scale on its proportional share of the cap, which its
         next clocks and the check inside the next step apply."""
-        cap = self.pools[0].facility.facility_cap_w
+        cap = self._shared_cap_w = self.pools[0].facility.facility_cap_w
         for pl, b in zip(self.pools, bases, strict=True):
             pl.facility.cap_basis = b
         if not (math.isfinite(cap) and facility_w > 0):

@@ -42,11 +42,20 @@ def main() -> None:
     print(f"mixed floor ({chips:,} chips): {mixed:,.2f} simulated days/s")
     first = p.hall.pools()[0]
     n = chips // first.system.chips
-    hall = dataclasses.replace(p.hall, system=first.system, accelerator=first.accelerator, ultraservers=n,
-                               ultraservers_per_row=first.ultraservers_per_row, rows=())
+    hall = dataclasses.replace(
+        p.hall,
+        system=first.system,
+        accelerator=first.accelerator,
+        ultraservers=n,
+        ultraservers_per_row=first.ultraservers_per_row,
+        rows=(),
+    )
     one = _speed(dataclasses.replace(p, hall=hall), args.days)
-    print(f"{n} x {first.system.name} ({n * first.system.chips:,} chips), same work: {one:,.2f} simulated days/s")
+    print(
+        f"{n} x {first.system.name} ({n * first.system.chips:,} chips), same work: {one:,.2f} simulated days/s"
+    )
     print(f"mixed floor wall time / one-system hall: {one / mixed:.2f}")
+
 
 if __name__ == "__main__":
     main()

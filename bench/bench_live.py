@@ -59,11 +59,15 @@ def main() -> None:
     off, on = best[False], best[True]
     print(f"reference factory, {args.days:g} days, best of {args.repeat}:")
     print(f"  without live sidecar {off:7.2f} s wall  {cpu[False]:7.2f} s CPU")
-    print(f"  with live sidecar    {on:7.2f} s wall  {cpu[True]:7.2f} s CPU  "
-          f"(wall {(on / off - 1) * 100:+.1f} %, CPU {(cpu[True] / cpu[False] - 1) * 100:+.1f} %)")
+    print(
+        f"  with live sidecar    {on:7.2f} s wall  {cpu[True]:7.2f} s CPU  "
+        f"(wall {(on / off - 1) * 100:+.1f} %, CPU {(cpu[True] / cpu[False] - 1) * 100:+.1f} %)"
+    )
     print(f"  writer thread publishing: {stats.get('publish_ms', 0) / 1000:.2f} s")
-    print(f"  sidecar at the end: {stats.get('commits', 0)} commits, {stats.get('parts', 0)} parts on disk, "
-          f"{stats.get('bytes', 0) / 1e6:.1f} MB")
+    print(
+        f"  sidecar at the end: {stats.get('commits', 0)} commits, {stats.get('parts', 0)} parts on disk, "
+        f"{stats.get('bytes', 0) / 1e6:.1f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -46,7 +46,10 @@ def duckdb_cache_mb(s: Session) -> float:
     """Memory the run's database holds (its block cache and buffers), from ``duckdb_memory()``."""
     cur = s.writer.cursor()
     try:
-        return float(cur.sql("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0] or 0) / 2**20
+        return (
+            float(cur.sql("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchall()[0][0] or 0)
+            / 2**20
+        )
     finally:
         cur.close()
 
@@ -58,8 +61,11 @@ def main() -> None:
     ap.add_argument("--model-only", action="store_true", help="simulate without writing a file")
     ap.add_argument("--samples", type=int, default=10, help="RSS samples over the run (10 = every 10 %%)")
     ap.add_argument("--no-live", action="store_true", help="do not publish the live Parquet view")
-    ap.add_argument("--tracemalloc", action="store_true",
-                    help="also print the Python allocations that grew between the first sample and the end")
+    ap.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="also print the Python allocations that grew between the first sample and the end",
+    )
     args = ap.parse_args()
     if not (args.days > 0 and args.days <= 3660 and 1 <= args.samples <= 1000):
         ap.error("--days: expected 0 < days <= 3660; --samples: 1 … 1000")
@@ -72,12 +78,19 @@ def main() -> None:
 
         tracemalloc.start(1)
     with tempfile.TemporaryDirectory() as d:
-        s = Session(spec, text, Path(d) / "long.duckdb", duration_s=int(args.days * 86400),
-                    publish_live=not args.no_live)
+        s = Session(
+            spec,
+            text,
+            Path(d) / "long.duckdb",
+            duration_s=int(args.days * 86400),
+            publish_live=not args.no_live,
+        )
         total = s.total_steps
         marks = sorted({max(1, total * k // args.samples) for k in range(1, args.samples + 1)})
-        print(f"{args.scenario}: {args.days:g} days = {total:,} steps of {s.params.dt_s} s, full telemetry"
-              f"{'' if args.no_live else ' and the live view'}; RSS at start {rss_mb():.0f} MB")
+        print(
+            f"{args.scenario}: {args.days:g} days = {total:,} steps of {s.params.dt_s} s, full telemetry"
+            f"{'' if args.no_live else ' and the live view'}; RSS at start {rss_mb():.0f} MB"
+        )
         done, t0 = 0, time.perf_counter()
         seen: list[tuple[float, float]] = []  # (days, RSS MB)
         snap = None
@@ -113,8 +126,10 @@ def main() -> None:
     last = seen[-1]
     if last[0] > first[0]:
         slope = (last[1] - first[1]) / (last[0] - first[0]) * 30
-        print(f"  RSS {first[1]:.0f} MB at {first[0]:.1f} days, {last[1]:.0f} MB at {last[0]:.1f} days: "
-              f"{last[1] - first[1]:+.0f} MB ({slope:+.1f} MB per 30 simulated days)")
+        print(
+            f"  RSS {first[1]:.0f} MB at {first[0]:.1f} days, {last[1]:.0f} MB at {last[0]:.1f} days: "
+            f"{last[1] - first[1]:+.0f} MB ({slope:+.1f} MB per 30 simulated days)"
+        )
 
 
 def model_only(spec: Any, days: float) -> None:

@@ -51,10 +51,14 @@ def main() -> None:
     hall = halls // 2
     lo, hi = meta.hall_span(hall) if meta.halls > 1 else (0, meta.ultraservers - 1)
     us = (lo + hi) // 2
-    times = [feed.time_at(feed.t_first + (feed.t_last - feed.t_first) * (k + 1) / a.times) for k in range(a.times)]
+    times = [
+        feed.time_at(feed.t_first + (feed.t_last - feed.t_first) * (k + 1) / a.times) for k in range(a.times)
+    ]
     us_rows = int(con.sql("SELECT count(*) FROM ultraserver_ts").fetchall()[0][0])
-    print(f"{a.file}: {feed.n:,} steps of {meta.dt_s} s ({(feed.t_last - feed.t_first) / 86400:.1f} days), "
-          f"{meta.ultraservers:,} UltraServers in {halls} hall(s), {us_rows:,} ultraserver_ts rows")
+    print(
+        f"{a.file}: {feed.n:,} steps of {meta.dt_s} s ({(feed.t_last - feed.t_first) / 86400:.1f} days), "
+        f"{meta.ultraservers:,} UltraServers in {halls} hall(s), {us_rows:,} ultraserver_ts rows"
+    )
     print(f"panels at {a.times} times x {a.rounds} rounds; UltraServer {us}, hall {hall}")
     extra: dict[str, Any] = {"us": us, "window_s": DEFAULT_WINDOW_S, "job": 0, "service_id": 0}
     if meta.halls > 1:
@@ -78,8 +82,10 @@ def main() -> None:
         flag = "" if med < a.target else f"  > {a.target:g} ms"
         print(f"{name:<16} {med:10.1f} {worst:9.1f} {n:7d}{flag}")
     under = sum(1 for r in results if r[1] < a.target)
-    print(f"{under}/{len(results)} panels answer under {a.target:g} ms (median); "
-          f"slowest median {max(r[1] for r in results):.1f} ms ({max(results, key=lambda r: r[1])[0]})")
+    print(
+        f"{under}/{len(results)} panels answer under {a.target:g} ms (median); "
+        f"slowest median {max(r[1] for r in results):.1f} ms ({max(results, key=lambda r: r[1])[0]})"
+    )
     con.close()
 
 

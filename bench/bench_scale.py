@@ -40,10 +40,20 @@ ROOT = Path(__file__).resolve().parent.parent
 # name -> (UltraServers, dt_s, hours, label)
 CASES: dict[str, tuple[int, int, float, str]] = {
     "us1000": (1000, 15, 24.0, "1,000 UltraServers (144,000 chips), 24 h, dt 15 s"),
-    "million": (6944, 60, 24.0, "6,944 UltraServers (999,936 chips: a hall holds at most 1,000,000), 24 h, dt 60 s"),
+    "million": (
+        6944,
+        60,
+        24.0,
+        "6,944 UltraServers (999,936 chips: a hall holds at most 1,000,000), 24 h, dt 60 s",
+    ),
     "ref30d": (64, 60, 720.0, "reference factory (9,216 chips), 30 days, dt 60 s"),
     "dt1": (64, 1, 24.0, "9,216 chips, 24 h, dt 1 s"),
-    "campus": (6945, 60, 24.0, "the built-in ultracluster campus: 16 halls, 6,945 UltraServers (1,000,080 chips), 24 h, dt 60 s"),
+    "campus": (
+        6945,
+        60,
+        24.0,
+        "the built-in ultracluster campus: 16 halls, 6,945 UltraServers (1,000,080 chips), 24 h, dt 60 s",
+    ),
 }
 
 
@@ -79,7 +89,9 @@ def _scenario(case: str, scale: float) -> tuple[Any, str, int]:
     return validate(data, f"bench case {case}"), text, duration_s
 
 
-def _writer_ratio(frames_list: list[dict[str, dict[str, Any]]], d: Path, reps: int = 3) -> tuple[float, float]:
+def _writer_ratio(
+    frames_list: list[dict[str, dict[str, Any]]], d: Path, reps: int = 3
+) -> tuple[float, float]:
     """Rows/s through ``TelemetryWriter`` / rows/s of a raw Arrow insert of the same batches.
 
     Raw: ``INSERT INTO t SELECT * FROM arrow_table``, the Arrow tables built beforehand (not timed),
@@ -194,16 +206,17 @@ def _run_child(case: str, scale: float, root: Path, mode: str) -> dict[str, Any]
 def _fmt(r: dict[str, Any]) -> str:
     ns = r["cpu_s"] / (r["chips"] * r["steps"]) * 1e9  # the run itself, imports excluded
     wr = f"{r['writer_ratio']:5.2f} {r['db_floor_cpu_s']:6.1f}" if "writer_ratio" in r else "   -      - "
-    return (
-        f"{r['proc_cpu_s']:8.1f} {r['wall_s']:7.1f} {r['peak_rss_gb']:6.2f} {ns:7.1f} {wr}"
-    )
+    return f"{r['proc_cpu_s']:8.1f} {r['wall_s']:7.1f} {r['peak_rss_gb']:6.2f} {ns:7.1f} {wr}"
 
 
 def worktree(rev: str) -> Path:
     d = Path(tempfile.gettempdir()) / f"twin-bench-{rev}"
     if not d.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(d), rev], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(d), rev],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return d
 
 
@@ -230,8 +243,10 @@ def profile(case: str, scale: float) -> None:
         done += n
     pr.disable()
     cpu = time.process_time() - c0
-    print(f"{case}: {steps} steps, model only under cProfile {cpu:.1f} CPU-s, "
-          f"{cpu / (steps * chips) * 1e9:.1f} ns/chip-step, {cpu / steps * 1e3:.2f} ms/step")
+    print(
+        f"{case}: {steps} steps, model only under cProfile {cpu:.1f} CPU-s, "
+        f"{cpu / (steps * chips) * 1e9:.1f} ns/chip-step, {cpu / steps * 1e3:.2f} ms/step"
+    )
     pstats.Stats(pr).sort_stats("tottime").print_stats(25)
     if hasattr(sim, "cluster"):  # one hall (a campus's halls are the same model, one after another)
         phases(sim, steps, chips, nus)
@@ -276,14 +291,20 @@ def phases(sim: Any, steps: int, chips: int, nus: int) -> None:
     total = time.process_time() - c0
     # Running jobs and replicas at the end (per job-step figures divide by these).
     jobs = int((sim.jobs.a["state"][: sim.jobs.n] == 1).sum()) if hasattr(sim.jobs, "n") else 0
-    print(f"per-phase CPU over {steps} steps ({total:.2f} CPU-s, {total / steps * 1e3:.3f} ms/step), "
-          f"{chips:,} chips, {nus:,} UltraServers, ~{jobs} running jobs at the end")
+    print(
+        f"per-phase CPU over {steps} steps ({total:.2f} CPU-s, {total / steps * 1e3:.3f} ms/step), "
+        f"{chips:,} chips, {nus:,} UltraServers, ~{jobs} running jobs at the end"
+    )
     nj = max(jobs, 1)
-    print(f"  {'phase':<30} {'ms/step':>8} {'ns/chip-step':>13} {'ns/US-step':>11} {'ns/job-step':>12} {'share':>6}")
+    print(
+        f"  {'phase':<30} {'ms/step':>8} {'ns/chip-step':>13} {'ns/US-step':>11} {'ns/job-step':>12} {'share':>6}"
+    )
     for label in sorted(cpu):
         v = cpu[label]
-        print(f"  {label:<30} {v / steps * 1e3:8.3f} {v / steps / chips * 1e9:13.1f} "
-              f"{v / steps / nus * 1e9:11.0f} {v / steps / nj * 1e9:12.0f} {v / total:6.1%}")
+        print(
+            f"  {label:<30} {v / steps * 1e3:8.3f} {v / steps / chips * 1e9:13.1f} "
+            f"{v / steps / nus * 1e9:11.0f} {v / steps / nj * 1e9:12.0f} {v / total:6.1%}"
+        )
     rest = total - sum(v for k, v in cpu.items() if k[1] == " ")
     print(f"  {'events, advance, frames':<30} {rest / steps * 1e3:8.3f}")
 

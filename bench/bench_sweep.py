@@ -54,8 +54,10 @@ def main() -> None:
     )
     sw = sweep.load_sweep(tmp / "sweep.toml")
     n = len(sweep.tasks(sw, sweep.points(sw), None))
-    print(f"{n} runs of {a.hours:g} h on 2 Trn3 Gen2 UltraServers (dt 60 s); {os.cpu_count()} CPUs; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{n} runs of {a.hours:g} h on 2 Trn3 Gen2 UltraServers (dt 60 s); {os.cpu_count()} CPUs; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     rows: list[tuple[str, float, float, float, float, float]] = []
 
     def go(label: str, backend: str, jobs: int, startup: float = 0.0) -> None:
@@ -78,12 +80,18 @@ def main() -> None:
         with sweep.backend_session("ray", 2):  # the local Ray a sweep starts, timed on its own
             go("ray 2 CPUs", "ray", 2, time.perf_counter() - t0)
     base = rows[0][1]
-    print(f"{'backend':<12} {'wall s':>8} {'runs/min':>9} {'speed-up':>9} {'in flight':>10} {'cores used':>11}"
-          f" {'start-up s':>11}")
+    print(
+        f"{'backend':<12} {'wall s':>8} {'runs/min':>9} {'speed-up':>9} {'in flight':>10} {'cores used':>11}"
+        f" {'start-up s':>11}"
+    )
     for label, wall, startup, rate, busy, cores in rows:
-        print(f"{label:<12} {wall:>8.1f} {rate:>9.1f} {base / wall:>9.2f} {busy:>10.2f} {cores:>11.2f} {startup:>11.1f}")
-    print("(in flight: runs running at once on average; cores used: the runs' CPU seconds per wall\n"
-          " second; Ray's runs/min exclude its start-up, paid once per sweep.)")
+        print(
+            f"{label:<12} {wall:>8.1f} {rate:>9.1f} {base / wall:>9.2f} {busy:>10.2f} {cores:>11.2f} {startup:>11.1f}"
+        )
+    print(
+        "(in flight: runs running at once on average; cores used: the runs' CPU seconds per wall\n"
+        " second; Ray's runs/min exclude its start-up, paid once per sweep.)"
+    )
 
 
 if __name__ == "__main__":

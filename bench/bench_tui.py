@@ -102,8 +102,9 @@ async def until(cond: Callable[[], bool]) -> None:
         await asyncio.sleep(0.02)
 
 
-async def bench(size: tuple[int, int], seconds: float, rounds: int, scenario: str = "reference",
-                hours: float = 3650 * 24) -> None:
+async def bench(
+    size: tuple[int, int], seconds: float, rounds: int, scenario: str = "reference", hours: float = 3650 * 24
+) -> None:
     from scenarios.runner import Session
     from scenarios.spec import load
     from tui.app import TwinApp
@@ -121,21 +122,36 @@ async def bench(size: tuple[int, int], seconds: float, rounds: int, scenario: st
     session = Session(spec, text, Path(tmp) / "bench.duckdb", duration_s=int(hours * 3600))
     app = TwinApp(session=session, config_dir=tmp)
     halls = app.meta.halls
-    print(f"{spec.name}: " + (f"{halls} halls, " if halls > 1 else "") + f"{session.sim.topo.ultraservers:,} UltraServers, {session.sim.topo.chips:,} chips, "
-          f"dt {session.params.dt_s} s · terminal {size[0]}×{size[1]} · headless, frames serialised")
+    print(
+        f"{spec.name}: "
+        + (f"{halls} halls, " if halls > 1 else "")
+        + f"{session.sim.topo.ultraservers:,} UltraServers, {session.sim.topo.chips:,} chips, "
+        f"dt {session.params.dt_s} s · terminal {size[0]}×{size[1]} · headless, frames serialised"
+    )
     try:
         async with app.run_test(size=size) as pilot:
             frames = Frames(app)
             await until(lambda: app.t is not None)
             app.action_set_speed(4)  # max
             await asyncio.sleep(2.0)  # warm up: every screen once
-            for key, mode in (("f2", "floor"), ("f3", "ultraserver"), ("f4", "jobs"), ("f5", "energy"),
-                              ("f6", "sql"), ("f7", "services"), ("f1", "overview")):
+            for key, mode in (
+                ("f2", "floor"),
+                ("f3", "ultraserver"),
+                ("f4", "jobs"),
+                ("f5", "energy"),
+                ("f6", "sql"),
+                ("f7", "services"),
+                ("f1", "overview"),
+            ):
                 if mode not in app.MODES:
                     continue
                 post_key(app, key)
-                await until(lambda mode=mode: (app.current_mode == mode and app.screen.load_count > 0)
-                            or app.current_mode == mode == "sql")
+                await until(
+                    lambda mode=mode: (
+                        (app.current_mode == mode and app.screen.load_count > 0)
+                        or app.current_mode == mode == "sql"
+                    )
+                )
 
             # ---------------------------------------------------------- refresh rates on the Overview
             ui_tid = threading.get_native_id()
@@ -151,22 +167,30 @@ async def bench(size: tuple[int, int], seconds: float, rounds: int, scenario: st
             c1 = (time.process_time(), thread_cpu_s(ui_tid), thread_cpu_s(sim_tid), thread_cpu_s(writer_tid))
             n1 = (kpi.draw_count, plot.draw_count, frames.count, frames.render_s, app.t)
             sim_days = (n1[4] - n0[4]) / 86400
-            print(f"\nOverview at max speed for {wall:.1f} s: {sim_days / wall:.2f} simulated days per second")
+            print(
+                f"\nOverview at max speed for {wall:.1f} s: {sim_days / wall:.2f} simulated days per second"
+            )
             print(f"  KPI tiles refreshed   {(n1[0] - n0[0]) / wall:5.1f} /s")
             print(f"  plots refreshed       {(n1[1] - n0[1]) / wall:5.1f} /s")
-            print(f"  frames written        {(n1[2] - n0[2]) / wall:5.1f} /s "
-                  f"({1000 * (n1[3] - n0[3]) / max(1, n1[2] - n0[2]):.1f} ms to serialise one)")
-            print(f"  CPU: process {100 * (c1[0] - c0[0]) / wall:5.1f} %  UI thread {100 * (c1[1] - c0[1]) / wall:5.1f} %"
-                  f"  simulation {100 * (c1[2] - c0[2]) / wall:5.1f} %  writer {100 * (c1[3] - c0[3]) / wall:5.1f} %"
-                  "  (100 % = one core)")
+            print(
+                f"  frames written        {(n1[2] - n0[2]) / wall:5.1f} /s "
+                f"({1000 * (n1[3] - n0[3]) / max(1, n1[2] - n0[2]):.1f} ms to serialise one)"
+            )
+            print(
+                f"  CPU: process {100 * (c1[0] - c0[0]) / wall:5.1f} %  UI thread {100 * (c1[1] - c0[1]) / wall:5.1f} %"
+                f"  simulation {100 * (c1[2] - c0[2]) / wall:5.1f} %  writer {100 * (c1[3] - c0[3]) / wall:5.1f} %"
+                "  (100 % = one core)"
+            )
 
             # ---------------------------------------------------------- Jobs table at 1 Hz
             await frames.latency("f4", lambda: isinstance(app.screen, JobsScreen))
             table = app.screen.query_one("#jobs", ArrowTable)
             s0, w0 = table.set_count, time.perf_counter()
             await asyncio.sleep(seconds / 2)
-            print(f"  Jobs table refreshed  {(table.set_count - s0) / (time.perf_counter() - w0):5.1f} /s "
-                  f"({table.row_count:,} rows, SQL on the live file)")
+            print(
+                f"  Jobs table refreshed  {(table.set_count - s0) / (time.perf_counter() - w0):5.1f} /s "
+                f"({table.row_count:,} rows, SQL on the live file)"
+            )
 
             # ---------------------------------------------------------- key -> screen latency
             lat: dict[str, list[float]] = {}
@@ -183,42 +207,62 @@ async def bench(size: tuple[int, int], seconds: float, rounds: int, scenario: st
 
             for _ in range(rounds):
                 if halls > 1:  # the campus level, then a hall's map
-                    await measure("F2 Floor", "f2", on(FloorScreen, lambda s: s.at_campus and s.query_one(HallMap).data != {}))
+                    await measure(
+                        "F2 Floor",
+                        "f2",
+                        on(FloorScreen, lambda s: s.at_campus and s.query_one(HallMap).data != {}),
+                    )
                     h = app.screen.sel_hall
-                    await measure("↓ on campus", "down",
-                                  lambda h=h: app.screen.query_one(HallMap).selected == min(h + 1, halls - 1))
+                    await measure(
+                        "↓ on campus",
+                        "down",
+                        lambda h=h: app.screen.query_one(HallMap).selected == min(h + 1, halls - 1),
+                    )
                     await measure("⏎ open hall", "enter", on(FloorScreen, fm_ready))
                 else:
                     await measure("F2 Floor", "f2", on(FloorScreen, fm_ready))
                 fm = app.screen.query_one(FloorMap)
                 us = app.sel_us
                 nxt = fm.row_neighbours(us, 1, 0)
-                await measure("→ on Floor", "right", lambda nxt=nxt: app.screen.query_one(FloorMap).selected == nxt)
+                await measure(
+                    "→ on Floor", "right", lambda nxt=nxt: app.screen.query_one(FloorMap).selected == nxt
+                )
                 below = fm.row_neighbours(nxt, 0, 1)
-                await measure("↓ on Floor", "down", lambda b=below: app.screen.query_one(FloorMap).selected == b)
+                await measure(
+                    "↓ on Floor", "down", lambda b=below: app.screen.query_one(FloorMap).selected == b
+                )
                 m = app.metric
                 await measure("m (metric)", "m", lambda m=m: app.screen.query_one(FloorMap).metric.key != m)
-                await measure("⏎ drill in", "enter",
-                              on(UltraServerScreen, lambda s: s.query_one(ChipGrid).data != {}))
-                await measure("→ chip", "right", lambda: app.screen.query_one(ChipGrid).selected == app.sel_chip)
+                await measure(
+                    "⏎ drill in", "enter", on(UltraServerScreen, lambda s: s.query_one(ChipGrid).data != {})
+                )
+                await measure(
+                    "→ chip", "right", lambda: app.screen.query_one(ChipGrid).selected == app.sel_chip
+                )
                 await measure("esc back", "escape", on(FloorScreen, lambda s: True))
                 if halls > 1:
                     await measure("esc campus", "escape", on(FloorScreen, lambda s: s.at_campus))
-                await measure("F4 Jobs", "f4", on(JobsScreen, lambda s: s.query_one("#jobs", ArrowTable).row_count > 0))
+                await measure(
+                    "F4 Jobs", "f4", on(JobsScreen, lambda s: s.query_one("#jobs", ArrowTable).row_count > 0)
+                )
                 await measure("F5 Energy", "f5", lambda: app.current_mode == "energy")
                 if "services" in app.MODES:
                     await measure("F7 Services", "f7", lambda: app.current_mode == "services")
                 await measure("F6 SQL", "f6", lambda: app.current_mode == "sql")
                 await measure("F1 Overview", "f1", lambda: app.current_mode == "overview")
-                await measure("space pause", "space", lambda: "PAUSED" in app.screen.query_one(StatusBar).plain)
+                await measure(
+                    "space pause", "space", lambda: "PAUSED" in app.screen.query_one(StatusBar).plain
+                )
                 await measure("5 max", "5", lambda: "PAUSED" not in app.screen.query_one(StatusBar).plain)
                 app.select_us(0)
             print(f"\nkey → screen latency at max speed, {rounds} rounds (median / max, ms):")
             for name, xs in lat.items():
                 print(f"  {name:<14} {1000 * statistics.median(xs):6.1f} / {1000 * max(xs):6.1f}")
             allx = [x for xs in lat.values() for x in xs]
-            print(f"  {'all':<14} {1000 * statistics.median(allx):6.1f} / {1000 * max(allx):6.1f}"
-                  f"   ({sum(x < 0.1 for x in allx)}/{len(allx)} under 100 ms)")
+            print(
+                f"  {'all':<14} {1000 * statistics.median(allx):6.1f} / {1000 * max(allx):6.1f}"
+                f"   ({sum(x < 0.1 for x in allx)}/{len(allx)} under 100 ms)"
+            )
             app.action_set_speed(0)
             await pilot.pause(0.1)
     finally:
@@ -231,8 +275,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0, help="measuring window for rates")
     ap.add_argument("--rounds", type=int, default=5, help="rounds of key measurements")
     ap.add_argument("--scenario", default="reference", help="built-in name or TOML path (default reference)")
-    ap.add_argument("--hours", type=float, default=3650 * 24,
-                    help="the live session's length (default ten years; a campus: e.g. 48)")
+    ap.add_argument(
+        "--hours",
+        type=float,
+        default=3650 * 24,
+        help="the live session's length (default ten years; a campus: e.g. 48)",
+    )
     a = ap.parse_args()
     w, h = (int(x) for x in a.size.lower().split("x"))
     asyncio.run(bench((w, h), a.seconds, a.rounds, a.scenario, a.hours))

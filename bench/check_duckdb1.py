@@ -64,7 +64,9 @@ def main() -> int:
         except (subprocess.SubprocessError, OSError) as e:
             print(f"could not set up a DuckDB 1.x reader: {e}", file=sys.stderr)
             return 2
-        proc = subprocess.run([str(py), "-c", _READER, str(path)], capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [str(py), "-c", _READER, str(path)], capture_output=True, text=True, timeout=600
+        )
         if proc.returncode != 0:
             print(f"DuckDB 1.x could not read {path}:\n{proc.stderr.strip()}")
             return 1
@@ -76,9 +78,11 @@ def main() -> int:
         finally:
             con.close()
         ok = got["rows"] == want and got["comment"] and abs(got["pue"] - pue) <= 1e-12 * abs(pue)
-        print(f"DuckDB {got['version']} read {path.name}: {sum(got['rows'].values()):,} rows in "
-              f"{len(got['rows'])} tables, comment {got['comment']!r}, PUE {got['pue']:.4f} "
-              f"(DuckDB {duckdb.__version__}: {pue:.4f}) -> {'ok' if ok else 'MISMATCH'}")
+        print(
+            f"DuckDB {got['version']} read {path.name}: {sum(got['rows'].values()):,} rows in "
+            f"{len(got['rows'])} tables, comment {got['comment']!r}, PUE {got['pue']:.4f} "
+            f"(DuckDB {duckdb.__version__}: {pue:.4f}) -> {'ok' if ok else 'MISMATCH'}"
+        )
         return 0 if ok else 1
 
 

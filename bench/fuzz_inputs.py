@@ -56,7 +56,11 @@ class Worker:
     def __init__(self, memory_gib: float) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--worker", "--memory-gib", str(memory_gib)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=ROOT,
         )
 
     def ask(self, case: object, timeout_s: float) -> dict[str, str]:
@@ -95,13 +99,24 @@ def generate(n: int) -> list[object]:
         structure_case,
     )
 
-    families = [fact_case(), fact_case(good_only=True, label="extremes"), builtin_case(), file_case(),
-                st.one_of(args_case(), special_case()), structure_case()]
+    families = [
+        fact_case(),
+        fact_case(good_only=True, label="extremes"),
+        builtin_case(),
+        file_case(),
+        st.one_of(args_case(), special_case()),
+        structure_case(),
+    ]
     cases: list[object] = []
     for strategy in families:
 
-        @settings(max_examples=-(-n // len(families)), deadline=None, database=None, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=-(-n // len(families)),
+            deadline=None,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
         @given(strategy)
         def collect(case: object) -> None:
             cases.append(case)
@@ -142,7 +157,9 @@ def main() -> int:
     finally:
         worker.kill()
     wall = time.perf_counter() - t0
-    print(f"inputs tried        {len(cases):>6,}   ({', '.join(f'{k} {v}' for k, v in sorted(families.items()))})")
+    print(
+        f"inputs tried        {len(cases):>6,}   ({', '.join(f'{k} {v}' for k, v in sorted(families.items()))})"
+    )
     print(f"clean refusals      {counts['refused']:>6,}")
     print(f"accepted and ran    {counts['ran']:>6,}")
     print(f"traceback           {counts['traceback'] + counts['bad message']:>6,}")

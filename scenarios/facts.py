@@ -150,12 +150,23 @@ def _eff(section: str, key: str, desc: str, src: str = "ASM", **kw: Any) -> Fact
     return Fact(section, key, "float", "-", 0, 1, lo_open=True, description=desc, source=src, **kw)
 
 
-def _f(section: str, key: str, typ: str, unit: str, lo: float | None, hi: float | None, desc: str,
-       src: str = "ASM", **kw: Any) -> Fact:
+def _f(
+    section: str,
+    key: str,
+    typ: str,
+    unit: str,
+    lo: float | None,
+    hi: float | None,
+    desc: str,
+    src: str = "ASM",
+    **kw: Any,
+) -> Fact:
     return Fact(section, key, typ, unit, lo, hi, description=desc, source=src, **kw)
 
 
-def _pos(section: str, key: str, typ: str, unit: str, hi: float, desc: str, src: str = "ASM", **kw: Any) -> Fact:
+def _pos(
+    section: str, key: str, typ: str, unit: str, hi: float, desc: str, src: str = "ASM", **kw: Any
+) -> Fact:
     return Fact(section, key, typ, unit, 0, hi, lo_open=True, description=desc, source=src, **kw)
 
 
@@ -172,42 +183,88 @@ SYSTEM_KEYS = tuple(catalog.SYSTEMS)
 SECTIONS: dict[str, Section] = {
     s.name: s
     for s in (
-        Section("", "top level", "The scenario itself: name, time step, length and start.", params.FactoryParams),
+        Section(
+            "", "top level", "The scenario itself: name, time step, length and start.", params.FactoryParams
+        ),
         Section("hall", "[hall]", "The hall: which scale-up system and how many.", params.HallParams),
-        Section("hall.rows", "[[hall.rows]]", "A mixed floor instead of `hall.system`: rows of one system "
-                "each (one table per system, in floor order), on one plant, one power chain and one grid "
-                "connection (twin.floor). Work goes to the systems by `scheduler.routing`."),
-        Section("halls", "[[halls]]", "A campus instead of one `[hall]`: several halls (buildings), one table "
-                "each with the keys of `[hall]` (and its own `[[halls.rows]]`), each with its own rows, CDUs, "
-                "cooling plant and power chain, under one substation and grid connection "
-                "(twin.campus). Rows, UltraServers, servers and chips are numbered across the campus hall by "
-                "hall; an event names a hall's plant or cap as `hall:K`; service `i` runs in hall `i mod H`; "
-                "batch arrivals are shared by the halls' chips. `[hardware]` applies to every hall, `[cooling]` "
-                "too unless a hall's own `[halls.cooling]` table sets some of its keys (checked with the "
-                f"campus's). 1..{campus.MAX_HALLS} halls."),
-        Section("hardware", "[hardware]", "Overrides of catalog values (`twin hardware` lists them with sources)."),
-        Section("site", "[site]", "Site weather (synthetic, a `climate` preset, or a file) and a heat wave.",
-                params.SiteParams),
-        Section("grid.price", "[grid.price]", 'Electricity price: kind = "flat", "tou" (time of use) or "file".'),
+        Section(
+            "hall.rows",
+            "[[hall.rows]]",
+            "A mixed floor instead of `hall.system`: rows of one system "
+            "each (one table per system, in floor order), on one plant, one power chain and one grid "
+            "connection (twin.floor). Work goes to the systems by `scheduler.routing`.",
+        ),
+        Section(
+            "halls",
+            "[[halls]]",
+            "A campus instead of one `[hall]`: several halls (buildings), one table "
+            "each with the keys of `[hall]` (and its own `[[halls.rows]]`), each with its own rows, CDUs, "
+            "cooling plant and power chain, under one substation and grid connection "
+            "(twin.campus). Rows, UltraServers, servers and chips are numbered across the campus hall by "
+            "hall; an event names a hall's plant or cap as `hall:K`; service `i` runs in hall `i mod H`; "
+            "batch arrivals are shared by the halls' chips. `[hardware]` applies to every hall, `[cooling]` "
+            "too unless a hall's own `[halls.cooling]` table sets some of its keys (checked with the "
+            f"campus's). 1..{campus.MAX_HALLS} halls.",
+        ),
+        Section(
+            "hardware", "[hardware]", "Overrides of catalog values (`twin hardware` lists them with sources)."
+        ),
+        Section(
+            "site",
+            "[site]",
+            "Site weather (synthetic, a `climate` preset, or a file) and a heat wave.",
+            params.SiteParams,
+        ),
+        Section(
+            "grid.price", "[grid.price]", 'Electricity price: kind = "flat", "tou" (time of use) or "file".'
+        ),
         Section("grid.carbon", "[grid.carbon]", 'Grid carbon intensity: kind = "flat" or "file".'),
-        Section("power", "[power]", "The power chain from the grid to the chips, and standing caps.",
-                params.PowerChainParams),
-        Section("cooling", "[cooling]", "Liquid and air cooling, the heat-rejection plant and chip protection.",
-                params.CoolingParams),
-        Section("tco", "[tco]", "Cost of ownership beyond electricity: prices and lives of capital, maintenance, "
-                "staff and water (twin.tco). Every default is an assumption.", tco.TcoParams),
-        Section("training", "[training]", "Batch work: arrivals of training, fine-tuning, eval and batch-inference "
-                "jobs. Class keys given directly here describe one class of pre-training jobs.",
-                params.TrainingParams),
-        Section("training.<class>", "[training.pretrain], [training.finetune], [training.eval], "
-                "[training.batch_inference]", "One class of batch work; defaults per class (the fitted mix).",
-                params.PRETRAIN),
+        Section(
+            "power",
+            "[power]",
+            "The power chain from the grid to the chips, and standing caps.",
+            params.PowerChainParams,
+        ),
+        Section(
+            "cooling",
+            "[cooling]",
+            "Liquid and air cooling, the heat-rejection plant and chip protection.",
+            params.CoolingParams,
+        ),
+        Section(
+            "tco",
+            "[tco]",
+            "Cost of ownership beyond electricity: prices and lives of capital, maintenance, "
+            "staff and water (twin.tco). Every default is an assumption.",
+            tco.TcoParams,
+        ),
+        Section(
+            "training",
+            "[training]",
+            "Batch work: arrivals of training, fine-tuning, eval and batch-inference "
+            "jobs. Class keys given directly here describe one class of pre-training jobs.",
+            params.TrainingParams,
+        ),
+        Section(
+            "training.<class>",
+            "[training.pretrain], [training.finetune], [training.eval], [training.batch_inference]",
+            "One class of batch work; defaults per class (the fitted mix).",
+            params.PRETRAIN,
+        ),
         Section("scheduler", "[scheduler]", "Queue policy and placement.", params.SchedulerParams),
-        Section("services", "[[services]]", "Online inference services (one table each).", params.ServiceParams),
-        Section("models", "[[models]]", "Models the scenario defines or redefines for its jobs and services."),
+        Section(
+            "services", "[[services]]", "Online inference services (one table each).", params.ServiceParams
+        ),
+        Section(
+            "models", "[[models]]", "Models the scenario defines or redefines for its jobs and services."
+        ),
         Section("failures", "[failures]", "Hardware and software failures.", params.FailureParams),
-        Section("failures.<cause>", "[failures.accelerator], [failures.hbm], [failures.network], "
-                "[failures.host], [failures.software]", "One failure cause; defaults per cause."),
+        Section(
+            "failures.<cause>",
+            "[failures.accelerator], [failures.hbm], [failures.network], "
+            "[failures.host], [failures.software]",
+            "One failure cause; defaults per cause.",
+        ),
         Section("telemetry", "[telemetry]", "What is recorded.", params.FactoryParams),
         Section("events", "[[events]]", "Scheduled what-ifs (one table each)."),
     )
@@ -216,285 +273,952 @@ SECTIONS: dict[str, Section] = {
 _CAP_W = 1e10  # 10 GW: above any site
 FACTS: tuple[Fact, ...] = (
     # ------------------------------------------------------------------ top level
-    Fact("", "name", "name", "", description="Scenario name; also the stem of its default output file "
-         "(letters, digits, `.`, `_`, `-`; up to 64)", default=REQUIRED),
+    Fact(
+        "",
+        "name",
+        "name",
+        "",
+        description="Scenario name; also the stem of its default output file "
+        "(letters, digits, `.`, `_`, `-`; up to 64)",
+        default=REQUIRED,
+    ),
     Fact("", "description", "str", "", description="One line shown by `twin scenarios`", default=""),
     _f("", "seed", "int", "", 0, 2**63 - 1, "Random seed of the run (same seed, same run)", ""),
     _f("", "dt_s", "int", "s", 1, 3600, "Time step of the model"),
-    _f("", "duration_h", "float", "h", 0.001, MAX_RUN_H, "Simulated length of `twin run` without "
-       "--hours/--days", default=168.0),
-    Fact("", "start", "datetime", "", description="Wall-clock time of the run's first step, ISO 8601 with a "
-         "zone (`2026-06-29T00:00:00Z`); stamps the telemetry's `ts`. The weather day is "
-         "`site.start_day_of_year` (the defaults agree: 29 June = day 180)", source="ASM: a Monday",
-         default=DEFAULT_START),
+    _f(
+        "",
+        "duration_h",
+        "float",
+        "h",
+        0.001,
+        MAX_RUN_H,
+        "Simulated length of `twin run` without --hours/--days",
+        default=168.0,
+    ),
+    Fact(
+        "",
+        "start",
+        "datetime",
+        "",
+        description="Wall-clock time of the run's first step, ISO 8601 with a "
+        "zone (`2026-06-29T00:00:00Z`); stamps the telemetry's `ts`. The weather day is "
+        "`site.start_day_of_year` (the defaults agree: 29 June = day 180)",
+        source="ASM: a Monday",
+        default=DEFAULT_START,
+    ),
     # ------------------------------------------------------------------ hall
-    _enum("hall", "system", SYSTEM_KEYS, "Scale-up system (`twin hardware`)", "twin.catalog",
-          default="trn3-gen2"),
-    _f("hall", "ultraservers", "int", "", 1, MAX_ULTRASERVERS, "Number of systems (default 16 unless "
-       "`it_envelope_w` is given)", default=NONE),
-    _pos("hall", "it_envelope_w", "float", "W", 1e9, "Size the hall to an IT power envelope instead: as many "
-         "systems as fit at full-load IT power", default=NONE),
-    _f("hall", "ultraservers_per_row", "int", "", 1, 1000, "Systems per row (one CDU and one row cap per row)"),
-    _enum("hall.rows", "system", SYSTEM_KEYS, "Scale-up system of these rows (`twin hardware`)", "twin.catalog",
-          default=REQUIRED),
-    _f("hall.rows", "count", "int", "", 1, MAX_ULTRASERVERS, "Number of these systems (UltraServers, NVL72 "
-       "racks, HGX nodes)", "", default=REQUIRED),
-    _f("hall.rows", "ultraservers_per_row", "int", "", 1, 1000, "Systems per row (default: "
-       "`hall.ultraservers_per_row`)", "", default=NONE),
-    _f("hall.rows", "capex_usd", "float", "USD", 0, 1e9, "Price of one of these systems, hosts and switches "
-       "included (default: the catalog's, all ASM; `tco.system_capex_usd` does not apply to a mixed floor)",
-       "ASM (twin.catalog)", default=NONE),
+    _enum(
+        "hall",
+        "system",
+        SYSTEM_KEYS,
+        "Scale-up system (`twin hardware`)",
+        "twin.catalog",
+        default="trn3-gen2",
+    ),
+    _f(
+        "hall",
+        "ultraservers",
+        "int",
+        "",
+        1,
+        MAX_ULTRASERVERS,
+        "Number of systems (default 16 unless `it_envelope_w` is given)",
+        default=NONE,
+    ),
+    _pos(
+        "hall",
+        "it_envelope_w",
+        "float",
+        "W",
+        1e9,
+        "Size the hall to an IT power envelope instead: as many systems as fit at full-load IT power",
+        default=NONE,
+    ),
+    _f(
+        "hall",
+        "ultraservers_per_row",
+        "int",
+        "",
+        1,
+        1000,
+        "Systems per row (one CDU and one row cap per row)",
+    ),
+    _enum(
+        "hall.rows",
+        "system",
+        SYSTEM_KEYS,
+        "Scale-up system of these rows (`twin hardware`)",
+        "twin.catalog",
+        default=REQUIRED,
+    ),
+    _f(
+        "hall.rows",
+        "count",
+        "int",
+        "",
+        1,
+        MAX_ULTRASERVERS,
+        "Number of these systems (UltraServers, NVL72 racks, HGX nodes)",
+        "",
+        default=REQUIRED,
+    ),
+    _f(
+        "hall.rows",
+        "ultraservers_per_row",
+        "int",
+        "",
+        1,
+        1000,
+        "Systems per row (default: `hall.ultraservers_per_row`)",
+        "",
+        default=NONE,
+    ),
+    _f(
+        "hall.rows",
+        "capex_usd",
+        "float",
+        "USD",
+        0,
+        1e9,
+        "Price of one of these systems, hosts and switches "
+        "included (default: the catalog's, all ASM; `tco.system_capex_usd` does not apply to a mixed floor)",
+        "ASM (twin.catalog)",
+        default=NONE,
+    ),
     # ------------------------------------------------------------------ hardware (catalog overrides)
     _pos("hardware", "tdp_w", "float", "W", 5000, "Accelerator TDP", "twin.catalog", default=NONE),
-    Fact("hardware", "idle_fraction", "float", "-", 0, 1, hi_open=True, description="Idle power / TDP",
-         source="twin.catalog", default=NONE),
-    _pos("hardware", "hbm_bytes", "float", "B", 1.2e12, "HBM capacity per chip", "twin.catalog", default=NONE),
-    _pos("hardware", "hbm_bw_bytes_s", "float", "B/s", 1e14, "HBM bandwidth per chip", "twin.catalog",
-         default=NONE),
-    Fact("hardware", "peak_flops", "table[float]", "FLOP/s", 0, 1e18, lo_open=True, choices=PRECISION_NAMES,
-         description="Dense peak per precision, e.g. `{ fp8 = 2.6e15 }` (replaces or adds to the catalog's)",
-         source="twin.catalog", default=NONE),
-    _f("hardware", "host_w_per_server", "float", "W", 0, 1e5, "Host (CPU, NIC, fans) power per server",
-       "twin.catalog", default=NONE),
+    Fact(
+        "hardware",
+        "idle_fraction",
+        "float",
+        "-",
+        0,
+        1,
+        hi_open=True,
+        description="Idle power / TDP",
+        source="twin.catalog",
+        default=NONE,
+    ),
+    _pos(
+        "hardware", "hbm_bytes", "float", "B", 1.2e12, "HBM capacity per chip", "twin.catalog", default=NONE
+    ),
+    _pos(
+        "hardware",
+        "hbm_bw_bytes_s",
+        "float",
+        "B/s",
+        1e14,
+        "HBM bandwidth per chip",
+        "twin.catalog",
+        default=NONE,
+    ),
+    Fact(
+        "hardware",
+        "peak_flops",
+        "table[float]",
+        "FLOP/s",
+        0,
+        1e18,
+        lo_open=True,
+        choices=PRECISION_NAMES,
+        description="Dense peak per precision, e.g. `{ fp8 = 2.6e15 }` (replaces or adds to the catalog's)",
+        source="twin.catalog",
+        default=NONE,
+    ),
+    _f(
+        "hardware",
+        "host_w_per_server",
+        "float",
+        "W",
+        0,
+        1e5,
+        "Host (CPU, NIC, fans) power per server",
+        "twin.catalog",
+        default=NONE,
+    ),
     _frac("hardware", "host_idle_fraction", "Host idle power / host power", "twin.catalog", default=NONE),
-    _f("hardware", "switch_w", "float", "W", 0, 1e6, "Scale-up switch power per system", "twin.catalog",
-       default=NONE),
-    _frac("hardware", "liquid_fraction", "Share of the system's heat taken by liquid", "twin.catalog",
-          default=NONE),
+    _f(
+        "hardware",
+        "switch_w",
+        "float",
+        "W",
+        0,
+        1e6,
+        "Scale-up switch power per system",
+        "twin.catalog",
+        default=NONE,
+    ),
+    _frac(
+        "hardware",
+        "liquid_fraction",
+        "Share of the system's heat taken by liquid",
+        "twin.catalog",
+        default=NONE,
+    ),
     _f("hardware", "chips", "int", "", 1, 1024, "Chips per system", "twin.catalog", default=NONE),
-    _f("hardware", "servers", "int", "", 1, 1024, "Servers per system (chips must divide evenly)", "twin.catalog",
-       default=NONE),
+    _f(
+        "hardware",
+        "servers",
+        "int",
+        "",
+        1,
+        1024,
+        "Servers per system (chips must divide evenly)",
+        "twin.catalog",
+        default=NONE,
+    ),
     _f("hardware", "racks", "int", "", 1, 64, "Racks per system", "twin.catalog", default=NONE),
     # ------------------------------------------------------------------ site
-    _enum("site", "climate", CLIMATE_NAMES, "Preset of the synthetic weather keys below (keys given override "
-          "it)", "ASM, scenarios/spec.py CLIMATES", default=NONE),
+    _enum(
+        "site",
+        "climate",
+        CLIMATE_NAMES,
+        "Preset of the synthetic weather keys below (keys given override it)",
+        "ASM, scenarios/spec.py CLIMATES",
+        default=NONE,
+    ),
     _f("site", "latitude_deg", "float", "°", -90, 90, "Latitude; its sign picks the hemisphere"),
     _temp("site", "mean_temp_c", -50, 50, "Annual mean dry-bulb"),
     _f("site", "seasonal_amplitude_k", "float", "K", 0, 40, "Half the summer-winter swing"),
     _f("site", "diurnal_amplitude_k", "float", "K", 0, 30, "Half the day-night swing"),
-    _f("site", "dewpoint_depression_k", "float", "K", 0, 50, "Annual mean dew-point depression below the "
-       "daily-mean dry-bulb"),
-    _f("site", "dewpoint_seasonal_k", "float", "K", -30, 30, "Half-swing of the depression, largest in summer"),
+    _f(
+        "site",
+        "dewpoint_depression_k",
+        "float",
+        "K",
+        0,
+        50,
+        "Annual mean dew-point depression below the daily-mean dry-bulb",
+    ),
+    _f(
+        "site",
+        "dewpoint_seasonal_k",
+        "float",
+        "K",
+        -30,
+        30,
+        "Half-swing of the depression, largest in summer",
+    ),
     _f("site", "weather_noise_k", "float", "K", 0, 20, "Std of the AR(1) temperature anomaly"),
     _f("site", "dewpoint_noise_k", "float", "K", 0, 20, "Std of the AR(1) anomaly of the depression"),
     _pos("site", "weather_noise_tau_h", "float", "h", 8760, "Correlation time of the anomalies"),
-    _f("site", "start_day_of_year", "int", "", 1, 366, "Day of the weather year the run starts at "
-       "(00:00; 1 = 1 January)"),
-    Fact("site", "weather_file", "path", "", description="Hourly weather for one year: EPW (`.epw`) or CSV, "
-         "relative to the scenario file; replaces the synthetic weather", default=NONE),
-    _f("site", "price_usd_per_mwh", "float", "USD/MWh", 0, 10_000, "Flat electricity price (shorthand for "
-       "[grid.price])", "ASM flat industrial (facts §10; EIA avg $80/MWh)"),
-    _f("site", "carbon_g_per_kwh", "float", "g/kWh", 0, 2000, "Flat grid carbon intensity (shorthand for "
-       "[grid.carbon])", "3P: US grid average 2023 (codecarbon; facts §10)"),
+    _f(
+        "site",
+        "start_day_of_year",
+        "int",
+        "",
+        1,
+        366,
+        "Day of the weather year the run starts at (00:00; 1 = 1 January)",
+    ),
+    Fact(
+        "site",
+        "weather_file",
+        "path",
+        "",
+        description="Hourly weather for one year: EPW (`.epw`) or CSV, "
+        "relative to the scenario file; replaces the synthetic weather",
+        default=NONE,
+    ),
+    _f(
+        "site",
+        "price_usd_per_mwh",
+        "float",
+        "USD/MWh",
+        0,
+        10_000,
+        "Flat electricity price (shorthand for [grid.price])",
+        "ASM flat industrial (facts §10; EIA avg $80/MWh)",
+    ),
+    _f(
+        "site",
+        "carbon_g_per_kwh",
+        "float",
+        "g/kWh",
+        0,
+        2000,
+        "Flat grid carbon intensity (shorthand for [grid.carbon])",
+        "3P: US grid average 2023 (codecarbon; facts §10)",
+    ),
     _f("site", "heatwave_start_h", "float", "h", 0, MAX_RUN_H, "Start of a heat wave after the run starts"),
     _f("site", "heatwave_days", "float", "d", 0, 365, "Length of the heat wave (0: none)"),
-    _f("site", "heatwave_delta_k", "float", "K", 0, 30, "Peak dry-bulb rise of the heat wave (a smooth sin² "
-       "bump)"),
+    _f(
+        "site",
+        "heatwave_delta_k",
+        "float",
+        "K",
+        0,
+        30,
+        "Peak dry-bulb rise of the heat wave (a smooth sin² bump)",
+    ),
     _frac("site", "heatwave_dewpoint_share", "Share of the rise the dew point follows"),
     # ------------------------------------------------------------------ grid
     _enum("grid.price", "kind", ("flat", "tou", "file"), "Price model", default="flat"),
-    _f("grid.price", "usd_per_mwh", "float", "USD/MWh", 0, 10_000, 'Flat price (kind = "flat"; default 75)',
-       "ASM (facts §10)", default=NONE),
-    _f("grid.price", "peak_usd_per_mwh", "float", "USD/MWh", 0, 10_000, 'Peak price (kind = "tou"; default '
-       "97.5)", "ASM: $75/MWh + 30 % (facts §10)", default=NONE),
-    _f("grid.price", "offpeak_usd_per_mwh", "float", "USD/MWh", 0, 10_000, 'Off-peak price (kind = "tou"; '
-       "default 52.5)", "ASM: $75/MWh - 30 %", default=NONE),
-    Fact("grid.price", "peak_start_h", "float", "h", 0, 24, hi_open=True, description="Start of the peak window "
-         '(kind = "tou"; default 14; a window with start > end wraps midnight)', source="ASM", default=NONE),
-    Fact("grid.price", "peak_end_h", "float", "h", 0, 24, hi_open=True, description='End of the peak window '
-         '(kind = "tou"; default 20)', source="ASM", default=NONE),
-    Fact("grid.price", "weekend_peak", "bool", "", description='Peak prices on weekends too (kind = "tou"; '
-         "default false)", source="ASM", default=NONE),
-    Fact("grid.price", "file", "path", "", description='Hourly price CSV (kind = "file"): hour or timestamp, '
-         "price_usd_per_mwh", default=NONE),
+    _f(
+        "grid.price",
+        "usd_per_mwh",
+        "float",
+        "USD/MWh",
+        0,
+        10_000,
+        'Flat price (kind = "flat"; default 75)',
+        "ASM (facts §10)",
+        default=NONE,
+    ),
+    _f(
+        "grid.price",
+        "peak_usd_per_mwh",
+        "float",
+        "USD/MWh",
+        0,
+        10_000,
+        'Peak price (kind = "tou"; default 97.5)',
+        "ASM: $75/MWh + 30 % (facts §10)",
+        default=NONE,
+    ),
+    _f(
+        "grid.price",
+        "offpeak_usd_per_mwh",
+        "float",
+        "USD/MWh",
+        0,
+        10_000,
+        'Off-peak price (kind = "tou"; default 52.5)',
+        "ASM: $75/MWh - 30 %",
+        default=NONE,
+    ),
+    Fact(
+        "grid.price",
+        "peak_start_h",
+        "float",
+        "h",
+        0,
+        24,
+        hi_open=True,
+        description="Start of the peak window "
+        '(kind = "tou"; default 14; a window with start > end wraps midnight)',
+        source="ASM",
+        default=NONE,
+    ),
+    Fact(
+        "grid.price",
+        "peak_end_h",
+        "float",
+        "h",
+        0,
+        24,
+        hi_open=True,
+        description='End of the peak window (kind = "tou"; default 20)',
+        source="ASM",
+        default=NONE,
+    ),
+    Fact(
+        "grid.price",
+        "weekend_peak",
+        "bool",
+        "",
+        description='Peak prices on weekends too (kind = "tou"; default false)',
+        source="ASM",
+        default=NONE,
+    ),
+    Fact(
+        "grid.price",
+        "file",
+        "path",
+        "",
+        description='Hourly price CSV (kind = "file"): hour or timestamp, price_usd_per_mwh',
+        default=NONE,
+    ),
     _enum("grid.carbon", "kind", ("flat", "file"), "Carbon model", default="flat"),
-    _f("grid.carbon", "g_per_kwh", "float", "g/kWh", 0, 2000, 'Flat intensity (kind = "flat"; default 369)',
-       "3P: US average 2023 (facts §10)", default=NONE),
-    Fact("grid.carbon", "file", "path", "", description='Hourly carbon CSV (kind = "file"): hour or timestamp, '
-         "carbon_g_per_kwh", default=NONE),
+    _f(
+        "grid.carbon",
+        "g_per_kwh",
+        "float",
+        "g/kWh",
+        0,
+        2000,
+        'Flat intensity (kind = "flat"; default 369)',
+        "3P: US average 2023 (facts §10)",
+        default=NONE,
+    ),
+    Fact(
+        "grid.carbon",
+        "file",
+        "path",
+        "",
+        description='Hourly carbon CSV (kind = "file"): hour or timestamp, carbon_g_per_kwh',
+        default=NONE,
+    ),
     # ------------------------------------------------------------------ power
     _eff("power", "psu_efficiency", "Rack rectifier efficiency", "3P: Frontier fit (ExaDigiT/RAPS)"),
-    _f("power", "psu_fixed_w_per_server", "float", "W", 0, 1000, "Rectifier fixed loss per server",
-       "3P: Frontier fit (ExaDigiT/RAPS)"),
+    _f(
+        "power",
+        "psu_fixed_w_per_server",
+        "float",
+        "W",
+        0,
+        1000,
+        "Rectifier fixed loss per server",
+        "3P: Frontier fit (ExaDigiT/RAPS)",
+    ),
     _eff("power", "pdu_efficiency", "PDU efficiency", "ASM 98-99 % (facts §8.3)"),
-    _frac("power", "ups_a", "UPS no-load loss coefficient a of x/(x + a + b x + c x²)",
-          "fitted to facts §8.3 (Schneider WP108 shape)"),
+    _frac(
+        "power",
+        "ups_a",
+        "UPS no-load loss coefficient a of x/(x + a + b x + c x²)",
+        "fitted to facts §8.3 (Schneider WP108 shape)",
+    ),
     _frac("power", "ups_b", "UPS proportional loss coefficient b", "fitted to facts §8.3"),
     _frac("power", "ups_c", "UPS square-law loss coefficient c", "fitted to facts §8.3"),
     _f("power", "ups_rating_factor", "float", "-", 1, 10, "UPS rating / design IT load (2N: 2)", "ASM"),
     _eff("power", "transformer_efficiency", "Transformer efficiency", "ASM 98.5-99.5 % (facts §8.3)"),
     _f("power", "facility_cap_w", "float", "W", 0, _CAP_W, "Standing facility power cap (0: none)"),
     _f("power", "row_cap_w", "float", "W", 0, _CAP_W, "Standing IT power cap of every row (0: none)"),
-    _f("power", "campus_cap_w", "float", "W", 0, _CAP_W, "Cap on a campus's grid connection, the halls' "
-       "facility power summed ([[halls]]; 0: none), shared among the halls so that every busy chip runs at one clock",
-       "ASM"),
+    _f(
+        "power",
+        "campus_cap_w",
+        "float",
+        "W",
+        0,
+        _CAP_W,
+        "Cap on a campus's grid connection, the halls' "
+        "facility power summed ([[halls]]; 0: none), shared among the halls so that every busy chip runs at one clock",
+        "ASM",
+    ),
     # ------------------------------------------------------------------ cooling
     _temp("cooling", "supply_setpoint_c", 5, 60, "Liquid loop supply to the cold plates", "ASM: ASHRAE W32"),
     _temp("cooling", "air_supply_c", 5, 40, "CRAH supply air", "ASHRAE recommended 18-27 °C"),
     _temp("cooling", "chilled_water_c", 1, 30, "Chilled water for the air side"),
-    _pos("cooling", "flow_l_min_per_kw", "float", "L/min/kW", 10, "Liquid flow per kW of design heat",
-         "3P: OCP/OAI 1.25-2.0 (facts §8.5)"),
-    _pos("cooling", "loop_volume_l_per_ultraserver", "float", "L", 1e5, "Rack + CDU loop volume per system",
-         "ASM (facts §8.5)"),
-    _f("cooling", "cold_plate_r_k_per_w", "float", "K/W", 0, 1, "Junction-to-coolant resistance at design "
-       "flow (0: sized to the chip)", "ASM (facts §8.5: 0.02-0.05 K/W)"),
-    _pos("cooling", "junction_rise_at_tdp_k", "float", "K", 100, "Junction above coolant at TDP when the "
-         "resistance is sized to the chip"),
-    _f("cooling", "air_r_k_per_w", "float", "K/W", 0, 2, "Junction-to-inlet-air resistance (0: sized to "
-       "the chip)"),
-    _pos("cooling", "air_junction_rise_at_tdp_k", "float", "K", 100, "Junction above inlet air at TDP "
-         "(air-cooled, sized)"),
-    _frac("cooling", "cold_plate_convective_share", "Share of the cold-plate resistance that is forced "
-          "convection"),
+    _pos(
+        "cooling",
+        "flow_l_min_per_kw",
+        "float",
+        "L/min/kW",
+        10,
+        "Liquid flow per kW of design heat",
+        "3P: OCP/OAI 1.25-2.0 (facts §8.5)",
+    ),
+    _pos(
+        "cooling",
+        "loop_volume_l_per_ultraserver",
+        "float",
+        "L",
+        1e5,
+        "Rack + CDU loop volume per system",
+        "ASM (facts §8.5)",
+    ),
+    _f(
+        "cooling",
+        "cold_plate_r_k_per_w",
+        "float",
+        "K/W",
+        0,
+        1,
+        "Junction-to-coolant resistance at design flow (0: sized to the chip)",
+        "ASM (facts §8.5: 0.02-0.05 K/W)",
+    ),
+    _pos(
+        "cooling",
+        "junction_rise_at_tdp_k",
+        "float",
+        "K",
+        100,
+        "Junction above coolant at TDP when the resistance is sized to the chip",
+    ),
+    _f(
+        "cooling",
+        "air_r_k_per_w",
+        "float",
+        "K/W",
+        0,
+        2,
+        "Junction-to-inlet-air resistance (0: sized to the chip)",
+    ),
+    _pos(
+        "cooling",
+        "air_junction_rise_at_tdp_k",
+        "float",
+        "K",
+        100,
+        "Junction above inlet air at TDP (air-cooled, sized)",
+    ),
+    _frac(
+        "cooling",
+        "cold_plate_convective_share",
+        "Share of the cold-plate resistance that is forced convection",
+    ),
     _frac("cooling", "natural_convection_speed", "Convection of a stagnant loop, as a share of design flow"),
-    _f("cooling", "drycooler_approach_k", "float", "K", 0, 30, "Dry cooler / economizer approach to outdoor "
-       "air"),
+    _f(
+        "cooling",
+        "drycooler_approach_k",
+        "float",
+        "K",
+        0,
+        30,
+        "Dry cooler / economizer approach to outdoor air",
+    ),
     _f("cooling", "condenser_approach_k", "float", "K", 0, 40, "Air-cooled chiller condensing above outdoor"),
     _eff("cooling", "carnot_fraction", "Chiller COP as a fraction of Carnot", "ASM 0.5-0.6 (facts §8.5)"),
     _pos("cooling", "cop_min", "float", "-", MAX_COP, "Lowest chiller COP"),
     _pos("cooling", "cop_max", "float", "-", MAX_COP, "Highest chiller COP"),
     _f("cooling", "pump_head_pa", "float", "Pa", 0, 2e6, "Pump pressure rise", "SustainDC (facts §8.5)"),
     _eff("cooling", "pump_efficiency", "Pump efficiency", "SustainDC (facts §8.5)"),
-    _f("cooling", "drycooler_fan_w_per_w", "float", "W/W", 0, 1, "Dry-cooler fan power per W rejected at "
-       "full speed"),
+    _f(
+        "cooling",
+        "drycooler_fan_w_per_w",
+        "float",
+        "W/W",
+        0,
+        1,
+        "Dry-cooler fan power per W rejected at full speed",
+    ),
     _f("cooling", "crah_fan_w_per_w", "float", "W/W", 0, 1, "CRAH fan power per W of air-side heat"),
-    _temp("cooling", "throttle_temp_c", 40, 150, "Junction temperature where throttling starts",
-          "ASM (facts §8.7)"),
-    _temp("cooling", "throttle_full_c", 40, 150, "Junction temperature of the 50 % clock (above "
-          "throttle_temp_c)", "ASM (facts §8.7)"),
-    _temp("cooling", "shutdown_temp_c", 40, 200, "Junction temperature that powers an UltraServer off when "
-          "even the lowest thermal clock cannot hold it", "ASM (facts §8.7)"),
-    _f("cooling", "shutdown_restart_s", "int", "s", 0, 86400, "An UltraServer shut down by its junctions stays "
-       "off at least this long"),
-    _enum("cooling", "plant", ("tower", "dry"), "Heat rejection: cooling towers + water-cooled chillers, or "
-          "dry coolers + air-cooled chillers", "ASM"),
+    _temp(
+        "cooling",
+        "throttle_temp_c",
+        40,
+        150,
+        "Junction temperature where throttling starts",
+        "ASM (facts §8.7)",
+    ),
+    _temp(
+        "cooling",
+        "throttle_full_c",
+        40,
+        150,
+        "Junction temperature of the 50 % clock (above throttle_temp_c)",
+        "ASM (facts §8.7)",
+    ),
+    _temp(
+        "cooling",
+        "shutdown_temp_c",
+        40,
+        200,
+        "Junction temperature that powers an UltraServer off when "
+        "even the lowest thermal clock cannot hold it",
+        "ASM (facts §8.7)",
+    ),
+    _f(
+        "cooling",
+        "shutdown_restart_s",
+        "int",
+        "s",
+        0,
+        86400,
+        "An UltraServer shut down by its junctions stays off at least this long",
+    ),
+    _enum(
+        "cooling",
+        "plant",
+        ("tower", "dry"),
+        "Heat rejection: cooling towers + water-cooled chillers, or dry coolers + air-cooled chillers",
+        "ASM",
+    ),
     _f("cooling", "cdu_approach_k", "float", "K", 0, 30, "CDU secondary supply above facility water supply"),
     _pos("cooling", "facility_volume_l_per_kw", "float", "L/kW", 1000, "Facility water loop + buffer volume"),
-    _f("cooling", "tower_approach_k", "float", "K", 0, 30, "Tower leaving water above wet-bulb",
-       "3P: design 3-5 K (facts §8.5)"),
+    _f(
+        "cooling",
+        "tower_approach_k",
+        "float",
+        "K",
+        0,
+        30,
+        "Tower leaving water above wet-bulb",
+        "3P: design 3-5 K (facts §8.5)",
+    ),
     _f("cooling", "hx_approach_k", "float", "K", 0, 30, "Plate heat exchanger approach"),
     _f("cooling", "economizer_units", "int", "", 1, 100, "Cooling towers or dry coolers"),
-    _f("cooling", "economizer_redundancy", "int", "", 0, 99, "Spare economizer units (N+1: 1; fewer than "
-       "the units)"),
+    _f(
+        "cooling",
+        "economizer_redundancy",
+        "int",
+        "",
+        0,
+        99,
+        "Spare economizer units (N+1: 1; fewer than the units)",
+    ),
     _eff("cooling", "economizer_effectiveness", "Effectiveness of the N needed units together"),
     _f("cooling", "chiller_units", "int", "", 1, 100, "Chillers"),
     _f("cooling", "chiller_redundancy", "int", "", 0, 99, "Spare chillers (fewer than the units)"),
     _frac("cooling", "evaporative_fraction", "Share of tower heat rejected by evaporation", "ASM 0.75-0.85"),
-    Fact("cooling", "cycles_of_concentration", "float", "-", 1, 50, lo_open=True, description="Tower "
-         "blowdown: make-up = evaporation x N/(N-1)", source="facts §8.5"),
+    Fact(
+        "cooling",
+        "cycles_of_concentration",
+        "float",
+        "-",
+        1,
+        50,
+        lo_open=True,
+        description="Tower blowdown: make-up = evaporation x N/(N-1)",
+        source="facts §8.5",
+    ),
     _f("cooling", "dvfs_exponent", "float", "-", 1, 5, "Dynamic power ~ clock^k"),
     _eff("cooling", "min_clock", "Lowest clock a power cap may set"),
     _temp("cooling", "loop_trip_c", 20, 150, "Rack loop return that powers a system off"),
     _temp("cooling", "loop_restart_c", 10, 150, "... and back on once cooled below this (below loop_trip_c)"),
-    _temp("cooling", "air_trip_c", 20, 80, "Air inlet that powers air-cooled systems off", "ASHRAE A3 max 40 °C"),
-    _temp("cooling", "air_restart_c", 10, 80, "... and back on (below air_trip_c)", "ASHRAE A1 allowable 32 °C"),
+    _temp(
+        "cooling", "air_trip_c", 20, 80, "Air inlet that powers air-cooled systems off", "ASHRAE A3 max 40 °C"
+    ),
+    _temp(
+        "cooling", "air_restart_c", 10, 80, "... and back on (below air_trip_c)", "ASHRAE A1 allowable 32 °C"
+    ),
     # ------------------------------------------------------------------ tco
-    _f("tco", "system_capex_usd", "float", "USD", 0, 1e9, "Price of one system (UltraServer, rack or node); "
-       "0: the catalog's figure", "twin.catalog"),
-    _f("tco", "facility_capex_usd_per_w", "float", "USD/W", 0, 100, "Building, power chain and plant per W of "
-       "critical IT at design load; 0: by cooling type below"),
-    _f("tco", "facility_capex_liquid_usd_per_w", "float", "USD/W", 0, 100, "Facility capital of a liquid-cooled "
-       "hall per W of critical IT", "ASM: rule of thumb, more than air-cooled (CDUs, facility water)"),
-    _f("tco", "facility_capex_air_usd_per_w", "float", "USD/W", 0, 100, "Facility capital of an air-cooled hall "
-       "per W of critical IT", "ASM: rule of thumb ~$10-12M per MW"),
-    _pos("tco", "server_life_years", "float", "yr", 30, "Depreciation life of the systems",
-         "ASM: accelerators 4-6 years"),
-    _pos("tco", "facility_life_years", "float", "yr", 100, "Depreciation life of the building and plant",
-         "ASM: 15-25 years"),
+    _f(
+        "tco",
+        "system_capex_usd",
+        "float",
+        "USD",
+        0,
+        1e9,
+        "Price of one system (UltraServer, rack or node); 0: the catalog's figure",
+        "twin.catalog",
+    ),
+    _f(
+        "tco",
+        "facility_capex_usd_per_w",
+        "float",
+        "USD/W",
+        0,
+        100,
+        "Building, power chain and plant per W of critical IT at design load; 0: by cooling type below",
+    ),
+    _f(
+        "tco",
+        "facility_capex_liquid_usd_per_w",
+        "float",
+        "USD/W",
+        0,
+        100,
+        "Facility capital of a liquid-cooled hall per W of critical IT",
+        "ASM: rule of thumb, more than air-cooled (CDUs, facility water)",
+    ),
+    _f(
+        "tco",
+        "facility_capex_air_usd_per_w",
+        "float",
+        "USD/W",
+        0,
+        100,
+        "Facility capital of an air-cooled hall per W of critical IT",
+        "ASM: rule of thumb ~$10-12M per MW",
+    ),
+    _pos(
+        "tco",
+        "server_life_years",
+        "float",
+        "yr",
+        30,
+        "Depreciation life of the systems",
+        "ASM: accelerators 4-6 years",
+    ),
+    _pos(
+        "tco",
+        "facility_life_years",
+        "float",
+        "yr",
+        100,
+        "Depreciation life of the building and plant",
+        "ASM: 15-25 years",
+    ),
     _f("tco", "financing_rate", "float", "1/yr", 0, 1, "Cost of capital per year", "ASM"),
-    _f("tco", "maintenance_share_per_year", "float", "1/yr", 0, 1, "Maintenance per year as a share of capital",
-       "ASM"),
+    _f(
+        "tco",
+        "maintenance_share_per_year",
+        "float",
+        "1/yr",
+        0,
+        1,
+        "Maintenance per year as a share of capital",
+        "ASM",
+    ),
     _f("tco", "staff_per_mw", "float", "1/MW", 0, 100, "Operations staff per MW of critical IT", "ASM"),
-    _f("tco", "staff_loaded_usd_per_year", "float", "USD/yr", 0, 1e7, "Loaded cost of one person per year",
-       "ASM"),
-    _f("tco", "water_usd_per_m3", "float", "USD/m³", 0, 1000, "Price of cooling-tower water (supply + sewer)",
-       "ASM: US commercial, order of $1-4/m³"),
+    _f(
+        "tco",
+        "staff_loaded_usd_per_year",
+        "float",
+        "USD/yr",
+        0,
+        1e7,
+        "Loaded cost of one person per year",
+        "ASM",
+    ),
+    _f(
+        "tco",
+        "water_usd_per_m3",
+        "float",
+        "USD/m³",
+        0,
+        1000,
+        "Price of cooling-tower water (supply + sewer)",
+        "ASM: US commercial, order of $1-4/m³",
+    ),
     # ------------------------------------------------------------------ training
-    _f("training", "arrivals_per_day", "float", "1/d", 0, MAX_ARRIVALS_PER_DAY, "Mean weekday job arrivals, "
-       "all classes", "DER: AcmeTrace Seren (facts §9.2)"),
+    _f(
+        "training",
+        "arrivals_per_day",
+        "float",
+        "1/d",
+        0,
+        MAX_ARRIVALS_PER_DAY,
+        "Mean weekday job arrivals, all classes",
+        "DER: AcmeTrace Seren (facts §9.2)",
+    ),
     _f("training", "diurnal_peak_to_trough", "float", "-", 1, 100, "Arrival rate peak / trough over a day"),
     _hour("training", "peak_hour", "Hour of the day of peak arrivals"),
     _f("training", "weekend_factor", "float", "-", 0, 10, "Weekend arrival rate / weekday rate"),
-    _frac("training", "comm_overlap_fraction", "Share of a step's communication hidden behind compute (twin.fabric)",
-          "ASM: collectives overlap the passes, partly"),
-    _pos("training", "global_batch_tokens", "float", "token", 1e10, "Global batch of one training step",
-         "ASM: Llama 3 405B started at 4 M tokens per step (Llama 3 paper)"),
-    _pos("training", "grad_bytes_per_param", "float", "B", 8, "Bytes per parameter and gradient on the wire",
-         "ASM: BF16"),
-    _pos("training", "activation_bytes", "float", "B", 8, "Bytes per activation value on the wire", "ASM: BF16"),
+    _frac(
+        "training",
+        "comm_overlap_fraction",
+        "Share of a step's communication hidden behind compute (twin.fabric)",
+        "ASM: collectives overlap the passes, partly",
+    ),
+    _pos(
+        "training",
+        "global_batch_tokens",
+        "float",
+        "token",
+        1e10,
+        "Global batch of one training step",
+        "ASM: Llama 3 405B started at 4 M tokens per step (Llama 3 paper)",
+    ),
+    _pos(
+        "training",
+        "grad_bytes_per_param",
+        "float",
+        "B",
+        8,
+        "Bytes per parameter and gradient on the wire",
+        "ASM: BF16",
+    ),
+    _pos(
+        "training", "activation_bytes", "float", "B", 8, "Bytes per activation value on the wire", "ASM: BF16"
+    ),
     _frac("training", "activity", "Chip power activity while training", "ASM: H100 node 8.4/10.2 kW"),
-    _f("training", "restart_cost_s", "int", "s", 0, 7 * 86400, "Time to reload a checkpoint and re-form the "
-       "gang"),
-    _enum("training", "precision", PRECISION_NAMES, "Precision of every class that sets none", "twin.catalog",
-          default=NONE),
-    Fact("training", "trace", "path", "", description="Job trace CSV replayed on top of the arrivals "
-         "(relative to the scenario file)", default=NONE),
+    _f(
+        "training",
+        "restart_cost_s",
+        "int",
+        "s",
+        0,
+        7 * 86400,
+        "Time to reload a checkpoint and re-form the gang",
+    ),
+    _enum(
+        "training",
+        "precision",
+        PRECISION_NAMES,
+        "Precision of every class that sets none",
+        "twin.catalog",
+        default=NONE,
+    ),
+    Fact(
+        "training",
+        "trace",
+        "path",
+        "",
+        description="Job trace CSV replayed on top of the arrivals (relative to the scenario file)",
+        default=NONE,
+    ),
     # ------------------------------------------------------------------ job classes
-    _frac("training.<class>", "share", "Share of the arrivals (normalised over classes)",
-          "fitted to AcmeTrace Seren (facts §9.2)"),
-    Fact("training.<class>", "size_chips", "list[int]", "", 1, MAX_CHIPS, description="Gang sizes",
-         source="ASM (Seren/Kalos max 1,024 GPUs)"),
-    Fact("training.<class>", "size_weights", "list[float]", "-", 0, 1e6, description="Weights of the gang "
-         "sizes (same length, positive sum)", source="ASM"),
-    _pos("training.<class>", "duration_median_h", "float", "h", 8760, "Median nominal run length",
-         "fitted to Seren"),
-    _f("training.<class>", "duration_sigma", "float", "-", 0, 5, "Log-normal sigma of the run length",
-       "fitted to Seren"),
+    _frac(
+        "training.<class>",
+        "share",
+        "Share of the arrivals (normalised over classes)",
+        "fitted to AcmeTrace Seren (facts §9.2)",
+    ),
+    Fact(
+        "training.<class>",
+        "size_chips",
+        "list[int]",
+        "",
+        1,
+        MAX_CHIPS,
+        description="Gang sizes",
+        source="ASM (Seren/Kalos max 1,024 GPUs)",
+    ),
+    Fact(
+        "training.<class>",
+        "size_weights",
+        "list[float]",
+        "-",
+        0,
+        1e6,
+        description="Weights of the gang sizes (same length, positive sum)",
+        source="ASM",
+    ),
+    _pos(
+        "training.<class>",
+        "duration_median_h",
+        "float",
+        "h",
+        8760,
+        "Median nominal run length",
+        "fitted to Seren",
+    ),
+    _f(
+        "training.<class>",
+        "duration_sigma",
+        "float",
+        "-",
+        0,
+        5,
+        "Log-normal sigma of the run length",
+        "fitted to Seren",
+    ),
     _pos("training.<class>", "duration_max_h", "float", "h", MAX_RUN_H, "Longest run"),
-    Fact("training.<class>", "models", "list[str]", "", description="Models the class runs (catalog or "
-         "[[models]] names)", source="ASM"),
-    Fact("training.<class>", "model_weights", "list[float]", "-", 0, 1e6, description="Weights of the models "
-         "(same length, positive sum)", source="ASM"),
+    Fact(
+        "training.<class>",
+        "models",
+        "list[str]",
+        "",
+        description="Models the class runs (catalog or [[models]] names)",
+        source="ASM",
+    ),
+    Fact(
+        "training.<class>",
+        "model_weights",
+        "list[float]",
+        "-",
+        0,
+        1e6,
+        description="Weights of the models (same length, positive sum)",
+        source="ASM",
+    ),
     _enum("training.<class>", "precision", PRECISION_NAMES, "Number format", "ASM"),
     _eff("training.<class>", "mfu_factor", "x the model's training MFU", "facts §9.5"),
-    _f("training.<class>", "priority", "int", "", 0, 1_000_000, "Higher goes first under the priority policy"),
-    Fact("training.<class>", "preemptible", "bool", "", description="May be preempted by higher-priority work",
-         source="ASM"),
-    _f("training.<class>", "checkpoint_interval_s", "int", "s", 0, 30 * 86400, "Checkpoint interval "
-       "(0: none)"),
-    _enum("training.<class>", "family", routing.FAMILIES, "System family the class's code needs (`gpu`: "
-          "CUDA-only, `trainium`: Neuron-only) or `any`", "ASM"),
-    _enum("training.<class>", "system", ("", *SYSTEM_KEYS), "System the `pinned` routing policy sends the "
-          "class to (\"\": the first system of the floor it may run on)", ""),
+    _f(
+        "training.<class>", "priority", "int", "", 0, 1_000_000, "Higher goes first under the priority policy"
+    ),
+    Fact(
+        "training.<class>",
+        "preemptible",
+        "bool",
+        "",
+        description="May be preempted by higher-priority work",
+        source="ASM",
+    ),
+    _f(
+        "training.<class>",
+        "checkpoint_interval_s",
+        "int",
+        "s",
+        0,
+        30 * 86400,
+        "Checkpoint interval (0: none)",
+    ),
+    _enum(
+        "training.<class>",
+        "family",
+        routing.FAMILIES,
+        "System family the class's code needs (`gpu`: CUDA-only, `trainium`: Neuron-only) or `any`",
+        "ASM",
+    ),
+    _enum(
+        "training.<class>",
+        "system",
+        ("", *SYSTEM_KEYS),
+        "System the `pinned` routing policy sends the "
+        'class to ("": the first system of the floor it may run on)',
+        "",
+    ),
     # ------------------------------------------------------------------ scheduler
-    _enum("scheduler", "policy", ("fifo", "backfill", "priority"), "fifo, EASY backfill, or priority with "
-          "preemption"),
+    _enum(
+        "scheduler",
+        "policy",
+        ("fifo", "backfill", "priority"),
+        "fifo, EASY backfill, or priority with preemption",
+    ),
     _enum("scheduler", "placement", ("topology", "first_fit"), "Topology-aware best fit, or first fit"),
-    _enum("scheduler", "routing", routing.POLICIES, "Mixed floor: where each job and service goes — the "
-          "system that does the work soonest, at the lowest marginal $ per unit of work (TCO rates + IT "
-          "energy at the flat price), at the lowest IT J per unit of work, or its `system` key",
-          "twin.routing"),
+    _enum(
+        "scheduler",
+        "routing",
+        routing.POLICIES,
+        "Mixed floor: where each job and service goes — the "
+        "system that does the work soonest, at the lowest marginal $ per unit of work (TCO rates + IT "
+        "energy at the flat price), at the lowest IT J per unit of work, or its `system` key",
+        "twin.routing",
+    ),
     _f("scheduler", "backfill_depth", "int", "", 1, 100_000, "Queued jobs examined for backfill per pass"),
-    _pos("scheduler", "runtime_estimate_factor", "float", "-", 100, "User runtime estimate / true run length"),
+    _pos(
+        "scheduler", "runtime_estimate_factor", "float", "-", 100, "User runtime estimate / true run length"
+    ),
     # ------------------------------------------------------------------ services
-    Fact("services", "name", "name", "", description="Service name (unique; the target of a surge)",
-         source=""),
-    Fact("services", "model", "str", "", description="Model (fills the architecture: catalog or [[models]] "
-         "name)", source="twin.models"),
+    Fact(
+        "services", "name", "name", "", description="Service name (unique; the target of a surge)", source=""
+    ),
+    Fact(
+        "services",
+        "model",
+        "str",
+        "",
+        description="Model (fills the architecture: catalog or [[models]] name)",
+        source="twin.models",
+    ),
     _pos("services", "params", "float", "-", 1e14, "Parameters N (weights)", "twin.models"),
-    _pos("services", "active_params", "float", "-", 1e14, "Active parameters per token (≤ params)",
-         "twin.models"),
+    _pos(
+        "services",
+        "active_params",
+        "float",
+        "-",
+        1e14,
+        "Active parameters per token (≤ params)",
+        "twin.models",
+    ),
     _f("services", "layers", "int", "", 1, 1000, "Transformer layers", "twin.models"),
     _f("services", "kv_heads", "int", "", 1, 1024, "KV heads", "twin.models"),
     _f("services", "head_dim", "int", "", 1, 4096, "Head dimension", "twin.models"),
     _pos("services", "weight_bytes_per_param", "float", "B", 8, "Bytes per weight (FP8: 1)"),
     _pos("services", "kv_bytes_per_elem", "float", "B", 8, "Bytes per KV-cache element (BF16: 2)"),
     _f("services", "chips_per_replica", "int", "", 1, 100_000, "Chips per replica"),
-    _f("services", "replicas", "int", "", 0, MAX_REPLICAS, "Replicas at the start (always, without the "
-       "autoscaler)"),
+    _f(
+        "services",
+        "replicas",
+        "int",
+        "",
+        0,
+        MAX_REPLICAS,
+        "Replicas at the start (always, without the autoscaler)",
+    ),
     _f("services", "batch_max", "int", "", 1, 100_000, "Largest decode batch"),
-    _enum("services", "token_profile", tuple(TOKEN_PROFILES), "Token-length shape (fills the means, day "
-          "shape and bursts)", "3P: Azure LLM inference traces 2023"),
-    _pos("services", "context_tokens", "float", "tokens", 1e7, "Mean input tokens",
-         "3P: Azure conv 2023 (facts §9.3)"),
-    _pos("services", "output_tokens", "float", "tokens", 1e6, "Mean output tokens",
-         "3P: Azure conv 2023 (facts §9.3)"),
+    _enum(
+        "services",
+        "token_profile",
+        tuple(TOKEN_PROFILES),
+        "Token-length shape (fills the means, day shape and bursts)",
+        "3P: Azure LLM inference traces 2023",
+    ),
+    _pos(
+        "services",
+        "context_tokens",
+        "float",
+        "tokens",
+        1e7,
+        "Mean input tokens",
+        "3P: Azure conv 2023 (facts §9.3)",
+    ),
+    _pos(
+        "services",
+        "output_tokens",
+        "float",
+        "tokens",
+        1e6,
+        "Mean output tokens",
+        "3P: Azure conv 2023 (facts §9.3)",
+    ),
     _eff("services", "bw_efficiency", "HBM bandwidth efficiency", "ASM 0.6-0.8 (facts §9.5)"),
     _eff("services", "prefill_mfu", "MFU while prefilling", "ASM (facts §9.5)"),
     _enum("services", "precision", PRECISION_NAMES, "Number format of the weights' math", "ASM"),
     _f("services", "mean_requests_per_s", "float", "1/s", 0, 1e6, "Weekday mean request rate, before bursts"),
-    _f("services", "diurnal_peak_to_trough", "float", "-", 1, 100, "Request rate peak / trough over a day",
-       "3P: Azure 2024 (facts §9.3)"),
+    _f(
+        "services",
+        "diurnal_peak_to_trough",
+        "float",
+        "-",
+        1,
+        100,
+        "Request rate peak / trough over a day",
+        "3P: Azure 2024 (facts §9.3)",
+    ),
     _hour("services", "peak_hour", "Hour of the day of peak demand"),
     _f("services", "weekend_factor", "float", "-", 0, 10, "Weekend rate / weekday rate", "ASM (facts §9.3)"),
     _f("services", "burst_rate_per_day", "float", "1/d", 0, 1440, "Burst onsets per day"),
@@ -508,27 +1232,75 @@ FACTS: tuple[Fact, ...] = (
     _eff("services", "target_utilization", "Autoscaler's target utilisation"),
     _f("services", "startup_s", "float", "s", 0, 86400, "Time a new replica loads weights before serving"),
     _pos("services", "scale_interval_s", "float", "s", 86400, "Autoscaler decision interval"),
-    _f("services", "scale_down_delay_s", "float", "s", 0, 7 * 86400, "Lower demand held this long before "
-       "scaling down"),
+    _f(
+        "services",
+        "scale_down_delay_s",
+        "float",
+        "s",
+        0,
+        7 * 86400,
+        "Lower demand held this long before scaling down",
+    ),
     _f("services", "max_queue_wait_s", "float", "s", 0, 86400, "Requests waiting longer are dropped"),
-    _pos("services", "ttft_slo_s", "float", "s", 3600, "Time-to-first-token SLO",
-         "3P: MLPerf Inference llama2-70b Server"),
-    _pos("services", "tpot_slo_s", "float", "s", 60, "Time-per-output-token SLO",
-         "3P: MLPerf Inference llama2-70b Server"),
-    _f("services", "priority", "int", "", 0, 1_000_000, "Replicas' priority (may preempt training under the "
-       "priority policy)"),
-    Fact("services", "trace", "path", "", description="Azure-format request trace replacing the demand shape "
-         "(relative to the scenario file)", default=NONE),
+    _pos(
+        "services",
+        "ttft_slo_s",
+        "float",
+        "s",
+        3600,
+        "Time-to-first-token SLO",
+        "3P: MLPerf Inference llama2-70b Server",
+    ),
+    _pos(
+        "services",
+        "tpot_slo_s",
+        "float",
+        "s",
+        60,
+        "Time-per-output-token SLO",
+        "3P: MLPerf Inference llama2-70b Server",
+    ),
+    _f(
+        "services",
+        "priority",
+        "int",
+        "",
+        0,
+        1_000_000,
+        "Replicas' priority (may preempt training under the priority policy)",
+    ),
+    Fact(
+        "services",
+        "trace",
+        "path",
+        "",
+        description="Azure-format request trace replacing the demand shape (relative to the scenario file)",
+        default=NONE,
+    ),
     _pos("services", "trace_speedup", "float", "-", 10_000, "Replay the trace this many times faster"),
     Fact("services", "trace_loop", "bool", "", description="Repeat the trace to fill the run", source="ASM"),
     _enum("services", "family", routing.FAMILIES, "System family the service's code needs, or `any`", "ASM"),
-    _enum("services", "system", ("", *SYSTEM_KEYS), "System the `pinned` routing policy puts every replica "
-          "on (\"\": the first system of the floor that can hold them)", ""),
+    _enum(
+        "services",
+        "system",
+        ("", *SYSTEM_KEYS),
+        "System the `pinned` routing policy puts every replica "
+        'on ("": the first system of the floor that can hold them)',
+        "",
+    ),
     # ------------------------------------------------------------------ models
     Fact("models", "name", "name", "", description="Model name", default=REQUIRED),
     _pos("models", "params", "float", "-", 1e14, "Parameters (weights)", "", default=REQUIRED),
-    _pos("models", "active_params", "float", "-", 1e14, "Active parameters per token (default: params)",
-         "", default=NONE),
+    _pos(
+        "models",
+        "active_params",
+        "float",
+        "-",
+        1e14,
+        "Active parameters per token (default: params)",
+        "",
+        default=NONE,
+    ),
     _f("models", "layers", "int", "", 1, 1000, "Transformer layers", "", default=REQUIRED),
     _f("models", "kv_heads", "int", "", 1, 1024, "KV heads", "", default=REQUIRED),
     _f("models", "head_dim", "int", "", 1, 4096, "Head dimension", "", default=REQUIRED),
@@ -537,35 +1309,115 @@ FACTS: tuple[Fact, ...] = (
     _f("models", "experts_active", "int", "", 0, 100_000, "Experts active per token", "", default=0),
     _eff("models", "mfu", "Training MFU (default 0.40 dense, 0.30 MoE)", "ASM", default=NONE),
     # ------------------------------------------------------------------ failures
-    _f("failures", "chip_hazard_per_h", "float", "1/h", 0, 1, "Per-chip failure rate, all causes",
-       "DER: Llama 3 405B (facts §9.4)"),
+    _f(
+        "failures",
+        "chip_hazard_per_h",
+        "float",
+        "1/h",
+        0,
+        1,
+        "Per-chip failure rate, all causes",
+        "DER: Llama 3 405B (facts §9.4)",
+    ),
     _f("failures", "repair_sigma", "float", "-", 0, 5, "Log-normal spread of repair times"),
-    _f("failures.<cause>", "weight", "float", "-", 0, 1e6, "Share of failures (normalised over causes)",
-       "3P: Llama 3 405B interruptions (facts §9.4)"),
+    _f(
+        "failures.<cause>",
+        "weight",
+        "float",
+        "-",
+        0,
+        1e6,
+        "Share of failures (normalised over causes)",
+        "3P: Llama 3 405B interruptions (facts §9.4)",
+    ),
     _f("failures.<cause>", "repair_h", "float", "h", 0, 8760, "Mean repair time"),
-    _enum("failures.<cause>", "blast", ("chip", "server", "job"), "What fails: the chip, its server, or "
-          "only the job (software)", "ASM"),
+    _enum(
+        "failures.<cause>",
+        "blast",
+        ("chip", "server", "job"),
+        "What fails: the chip, its server, or only the job (software)",
+        "ASM",
+    ),
     # ------------------------------------------------------------------ telemetry
-    _f("telemetry", "chip_sample_interval_s", "int", "s", 0, 365 * 86400, "chip_ts every this much "
-       "simulated time (0: off)"),
-    _f("telemetry", "ultraserver_interval_s", "int", "s", 0, 365 * 86400, "ultraserver_ts every this much "
-       "simulated time, at most once a step (1: every step; 0: off)"),
-    _f("telemetry", "row_interval_s", "int", "s", 0, 365 * 86400, "row_ts (per row / CDU) every this much "
-       "simulated time, at most once a step (1: every step; 0: off)"),
-    _f("telemetry", "hall_interval_s", "int", "s", 0, 365 * 86400, "hall_ts every this much simulated "
-       "time, at most once a step (1: every step; 0: off)"),
-    _f("telemetry", "jobs_interval_s", "int", "s", 0, 365 * 86400, "jobs rows of waiting and running jobs "
-       "whose state did not change, every this much simulated time (0: every advance); a job that "
-       "changes state is written at once, and every job at the end of the run"),
+    _f(
+        "telemetry",
+        "chip_sample_interval_s",
+        "int",
+        "s",
+        0,
+        365 * 86400,
+        "chip_ts every this much simulated time (0: off)",
+    ),
+    _f(
+        "telemetry",
+        "ultraserver_interval_s",
+        "int",
+        "s",
+        0,
+        365 * 86400,
+        "ultraserver_ts every this much simulated time, at most once a step (1: every step; 0: off)",
+    ),
+    _f(
+        "telemetry",
+        "row_interval_s",
+        "int",
+        "s",
+        0,
+        365 * 86400,
+        "row_ts (per row / CDU) every this much simulated time, at most once a step (1: every step; 0: off)",
+    ),
+    _f(
+        "telemetry",
+        "hall_interval_s",
+        "int",
+        "s",
+        0,
+        365 * 86400,
+        "hall_ts every this much simulated time, at most once a step (1: every step; 0: off)",
+    ),
+    _f(
+        "telemetry",
+        "jobs_interval_s",
+        "int",
+        "s",
+        0,
+        365 * 86400,
+        "jobs rows of waiting and running jobs "
+        "whose state did not change, every this much simulated time (0: every advance); a job that "
+        "changes state is written at once, and every job at the end of the run",
+    ),
     # ------------------------------------------------------------------ events
     _f("events", "at_h", "float", "h", 0, MAX_RUN_H, "When, after the start", default=REQUIRED),
     _enum("events", "kind", EVENT_KINDS, "What happens", default=REQUIRED),
-    Fact("events", "target", "target", "", description="Index of the chip/server/system; a service name for "
-         "a surge; `facility` or `row:N` for a cap; a row for a CDU", default=""),
-    _f("events", "value", "float", "", 0, _CAP_W, "Surge factor; cap in W (0 clears); CDU flow left "
-       "(0-1); units lost; drain grace in hours", default=0.0),
-    _f("events", "duration_h", "float", "h", 0, MAX_RUN_H, "Automatic repair / restore / end (0: none)",
-       default=0.0),
+    Fact(
+        "events",
+        "target",
+        "target",
+        "",
+        description="Index of the chip/server/system; a service name for "
+        "a surge; `facility` or `row:N` for a cap; a row for a CDU",
+        default="",
+    ),
+    _f(
+        "events",
+        "value",
+        "float",
+        "",
+        0,
+        _CAP_W,
+        "Surge factor; cap in W (0 clears); CDU flow left (0-1); units lost; drain grace in hours",
+        default=0.0,
+    ),
+    _f(
+        "events",
+        "duration_h",
+        "float",
+        "h",
+        0,
+        MAX_RUN_H,
+        "Automatic repair / restore / end (0: none)",
+        default=0.0,
+    ),
 )
 
 CLASS_NAMES = params.JOB_CLASSES
@@ -580,9 +1432,9 @@ def fact(path: str) -> Fact | None:
     """The fact of a dotted key path (``cooling.plant``, ``services.peak_hour``,
     ``training.eval.share``, ``failures.hbm.blast``); None if there is none."""
     section, _, key = path.rpartition(".")
-    if section.startswith("training.") and section[len("training."):] in CLASS_NAMES:
+    if section.startswith("training.") and section[len("training.") :] in CLASS_NAMES:
         section = "training.<class>"
-    elif section.startswith("failures.") and section[len("failures."):] in CAUSE_NAMES:
+    elif section.startswith("failures.") and section[len("failures.") :] in CAUSE_NAMES:
         section = "failures.<cause>"
     for f in FACTS:
         if f.section == section and f.key == key:
@@ -706,12 +1558,22 @@ def json_schema() -> dict[str, Any]:
     failures = _object("failures", extra={c: _object("failures.<cause>", c) for c in CAUSE_NAMES})
     top = _object("")
     top["properties"].update(
-        hall=_object("hall", extra={"rows": {"type": "array", "maxItems": floor.MAX_SYSTEMS,
-                                             "items": _object("hall.rows")}}),
-        halls={"type": "array", "minItems": 1, "maxItems": campus.MAX_HALLS,
-               "items": _object("hall", extra={"rows": {"type": "array", "maxItems": floor.MAX_SYSTEMS,
-                                                        "items": _object("hall.rows")},
-                                               "cooling": _object("cooling")})},
+        hall=_object(
+            "hall",
+            extra={"rows": {"type": "array", "maxItems": floor.MAX_SYSTEMS, "items": _object("hall.rows")}},
+        ),
+        halls={
+            "type": "array",
+            "minItems": 1,
+            "maxItems": campus.MAX_HALLS,
+            "items": _object(
+                "hall",
+                extra={
+                    "rows": {"type": "array", "maxItems": floor.MAX_SYSTEMS, "items": _object("hall.rows")},
+                    "cooling": _object("cooling"),
+                },
+            ),
+        },
         hardware=_object("hardware"),
         site=_object("site"),
         grid={

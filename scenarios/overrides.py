@@ -65,7 +65,9 @@ def parse_path(key: str) -> tuple[str | int, ...]:
     for seg in key.split("."):
         m = _SEGMENT.match(seg)
         if m is None:
-            raise ValueError(f"malformed key {key!r} (use dotted names like hall.ultraservers or services[0].replicas)")
+            raise ValueError(
+                f"malformed key {key!r} (use dotted names like hall.ultraservers or services[0].replicas)"
+            )
         out.append(m.group(1))
         out.extend(int(i) for i in _INDEX.findall(m.group(2)))
     if len(out) > MAX_DEPTH:
@@ -198,7 +200,9 @@ def effective_text(text: str, overrides: list[Override], origin: str) -> str:
         pass
     out = header + _dump(want)
     if tomllib.loads(out) != want:  # pragma: no cover - tomlkit round-trips plain data
-        raise ScenarioError(f"{origin}: the scenario with {', '.join(map(str, overrides))} cannot be written as TOML")
+        raise ScenarioError(
+            f"{origin}: the scenario with {', '.join(map(str, overrides))} cannot be written as TOML"
+        )
     return out
 
 

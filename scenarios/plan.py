@@ -72,11 +72,13 @@ def parse_constraint(text: str) -> Constraint:
     m = _CONSTRAINT.match(text) if len(text) <= 200 else None
     if m is None:
         raise ScenarioError(
-            f"--subject-to {shown!r}: expected KPI OP NUMBER, e.g. \"slo_attainment >= 0.99\" (OP: >=, <=, >, <)"
+            f'--subject-to {shown!r}: expected KPI OP NUMBER, e.g. "slo_attainment >= 0.99" (OP: >=, <=, >, <)'
         )
     kpi, op, num = m.groups()
     if kpi not in sweep.kpi_keys():
-        raise ScenarioError(f"--subject-to {shown!r}: unknown KPI {kpi!r}; known: {', '.join(sweep.kpi_keys())}")
+        raise ScenarioError(
+            f"--subject-to {shown!r}: unknown KPI {kpi!r}; known: {', '.join(sweep.kpi_keys())}"
+        )
     bound = float(num)
     if not math.isfinite(bound):
         raise ScenarioError(f"--subject-to {shown!r}: the bound must be a finite number")
@@ -155,7 +157,9 @@ class Planner:
         on_run: Callable[[int], None] | None = None,
     ) -> None:
         if scenario.variants:
-            raise ScenarioError(f"{origin}: a comparison scenario ([[variants]]) cannot be planned; use one variant")
+            raise ScenarioError(
+                f"{origin}: a comparison scenario ([[variants]]) cannot be planned; use one variant"
+            )
         if not constraints:
             raise ScenarioError("give at least one --subject-to constraint")
         sweep.check_backend(backend, jobs)
@@ -177,7 +181,9 @@ class Planner:
         self.raw = tomllib.loads(text)
         self.base_dir = overrides.base_dir_of(origin)
         keys = [k for k, _ in over]
-        self.cases = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(v for _, v in over))]
+        self.cases = [
+            dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(v for _, v in over))
+        ]
         self.runs = 0
         # Both ends of the range must be valid scenarios in every case before anything runs.
         for case in self.cases:
@@ -195,10 +201,16 @@ class Planner:
         params = {**case, self.key: value}
         pid = "p" + hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
         return sweep.Task(
-            value, pid, self.seed, tuple(params.items()),
+            value,
+            pid,
+            self.seed,
+            tuple(params.items()),
             tuple((o.key, o.value) for o in self._ovs(case, value)),
-            self.text, self.origin, None if self.base_dir is None else str(self.base_dir.resolve()),
-            self.duration_s, None,
+            self.text,
+            self.origin,
+            None if self.base_dir is None else str(self.base_dir.resolve()),
+            self.duration_s,
+            None,
         )
 
     def evaluate(self, wanted: list[tuple[CaseResult, int]]) -> None:
@@ -241,8 +253,10 @@ class Planner:
             up = [c for c in self.constraints if not c.holds(lo_row) and c.holds(hi_row)]
             never = [c for c in self.constraints if not c.holds(lo_row) and not c.holds(hi_row)]
             if never:
-                cr.why = (f"no value in {self.lo}..{self.hi}: {never[0]} fails at both ends "
-                          f"({never[0].shown(hi_row)} at {self.hi})")
+                cr.why = (
+                    f"no value in {self.lo}..{self.hi}: {never[0]} fails at both ends "
+                    f"({never[0].shown(hi_row)} at {self.hi})"
+                )
                 continue
             if not up:
                 cr.answer = self.lo
@@ -275,8 +289,10 @@ class Planner:
         below = cr.rows[a - 1]
         cr.binding = [c for c in up if not c.holds(below)]
         if capped:
-            cr.why = (f"no value in {self.lo}..{self.hi}: {', '.join(map(str, cr.binding))} needs at least {a}, "
-                      f"where {capped[0].shown(cr.rows[a])}")
+            cr.why = (
+                f"no value in {self.lo}..{self.hi}: {', '.join(map(str, cr.binding))} needs at least {a}, "
+                f"where {capped[0].shown(cr.rows[a])}"
+            )
             return
         cr.answer = a
         cr.why = "binding at {}: {}".format(a - 1, "; ".join(c.shown(below) for c in cr.binding))
@@ -292,11 +308,15 @@ class Planner:
                 continue
             a = ok[0]
             if ok != list(range(a, ok[-1] + 1)):
-                cr.warning = f"not monotone: the constraints hold at {a} but not at every value up to {ok[-1]}"
+                cr.warning = (
+                    f"not monotone: the constraints hold at {a} but not at every value up to {ok[-1]}"
+                )
             cr.answer = a
             if a == self.lo:
                 cr.why = f"every constraint holds at the low end of the range ({self.lo})"
             else:
                 cr.binding = self.failing(cr, a - 1)
-                cr.why = "binding at {}: {}".format(a - 1, "; ".join(c.shown(cr.rows[a - 1]) for c in cr.binding))
+                cr.why = "binding at {}: {}".format(
+                    a - 1, "; ".join(c.shown(cr.rows[a - 1]) for c in cr.binding)
+                )
         return PlanResult(self.key, self.constraints, crs, self.runs)

@@ -69,7 +69,9 @@ class Session:
             try:
                 self.out.parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
-                raise StorageError(f"{self.out.parent}: cannot create the folder: {e.strerror or e}") from None
+                raise StorageError(
+                    f"{self.out.parent}: cannot create the folder: {e.strerror or e}"
+                ) from None
         crash_point("session:writer")
         # Unique per run: a process (a sweep worker) starts several runs within one second.
         now = _dt.datetime.now(_dt.UTC)
@@ -103,7 +105,9 @@ class Session:
         if self.publisher is not None:
             # The console's queries get a sandbox of their own with the user's limits; the run's
             # database keeps its small one (storage.sandbox.WRITER_MEMORY).
-            self.writer.user_sql = LiveUserSql(self.publisher, self.out, self.writer.limits, self.writer.user_sql)
+            self.writer.user_sql = LiveUserSql(
+                self.publisher, self.out, self.writer.limits, self.writer.user_sql
+            )
         self._held: list[Frames] = []
         self._held_steps = 0
         self.closed = False
@@ -185,7 +189,9 @@ def concat_frames(parts: list[Frames], only: tuple[str, ...] | None = None) -> F
         cols: dict[str, Any] = {}
         for key, first in have[0].items():
             vals = [h[key] for h in have]
-            cols[key] = np.concatenate(vals) if isinstance(first, np.ndarray) else [x for v in vals for x in v]
+            cols[key] = (
+                np.concatenate(vals) if isinstance(first, np.ndarray) else [x for v in vals for x in v]
+            )
         out[table] = cols
     return out
 
@@ -204,7 +210,6 @@ def _latest_job_rows(have: list[dict[str, Any]]) -> dict[str, Any]:
         else:
             out[key] = [have[p][key][i] for p, i in zip(part.tolist(), local.tolist(), strict=True)]
     return out
-
 
 
 class Terminated(KeyboardInterrupt):
@@ -284,7 +289,9 @@ def check_output(path: str | Path, overwrite: bool) -> None:
         try:
             RunLock(p).release()
         except LockedError as e:
-            raise StorageError(f"{p}: another run (process {e}) is writing this file; choose another output") from None
+            raise StorageError(
+                f"{p}: another run (process {e}) is writing this file; choose another output"
+            ) from None
         except OSError as e:
             raise StorageError(f"{p}: cannot write here: {e.strerror or e}") from None
 
@@ -318,8 +325,15 @@ def run(
     done = 0
     status = "failed"
     session = Session(
-        scenario, text, out, seed=seed, duration_s=duration_s, overwrite=overwrite, extra_events=extra_events,
-        publish_live=publish_live, on_chunk=on_chunk,
+        scenario,
+        text,
+        out,
+        seed=seed,
+        duration_s=duration_s,
+        overwrite=overwrite,
+        extra_events=extra_events,
+        publish_live=publish_live,
+        on_chunk=on_chunk,
     )
     try:
         total = session.total_steps
@@ -432,9 +446,13 @@ def same_telemetry(
             key = "time_s, ultraserver_id" if t == "ultraserver_ts" else "time_s"
             q = f"SELECT * EXCLUDE (run_id) FROM {t} WHERE run_id = ? ORDER BY {key}"
             x, y = (c.sql(q, params=[i]).to_arrow_table() for c, i in zip(cons, ids, strict=True))
-            if x.num_rows != y.num_rows or x.schema != y.schema or not all(
-                _same_column(x[n].to_numpy(zero_copy_only=False), y[n].to_numpy(zero_copy_only=False))
-                for n in x.column_names
+            if (
+                x.num_rows != y.num_rows
+                or x.schema != y.schema
+                or not all(
+                    _same_column(x[n].to_numpy(zero_copy_only=False), y[n].to_numpy(zero_copy_only=False))
+                    for n in x.column_names
+                )
             ):
                 out.append(t)
     finally:

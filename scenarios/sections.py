@@ -53,7 +53,9 @@ def _start(v: Any) -> Any:
         try:
             v = _dt.datetime.fromisoformat(v)
         except ValueError:
-            raise ValueError(f"not an ISO 8601 date-time with a zone (e.g. 2026-01-05T00:00:00Z): {v!r}") from None
+            raise ValueError(
+                f"not an ISO 8601 date-time with a zone (e.g. 2026-01-05T00:00:00Z): {v!r}"
+            ) from None
     if not isinstance(v, _dt.datetime):
         raise ValueError("expected an ISO 8601 date-time with a zone, e.g. 2026-01-05T00:00:00Z")
     if v.tzinfo is None or v.utcoffset() is None:
@@ -89,7 +91,9 @@ def annotation(f: Fact) -> Any:
     if t == "name":
         return Annotated[str, Field(strict=True, max_length=F.MAX_NAME_CHARS), AfterValidator(safe_name)]
     if t in ("str", "path"):
-        return Annotated[str, Field(strict=True, min_length=1 if t == "path" else 0, max_length=F.MAX_TEXT_CHARS)]
+        return Annotated[
+            str, Field(strict=True, min_length=1 if t == "path" else 0, max_length=F.MAX_TEXT_CHARS)
+        ]
     if t == "enum":
         return Literal[f.choices]  # type: ignore[valid-type]
     if t == "datetime":
@@ -130,8 +134,14 @@ def fields_of(section: str, owner: str | None = None, skip: tuple[str, ...] = ()
     return out
 
 
-def _model(name: str, section: str, base: type[BaseModel], owner: str | None = None,
-           skip: tuple[str, ...] = (), **extra: Any) -> Any:
+def _model(
+    name: str,
+    section: str,
+    base: type[BaseModel],
+    owner: str | None = None,
+    skip: tuple[str, ...] = (),
+    **extra: Any,
+) -> Any:
     return create_model(name, __base__=base, **fields_of(section, owner, skip), **extra)
 
 
@@ -188,7 +198,8 @@ class _JobClassChecks(Strict):
 
 
 _CLASS_MODELS: dict[str, Any] = {
-    kind: _model(f"JobClass_{kind}", "training.<class>", _JobClassChecks, owner=kind) for kind in params.JOB_CLASSES
+    kind: _model(f"JobClass_{kind}", "training.<class>", _JobClassChecks, owner=kind)
+    for kind in params.JOB_CLASSES
 }
 PretrainSection = _CLASS_MODELS["pretrain"]
 FinetuneSection = _CLASS_MODELS["finetune"]
@@ -214,7 +225,9 @@ class _TrainingChecks(Strict):
         if isinstance(pre, dict):
             clash = sorted(set(pre) & set(short))
             if clash:
-                raise ValueError(f"{clash[0]} is given both under [training] and [training.pretrain]; keep one")
+                raise ValueError(
+                    f"{clash[0]} is given both under [training] and [training.pretrain]; keep one"
+                )
             out["pretrain"] = {**short, **pre}
         for kind in ("finetune", "eval", "batch_inference"):
             other = out.get(kind, {})
@@ -238,7 +251,8 @@ TrainingSection: Any = _model(
 )
 SchedulerSection: Any = _model("SchedulerSection", "scheduler", Strict)
 _CAUSE_MODELS = {
-    name: _model(f"FailureCause_{name}", "failures.<cause>", Strict, owner=name) for name in params.FAILURE_CAUSES
+    name: _model(f"FailureCause_{name}", "failures.<cause>", Strict, owner=name)
+    for name in params.FAILURE_CAUSES
 }
 
 
@@ -440,7 +454,9 @@ class _HallChecks(Strict):
         if s.rows:
             given = sorted({"system", "ultraservers", "it_envelope_w"} & s.model_fields_set)
             if given:
-                raise ValueError(f"give [[hall.rows]] or hall.{given[0]}, not both (the rows say which systems)")
+                raise ValueError(
+                    f"give [[hall.rows]] or hall.{given[0]}, not both (the rows say which systems)"
+                )
         return s
 
     def count(self, sysm: catalog.System, acc: catalog.Accelerator) -> int:
@@ -477,7 +493,15 @@ CampusHallSection: Any = _model(
 )
 
 ACC_OVERRIDABLE = {"tdp_w", "idle_fraction", "hbm_bytes", "hbm_bw_bytes_s", "peak_flops"}
-SYS_OVERRIDABLE = {"host_w_per_server", "host_idle_fraction", "switch_w", "liquid_fraction", "chips", "servers", "racks"}
+SYS_OVERRIDABLE = {
+    "host_w_per_server",
+    "host_idle_fraction",
+    "switch_w",
+    "liquid_fraction",
+    "chips",
+    "servers",
+    "racks",
+}
 
 
 class _HardwareChecks(Strict):
@@ -491,7 +515,9 @@ class _HardwareChecks(Strict):
             for k, x in s.peak_flops.items():
                 key = catalog.normalize_precision(k)
                 if key not in catalog.PRECISIONS:
-                    raise ValueError(f"peak_flops: unknown precision {k!r}; known: {', '.join(catalog.PRECISIONS)}")
+                    raise ValueError(
+                        f"peak_flops: unknown precision {k!r}; known: {', '.join(catalog.PRECISIONS)}"
+                    )
                 out[key] = float(x)
             object.__setattr__(s, "peak_flops", out)
         if s.chips is not None and s.servers is not None and s.chips % s.servers:

@@ -165,7 +165,9 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             if "hall" in self.model_fields_set:
                 raise ValueError("give [hall] or [[halls]], not both (a campus is its halls)")
         elif self.power.campus_cap_w:
-            raise ValueError("power.campus_cap_w: caps a campus ([[halls]]); a single hall uses power.facility_cap_w")
+            raise ValueError(
+                "power.campus_cap_w: caps a campus ([[halls]]); a single hall uses power.facility_cap_w"
+            )
         return self
 
     def hall_sections(self) -> list[Any]:
@@ -181,10 +183,16 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             c = getattr(self.training, kind)
             for m in c.models:
                 if m not in known:
-                    raise ValueError(f"training.{kind}.models: unknown model {m!r}; known: {', '.join(known)}")
+                    raise ValueError(
+                        f"training.{kind}.models: unknown model {m!r}; known: {', '.join(known)}"
+                    )
             prec = self._class_precision(kind)
             if not any(a.supports(prec) for a in accs):
-                where = f"training.{kind}.precision" if "precision" in c.model_fields_set else "training.precision"
+                where = (
+                    f"training.{kind}.precision"
+                    if "precision" in c.model_fields_set
+                    else "training.precision"
+                )
                 raise ValueError(
                     f"{where}: {acc.name} has no {prec!r} rate; use one of {', '.join(acc.peak_flops)}"
                 )
@@ -232,7 +240,9 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         """Services of a model defined in [[models]] take its architecture unless given."""
         if not isinstance(data, dict) or not isinstance(data.get("models"), list):
             return data
-        custom = {m["name"]: m for m in data["models"] if isinstance(m, dict) and isinstance(m.get("name"), str)}
+        custom = {
+            m["name"]: m for m in data["models"] if isinstance(m, dict) and isinstance(m.get("name"), str)
+        }
         svcs = data.get("services")
         if not isinstance(svcs, list):
             return data
@@ -287,7 +297,9 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
     def _failure_params(self) -> params.FailureParams:
         f = self.failures
         causes = {n: params.FailureCause(**getattr(f, n).model_dump()) for n in params.FAILURE_CAUSES}
-        return params.FailureParams(chip_hazard_per_h=f.chip_hazard_per_h, repair_sigma=f.repair_sigma, **causes)
+        return params.FailureParams(
+            chip_hazard_per_h=f.chip_hazard_per_h, repair_sigma=f.repair_sigma, **causes
+        )
 
     def _check_hall(self, halls: list[tuple[params.SystemRows, ...]]) -> None:
         """Hall and campus size, service replicas and event targets against the halls, before
@@ -306,7 +318,9 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             chips = sum(r.ultraservers * r.system.chips for r in pools)
             if chips > F.MAX_CHIPS:
                 what = " + ".join(f"{r.ultraservers:,} x {r.system.chips}" for r in pools)
-                raise ValueError(f"{where}: {what} = {chips:,} chips; a hall may hold at most {F.MAX_CHIPS:,} chips")
+                raise ValueError(
+                    f"{where}: {what} = {chips:,} chips; a hall may hold at most {F.MAX_CHIPS:,} chips"
+                )
             hall_chips.append(chips)
         every = [r for pools in halls for r in pools]
         chips = sum(hall_chips)
@@ -334,10 +348,14 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         if slots > F.MAX_REPLICAS:
             raise ValueError(f"services: {slots:,} replicas in all; at most {F.MAX_REPLICAS:,}")
         for k, have in enumerate(hall_chips):
-            need = sum(s.replicas * s.chips_per_replica for i, s in enumerate(self.services) if i % len(halls) == k)
+            need = sum(
+                s.replicas * s.chips_per_replica for i, s in enumerate(self.services) if i % len(halls) == k
+            )
             if need > have:
                 where_h = f"halls[{k}]" if campus_ else "the hall"
-                raise ValueError(f"services: the initial replicas need {need:,} chips but {where_h} has {have:,}")
+                raise ValueError(
+                    f"services: the initial replicas need {need:,} chips but {where_h} has {have:,}"
+                )
         names = {s.name for s in self.services}
         nh = len(halls) if campus_ else 0
         for i, e in enumerate(self.events):
@@ -356,10 +374,14 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             return (params.SystemRows(sysm, acc, n, hall.ultraservers_per_row),)
         hw = self.hardware.model_dump(exclude_none=True)
         if hw:
-            raise ValueError(f"hardware.{sorted(hw)[0]}: [hardware] overrides apply to a one-system hall, not to "
-                             "[[hall.rows]]")
+            raise ValueError(
+                f"hardware.{sorted(hw)[0]}: [hardware] overrides apply to a one-system hall, not to "
+                "[[hall.rows]]"
+            )
         if self.tco.system_capex_usd:
-            raise ValueError("tco.system_capex_usd: a mixed floor prices each system by its [[hall.rows]] capex_usd")
+            raise ValueError(
+                "tco.system_capex_usd: a mixed floor prices each system by its [[hall.rows]] capex_usd"
+            )
         out = []
         for r in hall.rows:
             sysm = catalog.system(r.system, {})
@@ -411,7 +433,10 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         for k, pools in enumerate(site_pools):
             first = pools[0]
             h = params.HallParams(
-                first.system, first.accelerator, first.ultraservers, first.ultraservers_per_row,
+                first.system,
+                first.accelerator,
+                first.ultraservers,
+                first.ultraservers_per_row,
                 rows=pools if len(pools) > 1 else (),
             )
             if h.rows:
@@ -479,7 +504,7 @@ _EVENT_LEVEL = {
 def _index(where: str, target: Any, what: str, count: int, prefix: str = "") -> None:
     t = str(target)
     if prefix and t.startswith(prefix):
-        t = t[len(prefix):]
+        t = t[len(prefix) :]
     if not _INDEX_RE.match(t):
         form = f"{prefix}N or N" if prefix else "an index"
         raise ValueError(f"{where}.target: expected {form}, a {what} 0..{count - 1} (got {target!r})")
@@ -490,23 +515,41 @@ def _index(where: str, target: Any, what: str, count: int, prefix: str = "") -> 
 _HALL_TARGET_RE = re.compile(r"^hall:([0-9]{1,9})$")
 
 
-def _check_event(where: str, e: Any, chips: int, servers: int, systems: int, rows: int,
-                 services: set[str], cooling: Any, halls: int = 0) -> None:
+def _check_event(
+    where: str,
+    e: Any,
+    chips: int,
+    servers: int,
+    systems: int,
+    rows: int,
+    services: set[str],
+    cooling: Any,
+    halls: int = 0,
+) -> None:
     """An event's target and value make sense for its kind in this hall (or campus of
     ``halls`` halls: a plant or cap event may name one as ``hall:K``)."""
     kind, target, value = e.kind, e.target, e.value
     level = _EVENT_LEVEL.get(kind)
     m = _HALL_TARGET_RE.match(str(target))
-    if m is not None and kind in ("power_cap", "cdu_pump_failure", "chiller_trip", "cooling_tower_loss",
-                                  "cooling_restore"):
+    if m is not None and kind in (
+        "power_cap",
+        "cdu_pump_failure",
+        "chiller_trip",
+        "cooling_tower_loss",
+        "cooling_restore",
+    ):
         if not halls:
             raise ValueError(f"{where}.target: {target!r} names a hall, but the scenario has no [[halls]]")
         if int(m.group(1)) >= halls:
-            raise ValueError(f"{where}.target: hall {int(m.group(1))} is beyond the campus (halls 0..{halls - 1})")
+            raise ValueError(
+                f"{where}.target: hall {int(m.group(1))} is beyond the campus (halls 0..{halls - 1})"
+            )
         target = ""
     elif halls and kind == "power_cap" and target in ("", "facility"):
-        raise ValueError(f"{where}.target: on a campus a power cap names a hall (hall:K) or a row (row:N); "
-                         "the campus's own cap is power.campus_cap_w")
+        raise ValueError(
+            f"{where}.target: on a campus a power cap names a hall (hall:K) or a row (row:N); "
+            "the campus's own cap is power.campus_cap_w"
+        )
     if level is not None:
         count = {"chip": chips, "server": servers, "ultraserver": systems}[level]
         _index(where, target, level, count)
@@ -523,12 +566,16 @@ def _check_event(where: str, e: Any, chips: int, servers: int, systems: int, row
     elif kind in ("chiller_trip", "cooling_tower_loss"):
         units = cooling.chiller_units if kind == "chiller_trip" else cooling.economizer_units
         if value != int(value) or value > units:
-            raise ValueError(f"{where}.value: units lost, a whole number 0..{units} (got {value:g}; 0 means 1)")
+            raise ValueError(
+                f"{where}.value: units lost, a whole number 0..{units} (got {value:g}; 0 means 1)"
+            )
         if target not in ("", "plant"):
             raise ValueError(f"{where}.target: {kind} acts on the plant; leave target out (got {target!r})")
     elif kind == "cooling_restore":
         if target not in ("", "plant"):
-            raise ValueError(f"{where}.target: cooling_restore acts on the plant; leave target out (got {target!r})")
+            raise ValueError(
+                f"{where}.target: cooling_restore acts on the plant; leave target out (got {target!r})"
+            )
     elif kind == "inference_surge":
         if target != "" and target not in services:
             known = ", ".join(sorted(services)) or "none"
@@ -676,8 +723,10 @@ def _message(err: Any) -> str:
     typ = err["type"]
     f = _fact_of_loc(loc)
     msg = err["msg"]
-    got = "" if typ in ("extra_forbidden", "missing") or isinstance(err.get("input"), dict) else (
-        f" (got {_short(err.get('input'))})"
+    got = (
+        ""
+        if typ in ("extra_forbidden", "missing") or isinstance(err.get("input"), dict)
+        else (f" (got {_short(err.get('input'))})")
     )
     if typ == "extra_forbidden":
         msg = "unknown key"
@@ -706,7 +755,7 @@ def _message(err: Any) -> str:
     elif typ in ("too_long", "string_too_long"):
         msg = msg.replace("Value should have", "at most").replace("String should have", "at most")
     if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+        msg = msg[len("Value error, ") :]
     text = _format_loc(loc)
     if (text == "(top level)" and re.match(r"^[A-Za-z_][\w.\[\]]*[:( ]", msg)) or msg.startswith(f"{text}."):
         text = ""  # a check that names its own key path
@@ -767,7 +816,9 @@ def parse(text: str, origin: str, base_dir: str | Path | None = None) -> Scenari
     ``base_dir`` is where relative file paths in it start (default: the working directory).
     A UTF-8 byte-order mark at the top is ignored."""
     if len(text) > F.MAX_SCENARIO_BYTES:
-        raise ScenarioError(f"{origin}: {len(text):,} characters; a scenario may be at most {F.MAX_SCENARIO_BYTES:,}")
+        raise ScenarioError(
+            f"{origin}: {len(text):,} characters; a scenario may be at most {F.MAX_SCENARIO_BYTES:,}"
+        )
     text = text.removeprefix("\ufeff")
     try:
         data = tomllib.loads(text)

@@ -52,10 +52,28 @@ MAX_SEEDS = 1000
 MAX_VALUES = 10_000
 BACKENDS = ("local", "ray")
 # Columns every row has besides the parameters and the KPIs.
-BASE_COLUMNS = ("point", "point_id", "seed", "hours", "status", "error", "wall_s", "cpu_s", "run_file", "run_id")
+BASE_COLUMNS = (
+    "point",
+    "point_id",
+    "seed",
+    "hours",
+    "status",
+    "error",
+    "wall_s",
+    "cpu_s",
+    "run_file",
+    "run_id",
+)
 # KPIs where a larger value is better (the Pareto front's default direction); all others: smaller.
 LARGER_IS_BETTER = {
-    "slo_attainment", "goodput", "tokens", "training_eflop", "jobs_done", "busy_fraction", "chips", "days",
+    "slo_attainment",
+    "goodput",
+    "tokens",
+    "training_eflop",
+    "jobs_done",
+    "busy_fraction",
+    "chips",
+    "days",
 }
 _SWEEP_KEYS = {"scenario", "hours", "seeds", "set", "grid", "random"}
 
@@ -207,7 +225,9 @@ def parse_sweep(data: dict[str, Any], origin: str, base_dir: Path) -> Sweep:
         raise ScenarioError(f"{origin}: sweep: required table [sweep] is missing")
     extra = sorted(set(s) - _SWEEP_KEYS)
     if extra:
-        raise ScenarioError(f"{origin}: sweep.{extra[0]}: unknown key (known: {', '.join(sorted(_SWEEP_KEYS))})")
+        raise ScenarioError(
+            f"{origin}: sweep.{extra[0]}: unknown key (known: {', '.join(sorted(_SWEEP_KEYS))})"
+        )
     ref = s.get("scenario", "default")
     if not isinstance(ref, str) or not ref:
         raise ScenarioError(f"{origin}: sweep.scenario: expected a built-in name or a scenario file path")
@@ -309,7 +329,10 @@ def latin_hypercube(dims: list[Dimension], n: int, seed: int) -> list[dict[str, 
 
 def points(sw: Sweep) -> list[Point]:
     """The sweep's points in order: the grid (last key fastest) crossed with the random sample."""
-    grid = [dict(zip([k for k, _ in sw.grid], combo, strict=True)) for combo in itertools.product(*(v for _, v in sw.grid))]
+    grid = [
+        dict(zip([k for k, _ in sw.grid], combo, strict=True))
+        for combo in itertools.product(*(v for _, v in sw.grid))
+    ]
     sample = latin_hypercube(sw.random, sw.n, sw.sample_seed) if sw.random else [{}]
     out = []
     ident = {
@@ -366,8 +389,16 @@ def tasks(sw: Sweep, pts: list[Point], runs_dir: Path | None) -> list[Task]:
         ovs = tuple((o.key, o.value) for o in point_overrides(sw, pt))
         for seed in sw.seeds:
             t = Task(
-                pt.index, pt.id, seed, tuple(pt.params.items()), ovs, sw.base_text, sw.base_origin,
-                None if base_dir is None else str(base_dir.resolve()), sw.duration_s, None,
+                pt.index,
+                pt.id,
+                seed,
+                tuple(pt.params.items()),
+                ovs,
+                sw.base_text,
+                sw.base_origin,
+                None if base_dir is None else str(base_dir.resolve()),
+                sw.duration_s,
+                None,
             )
             if runs_dir is not None:
                 t = dataclasses.replace(t, run_file=str((runs_dir / f"{t.key}.duckdb").resolve()))
@@ -419,7 +450,9 @@ def run_task(t: Task) -> dict[str, Any]:
         else:
             out = Path(t.run_file)
         # Nobody reads a sweep's run while it runs: no live sidecar next to the file.
-        result = run(scen, text, out, seed=t.seed, duration_s=t.duration_s, overwrite=True, publish_live=False)
+        result = run(
+            scen, text, out, seed=t.seed, duration_s=t.duration_s, overwrite=True, publish_live=False
+        )
         con = open_run_file(out)
         try:
             kpis = run_kpis(con, result.run_id)
@@ -428,7 +461,10 @@ def run_task(t: Task) -> dict[str, Any]:
             con.close()
         row.update({k: kpis.get(k) for k in kpi_keys()})
         row.update(
-            seed=int(seed), hours=result.sim_s / 3600, status=result.status, run_id=result.run_id,
+            seed=int(seed),
+            hours=result.sim_s / 3600,
+            status=result.status,
+            run_id=result.run_id,
             run_file=None if t.run_file is None else str(out),
         )
     except Exception as e:
@@ -459,7 +495,10 @@ OnResult = Callable[[Task, dict[str, Any]], None]
 
 
 def execute(
-    todo: list[Task], on_result: OnResult, backend: str = "local", jobs: int | None = None,
+    todo: list[Task],
+    on_result: OnResult,
+    backend: str = "local",
+    jobs: int | None = None,
     ray_address: str | None = None,
 ) -> None:
     """Run tasks on a backend, calling ``on_result(task, row)`` in the caller's process as each ends."""
@@ -645,8 +684,20 @@ def results_table(sw: Sweep, all_tasks: list[Task], out_dir: Path) -> Any:
     cols: dict[str, Any] = {}
     ints = {"point", "seed"}
     floats = {"hours", "wall_s", "cpu_s", *kpi_keys()}
-    order = ["point", "point_id", "seed", *sw.param_keys, *kpi_keys(), "hours", "status", "error", "wall_s",
-             "cpu_s", "run_file", "run_id"]
+    order = [
+        "point",
+        "point_id",
+        "seed",
+        *sw.param_keys,
+        *kpi_keys(),
+        "hours",
+        "status",
+        "error",
+        "wall_s",
+        "cpu_s",
+        "run_file",
+        "run_id",
+    ]
     for name in order:
         vals = [r.get(name) for r in rows]
         if name in ints:
@@ -657,8 +708,10 @@ def results_table(sw: Sweep, all_tasks: list[Task], out_dir: Path) -> Any:
             try:
                 cols[name] = pa.array(vals)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-                cols[name] = pa.array([None if v is None else json.dumps(v) if not isinstance(v, str) else v
-                                       for v in vals], pa.string())
+                cols[name] = pa.array(
+                    [None if v is None else json.dumps(v) if not isinstance(v, str) else v for v in vals],
+                    pa.string(),
+                )
         else:
             cols[name] = pa.array([None if v is None else str(v) for v in vals], pa.string())
     return pa.table(cols)
@@ -703,13 +756,32 @@ def run_sweep(
     validate(sw, pts)
     with backend_session(backend, jobs, ray_address):
         runs = (runs_dir or out_dir / "runs") if files else None
-        return _run_points(sw, pts, out_dir, backend, jobs, ray_address, runs, retry_failed, on_start, on_result,
-                           rebuild_every_s)
+        return _run_points(
+            sw,
+            pts,
+            out_dir,
+            backend,
+            jobs,
+            ray_address,
+            runs,
+            retry_failed,
+            on_start,
+            on_result,
+            rebuild_every_s,
+        )
 
 
 def _run_points(
-    sw: Sweep, pts: list[Point], out_dir: Path, backend: str, jobs: int | None, ray_address: str | None,
-    runs_dir: Path | None, retry_failed: bool, on_start: Callable[[int, int], None] | None, on_result: OnResult | None,
+    sw: Sweep,
+    pts: list[Point],
+    out_dir: Path,
+    backend: str,
+    jobs: int | None,
+    ray_address: str | None,
+    runs_dir: Path | None,
+    retry_failed: bool,
+    on_start: Callable[[int, int], None] | None,
+    on_result: OnResult | None,
     rebuild_every_s: float,
 ) -> Outcome:
     prepare_dir(out_dir, runs_dir)
@@ -770,7 +842,11 @@ def by_point(rows: list[dict[str, Any]], param_keys: list[str]) -> list[dict[str
         agg: dict[str, Any] = {"point": rs[0]["point"], "point_id": pid, "seeds": len(rs)}
         agg.update({k: rs[0].get(k) for k in param_keys})
         for k in kpi_keys():
-            vals = [r[k] for r in rs if r.get(k) is not None and not (isinstance(r[k], float) and math.isnan(r[k]))]
+            vals = [
+                r[k]
+                for r in rs
+                if r.get(k) is not None and not (isinstance(r[k], float) and math.isnan(r[k]))
+            ]
             agg[k] = sum(vals) / len(vals) if vals else None
         out.append(agg)
     return out

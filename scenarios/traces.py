@@ -106,7 +106,9 @@ class _Rows:
                 yield self._reader.line_num, [f.strip() for f in fields]
         except csv.Error as e:
             line = self._reader.line_num
-            raise TraceError(f"{self.path}:{line}: not a readable CSV row: {e} (at most {MAX_FIELD_BYTES:,} bytes a field)") from None
+            raise TraceError(
+                f"{self.path}:{line}: not a readable CSV row: {e} (at most {MAX_FIELD_BYTES:,} bytes a field)"
+            ) from None
         except UnicodeDecodeError as e:
             raise TraceError(f"{self.path}: not UTF-8 text: {e.reason} at byte {e.start:,}") from None
         except OSError as e:
@@ -117,7 +119,9 @@ class _Rows:
             for row in self._iter():
                 self.count += 1
                 if self.count > MAX_TRACE_ROWS:
-                    raise TraceError(f"{self.path}:{row[0]}: more than {MAX_TRACE_ROWS:,} rows; a trace may have at most {MAX_TRACE_ROWS:,}")
+                    raise TraceError(
+                        f"{self.path}:{row[0]}: more than {MAX_TRACE_ROWS:,} rows; a trace may have at most {MAX_TRACE_ROWS:,}"
+                    )
                 yield row
         finally:
             self.close()
@@ -202,7 +206,9 @@ def read_request_trace(path: str | Path) -> RequestTrace:
     order = np.argsort(ta, kind="stable")
     ta = ta[order] - ta[order[0]]
     if ta[-1] > MAX_SPAN_S:
-        raise TraceError(f"{path}: the requests span {ta[-1] / 3600:,.0f} h; at most {MAX_RUN_H:,.0f} h (ten years)")
+        raise TraceError(
+            f"{path}: the requests span {ta[-1] / 3600:,.0f} h; at most {MAX_RUN_H:,.0f} h (ten years)"
+        )
     ia = np.frombuffer(inp, dtype=np.int64)[order]
     oa = np.frombuffer(out, dtype=np.int64)[order]
     return RequestTrace(ta, ia, oa, str(path))
@@ -279,12 +285,10 @@ def read_job_trace(path: str | Path, known_models: set[str] | None = None) -> Jo
     for line, f in rows:
         if not lines:
             first_numeric = _is_number(field(f, c_sub))
-        sub.append(_parse(
-            path, line, header[c_sub], field(f, c_sub), _time_s, "not a time (seconds or a timestamp)"
-        ))
-        chips.append(_parse(
-            path, line, header[c_chips], field(f, c_chips), _chips, "not a positive integer"
-        ))
+        sub.append(
+            _parse(path, line, header[c_sub], field(f, c_sub), _time_s, "not a time (seconds or a timestamp)")
+        )
+        chips.append(_parse(path, line, header[c_chips], field(f, c_chips), _chips, "not a positive integer"))
         k = field(f, c_kind).lower()
         if k not in KIND_ALIASES:
             raise TraceError(
@@ -296,8 +300,7 @@ def read_job_trace(path: str | Path, known_models: set[str] | None = None) -> Jo
         if bool(d) == bool(w):
             raise TraceError(f"{path}:{line}: give exactly one of duration_s and work_flop")
         if d:
-            dur.append(_parse(path, line, header[c_dur], d, _seconds,
-                              "not a non-negative number of seconds"))
+            dur.append(_parse(path, line, header[c_dur], d, _seconds, "not a non-negative number of seconds"))
             work.append(math.nan)
         else:
             dur.append(math.nan)
@@ -309,8 +312,9 @@ def read_job_trace(path: str | Path, known_models: set[str] | None = None) -> Jo
             )
         models.append(m)
         p = field(f, c_prio) if c_prio >= 0 else ""
-        prio.append(_parse(path, line, header[c_prio], p, _priority,
-                           "not a non-negative integer") if p else -1)
+        prio.append(
+            _parse(path, line, header[c_prio], p, _priority, "not a non-negative integer") if p else -1
+        )
         lines.append(line)
     suba = np.frombuffer(sub, dtype=np.float64)
     if not np.isfinite(suba).all():

@@ -41,7 +41,9 @@ _DT = "(energy_j / facility_power_w)"
 
 # Fixed costs (capital, maintenance and staff, water) of one row borne by inference: the share of
 # the row's chips its replicas hold.
-_INFERENCE_FIXED_ROW = "(capex_usd + fixed_opex_usd + water_cost_usd) * inference_chips / nullif(chips_total, 0)"
+_INFERENCE_FIXED_ROW = (
+    "(capex_usd + fixed_opex_usd + water_cost_usd) * inference_chips / nullif(chips_total, 0)"
+)
 
 # Sums and extremes over factory_ts, one SQL aggregate each.
 FACTORY_AGGREGATES: dict[str, str] = {
@@ -202,7 +204,9 @@ def system_summary_view_sql() -> str:
     cols = [f"{_system_aggregate(n)} AS {n}" for n in names]
     cols.append(f"sum(cost_usd) - {FACTORY_AGGREGATES['cooling_cost_usd']} AS energy_cost_usd")
     cols.append("sum(fixed_opex_usd) + sum(water_cost_usd) AS other_cost_usd")
-    cols.append("sum(cost_usd) + sum(capex_usd) + sum(fixed_opex_usd) + sum(water_cost_usd) AS total_cost_usd")
+    cols.append(
+        "sum(cost_usd) + sum(capex_usd) + sum(fixed_opex_usd) + sum(water_cost_usd) AS total_cost_usd"
+    )
     return (
         "CREATE OR REPLACE VIEW system_summary AS SELECT run_id, min(system_id) AS system_id, system, "
         + ", ".join(cols)
@@ -279,18 +283,51 @@ COMPARE_ROWS: list[tuple[str, str, str]] = [
 # Aggregates that also hold for one system's rows (``system_ts``: the factory_ts columns of its
 # share; the price comes from factory_ts), with the same definitions.
 SYSTEM_AGGREGATES = (
-    "facility_mwh", "it_mwh", "cooling_mwh", "loss_mwh", "water_l", "cost_usd", "co2_t", "tokens",
-    "inference_j", "batch_j", "inference_cost_usd", "training_flop", "job_flop", "busy_fraction", "days",
-    "chips", "chip_hours", "capex_usd", "fixed_opex_usd", "water_cost_usd", "cooling_cost_usd",
+    "facility_mwh",
+    "it_mwh",
+    "cooling_mwh",
+    "loss_mwh",
+    "water_l",
+    "cost_usd",
+    "co2_t",
+    "tokens",
+    "inference_j",
+    "batch_j",
+    "inference_cost_usd",
+    "training_flop",
+    "job_flop",
+    "busy_fraction",
+    "days",
+    "chips",
+    "chip_hours",
+    "capex_usd",
+    "fixed_opex_usd",
+    "water_cost_usd",
+    "cooling_cost_usd",
     "inference_fixed_usd",
 )
 
 
 # The system_ts columns the per-system aggregates read; all add up over a campus's halls.
 _SYSTEM_SUMS = (
-    "energy_j", "facility_power_w", "it_power_w", "cooling_power_w", "power_loss_w", "water_l", "cost_usd",
-    "co2_kg", "tokens_per_s", "inference_power_w", "training_flops", "job_flops", "chips_busy", "chips_total",
-    "capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips",
+    "energy_j",
+    "facility_power_w",
+    "it_power_w",
+    "cooling_power_w",
+    "power_loss_w",
+    "water_l",
+    "cost_usd",
+    "co2_kg",
+    "tokens_per_s",
+    "inference_power_w",
+    "training_flops",
+    "job_flops",
+    "chips_busy",
+    "chips_total",
+    "capex_usd",
+    "fixed_opex_usd",
+    "water_cost_usd",
+    "inference_chips",
 )
 
 

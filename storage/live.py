@@ -163,7 +163,11 @@ class LivePublisher:
             tmp = d / f".{merged.name}.tmp"
             schema = arrow_schema(table)
             # Upsert tables (jobs): only each key's last row survives the merge, as in the file.
-            keep = _latest_masks([d / p.name for p in group], UPSERT_KEYS[table]) if table in UPSERT_KEYS else None
+            keep = (
+                _latest_masks([d / p.name for p in group], UPSERT_KEYS[table])
+                if table in UPSERT_KEYS
+                else None
+            )
             with pq.ParquetWriter(tmp, schema, **_parquet_options(schema)) as w:
                 # A row group at a time, gathered into row groups of up to ROW_GROUP_BYTES: memory
                 # stays flat however large the parts, and so does the footer, which would
@@ -229,7 +233,9 @@ class LiveUserSql:
 
     strict = True
 
-    def __init__(self, publisher: LivePublisher, path: str | Path, limits: Limits, fallback: UserSqlRunner) -> None:
+    def __init__(
+        self, publisher: LivePublisher, path: str | Path, limits: Limits, fallback: UserSqlRunner
+    ) -> None:
         self.publisher = publisher
         self.path = Path(path)
         self.limits = limits
@@ -238,7 +244,9 @@ class LiveUserSql:
         self._current: UserSql | None = None
         self._closed = False
 
-    def run(self, sql: str, max_rows: int | None = None, cancelled: Callable[[], bool] | None = None) -> UserResult:
+    def run(
+        self, sql: str, max_rows: int | None = None, cancelled: Callable[[], bool] | None = None
+    ) -> UserResult:
         from storage.reader import QueryError
 
         with self._lock:
@@ -358,8 +366,11 @@ def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = 
         con.execute(f"SET allowed_directories = [{_sql_str(str(d) + os.sep)}]")
         con.execute("SET enable_external_access = false")
         con.execute("CREATE TABLE twin_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        con.execute("INSERT INTO twin_meta VALUES ('schema_version', ?), ('format', 'ai-factory-twin'), "
-                    "('live', 'true')", [str(SCHEMA_VERSION)])
+        con.execute(
+            "INSERT INTO twin_meta VALUES ('schema_version', ?), ('format', 'ai-factory-twin'), "
+            "('live', 'true')",
+            [str(SCHEMA_VERSION)],
+        )
         con.execute(_ddl("runs"))
         run = dict(m["run"])
         if run.get("start"):
@@ -375,13 +386,17 @@ def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = 
             if not files:
                 con.execute(_ddl(table))
             else:
-                src = (f"read_parquet([{', '.join(_sql_str(f) for f in files)}], hive_partitioning = false, "
-                       "filename = true, file_row_number = true)")
+                src = (
+                    f"read_parquet([{', '.join(_sql_str(f) for f in files)}], hive_partitioning = false, "
+                    "filename = true, file_row_number = true)"
+                )
                 q = f"SELECT {names} FROM {src}"
                 if table in UPSERT_KEYS:  # latest row per key wins, as in the file
                     keys = ", ".join(UPSERT_KEYS[table])
-                    q += (f" QUALIFY row_number() OVER (PARTITION BY {keys} "
-                          "ORDER BY filename DESC, file_row_number DESC) = 1")
+                    q += (
+                        f" QUALIFY row_number() OVER (PARTITION BY {keys} "
+                        "ORDER BY filename DESC, file_row_number DESC) = 1"
+                    )
                 con.execute(f"CREATE {'TABLE' if snapshot else 'VIEW'} {table} AS {q}")
             for c in columns(table):
                 con.execute(comment_sql(table, c))
@@ -393,7 +408,9 @@ def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = 
         con.execute("SET lock_configuration = true")
     except duckdb.Error as e:
         con.close()
-        raise StorageError(f"{path}: run in progress; its live view could not be read ({str(e).splitlines()[0]})") from e
+        raise StorageError(
+            f"{path}: run in progress; its live view could not be read ({str(e).splitlines()[0]})"
+        ) from e
     except BaseException:
         con.close()
         raise

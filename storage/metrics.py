@@ -53,7 +53,11 @@ FACTORY_GAUGES: tuple[tuple[str, str, str], ...] = (
     ("requests_queued", "inference_requests_queued", "Inference requests waiting"),
     ("tokens_per_s", "tokens_per_second", "Output tokens per second served by inference"),
     ("requests_per_s", "inference_requests_per_second", "Inference requests arriving per second"),
-    ("requests_dropped_per_s", "inference_requests_dropped_per_second", "Inference requests dropped per second"),
+    (
+        "requests_dropped_per_s",
+        "inference_requests_dropped_per_second",
+        "Inference requests dropped per second",
+    ),
     ("energy_per_token_j", "energy_per_token_joules", "Facility energy per output token"),
     ("training_flops", "training_flops", "Model FLOP/s delivered to training"),
     ("price_usd_per_mwh", "electricity_price_usd_per_mwh", "Electricity price"),
@@ -61,8 +65,12 @@ FACTORY_GAUGES: tuple[tuple[str, str, str], ...] = (
 )
 # factory_ts column -> chip state label of twin_chips.
 CHIP_STATES: tuple[tuple[str, str], ...] = (
-    ("chips_total", "total"), ("chips_allocated", "allocated"), ("chips_busy", "busy"),
-    ("chips_failed", "failed"), ("throttled_chips", "throttled"), ("chips_free", "free"),
+    ("chips_total", "total"),
+    ("chips_allocated", "allocated"),
+    ("chips_busy", "busy"),
+    ("chips_failed", "failed"),
+    ("throttled_chips", "throttled"),
+    ("chips_free", "free"),
     ("chips_drained", "drained"),
 )
 # per-step factory_ts column -> counter (summed over every step seen).
@@ -158,7 +166,10 @@ class MetricsExporter(Collector):
         us = frames.get("ultraserver_ts", {})
         m = _last_step(us)
         if m is not None:
-            snap.us = {c: np.asarray(us[c])[m] for c in ("ultraserver_id", "row_id", "activity", *(g[0] for g in US_GAUGES))}
+            snap.us = {
+                c: np.asarray(us[c])[m]
+                for c in ("ultraserver_id", "row_id", "activity", *(g[0] for g in US_GAUGES))
+            }
         svc = frames.get("service_ts", {})
         m = _last_step(svc)
         if m is not None:
@@ -184,7 +195,9 @@ class MetricsExporter(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             snap, labels = self._snap, dict(self.labels)
-        info = GaugeMetricFamily(PREFIX + "run_info", "The run being simulated (value 1)", labels=list(labels))
+        info = GaugeMetricFamily(
+            PREFIX + "run_info", "The run being simulated (value 1)", labels=list(labels)
+        )
         info.add_metric(list(labels.values()), 1.0)
         yield info
         if snap.time_s is None:

@@ -52,30 +52,70 @@ SERIES: dict[str, tuple[str, ...]] = {
 # Energy panels: one factory_ts row at $t.
 ROW_PANELS: dict[str, tuple[str, ...]] = {
     "power_chain": (
-        "facility_power_w", "transformer_loss_w", "ups_loss_w", "pdu_loss_w", "it_power_w", "psu_loss_w",
-        "chip_power_w", "cooling_power_w", "chiller_power_w", "pump_power_w", "fan_power_w", "power_loss_w",
-        "facility_cap_w", "throttled_chips", "mean_clock",
+        "facility_power_w",
+        "transformer_loss_w",
+        "ups_loss_w",
+        "pdu_loss_w",
+        "it_power_w",
+        "psu_loss_w",
+        "chip_power_w",
+        "cooling_power_w",
+        "chiller_power_w",
+        "pump_power_w",
+        "fan_power_w",
+        "power_loss_w",
+        "facility_cap_w",
+        "throttled_chips",
+        "mean_clock",
     ),
     "cooling_plant": (
-        "coolant_supply_c", "coolant_return_c", "facility_water_supply_c", "free_cooling_fraction",
-        "chiller_cop", "chiller_power_w", "pump_power_w", "fan_power_w", "water_l", "unmet_heat_w",
-        "max_chip_temp_c", "chillers_running", "chillers_failed", "chiller_load_fraction",
-        "economizers_running", "economizers_failed", "economizer_load_fraction",
+        "coolant_supply_c",
+        "coolant_return_c",
+        "facility_water_supply_c",
+        "free_cooling_fraction",
+        "chiller_cop",
+        "chiller_power_w",
+        "pump_power_w",
+        "fan_power_w",
+        "water_l",
+        "unmet_heat_w",
+        "max_chip_temp_c",
+        "chillers_running",
+        "chillers_failed",
+        "chiller_load_fraction",
+        "economizers_running",
+        "economizers_failed",
+        "economizer_load_fraction",
     ),
     "site_grid": (
-        "outdoor_temp_c", "outdoor_wetbulb_c", "outdoor_rh", "price_usd_per_mwh", "carbon_g_per_kwh",
-        "cost_usd", "co2_kg", "energy_j",
+        "outdoor_temp_c",
+        "outdoor_wetbulb_c",
+        "outdoor_rh",
+        "price_usd_per_mwh",
+        "carbon_g_per_kwh",
+        "cost_usd",
+        "co2_kg",
+        "energy_j",
     ),
 }
 
 
 TITLES: dict[str, str] = {
-    "plot_power": "Power plot (facility and IT)", "plot_pue": "PUE plot", "plot_activity": "Activity plot",
-    "plot_tokens": "Tokens/s plot", "plot_queue": "Queue plot (waiting and running batch jobs)",
-    "plot_temp": "Temperature plot (hottest chip, loop return)", "plot_cooling": "Cooling power and losses plot",
-    "plot_free": "Free cooling plot (share of heat rejected without the chillers)", "plot_weather": "Weather plot (dry and wet bulb)",
-    "plot_loops": "Loop temperatures plot", "plot_price": "Electricity price plot", "plot_carbon": "Grid carbon plot",
-    "power_chain": "Power chain", "cooling_plant": "Cooling plant", "site_grid": "Site and grid",
+    "plot_power": "Power plot (facility and IT)",
+    "plot_pue": "PUE plot",
+    "plot_activity": "Activity plot",
+    "plot_tokens": "Tokens/s plot",
+    "plot_queue": "Queue plot (waiting and running batch jobs)",
+    "plot_temp": "Temperature plot (hottest chip, loop return)",
+    "plot_cooling": "Cooling power and losses plot",
+    "plot_free": "Free cooling plot (share of heat rejected without the chillers)",
+    "plot_weather": "Weather plot (dry and wet bulb)",
+    "plot_loops": "Loop temperatures plot",
+    "plot_price": "Electricity price plot",
+    "plot_carbon": "Grid carbon plot",
+    "power_chain": "Power chain",
+    "cooling_plant": "Cooling plant",
+    "site_grid": "Site and grid",
 }
 
 
@@ -111,14 +151,28 @@ _LATEST_US_SAMPLE = "SELECT max(time_s) FROM ultraserver_ts WHERE run_id = $run_
 
 # The cost panel: the run summary's aggregates (``storage.kpis``, one definition) up to $t and over
 # the day of $t so far; the KPIs follow from them as in the run summary (``kpis.COST_SUMS``, ``RATIOS``).
-COST_AGGREGATES = ("days", "chip_hours", "tokens", "job_flop", "cost_usd", "capex_usd", "fixed_opex_usd",
-                   "water_cost_usd", "cooling_cost_usd", "inference_cost_usd", "inference_fixed_usd")
+COST_AGGREGATES = (
+    "days",
+    "chip_hours",
+    "tokens",
+    "job_flop",
+    "cost_usd",
+    "capex_usd",
+    "fixed_opex_usd",
+    "water_cost_usd",
+    "cooling_cost_usd",
+    "inference_cost_usd",
+    "inference_fixed_usd",
+)
 
 
 def _cost_sql() -> str:
     aggs = ",\n       ".join(f"{FACTORY_AGGREGATES[k]} AS {k}" for k in COST_AGGREGATES)
-    day = ", ".join(f"{FACTORY_AGGREGATES[k]} AS day_{k}" for k in COST_AGGREGATES
-                    if k.endswith("_usd") and not k.startswith("inference"))
+    day = ", ".join(
+        f"{FACTORY_AGGREGATES[k]} AS day_{k}"
+        for k in COST_AGGREGATES
+        if k.endswith("_usd") and not k.startswith("inference")
+    )
     return (
         "-- Cost of ownership up to $t (the run summary's definitions), the day of $t so far, and the\n"
         "-- mean work of the pre-training jobs finished by $t\n"
@@ -253,8 +307,9 @@ ORDER BY time_s, CASE what WHEN 'submitted' THEN 0 WHEN 'job_start' THEN 2 WHEN 
 QUEUE_WAIT_ALARM_S = 6 * 3600  # a batch job waiting longer than this raises the queue alarm
 ALARM_LOOKBACK_S = 7 * 86400  # "since" is searched this far back (older: "since before")
 
-TEMPLATES.update({
-    "services": """-- Services at $t: replicas, demand, latency percentiles (against the SLO), KV cache, J/token
+TEMPLATES.update(
+    {
+        "services": """-- Services at $t: replicas, demand, latency percentiles (against the SLO), KV cache, J/token
 SELECT service_id, service, replicas_running, replicas_starting, replicas_target,
        request_rate_per_s, requests_served / $dt_s AS served_per_s, requests_dropped / $dt_s AS dropped_per_s,
        requests_queued, ttft_p50_s, ttft_p99_s, tpot_p50_s, tpot_p99_s, slo_attainment, kv_cache_fraction,
@@ -263,14 +318,14 @@ SELECT service_id, service, replicas_running, replicas_starting, replicas_target
 FROM service_ts
 WHERE run_id = $run_id AND time_s = $t
 ORDER BY service_id""",
-    "svc_series": """-- Service $service_id over the last $window_s s up to $t
+        "svc_series": """-- Service $service_id over the last $window_s s up to $t
 SELECT time_s, ttft_p50_s, ttft_p99_s, tpot_p50_s, tpot_p99_s, request_rate_per_s,
        requests_dropped / $dt_s AS dropped_per_s, replicas_running + replicas_starting AS replicas_up,
        replicas_target, kv_cache_fraction, requests_queued
 FROM service_ts
 WHERE run_id = $run_id AND service_id = $service_id AND time_s > $t - $window_s AND time_s <= $t
 ORDER BY time_s""",
-    "pue_why": """-- Why PUE moved: the cooling and loss breakdown at $t, an hour and a day earlier
+        "pue_why": """-- Why PUE moved: the cooling and loss breakdown at $t, an hour and a day earlier
 SELECT 'now' AS at, * FROM (
     SELECT time_s, pue, it_power_w, facility_power_w, cooling_power_w, chiller_power_w, pump_power_w,
            fan_power_w, power_loss_w, ups_loss_w, pdu_loss_w, transformer_loss_w, free_cooling_fraction,
@@ -289,7 +344,7 @@ SELECT '1 d earlier', * FROM (
            fan_power_w, power_loss_w, ups_loss_w, pdu_loss_w, transformer_loss_w, free_cooling_fraction,
            outdoor_temp_c, outdoor_wetbulb_c, chiller_cop, chiller_power_w * chiller_cop
     FROM factory_ts WHERE run_id = $run_id AND time_s <= $t - 86400 ORDER BY time_s DESC LIMIT 1)""",
-    "plant_units": """-- The plant's units at $t: each CDU (one per row) with its heat load and loop return
+        "plant_units": """-- The plant's units at $t: each CDU (one per row) with its heat load and loop return
 -- temperature, and the heat-rejection stage (chillers / economizer / towers) from the site totals
 SELECT 'CDU ' || row_id AS unit, 'cdu' AS kind, count(*) AS ultraservers, sum(power_w) AS load_w,
        avg(coolant_return_c) AS return_c, max(max_chip_temp_c) AS hottest_chip_c,
@@ -298,7 +353,7 @@ FROM ultraserver_ts
 WHERE run_id = $run_id AND time_s = $t
 GROUP BY row_id
 ORDER BY row_id""",
-    "alarms": """-- Alarms at $t: each condition active now and since when (searched back 7 days)
+        "alarms": """-- Alarms at $t: each condition active now and since when (searched back 7 days)
 WITH f AS (
     SELECT time_s,
            throttled_chips > 0 AS throttling, throttled_chips AS throttling_v,
@@ -333,13 +388,16 @@ trips AS (  -- thermal trips in the last hour
 waits AS (  -- the batch job waiting longest, if over the threshold
     SELECT 'queue wait' AS alarm, 'job:' || job_id AS target, $t - waiting_s + $queue_wait_s AS since_s,
            CAST(waiting_s AS DOUBLE) AS value
-    FROM (""" + "$jobs_base" + """) WHERE state = 'queued' AND waiting_s > $queue_wait_s
+    FROM ("""
+        + "$jobs_base"
+        + """) WHERE state = 'queued' AND waiting_s > $queue_wait_s
     ORDER BY waiting_s DESC LIMIT 1)
 SELECT alarm, target, since_s, value FROM conditions
 UNION ALL SELECT * FROM trips
 UNION ALL SELECT * FROM waits
 ORDER BY since_s, alarm, target""",
-})
+    }
+)
 
 # Jobs: a batch job's state at $t from its latest start / interruption / end event up to $t (the
 # jobs table keeps only a job's latest state); progress of a running job ~ time on its current
@@ -404,8 +462,22 @@ JOB_VIEWS: dict[str, tuple[str, ...]] = {
     "done": ("done", "stopped"),
     "all": (),
 }
-JOB_SORTS: tuple[str, ...] = ("job_id", "state", "kind", "model", "chips", "replicas", "waiting_s", "progress",
-                               "restarts", "placement", "priority", "submit_time_s", "mfu", "total_wait_s")
+JOB_SORTS: tuple[str, ...] = (
+    "job_id",
+    "state",
+    "kind",
+    "model",
+    "chips",
+    "replicas",
+    "waiting_s",
+    "progress",
+    "restarts",
+    "placement",
+    "priority",
+    "submit_time_s",
+    "mfu",
+    "total_wait_s",
+)
 
 
 # Rows the Jobs panel returns at most (its counts are of every matching job): a campus's queue may
@@ -418,8 +490,9 @@ _JOBS_COUNTS = (
 )
 
 
-def jobs_sql(view: str = "active", text: str = "", sort: str = "job_id", desc: bool = False,
-             limit: int = JOBS_LIMIT) -> str:
+def jobs_sql(
+    view: str = "active", text: str = "", sort: str = "job_id", desc: bool = False, limit: int = JOBS_LIMIT
+) -> str:
     """The Jobs panel's query with its view (state filter), text filter and sort order: the first
     ``limit`` rows, each with the counts of all the rows that match (``n_rows``, ``n_queued``,
     ``n_running``)."""
@@ -429,7 +502,9 @@ def jobs_sql(view: str = "active", text: str = "", sort: str = "job_id", desc: b
         where.append("state IN (" + ", ".join(_lit(s) for s in states) + ")")
     if text.strip():
         pat = _lit(f"%{text.strip()}%")
-        where.append(f"(model ILIKE {pat} OR kind ILIKE {pat} OR CAST(job_id AS VARCHAR) = {_lit(text.strip())})")
+        where.append(
+            f"(model ILIKE {pat} OR kind ILIKE {pat} OR CAST(job_id AS VARCHAR) = {_lit(text.strip())})"
+        )
     if sort not in JOB_SORTS:
         raise ValueError(f"unknown sort column {sort!r}")
     order = f"{sort} {'DESC' if desc else 'ASC'} NULLS LAST"
@@ -477,9 +552,11 @@ def panel_sql(name: str, params: Params, **options: Any) -> str:
         template = template.replace("$jobs_base", base)
         params = {"queue_wait_s": QUEUE_WAIT_ALARM_S, **params}
     if name in ("events", "events_notable") and options.get("text"):
-        template = template.replace("WHERE run_id = $run_id AND time_s <= $t",
-                                    "WHERE run_id = $run_id AND time_s <= $t\n  AND (kind ILIKE $pattern OR target "
-                                    "ILIKE $pattern OR detail ILIKE $pattern OR source ILIKE $pattern)")
+        template = template.replace(
+            "WHERE run_id = $run_id AND time_s <= $t",
+            "WHERE run_id = $run_id AND time_s <= $t\n  AND (kind ILIKE $pattern OR target "
+            "ILIKE $pattern OR detail ILIKE $pattern OR source ILIKE $pattern)",
+        )
         template = template.replace("-- Events log", "-- Events log matching $pattern", 1)
         params = {**params, "pattern": f"%{options['text']}%"}
     return render(template, params)
@@ -514,31 +591,88 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str) -> Cols:
 # A live session's database is the writer's, so SQL typed there is checked harder: only reporting
 # PRAGMAs, only table functions that read the catalog or generate values, nothing that reads
 # files by name and no function that acts on the database (checkpoints, logging, profiling, …).
-_SAFE_PRAGMAS = frozenset({
-    "table_info", "show_tables", "show_tables_expanded", "show", "database_size", "database_list",
-    "version", "storage_info", "platform", "functions", "collations", "metadata_info",
-})
+_SAFE_PRAGMAS = frozenset(
+    {
+        "table_info",
+        "show_tables",
+        "show_tables_expanded",
+        "show",
+        "database_size",
+        "database_list",
+        "version",
+        "storage_info",
+        "platform",
+        "functions",
+        "collations",
+        "metadata_info",
+    }
+)
 _FILE_FUNCS = re.compile(
     r"^(read_.*|glob|.*_scan|parquet_.*|sniff_csv|query_table|query|iceberg_.*|delta_.*|"
     r"sqlite_.*|postgres_.*|mysql_.*|.*_attach|http_.*|duckdb_secrets|load_.*|install_.*|which_secret|"
     r"histogram_values|json_execute_serialized_sql|ducklake_.*)$",
     re.IGNORECASE,
 )
-_SAFE_TABLE_FUNCS = frozenset({
-    "range", "generate_series", "unnest", "json_each", "json_tree", "repeat", "repeat_row",
-    "pragma_table_info", "pragma_show", "pragma_database_size", "pragma_version", "pragma_platform",
-    "pragma_show_tables", "pragma_storage_info", "pragma_metadata_info", "pragma_collations",
-    "pragma_functions", "duckdb_columns", "duckdb_constraints", "duckdb_databases", "duckdb_dependencies",
-    "duckdb_functions", "duckdb_indexes", "duckdb_keywords", "duckdb_schemas", "duckdb_sequences",
-    "duckdb_settings", "duckdb_tables", "duckdb_types", "duckdb_views", "duckdb_approx_database_count",
-})
-_STATE_FUNCS = frozenset({
-    "checkpoint", "force_checkpoint", "write_log", "enable_logging", "disable_logging", "truncate_duckdb_logs",
-    "enable_profiling", "disable_profiling", "add_grammar_extension", "remove_grammar_extension",
-    "create_external_resource", "register_external_resource", "register_external_resource_type",
-    "deregister_external_resource", "destroy_external_resource", "add_parquet_key", "copy_database",
-    "import_database", "set_variable", "nextval", "setseed",
-})
+_SAFE_TABLE_FUNCS = frozenset(
+    {
+        "range",
+        "generate_series",
+        "unnest",
+        "json_each",
+        "json_tree",
+        "repeat",
+        "repeat_row",
+        "pragma_table_info",
+        "pragma_show",
+        "pragma_database_size",
+        "pragma_version",
+        "pragma_platform",
+        "pragma_show_tables",
+        "pragma_storage_info",
+        "pragma_metadata_info",
+        "pragma_collations",
+        "pragma_functions",
+        "duckdb_columns",
+        "duckdb_constraints",
+        "duckdb_databases",
+        "duckdb_dependencies",
+        "duckdb_functions",
+        "duckdb_indexes",
+        "duckdb_keywords",
+        "duckdb_schemas",
+        "duckdb_sequences",
+        "duckdb_settings",
+        "duckdb_tables",
+        "duckdb_types",
+        "duckdb_views",
+        "duckdb_approx_database_count",
+    }
+)
+_STATE_FUNCS = frozenset(
+    {
+        "checkpoint",
+        "force_checkpoint",
+        "write_log",
+        "enable_logging",
+        "disable_logging",
+        "truncate_duckdb_logs",
+        "enable_profiling",
+        "disable_profiling",
+        "add_grammar_extension",
+        "remove_grammar_extension",
+        "create_external_resource",
+        "register_external_resource",
+        "register_external_resource_type",
+        "deregister_external_resource",
+        "destroy_external_resource",
+        "add_parquet_key",
+        "copy_database",
+        "import_database",
+        "set_variable",
+        "nextval",
+        "setseed",
+    }
+)
 
 
 def _ast_names(node: Any, funcs: set[str], tables: set[str], table_funcs: set[str]) -> None:
@@ -572,7 +706,9 @@ def check_user_sql(con: duckdb.DuckDBPyConnection, sql: str, strict: bool) -> li
         if kind == "PRAGMA":
             m = re.match(r"(?is)pragma\s+([a-z_]+)", text)
             if not m or m.group(1).lower() not in _SAFE_PRAGMAS:
-                raise QueryError("refused: only reporting PRAGMAs (table_info, show_tables, …) in a live session")
+                raise QueryError(
+                    "refused: only reporting PRAGMAs (table_info, show_tables, …) in a live session"
+                )
             continue
         if kind == "EXPLAIN":
             text = re.sub(r"(?is)^\s*explain\s+(analyze\s+)?", "", text)
@@ -581,7 +717,9 @@ def check_user_sql(con: duckdb.DuckDBPyConnection, sql: str, strict: bool) -> li
         if tree.get("error"):
             if re.match(r"(?is)^\s*(describe|show|summarize)\s+[a-z_][a-z0-9_]*\s*;?\s*$", text):
                 continue  # DESCRIBE / SHOW / SUMMARIZE of a table by name
-            raise QueryError(f"refused in a live session: {tree.get('error_message', 'cannot check the query')}")
+            raise QueryError(
+                f"refused in a live session: {tree.get('error_message', 'cannot check the query')}"
+            )
         funcs: set[str] = set()
         tables: set[str] = set()
         table_funcs: set[str] = set()

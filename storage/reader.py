@@ -96,7 +96,9 @@ def user_query(con: duckdb.DuckDBPyConnection, sql: str, limits: Limits | None =
 
 
 def runs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = con.sql("SELECT * FROM runs ORDER BY started_at").to_arrow_table().to_pylist()
+    rows: list[dict[str, Any]] = (
+        con.sql("SELECT * FROM runs ORDER BY started_at").to_arrow_table().to_pylist()
+    )
     return rows
 
 

@@ -38,16 +38,45 @@ class PlotSpec:
 
 
 PLOTS: tuple[PlotSpec, ...] = (
-    PlotSpec("power", "Power", "MW", 1e-6, (("facility_power_w", "facility"), ("it_power_w", "IT"),
-                                             ("cooling_power_w", "cooling"), ("power_loss_w", "power-chain losses"))),
+    PlotSpec(
+        "power",
+        "Power",
+        "MW",
+        1e-6,
+        (
+            ("facility_power_w", "facility"),
+            ("it_power_w", "IT"),
+            ("cooling_power_w", "cooling"),
+            ("power_loss_w", "power-chain losses"),
+        ),
+    ),
     PlotSpec("pue", "PUE", "-", 1.0, (("pue", "PUE"),)),
-    PlotSpec("cooling", "Cooling plant", "kW", 1e-3, (("chiller_power_w", "chiller"), ("pump_power_w", "pumps"),
-                                                      ("fan_power_w", "fans"))),
-    PlotSpec("utilisation", "Utilisation", "%", 100.0, (("busy_share", "busy chips"), ("activity", "mean activity"))),
-    PlotSpec("temperatures", "Temperatures", "°C", 1.0, (("max_chip_temp_c", "hottest chip"),
-                                                         ("coolant_return_c", "loop return"),
-                                                         ("coolant_supply_c", "loop supply"),
-                                                         ("outdoor_temp_c", "outdoor"))),
+    PlotSpec(
+        "cooling",
+        "Cooling plant",
+        "kW",
+        1e-3,
+        (("chiller_power_w", "chiller"), ("pump_power_w", "pumps"), ("fan_power_w", "fans")),
+    ),
+    PlotSpec(
+        "utilisation",
+        "Utilisation",
+        "%",
+        100.0,
+        (("busy_share", "busy chips"), ("activity", "mean activity")),
+    ),
+    PlotSpec(
+        "temperatures",
+        "Temperatures",
+        "°C",
+        1.0,
+        (
+            ("max_chip_temp_c", "hottest chip"),
+            ("coolant_return_c", "loop return"),
+            ("coolant_supply_c", "loop supply"),
+            ("outdoor_temp_c", "outdoor"),
+        ),
+    ),
     PlotSpec("queue", "Batch queue", "jobs", 1.0, (("queue_jobs", "queued"), ("running_jobs", "running"))),
     PlotSpec("tokens", "Inference output", "tokens/s", 1.0, (("tokens_per_s", "tokens/s"),)),
     PlotSpec("cost", "Electricity cost, cumulative", "USD", 1.0, (("cost_usd_cum", "cost"),)),
@@ -82,32 +111,57 @@ def _cols() -> list[str]:
 
 def load_run(con: duckdb.DuckDBPyConnection, run_id: str, path: str, note: str = "") -> RunData:
     """Bucketed series, KPIs and events of one run (all in SQL; at most ``MAX_POINTS`` buckets)."""
-    meta = con.sql(
-        "SELECT scenario_name, run_id, status, start, dt_s, sim_time_s, chips_total, system FROM runs "
-        "WHERE run_id = ?", params=[run_id],
-    ).to_arrow_table().to_pylist()[0]
-    ((t0, t1),) = con.sql("SELECT min(time_s), max(time_s) FROM factory_ts WHERE run_id = ?",
-                          params=[run_id]).fetchall()
+    meta = (
+        con.sql(
+            "SELECT scenario_name, run_id, status, start, dt_s, sim_time_s, chips_total, system FROM runs "
+            "WHERE run_id = ?",
+            params=[run_id],
+        )
+        .to_arrow_table()
+        .to_pylist()[0]
+    )
+    ((t0, t1),) = con.sql(
+        "SELECT min(time_s), max(time_s) FROM factory_ts WHERE run_id = ?", params=[run_id]
+    ).fetchall()
     dt = int(meta["dt_s"] or 1)
     span = (t1 - t0 + dt) if t0 is not None else dt
     bucket = max(dt, math.ceil(span / MAX_POINTS / dt) * dt)
     cols = _cols()
     inner = ", ".join(f"{_DERIVED.get(c, c)} AS {c}" for c in cols)
     aggs = ", ".join(f"avg({c}), min({c}), max({c})" for c in cols)
-    q = (f"WITH f AS (SELECT time_s, {inner} FROM factory_ts WHERE run_id = ?) "
-         f"SELECT min(time_s), {aggs} FROM f GROUP BY time_s // {bucket} ORDER BY 1")
+    q = (
+        f"WITH f AS (SELECT time_s, {inner} FROM factory_ts WHERE run_id = ?) "
+        f"SELECT min(time_s), {aggs} FROM f GROUP BY time_s // {bucket} ORDER BY 1"
+    )
     rows = con.sql(q, params=[run_id]).fetchall()
-    series = {c: {"mean": [r[1 + 3 * i] for r in rows], "min": [r[2 + 3 * i] for r in rows],
-                  "max": [r[3 + 3 * i] for r in rows]} for i, c in enumerate(cols)}
+    series = {
+        c: {
+            "mean": [r[1 + 3 * i] for r in rows],
+            "min": [r[2 + 3 * i] for r in rows],
+            "max": [r[3 + 3 * i] for r in rows],
+        }
+        for i, c in enumerate(cols)
+    }
     events_total = con.sql("SELECT count(*) FROM events WHERE run_id = ?", params=[run_id]).fetchall()[0][0]
-    events = con.sql(
-        "SELECT time_s, ts, kind, target, detail, source FROM events WHERE run_id = ? "
-        f"ORDER BY (source = 'model'), time_s LIMIT {MAX_EVENTS}", params=[run_id],
-    ).to_arrow_table().to_pylist()
+    events = (
+        con.sql(
+            "SELECT time_s, ts, kind, target, detail, source FROM events WHERE run_id = ? "
+            f"ORDER BY (source = 'model'), time_s LIMIT {MAX_EVENTS}",
+            params=[run_id],
+        )
+        .to_arrow_table()
+        .to_pylist()
+    )
     events.sort(key=lambda e: e["time_s"])
     return RunData(
-        label=f"{meta['scenario_name']} ({Path(path).name})", path=path, meta=meta, note=note,
-        time_s=[int(r[0]) for r in rows], series=series, kpis=run_kpis(con, run_id), events=events,
+        label=f"{meta['scenario_name']} ({Path(path).name})",
+        path=path,
+        meta=meta,
+        note=note,
+        time_s=[int(r[0]) for r in rows],
+        series=series,
+        kpis=run_kpis(con, run_id),
+        events=events,
         events_total=int(events_total),
     )
 
@@ -163,7 +217,7 @@ def _svg(fig: Any, salt: str) -> str:
         buf = io.StringIO()
         fig.savefig(buf, format="svg")
     text = buf.getvalue()
-    return text[text.index("<svg"):]  # drop the XML prolog and doctype for inline use
+    return text[text.index("<svg") :]  # drop the XML prolog and doctype for inline use
 
 
 def _fmt(v: Any, form: str) -> str:
@@ -193,7 +247,8 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
     n = len(runs)
     grid = f' style="grid-template-columns:repeat({n},minmax(0,1fr))"'
     out = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
         f"<title>AI Factory Twin report: {e(', '.join(r.label for r in runs))}</title>",
         f"<style>{_CSS}</style></head><body>",
         "<h1>AI Factory Twin report</h1>",
@@ -204,9 +259,10 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
         start = m["start"].isoformat() if isinstance(m.get("start"), _dt.datetime) else "–"
         out.append(
             f'<div class="run" data-file="{e(r.path)}"><h2>{e(r.label)}</h2><p>run <code>{e(str(m["run_id"]))}'
-            f'</code>, {e(str(m["status"]))}<br>{m["chips_total"]:,} chips ({e(str(m["system"]))}), dt {m["dt_s"]} s, '
-            f'{(m["sim_time_s"] or 0) / 86400:,.2f} simulated days from {e(start)}</p>'
-            + (f'<p class="note">{e(r.note)}</p>' if r.note else "") + "</div>"
+            f"</code>, {e(str(m['status']))}<br>{m['chips_total']:,} chips ({e(str(m['system']))}), dt {m['dt_s']} s, "
+            f"{(m['sim_time_s'] or 0) / 86400:,.2f} simulated days from {e(start)}</p>"
+            + (f'<p class="note">{e(r.note)}</p>' if r.note else "")
+            + "</div>"
         )
     out.append("</div>")
     for plot in PLOTS:
@@ -222,10 +278,15 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
                 "</figure>"
             )
         out.append("</div>")
-    out.append("<h2>KPIs</h2><table><tr><th>KPI</th>" + "".join(f"<th>{e(r.label)}</th>" for r in runs) + "</tr>")
+    out.append(
+        "<h2>KPIs</h2><table><tr><th>KPI</th>" + "".join(f"<th>{e(r.label)}</th>" for r in runs) + "</tr>"
+    )
     for key, label, form in COMPARE_ROWS:
-        out.append(f'<tr data-kpi="{e(key)}"><td>{e(label)}</td>'
-                   + "".join(f"<td>{e(_fmt(r.kpis.get(key), form))}</td>" for r in runs) + "</tr>")
+        out.append(
+            f'<tr data-kpi="{e(key)}"><td>{e(label)}</td>'
+            + "".join(f"<td>{e(_fmt(r.kpis.get(key), form))}</td>" for r in runs)
+            + "</tr>"
+        )
     out.append("</table>")
     out.append(f'<h2>Events</h2><div class="cols"{grid}>')
     for r in runs:
@@ -239,8 +300,11 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
             f'<div><table class="events" data-file="{e(r.path)}" data-events="{r.events_total}">'
             "<tr><th>time</th><th>kind</th><th>target</th><th>detail</th><th>source</th></tr>"
             f"{rows}</table>"
-            + (f"<p>{more:,} more events: <code>twin sql {e(r.path)} \"SELECT * FROM events\"</code></p>"
-               if more > 0 else "")
+            + (
+                f'<p>{more:,} more events: <code>twin sql {e(r.path)} "SELECT * FROM events"</code></p>'
+                if more > 0
+                else ""
+            )
             + "</div>"
         )
     out.append("</div></body></html>")

@@ -55,8 +55,18 @@ SANDBOX_CONFIG: dict[str, Any] = {
     "temp_directory": "",  # no spilling: the memory limit is a limit, and nothing is written beside the file
 }
 
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 1 << 10,
+    "MIB": 1 << 20,
+    "GIB": 1 << 30,
+    "TIB": 1 << 40,
+}
 
 
 def parse_memory(text: str) -> int:
@@ -99,8 +109,13 @@ class Limits:
         return f"limits {self.timeout_s:g} s · {self.memory_text}"
 
 
-def connect(path: str | Path, *, read_only: bool, limits: Limits, extra_config: dict[str, Any] | None = None,
-            ) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
+def connect(
+    path: str | Path,
+    *,
+    read_only: bool,
+    limits: Limits,
+    extra_config: dict[str, Any] | None = None,
+) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
     """Open (or create) a database in the sandbox with the memory limit of ``limits``:
     ``(connection, user cursor)``; the configuration is locked for every connection of it."""
     config = {**SANDBOX_CONFIG, "memory_limit": f"{limits.memory_bytes}B", **(extra_config or {})}
@@ -139,8 +154,9 @@ class UserSqlRunner(Protocol):
     limits: Limits
     strict: bool
 
-    def run(self, sql: str, max_rows: int | None = None,
-            cancelled: Callable[[], bool] | None = None) -> UserResult: ...
+    def run(
+        self, sql: str, max_rows: int | None = None, cancelled: Callable[[], bool] | None = None
+    ) -> UserResult: ...
 
     def interrupt(self) -> None: ...
 
@@ -163,7 +179,9 @@ class UserSql:
         self._why = ""
         self._running = False
 
-    def run(self, sql: str, max_rows: int | None = None, cancelled: Callable[[], bool] | None = None) -> UserResult:
+    def run(
+        self, sql: str, max_rows: int | None = None, cancelled: Callable[[], bool] | None = None
+    ) -> UserResult:
         """Run ``sql`` (the last statement's result is returned, up to ``max_rows`` rows);
         ``QueryError`` with one clear line if it is refused, fails, hits a limit or is cancelled."""
         from storage.queries import check_user_sql
@@ -197,8 +215,9 @@ class UserSql:
                 timer.cancel()
             return UserResult(table, len(stmts), truncated, time.perf_counter() - t0)
 
-    def _execute(self, stmts: list[str], max_rows: int | None,
-                 cancelled: Callable[[], bool] | None) -> tuple[pa.Table, bool]:
+    def _execute(
+        self, stmts: list[str], max_rows: int | None, cancelled: Callable[[], bool] | None
+    ) -> tuple[pa.Table, bool]:
         cur = self._cur
         result: pa.Table = pa.table({})
         truncated = False
@@ -235,8 +254,10 @@ class UserSql:
         if self._why == "timeout":
             return f"the query was stopped at its {self.limits.timeout_s:g} s time limit"
         if self._why == "writer":
-            return (f"the query was stopped: the live run needed the memory (the {self.limits.memory_text} "
-                    "limit is shared with it)")
+            return (
+                f"the query was stopped: the live run needed the memory (the {self.limits.memory_text} "
+                "limit is shared with it)"
+            )
         return "cancelled"
 
     def _interrupt(self, why: str) -> None:

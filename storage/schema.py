@@ -117,7 +117,7 @@ def migrations() -> list[list[str]]:
     for table in TABLES:
         if table in ADDED_IN:
             continue
-        for c in columns(table)[len(TABLES[table]):]:
+        for c in columns(table)[len(TABLES[table]) :]:
             v2.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c.name} {DUCKDB_TYPES[c.dtype]}")
             v2.append(comment_sql(table, c))
     out = [v1, v2]
@@ -165,7 +165,7 @@ def _added_tables(version: int) -> list[str]:
     for table in (t for t, added in ADDED_IN.items() if added == version):
         v.append(create_table_sql(table))
         v.extend(comment_sql(table, c) for c in TABLES[table])
-        for c in columns(table)[len(TABLES[table]):]:
+        for c in columns(table)[len(TABLES[table]) :]:
             v.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c.name} {DUCKDB_TYPES[c.dtype]}")
             v.append(comment_sql(table, c))
     return v

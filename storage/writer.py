@@ -88,15 +88,20 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def open_database(path: str | Path, limits: Limits) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
+def open_database(
+    path: str | Path, limits: Limits
+) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
     """Create or open a writable telemetry database in the sandbox: ``(connection, user cursor)``.
     The one place a writable database is opened; per-file options go in ``config``."""
     # DuckDB's own temporary directory beside the file (its default, ``FILE.tmp``, removed when the
     # database closes): with none, a database at its memory limit cannot set aside a buffer it
     # has no room for and a long run fails ("Unused blocks cannot be offloaded to disk") when its
     # written blocks reach the limit; with it, the limit bounds memory and the run goes on.
-    config: dict[str, Any] = {"storage_compatibility_version": STORAGE_COMPATIBILITY,
-                              "temp_directory": f"{path}.tmp", "max_temp_directory_size": WRITER_TEMP_MAX}
+    config: dict[str, Any] = {
+        "storage_compatibility_version": STORAGE_COMPATIBILITY,
+        "temp_directory": f"{path}.tmp",
+        "max_temp_directory_size": WRITER_TEMP_MAX,
+    }
     try:
         return connect(path, read_only=False, limits=limits, extra_config=config)
     except duckdb.Error as e:
@@ -289,7 +294,9 @@ class TelemetryWriter:
         # ``limits``: the user's queries. The database itself gets the small ``WRITER_MEMORY``
         # limit (at most the user's), which bounds its block cache however long the run.
         self.limits = limits or Limits()
-        self.db_limits = Limits(self.limits.timeout_s, min(self.limits.memory_bytes, parse_memory(WRITER_MEMORY)))
+        self.db_limits = Limits(
+            self.limits.timeout_s, min(self.limits.memory_bytes, parse_memory(WRITER_MEMORY))
+        )
         self.run = {c.name: run.get(c.name) for c in columns("runs")}
         self.start: _dt.datetime = run.get("start") or DEFAULT_START
         self.run["start"] = self.start
@@ -472,8 +479,10 @@ class TelemetryWriter:
                             self._buf[table].append(tb)
                             self._rows += tb.num_rows
                             self._buf_bytes += tb.nbytes
-                if self._rows >= self.flush_rows or self._buf_bytes >= self.flush_bytes or (
-                    time.monotonic() - last >= self.flush_interval_s and (self._rows or item is not None)
+                if (
+                    self._rows >= self.flush_rows
+                    or self._buf_bytes >= self.flush_bytes
+                    or (time.monotonic() - last >= self.flush_interval_s and (self._rows or item is not None))
                 ):
                     self._flush()
                     last = time.monotonic()
@@ -533,8 +542,10 @@ class TelemetryWriter:
                 # key, in chunks, so a statement's memory does not grow with a campus's queue.
                 tb = latest_per_key(tb, UPSERT_KEYS[table])
                 for start in range(0, tb.num_rows, UPSERT_CHUNK_ROWS):
-                    self._insert(f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM _batch",
-                                 tb.slice(start, UPSERT_CHUNK_ROWS))
+                    self._insert(
+                        f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM _batch",
+                        tb.slice(start, UPSERT_CHUNK_ROWS),
+                    )
             else:
                 self._insert(f"INSERT INTO {table} BY NAME SELECT * FROM _batch", tb)
             committed[table] = tb

@@ -17,7 +17,9 @@ from twin.campus import MAX_HALLS, Campus
 TRN3 = catalog.SYSTEMS["trn3-gen2"]
 
 
-def _campus_toml(halls: tuple[int, ...] = (2, 4), extra: str = "", arrivals: float = 40, services: bool = True) -> str:
+def _campus_toml(
+    halls: tuple[int, ...] = (2, 4), extra: str = "", arrivals: float = 40, services: bool = True
+) -> str:
     text = 'name = "campus"\nseed = 11\ndt_s = 60\nduration_h = 6\n'
     text += "\n" if services else "services = []\n\n"
     for n in halls:
@@ -43,7 +45,10 @@ def _idle_us_it_w() -> float:
 
     acc = catalog.ACCELERATORS[TRN3.accelerator]
     pp = PowerChainParams()
-    dc = TRN3.chips * acc.tdp_w * acc.idle_fraction + TRN3.servers * TRN3.host_w_per_server * TRN3.host_idle_fraction
+    dc = (
+        TRN3.chips * acc.tdp_w * acc.idle_fraction
+        + TRN3.servers * TRN3.host_w_per_server * TRN3.host_idle_fraction
+    )
     dc += TRN3.switch_w
     return (dc + pp.psu_fixed_w_per_server * TRN3.servers) / pp.psu_efficiency
 
@@ -111,7 +116,9 @@ def test_a_campus_cap_gives_every_busy_chip_one_clock() -> None:
     steady = _campus_toml((2, 4), arrivals=0, services=False) + "\n[failures]\nchip_hazard_per_h = 0\n"
     free = _steady(steady, busy=(2, 2)).advance(30)["factory_ts"]["facility_power_w"]
     cap = 0.85 * float(free[-1])
-    sim = _steady(steady.replace("[training]", f"[power]\ncampus_cap_w = {cap}\n\n[training]", 1), busy=(2, 2))
+    sim = _steady(
+        steady.replace("[training]", f"[power]\ncampus_cap_w = {cap}\n\n[training]", 1), busy=(2, 2)
+    )
     f = sim.advance(30)
     p = f["factory_ts"]["facility_power_w"]
     assert (p <= cap * 1.005).all() and (p[-5:] >= cap * 0.99).all()
@@ -138,8 +145,8 @@ def test_a_campus_cap_gives_every_busy_chip_one_clock() -> None:
 def test_a_cooling_failure_in_one_hall_heats_that_hall_only() -> None:
     base = _campus_toml((2, 2), arrivals=2000)
     fault = (
-        "[[events]]\nat_h = 0.2\nkind = \"chiller_trip\"\ntarget = \"hall:1\"\nvalue = 3\n\n"
-        "[[events]]\nat_h = 0.2\nkind = \"cooling_tower_loss\"\ntarget = \"hall:1\"\nvalue = 3\n"
+        '[[events]]\nat_h = 0.2\nkind = "chiller_trip"\ntarget = "hall:1"\nvalue = 3\n\n'
+        '[[events]]\nat_h = 0.2\nkind = "cooling_tower_loss"\ntarget = "hall:1"\nvalue = 3\n'
     )
     a = _build(base).advance(180)
     b = _build(base + fault).advance(180)
@@ -230,8 +237,8 @@ def test_the_campus_job_tables_read_as_one() -> None:
 def test_a_halls_own_cooling_changes_that_hall_only() -> None:
     base = _campus_toml((2, 2), arrivals=400)
     own = base.replace(
-        "[[halls]]\nsystem = \"trn3-gen2\"\nultraservers = 2\nultraservers_per_row = 2\n\n[training]",
-        "[[halls]]\nsystem = \"trn3-gen2\"\nultraservers = 2\nultraservers_per_row = 2\n"
+        '[[halls]]\nsystem = "trn3-gen2"\nultraservers = 2\nultraservers_per_row = 2\n\n[training]',
+        '[[halls]]\nsystem = "trn3-gen2"\nultraservers = 2\nultraservers_per_row = 2\n'
         "[halls.cooling]\nsupply_setpoint_c = 40\n\n[training]",
     )
     assert own != base
@@ -267,10 +274,12 @@ def test_the_campus_plant_is_every_halls_plant() -> None:
     failed and the running ones of both halls (hand count from the halls' own plants), and its
     free-cooling share lies between the halls' (a weighted mean, not the first hall's)."""
     base = _campus_toml((2, 2), arrivals=2000)
-    fault = "[[events]]\nat_h = 0\nkind = \"chiller_trip\"\ntarget = \"hall:1\"\nvalue = 3\n"
+    fault = '[[events]]\nat_h = 0\nkind = "chiller_trip"\ntarget = "hall:1"\nvalue = 3\n'
     camp = _build(base + fault)
-    units = [h.pools[0].p.cooling.chiller_units if isinstance(h, floor.Floor) else h.p.cooling.chiller_units
-             for h in camp.halls]
+    units = [
+        h.pools[0].p.cooling.chiller_units if isinstance(h, floor.Floor) else h.p.cooling.chiller_units
+        for h in camp.halls
+    ]
     f = camp.advance(30)["factory_ts"]
     assert (f["chillers_failed"] == units[1]).all()
     assert (f["chillers_running"] <= units[0]).all()
@@ -312,7 +321,9 @@ def test_a_campus_reports_each_system_once_over_all_its_halls(tmp_path: Any) -> 
 
 
 @pytest.mark.parametrize("halls", [(4,), (2, 3)])
-def test_jobs_every_interval_write_fewer_rows_and_the_same_final_table(tmp_path: Any, halls: tuple[int, ...]) -> None:
+def test_jobs_every_interval_write_fewer_rows_and_the_same_final_table(
+    tmp_path: Any, halls: tuple[int, ...]
+) -> None:
     """``[telemetry] jobs_interval_s``: waiting and running jobs are written again only every
     interval (a job that changes state at once), and every job at the end: the recording's jobs
     table is the one written at every advance, column for column, from fewer rows. A busy hall
@@ -326,13 +337,21 @@ def test_jobs_every_interval_write_fewer_rows_and_the_same_final_table(tmp_path:
         text = _campus_toml(halls, arrivals=20000, extra=f"[telemetry]\njobs_interval_s = {every}\n")
         out = tmp_path / f"j{every}.duckdb"
         seen: list[int] = []
-        session = Session(parse(text, "j.toml"), text, out, duration_s=6 * 3600, publish_live=False,
-                          on_chunk=lambda f, seen=seen: seen.append(len(f["jobs"]["job_id"])))
+        session = Session(
+            parse(text, "j.toml"),
+            text,
+            out,
+            duration_s=6 * 3600,
+            publish_live=False,
+            on_chunk=lambda f, seen=seen: seen.append(len(f["jobs"]["job_id"])),
+        )
         for _ in range(36):  # ten-minute advances, as the live console makes them
             session.advance(10)
         session.close()
         con = duckdb.connect(str(out), read_only=True)
-        tables.append(con.sql("SELECT * EXCLUDE (run_id) FROM jobs ORDER BY job_id").to_arrow_table().to_pylist())
+        tables.append(
+            con.sql("SELECT * EXCLUDE (run_id) FROM jobs ORDER BY job_id").to_arrow_table().to_pylist()
+        )
         waiting = con.sql("SELECT count(*) FROM jobs WHERE state = 'queued'").fetchall()[0][0]
         con.close()
         rows.append(sum(seen))

@@ -62,8 +62,13 @@ def test_every_system_reproduces_its_per_system_power_band() -> None:
     # Full-load IT power per system (chips at TDP + hosts + switches) against the fact sheet's
     # rack-level figures: GB200 NVL72 ~120-125 kW, GB300 NVL72 ~121-142 kW (facts §6), DGX B200
     # ~14.3 kW (The Register), HGX H100 node rated 10.2 kW (Latif et al.).
-    bands = {"trn3-gen1": (50e3, 55e3), "gb200-nvl72": (115e3, 130e3), "gb300-nvl72": (118e3, 142e3), "hgx-b200": (12e3, 15e3),
-             "hgx-h100": (8e3, 10.5e3)}
+    bands = {
+        "trn3-gen1": (50e3, 55e3),
+        "gb200-nvl72": (115e3, 130e3),
+        "gb300-nvl72": (118e3, 142e3),
+        "hgx-b200": (12e3, 15e3),
+        "hgx-h100": (8e3, 10.5e3),
+    }
     for key, (lo, hi) in bands.items():
         sysm = catalog.system(key)
         w = catalog.system_full_load_it_w(sysm, catalog.accelerator_for(sysm))

@@ -100,10 +100,23 @@ def test_tables_and_time_window(long_run: Path, tmp_path: Path) -> None:
         iso_to = (start + _dt.timedelta(hours=26)).isoformat()
         for lo, hi, name in (("6h", "26h", "rel"), (iso_from, iso_to, "iso"), ("21600", "1560m", "num")):
             dest = tmp_path / name
-            code, _, err = invoke("export", str(long_run), str(dest), "--tables", "factory_ts, jobs,events",
-                                  "--from", lo, "--to", hi)
+            code, _, err = invoke(
+                "export",
+                str(long_run),
+                str(dest),
+                "--tables",
+                "factory_ts, jobs,events",
+                "--from",
+                lo,
+                "--to",
+                hi,
+            )
             assert code == 0, err
-            assert sorted(p.name for p in dest.iterdir()) == ["table=events", "table=factory_ts", "table=jobs"]
+            assert sorted(p.name for p in dest.iterdir()) == [
+                "table=events",
+                "table=factory_ts",
+                "table=jobs",
+            ]
             for table, where in (
                 ("factory_ts", "WHERE time_s >= 21600 AND time_s < 93600"),
                 ("events", "WHERE time_s >= 21600 AND time_s < 93600"),
@@ -126,8 +139,9 @@ def test_tables_and_time_window(long_run: Path, tmp_path: Path) -> None:
         (("--to", "2026-01-05T10:00:00"), "needs a zone"),
     ],
 )
-def test_bad_arguments_exit_2_and_write_nothing(long_run: Path, tmp_path: Path, args: tuple[str, ...],
-                                                message: str) -> None:
+def test_bad_arguments_exit_2_and_write_nothing(
+    long_run: Path, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
     dest = tmp_path / "out"
     code, _, err = invoke("export", str(long_run), str(dest), *args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1

@@ -149,7 +149,9 @@ def test_a_cap_with_room_to_spare_changes_nothing_and_binds_when_the_load_reache
     over = np.flatnonzero(f2["facility_power_w"] > 0.99 * float(f0["facility_power_w"][-1]))
     assert len(over) and (f2["mean_clock"][over[0] + 1 :] < 1.0).all()
     assert (f2["mean_clock"][1 : over[0] + 1] == 1.0).all()
-    assert f2["facility_power_w"][0] <= 0.99 * float(f0["facility_power_w"][-1]) and f2["mean_clock"][0] > 0.99
+    assert (
+        f2["facility_power_w"][0] <= 0.99 * float(f0["facility_power_w"][-1]) and f2["mean_clock"][0] > 0.99
+    )
 
 
 def test_ultraserver_it_power_is_the_sum_of_its_servers_by_hand() -> None:
@@ -170,7 +172,9 @@ def test_ultraserver_it_power_is_the_sum_of_its_servers_by_hand() -> None:
         for s in range(topo.servers_per_us):
             u = util[(us * topo.servers_per_us + s) * cps : (us * topo.servers_per_us + s + 1) * cps]
             dc += float((acc.idle_w + (acc.tdp_w - acc.idle_w) * u).sum())
-            dc += sysm.host_w_per_server * (sysm.host_idle_fraction + (1 - sysm.host_idle_fraction) * u.mean())
+            dc += sysm.host_w_per_server * (
+                sysm.host_idle_fraction + (1 - sysm.host_idle_fraction) * u.mean()
+            )
         want = (dc + pp.psu_fixed_w_per_server * topo.servers_per_us) / pp.psu_efficiency
         assert pw.us_it[us] == pytest.approx(want, rel=1e-12)
 
@@ -489,7 +493,14 @@ def test_overlapping_inference_surges_end_independently() -> None:
     from twin.effects import surge_factor
 
     surges = [(3.0, 0, 3600), (2.0, 1800, 7200)]
-    assert [surge_factor(surges, t) for t in (0, 1800, 3599, 3600, 7199, 7200)] == [3.0, 3.0, 3.0, 2.0, 2.0, 1.0]
+    assert [surge_factor(surges, t) for t in (0, 1800, 3599, 3600, 7199, 7200)] == [
+        3.0,
+        3.0,
+        3.0,
+        2.0,
+        2.0,
+        1.0,
+    ]
     assert surge_factor([(0.5, 0, 60)], 30) == 0.5  # a lull is a surge below 1
 
 

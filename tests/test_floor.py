@@ -28,7 +28,11 @@ def _rows(n_trn: int = 2, n_gb: int = 3) -> tuple[SystemRows, ...]:
 def _mixed(p: FactoryParams, rows: tuple[SystemRows, ...] | None = None) -> FactoryParams:
     rows = rows or _rows()
     hall = dataclasses.replace(
-        p.hall, system=rows[0].system, accelerator=rows[0].accelerator, ultraservers=rows[0].ultraservers, rows=rows
+        p.hall,
+        system=rows[0].system,
+        accelerator=rows[0].accelerator,
+        ultraservers=rows[0].ultraservers,
+        rows=rows,
     )
     return dataclasses.replace(p, hall=hall)
 
@@ -39,7 +43,10 @@ def _idle_it_w(sysm: catalog.System, n: int, p: FactoryParams) -> float:
     server and divides by its efficiency."""
     acc = catalog.ACCELERATORS[sysm.accelerator]
     pp = p.power
-    dc = sysm.chips * acc.tdp_w * acc.idle_fraction + sysm.servers * sysm.host_w_per_server * sysm.host_idle_fraction
+    dc = (
+        sysm.chips * acc.tdp_w * acc.idle_fraction
+        + sysm.servers * sysm.host_w_per_server * sysm.host_idle_fraction
+    )
     dc += sysm.switch_w
     return n * (dc + pp.psu_fixed_w_per_server * sysm.servers) / pp.psu_efficiency
 
@@ -64,11 +71,23 @@ def test_loaded_floor_conserves_power_energy_and_cost_across_its_systems() -> No
     f = floor.Floor(p).advance(240)
     fa, st, us = f["factory_ts"], f["system_ts"], f["ultraserver_ts"]
     k = 2
-    for col in ("it_power_w", "facility_power_w", "cooling_power_w", "power_loss_w", "energy_j", "cost_usd",
-                "capex_usd", "job_flops", "tokens_per_s", "chips_busy"):
+    for col in (
+        "it_power_w",
+        "facility_power_w",
+        "cooling_power_w",
+        "power_loss_w",
+        "energy_j",
+        "cost_usd",
+        "capex_usd",
+        "job_flops",
+        "tokens_per_s",
+        "chips_busy",
+    ):
         np.testing.assert_allclose(st[col].reshape(-1, k).sum(axis=1), fa[col], rtol=1e-9, err_msg=col)
     # Facility power = IT + cooling + losses, on the floor and for each system's share.
-    np.testing.assert_allclose(fa["facility_power_w"], fa["it_power_w"] + fa["cooling_power_w"] + fa["power_loss_w"])
+    np.testing.assert_allclose(
+        fa["facility_power_w"], fa["it_power_w"] + fa["cooling_power_w"] + fa["power_loss_w"]
+    )
     # Every UltraServer's IT power adds up to the floor's.
     np.testing.assert_allclose(us["power_w"].reshape(240, -1).sum(axis=1), fa["it_power_w"], rtol=1e-9)
     assert us["ultraserver_id"][:5].tolist() == [0, 1, 2, 3, 4]
@@ -160,13 +179,21 @@ def test_routing_picks_the_system_a_hand_calculation_picks(policy: str) -> None:
 def test_a_cuda_only_job_never_lands_on_trainium() -> None:
     """Batch inference needs CUDA. Under `cheapest` the router would rank Trainium first for it
     (FP8 work), so the constraint is what keeps it on the GPUs; pre-training goes to Trainium."""
-    toml = SMALL_TOML.replace('system = "trn3-gen2"\nultraservers = 2\n', "").replace(
-        "arrivals_per_day = 40",
-        'arrivals_per_day = 400\n\n[training.batch_inference]\nshare = 0.5\nfamily = "gpu"',
-    ).replace("[training.pretrain]", "[training.pretrain]\nshare = 0.5")
-    toml = toml.replace("[training]", '[[hall.rows]]\nsystem = "trn3-gen2"\ncount = 2\n\n'
-                        '[[hall.rows]]\nsystem = "gb300-nvl72"\ncount = 2\n\n[scheduler]\nrouting = "cheapest"\n\n'
-                        "[training]", 1)
+    toml = (
+        SMALL_TOML.replace('system = "trn3-gen2"\nultraservers = 2\n', "")
+        .replace(
+            "arrivals_per_day = 40",
+            'arrivals_per_day = 400\n\n[training.batch_inference]\nshare = 0.5\nfamily = "gpu"',
+        )
+        .replace("[training.pretrain]", "[training.pretrain]\nshare = 0.5")
+    )
+    toml = toml.replace(
+        "[training]",
+        '[[hall.rows]]\nsystem = "trn3-gen2"\ncount = 2\n\n'
+        '[[hall.rows]]\nsystem = "gb300-nvl72"\ncount = 2\n\n[scheduler]\nrouting = "cheapest"\n\n'
+        "[training]",
+        1,
+    )
     p, sim = build_simulation(parse(toml, "cuda.toml"))
     assert isinstance(sim, floor.Floor)
     router = sim.pools[0].cluster.router
@@ -188,7 +215,9 @@ def test_a_cuda_only_job_never_lands_on_trainium() -> None:
 
 
 def test_family_constraint_in_routing_candidates() -> None:
-    pools = [routing.pool_facts(s, catalog.accelerator_for(s, {}), 1, 1e5, tco.TcoParams()) for s in (TRN3, GB300)]
+    pools = [
+        routing.pool_facts(s, catalog.accelerator_for(s, {}), 1, 1e5, tco.TcoParams()) for s in (TRN3, GB300)
+    ]
     assert routing.candidates("gpu", "", "fastest", pools, [True, True]) == [1]
     assert routing.candidates("trainium", "", "fastest", pools, [True, True]) == [0]
     assert routing.candidates("any", "gb300-nvl72", "pinned", pools, [True, True]) == [1]
@@ -220,8 +249,13 @@ count = 2
         (("count = 2\n", "count = 19000\n"), "hall.rows"),  # 19,000 NVL72 + 2 UltraServers > 1e6 chips
         (('system = "gb300-nvl72"', 'system = "trn2-ultra"'), "hall.rows"),  # air + liquid
         (('system = "gb300-nvl72"', 'system = "trn3-gen2"'), "hall.rows"),  # twice
-        (("[[hall.rows]]\nsystem = \"trn3-gen2\"", "[hall]\nsystem = \"trn3-gen2\"\n\n[[hall.rows]]\nsystem = "
-          "\"trn3-gen2\""), "hall.system"),
+        (
+            (
+                '[[hall.rows]]\nsystem = "trn3-gen2"',
+                '[hall]\nsystem = "trn3-gen2"\n\n[[hall.rows]]\nsystem = "trn3-gen2"',
+            ),
+            "hall.system",
+        ),
     ],
 )
 def test_bad_floors_are_refused_before_allocation(change: tuple[str, str], key: str) -> None:
@@ -233,7 +267,7 @@ def test_bad_floors_are_refused_before_allocation(change: tuple[str, str], key: 
 
 
 def test_work_needing_a_family_the_floor_lacks_is_refused() -> None:
-    text = SMALL_TOML.replace("[[services]]", "[training.eval]\nfamily = \"gpu\"\n\n[[services]]")
+    text = SMALL_TOML.replace("[[services]]", '[training.eval]\nfamily = "gpu"\n\n[[services]]')
     with pytest.raises(ScenarioError, match=r"training\.eval\.family"):
         parse(text, "f.toml")
     text = _MIXED_TOML + '\n[[services]]\nname = "chat"\nsystem = "hgx-b200"\n'
@@ -251,7 +285,9 @@ def test_job_ids_are_unique_across_the_floor() -> None:
 def test_events_target_the_floor_numbering() -> None:
     """UltraServer 3 of the floor is the second GB300 rack (2 Trn3 first): failing it takes 72
     chips of the GB300 pool down."""
-    p = _mixed(small_params(services=(), training=dataclasses.replace(TrainingParams(), arrivals_per_day=0.0)))
+    p = _mixed(
+        small_params(services=(), training=dataclasses.replace(TrainingParams(), arrivals_per_day=0.0))
+    )
     sim = floor.Floor(p)
     sim.inject("fail_ultraserver", "3", 0, 3600)
     f = sim.advance(2)
@@ -289,8 +325,18 @@ def test_per_system_kpis_add_up_to_the_floor_and_price_each_system(tmp_path: Any
     assert system == "trn3-gen2+gb300-nvl72"
     per = k["systems"]
     assert list(per) == ["trn3-gen2", "gb300-nvl72"]
-    for key in ("total_cost_usd", "capex_usd", "energy_cost_usd", "cooling_cost_usd", "other_cost_usd",
-                "facility_mwh", "it_mwh", "job_flop", "tokens", "chip_hours"):
+    for key in (
+        "total_cost_usd",
+        "capex_usd",
+        "energy_cost_usd",
+        "cooling_cost_usd",
+        "other_cost_usd",
+        "facility_mwh",
+        "it_mwh",
+        "job_flop",
+        "tokens",
+        "chip_hours",
+    ):
         assert sum(r[key] for r in per.values()) == pytest.approx(k[key], rel=1e-9), key
     # The chat service runs on one system: the floor's all-in $ per M tokens is that system's.
     (host,) = [r for r in per.values() if r["tokens"]]
@@ -299,8 +345,9 @@ def test_per_system_kpis_add_up_to_the_floor_and_price_each_system(tmp_path: Any
     assert sum(r["token_share"] for r in per.values()) == pytest.approx(1.0)
     p = scen.to_params()
     for pool in p.hall.pools():
-        hp = dataclasses.replace(p.hall, system=pool.system, accelerator=pool.accelerator,
-                                 ultraservers=pool.ultraservers, rows=())
+        hp = dataclasses.replace(
+            p.hall, system=pool.system, accelerator=pool.accelerator, ultraservers=pool.ultraservers, rows=()
+        )
         d = Simulation(dataclasses.replace(p, hall=hp, services=())).design
         rates = tco.cost_rates(pool.system, pool.ultraservers, d.design_it_w, p.tco)
         assert per[pool.system.key]["capex_usd"] == pytest.approx(rates.capex_usd_per_s * 4 * 3600, rel=1e-9)
@@ -315,8 +362,11 @@ def test_a_row_cap_lands_on_the_row_of_the_floor_it_names() -> None:
     sim.advance(120)  # work arrives and starts
     sim.inject("power_cap", "row:2", 50e3, 0)
     f = sim.advance(60)
-    ev = [(k, t, a) for k, t, a in zip(f["events"]["kind"], f["events"]["target"], f["events"]["arg"], strict=True)
-          if k == "power_cap"]
+    ev = [
+        (k, t, a)
+        for k, t, a in zip(f["events"]["kind"], f["events"]["target"], f["events"]["arg"], strict=True)
+        if k == "power_cap"
+    ]
     assert ev == [("power_cap", "row:2", "row:2")]
     rows = f["row_ts"]
     row2 = rows["power_w"][rows["row_id"] == 2]
@@ -348,8 +398,12 @@ def test_a_facility_cap_on_a_mixed_floor_binds_both_systems_from_the_step_it_arr
     # Steps of steady load (every row busy, as busy as the step before) with the cap binding:
     # one clock on both systems. (A job that starts is slowed on its first step, when the
     # shares still follow the step before.)
-    steady = np.flatnonzero((busy[1:] > 0).all(axis=1) & (busy[1:] == busy[:-1]).all(axis=1)
-                            & (clk[1:] < 0.95).all(axis=1)) + 1
+    steady = (
+        np.flatnonzero(
+            (busy[1:] > 0).all(axis=1) & (busy[1:] == busy[:-1]).all(axis=1) & (clk[1:] < 0.95).all(axis=1)
+        )
+        + 1
+    )
     assert len(steady) >= 3
     np.testing.assert_allclose(clk[steady, 0], clk[steady, 1], atol=0.03)
 
@@ -373,7 +427,9 @@ def test_pinned_services_run_on_their_systems_and_keep_the_scenario_order() -> N
     assert sv["service_id"][:4].tolist() == [0, 1, 0, 1]
     assert sv["replicas_running"][-2:].tolist() == [2, 3]
     jobs = f["jobs"]
-    on = {(n, s) for n, s, k in zip(jobs["name"], jobs["system"], jobs["kind"], strict=True) if k == "inference"}
+    on = {
+        (n, s) for n, s, k in zip(jobs["name"], jobs["system"], jobs["kind"], strict=True) if k == "inference"
+    }
     assert on == {("a", "gb300-nvl72"), ("b", "trn3-gen2")}
     st = f["system_ts"]
     assert st["inference_chips"][-2:].tolist() == [3 * 4, 2 * 4]  # trn3 (b: 3 x 4), gb300 (a: 2 x 4)
@@ -392,7 +448,7 @@ def test_system_summary_view_matches_the_per_system_kpis(tmp_path: Any) -> None:
     from scenarios.runner import run
     from storage.kpis import per_system
 
-    toml = _MIXED_TOML + '\n[training]\narrivals_per_day = 200\n'
+    toml = _MIXED_TOML + "\n[training]\narrivals_per_day = 200\n"
     out = tmp_path / "v.duckdb"
     run(parse(toml, "v.toml"), toml, out, duration_s=2 * 3600)
     con = duckdb.connect(str(out), read_only=True)
@@ -402,6 +458,13 @@ def test_system_summary_view_matches_the_per_system_kpis(tmp_path: Any) -> None:
     con.close()
     assert [v["system"] for v in view] == ["trn3-gen2", "gb300-nvl72"]
     for v, r in zip(view, per, strict=True):
-        for key in ("it_mwh", "job_flop", "capex_usd", "energy_cost_usd", "cooling_cost_usd", "other_cost_usd",
-                    "total_cost_usd"):
+        for key in (
+            "it_mwh",
+            "job_flop",
+            "capex_usd",
+            "energy_cost_usd",
+            "cooling_cost_usd",
+            "other_cost_usd",
+            "total_cost_usd",
+        ):
             assert v[key] == pytest.approx(r[key], rel=1e-9), key

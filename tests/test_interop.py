@@ -50,15 +50,24 @@ def test_recording_uses_a_storage_version_duckdb_1x_reads(small_run: Path) -> No
 def test_a_duckdb_1x_reader_opens_the_recording(small_run: Path) -> None:
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run(
-        [sys.executable, str(root / "bench" / "check_duckdb1.py"), str(small_run),
-         "--python", os.environ["TWIN_DUCKDB1_PYTHON"]],
-        capture_output=True, text=True, cwd=root, timeout=600,
+        [
+            sys.executable,
+            str(root / "bench" / "check_duckdb1.py"),
+            str(small_run),
+            "--python",
+            os.environ["TWIN_DUCKDB1_PYTHON"],
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "-> ok" in proc.stdout
 
 
 # ------------------------------------------------------------------ NULL for "no value", strict JSON
+
 
 def _strict_json(text: str) -> object:
     def refuse(c: str) -> object:
@@ -91,7 +100,9 @@ def test_no_value_is_stored_as_null_never_nan(tmp_path: Path, small_scenario) ->
         for table, cols in TABLES.items():
             for c in cols:
                 if c.dtype.startswith("float"):
-                    ((n,),) = con.sql(f"SELECT count(*) FILTER (WHERE isnan({c.name})) FROM {table}").fetchall()
+                    ((n,),) = con.sql(
+                        f"SELECT count(*) FILTER (WHERE isnan({c.name})) FROM {table}"
+                    ).fetchall()
                     assert n == 0, f"{table}.{c.name}"
         ((cap,),) = con.sql("SELECT max(facility_cap_w) FROM factory_ts").fetchall()
         assert cap is None
@@ -100,8 +111,10 @@ def test_no_value_is_stored_as_null_never_nan(tmp_path: Path, small_scenario) ->
 
 
 def test_sql_json_is_strict_and_jsonl_is_one_object_per_line(small_run: Path) -> None:
-    q = ("SELECT time_s, facility_cap_w, 'nan'::DOUBLE AS nan, 'inf'::DOUBLE AS inf, "
-         "sum(chips_busy) OVER (ORDER BY time_s) AS busy_total FROM factory_ts ORDER BY time_s LIMIT 5")
+    q = (
+        "SELECT time_s, facility_cap_w, 'nan'::DOUBLE AS nan, 'inf'::DOUBLE AS inf, "
+        "sum(chips_busy) OVER (ORDER BY time_s) AS busy_total FROM factory_ts ORDER BY time_s LIMIT 5"
+    )
     code, out, _ = invoke("sql", str(small_run), q, "--format", "json")
     assert code == 0
     rows = _strict_json(out)
@@ -126,13 +139,17 @@ def test_sql_parquet_to_a_file_matches_the_query(small_run: Path, tmp_path: Path
     got = pq.read_table(dest)
     con = duckdb.connect(str(small_run), read_only=True)
     try:
-        n, s, caps = con.sql("SELECT count(*), sum(it_power_w), count(facility_cap_w) FROM factory_ts").fetchall()[0]
+        n, s, caps = con.sql(
+            "SELECT count(*), sum(it_power_w), count(facility_cap_w) FROM factory_ts"
+        ).fetchall()[0]
     finally:
         con.close()
     assert got.num_rows == n and got["it_power_w"].to_numpy().sum() == pytest.approx(s, rel=1e-12)
     assert got["facility_cap_w"].null_count == n - caps
     # Bad --out: one line, exit 2, nothing written.
-    code, _, err = invoke("sql", str(small_run), q, "--format", "csv", "--out", str(tmp_path / "no" / "x.csv"))
+    code, _, err = invoke(
+        "sql", str(small_run), q, "--format", "csv", "--out", str(tmp_path / "no" / "x.csv")
+    )
     assert code == 2 and "no such directory" in err and len(err.strip().splitlines()) == 1
 
 
@@ -151,8 +168,10 @@ def test_run_json_is_one_line_with_numbers_and_variants_one_line_each(tmp_path: 
         con.close()
     assert requests > 0 and s["requests"] == int(requests) and isinstance(s["requests"], int)
     v = tmp_path / "v.toml"
-    v.write_text(SMALL_TOML.replace('name = "small"', 'name = "pair"') +
-                 '\n[[variants]]\nname = "a"\n\n[[variants]]\nname = "b"\nseed = 8\n')
+    v.write_text(
+        SMALL_TOML.replace('name = "small"', 'name = "pair"')
+        + '\n[[variants]]\nname = "a"\n\n[[variants]]\nname = "b"\nseed = 8\n'
+    )
     code, out, _ = invoke("run", str(v), "--hours", "1", "--out", str(tmp_path / "p.duckdb"), "--json")
     assert code == 0
     lines = [_strict_json(line) for line in out.splitlines()]
@@ -165,19 +184,24 @@ def test_three_runs_started_together_in_one_directory_get_their_own_files(tmp_pa
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root)}
     cmd = [sys.executable, "-c", "from tui.cli import main; main()", "run", "small.toml", "--hours", "0.5"]
-    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
     results = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [err for _, err in results]
     files = sorted((tmp_path / "twin-runs").glob("small-*.duckdb"))
     assert len(files) == 3
     pids = {f"-p{p.pid}.duckdb" for p in procs}
-    assert {f.name[f.name.rindex("-p"):] for f in files} == pids
+    assert {f.name[f.name.rindex("-p") :] for f in files} == pids
     for f in files:
         assert str(f.relative_to(tmp_path)) in "".join(out for out, _ in results)
 
 
 # ------------------------------------------------------------------ calendar time
+
 
 def _ts_tables() -> list[str]:
     from twin.telemetry import TABLES
@@ -201,8 +225,9 @@ def test_every_time_series_row_has_ts_equal_start_plus_time_s(small_run: Path) -
             assert bad == 0 and nulls == 0, t
             checked += n
         assert checked > 0
-        ((typ,),) = con.sql("SELECT data_type FROM duckdb_columns() WHERE table_name = 'factory_ts' "
-                            "AND column_name = 'ts'").fetchall()
+        ((typ,),) = con.sql(
+            "SELECT data_type FROM duckdb_columns() WHERE table_name = 'factory_ts' AND column_name = 'ts'"
+        ).fetchall()
         assert typ == "TIMESTAMP WITH TIME ZONE"
     finally:
         con.close()
@@ -271,8 +296,10 @@ def test_a_v1_file_gains_calendar_time_when_written_to(tmp_path: Path) -> None:
     con = duckdb.connect(str(path), read_only=True)
     try:
         ((version,),) = con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall()
-        ((n, bad),) = con.sql("SELECT count(*), count(*) FILTER (WHERE epoch(ts) - epoch(r.start) <> time_s) "
-                              "FROM factory_ts JOIN runs r USING (run_id)").fetchall()
+        ((n, bad),) = con.sql(
+            "SELECT count(*), count(*) FILTER (WHERE epoch(ts) - epoch(r.start) <> time_s) "
+            "FROM factory_ts JOIN runs r USING (run_id)"
+        ).fetchall()
     finally:
         con.close()
     from twin.telemetry import SCHEMA_VERSION

@@ -30,8 +30,11 @@ def _stats(con: duckdb.DuckDBPyConnection, table: str) -> list[object]:
     return list(con.sql(f"SELECT count(*), {aggs} FROM {table}").fetchall()[0])
 
 
-def test_the_live_view_holds_exactly_what_is_committed(tmp_path: Path, small_scenario,  # type: ignore[no-untyped-def]
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_live_view_holds_exactly_what_is_committed(
+    tmp_path: Path,
+    small_scenario,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(live, "FANOUT", 4)  # merge early: parts of three levels in 40 commits
     spec, text = small_scenario
     path = tmp_path / "run.duckdb"
@@ -88,16 +91,24 @@ def test_the_live_view_is_sandboxed_to_its_sidecar(tmp_path: Path, small_scenari
     s.writer.flush()
     r = open_live(path)
     try:
-        for q in (f"SELECT * FROM read_csv('{secret}')", "SELECT * FROM read_text('/etc/passwd')",
-                  f"SELECT * FROM read_parquet('{live_dir(path)}/../secret.csv')"):
+        for q in (
+            f"SELECT * FROM read_csv('{secret}')",
+            "SELECT * FROM read_text('/etc/passwd')",
+            f"SELECT * FROM read_parquet('{live_dir(path)}/../secret.csv')",
+        ):
             with pytest.raises(QueryError, match=r"Permission|disabled"):
                 user_query(r.con, q)
-        for q in ("SET enable_external_access = true", f"ATTACH '{tmp_path / 'x.duckdb'}'",
-                  "CREATE TABLE t AS SELECT 1"):
+        for q in (
+            "SET enable_external_access = true",
+            f"ATTACH '{tmp_path / 'x.duckdb'}'",
+            "CREATE TABLE t AS SELECT 1",
+        ):
             with pytest.raises(QueryError):
                 user_query(r.con, q)
         # External tools read the parts directly.
-        n = user_query(r.con, f"SELECT count(*) AS n FROM read_parquet('{live_dir(path)}/table=factory_ts/*.parquet')")
+        n = user_query(
+            r.con, f"SELECT count(*) AS n FROM read_parquet('{live_dir(path)}/table=factory_ts/*.parquet')"
+        )
         assert n.to_pylist() == [{"n": 30}]
     finally:
         r.close()
@@ -120,9 +131,9 @@ def test_a_publishing_failure_does_not_fail_the_run(tmp_path: Path, small_scenar
     s.close()
     con = open_run_file(path)
     try:
-        assert con.sql("SELECT count(*), any_value(status) FROM factory_ts JOIN runs USING (run_id)").fetchall() == [
-            (20, "complete")
-        ]
+        assert con.sql(
+            "SELECT count(*), any_value(status) FROM factory_ts JOIN runs USING (run_id)"
+        ).fetchall() == [(20, "complete")]
     finally:
         con.close()
 
@@ -148,10 +159,22 @@ def test_twin_sql_compare_and_export_read_a_file_another_process_is_writing(tmp_
     path = tmp_path / "long.duckdb"
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from tui.cli import main; main()", "run", "small.toml", "--days", "3650",
-         "--out", str(path)],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from tui.cli import main; main()",
+            "run",
+            "small.toml",
+            "--days",
+            "3650",
+            "--out",
+            str(path),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         manifest = live_dir(path) / MANIFEST
@@ -166,8 +189,9 @@ def test_twin_sql_compare_and_export_read_a_file_another_process_is_writing(tmp_
         # The file itself is held by the writer.
         with pytest.raises(duckdb.Error):
             duckdb.connect(str(path), read_only=True).close()
-        code, out, err = _invoke("sql", str(path), "SELECT count(*) AS n, max(time_s) AS t FROM factory_ts",
-                                 "--format", "json")
+        code, out, err = _invoke(
+            "sql", str(path), "SELECT count(*) AS n, max(time_s) AS t FROM factory_ts", "--format", "json"
+        )
         assert code == 0, err
         assert "run in progress" in err and "committed up to t=" in err
         ((row,),) = [json.loads(out)]

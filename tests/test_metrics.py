@@ -18,7 +18,9 @@ from storage.metrics import MetricsExporter
 from tui.cli import main
 
 
-def _scrape(port: int, openmetrics: bool = False) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
+def _scrape(
+    port: int, openmetrics: bool = False
+) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
     req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
     if openmetrics:
         req.add_header("Accept", "application/openmetrics-text; version=1.0.0")
@@ -46,8 +48,11 @@ def test_scrape_during_a_run_shows_the_latest_step(tmp_path: Path, small_scenari
             scraped.wait(60)  # hold the run after its second chunk until the test has scraped
 
     exporter.set_run(scenario=spec.name, file="x")
-    t = threading.Thread(target=run, args=(spec, text, tmp_path / "m.duckdb"),
-                         kwargs={"duration_s": 3 * 86400, "on_chunk": on_chunk})  # 1,440 steps a chunk
+    t = threading.Thread(
+        target=run,
+        args=(spec, text, tmp_path / "m.duckdb"),
+        kwargs={"duration_s": 3 * 86400, "on_chunk": on_chunk},
+    )  # 1,440 steps a chunk
     t.start()
     try:
         assert exporter.wait_for_chunks(2, timeout=120)
@@ -71,8 +76,14 @@ def test_scrape_during_a_run_shows_the_latest_step(tmp_path: Path, small_scenari
     energy = sum(float(np.sum(f["factory_ts"]["energy_j"])) for f in seen[:2])
     assert m[("twin_facility_energy_joules_total", ())] == pytest.approx(energy)
     # Per UltraServer: power, temperature and neuron-monitor's utilisation ratio (0-1).
-    for i, row, p, temp, act in zip(us["ultraserver_id"][last], us["row_id"][last], us["power_w"][last],
-                                    us["max_chip_temp_c"][last], us["activity"][last], strict=True):
+    for i, row, p, temp, act in zip(
+        us["ultraserver_id"][last],
+        us["row_id"][last],
+        us["power_w"][last],
+        us["max_chip_temp_c"][last],
+        us["activity"][last],
+        strict=True,
+    ):
         labels = (("row", str(row)), ("ultraserver", str(i)))
         assert m[("twin_ultraserver_power_watts", labels)] == pytest.approx(p)
         assert m[("twin_ultraserver_max_chip_temperature_celsius", labels)] == pytest.approx(float(temp))
@@ -84,7 +95,8 @@ def test_scrape_during_a_run_shows_the_latest_step(tmp_path: Path, small_scenari
     svc = seen[1]["service_ts"]
     if svc["requests_served"][-1] > 0:
         assert m[("twin_service_ttft_seconds", (("quantile", "0.99"), ("service", "chat")))] == pytest.approx(
-            svc["ttft_p99_s"][-1])
+            svc["ttft_p99_s"][-1]
+        )
     assert om[("twin_pue_ratio", ())] == m[("twin_pue_ratio", ())]
 
 
@@ -93,9 +105,22 @@ def test_a_busy_or_bad_port_exits_2_with_one_line(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         busy = s.getsockname()[1]
-        r = CliRunner().invoke(main, ["run", "default", "--hours", "1", "--out", str(tmp_path / "x.duckdb"),
-                                      "--metrics-port", str(busy)])
-    assert r.exit_code == 2 and f"--metrics-port {busy}" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        r = CliRunner().invoke(
+            main,
+            [
+                "run",
+                "default",
+                "--hours",
+                "1",
+                "--out",
+                str(tmp_path / "x.duckdb"),
+                "--metrics-port",
+                str(busy),
+            ],
+        )
+    assert (
+        r.exit_code == 2 and f"--metrics-port {busy}" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    )
     assert not (tmp_path / "x.duckdb").exists()
     r = CliRunner().invoke(main, ["run", "default", "--metrics-port", "70000"])
     assert r.exit_code == 2 and "not a TCP port" in r.stderr

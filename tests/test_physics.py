@@ -73,7 +73,9 @@ def test_loop_flow_from_the_ocp_rule_of_thumb() -> None:
     m=st.floats(0.01, 5.0),
 )
 @settings(max_examples=60, deadline=None)
-def test_loop_update_is_the_analytic_solution_and_never_overshoots(dt: int, t0: float, q: float, m: float) -> None:
+def test_loop_update_is_the_analytic_solution_and_never_overshoots(
+    dt: int, t0: float, q: float, m: float
+) -> None:
     mass = 80.0
     ss = 30.0 + q / (m * 4180.0)
     got = cooling.loop_return_c(np.array([t0]), 30.0, np.array([q]), np.array([m]), mass, dt)[0]
@@ -123,7 +125,9 @@ def test_thermal_clock_lands_on_the_throttle_curve() -> None:
     assert f == pytest.approx(1 - 0.5 * (tj - 90.0) / 10.0, abs=1e-6)
     assert tj == pytest.approx(cooling.allowed_junction_c(np.array([f]), p)[0], abs=1e-4)
     # Cool enough to run at full clock: unchanged; too hot even at 50 %: the floor.
-    assert cooling.thermal_clock(np.array([30.0]), np.array([10.0]), np.array([1.0]), 3.0, p)[0] == pytest.approx(1.0)
+    assert cooling.thermal_clock(np.array([30.0]), np.array([10.0]), np.array([1.0]), 3.0, p)[
+        0
+    ] == pytest.approx(1.0)
     assert cooling.thermal_clock(np.array([120.0]), np.array([10.0]), np.array([1.0]), 3.0, p)[0] == 0.5
 
 

@@ -33,8 +33,21 @@ def small(tmp_path: Path) -> Path:
 def test_smallest_fleet_for_a_chip_count_by_hand(small: Path) -> None:
     need = 300
     code, out, err = invoke(
-        "plan", str(small), "--minimize", "hall.ultraservers", "--subject-to", f"chips >= {need}",
-        "--range", "1:9", "--hours", "1", "--over", "hall.system=trn3-gen2,trn3-gen1", "-j", "2", "--json",
+        "plan",
+        str(small),
+        "--minimize",
+        "hall.ultraservers",
+        "--subject-to",
+        f"chips >= {need}",
+        "--range",
+        "1:9",
+        "--hours",
+        "1",
+        "--over",
+        "hall.system=trn3-gen2,trn3-gen1",
+        "-j",
+        "2",
+        "--json",
     )
     assert code == 0, err
     res = json.loads(out)
@@ -49,19 +62,54 @@ def test_smallest_fleet_for_a_chip_count_by_hand(small: Path) -> None:
 
 def test_an_upper_bound_can_make_it_infeasible(small: Path) -> None:
     # 300 <= chips <= 400 has no multiple of 144; 300 <= chips <= 600 has 432 (3 UltraServers).
-    code, out, _ = invoke("plan", str(small), "--subject-to", "chips >= 300", "--subject-to", "chips <= 400",
-                          "--range", "1:8", "--hours", "1", "-j", "1")
+    code, out, _ = invoke(
+        "plan",
+        str(small),
+        "--subject-to",
+        "chips >= 300",
+        "--subject-to",
+        "chips <= 400",
+        "--range",
+        "1:8",
+        "--hours",
+        "1",
+        "-j",
+        "1",
+    )
     assert code == 1 and "none" in out and "chips = 432, needs <= 400" in out
-    code, out, _ = invoke("plan", str(small), "--subject-to", "chips >= 300", "--subject-to", "chips <= 600",
-                          "--range", "1:8", "--hours", "1", "-j", "1")
+    code, out, _ = invoke(
+        "plan",
+        str(small),
+        "--subject-to",
+        "chips >= 300",
+        "--subject-to",
+        "chips <= 600",
+        "--range",
+        "1:8",
+        "--hours",
+        "1",
+        "-j",
+        "1",
+    )
     assert code == 0 and ": 3  (binding at 2: chips = 288" in out
 
 
 def test_bisection_agrees_with_running_every_value(small: Path) -> None:
     """On a KPI the model computes (peak facility power), the bisection's answer is the one the
     brute-force sweep of the whole range finds, and the constraint holds there and not one below."""
-    args = ("plan", str(small), "--subject-to", "peak_facility_mw >= 0.2", "--range", "1:8", "--hours", "1",
-            "-j", "2", "--json")
+    args = (
+        "plan",
+        str(small),
+        "--subject-to",
+        "peak_facility_mw >= 0.2",
+        "--range",
+        "1:8",
+        "--hours",
+        "1",
+        "-j",
+        "2",
+        "--json",
+    )
     code, out, err = invoke(*args)
     assert code == 0, err
     bis = json.loads(out)
@@ -105,7 +153,13 @@ def test_bad_plan_arguments_exit_2_before_running(small: Path) -> None:
         (("--subject-to", "chips >= 1", "--range", "0:4"), "out of range"),
         (("--subject-to", "chips >= 1", "--minimize", "hall.ultrasrvers"), "unknown key"),
         (("--subject-to", "chips >= 1", "--over", "site.climate=temperate,mars"), "unknown climate 'mars'"),
-        (("--subject-to", "nope > 1",), "unknown KPI"),
+        (
+            (
+                "--subject-to",
+                "nope > 1",
+            ),
+            "unknown KPI",
+        ),
     ):
         code, _, err = invoke("plan", str(small), "--hours", "1", *args)
         assert code == 2, (args, err)
@@ -117,7 +171,20 @@ def test_plan_on_ray_matches_the_hand_answer(small: Path) -> None:
 
     if sweep.ray_missing():
         pytest.skip("ray is not installed (pip install -e '.[ray]')")
-    code, out, err = invoke("plan", str(small), "--subject-to", "chips >= 300", "--range", "1:9", "--hours", "1",
-                            "--backend", "ray", "-j", "2", "--json")
+    code, out, err = invoke(
+        "plan",
+        str(small),
+        "--subject-to",
+        "chips >= 300",
+        "--range",
+        "1:9",
+        "--hours",
+        "1",
+        "--backend",
+        "ray",
+        "-j",
+        "2",
+        "--json",
+    )
     assert code == 0, err
     assert json.loads(out)["answer"] == math.ceil(300 / CHIPS["trn3-gen2"])

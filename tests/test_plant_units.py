@@ -20,17 +20,23 @@ def test_unit_states_count_running_standby_and_failed(units: int, data: st.DataO
     running = data.draw(st.integers(0, up))
     s = unit_states(units, up, running)
     assert len(s) == units
-    assert (s == RUNNING).sum() == running and (s == STANDBY).sum() == up - running and (s == FAILED).sum() == units - up
+    assert (
+        (s == RUNNING).sum() == running
+        and (s == STANDBY).sum() == up - running
+        and (s == FAILED).sum() == units - up
+    )
 
 
 def test_chiller_units_share_the_chiller_load_and_trips_fail_units() -> None:
     """Two of three chillers trip at 10 min, one of three towers is lost at 20 min: the recorded
     failed counts follow the events; the running chillers carry the load the COP implies
     (load = power x COP), each at load / (running x unit capacity), never more than the healthy."""
-    sim = busy_hall(events=(
-        ScheduledEvent(time_s=600, kind="chiller_trip", target="", value=2.0),
-        ScheduledEvent(time_s=1200, kind="cooling_tower_loss", target="", value=1.0),
-    ))
+    sim = busy_hall(
+        events=(
+            ScheduledEvent(time_s=600, kind="chiller_trip", target="", value=2.0),
+            ScheduledEvent(time_s=1200, kind="cooling_tower_loss", target="", value=1.0),
+        )
+    )
     cp = sim.p.cooling
     f = sim.advance(40)["factory_ts"]
     t = f["time_s"]
@@ -41,8 +47,9 @@ def test_chiller_units_share_the_chiller_load_and_trips_fail_units() -> None:
     on = f["chillers_running"] > 0
     assert on.any()
     unit_w = sim.design.chiller_unit_w
-    np.testing.assert_allclose(f["chiller_load_fraction"][on], load[on] / (f["chillers_running"][on] * unit_w),
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        f["chiller_load_fraction"][on], load[on] / (f["chillers_running"][on] * unit_w), rtol=1e-9
+    )
     assert (f["chiller_load_fraction"] <= 1.0 + 1e-12).all()
     # as few units run as carry the load: one fewer would be over its capacity
     fewer = np.maximum(f["chillers_running"][on] - 1, 0) * unit_w
@@ -54,9 +61,9 @@ def test_chiller_units_share_the_chiller_load_and_trips_fail_units() -> None:
 
 
 def test_chiller_restore_brings_units_back() -> None:
-    sim = busy_hall(events=(
-        ScheduledEvent(time_s=0, kind="chiller_trip", target="", value=3.0, duration_s=600),
-    ))
+    sim = busy_hall(
+        events=(ScheduledEvent(time_s=0, kind="chiller_trip", target="", value=3.0, duration_s=600),)
+    )
     f = sim.advance(20)["factory_ts"]
     t = f["time_s"]
     assert (f["chillers_failed"][t < 600] == sim.p.cooling.chiller_units).all()
@@ -122,7 +129,9 @@ def test_a_mixed_floor_records_its_one_plant_and_stops_like_one_hall() -> None:
     from twin import floor
     from twin.params import TrainingParams
 
-    p = _mixed(small_params(services=(), training=dataclasses.replace(TrainingParams(), arrivals_per_day=500.0)))
+    p = _mixed(
+        small_params(services=(), training=dataclasses.replace(TrainingParams(), arrivals_per_day=500.0))
+    )
     sim = floor.build(p)
     cp = p.cooling
     f = sim.advance(20)["factory_ts"]
@@ -131,8 +140,9 @@ def test_a_mixed_floor_records_its_one_plant_and_stops_like_one_hall() -> None:
     on = f["chillers_running"] > 0
     unit_w = sim.plant_view.chiller_unit_w
     load = f["chiller_power_w"] * f["chiller_cop"]
-    np.testing.assert_allclose(f["chiller_load_fraction"][on], load[on] / (f["chillers_running"][on] * unit_w),
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        f["chiller_load_fraction"][on], load[on] / (f["chillers_running"][on] * unit_w), rtol=1e-9
+    )
     calls = [0]
 
     def stop() -> bool:

@@ -101,7 +101,8 @@ def test_report_plots_kpis_and_events_match_sql_on_the_files(two_runs: list[Path
                     assert ranges[col]["max"] == pytest.approx(hi, rel=1e-9, abs=1e-12), (path.name, col)
                     checked += 1
             ((mwh, n_events),) = con.sql(
-                "SELECT sum(energy_j) / 3.6e9, (SELECT count(*) FROM events) FROM factory_ts").fetchall()
+                "SELECT sum(energy_j) / 3.6e9, (SELECT count(*) FROM events) FROM factory_ts"
+            ).fetchall()
             assert page.events[str(path)] == n_events
             col = two_runs.index(path)
             assert page.kpis["facility_mwh"][col] == f"{mwh:,.1f}"

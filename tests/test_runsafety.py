@@ -39,9 +39,18 @@ ultraservers_per_row = 1
 
 # Every crash point of a run's start and first flushes, in order.
 POINTS = (
-    "session:writer", "create:start", "create:connected", "create:schema", "create:checkpointed",
-    "create:closed", "create:old_wal_removed", "create:renamed", "writer:open",
-    "flush:begin", "flush:inserted", "flush:committed",
+    "session:writer",
+    "create:start",
+    "create:connected",
+    "create:schema",
+    "create:checkpointed",
+    "create:closed",
+    "create:old_wal_removed",
+    "create:renamed",
+    "writer:open",
+    "flush:begin",
+    "flush:inserted",
+    "flush:committed",
 )
 
 
@@ -57,7 +66,9 @@ def _state(path: Path) -> tuple[str, str, int, int] | None:
         return None
     con = open_run_file(path)  # raises unless it is a valid twin run
     try:
-        ((run_id, status, sim_t, dt),) = con.sql("SELECT run_id, status, sim_time_s, dt_s FROM runs").fetchall()
+        ((run_id, status, sim_t, dt),) = con.sql(
+            "SELECT run_id, status, sim_time_s, dt_s FROM runs"
+        ).fetchall()
         ((last,),) = con.sql("SELECT coalesce(max(time_s) + ?, 0) FROM factory_ts", params=[dt]).fetchall()
     finally:
         con.close()
@@ -83,11 +94,13 @@ def test_kill_at_every_point_of_startup_leaves_no_file_or_a_valid_running_run(tm
                 _complete(out, overwrite=False)
             cases.append((point, replace, out, _state(out)))
     for k in range(0, len(cases), 4):  # a few killed runs at a time
-        procs = [ctx.Process(target=_run_child, args=(str(out), point, replace))
-                 for point, replace, out, _ in cases[k:k + 4]]
+        procs = [
+            ctx.Process(target=_run_child, args=(str(out), point, replace))
+            for point, replace, out, _ in cases[k : k + 4]
+        ]
         for p in procs:
             p.start()
-        for p, (point, *_) in zip(procs, cases[k:k + 4], strict=True):
+        for p, (point, *_) in zip(procs, cases[k : k + 4], strict=True):
             p.join()
             assert p.exitcode == -signal.SIGKILL, point
     valid = absent = 0
@@ -105,8 +118,11 @@ def test_kill_at_every_point_of_startup_leaves_no_file_or_a_valid_running_run(tm
                 Session(parse(TOML, "tiny.toml"), TOML, out)
         # The next run is not blocked by anything the killed one left, and cleans up after it.
         _complete(out, overwrite=True)
-        left = sorted(q.name for q in tmp_path.iterdir()
-                      if q.name.startswith(f".{out.name}") or q.name.startswith(f"{out.name}."))
+        left = sorted(
+            q.name
+            for q in tmp_path.iterdir()
+            if q.name.startswith(f".{out.name}") or q.name.startswith(f"{out.name}.")
+        )
         assert left == [], f"{point}: left {left}"
     assert len(cases) == len(POINTS) + sum(p.startswith(("session:", "create:")) for p in POINTS)
     assert valid + absent == len(cases)
@@ -120,8 +136,13 @@ def _scenario_file(tmp_path: Path) -> None:
 
 def _stopped_run(tmp_path: Path, out: Path, point: str, *extra: str) -> subprocess.Popen[str]:
     env = dict(os.environ, TWIN_STOP_AT=point)
-    p = subprocess.Popen([TWIN, "run", str(tmp_path / "x.toml"), "--out", str(out), *extra], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [TWIN, "run", str(tmp_path / "x.toml"), "--out", str(out), *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, st = os.waitpid(p.pid, os.WUNTRACED)
     assert os.WIFSTOPPED(st), "the run did not reach its stop point"
     return p
@@ -131,10 +152,15 @@ def test_overwrite_never_deletes_a_file_a_live_run_is_writing(tmp_path: Path) ->
     out = tmp_path / "live.duckdb"
     first = _stopped_run(tmp_path, out, "flush:committed")  # holding its lock, one flush committed
     try:
-        for extra, why in ((["--overwrite"], f"another run (process {first.pid}) is writing this file"),
-                           ([], "already exists")):
-            r = subprocess.run([TWIN, "run", str(tmp_path / "x.toml"), "--out", str(out), *extra],
-                               capture_output=True, text=True)
+        for extra, why in (
+            (["--overwrite"], f"another run (process {first.pid}) is writing this file"),
+            ([], "already exists"),
+        ):
+            r = subprocess.run(
+                [TWIN, "run", str(tmp_path / "x.toml"), "--out", str(out), *extra],
+                capture_output=True,
+                text=True,
+            )
             assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
             assert why in r.stderr
         with pytest.raises(StorageError, match="another run"):
@@ -214,8 +240,13 @@ def test_full_disk_leaves_a_truthful_failed_run(tmp_path: Path) -> None:
     that went through."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("needs to mount a small tmpfs (root)")
     try:
         out = disk / "full.duckdb"
@@ -244,14 +275,20 @@ def test_comparison_checks_every_variant_before_writing(tmp_path: Path) -> None:
     toml = TOML + '\n[[variants]]\nname = "a"\n\n[[variants]]\nname = "b"\n'
     (tmp_path / "cmp.toml").write_text(toml)
     (tmp_path / "cmp-b.duckdb").write_text("in the way")
-    r = subprocess.run([TWIN, "run", str(tmp_path / "cmp.toml"), "--out", str(tmp_path / "cmp.duckdb")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [TWIN, "run", str(tmp_path / "cmp.toml"), "--out", str(tmp_path / "cmp.duckdb")],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and "cmp-b.duckdb: already exists" in r.stderr
     assert not (tmp_path / "cmp-a.duckdb").exists()
     bad = TOML + '\n[[variants]]\nname = "a"\n\n[[variants]]\nname = "b"\nhardware = { chips = 143 }\n'
     (tmp_path / "bad.toml").write_text(bad)
-    r = subprocess.run([TWIN, "run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "bad.duckdb")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [TWIN, "run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "bad.duckdb")],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "b" in r.stderr, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("bad")) == ["bad.toml"]
 

@@ -115,27 +115,44 @@ def _probes() -> list[tuple[str, list[str]]]:
     generated calls in groups (one run each; a group shares the before/after checks)."""
     cat = _catalog()
     out: list[tuple[str, list[str]]] = [(f"known-{i}", [s]) for i, s in enumerate(KNOWN)]
-    out += [(f"statements-{i // 5}", STATEMENTS[i:i + 5]) for i in range(0, len(STATEMENTS), 5)]
+    out += [(f"statements-{i // 5}", STATEMENTS[i : i + 5]) for i in range(0, len(STATEMENTS), 5)]
     generated: list[str] = []
     for f in cat["table"]:
-        generated += [f"SELECT * FROM {f}()", f"SELECT * FROM {f}('{{canary}}')",
-                      f"SELECT * FROM {f}('{{canary}}', '{{scratch}}/w-{f}')"]
+        generated += [
+            f"SELECT * FROM {f}()",
+            f"SELECT * FROM {f}('{{canary}}')",
+            f"SELECT * FROM {f}('{{canary}}', '{{scratch}}/w-{f}')",
+        ]
     for f in cat["pragma"]:
         generated += [f"PRAGMA {f}", f"PRAGMA {f}('{{canary}}')", f"CALL {f}('{{scratch}}/w-{f}')"]
     for n in cat["settings"]:
-        generated += [f"SET {n} = '{{scratch}}/w-{n}'", f"SET GLOBAL {n} = 1", f"SET {n} = false",
-                      f"RESET {n}", f"PRAGMA {n} = '{{scratch}}/w-{n}'"]
+        generated += [
+            f"SET {n} = '{{scratch}}/w-{n}'",
+            f"SET GLOBAL {n} = 1",
+            f"SET {n} = false",
+            f"RESET {n}",
+            f"PRAGMA {n} = '{{scratch}}/w-{n}'",
+        ]
     generated += [f"SELECT {f}('{{canary}}')" for f in cat["text"]]
     size = 160
-    out += [(f"generated-{i // size}", generated[i:i + size]) for i in range(0, len(generated), size)]
+    out += [(f"generated-{i // size}", generated[i : i + size]) for i in range(0, len(generated), size)]
     return out
 
 
 @pytest.fixture(scope="module")
 def pool() -> Any:
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["duckdb", "numpy", "pyarrow", "scenarios.runner", "scenarios.spec",
-                                "storage.reader", "tests.sandbox_probe"])
+    ctx.set_forkserver_preload(
+        [
+            "duckdb",
+            "numpy",
+            "pyarrow",
+            "scenarios.runner",
+            "scenarios.spec",
+            "storage.reader",
+            "tests.sandbox_probe",
+        ]
+    )
     with ctx.Pool(processes=2, maxtasksperchild=1) as p:
         yield p
 
@@ -162,10 +179,14 @@ def test_hostile_sql_through_the_live_console(tmp_path: Path, pool: Any) -> None
         assert res["status"] == "complete" and res["steps"] == 12, f"{name}: the run did not complete: {res}"
         assert res["changed"] == [], f"{name}: settings changed: {res['changed']}"
         assert files_under(Path(scratch)) == {}, f"{name}: wrote {sorted(files_under(Path(scratch)))}"
-        assert sorted(os.listdir(Path(out).parent)) == ["live.duckdb"], f"{name}: {os.listdir(Path(out).parent)}"
+        assert sorted(os.listdir(Path(out).parent)) == ["live.duckdb"], (
+            f"{name}: {os.listdir(Path(out).parent)}"
+        )
         for stmt, (kind, text), (e_kind, e_text) in zip(sql, res["outcomes"], res["engine"], strict=True):
             assert secret not in text, f"{name}: {stmt} read the canary: {text[:200]}"
-            assert secret not in e_text, f"{name}: {stmt} read the canary past DuckDB's sandbox: {e_text[:200]}"
+            assert secret not in e_text, (
+                f"{name}: {stmt} read the canary past DuckDB's sandbox: {e_text[:200]}"
+            )
             tally["tried"] += 1
             if kind == "refused":
                 tally["refused"] += 1
@@ -176,11 +197,13 @@ def test_hostile_sql_through_the_live_console(tmp_path: Path, pool: Any) -> None
     assert files_under(canary_dir) == canary_before
     # The generated set is large: every table function and pragma, every setting, every text function.
     assert tally["tried"] > 1000
-    print(f"\nattacks tried {tally['tried']}, refused {tally['refused']} "
-          f"({tally['by the check']} by the statement check, {tally['by DuckDB']} by DuckDB), "
-          f"ran without reaching a file or setting {tally['ran harmlessly']}; "
-          f"with the statement-type check alone: DuckDB refused {tally['engine refused']}, "
-          f"{tally['engine ran']} ran without reaching a file or setting; {len(probes)} probe processes")
+    print(
+        f"\nattacks tried {tally['tried']}, refused {tally['refused']} "
+        f"({tally['by the check']} by the statement check, {tally['by DuckDB']} by DuckDB), "
+        f"ran without reaching a file or setting {tally['ran harmlessly']}; "
+        f"with the statement-type check alone: DuckDB refused {tally['engine refused']}, "
+        f"{tally['engine ran']} ran without reaching a file or setting; {len(probes)} probe processes"
+    )
 
 
 # ---------------------------------------------------------------------- the database itself
@@ -192,13 +215,21 @@ def test_writer_database_is_sandboxed_and_still_checkpoints(tmp_path: Path, smal
     s = Session(spec, text, out, flush_interval_s=0.05)
     try:
         cur = s.writer.cursor()
-        got = dict(cur.sql(
-            "SELECT name, value FROM duckdb_settings() WHERE name IN ('enable_external_access', "
-            "'autoinstall_known_extensions', 'autoload_known_extensions', 'allow_community_extensions', "
-            "'allow_unsigned_extensions', 'lock_configuration')").fetchall())
-        assert got == {"enable_external_access": "false", "autoinstall_known_extensions": "false",
-                       "autoload_known_extensions": "false", "allow_community_extensions": "false",
-                       "allow_unsigned_extensions": "false", "lock_configuration": "true"}
+        got = dict(
+            cur.sql(
+                "SELECT name, value FROM duckdb_settings() WHERE name IN ('enable_external_access', "
+                "'autoinstall_known_extensions', 'autoload_known_extensions', 'allow_community_extensions', "
+                "'allow_unsigned_extensions', 'lock_configuration')"
+            ).fetchall()
+        )
+        assert got == {
+            "enable_external_access": "false",
+            "autoinstall_known_extensions": "false",
+            "autoload_known_extensions": "false",
+            "allow_community_extensions": "false",
+            "allow_unsigned_extensions": "false",
+            "lock_configuration": "true",
+        }
         with pytest.raises(duckdb.Error, match="locked"):
             cur.execute("SET enable_external_access = true")
         cur.close()
@@ -255,23 +286,44 @@ def test_replay_and_twin_sql_share_the_sandbox(small_run: Path) -> None:
 
 # ---------------------------------------------------------------------- twin sql
 def test_twin_sql_limits_and_messages(small_run: Path) -> None:
-    r = subprocess.run([TWIN, "sql", str(small_run), "--timeout", "0.3",
-                        "SELECT count(*) FROM range(1000000000000)"], capture_output=True, text=True)
-    assert r.returncode == 2 and r.stderr.strip() == "twin: error: the query was stopped at its 0.3 s time limit"
-    r = subprocess.run([TWIN, "sql", str(small_run), "--memory-limit", "64MB",
-                        "SELECT list(range) FROM range(100000000)"], capture_output=True, text=True)
-    assert r.returncode == 2 and "more memory than its 64 MB limit" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = subprocess.run(
+        [TWIN, "sql", str(small_run), "--timeout", "0.3", "SELECT count(*) FROM range(1000000000000)"],
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        r.returncode == 2 and r.stderr.strip() == "twin: error: the query was stopped at its 0.3 s time limit"
+    )
+    r = subprocess.run(
+        [TWIN, "sql", str(small_run), "--memory-limit", "64MB", "SELECT list(range) FROM range(100000000)"],
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        r.returncode == 2
+        and "more memory than its 64 MB limit" in r.stderr
+        and len(r.stderr.splitlines()) == 1
+    )
     for args, key in ((["--timeout", "-1"], "--timeout"), (["--memory-limit", "lots"], "--memory-limit")):
         r = subprocess.run([TWIN, "sql", str(small_run), *args, "SELECT 1"], capture_output=True, text=True)
-        assert r.returncode == 2 and r.stderr.startswith(f"twin: error: {key}") and len(r.stderr.splitlines()) == 1
+        assert (
+            r.returncode == 2
+            and r.stderr.startswith(f"twin: error: {key}")
+            and len(r.stderr.splitlines()) == 1
+        )
     help_ = subprocess.run([TWIN, "sql", "--help"], capture_output=True, text=True).stdout
     assert "[default: 60.0]" in help_ and "[default: 2GB]" in help_
 
 
 def test_twin_sql_ctrl_c_ends_a_query_with_one_line(small_run: Path) -> None:
     env = dict(os.environ, TWIN_STOP_AT="sql:running")
-    p = subprocess.Popen([TWIN, "sql", str(small_run), "--timeout", "600", "SELECT count(*) FROM range(1000000000000)"],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [TWIN, "sql", str(small_run), "--timeout", "600", "SELECT count(*) FROM range(1000000000000)"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, st = os.waitpid(p.pid, os.WUNTRACED)  # stopped just before the query runs
     assert os.WIFSTOPPED(st)
     os.kill(p.pid, signal.SIGINT)
@@ -312,9 +364,11 @@ async def test_live_console_shows_its_limits_and_stops_at_them(tmp_path: Path, s
             await pilot.press("f6")
             assert "limits 0.5 s · 2 GB" in status()
             ed = app.screen.query_one("#editor", TextArea)
-            for sql, want in (("SELECT count(*) FROM range(1000000000000)", "stopped at its 0.5 s time limit"),
-                              ("SELECT * FROM read_text('/etc/hostname')", "refused"),
-                              ("SELECT * FROM checkpoint()", "refused")):
+            for sql, want in (
+                ("SELECT count(*) FROM range(1000000000000)", "stopped at its 0.5 s time limit"),
+                ("SELECT * FROM read_text('/etc/hostname')", "refused"),
+                ("SELECT * FROM checkpoint()", "refused"),
+            ):
                 ed.text = sql
                 await pilot.press("ctrl+r")
                 await wait(pilot, lambda: not app.screen.running)

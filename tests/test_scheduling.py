@@ -126,8 +126,9 @@ def test_no_chip_in_two_jobs_and_allocations_add_up(policy: str) -> None:
         assert f["chips_allocated"][-1] == int((owner >= 0).sum())
         u = fr["ultraserver_ts"]
         last = u["time_s"] == u["time_s"][-1]
-        np.testing.assert_array_equal(u["chips_failed"][last], np.bincount(sim.topo.chip_us, weights=sim.chip_hw_failed,
-                                                                           minlength=3))
+        np.testing.assert_array_equal(
+            u["chips_failed"][last], np.bincount(sim.topo.chip_us, weights=sim.chip_hw_failed, minlength=3)
+        )
         assert f["chips_failed"][-1] == int(sim.chip_hw_failed.sum())
         seen_failed += int(sim.chip_hw_failed.sum())
         # Every queued job is in one queue once, and the batch queue stays in policy order (the
@@ -256,7 +257,12 @@ def test_backfill_cuts_mean_wait_against_fifo_on_the_same_arrivals() -> None:
         sim = Simulation(v.to_params())
         jobs = job_history([sim.advance(1440) for _ in range(3)])
         b = jobs["kind"] != "inference"
-        out[v.name] = (jobs["submit_time_s"][b], jobs["chips"][b], jobs["work_flop"][b], jobs["wait_s"][b].mean())
+        out[v.name] = (
+            jobs["submit_time_s"][b],
+            jobs["chips"][b],
+            jobs["work_flop"][b],
+            jobs["wait_s"][b].mean(),
+        )
     f, b = out["fifo"], out["backfill"]
     for k in range(3):  # the same jobs arrive at the same times
         np.testing.assert_array_equal(f[k], b[k])

@@ -238,14 +238,27 @@ def test_replica_requests_wait_by_priority_then_arrival_whatever_order_they_come
     """The replica queue is kept sorted on insertion (bisect over the queue, not a rebuilt list):
     any order of requests leaves it in (priority high first, then job id) order, as a full sort."""
     svcs = tuple(
-        ServiceParams(name=f"s{i}", replicas=0, chips_per_replica=4, priority=prio[i], **FLAT) for i in range(3)
+        ServiceParams(name=f"s{i}", replicas=0, chips_per_replica=4, priority=prio[i], **FLAT)
+        for i in range(3)
     )
     sim = Simulation(small_params(ultraservers=1, services=svcs, **NO_JOBS))
     cl = sim.cluster
     slots = [j for ids in cl.replicas for j in ids]
     assert len(slots) == 0  # replicas = 0 and no autoscaler: no slots; make them by hand below
-    ids = [cl.jobs.add(f"r{k}", "fp8", kind=jobs.INFERENCE, chips=4, params=70e9, service=k % 3,
-                       priority=prio[k % 3], state=jobs.STOPPED, source=0) for k in range(9)]
+    ids = [
+        cl.jobs.add(
+            f"r{k}",
+            "fp8",
+            kind=jobs.INFERENCE,
+            chips=4,
+            params=70e9,
+            service=k % 3,
+            priority=prio[k % 3],
+            state=jobs.STOPPED,
+            source=0,
+        )
+        for k in range(9)
+    ]
     for k in order:
         queueing.request_replica(cl, ids[k], 0)
     a = cl.jobs.a

@@ -69,7 +69,9 @@ def test_invariants_hold_every_step(
     assert (f["requests_dropped_per_s"] >= 0).all()
     s = fr["service_ts"]
     arrived = np.cumsum(s["requests_arrived"])
-    np.testing.assert_array_equal(arrived, np.cumsum(s["requests_served"] + s["requests_dropped"]) + s["requests_queued"])
+    np.testing.assert_array_equal(
+        arrived, np.cumsum(s["requests_served"] + s["requests_dropped"]) + s["requests_queued"]
+    )
 
 
 def test_training_flop_delivered_equals_the_sum_over_jobs() -> None:

@@ -27,8 +27,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # Model fields that are not scenario keys: arrays filled from files, nested parameter objects
 # and the run-level fields set from other keys.
 NOT_KEYS = {
-    "SiteParams": {"price_tou", "weather_drybulb_c", "weather_rel_humidity", "weather_wetbulb_c",
-                   "price_hourly_usd_per_mwh", "carbon_hourly_g_per_kwh"},
+    "SiteParams": {
+        "price_tou",
+        "weather_drybulb_c",
+        "weather_rel_humidity",
+        "weather_wetbulb_c",
+        "price_hourly_usd_per_mwh",
+        "carbon_hourly_g_per_kwh",
+    },
     "TrainingParams": {*params.JOB_CLASSES},
     "FailureParams": {*params.FAILURE_CAUSES},
 }
@@ -60,8 +66,21 @@ def test_paths_are_unique_and_every_fact_is_described() -> None:
     assert len(paths) == len(set(paths))
     for f in F.FACTS:
         assert f.description, f.path
-        assert f.type in ("int", "float", "bool", "str", "name", "path", "enum", "datetime", "list[int]",
-                          "list[float]", "list[str]", "table[float]", "target"), f.path
+        assert f.type in (
+            "int",
+            "float",
+            "bool",
+            "str",
+            "name",
+            "path",
+            "enum",
+            "datetime",
+            "list[int]",
+            "list[float]",
+            "list[str]",
+            "table[float]",
+            "target",
+        ), f.path
         if f.type in ("int", "float"):
             assert f.lo is not None and f.hi is not None, f"{f.path}: a number needs both bounds"
         if f.type == "enum":
@@ -161,10 +180,22 @@ def _refused(text: str, needle: str) -> str:
     ("text", "needle"),
     [
         # Bounds from the table, not from parts of key names (issue 9).
-        ('name = "x"\n[[services]]\npeak_hour = 30', "services[0].peak_hour: out of range: must lie in 0 ≤ x < 24 [h]"),
-        ('name = "x"\n[training]\npeak_hour = 30', "training.peak_hour: out of range: must lie in 0 ≤ x < 24"),
-        ('name = "x"\n[cooling]\ncarnot_fraction = 0', "cooling.carnot_fraction: out of range: must lie in 0 < x ≤ 1"),
-        ('name = "x"\n[cooling]\nplant = "volcano"', "cooling.plant: unknown plant 'volcano'; known: tower, dry"),
+        (
+            'name = "x"\n[[services]]\npeak_hour = 30',
+            "services[0].peak_hour: out of range: must lie in 0 ≤ x < 24 [h]",
+        ),
+        (
+            'name = "x"\n[training]\npeak_hour = 30',
+            "training.peak_hour: out of range: must lie in 0 ≤ x < 24",
+        ),
+        (
+            'name = "x"\n[cooling]\ncarnot_fraction = 0',
+            "cooling.carnot_fraction: out of range: must lie in 0 < x ≤ 1",
+        ),
+        (
+            'name = "x"\n[cooling]\nplant = "volcano"',
+            "cooling.plant: unknown plant 'volcano'; known: tower, dry",
+        ),
         ('name = "x"\n[cooling]\ncop_min = 13', "cooling.cop_min (13) must be at most cooling.cop_max (12)"),
         ('name = "x"\n[cooling]\nchiller_redundancy = 3', "must be below cooling.chiller_units"),
         ('name = "x"\n[cooling]\ncycles_of_concentration = 1', "cycles_of_concentration: out of range"),
@@ -182,7 +213,10 @@ def _refused(text: str, needle: str) -> str:
         ('name = "a/b"', "name: not a safe name"),
         ('name = ".hidden"', "name: not a safe name"),
         ('name = "x"\n[[variants]]\nname = "../up"', "variants[0].name: not a safe name"),
-        ('name = "x"\n[[variants]]\nname = "a"\n[[variants]]\nname = "a"', "variants[1].name: 'a' is used twice"),
+        (
+            'name = "x"\n[[variants]]\nname = "a"\n[[variants]]\nname = "a"',
+            "variants[1].name: 'a' is used twice",
+        ),
         # start: an ISO 8601 date-time with a zone.
         ('name = "x"\nstart = 2026-01-05T00:00:00', "start: 2026-01-05T00:00:00 has no time zone"),
         ('name = "x"\nstart = 2026-01-05', "start: expected an ISO 8601 date-time with a zone"),
@@ -229,7 +263,7 @@ def test_inf_is_refused_for_every_float_key() -> None:
 
 def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
     f = tmp_path / "bom.toml"
-    f.write_bytes(b"\xef\xbb\xbfname = \"bom\"\nduration_h = 1\n")
+    f.write_bytes(b'\xef\xbb\xbfname = "bom"\nduration_h = 1\n')
     spec, _, _ = load(str(f))
     assert spec.name == "bom" and spec.duration_h == 1
 
@@ -246,7 +280,9 @@ def test_start_is_a_tz_aware_monday_by_default() -> None:
 
 
 def test_load_scenario_dict_validates_a_raw_dict_and_leaves_it_alone() -> None:
-    data = tomllib.loads('name = "x"\n[hall]\nultraservers = 2\n[[variants]]\nname = "y"\nhall = { ultraservers = 3 }')
+    data = tomllib.loads(
+        'name = "x"\n[hall]\nultraservers = 2\n[[variants]]\nname = "y"\nhall = { ultraservers = 3 }'
+    )
     before = json.dumps(data, sort_keys=True)
     s = load_scenario_dict(data, "override.toml")
     assert [v.hall.ultraservers for v in s.variants] == [3] and s.hall.ultraservers == 2
@@ -282,21 +318,31 @@ def test_the_schema_accepts_every_builtin_scenario_and_refuses_bad_values() -> N
         text = resources.files("scenarios.builtin").joinpath(f"{name}.toml").read_text(encoding="utf-8")
         errors = list(v.iter_errors(_jsonable(tomllib.loads(text))))
         assert not errors, (name, errors[0].message)
-    for bad in ({"name": "x", "dt_s": True}, {"name": "x", "cooling": {"plant": "volcano"}},
-                {"name": "x", "services": [{"peak_hour": 30}]}, {"name": "../x"}, {"name": "x", "colour": 1},
-                {"name": "x", "cooling": {"carnot_fraction": 0}}):
+    for bad in (
+        {"name": "x", "dt_s": True},
+        {"name": "x", "cooling": {"plant": "volcano"}},
+        {"name": "x", "services": [{"peak_hour": 30}]},
+        {"name": "../x"},
+        {"name": "x", "colour": 1},
+        {"name": "x", "cooling": {"carnot_fraction": 0}},
+    ):
         assert list(v.iter_errors(bad)), bad
     # Every key of the table is in the schema, with its unit and default.
     cooling = schema["properties"]["cooling"]["properties"]
     assert set(cooling) == {f.key for f in F.facts("cooling")}
     assert cooling["supply_setpoint_c"]["default"] == params.CoolingParams.supply_setpoint_c
     assert "[°C]" in cooling["supply_setpoint_c"]["description"]
-    assert dt.datetime.fromisoformat(schema["properties"]["start"]["default"]) == parse('name = "x"', "s.toml").start
+    assert (
+        dt.datetime.fromisoformat(schema["properties"]["start"]["default"])
+        == parse('name = "x"', "s.toml").start
+    )
 
 
 def test_readme_key_tables_are_the_generated_ones() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert F.readme_with_tables(readme) == readme, "README key tables are stale: python -m scenarios.facts --readme"
+    assert F.readme_with_tables(readme) == readme, (
+        "README key tables are stale: python -m scenarios.facts --readme"
+    )
     for f in F.FACTS:
         assert f"| `{f.key}` |" in readme, f.path
 

@@ -217,14 +217,18 @@ def test_a_campus_sized_jobs_upsert_fits_the_run_databases_memory_limit(
 
     monkeypatch.setattr(W, "WRITER_MEMORY", "40MB")
     n = 150_000
-    w = TelemetryWriter(tmp_path / "j.duckdb", {"run_id": "campus-s0-20261201T000000.000Z-p1-1"}, if_exists="replace")
+    w = TelemetryWriter(
+        tmp_path / "j.duckdb", {"run_id": "campus-s0-20261201T000000.000Z-p1-1"}, if_exists="replace"
+    )
     w.write(_job_frames(n, 1.0), 60)
     w.write(_job_frames(n, 2.0), 120)  # same jobs again, newer: one row each, these values
     w.flush()
     w.write(_job_frames(n, 3.0), 180)
     w.close()
     con = duckdb.connect(str(tmp_path / "j.duckdb"), read_only=True)
-    rows, keys, lo, hi = con.sql("SELECT count(*), count(DISTINCT job_id), min(done_flop), max(done_flop) FROM jobs").fetchall()[0]
+    rows, keys, lo, hi = con.sql(
+        "SELECT count(*), count(DISTINCT job_id), min(done_flop), max(done_flop) FROM jobs"
+    ).fetchall()[0]
     status = con.sql("SELECT status FROM runs").fetchall()[0][0]
     con.close()
     assert (rows, keys, lo, hi, status) == (n, n, 3.0, 3.0, "complete")
@@ -265,7 +269,9 @@ def test_latest_per_key_keeps_each_keys_last_row_in_arrival_order(keys: list[tup
 
     from storage.writer import latest_per_key
 
-    tb = pa.table({"run_id": [k[0] for k in keys], "job_id": [k[1] for k in keys], "pos": list(range(len(keys)))})
+    tb = pa.table(
+        {"run_id": [k[0] for k in keys], "job_id": [k[1] for k in keys], "pos": list(range(len(keys)))}
+    )
     got = latest_per_key(tb, ("run_id", "job_id")).column("pos").to_pylist()
     last = {k: i for i, k in enumerate(keys)}  # brute force: a dict keeps the last position of each key
     assert got == sorted(last.values())

@@ -63,12 +63,23 @@ def test_set_values_are_toml_values() -> None:
 def test_run_with_set_records_the_effective_scenario_and_reruns(tmp_path: Path, small: Path) -> None:
     out = tmp_path / "set.duckdb"
     code, stdout, err = invoke(
-        "run", str(small), "--hours", "1", "--out", str(out),
-        "--set", "hall.ultraservers=1", "--set", "site.climate=hot", "--set", "services[0].replicas=1",
+        "run",
+        str(small),
+        "--hours",
+        "1",
+        "--out",
+        str(out),
+        "--set",
+        "hall.ultraservers=1",
+        "--set",
+        "site.climate=hot",
+        "--set",
+        "services[0].replicas=1",
     )
     assert code == 0, err
-    code, stdout, _ = invoke("sql", str(out), "SELECT ultraservers, chips_total, scenario_toml FROM runs",
-                             "--format", "json")
+    code, stdout, _ = invoke(
+        "sql", str(out), "SELECT ultraservers, chips_total, scenario_toml FROM runs", "--format", "json"
+    )
     (row,) = json.loads(stdout)
     assert row["ultraservers"] == 1 and row["chips_total"] == CHIPS_PER_ULTRASERVER
     recorded = row["scenario_toml"]
@@ -106,14 +117,21 @@ def test_set_refuses_unknown_keys_and_bad_values(small: Path) -> None:
     [
         SMALL_TOML,
         # The same scenario written with an inline table and top-level dotted keys.
-        SMALL_TOML.replace('[hall]\nsystem = "trn3-gen2"\nultraservers = 2\nultraservers_per_row = 2\n',
-                           'hall = { system = "trn3-gen2", ultraservers = 2, ultraservers_per_row = 2 }\n')
-                  .replace("[training]\n", "training.arrivals_per_day = 40\n[training.x]\n", 1)
-                  .replace("[training.x]\narrivals_per_day = 40\n\n", ""),
+        SMALL_TOML.replace(
+            '[hall]\nsystem = "trn3-gen2"\nultraservers = 2\nultraservers_per_row = 2\n',
+            'hall = { system = "trn3-gen2", ultraservers = 2, ultraservers_per_row = 2 }\n',
+        )
+        .replace("[training]\n", "training.arrivals_per_day = 40\n[training.x]\n", 1)
+        .replace("[training.x]\narrivals_per_day = 40\n\n", ""),
     ],
 )
 def test_effective_text_reparses_to_the_overridden_data(layout: str) -> None:
-    sets = ["hall.ultraservers=1", "site.climate=hot", "training.pretrain.share=0.5", "services[0].replicas=1"]
+    sets = [
+        "hall.ultraservers=1",
+        "site.climate=hot",
+        "training.pretrain.share=0.5",
+        "services[0].replicas=1",
+    ]
     ovs = [overrides.parse_set(a) for a in sets]
     text = overrides.effective_text(layout, ovs, "small.toml")
     want = overrides.apply(tomllib.loads(layout), ovs)
@@ -124,8 +142,10 @@ def test_effective_text_reparses_to_the_overridden_data(layout: str) -> None:
 
 def test_set_applies_to_every_variant(tmp_path: Path) -> None:
     f = tmp_path / "cmp.toml"
-    f.write_text(SMALL_TOML + '\n[[variants]]\nname = "a"\nhall = { ultraservers = 3 }\n'
-                 '\n[[variants]]\nname = "b"\nsite = { climate = "cold" }\n')
+    f.write_text(
+        SMALL_TOML + '\n[[variants]]\nname = "a"\nhall = { ultraservers = 3 }\n'
+        '\n[[variants]]\nname = "b"\nsite = { climate = "cold" }\n'
+    )
     spec, text, _ = overrides.load(str(f), ["hall.ultraservers=1"])
     assert [v.hall.ultraservers for v in spec.variants] == [1, 1]
     assert [v.site.climate for v in spec.variants] == [None, "cold"]
@@ -138,8 +158,9 @@ def test_set_applies_to_every_variant(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------- points
 def test_grid_is_the_full_factorial_in_order(tmp_path: Path, small: Path) -> None:
-    f = write_sweep(tmp_path, '[sweep.grid]\n"hall.ultraservers" = [1, 2, 3]\n'
-                              'site = { climate = ["temperate", "hot"] }\n')
+    f = write_sweep(
+        tmp_path, '[sweep.grid]\n"hall.ultraservers" = [1, 2, 3]\nsite = { climate = ["temperate", "hot"] }\n'
+    )
     sw = sweep.load_sweep(f)
     pts = sweep.points(sw)
     assert [p.params for p in pts] == [
@@ -148,8 +169,9 @@ def test_grid_is_the_full_factorial_in_order(tmp_path: Path, small: Path) -> Non
     assert [p.index for p in pts] == list(range(1, 7))
     assert len({p.id for p in pts}) == 6
     # Ids depend on what defines a point, not on its position.
-    f2 = write_sweep(tmp_path, '[sweep.grid]\n"hall.ultraservers" = [3, 2]\n'
-                               '"site.climate" = ["hot"]\n', "other.toml")
+    f2 = write_sweep(
+        tmp_path, '[sweep.grid]\n"hall.ultraservers" = [3, 2]\n"site.climate" = ["hot"]\n', "other.toml"
+    )
     again = {tuple(p.params.items()): p.id for p in sweep.points(sweep.load_sweep(f2))}
     for p in pts:
         if tuple(p.params.items()) in again:
@@ -158,10 +180,13 @@ def test_grid_is_the_full_factorial_in_order(tmp_path: Path, small: Path) -> Non
 
 def test_random_is_a_latin_hypercube(tmp_path: Path, small: Path) -> None:
     n = 16
-    f = write_sweep(tmp_path, f"[sweep.random]\nn = {n}\nseed = 3\n"
-                              '"training.arrivals_per_day" = {{ min = 10.0, max = 90.0 }}\n'
-                              '"hall.ultraservers" = {{ min = 1, max = 4 }}\n'
-                              '"scheduler.policy" = {{ choices = ["fifo", "backfill"] }}\n'.replace("{{", "{").replace("}}", "}"))
+    f = write_sweep(
+        tmp_path,
+        f"[sweep.random]\nn = {n}\nseed = 3\n"
+        '"training.arrivals_per_day" = {{ min = 10.0, max = 90.0 }}\n'
+        '"hall.ultraservers" = {{ min = 1, max = 4 }}\n'
+        '"scheduler.policy" = {{ choices = ["fifo", "backfill"] }}\n'.replace("{{", "{").replace("}}", "}"),
+    )
     pts = sweep.points(sweep.load_sweep(f))
     assert len(pts) == n
     x = [p.params["training.arrivals_per_day"] for p in pts]
@@ -179,8 +204,11 @@ def test_random_is_a_latin_hypercube(tmp_path: Path, small: Path) -> None:
 
 
 def test_grid_crossed_with_random_and_seeds(tmp_path: Path, small: Path) -> None:
-    f = write_sweep(tmp_path, "seeds = [1, 2, 5]\n[sweep.grid]\n\"hall.ultraservers\" = [1, 2]\n"
-                              "[sweep.random]\nn = 3\n\"training.arrivals_per_day\" = { min = 1, max = 9 }\n")
+    f = write_sweep(
+        tmp_path,
+        'seeds = [1, 2, 5]\n[sweep.grid]\n"hall.ultraservers" = [1, 2]\n'
+        '[sweep.random]\nn = 3\n"training.arrivals_per_day" = { min = 1, max = 9 }\n',
+    )
     sw = sweep.load_sweep(f)
     pts = sweep.points(sw)
     assert len(pts) == 2 * 3
@@ -194,13 +222,16 @@ def test_grid_crossed_with_random_and_seeds(tmp_path: Path, small: Path) -> None
         ('[sweep.grid]\n"hall.ultraservers" = []\n', ("sweep.grid.hall.ultraservers", "non-empty list")),
         ("seeds = [1, 1]\n", ("sweep.seeds", "twice")),
         ("hours = -1\n", ("sweep.hours",)),
-        ("[sweep.random]\nn = 0\n\"a.b\" = { min = 1, max = 2 }\n", ("sweep.random.n",)),
-        ("[sweep.random]\nn = 2\n\"a.b\" = { min = 3, max = 2 }\n", ("sweep.random.a.b", "above max")),
+        ('[sweep.random]\nn = 0\n"a.b" = { min = 1, max = 2 }\n', ("sweep.random.n",)),
+        ('[sweep.random]\nn = 2\n"a.b" = { min = 3, max = 2 }\n', ("sweep.random.a.b", "above max")),
         ("colour = 1\n", ("sweep.colour", "unknown key")),
         ('scenario = "nope.toml"\n', ("sweep.scenario", "nope.toml", "no such scenario file")),
-        ('[sweep.grid]\nseed = [1, 2]\n', ("seed", "sweep.seeds")),
-        ('[sweep.grid]\n"hall.ultraservers" = ' + str(list(range(1, 400))) + "\n"
-         '"hardware.tdp_w" = ' + str(list(range(1, 400))) + "\n", ("at most 100,000",)),
+        ("[sweep.grid]\nseed = [1, 2]\n", ("seed", "sweep.seeds")),
+        (
+            '[sweep.grid]\n"hall.ultraservers" = ' + str(list(range(1, 400))) + "\n"
+            '"hardware.tdp_w" = ' + str(list(range(1, 400))) + "\n",
+            ("at most 100,000",),
+        ),
     ],
 )
 def test_bad_sweep_files_are_refused(tmp_path: Path, small: Path, body: str, words: tuple[str, ...]) -> None:
@@ -234,11 +265,23 @@ def test_sweep_results_are_data(tmp_path: Path, small: Path) -> None:
     code, stdout, err = invoke("sweep", str(f), "--out", str(out), "-j", "2", "--report")
     assert code == 0, err
     assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(
-        f"{t.key}.duckdb" for t in sweep.tasks(sweep.load_sweep(f), sweep.points(sweep.load_sweep(f)), None))
+        f"{t.key}.duckdb" for t in sweep.tasks(sweep.load_sweep(f), sweep.points(sweep.load_sweep(f)), None)
+    )
     table = pq.read_table(out / "results.parquet")
     rows = table.to_pylist()
     assert len(rows) == 4
-    for k in [*KPIS, "point", "point_id", "seed", "hall.ultraservers", "status", "error", "wall_s", "cpu_s", "run_file"]:
+    for k in [
+        *KPIS,
+        "point",
+        "point_id",
+        "seed",
+        "hall.ultraservers",
+        "status",
+        "error",
+        "wall_s",
+        "cpu_s",
+        "run_file",
+    ]:
         assert k in table.column_names, k
     for r in rows:
         assert r["status"] == "complete" and r["error"] is None and r["wall_s"] > 0 and r["cpu_s"] > 0
@@ -256,9 +299,14 @@ def test_sweep_results_are_data(tmp_path: Path, small: Path) -> None:
     assert len({r["run_id"] for r in rows}) == 4
     assert "Pareto front" in stdout
     # twin sql reads it as the view `results`, read-only and sandboxed.
-    code, js, err = invoke("sql", str(out / "results.parquet"),
-                           'SELECT "hall.ultraservers" AS n, count(*) AS runs, max(chips) AS chips FROM results '
-                           "GROUP BY 1 ORDER BY 1", "--format", "json")
+    code, js, err = invoke(
+        "sql",
+        str(out / "results.parquet"),
+        'SELECT "hall.ultraservers" AS n, count(*) AS runs, max(chips) AS chips FROM results '
+        "GROUP BY 1 ORDER BY 1",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     assert json.loads(js) == [{"n": 1, "runs": 2, "chips": 144.0}, {"n": 2, "runs": 2, "chips": 288.0}]
     code, _, err = invoke("sql", str(out / "results.parquet"), "DROP VIEW results")
@@ -299,9 +347,23 @@ def test_a_failing_point_is_recorded_and_the_rest_go_on(tmp_path: Path, small: P
 def test_resume_after_a_kill_does_not_rerun_finished_points(tmp_path: Path, small: Path) -> None:
     f = write_sweep(tmp_path, 'hours = 3\nseeds = [1, 2, 3]\n[sweep.grid]\n"hall.ultraservers" = [1, 2]\n')
     out = tmp_path / "out"
-    cmd = [str(Path(sys.executable).parent / "twin"), "sweep", str(f), "--out", str(out), "-j", "1", "--no-files"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-                            cwd=Path(__file__).resolve().parents[1])
+    cmd = [
+        str(Path(sys.executable).parent / "twin"),
+        "sweep",
+        str(f),
+        "--out",
+        str(out),
+        "-j",
+        "1",
+        "--no-files",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     points_dir = out / "points"
     try:
         # Wait for two finished points (a condition, not a time), then kill the sweep hard.
@@ -316,12 +378,16 @@ def test_resume_after_a_kill_does_not_rerun_finished_points(tmp_path: Path, smal
         proc.wait()
         assert proc.stderr is not None
         proc.stderr.close()
-    first = {p.name: (p.stat().st_mtime_ns, json.loads(p.read_text())["run_id"]) for p in points_dir.glob("*.json")}
+    first = {
+        p.name: (p.stat().st_mtime_ns, json.loads(p.read_text())["run_id"]) for p in points_dir.glob("*.json")
+    }
     assert 2 <= len(first) < 6, "the sweep finished before it was killed"
     code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--no-files")
     assert code == 0, err
     assert f"{len(first)} run(s) already done; {6 - len(first)} to go" in err
-    after = {p.name: (p.stat().st_mtime_ns, json.loads(p.read_text())["run_id"]) for p in points_dir.glob("*.json")}
+    after = {
+        p.name: (p.stat().st_mtime_ns, json.loads(p.read_text())["run_id"]) for p in points_dir.glob("*.json")
+    }
     assert len(after) == 6
     for name, stamp in first.items():
         assert after[name] == stamp  # not re-run
@@ -338,7 +404,9 @@ def test_pareto_front_matches_brute_force() -> None:
     front = sweep.pareto_front(rows, ("a", "min"), ("b", "max"))
 
     def dominated(r: dict[str, int]) -> bool:
-        return any(q["a"] <= r["a"] and q["b"] >= r["b"] and (q["a"] < r["a"] or q["b"] > r["b"]) for q in rows)
+        return any(
+            q["a"] <= r["a"] and q["b"] >= r["b"] and (q["a"] < r["a"] or q["b"] > r["b"]) for q in rows
+        )
 
     want = {(r["a"], r["b"]) for r in rows if not dominated(r)}
     assert {(r["a"], r["b"]) for r in front} == want
@@ -356,17 +424,23 @@ def test_report_objectives_are_checked() -> None:
 def test_local_and_ray_give_identical_rows(tmp_path: Path, small: Path) -> None:
     if sweep.ray_missing():
         pytest.skip("ray is not installed (pip install -e '.[ray]')")
-    f = write_sweep(tmp_path, 'hours = 2\nseeds = [4]\n[sweep.grid]\n"hall.ultraservers" = [1, 2]\n'
-                              '"site.climate" = ["temperate", "hot"]\n')
+    f = write_sweep(
+        tmp_path,
+        'hours = 2\nseeds = [4]\n[sweep.grid]\n"hall.ultraservers" = [1, 2]\n'
+        '"site.climate" = ["temperate", "hot"]\n',
+    )
     res = {}
     for backend in ("local", "ray"):
         out = tmp_path / backend
-        code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "2", "--backend", backend, "--no-files")
+        code, _, err = invoke(
+            "sweep", str(f), "--out", str(out), "-j", "2", "--backend", backend, "--no-files"
+        )
         assert code == 0, err
         rows = pq.read_table(out / "results.parquet").to_pylist()
         assert all(r["status"] == "complete" for r in rows)
-        res[backend] = [{k: r[k] for k in ["point_id", "seed", "hall.ultraservers", "site.climate", *KPIS]}
-                        for r in rows]
+        res[backend] = [
+            {k: r[k] for k in ["point_id", "seed", "hall.ultraservers", "site.climate", *KPIS]} for r in rows
+        ]
     assert res["local"] == res["ray"]
     assert len({r["pue"] for r in res["local"]}) == 4  # four different points, not one row repeated
 
@@ -386,8 +460,9 @@ def test_sweep_and_plan_never_import_textual(tmp_path: Path, small: Path) -> Non
         "assert 'textual' not in sys.modules, 'textual imported'\n"
         "print('ok')\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       cwd=Path(__file__).resolve().parents[1])
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
 
 

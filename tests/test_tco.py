@@ -227,7 +227,9 @@ def test_a_version_3_file_gains_the_cost_columns() -> None:
     cols = [r[0] for r in con.sql("DESCRIBE factory_ts").fetchall()]
     assert cols == [*old, *new]
     assert sorted(cols) == sorted(c.name for c in columns("factory_ts"))
-    assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [(str(SCHEMA_VERSION),)]
+    assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [
+        (str(SCHEMA_VERSION),)
+    ]
     _insert(con, "factory_ts", [{"time_s": 0, "capex_usd": 5.0, "chips_total": 1}])
     assert con.sql("SELECT sum(capex_usd) FROM cost_by_day").fetchall() == [(5.0,)]
 

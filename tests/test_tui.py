@@ -204,8 +204,10 @@ def test_tick_messages_merge() -> None:
 
 
 def test_non_ui_modules_do_not_import_textual() -> None:
-    code = ("import sys, tui.feed, tui.pacing, tui.cli, tui.fmt, tui.scale, tui.whatif, storage.queries; "
-            "assert 'textual' not in sys.modules")
+    code = (
+        "import sys, tui.feed, tui.pacing, tui.cli, tui.fmt, tui.scale, tui.whatif, storage.queries; "
+        "assert 'textual' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -223,8 +225,9 @@ def test_fmt_and_scale() -> None:
 def test_whatifs_build_inject_arguments() -> None:
     from tui.whatif import WHAT_IFS, Context, build, by_key
 
-    ctx = Context(us=3, chip=5, chips_per_us=144, chips_per_server=4, us_row=(0, 0, 1, 1),
-                  facility_w=2e6, row_it_w=5e5)
+    ctx = Context(
+        us=3, chip=5, chips_per_us=144, chips_per_server=4, us_row=(0, 0, 1, 1), facility_w=2e6, row_it_w=5e5
+    )
     assert build(by_key("c"), ctx) == ("fail_chip", "437", 0.0, 4 * 3600)
     assert build(by_key("v"), ctx) == ("fail_server", "109", 0.0, 4 * 3600)
     assert build(by_key("u"), ctx, duration_h=0) == ("fail_ultraserver", "3", 0.0, 0)
@@ -243,18 +246,40 @@ def test_whatifs_build_inject_arguments() -> None:
 
 
 def test_user_sql_guard(replay_con: Any) -> None:
-    ok = ["SELECT 1", "DESCRIBE factory_ts", "SUMMARIZE SELECT 1", "EXPLAIN SELECT 1", "SHOW TABLES",
-          "PRAGMA table_info('jobs')", "WITH a AS (SELECT 1) SELECT * FROM a", "FROM factory_ts LIMIT 1"]
+    ok = [
+        "SELECT 1",
+        "DESCRIBE factory_ts",
+        "SUMMARIZE SELECT 1",
+        "EXPLAIN SELECT 1",
+        "SHOW TABLES",
+        "PRAGMA table_info('jobs')",
+        "WITH a AS (SELECT 1) SELECT * FROM a",
+        "FROM factory_ts LIMIT 1",
+    ]
     for sql in ok:
         assert Q.check_user_sql(replay_con, sql, strict=True), sql
-    for sql in ("DELETE FROM jobs", "COPY jobs TO 'x.csv'", "ATTACH 'x.db'", "PRAGMA threads=1", "SET threads=1",
-                "INSTALL httpfs", "CREATE TABLE x (a INT)", "CALL pragma_version()"):
+    for sql in (
+        "DELETE FROM jobs",
+        "COPY jobs TO 'x.csv'",
+        "ATTACH 'x.db'",
+        "PRAGMA threads=1",
+        "SET threads=1",
+        "INSTALL httpfs",
+        "CREATE TABLE x (a INT)",
+        "CALL pragma_version()",
+    ):
         with pytest.raises(QueryError, match="refused"):
             Q.check_user_sql(replay_con, sql, strict=False)
-    for sql in ("SELECT * FROM read_csv('/etc/passwd')", "FROM '/etc/passwd'", "SELECT * FROM 'x.parquet'",
-                "SELECT (SELECT count(*) FROM glob('*'))", "SELECT read_text('x')",
-                "EXPLAIN SELECT * FROM read_parquet('y')", "PRAGMA enable_profiling",
-                "WITH a AS (FROM read_json('z')) SELECT * FROM a"):
+    for sql in (
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "FROM '/etc/passwd'",
+        "SELECT * FROM 'x.parquet'",
+        "SELECT (SELECT count(*) FROM glob('*'))",
+        "SELECT read_text('x')",
+        "EXPLAIN SELECT * FROM read_parquet('y')",
+        "PRAGMA enable_profiling",
+        "WITH a AS (FROM read_json('z')) SELECT * FROM a",
+    ):
         with pytest.raises(QueryError, match="refused"):
             Q.check_user_sql(replay_con, sql, strict=True)
 
@@ -263,7 +288,9 @@ def test_panel_sql_is_literal(replay_con: Any) -> None:
     p = {"run_id": "a'b", "t": 3600, "window_s": 86400}
     sql = Q.panel_sql("plot_power", p)
     assert "'a''b'" in sql and "3600 - 86400" in sql and "$" not in sql
-    jobs = Q.panel_sql("jobs", {"run_id": "r", "t": 60}, view="queued", text="llama", sort="waiting_s", desc=True)
+    jobs = Q.panel_sql(
+        "jobs", {"run_id": "r", "t": 60}, view="queued", text="llama", sort="waiting_s", desc=True
+    )
     assert "state IN ('queued')" in jobs and "ILIKE '%llama%'" in jobs and "ORDER BY waiting_s DESC" in jobs
 
 
@@ -315,8 +342,10 @@ async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> Non
                     same_cols(live, sql_cols(con, name, params), rtol=1e-9)
                 # Chips: the live arrays are this step's, chip_ts samples on the hour.
                 if t % 3600 == 0:
-                    same_cols({k: v for k, v in app.live.panel("chips", params).items() if k != "clock"},
-                              sql_cols(con, "chips", params))
+                    same_cols(
+                        {k: v for k, v in app.live.panel("chips", params).items() if k != "clock"},
+                        sql_cols(con, "chips", params),
+                    )
                 # The SQL panels (jobs) read the same file through the loader.
                 req = PanelReq("jobs", "jobs", params, (("view", "all"),))
                 assert app.file_req(req).sql == req.sql  # paused and flushed: the file is at t
@@ -330,7 +359,9 @@ async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> Non
                 con.close()
             await pilot.press("f5")
             want = (f"so far ({k['days']:,.1f} d)", usd(k["total_cost_usd"]))
-            await wait_for(pilot, lambda: want in [i[:2] for i in app.screen.query_one("#cost", InfoList).items])
+            await wait_for(
+                pilot, lambda: want in [i[:2] for i in app.screen.query_one("#cost", InfoList).items]
+            )
             assert k["total_cost_usd"] > 0 and k["days"] == pytest.approx((t + 60) / 86400)
             await pilot.press("3")  # resume at 60×
             await wait_for(pilot, lambda: app.t > t)
@@ -379,24 +410,36 @@ async def test_live_whatifs_then_headless_rerun_is_identical(tmp_path: Path) -> 
             await pilot.press("escape")
             assert app.current_mode == "floor"
             # Palette commands use the same what-ifs: a surge, a CDU failure, a drain.
-            cmds = {c.title.split(":")[1].strip(): c for c in app.get_system_commands(app.screen)
-                    if c.title.startswith("What-if")}
+            cmds = {
+                c.title.split(":")[1].strip(): c
+                for c in app.get_system_commands(app.screen)
+                if c.title.startswith("What-if")
+            }
             assert any(k.startswith("Inference surge") for k in cmds)
             for key in ("s", "p", "d"):
                 app.inject(*build(by_key(key), app.whatif_context()))
             app.action_set_speed(4)  # max, to the end of the session
-            await wait_for(pilot, lambda: len(app.live.injected) == 6 and "end of the session" in status_text(app))
+            await wait_for(
+                pilot, lambda: len(app.live.injected) == 6 and "end of the session" in status_text(app)
+            )
             await pilot.press("q")
     finally:
         session.close("stopped")
     con = open_run_file(out)
     try:
-        ops = con.sql("SELECT kind, arg, value, duration_s FROM events WHERE source = 'operator' "
-                      "ORDER BY time_s, rowid").fetchall()
+        ops = con.sql(
+            "SELECT kind, arg, value, duration_s FROM events WHERE source = 'operator' ORDER BY time_s, rowid"
+        ).fetchall()
     finally:
         con.close()
-    assert [o[0] for o in ops] == ["fail_ultraserver", "power_cap", "fail_chip", "inference_surge",
-                                   "cdu_pump_failure", "drain_ultraserver"]
+    assert [o[0] for o in ops] == [
+        "fail_ultraserver",
+        "power_cap",
+        "fail_chip",
+        "inference_surge",
+        "cdu_pump_failure",
+        "drain_ultraserver",
+    ]
     assert ops[0][1] == "2" and ops[1][1:] == ("facility", 1.2e6, 3 * 3600) and ops[2][1] == str(3 * 144 + 5)
     dest = tmp_path / "rerun.duckdb"
     rerun(out, dest)
@@ -493,7 +536,9 @@ async def test_live_sql_is_checked_harder(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------- replay
 def factory_row(con: Any, t: int) -> dict[str, Any]:
-    rows: list[dict[str, Any]] = con.sql("SELECT * FROM factory_ts WHERE time_s = ?", params=[t]).to_arrow_table().to_pylist()
+    rows: list[dict[str, Any]] = (
+        con.sql("SELECT * FROM factory_ts WHERE time_s = ?", params=[t]).to_arrow_table().to_pylist()
+    )
     assert len(rows) == 1
     return rows[0]
 
@@ -517,11 +562,20 @@ async def test_replay_scrubbing_matches_the_file(replay_con: Any) -> None:
         await settle(pilot, app)
         assert "REPLAY" in status_text(app) and "PAUSED" in status_text(app)
         assert_shows(app, replay_con, 0)
-        for keys, t in ((["right"] * 3, 3 * 3600), (["left"], 2 * 3600), (["right"] * 14, 16 * 3600),
-                        (["full_stop", "full_stop"], 16 * 3600 + 120), (["comma"], 16 * 3600 + 60),
-                        (["home", "right", "right"], 2 * 3600), (["shift+right"], 26 * 3600),
-                        (["shift+right"], last_t), (["home"], 0), (["end"], last_t),
-                        (["shift+left"], last_t - 86400), (["right_square_bracket"], last_t - 86400 + 3600)):
+        for keys, t in (
+            (["right"] * 3, 3 * 3600),
+            (["left"], 2 * 3600),
+            (["right"] * 14, 16 * 3600),
+            (["full_stop", "full_stop"], 16 * 3600 + 120),
+            (["comma"], 16 * 3600 + 60),
+            (["home", "right", "right"], 2 * 3600),
+            (["shift+right"], 26 * 3600),
+            (["shift+right"], last_t),
+            (["home"], 0),
+            (["end"], last_t),
+            (["shift+left"], last_t - 86400),
+            (["right_square_bracket"], last_t - 86400 + 3600),
+        ):
             await pilot.press(*keys)
             await settle(pilot, app)
             assert_shows(app, replay_con, t)
@@ -643,7 +697,9 @@ async def test_replay_jobs_at_a_time(replay_con: Any) -> None:
     from tui.screens.timeline import TimelineScreen
     from tui.widgets.arrowtable import ArrowTable
 
-    t = replay_con.sql("SELECT min(time_s) FROM factory_ts WHERE queue_jobs >= 3 AND time_s % 3600 = 0").fetchall()[0][0]
+    t = replay_con.sql(
+        "SELECT min(time_s) FROM factory_ts WHERE queue_jobs >= 3 AND time_s % 3600 = 0"
+    ).fetchall()[0][0]
     queued = replay_con.sql(
         """
         WITH last AS (
@@ -653,7 +709,9 @@ async def test_replay_jobs_at_a_time(replay_con: Any) -> None:
         SELECT job_id FROM jobs WHERE submit_time_s <= $t
           AND job_id NOT IN (SELECT job_id FROM last WHERE rn = 1 AND kind = 'job_start')
           AND (end_time_s < 0 OR end_time_s > $t)
-        """, params={"t": t}).fetchall()
+        """,
+        params={"t": t},
+    ).fetchall()
     app = replay_app(replay_con)
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press(*["right"] * (t // 3600), "f4")
@@ -663,8 +721,11 @@ async def test_replay_jobs_at_a_time(replay_con: Any) -> None:
         shown_q = {j for j, s in zip(cols["job_id"], cols["state"], strict=True) if s == "queued"}
         assert shown_q == {q[0] for q in queued} and shown_q
         row = factory_row(replay_con, t)
-        batch = [j for j, s, k in zip(cols["job_id"], cols["state"], cols["kind"], strict=True)
-                 if s == "queued" and k != "inference"]
+        batch = [
+            j
+            for j, s, k in zip(cols["job_id"], cols["state"], cols["kind"], strict=True)
+            if s == "queued" and k != "inference"
+        ]
         assert len(batch) == row["queue_jobs"]  # the simulation's own count of waiting batch jobs
         await pilot.press("v")  # queued only
         await settle(pilot, app)
@@ -688,8 +749,10 @@ async def test_replay_jobs_at_a_time(replay_con: Any) -> None:
         sql = dict(Q.run_sql(replay_con, req.sql))
         counts = {k: sql.pop(k) for k in ("n_rows", "n_queued", "n_running")}
         assert set(counts["n_rows"].tolist()) <= {len(sql["job_id"])}  # under the limit: all shown
-        same_cols({k: np.asarray(v, dtype=object) for k, v in table.table.to_pydict().items()},
-                  {k: np.asarray(v, dtype=object) for k, v in sql.items()})
+        same_cols(
+            {k: np.asarray(v, dtype=object) for k, v in table.table.to_pydict().items()},
+            {k: np.asarray(v, dtype=object) for k, v in sql.items()},
+        )
         await pilot.press("escape", "v", "v", "v")  # all jobs
         await settle(pilot, app)
         job = table.row(table.cursor_row)["job_id"]
@@ -701,8 +764,10 @@ async def test_replay_jobs_at_a_time(replay_con: Any) -> None:
         rank = {"submitted": 0, "job_start": 2, "job_end": 3}  # interruptions: 1 (a cause comes first)
         order = [(t, rank.get(w, 1)) for t, w in zip(tl["time_s"], tl["what"], strict=True)]
         assert order == sorted(order)
-        same_cols({k: np.asarray(v, dtype=object) for k, v in tl.items()},
-                  {k: np.asarray(v, dtype=object) for k, v in Q.run_sql(replay_con, app.screen.req().sql).items()})
+        same_cols(
+            {k: np.asarray(v, dtype=object) for k, v in tl.items()},
+            {k: np.asarray(v, dtype=object) for k, v in Q.run_sql(replay_con, app.screen.req().sql).items()},
+        )
         await pilot.press("escape")
         assert not isinstance(app.screen, TimelineScreen) and job >= 0
 
@@ -812,9 +877,39 @@ async def test_help_lists_every_key(replay_con: Any) -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         text = str(app.screen.query_one("#help-keys").render())
-        for key in ("space", "←", "→", "shift+←", "home", "end", "+", "-", "1", "5", "?", "q", "f1", "f6",
-                    "^r", "^g", "^o", "^s", "⏎", "esc", "m", "n", "v", "o", "/", "w", "e",
-                    "s", "t", "ctrl+p", "tab"):
+        for key in (
+            "space",
+            "←",
+            "→",
+            "shift+←",
+            "home",
+            "end",
+            "+",
+            "-",
+            "1",
+            "5",
+            "?",
+            "q",
+            "f1",
+            "f6",
+            "^r",
+            "^g",
+            "^o",
+            "^s",
+            "⏎",
+            "esc",
+            "m",
+            "n",
+            "v",
+            "o",
+            "/",
+            "w",
+            "e",
+            "s",
+            "t",
+            "ctrl+p",
+            "tab",
+        ):
             assert key in text.lower(), key
         for screen in ("Overview", "Floor", "UltraServer", "Jobs", "SQL", "Services screen", "Alarms (F8)"):
             assert screen in text
@@ -894,16 +989,23 @@ def test_snapshot_overview_160x45(snap_compare: Any, replay_con: Any) -> None:
 
 
 def test_snapshot_floor_80x24(snap_compare: Any, replay_con: Any) -> None:
-    assert snap_compare(replay_app(replay_con), terminal_size=(80, 24), run_before=snap([*["right"] * 16, "f2", "right"]))
+    assert snap_compare(
+        replay_app(replay_con), terminal_size=(80, 24), run_before=snap([*["right"] * 16, "f2", "right"])
+    )
 
 
 def test_snapshot_ultraserver_100x30(snap_compare: Any, replay_con: Any) -> None:
-    assert snap_compare(replay_app(replay_con), terminal_size=(100, 30),
-                        run_before=snap([*["right"] * 12, "f2", "enter", "m", "m"]))
+    assert snap_compare(
+        replay_app(replay_con),
+        terminal_size=(100, 30),
+        run_before=snap([*["right"] * 12, "f2", "enter", "m", "m"]),
+    )
 
 
 def test_snapshot_energy_200x60(snap_compare: Any, replay_con: Any) -> None:
-    assert snap_compare(replay_app(replay_con), terminal_size=(200, 60), run_before=snap([*["right"] * 13, "f5"]))
+    assert snap_compare(
+        replay_app(replay_con), terminal_size=(200, 60), run_before=snap([*["right"] * 13, "f5"])
+    )
 
 
 def test_queue_tile_fits_a_campus_queue() -> None:
@@ -913,7 +1015,15 @@ def test_queue_tile_fits_a_campus_queue() -> None:
 
     q = next(k for k in KPIS if k.key == "queue")
     assert [q.text(v) for v in (7.0, 999.0, 1_234.0, 9_949.0, 9_999.0, 21_133.0, 140_986.0, 2_345_678.0)] == [
-        "7 jobs", "999 jobs", "1.2k jobs", "9.9k jobs", "10k jobs", "21k jobs", "141k jobs", "2.3M jobs"]
+        "7 jobs",
+        "999 jobs",
+        "1.2k jobs",
+        "9.9k jobs",
+        "10k jobs",
+        "21k jobs",
+        "141k jobs",
+        "2.3M jobs",
+    ]
     assert all(len(q.text(float(v))) <= 9 for v in range(0, 3_000_000, 997))
     assert q.text(float("nan")) == "–"
 
@@ -933,4 +1043,8 @@ async def test_kpi_tiles_fit_their_labels_and_values_on_one_row(replay_con: Any,
             room = tile.content_size.width
             widest = {"cost": "$9,999.99", "co2": "99,999.9 t", "queue": "9.9k jobs"}.get(tile.kpi.key, "")
             assert len(tile.kpi.label) <= room, (tile.kpi.key, room)
-            assert len(max(tile.value_text, widest, key=len)) + 2 <= room, (tile.kpi.key, tile.value_text, room)
+            assert len(max(tile.value_text, widest, key=len)) + 2 <= room, (
+                tile.kpi.key,
+                tile.value_text,
+                room,
+            )

@@ -47,10 +47,13 @@ target = 5
 duration_h = 6
 """
 # The same campus with ultraserver_ts every 5 steps (as a large campus records it).
-SPARSE = CAMP + """
+SPARSE = (
+    CAMP
+    + """
 [telemetry]
 ultraserver_interval_s = 300
 """
+)
 HALLS = ((0, 3), (4, 9))  # each hall's UltraServers
 T = 2 * 3600
 
@@ -102,8 +105,18 @@ def expected_halls(con: Any, t: int) -> dict[str, list[float]]:
         f"FROM ultraserver_ts WHERE time_s = {t} ORDER BY ultraserver_id"
     ).fetchall()
     assert len(rows) == 10
-    out: dict[str, list[float]] = {k: [] for k in ("ultraservers", "power_w", "chips_busy", "chips_failed",
-                                                   "tripped", "activity", "max_chip_temp_c")}
+    out: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "ultraservers",
+            "power_w",
+            "chips_busy",
+            "chips_failed",
+            "tripped",
+            "activity",
+            "max_chip_temp_c",
+        )
+    }
     for lo, hi in HALLS:
         mine = [r for r in rows if lo <= r[0] <= hi]
         out["ultraservers"].append(len(mine))
@@ -189,7 +202,9 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         assert app.sel_us == 4 and "Hall 1 of 2" in str(scr.query_one("#floor-map").border_title)
         shown = cells(fm)
         assert sorted(shown) == [4, 5, 6, 7, 8, 9]  # only its UltraServers
-        act = dict(con.sql(f"SELECT ultraserver_id, activity FROM ultraserver_ts WHERE time_s = {T}").fetchall())
+        act = dict(
+            con.sql(f"SELECT ultraserver_id, activity FROM ultraserver_ts WHERE time_s = {T}").fetchall()
+        )
         for us, v in shown.items():
             assert v == ("down" if us == 5 else f"{100 * act[us]:.0f}%")
         assert scr.query_one("#us-detail", InfoList).items[0][0] == "UltraServer 4 · row 2 · hall 1"
@@ -220,7 +235,9 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         assert title().startswith("UltraServer 0 · hall 0 · row 0 ·") and "DOWN" not in title()
         await pilot.press(*["p"] * 5)  # 9, 8, 7, 6, 5: into hall 1
         await settle(pilot, app)
-        assert app.sel_us == 5 and title().startswith("UltraServer 5 · hall 1 · row 2 ·") and "DOWN" in title()
+        assert (
+            app.sel_us == 5 and title().startswith("UltraServer 5 · hall 1 · row 2 ·") and "DOWN" in title()
+        )
         await pilot.press("f2")  # the Floor follows the selection into its hall
         await settle(pilot, app)
         assert not scr.at_campus and scr.sel_hall == 1 and sorted(cells(fm)) == [4, 5, 6, 7, 8, 9]
@@ -241,12 +258,16 @@ async def test_campus_hall_map_reads_the_latest_sample(sparse_con: Any) -> None:
         await pilot.press("f2")
         await settle(pilot, app)
         assert app.t == t
-        np.testing.assert_allclose(app.screen.query_one(HallMap).data["power_w"], [h[0] for h in hall], rtol=1e-12)
+        np.testing.assert_allclose(
+            app.screen.query_one(HallMap).data["power_w"], [h[0] for h in hall], rtol=1e-12
+        )
         await pilot.press("enter")
         await settle(pilot, app)
         fm = app.screen.query_one(FloorMap)
-        rec = sparse_con.sql(f"SELECT ultraserver_id, power_w FROM ultraserver_ts WHERE time_s = {T} "
-                             "AND ultraserver_id <= 3 ORDER BY ultraserver_id").fetchall()
+        rec = sparse_con.sql(
+            f"SELECT ultraserver_id, power_w FROM ultraserver_ts WHERE time_s = {T} "
+            "AND ultraserver_id <= 3 ORDER BY ultraserver_id"
+        ).fetchall()
         assert fm.data["ultraserver_id"].tolist() == [0, 1, 2, 3]
         np.testing.assert_allclose(fm.data["power_w"], [r[1] for r in rec], rtol=1e-12)
         assert sorted(cells(fm)) == [0, 1, 2, 3]
@@ -255,8 +276,12 @@ async def test_campus_hall_map_reads_the_latest_sample(sparse_con: Any) -> None:
 
         await pilot.press("f1")
         await settle(pilot, app)
-        every = sparse_con.sql(f"SELECT power_w FROM ultraserver_ts WHERE time_s = {T} ORDER BY ultraserver_id").fetchall()
-        np.testing.assert_allclose(app.screen.query_one(HallStrip).us["power_w"], [r[0] for r in every], rtol=1e-12)
+        every = sparse_con.sql(
+            f"SELECT power_w FROM ultraserver_ts WHERE time_s = {T} ORDER BY ultraserver_id"
+        ).fetchall()
+        np.testing.assert_allclose(
+            app.screen.query_one(HallStrip).us["power_w"], [r[0] for r in every], rtol=1e-12
+        )
 
 
 def _legend(app: Any) -> str:
@@ -272,8 +297,12 @@ async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
     from tui.widgets.info import InfoList
 
     # The recording is as the interval says: samples at 02:00 and 02:05, none between.
-    times = [r[0] for r in sparse_con.sql("SELECT DISTINCT time_s FROM ultraserver_ts WHERE time_s "
-                                          "BETWEEN 7200 AND 7500 ORDER BY time_s").fetchall()]
+    times = [
+        r[0]
+        for r in sparse_con.sql(
+            "SELECT DISTINCT time_s FROM ultraserver_ts WHERE time_s BETWEEN 7200 AND 7500 ORDER BY time_s"
+        ).fetchall()
+    ]
     assert times == [7200, 7500]
     app = _app(sparse_con, "sparse.duckdb")
     async with app.run_test(size=(120, 30)) as pilot:
@@ -281,7 +310,11 @@ async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
         await pilot.press("f2")
         await settle(pilot, app)
         scr = app.screen
-        box, detail, rows = scr.query_one("#floor-map"), scr.query_one("#us-detail", InfoList), scr.query_one("#rows")
+        box, detail, rows = (
+            scr.query_one("#floor-map"),
+            scr.query_one("#us-detail", InfoList),
+            scr.query_one("#rows"),
+        )
         assert app.t == 7380 and scr.at_campus and scr.query_one(HallMap).data
         assert "sample" not in str(box.border_title) and not detail.border_subtitle
         assert rows.border_subtitle == "sample d1 02:00, 3 min before"  # hall 0's rows: ultraserver_ts
@@ -294,7 +327,9 @@ async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
         await pilot.press("enter")  # hall 0's map: the 02:00 sample, 3 min before 02:03
         await settle(pilot, app)
         title = str(box.border_title)
-        assert title == "Hall 0 of 2 · 4 UltraServers · Activity · sample d1 02:00, 3 min before · Esc: campus"
+        assert (
+            title == "Hall 0 of 2 · 4 UltraServers · Activity · sample d1 02:00, 3 min before · Esc: campus"
+        )
         assert detail.items[0][0] == "UltraServer 0 · row 0 · hall 0"
         assert detail.border_subtitle == rows.border_subtitle == "sample d1 02:00, 3 min before"
         hall = _legend(app)
@@ -303,7 +338,9 @@ async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
 
         await pilot.press("escape")  # the campus level again: hall_ts of 02:03, no sample note
         await settle(pilot, app)
-        assert "sample" not in str(box.border_title) and not detail.border_subtitle and "↯" not in _legend(app)
+        assert (
+            "sample" not in str(box.border_title) and not detail.border_subtitle and "↯" not in _legend(app)
+        )
 
         await pilot.press("enter")
         await _jump(pilot, app, "d0 02:05")  # a sample time: the map is of the time shown
@@ -347,7 +384,9 @@ async def test_single_hall_floor_has_no_campus_level(tmp_path: Path) -> None:
             await settle(pilot, app)
             scr = app.screen
             assert app.meta.halls == 1 and not scr.campus and not scr.query(HallMap)
-            assert scr.query_one(FloorMap).display and "Floor ·" in str(scr.query_one("#floor-map").border_title)
+            assert scr.query_one(FloorMap).display and "Floor ·" in str(
+                scr.query_one("#floor-map").border_title
+            )
             assert "hall" not in scr.query_one("#rows").table.column_names
             assert not scr.check_action("campus", ())
             await pilot.press("escape")
@@ -378,13 +417,17 @@ async def test_campus_level_live_matches_the_recording(tmp_path: Path) -> None:
             c = session.writer.cursor()
             try:
                 want = expected_halls(c, t)
-                recorded = c.sql(f"SELECT power_w, chips_busy FROM hall_ts WHERE time_s = {t} ORDER BY hall_id").fetchall()
+                recorded = c.sql(
+                    f"SELECT power_w, chips_busy FROM hall_ts WHERE time_s = {t} ORDER BY hall_id"
+                ).fetchall()
             finally:
                 c.close()
             check_halls(hm.data, want)
             assert [r[0] for r in recorded] == pytest.approx(want["power_w"], rel=1e-9)
             rows = scr.query_one("#rows").table.to_pydict()
-            assert rows["hall"] == [0, 0] and sum(rows["power_w"]) == pytest.approx(want["power_w"][0], rel=1e-9)
+            assert rows["hall"] == [0, 0] and sum(rows["power_w"]) == pytest.approx(
+                want["power_w"][0], rel=1e-9
+            )
             await pilot.press("down", "enter")
             fm = scr.query_one(FloorMap)
             await wait_for(pilot, lambda: bool(fm.data))
@@ -418,9 +461,12 @@ async def test_live_hall_map_says_how_old_its_sample_is(tmp_path: Path) -> None:
             await pilot.press("down", "enter")  # hall 1
             fm = scr.query_one(FloorMap)
             await wait_for(pilot, lambda: bool(fm.data))
-            assert fm.data["time_s"].tolist() == [7200] * 6 and fm.data["ultraserver_id"].tolist() == list(range(4, 10))
+            assert fm.data["time_s"].tolist() == [7200] * 6 and fm.data["ultraserver_id"].tolist() == list(
+                range(4, 10)
+            )
             assert str(scr.query_one("#floor-map").border_title) == (
-                "Hall 1 of 2 · 6 UltraServers · Activity · sample d1 02:00, 3 min before · Esc: campus")
+                "Hall 1 of 2 · 6 UltraServers · Activity · sample d1 02:00, 3 min before · Esc: campus"
+            )
             assert scr.query_one("#us-detail", InfoList).border_subtitle == "sample d1 02:00, 3 min before"
             await wait_for(pilot, lambda: scr.query_one("#rows").table.to_pydict()["hall"] == [1, 1])
             assert scr.query_one("#rows").border_subtitle == "sample d1 02:00, 3 min before"
@@ -430,8 +476,10 @@ async def test_live_hall_map_says_how_old_its_sample_is(tmp_path: Path) -> None:
             session.writer.flush()
             c = session.writer.cursor()
             try:
-                rec = c.sql("SELECT power_w FROM ultraserver_ts WHERE time_s = 7200 AND ultraserver_id >= 4 "
-                            "ORDER BY ultraserver_id").fetchall()
+                rec = c.sql(
+                    "SELECT power_w FROM ultraserver_ts WHERE time_s = 7200 AND ultraserver_id >= 4 "
+                    "ORDER BY ultraserver_id"
+                ).fetchall()
                 later = c.sql("SELECT count(*) FROM ultraserver_ts WHERE time_s > 7200").fetchall()[0][0]
             finally:
                 c.close()
@@ -470,11 +518,20 @@ async def test_live_paused_rows_catch_up_with_the_map(tmp_path: Path) -> None:
                     return False
                 if int(fm.data["time_s"][0]) != app.t - app.t % 300:
                     return False
-                by_row = {r: sum(float(p) for u, p in zip(fm.data["row_id"], fm.data["power_w"], strict=True)
-                                 if int(u) == r) for r in (0, 1)}
+                by_row = {
+                    r: sum(
+                        float(p)
+                        for u, p in zip(fm.data["row_id"], fm.data["power_w"], strict=True)
+                        if int(u) == r
+                    )
+                    for r in (0, 1)
+                }
                 shown = rows.table.to_pydict()
-                return (shown["row_id"] == [0, 1] and np.allclose(shown["power_w"], [by_row[0], by_row[1]], rtol=1e-12)
-                        and rows.border_subtitle == scr.query_one("#us-detail", InfoList).border_subtitle)
+                return (
+                    shown["row_id"] == [0, 1]
+                    and np.allclose(shown["power_w"], [by_row[0], by_row[1]], rtol=1e-12)
+                    and rows.border_subtitle == scr.query_one("#us-detail", InfoList).border_subtitle
+                )
 
             await wait_for(pilot, caught_up)
     finally:
@@ -515,13 +572,19 @@ def test_hall_strip_buckets_show_load_where_failures_are_everywhere() -> None:
 
     n = 6945
     act = np.where(np.arange(n) < n // 2, 1.0, 0.0)  # the first half busy, the rest idle
-    us = {"activity": act, "chips_failed": (np.arange(n) % 40 == 0).astype(float),
-          "max_chip_temp_c": np.full(n, 50.0)}
+    us = {
+        "activity": act,
+        "chips_failed": (np.arange(n) % 40 == 0).astype(float),
+        "max_chip_temp_c": np.full(n, 50.0),
+    }
     cells = glyphs(us, 85, 90.0)
     assert len(cells) == 85 and "✗" not in [c for c, _ in cells]
     assert all(k == "failed" for _, k in cells)
     assert cells[0][0] == _LEVELS[-1] and cells[-1][0] == _LEVELS[1]  # full and idle buckets
-    small = {"activity": np.array([0.5, 0.5, 1.0]), "chips_failed": np.array([0.0, 2.0, 0.0]),
-             "max_chip_temp_c": np.array([50.0, 50.0, 95.0])}
+    small = {
+        "activity": np.array([0.5, 0.5, 1.0]),
+        "chips_failed": np.array([0.0, 2.0, 0.0]),
+        "max_chip_temp_c": np.array([50.0, 50.0, 95.0]),
+    }
     assert [k for _, k in glyphs(small, 3, 90.0)] == ["ok", "failed", "hot"]
     assert glyphs(small, 3, 90.0)[1][0] == "✗"

@@ -62,7 +62,9 @@ def con(trip_file: Path) -> Iterator[Any]:
 
 
 def recorded(con: Any, t: int) -> dict[int, tuple[bool, int]]:
-    rows = con.sql(f"SELECT ultraserver_id, tripped, chips_failed FROM ultraserver_ts WHERE time_s = {t}").fetchall()
+    rows = con.sql(
+        f"SELECT ultraserver_id, tripped, chips_failed FROM ultraserver_ts WHERE time_s = {t}"
+    ).fetchall()
     return {int(u): (bool(tr), int(f)) for u, tr, f in rows}
 
 
@@ -112,7 +114,9 @@ async def test_floor_marks_tripped_and_down_ultraservers(con: Any, tmp_path: Pat
         assert ("state", "TRIPPED (thermal)") in [i[:2] for i in detail.items]
         await pilot.press("enter")
         await _settle(pilot, app)
-        assert app.current_mode == "ultraserver" and "TRIPPED" in str(app.screen.query_one("#us-chips").border_title)
+        assert app.current_mode == "ultraserver" and "TRIPPED" in str(
+            app.screen.query_one("#us-chips").border_title
+        )
         await pilot.press("p")  # UltraServer 3
         await _settle(pilot, app)
         assert app.sel_us == 3 and "DOWN" in str(app.screen.query_one("#us-chips").border_title)

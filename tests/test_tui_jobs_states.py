@@ -57,8 +57,9 @@ def model_states(session: Session) -> tuple[dict[int, str], dict[tuple[str, str]
     """Batch jobs' states and replica counts per (service, state), from the model's own arrays."""
     cl = session.sim.cluster
     a = session.sim.jobs.a
-    batch = {int(j): "queued" for j in cl.queue} | {int(j): "running" for j in cl.running
-                                                    if a["kind"][j] != INFERENCE}
+    batch = {int(j): "queued" for j in cl.queue} | {
+        int(j): "running" for j in cl.running if a["kind"][j] != INFERENCE
+    }
     reps: Counter[tuple[str, str]] = Counter()
     for si, slots in enumerate(cl.replica_arr):
         for st in a["state"][slots].tolist():
@@ -69,8 +70,9 @@ def model_states(session: Session) -> tuple[dict[int, str], dict[tuple[str, str]
 def shown_states(cols: dict[str, Any]) -> tuple[dict[int, str], dict[tuple[str, str], int]]:
     batch: dict[int, str] = {}
     reps: dict[tuple[str, str], int] = {}
-    for j, kind, model, state, n in zip(cols["job_id"], cols["kind"], cols["model"], cols["state"],
-                                        cols["replicas"], strict=True):
+    for j, kind, model, state, n in zip(
+        cols["job_id"], cols["kind"], cols["model"], cols["state"], cols["replicas"], strict=True
+    ):
         if kind == "inference":
             reps[(model, state)] = int(n)
         elif state in ("queued", "running"):
@@ -132,8 +134,14 @@ def test_steps_held_for_the_writer_record_what_one_advance_records(tmp_path: Pat
     finally:
         a.close()
         b.close()
-    assert same_telemetry(a.out, b.out, ("factory_ts", "ultraserver_ts", "service_ts", "events", "failures",
-                                         "interruptions")) == []
+    assert (
+        same_telemetry(
+            a.out,
+            b.out,
+            ("factory_ts", "ultraserver_ts", "service_ts", "events", "failures", "interruptions"),
+        )
+        == []
+    )
     from storage.reader import open_run_file
 
     rows = []
@@ -142,8 +150,11 @@ def test_steps_held_for_the_writer_record_what_one_advance_records(tmp_path: Pat
         try:
             # Batch jobs: a running replica's row is only re-emitted when its state changes (its run
             # time then is that advance's), so replicas' times depend on how the steps were grouped.
-            rows.append(con.sql("SELECT * EXCLUDE (run_id) FROM jobs WHERE kind <> 'inference' "
-                                "ORDER BY job_id").fetchall())
+            rows.append(
+                con.sql(
+                    "SELECT * EXCLUDE (run_id) FROM jobs WHERE kind <> 'inference' ORDER BY job_id"
+                ).fetchall()
+            )
         finally:
             con.close()
     assert rows[0] == rows[1] and len(rows[0]) > 0
@@ -184,8 +195,23 @@ def test_advances_that_stop_early_record_what_one_advance_records(tmp_path: Path
         a.close()
         b.close()
     assert sum(ran) == asked == 4 * (7 + 40 + 1 + 13)
-    assert same_telemetry(a.out, b.out, ("factory_ts", "ultraserver_ts", "row_ts", "hall_ts", "service_ts",
-                                         "events", "failures", "interruptions")) == []
+    assert (
+        same_telemetry(
+            a.out,
+            b.out,
+            (
+                "factory_ts",
+                "ultraserver_ts",
+                "row_ts",
+                "hall_ts",
+                "service_ts",
+                "events",
+                "failures",
+                "interruptions",
+            ),
+        )
+        == []
+    )
 
 
 def test_counts_show_as_whole_numbers_whatever_type_the_column_arrives_as() -> None:

@@ -42,7 +42,11 @@ async def test_services_screen_shows_service_ts_against_the_slo(con: Any) -> Non
     from tui.widgets.plot import BraillePlot
 
     t = 10 * 3600
-    svc = con.sql(f"SELECT * FROM service_ts WHERE time_s = {t} ORDER BY service_id").to_arrow_table().to_pylist()
+    svc = (
+        con.sql(f"SELECT * FROM service_ts WHERE time_s = {t} ORDER BY service_id")
+        .to_arrow_table()
+        .to_pylist()
+    )
     app = replay_app(con)
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.press(*["right"] * 10, "f7")
@@ -54,13 +58,15 @@ async def test_services_screen_shows_service_ts_against_the_slo(con: Any) -> Non
         assert r["replicas"] == f"{s['replicas_running']}/{s['replicas_starting']}/{s['replicas_target']}"
         # the scenario's SLO is the default (MLPerf llama2-70b server: TTFT 2 s, TPOT 200 ms at p99)
         assert r["ttft"] == f"{fmt.span_ms(s['ttft_p50_s'])}/{fmt.span_ms(s['ttft_p99_s'])} (2.00 s)" + (
-            " !" if s["ttft_p99_s"] > 2.0 else "")
+            " !" if s["ttft_p99_s"] > 2.0 else ""
+        )
         assert r["tpot"].endswith("(200 ms)" + (" !" if s["tpot_p99_s"] > 0.2 else ""))
         assert r["jpt"] == f"{s['power_w'] / s['tokens_per_s']:.2f}"  # W / (token/s) = J/token
         assert r["kv"] == fmt.pct(s["kv_cache_fraction"], 0)
         plot = app.screen.query_one("#svc-ttft", BraillePlot)
-        n = con.sql(f"SELECT count(*) FROM service_ts WHERE service_id = 0 AND time_s > {t - 86400} "
-                    f"AND time_s <= {t}").fetchall()[0][0]
+        n = con.sql(
+            f"SELECT count(*) FROM service_ts WHERE service_id = 0 AND time_s > {t - 86400} AND time_s <= {t}"
+        ).fetchall()[0][0]
         assert len(plot._t) == n and plot._t[-1] == t
 
 
@@ -78,8 +84,10 @@ async def test_alarms_count_in_the_header_and_acknowledge(con: Any) -> None:
         failed = [a for a in app.alarms.active if a.alarm == "failed hardware"]
         assert len(failed) == 1
         # since: the first step of the current run of steps with failed chips (from factory_ts)
-        since = con.sql("SELECT min(time_s) FROM factory_ts WHERE time_s > (SELECT max(time_s) FROM factory_ts "
-                        "WHERE time_s <= 16 * 3600 AND chips_failed = 0) AND time_s <= 16 * 3600").fetchall()[0][0]
+        since = con.sql(
+            "SELECT min(time_s) FROM factory_ts WHERE time_s > (SELECT max(time_s) FROM factory_ts "
+            "WHERE time_s <= 16 * 3600 AND chips_failed = 0) AND time_s <= 16 * 3600"
+        ).fetchall()[0][0]
         assert failed[0].since_s == since and 14 * 3600 <= since <= 14 * 3600 + 60
         assert failed[0].value == factory_row(con, 16 * 3600)["chips_failed"] >= 144
         n = len(app.alarms.active)
@@ -89,8 +97,9 @@ async def test_alarms_count_in_the_header_and_acknowledge(con: Any) -> None:
         await settle(pilot, app)
         assert isinstance(app.screen, AlarmsScreen)
         shown = app.screen.query_one("#alarms-table").table.to_pydict()
-        assert "failed hardware" in shown["alarm"] and shown["since"][shown["alarm"].index("failed hardware")] == \
-            fmt.short_clock(since)
+        assert "failed hardware" in shown["alarm"] and shown["since"][
+            shown["alarm"].index("failed hardware")
+        ] == fmt.short_clock(since)
         await pilot.press("A")  # acknowledge all
         assert app.alarms.unacked == 0
         app.refresh_views()
@@ -109,21 +118,34 @@ async def test_why_pue_moved_and_plant_units(con: Any) -> None:
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.press(*["right"] * 28, "f5")
         await settle(pilot, app)
-        why = {label.strip(): value.split() for label, value, _, _ in app.screen.query_one("#pue-why", InfoList).items}
+        why = {
+            label.strip(): value.split()
+            for label, value, _, _ in app.screen.query_one("#pue-why", InfoList).items
+        }
         now, hour, day = factory_row(con, t), factory_row(con, t - 3600), factory_row(con, t - 86400)
         assert why["PUE"] == [f"{r['pue']:.3f}" for r in (now, hour, day)]
         # PUE = 1 + cooling/IT + losses/IT: the shares shown add up to the PUE (energy balance)
         for r in (now, hour, day):
-            assert r["pue"] == pytest.approx(1 + (r["cooling_power_w"] + r["power_loss_w"]) / r["it_power_w"], rel=1e-6)
-        assert why["cooling/IT"][0:2] == [fmt.pct(now["cooling_power_w"] / now["it_power_w"], 1).split()[0], "%"]
+            assert r["pue"] == pytest.approx(
+                1 + (r["cooling_power_w"] + r["power_loss_w"]) / r["it_power_w"], rel=1e-6
+            )
+        assert why["cooling/IT"][0:2] == [
+            fmt.pct(now["cooling_power_w"] / now["it_power_w"], 1).split()[0],
+            "%",
+        ]
         assert why["wet bulb"] == [f"{r['outdoor_wetbulb_c']:.1f}°C" for r in (now, hour, day)]
-        assert why["chiller load"][0::2] == fmt.power(now["chiller_power_w"] * now["chiller_cop"]).split()[:1] + \
-            fmt.power(hour["chiller_power_w"] * hour["chiller_cop"]).split()[:1] + \
-            fmt.power(day["chiller_power_w"] * day["chiller_cop"]).split()[:1]
+        assert (
+            why["chiller load"][0::2]
+            == fmt.power(now["chiller_power_w"] * now["chiller_cop"]).split()[:1]
+            + fmt.power(hour["chiller_power_w"] * hour["chiller_cop"]).split()[:1]
+            + fmt.power(day["chiller_power_w"] * day["chiller_cop"]).split()[:1]
+        )
         units = app.screen.query_one("#units", InfoList).items
         cdus = [u for u in units if u[0].startswith("CDU")]
-        rows = con.sql(f"SELECT row_id, sum(power_w) AS w FROM ultraserver_ts WHERE time_s = {t} "
-                       "GROUP BY row_id ORDER BY row_id").fetchall()
+        rows = con.sql(
+            f"SELECT row_id, sum(power_w) AS w FROM ultraserver_ts WHERE time_s = {t} "
+            "GROUP BY row_id ORDER BY row_id"
+        ).fetchall()
         assert [c[0] for c in cdus] == [f"CDU {r}" for r, _ in rows]
         assert [c[1].split(" · ")[0] for c in cdus] == [fmt.power(w) for _, w in rows]
         # the loads add up to the IT power (every UltraServer hangs off one CDU)
@@ -132,8 +154,10 @@ async def test_why_pue_moved_and_plant_units(con: Any) -> None:
         from twin.params import CoolingParams
 
         cp = CoolingParams()  # TINY keeps the plant's defaults
-        for name, n, key, what in (("chiller", cp.chiller_units, "chiller", "load"),
-                                   ("tower", cp.economizer_units, "economizer", "fans")):
+        for name, n, key, what in (
+            ("chiller", cp.chiller_units, "chiller", "load"),
+            ("tower", cp.economizer_units, "economizer", "fans"),
+        ):
             mine = [(label, value) for label, value, _, _ in units if label.startswith(name + " ")]
             assert [label for label, _ in mine] == [f"{name} {k + 1}" for k in range(n)]
             on = now[f"{key}s_running"]
@@ -159,7 +183,9 @@ async def test_energy_and_cost_shows_the_run_summary_cost(con: Any) -> None:
         t = app.t
         from tui.widgets.status import ModeTabs
 
-        assert app.current_mode == "energy" and "Energy & cost" in str(app.screen.query_one(ModeTabs).render())
+        assert app.current_mode == "energy" and "Energy & cost" in str(
+            app.screen.query_one(ModeTabs).render()
+        )
         items = {label: value for label, value, _, _ in app.screen.query_one("#cost", InfoList).items}
     days = HOURS / 24
     assert k["days"] == pytest.approx(days)
@@ -171,10 +197,18 @@ async def test_energy_and_cost_shows_the_run_summary_cost(con: Any) -> None:
     assert items["$/EFLOP"] == usd(k["usd_per_eflop"])
     job = k["usd_per_pretrain_job"]
     assert items["$/training run"] == (usd(job) if job is not None else "none done")
-    today = con.sql("SELECT * FROM cost_by_day WHERE run_id = ? AND day = ?", params=[run_id, t // 86400]
-                    ).to_arrow_table().to_pylist()[0]
-    for label, key in (("capital", "capex_usd"), ("energy", "energy_cost_usd"), ("cooling", "cooling_cost_usd"),
-                       ("other", "other_cost_usd"), ("total", "total_cost_usd")):
+    today = (
+        con.sql("SELECT * FROM cost_by_day WHERE run_id = ? AND day = ?", params=[run_id, t // 86400])
+        .to_arrow_table()
+        .to_pylist()[0]
+    )
+    for label, key in (
+        ("capital", "capex_usd"),
+        ("energy", "energy_cost_usd"),
+        ("cooling", "cooling_cost_usd"),
+        ("other", "other_cost_usd"),
+        ("total", "total_cost_usd"),
+    ):
         assert items[label].split() == [*usd(k[key] / days).split(), *usd(today[key]).split()], label
     # the split adds up to the total (capital + energy + cooling + other)
     parts = ("capex_usd", "energy_cost_usd", "cooling_cost_usd", "other_cost_usd")
@@ -193,9 +227,10 @@ async def test_event_search(con: Any) -> None:
         await pilot.press("enter")
         await settle(pilot, app)
         log = app.screen.query_one(EventLog)
-        want = con.sql("SELECT count(*) FROM events WHERE target ILIKE '%ultraserver:1%' OR kind ILIKE "
-                       "'%ultraserver:1%' OR detail ILIKE '%ultraserver:1%' OR source ILIKE '%ultraserver:1%'"
-                       ).fetchall()[0][0]
+        want = con.sql(
+            "SELECT count(*) FROM events WHERE target ILIKE '%ultraserver:1%' OR kind ILIKE "
+            "'%ultraserver:1%' OR detail ILIKE '%ultraserver:1%' OR source ILIKE '%ultraserver:1%'"
+        ).fetchall()[0][0]
         assert log.total == want > 0
         assert all("ultraserver:1" in ln for ln in log.plain_lines() if ln.strip())
         await pilot.press("slash")
@@ -246,7 +281,9 @@ def _app(op_file: Path) -> Any:
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 60)])
 @pytest.mark.parametrize("keys", [["f7"], ["f8"], ["f5"]], ids=["services", "alarms", "energy"])
-def test_snapshot_operator_screens(snap_compare: Any, op_file: Path, size: tuple[int, int], keys: list[str]) -> None:
+def test_snapshot_operator_screens(
+    snap_compare: Any, op_file: Path, size: tuple[int, int], keys: list[str]
+) -> None:
     assert snap_compare(_app(op_file), terminal_size=size, run_before=snap([*["right"] * 16, *keys]))
 
 

@@ -62,8 +62,14 @@ def test_a_slow_sink_holds_the_producer_back_and_loses_nothing(tmp_path: Path) -
     one = frames_nbytes(_factory_frame(0, frame_rows))
     bound = 3 * one  # room for three frames
     out = tmp_path / "bp.duckdb"
-    w = TelemetryWriter(out, {"run_id": "bp", "dt_s": 60}, flush_rows=frame_rows, flush_interval_s=0.01,
-                        max_backlog_bytes=bound, on_commit=slow_sink)
+    w = TelemetryWriter(
+        out,
+        {"run_id": "bp", "dt_s": 60},
+        flush_rows=frame_rows,
+        flush_interval_s=0.01,
+        max_backlog_bytes=bound,
+        on_commit=slow_sink,
+    )
     handed = []
 
     def produce() -> None:
@@ -108,8 +114,14 @@ def test_a_failed_writer_releases_a_waiting_producer_with_the_error(tmp_path: Pa
             raise OSError("disk gone")
 
     one = frames_nbytes(_factory_frame(0, 100))
-    w = TelemetryWriter(tmp_path / "f.duckdb", {"run_id": "f", "dt_s": 60}, flush_rows=100,
-                        flush_interval_s=0.01, max_backlog_bytes=2 * one, on_commit=failing_sink)
+    w = TelemetryWriter(
+        tmp_path / "f.duckdb",
+        {"run_id": "f", "dt_s": 60},
+        flush_rows=100,
+        flush_interval_s=0.01,
+        max_backlog_bytes=2 * one,
+        on_commit=failing_sink,
+    )
     errors: list[BaseException] = []
 
     def produce() -> None:

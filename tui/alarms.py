@@ -38,8 +38,12 @@ class Alarms:
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
         n = len(cols.get("alarm", ()))
         self.active = [
-            Alarm(str(cols["alarm"][i]), str(cols["target"][i]), int(cols["since_s"][i]),
-                  float(cols["value"][i]) if cols["value"][i] is not None else float("nan"))
+            Alarm(
+                str(cols["alarm"][i]),
+                str(cols["target"][i]),
+                int(cols["since_s"][i]),
+                float(cols["value"][i]) if cols["value"][i] is not None else float("nan"),
+            )
             for i in range(n)
         ]
         self.error = ""

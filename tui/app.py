@@ -98,8 +98,13 @@ class TwinApp(App[None]):
     TITLE = "AI Factory Twin"
     CSS_PATH = "twin.tcss"
     MODES: ClassVar[dict[str, Any]] = {
-        "overview": OverviewScreen, "floor": FloorScreen, "ultraserver": UltraServerScreen,
-        "jobs": JobsScreen, "energy": EnergyScreen, "sql": SqlScreen, "services": ServicesScreen,
+        "overview": OverviewScreen,
+        "floor": FloorScreen,
+        "ultraserver": UltraServerScreen,
+        "jobs": JobsScreen,
+        "energy": EnergyScreen,
+        "sql": SqlScreen,
+        "services": ServicesScreen,
         "alarms": AlarmsScreen,
     }
     DEFAULT_MODE = "overview"
@@ -107,14 +112,20 @@ class TwinApp(App[None]):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
         # Priority: the screen keys work in the SQL editor too (its own f6 / f7 would select).
-        *[Binding(k, f"switch_mode('{m}')", label, show=False, priority=True, tooltip=f"{label} screen")
-          for k, m, label in SCREENS],
+        *[
+            Binding(k, f"switch_mode('{m}')", label, show=False, priority=True, tooltip=f"{label} screen")
+            for k, m, label in SCREENS
+        ],
         Binding("space", "toggle_pause", "Pause", key_display="␣", tooltip="Pause / resume"),
         Binding("space", "toggle_play", "Play", key_display="␣", tooltip="Play / pause"),
         Binding("1", "set_speed(0)", "Speed", key_display="1-5", tooltip="Speed: pause"),
         Binding("2", "set_speed(1)", "1×", show=False, tooltip="Speed: 1× (one simulated second per second)"),
-        Binding("3", "set_speed(2)", "60×", show=False, tooltip="Speed: 60× (one simulated minute per second)"),
-        Binding("4", "set_speed(3)", "3600×", show=False, tooltip="Speed: 3600× (one simulated hour per second)"),
+        Binding(
+            "3", "set_speed(2)", "60×", show=False, tooltip="Speed: 60× (one simulated minute per second)"
+        ),
+        Binding(
+            "4", "set_speed(3)", "3600×", show=False, tooltip="Speed: 3600× (one simulated hour per second)"
+        ),
         Binding("5", "set_speed(4)", "max", show=False, tooltip="Speed: max (as fast as possible)"),
         Binding("plus,equals_sign", "speed(1)", "Faster", show=False, tooltip="Next faster speed"),
         Binding("minus", "speed(-1)", "Slower", show=False, tooltip="Next slower speed (down to pause)"),
@@ -122,10 +133,16 @@ class TwinApp(App[None]):
         Binding("w", "window", "Window", tooltip="Plot window: 1 h, 6 h, 24 h, 7 d"),
         Binding("left", "scrub(-3600)", "±1h", key_display="←→", tooltip="Back one simulated hour"),
         Binding("right", "scrub(3600)", "+1 h", show=False, tooltip="Forward one simulated hour"),
-        Binding("left_square_bracket", "scrub(-3600)", "-1 h", show=False, tooltip="Back one hour (any screen)"),
-        Binding("right_square_bracket", "scrub(3600)", "+1 h", show=False, tooltip="Forward one hour (any screen)"),
+        Binding(
+            "left_square_bracket", "scrub(-3600)", "-1 h", show=False, tooltip="Back one hour (any screen)"
+        ),
+        Binding(
+            "right_square_bracket", "scrub(3600)", "+1 h", show=False, tooltip="Forward one hour (any screen)"
+        ),
         Binding("shift+left,left_curly_bracket", "scrub(-86400)", "-1 d", show=False, tooltip="Back one day"),
-        Binding("shift+right,right_curly_bracket", "scrub(86400)", "+1 d", show=False, tooltip="Forward one day"),
+        Binding(
+            "shift+right,right_curly_bracket", "scrub(86400)", "+1 d", show=False, tooltip="Forward one day"
+        ),
         Binding("comma", "step(-1)", "-step", show=False, tooltip="Back one step"),
         Binding("full_stop", "step(1)", "+step", show=False, tooltip="Forward one step"),
         Binding("home", "jump(0)", "Start", show=False, tooltip="Jump to the start of the run"),
@@ -133,11 +150,24 @@ class TwinApp(App[None]):
         Binding("t", "goto", "Jump", tooltip="Jump to a time (d3 14:00, 38.5 h)"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="This help"),
         Binding("q", "quit", "Quit", tooltip="Quit (a live session stays in its file)"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="Quit (a live session stays in its file)"),
+        Binding(
+            "ctrl+c",
+            "quit",
+            "Quit",
+            show=False,
+            priority=True,
+            tooltip="Quit (a live session stays in its file)",
+        ),
     ]
 
-    def __init__(self, session: Any = None, replay_con: Any = None, replay_run_id: str | None = None,
-                 replay_path: str | None = None, config_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        session: Any = None,
+        replay_con: Any = None,
+        replay_run_id: str | None = None,
+        replay_path: str | None = None,
+        config_dir: str | Path | None = None,
+    ) -> None:
         super().__init__()
         if (session is None) == (replay_con is None):
             raise ValueError("TwinApp needs either a live session or a replay connection")
@@ -157,8 +187,11 @@ class TwinApp(App[None]):
             self.speed = SpeedControl(PAUSE)
             self.t = self.replay.t_first if self.replay.n else None
         # User SQL: the live database's sandboxed user cursor, or one on the replay's connection.
-        self.user_sql: UserSql = (session.writer.user_sql if session is not None
-                                  else UserSql(replay_con.cursor(), Limits(), strict=False))
+        self.user_sql: UserSql = (
+            session.writer.user_sql
+            if session is not None
+            else UserSql(replay_con.cursor(), Limits(), strict=False)
+        )
         self.config_dir = Path(config_dir) if config_dir else default_config_dir()
         self.seq = 0  # bumped whenever the time shown changes
         self.alarms = Alarms()  # the active alarms (status line count, Alarms screen)
@@ -209,11 +242,17 @@ class TwinApp(App[None]):
         self.set_interval(GC_YOUNG_S, self._collect)
         cur = self.new_cursor()
         self._cursors.append(cur)
-        self._bg_workers.append(self.run_worker(lambda: self._loader(cur), name="panels", group="panels",
-                                             thread=True, exit_on_error=False))
+        self._bg_workers.append(
+            self.run_worker(
+                lambda: self._loader(cur), name="panels", group="panels", thread=True, exit_on_error=False
+            )
+        )
         if self.live is not None:
-            self._bg_workers.append(self.run_worker(self._sim_loop, name="simulation", group="sim", thread=True,
-                                                 exit_on_error=True))
+            self._bg_workers.append(
+                self.run_worker(
+                    self._sim_loop, name="simulation", group="sim", thread=True, exit_on_error=True
+                )
+            )
             try:  # SIGTERM ends a live session like quitting: the run is recorded 'stopped'
                 asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, self._terminate)
             except (NotImplementedError, RuntimeError, ValueError):
@@ -288,8 +327,12 @@ class TwinApp(App[None]):
                 level = self.speed.level
 
                 def stop(level: int = level) -> bool:
-                    return (worker.is_cancelled or self.quitting.is_set() or self.speed.level != level
-                            or live.inject_pending())
+                    return (
+                        worker.is_cancelled
+                        or self.quitting.is_set()
+                        or self.speed.level != level
+                        or live.inject_pending()
+                    )
 
                 t = live.advance(k, stop)
                 wall = time.monotonic() - t0
@@ -411,9 +454,18 @@ class TwinApp(App[None]):
         if self.replay is not None and self.t is not None:
             span = self.replay.t_last - self.replay.t_first
             position = f"{100 * (self.t - self.replay.t_first) / span:.0f} %" if span > 0 else "100 %"
-        return Status("REPLAY" if self.replay else "LIVE", self.t, self._speed_text(), self.speed.paused,
-                      self.speed.resume_label, self.meta.scenario, self.meta.path, position,
-                      len(self.alarms.active), self.alarms.unacked)
+        return Status(
+            "REPLAY" if self.replay else "LIVE",
+            self.t,
+            self._speed_text(),
+            self.speed.paused,
+            self.speed.resume_label,
+            self.meta.scenario,
+            self.meta.path,
+            position,
+            len(self.alarms.active),
+            self.alarms.unacked,
+        )
 
     def _speed_text(self) -> str:
         label, factor = SPEEDS[self.speed.level]
@@ -455,7 +507,12 @@ class TwinApp(App[None]):
     def _speed_changed(self) -> None:
         self.rate.reset()
         self._play_wall = time.monotonic()
-        if self.replay is not None and not self.speed.paused and self.t is not None and self.t >= self.replay.t_last:
+        if (
+            self.replay is not None
+            and not self.speed.paused
+            and self.t is not None
+            and self.t >= self.replay.t_last
+        ):
             self._show_time(self.replay.t_first)  # play again from the start
         # The status line at once (PAUSED, the speed); the plots follow on the next tick.
         self.refresh_views(force=False, panels=self.replay is not None)
@@ -522,8 +579,13 @@ class TwinApp(App[None]):
             self._sql_rid += 1
             rid = self._sql_rid
             self._sql_live.add(rid)
-        self.run_worker(lambda: self._sql_job(rid, sql, requester), name="sql", group="sql", thread=True,
-                        exit_on_error=False)
+        self.run_worker(
+            lambda: self._sql_job(rid, sql, requester),
+            name="sql",
+            group="sql",
+            thread=True,
+            exit_on_error=False,
+        )
         return rid
 
     def _sql_job(self, rid: int, sql: str, requester: Any) -> None:
@@ -640,16 +702,25 @@ class TwinApp(App[None]):
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for key, mode, label in SCREENS:
-            yield SystemCommand(f"Screen: {label}", f"Switch to the {label} screen ({key.upper()})",
-                                lambda m=mode: self.switch_mode(m))
+            yield SystemCommand(
+                f"Screen: {label}",
+                f"Switch to the {label} screen ({key.upper()})",
+                lambda m=mode: self.switch_mode(m),
+            )
         for level, (label, _) in enumerate(SPEEDS):
-            yield SystemCommand(f"Speed: {label}", f"Set the speed to {label} (key {level + 1})",
-                                lambda lv=level: self.action_set_speed(lv))
+            yield SystemCommand(
+                f"Speed: {label}",
+                f"Set the speed to {label} (key {level + 1})",
+                lambda lv=level: self.action_set_speed(lv),
+            )
         if self.live is not None:
             ctx = self.whatif_context()
             for w in WHAT_IFS:
-                yield SystemCommand(f"What-if: {summary(w, ctx)}", "Inject at the next step (recorded)",
-                                    lambda w=w: self.inject(*build(w, ctx), summary(w, ctx)))
+                yield SystemCommand(
+                    f"What-if: {summary(w, ctx)}",
+                    "Inject at the next step (recorded)",
+                    lambda w=w: self.inject(*build(w, ctx), summary(w, ctx)),
+                )
 
     # ------------------------------------------------------------------ replay
     def _show_time(self, t: float) -> None:
@@ -682,8 +753,12 @@ class TwinApp(App[None]):
                 else:
                     self._show_time(t)
 
-        self.push_screen(PromptScreen("Jump to", "Time: d3 14:00 · 14:00 (day 1) · 38.5 (hours) · 2d",
-                                      fmt.short_clock(self.t or 0)), done)
+        self.push_screen(
+            PromptScreen(
+                "Jump to", "Time: d3 14:00 · 14:00 (day 1) · 38.5 (hours) · 2d", fmt.short_clock(self.t or 0)
+            ),
+            done,
+        )
 
     def _play(self) -> None:
         assert self.replay is not None

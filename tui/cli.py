@@ -66,7 +66,9 @@ def _duration_s(hours: float | None, days: float | None) -> int | None:
 _SET_HELP = "Override a scenario key: KEY=VALUE, e.g. hall.ultraservers=32 or site.climate=hot (repeatable)."
 
 
-@click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(__version__, "--version", prog_name="twin")
 @click.option(
     "--scenario",
@@ -85,8 +87,14 @@ _SET_HELP = "Override a scenario key: KEY=VALUE, e.g. hall.ultraservers=32 or si
 @click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @click.pass_context
-def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None, metrics_port: int | None,
-         sets: tuple[str, ...]) -> None:
+def main(
+    ctx: click.Context,
+    scenario: str,
+    seed: int | None,
+    out: str | None,
+    metrics_port: int | None,
+    sets: tuple[str, ...],
+) -> None:
     """AI Factory Twin: a digital twin of an AI factory (Trainium3 UltraServers, power, cooling,
     site and workload).
 
@@ -106,16 +114,27 @@ def main(ctx: click.Context, scenario: str, seed: int | None, out: str | None, m
 
 
 @_guard
-def _live(scenario: str, seed: int | None, out: str | None, metrics_port: int | None = None,
-          sets: tuple[str, ...] = ()) -> None:
+def _live(
+    scenario: str,
+    seed: int | None,
+    out: str | None,
+    metrics_port: int | None = None,
+    sets: tuple[str, ...] = (),
+) -> None:
     from scenarios.overrides import load
     from scenarios.runner import Session
 
     spec, text, _ = load(scenario, sets)
     path = Path(out) if out else _default_out(spec.name)
     metrics = start_metrics(metrics_port)
-    session = Session(spec, text, path, seed=seed, duration_s=spec.longest_run_s(),
-                      on_chunk=metrics.update if metrics else None)
+    session = Session(
+        spec,
+        text,
+        path,
+        seed=seed,
+        duration_s=spec.longest_run_s(),
+        on_chunk=metrics.update if metrics else None,
+    )
     if metrics:
         metrics.set_run(run_id=session.run_id, scenario=spec.name, file=str(path))
     from tui.app import TwinApp
@@ -148,8 +167,12 @@ def _live(scenario: str, seed: int | None, out: str | None, metrics_port: int | 
     help="Telemetry file (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the KPI summary as one line of JSON (one line per variant).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the KPI summary as one line of JSON (one line per variant).",
+)
 @click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_guard
@@ -180,8 +203,16 @@ def run_cmd(
             metrics.close()
 
 
-def _run_all(spec: Any, text: str, out: str | None, seed: int | None, dur: int | None, overwrite: bool,
-             as_json: bool, metrics: Any) -> None:
+def _run_all(
+    spec: Any,
+    text: str,
+    out: str | None,
+    seed: int | None,
+    dur: int | None,
+    overwrite: bool,
+    as_json: bool,
+    metrics: Any,
+) -> None:
     if spec.variants:
         from scenarios.runner import variant_outputs
 
@@ -189,8 +220,18 @@ def _run_all(spec: Any, text: str, out: str | None, seed: int | None, dur: int |
         paths = []
         for v, vpath in variant_outputs(spec, base, seed, overwrite, duration_s=dur):
             click.echo(f"— variant {v.name} → {vpath}", err=True)
-            _run_one(v, text, vpath, seed, dur, overwrite, as_json=as_json, quiet=not as_json, variant=v.name,
-                     metrics=metrics)
+            _run_one(
+                v,
+                text,
+                vpath,
+                seed,
+                dur,
+                overwrite,
+                as_json=as_json,
+                quiet=not as_json,
+                variant=v.name,
+                metrics=metrics,
+            )
             paths.append(str(vpath))
         if not as_json:  # --json: one line per variant (JSON Lines) instead of the table
             _print_compare(paths, as_json)
@@ -199,8 +240,18 @@ def _run_all(spec: Any, text: str, out: str | None, seed: int | None, dur: int |
     _run_one(spec, text, path, seed, dur, overwrite, as_json, metrics=metrics)
 
 
-def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None, overwrite: bool,
-             as_json: bool, quiet: bool = False, variant: str | None = None, metrics: Any = None) -> None:
+def _run_one(
+    spec: Any,
+    text: str,
+    path: Path,
+    seed: int | None,
+    dur: int | None,
+    overwrite: bool,
+    as_json: bool,
+    quiet: bool = False,
+    variant: str | None = None,
+    metrics: Any = None,
+) -> None:
     from scenarios.runner import run
 
     if metrics:
@@ -220,7 +271,14 @@ def _run_one(spec: Any, text: str, path: Path, seed: int | None, dur: int | None
                 show_percent=True,
             ) as bar:
                 result = run(
-                    spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, progress=bar.update, **hook
+                    spec,
+                    text,
+                    path,
+                    seed=seed,
+                    duration_s=dur,
+                    overwrite=overwrite,
+                    progress=bar.update,
+                    **hook,
                 )
         else:
             result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, **hook)
@@ -283,13 +341,16 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
 
 @main.command("validate")
 @click.argument("scenario")
-@click.option("--hours", type=float, default=None, help="Check for a run of this many hours (as `twin run --hours`).")
+@click.option(
+    "--hours", type=float, default=None, help="Check for a run of this many hours (as `twin run --hours`)."
+)
 @click.option("--days", type=float, default=None, help="Check for a run of this many days.")
 @click.option("--seed", type=int, default=None, help="Check with this seed (as `twin run --seed`).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_guard
-def validate_cmd(scenario: str, hours: float | None, days: float | None, seed: int | None,
-                 sets: tuple[str, ...]) -> None:
+def validate_cmd(
+    scenario: str, hours: float | None, days: float | None, seed: int | None, sets: tuple[str, ...]
+) -> None:
     """Check a scenario file (or built-in name) without running it: the same checks as `twin run`
     (keys, hall size, event targets, files, run length), nothing written."""
     from tui.cli_schema import validate_scenario
@@ -328,7 +389,9 @@ def hardware_cmd(sources: bool) -> None:
         return f"{x / 1e15:,.0f}" if x >= 1e18 else f"{x / 1e15:,.3g}"
 
     click.echo(click.style("Accelerators (dense peak per chip)", bold=True))
-    click.echo(f"  {'key':<10} {'name':<41} {'BF16 PF':>8} {'FP8 PF':>7} {'FP4 PF':>7} {'HBM GiB':>8} {'TB/s':>5} {'TDP W':>7}")
+    click.echo(
+        f"  {'key':<10} {'name':<41} {'BF16 PF':>8} {'FP8 PF':>7} {'FP4 PF':>7} {'HBM GiB':>8} {'TB/s':>5} {'TDP W':>7}"
+    )
     for a in catalog.ACCELERATORS.values():
         bf16 = pf(a.peak("bf16")) if a.supports("bf16") else "–"
         fp4 = pf(a.peak_flops["fp4"]) if "fp4" in a.peak_flops else "(fp8)"
@@ -342,7 +405,9 @@ def hardware_cmd(sources: bool) -> None:
                 click.echo(f"      {k}: {v}")
     click.echo()
     click.echo(click.style("Systems (scale-up domains)", bold=True))
-    click.echo(f"  {'key':<12} {'name':<42} {'chips':>5} {'srv':>4} {'racks':>5} {'FP8 PF':>7} {'HBM TiB':>8} {'full kW':>8} {'liquid':>6}")
+    click.echo(
+        f"  {'key':<12} {'name':<42} {'chips':>5} {'srv':>4} {'racks':>5} {'FP8 PF':>7} {'HBM TiB':>8} {'full kW':>8} {'liquid':>6}"
+    )
     for s in catalog.SYSTEMS.values():
         a = catalog.accelerator_for(s)
         click.echo(
@@ -359,21 +424,42 @@ def hardware_cmd(sources: bool) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("query", required=False)
 @click.option(
-    "--format", "fmt_", type=click.Choice(["table", "csv", "json", "jsonl", "parquet"]), default="table",
+    "--format",
+    "fmt_",
+    type=click.Choice(["table", "csv", "json", "jsonl", "parquet"]),
+    default="table",
     show_default=True,
     help="json: one array of row objects; jsonl: one object per line; NULL is null, never NaN. "
     "parquet needs --out or a redirected stdout.",
 )
-@click.option("--out", "-o", "out", type=click.Path(dir_okay=False), default=None,
-              help="Write the result to this file (replaced atomically) instead of stdout.")
+@click.option(
+    "--out",
+    "-o",
+    "out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the result to this file (replaced atomically) instead of stdout.",
+)
 @click.option("--max-rows", type=int, default=200, show_default=True, help="Rows shown in table format.")
-@click.option("--timeout", "timeout_s", type=float, default=60.0, show_default=True,
-              help="Time limit of the query [s]; it is stopped there.")
-@click.option("--memory-limit", "memory", default="2GB", show_default=True,
-              help="Memory the query may use (e.g. 512MB, 4GB).")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Time limit of the query [s]; it is stopped there.",
+)
+@click.option(
+    "--memory-limit",
+    "memory",
+    default="2GB",
+    show_default=True,
+    help="Memory the query may use (e.g. 512MB, 4GB).",
+)
 @_guard
-def sql_cmd(file: str, query: str | None, fmt_: str, out: str | None, max_rows: int, timeout_s: float,
-            memory: str) -> None:
+def sql_cmd(
+    file: str, query: str | None, fmt_: str, out: str | None, max_rows: int, timeout_s: float, memory: str
+) -> None:
     """Query a telemetry FILE with read-only SQL (QUERY, or stdin; no QUERY on a terminal lists
     the tables and their columns with units). The file is opened in a sandbox: no other file,
     extension or setting is reachable. A file a run is still writing answers with what is
@@ -416,6 +502,7 @@ def _table_text(table: Any, max_rows: int) -> str:
 
     data = [[cell(r[n]) for n in names] for r in rows]
     widths = [min(40, max([len(n)] + [len(d[i]) for d in data])) for i, n in enumerate(names)]
+
     def fit(v: str, w: int) -> str:
         """``v`` in ``w`` columns; cut text ends with "…" (use --format csv/json for whole values)."""
         return v.ljust(w) if len(v) <= w else v[: w - 1] + "…"
@@ -432,11 +519,20 @@ def _table_text(table: Any, max_rows: int) -> str:
 
 @main.command("rerun")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Telemetry file of the re-run (default: FILE-rerun.duckdb).")
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Telemetry file of the re-run (default: FILE-rerun.duckdb).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
-@click.option("--check/--no-check", default=True, show_default=True,
-              help="Compare the re-run's telemetry with the original's, row by row.")
+@click.option(
+    "--check/--no-check",
+    default=True,
+    show_default=True,
+    help="Compare the re-run's telemetry with the original's, row by row.",
+)
 @_guard
 def rerun_cmd(file: str, out: str | None, overwrite: bool, check: bool) -> None:
     """Re-run a recording headless: its scenario, seed and duration, with the what-ifs an operator
@@ -482,7 +578,9 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
             click.echo(reading.note, err=True)
         try:
             run_id = latest_run_id(con)
-            name = next(iter(con.sql("SELECT scenario_name FROM runs WHERE run_id = ?", params=[run_id]).fetchall()))[0]
+            name = next(
+                iter(con.sql("SELECT scenario_name FROM runs WHERE run_id = ?", params=[run_id]).fetchall())
+            )[0]
             cols.append((f"{name} ({Path(path).name})", run_kpis(con, run_id)))
         finally:
             con.close()
@@ -521,7 +619,9 @@ def _print_systems(cols: list[tuple[str, dict[str, Any]]], width: int) -> None:
         click.echo(f"-- {sysname}")
         for key, label, form in SYSTEM_ROWS:
             vals = [kp.get("systems", {}).get(sysname, {}).get(key) for _, kp in cols]
-            click.echo(f"{label:<30}" + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals))
+            click.echo(
+                f"{label:<30}" + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals)
+            )
 
 
 @main.command("replay")

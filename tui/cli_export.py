@@ -8,11 +8,17 @@ import click
 @click.command("export")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("dest", metavar="DIR", type=click.Path(file_okay=False))
-@click.option("--tables", default=None, metavar="T1,T2",
-              help="Comma-separated tables to export (default: every table).")
-@click.option("--from", "t_from", default=None, metavar="TIME",
-              help="Only rows from this time on: seconds since the start (3600, 90m, 6h, 2d) or an "
-              "ISO 8601 date-time with a zone (2026-01-06T00:00:00Z).")
+@click.option(
+    "--tables", default=None, metavar="T1,T2", help="Comma-separated tables to export (default: every table)."
+)
+@click.option(
+    "--from",
+    "t_from",
+    default=None,
+    metavar="TIME",
+    help="Only rows from this time on: seconds since the start (3600, 90m, 6h, 2d) or an "
+    "ISO 8601 date-time with a zone (2026-01-06T00:00:00Z).",
+)
 @click.option("--to", "t_to", default=None, metavar="TIME", help="Only rows before this time (same forms).")
 def export_cmd(file: str, dest: str, tables: str | None, t_from: str | None, t_to: str | None) -> None:
     """Write every table of a telemetry FILE as hive-partitioned Parquet under DIR
@@ -39,5 +45,7 @@ def export_cmd(file: str, dest: str, tables: str | None, t_from: str | None, t_t
         reading.close()
     for table, n in counts.items():
         click.echo(f"{table:<16} {n:>12,} rows")
-    click.echo(f"→ {dest}  (e.g. duckdb: SELECT * FROM read_parquet('{dest}/table=factory_ts/*/*.parquet', "
-               "hive_partitioning = true))")
+    click.echo(
+        f"→ {dest}  (e.g. duckdb: SELECT * FROM read_parquet('{dest}/table=factory_ts/*/*.parquet', "
+        "hive_partitioning = true))"
+    )

@@ -58,5 +58,13 @@ def run_json(result: Any, **extra: Any) -> str:
     """One line of strict JSON for a finished run: file, run id, status, wall time and its KPIs."""
     from storage.formats import dumps
 
-    return dumps({"file": str(result.path), "run_id": result.run_id, "status": result.status,
-                  "wall_s": result.wall_s, **extra, **result.summary})
+    return dumps(
+        {
+            "file": str(result.path),
+            "run_id": result.run_id,
+            "status": result.status,
+            "wall_s": result.wall_s,
+            **extra,
+            **result.summary,
+        }
+    )

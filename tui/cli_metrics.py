@@ -6,8 +6,10 @@ from typing import Any
 
 import click
 
-METRICS_HELP = ("Serve live metrics (OpenMetrics / Prometheus text) at http://127.0.0.1:PORT/metrics "
-                "while the simulation runs (0: any free port).")
+METRICS_HELP = (
+    "Serve live metrics (OpenMetrics / Prometheus text) at http://127.0.0.1:PORT/metrics "
+    "while the simulation runs (0: any free port)."
+)
 
 
 def start_metrics(port: int | None) -> Any:

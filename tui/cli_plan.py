@@ -16,28 +16,65 @@ from tui.cli_sweep import _guard, fail
 
 @click.command("plan")
 @click.argument("scenario")
-@click.option("--minimize", "key", default="hall.ultraservers", show_default=True, metavar="KEY",
-              help="The integer scenario key to minimize.")
-@click.option("--subject-to", "constraints", multiple=True, required=True, metavar='"KPI OP NUMBER"',
-              help='A constraint on a KPI of twin compare, e.g. "slo_attainment >= 0.99" (repeatable).')
-@click.option("--over", "over", multiple=True, metavar="KEY=V1,V2",
-              help="Plan each of these values separately, e.g. site.climate=temperate,hot (repeatable).")
-@click.option("--range", "range_", default="1:64", show_default=True, metavar="LOW:HIGH",
-              help="The values to search.")
+@click.option(
+    "--minimize",
+    "key",
+    default="hall.ultraservers",
+    show_default=True,
+    metavar="KEY",
+    help="The integer scenario key to minimize.",
+)
+@click.option(
+    "--subject-to",
+    "constraints",
+    multiple=True,
+    required=True,
+    metavar='"KPI OP NUMBER"',
+    help='A constraint on a KPI of twin compare, e.g. "slo_attainment >= 0.99" (repeatable).',
+)
+@click.option(
+    "--over",
+    "over",
+    multiple=True,
+    metavar="KEY=V1,V2",
+    help="Plan each of these values separately, e.g. site.climate=temperate,hot (repeatable).",
+)
+@click.option(
+    "--range", "range_", default="1:64", show_default=True, metavar="LOW:HIGH", help="The values to search."
+)
 @click.option("--hours", type=float, default=None, help="Simulated hours per run (default: the scenario's).")
 @click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's).")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario key (repeatable).")
-@click.option("--method", type=click.Choice(["bisect", "sweep"]), default="bisect", show_default=True,
-              help="bisect: assume KPIs monotone in KEY (few runs); sweep: run every value of the range.")
+@click.option(
+    "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario key (repeatable)."
+)
+@click.option(
+    "--method",
+    type=click.Choice(["bisect", "sweep"]),
+    default="bisect",
+    show_default=True,
+    help="bisect: assume KPIs monotone in KEY (few runs); sweep: run every value of the range.",
+)
 @click.option("-j", "--jobs", type=int, default=None, help="Runs in parallel (default: the CPU cores).")
 @click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True)
-@click.option("--ray-address", default=None, metavar="ADDR", help="An existing Ray cluster (auto or HOST:PORT).")
+@click.option(
+    "--ray-address", default=None, metavar="ADDR", help="An existing Ray cluster (auto or HOST:PORT)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
 @_guard
 def plan_cmd(
-    scenario: str, key: str, constraints: tuple[str, ...], over: tuple[str, ...], range_: str,
-    hours: float | None, seed: int | None, sets: tuple[str, ...], method: str, jobs: int | None,
-    backend: str, ray_address: str | None, as_json: bool,
+    scenario: str,
+    key: str,
+    constraints: tuple[str, ...],
+    over: tuple[str, ...],
+    range_: str,
+    hours: float | None,
+    seed: int | None,
+    sets: tuple[str, ...],
+    method: str,
+    jobs: int | None,
+    backend: str,
+    ray_address: str | None,
+    as_json: bool,
 ) -> None:
     """Find the smallest value of KEY (default: the number of UltraServers) at which SCENARIO
     meets every --subject-to constraint, and say which constraint binds (fails one below).
@@ -65,8 +102,9 @@ def plan_cmd(
         if show:
             click.echo(f"\r{n} run(s) done", err=True, nl=False)
 
-    planner = planning.Planner(spec, text, origin, key, cons, overs, lo, hi, hours, seed, backend, jobs,
-                               ray_address, on_run)
+    planner = planning.Planner(
+        spec, text, origin, key, cons, overs, lo, hi, hours, seed, backend, jobs, ray_address, on_run
+    )
     try:
         with sweeps.backend_session(backend, jobs, ray_address):  # one Ray for every round
             result = planner.bisect() if method == "bisect" else planner.sweep_range()
@@ -92,8 +130,13 @@ def _as_dict(result: Any) -> dict[str, Any]:
         "answer": result.answer,
         "runs": result.runs,
         "cases": [
-            {"case": c.case, "answer": c.answer, "why": c.why, "binding": [str(b) for b in c.binding],
-             "warning": c.warning or None}
+            {
+                "case": c.case,
+                "answer": c.answer,
+                "why": c.why,
+                "binding": [str(b) for b in c.binding],
+                "warning": c.warning or None,
+            }
             for c in result.cases
         ],
     }

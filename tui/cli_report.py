@@ -11,10 +11,20 @@ import click
 
 @click.command("report")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
-              help="HTML file to write (self-contained: plots as inline SVG).")
-@click.option("--png", "png_dir", type=click.Path(file_okay=False), default=None,
-              help="Also write every plot as a PNG into this directory.")
+@click.option(
+    "--out",
+    "-o",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="HTML file to write (self-contained: plots as inline SVG).",
+)
+@click.option(
+    "--png",
+    "png_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also write every plot as a PNG into this directory.",
+)
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 def report_cmd(files: tuple[str, ...], out: str, png_dir: str | None, overwrite: bool) -> None:
     """Write a self-contained HTML report of telemetry FILES: power, PUE, cooling, utilisation,

@@ -11,7 +11,9 @@ import json
 import click
 
 
-def validate_scenario(scenario: str, duration_s: int | None, seed: int | None, sets: tuple[str, ...] = ()) -> None:
+def validate_scenario(
+    scenario: str, duration_s: int | None, seed: int | None, sets: tuple[str, ...] = ()
+) -> None:
     """Load, then for the scenario (or each variant) run ``scenarios.spec.build_simulation``:
     the checks `twin run` makes, then the model's own, nothing written."""
     from scenarios.overrides import load

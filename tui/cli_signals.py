@@ -21,7 +21,9 @@ def stoppable(path: Path) -> Iterator[None]:
             yield
     except KeyboardInterrupt as e:
         what, code = ("terminated (SIGTERM)", 143) if isinstance(e, Terminated) else ("interrupted", 130)
-        where = f"telemetry so far is in {path}{_status(path)}" if path.exists() else "no telemetry file written"
+        where = (
+            f"telemetry so far is in {path}{_status(path)}" if path.exists() else "no telemetry file written"
+        )
         click.echo(f"\ntwin: {what}; {where}", err=True)
         sys.exit(code)
 

@@ -34,27 +34,68 @@ def fail(msg: str, code: int = 2) -> NoReturn:
 
 @click.command("sweep")
 @click.argument("target", type=click.Path())
-@click.option("--out", "-o", "out", type=click.Path(file_okay=False), default=None,
-              help="Sweep directory: results.parquet, points/ (what is finished), runs/ (run files).")
+@click.option(
+    "--out",
+    "-o",
+    "out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Sweep directory: results.parquet, points/ (what is finished), runs/ (run files).",
+)
 @click.option("-j", "--jobs", type=int, default=None, help="Runs in parallel (default: the CPU cores).")
-@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="local: a process pool on this machine; ray: Ray tasks (pip install 'ai-factory-twin[ray]').")
-@click.option("--ray-address", default=None, metavar="ADDR",
-              help="An existing Ray cluster (auto or HOST:PORT); default: a local Ray started for the sweep.")
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: a process pool on this machine; ray: Ray tasks (pip install 'ai-factory-twin[ray]').",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    metavar="ADDR",
+    help="An existing Ray cluster (auto or HOST:PORT); default: a local Ray started for the sweep.",
+)
 @click.option("--no-files", is_flag=True, help="Keep only the KPI rows, not each run's telemetry file.")
-@click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
-              help="Where run files go (default: DIR/runs); on a cluster, storage every node can write.")
+@click.option(
+    "--runs-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where run files go (default: DIR/runs); on a cluster, storage every node can write.",
+)
 @click.option("--retry-failed", is_flag=True, help="Run the points that failed before again.")
 @click.option("--report", is_flag=True, help="Print the results sorted by a KPI and the Pareto front.")
-@click.option("--sort", "sort_kpi", default=None, metavar="KPI[:min|max]",
-              help="Report order (default: the first --pareto KPI).")
-@click.option("--pareto", default="usd_per_mtok:min,slo_attainment:max", show_default=True,
-              metavar="KPI[:min|max],KPI[:min|max]", help="The two KPIs of the report's Pareto front.")
-@click.option("--top", type=int, default=20, show_default=True, help="Rows of the sorted table in the report.")
+@click.option(
+    "--sort",
+    "sort_kpi",
+    default=None,
+    metavar="KPI[:min|max]",
+    help="Report order (default: the first --pareto KPI).",
+)
+@click.option(
+    "--pareto",
+    default="usd_per_mtok:min,slo_attainment:max",
+    show_default=True,
+    metavar="KPI[:min|max],KPI[:min|max]",
+    help="The two KPIs of the report's Pareto front.",
+)
+@click.option(
+    "--top", type=int, default=20, show_default=True, help="Rows of the sorted table in the report."
+)
 @_guard
 def sweep_cmd(
-    target: str, out: str | None, jobs: int | None, backend: str, ray_address: str | None, no_files: bool, runs_dir: str | None,
-    retry_failed: bool, report: bool, sort_kpi: str | None, pareto: str, top: int,
+    target: str,
+    out: str | None,
+    jobs: int | None,
+    backend: str,
+    ray_address: str | None,
+    no_files: bool,
+    runs_dir: str | None,
+    retry_failed: bool,
+    report: bool,
+    sort_kpi: str | None,
+    pareto: str,
+    top: int,
 ) -> None:
     """Run every point of a sweep file TARGET into --out DIR (finished points are kept: run it
     again to resume), or with --report and a sweep directory TARGET, report on its results.
@@ -89,15 +130,25 @@ def sweep_cmd(
     try:
         with sigterm_as_interrupt():
             outcome = sweeps.run_sweep(
-                sw, out_dir, backend=backend, jobs=jobs, ray_address=ray_address, files=not no_files,
+                sw,
+                out_dir,
+                backend=backend,
+                jobs=jobs,
+                ray_address=ray_address,
+                files=not no_files,
                 runs_dir=Path(runs_dir) if runs_dir else None,
-                retry_failed=retry_failed, on_start=state.start, on_result=state.result,
+                retry_failed=retry_failed,
+                on_start=state.start,
+                on_result=state.result,
             )
     except KeyboardInterrupt as e:
         state.close()
         what, code = ("terminated (SIGTERM)", 143) if isinstance(e, Terminated) else ("interrupted", 130)
-        click.echo(f"\ntwin: {what}: {state.done:,} run(s) finished and kept in {out_dir}; "
-                   "run the same command again to go on", err=True)
+        click.echo(
+            f"\ntwin: {what}: {state.done:,} run(s) finished and kept in {out_dir}; "
+            "run the same command again to go on",
+            err=True,
+        )
         sys.exit(code)
     state.close()
     assert outcome.results is not None
@@ -112,11 +163,16 @@ def sweep_cmd(
     if report:
         click.echo(report_text(outcome.results, *objectives, top))
     if failed:
-        fail(f"{failed:,} run(s) failed; their error is in the results' error column "
-             "(--retry-failed runs them again)", code=1)
+        fail(
+            f"{failed:,} run(s) failed; their error is in the results' error column "
+            "(--retry-failed runs them again)",
+            code=1,
+        )
 
 
-def _objectives(pareto: str, sort_kpi: str | None) -> tuple[tuple[str, str], tuple[str, str], tuple[str, str]]:
+def _objectives(
+    pareto: str, sort_kpi: str | None
+) -> tuple[tuple[str, str], tuple[str, str], tuple[str, str]]:
     from scenarios.sweep import parse_objective
 
     parts = [p for p in pareto.split(",")]
@@ -140,8 +196,9 @@ class _Progress:
         if skipped:
             click.echo(f"{skipped:,} run(s) already done; {todo:,} to go", err=True)
         if todo and sys.stderr.isatty():
-            self.bar = click.progressbar(length=todo, label=self._label(), file=sys.stderr, show_eta=True,
-                                         show_pos=True)
+            self.bar = click.progressbar(
+                length=todo, label=self._label(), file=sys.stderr, show_eta=True, show_pos=True
+            )
             self.bar.__enter__()
 
     def _label(self) -> str:
@@ -155,7 +212,9 @@ class _Progress:
             self.bar.update(1)
         else:
             err = f"  {row['error']}" if row.get("error") else ""
-            click.echo(f"[{self.done}/{self.n}] {task.key} {row['status']} in {row['wall_s']:.1f} s{err}", err=True)
+            click.echo(
+                f"[{self.done}/{self.n}] {task.key} {row['status']} in {row['wall_s']:.1f} s{err}", err=True
+            )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -189,7 +248,9 @@ def report_text(path: Path, sort: tuple[str, str], a: tuple[str, str], b: tuple[
     pts = by_point(rows, params)
     failed = sum(r["status"] == "failed" for r in rows)
     pending = sum(r["status"] == "pending" for r in rows)
-    kpis = list(dict.fromkeys([sort[0], a[0], b[0], "usd_per_mtok", "slo_attainment", "pue", "peak_facility_mw"]))
+    kpis = list(
+        dict.fromkeys([sort[0], a[0], b[0], "usd_per_mtok", "slo_attainment", "pue", "peak_facility_mw"])
+    )
     cols = ["point", *params, "seeds", *kpis]
     known = [p for p in pts if p.get(sort[0]) is not None]
     known.sort(key=lambda r: r[sort[0]], reverse=sort[1] == "max")

@@ -32,30 +32,92 @@ DEFAULT_THROTTLE_C = 90.0
 EVENT_ROWS = ("time_s", "kind", "target", "detail", "source")
 
 # Panel queries computed in memory in a live session (the others run their SQL on the live file).
-LIVE_PANELS = frozenset({
-    "kpis", *Q.SERIES, "events", "events_notable", "floor", "rows", "chips", "us_jobs", "us_history",
-    "us_events", "power_chain", "cooling_plant", "site_grid", "halls", "hall_floor", "hall_rows",
-})
+LIVE_PANELS = frozenset(
+    {
+        "kpis",
+        *Q.SERIES,
+        "events",
+        "events_notable",
+        "floor",
+        "rows",
+        "chips",
+        "us_jobs",
+        "us_history",
+        "us_events",
+        "power_chain",
+        "cooling_plant",
+        "site_grid",
+        "halls",
+        "hall_floor",
+        "hall_rows",
+    }
+)
 MAX_US_HISTORY_CELLS = 500_000  # live per-UltraServer history: steps x UltraServers kept
 US_HIST_COLS = ("power_w", "max_chip_temp_c", "coolant_return_c", "activity", "clock")
 HARDWARE_EVENTS = 2000  # live events about chips, servers, UltraServers and rows kept
 
 # Factory columns the live history keeps (the KPI and plot columns), plus derived ones.
-_KPI_COLS = ("it_power_w", "facility_power_w", "pue", "busy_share", "tokens_per_s", "energy_per_token_j",
-             "usd_per_mtok", "queue_jobs", "max_chip_temp_c", "chips_failed", "cost_usd", "co2_kg", "cost_so_far_usd",
-             "co2_so_far_kg", "slo_attainment")
-_RAW_HIST = ("time_s", "it_power_w", "facility_power_w", "pue", "chips_busy", "chips_total", "activity",
-             "tokens_per_s", "energy_per_token_j", "price_usd_per_mwh", "queue_jobs", "running_jobs",
-             "max_chip_temp_c", "chips_failed")
-HIST_KEYS = tuple(dict.fromkeys(
-    (*_RAW_HIST, *(c for cols in Q.SERIES.values() for c in cols), *_KPI_COLS)
-))
+_KPI_COLS = (
+    "it_power_w",
+    "facility_power_w",
+    "pue",
+    "busy_share",
+    "tokens_per_s",
+    "energy_per_token_j",
+    "usd_per_mtok",
+    "queue_jobs",
+    "max_chip_temp_c",
+    "chips_failed",
+    "cost_usd",
+    "co2_kg",
+    "cost_so_far_usd",
+    "co2_so_far_kg",
+    "slo_attainment",
+)
+_RAW_HIST = (
+    "time_s",
+    "it_power_w",
+    "facility_power_w",
+    "pue",
+    "chips_busy",
+    "chips_total",
+    "activity",
+    "tokens_per_s",
+    "energy_per_token_j",
+    "price_usd_per_mwh",
+    "queue_jobs",
+    "running_jobs",
+    "max_chip_temp_c",
+    "chips_failed",
+)
+HIST_KEYS = tuple(dict.fromkeys((*_RAW_HIST, *(c for cols in Q.SERIES.values() for c in cols), *_KPI_COLS)))
 # The floor queries' columns (time_s: the ultraserver_ts sample's, older than the step between samples).
-US_COLS = ("time_s", "ultraserver_id", "row_id", "power_w", "chips_busy", "chips_failed", "tripped",
-           "activity", "max_chip_temp_c", "coolant_return_c", "clock")
+US_COLS = (
+    "time_s",
+    "ultraserver_id",
+    "row_id",
+    "power_w",
+    "chips_busy",
+    "chips_failed",
+    "tripped",
+    "activity",
+    "max_chip_temp_c",
+    "coolant_return_c",
+    "clock",
+)
 # The campus level's columns (the "halls" query over hall_ts; ``tripped`` is its ultraservers_tripped).
-HALL_COLS = ("hall_id", "ultraservers", "power_w", "chips_busy", "chips_failed", "tripped", "activity",
-             "max_chip_temp_c", "coolant_return_c", "clock")
+HALL_COLS = (
+    "hall_id",
+    "ultraservers",
+    "power_w",
+    "chips_busy",
+    "chips_failed",
+    "tripped",
+    "activity",
+    "max_chip_temp_c",
+    "coolant_return_c",
+    "clock",
+)
 
 Array = npt.NDArray[Any]
 Cols = dict[str, Array]
@@ -115,8 +177,12 @@ class Meta:
 def params_for(meta: Meta, t: int | None, **extra: Any) -> dict[str, Any]:
     """Parameters of the panel queries at time ``t``."""
     p: dict[str, Any] = {
-        "run_id": meta.run_id, "t": int(t or 0), "chips_per_us": meta.chips_per_us,
-        "servers_per_us": meta.servers_per_us, "window_s": DEFAULT_WINDOW_S, "dt_s": meta.dt_s,
+        "run_id": meta.run_id,
+        "t": int(t or 0),
+        "chips_per_us": meta.chips_per_us,
+        "servers_per_us": meta.servers_per_us,
+        "window_s": DEFAULT_WINDOW_S,
+        "dt_s": meta.dt_s,
     }
     p.update(extra)
     if "us" in p:
@@ -176,7 +242,11 @@ def _plant_units(params: Any) -> dict[str, Any]:
     """The plant's unit counts and kind from the scenario (none known: empty)."""
     try:
         cp = params.cooling
-        return {"chillers": int(cp.chiller_units), "economizers": int(cp.economizer_units), "plant": str(cp.plant)}
+        return {
+            "chillers": int(cp.chiller_units),
+            "economizers": int(cp.economizer_units),
+            "plant": str(cp.plant),
+        }
     except (AttributeError, TypeError, ValueError):
         return {}
 
@@ -229,8 +299,10 @@ class UsHistory:
         self.n_us = n_us
         self.t = np.empty(2 * self.cap, dtype=np.int64)
         # The file's types: power float64, the rest float32 (so live equals the recording).
-        self.buf = {k: np.empty((2 * self.cap, n_us), dtype=np.float64 if k == "power_w" else np.float32)
-                    for k in US_HIST_COLS}
+        self.buf = {
+            k: np.empty((2 * self.cap, n_us), dtype=np.float64 if k == "power_w" else np.float32)
+            for k in US_HIST_COLS
+        }
         self.n = 0
 
     def extend(self, times: Array, u: dict[str, Any]) -> None:
@@ -288,18 +360,28 @@ class LiveFeed:
         sim = session.sim
         topo = sim.topo
         self.meta = Meta(
-            mode="live", scenario=session.scenario.name, path=str(session.out), run_id=session.run_id,
-            dt_s=sim.dt_s, ultraservers=topo.ultraservers, chips_total=topo.chips,
-            chips_per_us=topo.chips_per_us, servers_per_us=topo.servers_per_us,
-            us_row=tuple(int(r) for r in topo.us_row), throttle_c=_throttle_c(sim.design),
-            us_power_w=_nominal_us_power(sim.design), slos=_service_slos(session.params),
+            mode="live",
+            scenario=session.scenario.name,
+            path=str(session.out),
+            run_id=session.run_id,
+            dt_s=sim.dt_s,
+            ultraservers=topo.ultraservers,
+            chips_total=topo.chips,
+            chips_per_us=topo.chips_per_us,
+            servers_per_us=topo.servers_per_us,
+            us_row=tuple(int(r) for r in topo.us_row),
+            throttle_c=_throttle_c(sim.design),
+            us_power_w=_nominal_us_power(sim.design),
+            slos=_service_slos(session.params),
             us_hall=tuple(int(h) for h in getattr(sim, "hall_us", ())),
             **_plant_units(session.params),
         )
         self.lock = threading.Lock()
         cap = min(MAX_HISTORY_ROWS, math.ceil((max(WINDOWS_S) + HOUR_S) / sim.dt_s) + 1)
         self.history = History(cap)
-        self.us_history = UsHistory(min(cap, MAX_US_HISTORY_CELLS // max(1, topo.ultraservers)), topo.ultraservers)
+        self.us_history = UsHistory(
+            min(cap, MAX_US_HISTORY_CELLS // max(1, topo.ultraservers)), topo.ultraservers
+        )
         self.hw_events: deque[tuple[Any, ...]] = deque(maxlen=HARDWARE_EVENTS)
         self.t: int | None = None  # time_s of the last step
         self.row: dict[str, float] = {}  # every factory column at t
@@ -373,7 +455,9 @@ class LiveFeed:
         self.cost_usd = float(cols["cost_so_far_usd"][-1])
         self.co2_kg = float(cols["co2_so_far_kg"][-1])
         ev = frames["events"]
-        new = list(zip(ev["time_s"].tolist(), ev["kind"], ev["target"], ev["detail"], ev["source"], strict=True))
+        new = list(
+            zip(ev["time_s"].tolist(), ev["kind"], ev["target"], ev["detail"], ev["source"], strict=True)
+        )
         notable = [e for e in new if e[1] not in Q.ROUTINE_EVENT_KINDS]
         hardware = [e for e in notable if _hardware_target(e[2])]
         nus = self.meta.ultraservers
@@ -386,7 +470,9 @@ class LiveFeed:
         nh = self.meta.halls
         halls_now = None
         if h is not None and len(h["time_s"]) >= nh:
-            halls_now = {k: np.array(h["ultraservers_tripped" if k == "tripped" else k][-nh:]) for k in HALL_COLS}
+            halls_now = {
+                k: np.array(h["ultraservers_tripped" if k == "tripped" else k][-nh:]) for k in HALL_COLS
+            }
         # Copies (np.array): the UI reads these while the simulation moves on.
         chips = {
             "job_id": sim.chip_job_ids(),
@@ -406,8 +492,10 @@ class LiveFeed:
         held = a["id"][: jobs.n]
         ids = np.unique(chips["job_id"][chips["job_id"] >= 0])
         slots = np.flatnonzero((a["state"][: jobs.n] != FREE) & np.isin(held, ids))
-        facts = {int(held[k]): (KIND_NAMES[int(a["kind"][k])], names[k], int(a["chips"][k]))
-                 for k in slots.tolist()}
+        facts = {
+            int(held[k]): (KIND_NAMES[int(a["kind"][k])], names[k], int(a["chips"][k]))
+            for k in slots.tolist()
+        }
         with self.lock:
             self.history.extend(cols)
             if us_rows:
@@ -434,8 +522,14 @@ class LiveFeed:
             return np.full(n, np.nan)
         k = len(svc["time_s"]) // n
         met = np.asarray(svc["slo_met"], dtype=np.float64).reshape(n, k).sum(axis=1)
-        dec = (np.asarray(svc["requests_served"], dtype=np.float64)
-               + np.asarray(svc["requests_dropped"], dtype=np.float64)).reshape(n, k).sum(axis=1)
+        dec = (
+            (
+                np.asarray(svc["requests_served"], dtype=np.float64)
+                + np.asarray(svc["requests_dropped"], dtype=np.float64)
+            )
+            .reshape(n, k)
+            .sum(axis=1)
+        )
         out = np.full(n, np.nan)
         np.divide(met, dec, out=out, where=dec > 0)
         return out
@@ -468,8 +562,10 @@ class LiveFeed:
                 part = {k: v[lo : hi + 1] for k, v in self.us_now.items()}
                 if name == "hall_floor":
                     return part
-                return {"hall": np.full(len(np.unique(part["row_id"])), int(p["hall"]), dtype=np.int32),
-                        **self._rows(part)}
+                return {
+                    "hall": np.full(len(np.unique(part["row_id"])), int(p["hall"]), dtype=np.int32),
+                    **self._rows(part),
+                }
             if name in ("power_chain", "cooling_plant", "site_grid"):
                 keys = Q.ROW_PANELS[name]
                 return {"time_s": np.array([self.t]), **{k: np.array([self.row[k]]) for k in keys}}
@@ -485,8 +581,11 @@ class LiveFeed:
         c = self.meta.chips_per_us
         if name == "chips":
             sl = slice(us * c, (us + 1) * c)
-            return {"time_s": np.full(c, t, dtype=np.int64), "chip_id": np.arange(sl.start, sl.stop, dtype=np.int32),
-                    **{k: v[sl] for k, v in chips.items()}}
+            return {
+                "time_s": np.full(c, t, dtype=np.int64),
+                "chip_id": np.arange(sl.start, sl.stop, dtype=np.int32),
+                **{k: v[sl] for k, v in chips.items()},
+            }
         return self._us_jobs(us, chips["job_id"], facts)
 
     def _us_events(self, us: int) -> Cols:
@@ -499,10 +598,14 @@ class LiveFeed:
                 i = int(idx)
             except ValueError:
                 continue
-            if ((level == "ultraserver" and i == us) or (level == "server" and i // m.servers_per_us == us)
-                    or (level == "chip" and i // m.chips_per_us == us) or (level == "row" and i == m.us_row[us])):
+            if (
+                (level == "ultraserver" and i == us)
+                or (level == "server" and i // m.servers_per_us == us)
+                or (level == "chip" and i // m.chips_per_us == us)
+                or (level == "row" and i == m.us_row[us])
+            ):
                 mine.append(e)
-        cols = _event_cols(mine[-Q.US_EVENT_LIMIT:], len(mine))
+        cols = _event_cols(mine[-Q.US_EVENT_LIMIT :], len(mine))
         del cols["total"]
         return cols
 
@@ -532,16 +635,21 @@ class LiveFeed:
         ids, r = np.unique(u["row_id"].astype(np.int64), return_inverse=True)
         nr = len(ids)
         cnt = np.bincount(r, minlength=nr)
-        out: Cols = {"time_s": np.full(nr, int(u["time_s"][0]) if nr else 0, dtype=np.int64),
-                     "row_id": ids, "ultraservers": cnt,
-                     "tripped": np.bincount(r, weights=u["tripped"].astype(np.float64), minlength=nr)}
+        out: Cols = {
+            "time_s": np.full(nr, int(u["time_s"][0]) if nr else 0, dtype=np.int64),
+            "row_id": ids,
+            "ultraservers": cnt,
+            "tripped": np.bincount(r, weights=u["tripped"].astype(np.float64), minlength=nr),
+        }
         for k in ("chips_failed", "power_w", "chips_busy"):
             out[k] = np.bincount(r, weights=u[k], minlength=nr)
         out["activity"] = np.bincount(r, weights=u["activity"], minlength=nr) / np.maximum(cnt, 1)
         tmax = np.full(nr, -np.inf)
         np.maximum.at(tmax, r, u["max_chip_temp_c"].astype(np.float64))
         out["max_chip_temp_c"] = tmax
-        out["coolant_return_c"] = np.bincount(r, weights=u["coolant_return_c"], minlength=nr) / np.maximum(cnt, 1)
+        out["coolant_return_c"] = np.bincount(r, weights=u["coolant_return_c"], minlength=nr) / np.maximum(
+            cnt, 1
+        )
         return out
 
     def _us_jobs(self, us: int, owner: Array, facts: dict[int, tuple[str, str, int]]) -> Cols:
@@ -577,18 +685,29 @@ class ReplayFeed:
         self.con = con
         self.run_id = run_id
         try:
-            runs = con.sql("SELECT * FROM runs WHERE run_id = ?", params=[run_id]).to_arrow_table().to_pylist()
+            runs = (
+                con.sql("SELECT * FROM runs WHERE run_id = ?", params=[run_id]).to_arrow_table().to_pylist()
+            )
             if not runs:
                 raise StorageError(f"{path}: no run {run_id!r}")
             run = runs[0]
-            self.times = con.sql(
-                "SELECT time_s FROM factory_ts WHERE run_id = ? ORDER BY time_s", params=[run_id]
-            ).to_arrow_table().column(0).to_numpy().astype(np.int64)
+            self.times = (
+                con.sql("SELECT time_s FROM factory_ts WHERE run_id = ? ORDER BY time_s", params=[run_id])
+                .to_arrow_table()
+                .column(0)
+                .to_numpy()
+                .astype(np.int64)
+            )
             first = int(self.times[0]) if len(self.times) else 0
-            rows = con.sql(
-                "SELECT row_id FROM ultraserver_ts WHERE run_id = ? AND time_s = ? ORDER BY ultraserver_id",
-                params=[run_id, first],
-            ).to_arrow_table().column(0).to_pylist()
+            rows = (
+                con.sql(
+                    "SELECT row_id FROM ultraserver_ts WHERE run_id = ? AND time_s = ? ORDER BY ultraserver_id",
+                    params=[run_id, first],
+                )
+                .to_arrow_table()
+                .column(0)
+                .to_pylist()
+            )
         except StorageError:
             raise
         except Exception as e:  # a twin file whose tables are not what this version expects
@@ -600,12 +719,21 @@ class ReplayFeed:
         chips_per_us = design.chips_per_us if design is not None else int(run["chips_total"]) // max(1, nus)
         servers = design.servers_per_us if design is not None else chips_per_us
         self.meta = Meta(
-            mode="replay", scenario=str(run["scenario_name"]), path=str(path), run_id=run_id,
-            dt_s=int(run["dt_s"]), ultraservers=nus, chips_total=int(run["chips_total"]),
-            chips_per_us=chips_per_us, servers_per_us=int(servers),
+            mode="replay",
+            scenario=str(run["scenario_name"]),
+            path=str(path),
+            run_id=run_id,
+            dt_s=int(run["dt_s"]),
+            ultraservers=nus,
+            chips_total=int(run["chips_total"]),
+            chips_per_us=chips_per_us,
+            servers_per_us=int(servers),
             us_row=tuple(int(r) for r in rows) if len(rows) == nus else tuple(range(nus)),
-            throttle_c=_throttle_c(design), us_power_w=_nominal_us_power(design),
-            slos=_service_slos(params), us_hall=us_halls(params, nus), **_plant_units(params),
+            throttle_c=_throttle_c(design),
+            us_power_w=_nominal_us_power(design),
+            slos=_service_slos(params),
+            us_hall=us_halls(params, nus),
+            **_plant_units(params),
         )
         self.n = len(self.times)
 

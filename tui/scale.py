@@ -27,7 +27,9 @@ DOWN = "#000000"
 US_OK, US_SOME_FAILED, US_DOWN, US_TRIPPED = 0, 1, 2, 3
 
 
-def us_states(chips_failed: npt.ArrayLike, tripped: npt.ArrayLike | None, chips_per_us: int) -> npt.NDArray[np.int8]:
+def us_states(
+    chips_failed: npt.ArrayLike, tripped: npt.ArrayLike | None, chips_per_us: int
+) -> npt.NDArray[np.int8]:
     """State of each UltraServer: ``US_TRIPPED`` (thermal protection powered it off; its chips are
     off, not failed), ``US_DOWN`` (all its chips failed), ``US_SOME_FAILED`` or ``US_OK``."""
     failed = np.asarray(chips_failed, dtype=np.float64)
@@ -37,10 +39,18 @@ def us_states(chips_failed: npt.ArrayLike, tripped: npt.ArrayLike | None, chips_
     return out.astype(np.int8)
 
 
-US_STATE_TEXT = {US_OK: "running", US_SOME_FAILED: "running, chips failed", US_DOWN: "DOWN: every chip failed",
-                 US_TRIPPED: "TRIPPED: powered off by thermal protection"}
-US_STATE_SHORT = {US_OK: "running", US_SOME_FAILED: "chips failed", US_DOWN: "DOWN (all chips)",
-                  US_TRIPPED: "TRIPPED (thermal)"}
+US_STATE_TEXT = {
+    US_OK: "running",
+    US_SOME_FAILED: "running, chips failed",
+    US_DOWN: "DOWN: every chip failed",
+    US_TRIPPED: "TRIPPED: powered off by thermal protection",
+}
+US_STATE_SHORT = {
+    US_OK: "running",
+    US_SOME_FAILED: "chips failed",
+    US_DOWN: "DOWN (all chips)",
+    US_TRIPPED: "TRIPPED (thermal)",
+}
 SCALES = {"viridis": VIRIDIS, "heat": HEAT}
 
 
@@ -87,20 +97,62 @@ def _count(v: float) -> str:
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("activity", "Activity", "activity", "neuroncore_utilization", "viridis", lambda v: fmt.pct(v, 0),
-           lambda m: (0.0, 1.0), lambda m: (0.0, 1.0), help="Mean chip activity (neuroncore utilisation)"),
-    Metric("power", "Power", "power_w", "chip_power_w", "viridis", fmt.power,
-           lambda m: (0.0, float(m.us_power_w) or 1.0),
-           lambda m: (0.0, float(m.us_power_w) / max(1, m.chips_per_us) or 1.0),
-           help="IT power of the UltraServer / power of the chip (scale: full load)"),
-    Metric("temp", "Max chip temp", "max_chip_temp_c", "t_junction_c", "heat", fmt.temp, _temp_range, _temp_range,
-           help="Hottest junction temperature (scale to 10 K above the throttle point)"),
-    Metric("clock", "Clock", "clock", "clock", "heat", lambda v: fmt.pct(v, 0), lambda m: (0.5, 1.0),
-           lambda m: (0.5, 1.0), reverse=True,
-           help="Mean chip clock: below 100 % the chips are throttled (power cap or heat)"),
-    Metric("failed", "Failed chips", "chips_failed", "failed", "heat", _count,
-           lambda m: (0.0, float(max(1, m.chips_per_us // 8))), lambda m: (0.0, 1.0),
-           help="Chips failed and awaiting repair"),
+    Metric(
+        "activity",
+        "Activity",
+        "activity",
+        "neuroncore_utilization",
+        "viridis",
+        lambda v: fmt.pct(v, 0),
+        lambda m: (0.0, 1.0),
+        lambda m: (0.0, 1.0),
+        help="Mean chip activity (neuroncore utilisation)",
+    ),
+    Metric(
+        "power",
+        "Power",
+        "power_w",
+        "chip_power_w",
+        "viridis",
+        fmt.power,
+        lambda m: (0.0, float(m.us_power_w) or 1.0),
+        lambda m: (0.0, float(m.us_power_w) / max(1, m.chips_per_us) or 1.0),
+        help="IT power of the UltraServer / power of the chip (scale: full load)",
+    ),
+    Metric(
+        "temp",
+        "Max chip temp",
+        "max_chip_temp_c",
+        "t_junction_c",
+        "heat",
+        fmt.temp,
+        _temp_range,
+        _temp_range,
+        help="Hottest junction temperature (scale to 10 K above the throttle point)",
+    ),
+    Metric(
+        "clock",
+        "Clock",
+        "clock",
+        "clock",
+        "heat",
+        lambda v: fmt.pct(v, 0),
+        lambda m: (0.5, 1.0),
+        lambda m: (0.5, 1.0),
+        reverse=True,
+        help="Mean chip clock: below 100 % the chips are throttled (power cap or heat)",
+    ),
+    Metric(
+        "failed",
+        "Failed chips",
+        "chips_failed",
+        "failed",
+        "heat",
+        _count,
+        lambda m: (0.0, float(max(1, m.chips_per_us // 8))),
+        lambda m: (0.0, 1.0),
+        help="Chips failed and awaiting repair",
+    ),
 )
 METRIC_KEYS = tuple(m.key for m in METRICS)
 

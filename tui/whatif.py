@@ -58,31 +58,110 @@ def _mw(w: float, share: float) -> float:
 
 
 WHAT_IFS: tuple[WhatIf, ...] = (
-    WhatIf("c", "fail_chip", "Fail chip", lambda c: str(c.chip_id),
-           lambda c: f"chip {c.chip_id} (UltraServer {c.us}, chip {c.chip})",
-           duration_label="repair after [h] (0: until repaired)", duration_h=4.0),
-    WhatIf("v", "fail_server", "Fail server", lambda c: str(c.server),
-           lambda c: f"server {c.server} (UltraServer {c.us})",
-           duration_label="repair after [h] (0: until repaired)", duration_h=4.0),
-    WhatIf("u", "fail_ultraserver", "Fail UltraServer", lambda c: str(c.us), lambda c: f"UltraServer {c.us}",
-           duration_label="repair after [h] (0: until repaired)", duration_h=4.0),
-    WhatIf("d", "drain_ultraserver", "Drain for maintenance", lambda c: str(c.us), lambda c: f"UltraServer {c.us}",
-           value_label="grace before eviction [h]", value_default=lambda c: 0.5,
-           duration_label="maintenance [h] (0: until undrained)", duration_h=4.0),
-    WhatIf("p", "cdu_pump_failure", "CDU pump failure", lambda c: str(c.row), lambda c: f"row {c.row} CDU",
-           value_label="flow left [0-1]", value_default=lambda c: 0.3),
-    WhatIf("h", "chiller_trip", "Chiller trip", lambda c: "", lambda c: "cooling plant",
-           value_label="chillers", value_default=lambda c: 1.0),
-    WhatIf("t", "cooling_tower_loss", "Cooling tower loss", lambda c: "", lambda c: "cooling plant",
-           value_label="economizer units", value_default=lambda c: 1.0),
-    WhatIf("r", "cooling_restore", "Restore cooling", lambda c: "", lambda c: "cooling plant",
-           duration_label="", duration_h=0.0),
-    WhatIf("a", "power_cap", "Facility power cap", lambda c: "facility", lambda c: "facility",
-           value_label="cap [MW] (0: clear)", value_default=lambda c: _mw(c.facility_w, 0.9), value_scale=1e6),
-    WhatIf("b", "power_cap", "Row power cap", lambda c: f"row:{c.row}", lambda c: f"row {c.row} (IT power)",
-           value_label="cap [MW] (0: clear)", value_default=lambda c: _mw(c.row_it_w, 0.8), value_scale=1e6),
-    WhatIf("s", "inference_surge", "Inference surge", lambda c: "", lambda c: "every service",
-           value_label="request rate factor", value_default=lambda c: 2.0, duration_h=1.0),
+    WhatIf(
+        "c",
+        "fail_chip",
+        "Fail chip",
+        lambda c: str(c.chip_id),
+        lambda c: f"chip {c.chip_id} (UltraServer {c.us}, chip {c.chip})",
+        duration_label="repair after [h] (0: until repaired)",
+        duration_h=4.0,
+    ),
+    WhatIf(
+        "v",
+        "fail_server",
+        "Fail server",
+        lambda c: str(c.server),
+        lambda c: f"server {c.server} (UltraServer {c.us})",
+        duration_label="repair after [h] (0: until repaired)",
+        duration_h=4.0,
+    ),
+    WhatIf(
+        "u",
+        "fail_ultraserver",
+        "Fail UltraServer",
+        lambda c: str(c.us),
+        lambda c: f"UltraServer {c.us}",
+        duration_label="repair after [h] (0: until repaired)",
+        duration_h=4.0,
+    ),
+    WhatIf(
+        "d",
+        "drain_ultraserver",
+        "Drain for maintenance",
+        lambda c: str(c.us),
+        lambda c: f"UltraServer {c.us}",
+        value_label="grace before eviction [h]",
+        value_default=lambda c: 0.5,
+        duration_label="maintenance [h] (0: until undrained)",
+        duration_h=4.0,
+    ),
+    WhatIf(
+        "p",
+        "cdu_pump_failure",
+        "CDU pump failure",
+        lambda c: str(c.row),
+        lambda c: f"row {c.row} CDU",
+        value_label="flow left [0-1]",
+        value_default=lambda c: 0.3,
+    ),
+    WhatIf(
+        "h",
+        "chiller_trip",
+        "Chiller trip",
+        lambda c: "",
+        lambda c: "cooling plant",
+        value_label="chillers",
+        value_default=lambda c: 1.0,
+    ),
+    WhatIf(
+        "t",
+        "cooling_tower_loss",
+        "Cooling tower loss",
+        lambda c: "",
+        lambda c: "cooling plant",
+        value_label="economizer units",
+        value_default=lambda c: 1.0,
+    ),
+    WhatIf(
+        "r",
+        "cooling_restore",
+        "Restore cooling",
+        lambda c: "",
+        lambda c: "cooling plant",
+        duration_label="",
+        duration_h=0.0,
+    ),
+    WhatIf(
+        "a",
+        "power_cap",
+        "Facility power cap",
+        lambda c: "facility",
+        lambda c: "facility",
+        value_label="cap [MW] (0: clear)",
+        value_default=lambda c: _mw(c.facility_w, 0.9),
+        value_scale=1e6,
+    ),
+    WhatIf(
+        "b",
+        "power_cap",
+        "Row power cap",
+        lambda c: f"row:{c.row}",
+        lambda c: f"row {c.row} (IT power)",
+        value_label="cap [MW] (0: clear)",
+        value_default=lambda c: _mw(c.row_it_w, 0.8),
+        value_scale=1e6,
+    ),
+    WhatIf(
+        "s",
+        "inference_surge",
+        "Inference surge",
+        lambda c: "",
+        lambda c: "every service",
+        value_label="request rate factor",
+        value_default=lambda c: 2.0,
+        duration_h=1.0,
+    ),
 )
 
 
@@ -90,8 +169,9 @@ def by_key(key: str) -> WhatIf:
     return next(w for w in WHAT_IFS if w.key == key)
 
 
-def build(w: WhatIf, ctx: Context, value: float | None = None, duration_h: float | None = None
-          ) -> tuple[str, str, float, int]:
+def build(
+    w: WhatIf, ctx: Context, value: float | None = None, duration_h: float | None = None
+) -> tuple[str, str, float, int]:
     """(kind, target, value, duration_s) for ``Simulation.inject``; None = the default."""
     v = w.value_default(ctx) if value is None else value
     d = w.duration_h if duration_h is None else duration_h
@@ -122,6 +202,7 @@ def _unit(w: WhatIf) -> str:
     return ""
 
 
-def context_from(meta: Any, us: int, chip: int, facility_w: float = math.nan,
-                 row_it_w: float = math.nan) -> Context:
+def context_from(
+    meta: Any, us: int, chip: int, facility_w: float = math.nan, row_it_w: float = math.nan
+) -> Context:
     return Context(us, chip, meta.chips_per_us, meta.chips_per_server, meta.us_row, facility_w, row_it_w)

@@ -34,7 +34,13 @@ def arrivals(cl: Cluster, ev: Events, t: int, dt: int) -> None:
                 chips, model, nominal = next_draw(cl, ci, cls, cap)
                 target = cl if router is None else router.pick(code, cls, chips, model)
                 if target is None:
-                    ev.append(("job_rejected", KIND_NAMES[code], f"{chips} chips: no system on the floor may run it"))
+                    ev.append(
+                        (
+                            "job_rejected",
+                            KIND_NAMES[code],
+                            f"{chips} chips: no system on the floor may run it",
+                        )
+                    )
                     continue
                 add_job(target, code, cls, chips, model, nominal, math.nan, t, -1, 0)
     tr = tp.trace
@@ -48,7 +54,9 @@ def arrivals(cl: Cluster, ev: Events, t: int, dt: int) -> None:
             assert tcls is not None
             chips = int(tr.chips[r])
             if chips > cap:  # could never start: it would block the queue
-                ev.append(("job_rejected", f"trace:{r}", f"{chips} chips > the {cap} the hall has for batch work"))
+                ev.append(
+                    ("job_rejected", f"trace:{r}", f"{chips} chips > the {cap} the hall has for batch work")
+                )
                 continue
             model = tr.model[r] or tcls.models[0]
             target = cl if router is None else router.pick(code, tcls, chips, model)

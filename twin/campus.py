@@ -127,13 +127,22 @@ class Campus:
         for level in ("chip", "server", "ultraserver", "row"):
             sizes = [self._count(h, level) for h in self.halls]
             self.off[level] = [int(x) for x in np.concatenate([[0], np.cumsum(sizes)])]
-        self.sys_off = [int(x) for x in np.concatenate([[0], np.cumsum([len(self._systems(h)) for h in self.halls])])]
+        self.sys_off = [
+            int(x) for x in np.concatenate([[0], np.cumsum([len(self._systems(h)) for h in self.halls])])
+        ]
         us_row = np.concatenate([h.topo.us_row + self.off["row"][k] for k, h in enumerate(self.halls)])
-        chip_us = np.concatenate([h.topo.chip_us + self.off["ultraserver"][k] for k, h in enumerate(self.halls)])
+        chip_us = np.concatenate(
+            [h.topo.chip_us + self.off["ultraserver"][k] for k, h in enumerate(self.halls)]
+        )
         t0 = self.halls[0].topo
         self.topo = FloorTopology(
-            self.off["ultraserver"][-1], self.off["chip"][-1], self.off["row"][-1], us_row.astype(np.int32),
-            chip_us.astype(np.int32), t0.chips_per_us, t0.servers_per_us,
+            self.off["ultraserver"][-1],
+            self.off["chip"][-1],
+            self.off["row"][-1],
+            us_row.astype(np.int32),
+            chip_us.astype(np.int32),
+            t0.chips_per_us,
+            t0.servers_per_us,
         )
         self.hall_us = np.repeat(np.arange(n, dtype=np.int32), np.diff(self.off["ultraserver"]))
         self.hall_row = np.repeat(np.arange(n, dtype=np.int32), np.diff(self.off["row"]))
@@ -267,7 +276,9 @@ class Campus:
         for h, rec in zip(self.halls, recs, strict=True):
             h.step(rec, i)
         self._it_w = [self._hall_w(h, rec, i, "it_power_w") for h, rec in zip(self.halls, recs, strict=True)]
-        self._fac_w = [self._hall_w(h, rec, i, "facility_power_w") for h, rec in zip(self.halls, recs, strict=True)]
+        self._fac_w = [
+            self._hall_w(h, rec, i, "facility_power_w") for h, rec in zip(self.halls, recs, strict=True)
+        ]
         if capped:  # the next step's shares, and the next clocks of the halls they move
             self._share_cap(reclock=True)
         self.t_s = t + self.dt_s
@@ -290,7 +301,9 @@ class Campus:
             return [w / tot if tot > 0 else 1.0 / len(self.halls) for w in self._it_w]
         it_target = self.cap_w * sum(self._it_w) / sum(self._fac_w)
         targets = capping.shared_targets(bases, it_target)
-        w = [tg * f / it if it > 0 else 0.0 for tg, f, it in zip(targets, self._fac_w, self._it_w, strict=True)]
+        w = [
+            tg * f / it if it > 0 else 0.0 for tg, f, it in zip(targets, self._fac_w, self._it_w, strict=True)
+        ]
         tot = sum(w)
         return [x / tot for x in w] if tot > 0 else [1.0 / len(self.halls)] * len(self.halls)
 
@@ -363,7 +376,8 @@ class Campus:
         for k, f in enumerate(per):
             fr = dict(f["failures"])
             fr["target_id"] = np.array(
-                [int(x) + self.off[lv][k] for x, lv in zip(fr["target_id"], fr["level"], strict=True)], dtype=np.int32
+                [int(x) + self.off[lv][k] for x, lv in zip(fr["target_id"], fr["level"], strict=True)],
+                dtype=np.int32,
             )
             fails.append(fr)
         out["failures"] = _sort_by_time(_concat(fails))
@@ -415,8 +429,20 @@ class Campus:
                     arg = f"hall:{k}"
                 elif arg:
                     arg = self._campus_arg(e["kind"][r], arg, k)
-                rows.append((int(e["time_s"][r]), k, r, e["kind"][r], target, f"hall {k}: {e['detail'][r]}",
-                             e["source"][r], arg, float(e["value"][r]), int(e["duration_s"][r])))
+                rows.append(
+                    (
+                        int(e["time_s"][r]),
+                        k,
+                        r,
+                        e["kind"][r],
+                        target,
+                        f"hall {k}: {e['detail'][r]}",
+                        e["source"][r],
+                        arg,
+                        float(e["value"][r]),
+                        int(e["duration_s"][r]),
+                    )
+                )
         rows.sort(key=lambda x: (x[0], x[1], x[2]))
         return {
             "time_s": np.array([x[0] for x in rows], dtype=np.int64),

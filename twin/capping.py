@@ -46,8 +46,12 @@ def next_clock(
     cool = float((coolant_us + r_us * fac.acc.tdp_w).max()) <= cp.throttle_temp_c
     if not capped and cool:
         return fac._ones if cp.min_clock <= 1.0 else np.full(topo.chips, cp.min_clock)
-    if cool and not rows_capped and fac._full_clock and cp.min_clock <= 1.0 and (
-        fac.facility_cap_w * it_w / facility_w * fac.cap_it_scale >= it_w
+    if (
+        cool
+        and not rows_capped
+        and fac._full_clock
+        and cp.min_clock <= 1.0
+        and (fac.facility_cap_w * it_w / facility_w * fac.cap_it_scale >= it_w)
     ):
         # A facility cap with room to spare (a campus shares its cap among its halls every step).
         # At full clock the scale below is x = (target - (IT - dyn)) / dyn, at least 1 exactly
@@ -72,7 +76,9 @@ def next_clock(
     return f
 
 
-def cap_clock(fac: Facility, dyn_full: FloatArray, it_w: float, it_target: float, us_it: FloatArray) -> FloatArray:
+def cap_clock(
+    fac: Facility, dyn_full: FloatArray, it_w: float, it_target: float, us_it: FloatArray
+) -> FloatArray:
     """Clock per chip that brings IT power to ``it_target`` [W] (inf: no facility cap) and each
     row to its cap, from the operating point of the facility's current clocks (``fac.clock``)
     where IT power is ``it_w`` and UltraServer IT ``us_it``. Every busy chip in scope gets the
@@ -102,8 +108,9 @@ def cap_clock(fac: Facility, dyn_full: FloatArray, it_w: float, it_target: float
     return f
 
 
-def within_step(fac: Facility, util: FloatArray, dyn_full: FloatArray | None, it_w: float,
-                us_it: FloatArray) -> tuple[FloatArray, FloatArray] | None:
+def within_step(
+    fac: Facility, util: FloatArray, dyn_full: FloatArray | None, it_w: float, us_it: FloatArray
+) -> tuple[FloatArray, FloatArray] | None:
     """(clocks lowered inside the step, ``dyn_full``) when the step's load, at the clocks it
     began with, draws more than a cap allows (IT power ``it_w``, per UltraServer ``us_it``);
     None when every cap holds. A cap set at the end of the last step meets the last step's load: a job starting, a
@@ -139,8 +146,9 @@ def it_target_w(fac: Facility, it_w: float, facility_w: float) -> float:
     return fac.facility_cap_w * it_w / facility_w * fac.cap_it_scale
 
 
-def basis(fac: Facility, util: FloatArray, clock: FloatArray, full_clock: bool, it_w: float,
-          us_act: FloatArray) -> tuple[float, float, float]:
+def basis(
+    fac: Facility, util: FloatArray, clock: FloatArray, full_clock: bool, it_w: float, us_act: FloatArray
+) -> tuple[float, float, float]:
     """What a shared cap needs of one facility's step: (IT power, its dynamic part at the
     step's clocks, the dynamic part at full clock) [W at rack input]. ``util`` is the chips'
     utilisation at full clock (0 on unpowered chips), ``us_act`` its sum per UltraServer at the

@@ -267,9 +267,9 @@ class Facility:
         self.chip_tripped = np.zeros(n, dtype=bool)
         self.us_hold_until = np.zeros(nus, dtype=np.int64)  # junction shutdown: off at least until
         self._throttling = False
-        self._last: tuple[FloatArray, BoolArray, FloatArray | None, float, float, FloatArray, FloatArray] | None = (
-            None
-        )
+        self._last: (
+            tuple[FloatArray, BoolArray, FloatArray | None, float, float, FloatArray, FloatArray] | None
+        ) = None
 
     @property
     def fw_setpoint_c(self) -> float:
@@ -467,7 +467,9 @@ class Facility:
         us_off = self.us_tripped.copy()  # powered off during this step
         tripped_chips, recovered_chips = self._loop_trips(ret, coolant, flow_frac, alive, shut, t_s, ev)
         air_heat = it_w - float(liquid_us.sum())
-        return ItStep(th, util, alive, dyn_full, to_fw_w, air_heat, it_w, us_off, tripped_chips, recovered_chips, ev)
+        return ItStep(
+            th, util, alive, dyn_full, to_fw_w, air_heat, it_w, us_off, tripped_chips, recovered_chips, ev
+        )
 
     def finish_step(
         self,
@@ -598,7 +600,9 @@ class Facility:
             # The clocks the chips ran at: the next clocks are solved from this operating point.
             self.clock, self._full_clock = clock, False
         protected = protected or reclocked
-        return _Heat(pw, clock, full_clock, ret, coolant, r_us, us_tj_max, speed, flow_frac, shut, ret0, protected)
+        return _Heat(
+            pw, clock, full_clock, ret, coolant, r_us, us_tj_max, speed, flow_frac, shut, ret0, protected
+        )
 
     def _shutdown(self, shut: npt.NDArray[np.int64], alive: BoolArray, ev: Events) -> None:
         """UltraServers whose junctions cannot be held even at the lowest clock power off now."""
@@ -704,8 +708,19 @@ class Facility:
         us_dc = np.where(self.us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
         us_it = np.where(self.us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, self.pp))
         it_w = float(us_it.sum())
-        return ItPower(chip_p, act_chip, us_it, it_w, it_w - float(us_dc.sum()), us_chip_p, us_chip_max, us_act,
-                       acc.idle_w, dp, dead)
+        return ItPower(
+            chip_p,
+            act_chip,
+            us_it,
+            it_w,
+            it_w - float(us_dc.sum()),
+            us_chip_p,
+            us_chip_max,
+            us_act,
+            acc.idle_w,
+            dp,
+            dead,
+        )
 
     def _rack_loops(
         self, liquid_us: FloatArray, m: FloatArray, sec_supply: float, ret0: FloatArray, dt_s: int
@@ -768,7 +783,9 @@ class Facility:
         finally:
             self.plant = saved
         cooling_w = out["chiller_w"] + out["pumps_w"] + out["fans_w"]
-        facility_w = it_w + cooling_w + power.chain_losses(it_w, cooling_w, self.ups_rating_w, self.pp).total_w
+        facility_w = (
+            it_w + cooling_w + power.chain_losses(it_w, cooling_w, self.ups_rating_w, self.pp).total_w
+        )
         return it_w / facility_w if facility_w > 0 else 1.0
 
     def _plant(self, liquid_w: float, air_w: float, cond: Conditions, dt_s: int) -> dict[str, float]:

@@ -217,10 +217,17 @@ class Floor:
             sizes = [int(getattr(pl.topo, level + "s")) for pl in self.pools]
             self.off[level] = [int(x) for x in np.concatenate([[0], np.cumsum(sizes)])]
         us_row = np.concatenate([pl.topo.us_row + self.off["row"][i] for i, pl in enumerate(self.pools)])
-        chip_us = np.concatenate([pl.topo.chip_us + self.off["ultraserver"][i] for i, pl in enumerate(self.pools)])
+        chip_us = np.concatenate(
+            [pl.topo.chip_us + self.off["ultraserver"][i] for i, pl in enumerate(self.pools)]
+        )
         self.topo = FloorTopology(
-            self.off["ultraserver"][-1], self.off["chip"][-1], self.off["row"][-1], us_row.astype(np.int32),
-            chip_us.astype(np.int32), self.pools[0].topo.chips_per_us, self.pools[0].topo.servers_per_us,
+            self.off["ultraserver"][-1],
+            self.off["chip"][-1],
+            self.off["row"][-1],
+            us_row.astype(np.int32),
+            chip_us.astype(np.int32),
+            self.pools[0].topo.chips_per_us,
+            self.pools[0].topo.servers_per_us,
         )
         self.plant_view = _PlantView(self.pools, self.topo.us_row)
         # Global service index of each pool's services.
@@ -357,14 +364,20 @@ class Floor:
             parts.append(pl.facility.step_it(pl._utilisation(), ~pl.chip_failed, t, dt))
         it_w = sum(p.it_w for p in parts)
         plant_out = plant.plant_step(
-            cast(Any, self.plant_view), sum(p.to_fw_w for p in parts), sum(p.air_heat_w for p in parts), cond, dt
+            cast(Any, self.plant_view),
+            sum(p.to_fw_w for p in parts),
+            sum(p.air_heat_w for p in parts),
+            cond,
+            dt,
         )
         cooling_w = plant_out["chiller_w"] + plant_out["pumps_w"] + plant_out["fans_w"]
         losses = power.chain_losses(it_w, cooling_w, self.plant_view.ups_rating_w, self.p.power)
         facility_w = it_w + cooling_w + losses.total_w
         cap = pools[0].facility.facility_cap_w
-        bases = [capping.basis(pl.facility, p.util, p.heat.clock, p.heat.full_clock, p.it_w, p.heat.pw.us_act)
-                 for pl, p in zip(pools, parts, strict=True)]
+        bases = [
+            capping.basis(pl.facility, p.util, p.heat.clock, p.heat.full_clock, p.it_w, p.heat.pw.us_act)
+            for pl, p in zip(pools, parts, strict=True)
+        ]
         self._share_cap(bases, facility_w)
         self._last_w = facility_w
         design = [pl.facility.design_it_w for pl in pools]
@@ -374,7 +387,9 @@ class Floor:
                 key: (v if key in ("free_fraction", "cop", *plant.UNIT_COLUMNS) else v * share)
                 for key, v in plant_out.items()
             }
-            pl_losses = power.ChainLosses(losses.pdu_w * share, losses.ups_w * share, losses.transformer_w * share)
+            pl_losses = power.ChainLosses(
+                losses.pdu_w * share, losses.ups_w * share, losses.transformer_w * share
+            )
             pl.facility.facility_cap_w = cap
             ph = pl.facility.finish_step(part, shared, pl_losses, facility_w, cond)
             w = pl._after_physics(ph, works[k], clocks[k])
@@ -433,8 +448,10 @@ class Floor:
         factory = [f["factory_ts"] for f in per]
         out["factory_ts"] = merge_factory(factory)
         out["system_ts"] = telemetry.system_rows(factory, self.systems)
-        for table, ids in (("ultraserver_ts", (("ultraserver_id", "ultraserver"), ("row_id", "row"))),
-                           ("row_ts", (("row_id", "row"),))):
+        for table, ids in (
+            ("ultraserver_ts", (("ultraserver_id", "ultraserver"), ("row_id", "row"))),
+            ("row_ts", (("row_id", "row"),)),
+        ):
             out[table] = self._interleave([f[table] for f in per], ids)
         out["hall_ts"] = _merge_hall([f["hall_ts"] for f in per])
         if "chip_ts" in per[0]:
@@ -449,7 +466,8 @@ class Floor:
         for k, f in enumerate(per):
             fr = dict(f["failures"])
             fr["target_id"] = np.array(
-                [int(x) + self.off[lv][k] for x, lv in zip(fr["target_id"], fr["level"], strict=True)], dtype=np.int32
+                [int(x) + self.off[lv][k] for x, lv in zip(fr["target_id"], fr["level"], strict=True)],
+                dtype=np.int32,
             )
             fails.append(fr)
         out["failures"] = _sort_by_time(_concat(fails))
@@ -470,7 +488,11 @@ class Floor:
                     if col == name:
                         a = a + np.asarray(self.off[level][k], dtype=a.dtype)
                 parts.append(a.reshape(slots, -1) if slots else a.reshape(0, 0))
-            out[col] = np.concatenate(parts, axis=1).ravel() if slots else np.concatenate([np.asarray(f[col]) for f in frames])
+            out[col] = (
+                np.concatenate(parts, axis=1).ravel()
+                if slots
+                else np.concatenate([np.asarray(f[col]) for f in frames])
+            )
         return out
 
     def _services(self, per: list[Frames], steps: int) -> dict[str, Any]:
@@ -483,7 +505,9 @@ class Floor:
             else:
                 grid = np.zeros((steps, ns), dtype=np.asarray(frames[0][1][col]).dtype)
             for k, f in frames:
-                grid[:, self.svc_ids[k]] = np.asarray(f[col], dtype=grid.dtype).reshape(steps, len(self.svc_ids[k]))
+                grid[:, self.svc_ids[k]] = np.asarray(f[col], dtype=grid.dtype).reshape(
+                    steps, len(self.svc_ids[k])
+                )
             out[col] = list(grid.ravel()) if col == "service" else grid.ravel()
         out["service_id"] = np.tile(np.arange(ns, dtype=np.int32), steps)
         return out

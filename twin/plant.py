@@ -39,7 +39,9 @@ def unit_states(units: int, up: int, running: int) -> npt.NDArray[np.int8]:
     running (the model loads running units equally and does not tell them apart, so the running
     ones are numbered first, then standby, the failed last)."""
     i = np.arange(max(units, 0))
-    out: npt.NDArray[np.int8] = np.where(i < running, RUNNING, np.where(i < up, STANDBY, FAILED)).astype(np.int8)
+    out: npt.NDArray[np.int8] = np.where(i < running, RUNNING, np.where(i < up, STANDBY, FAILED)).astype(
+        np.int8
+    )
     return out
 
 

@@ -68,6 +68,7 @@ def request_replica(cl: Cluster, j: int, t: int, warm: bool = False) -> None:
     a["state"][j] = QUEUED
     a["queued_since"][j] = t
     a["warm_at"][j] = -1 if warm else 0  # -1: starts warm (the run's initial replicas)
+
     # Priority first, then arrival. ``key=`` evaluates O(log n) slots, not the whole queue: a
     # campus requests thousands of initial replicas, and a listed queue made that quadratic.
     def rkey(q: int) -> tuple[int, int]:

@@ -46,7 +46,9 @@ class PoolFacts:
     usd_per_chip_s: float  # ownership cost per chip-second (capital recovery and fixed opex)
 
 
-def pool_facts(sysm: System, acc: Accelerator, systems: int, design_it_w: float, p: tco.TcoParams) -> PoolFacts:
+def pool_facts(
+    sysm: System, acc: Accelerator, systems: int, design_it_w: float, p: tco.TcoParams
+) -> PoolFacts:
     rates = tco.cost_rates(sysm, systems, design_it_w, p)
     chips = systems * sysm.chips
     return PoolFacts(sysm, acc, chips, (rates.capex_usd_per_s + rates.fixed_opex_usd_per_s) / chips)
@@ -62,7 +64,12 @@ def chip_it_w(sysm: System, acc: Accelerator, activity: float, pp: PowerChainPar
 
 
 def job_rate_flop_s(
-    model: ModelSpec | None, code: int, cls: JobClassParams, chips: int, acc: Accelerator, sysm: System,
+    model: ModelSpec | None,
+    code: int,
+    cls: JobClassParams,
+    chips: int,
+    acc: Accelerator,
+    sysm: System,
     tp: TrainingParams,
 ) -> float:
     """FLOP/s of a gang of ``chips`` on its best placement on ``sysm`` (fabric MFU included)."""
@@ -73,8 +80,15 @@ def job_rate_flop_s(
     return workload.training_rate_flop_s(chips, peak, mfu)
 
 
-def per_unit(policy: str, pool: PoolFacts, chips: int, rate: float, activity: float, pp: PowerChainParams,
-             price_usd_per_mwh: float) -> float:
+def per_unit(
+    policy: str,
+    pool: PoolFacts,
+    chips: int,
+    rate: float,
+    activity: float,
+    pp: PowerChainParams,
+    price_usd_per_mwh: float,
+) -> float:
     """The policy's figure per unit of work (lower is better) for ``chips`` chips of ``pool``
     delivering ``rate`` units of work per second at power ``activity``."""
     if rate <= 0:
@@ -91,7 +105,9 @@ def allowed(family: str, pool: PoolFacts) -> bool:
     return family == "any" or pool.system.family == family
 
 
-def candidates(family: str, system: str, policy: str, pools: Sequence[PoolFacts], fits: Sequence[bool]) -> list[int]:
+def candidates(
+    family: str, system: str, policy: str, pools: Sequence[PoolFacts], fits: Sequence[bool]
+) -> list[int]:
     """Pools the work may go to, before ranking: its family, room for it, and under ``pinned``
     its system (none when that system cannot run it), or the first pool allowed when it names
     none."""
@@ -128,16 +144,24 @@ def service_pool(
             f"no system on the floor can hold its {top} replicas of "
             f"{s.chips_per_replica} chips (family {s.family!r}, precision {s.precision!r})"
         )
-    scores = [per_unit(policy, pools[i], s.chips_per_replica, rates[i], s.decode_activity, pp, price_usd_per_mwh)
-              for i in ok]
+    scores = [
+        per_unit(policy, pools[i], s.chips_per_replica, rates[i], s.decode_activity, pp, price_usd_per_mwh)
+        for i in ok
+    ]
     return ok[min(range(len(ok)), key=lambda q: (scores[q], q))]
 
 
 class Router:
     """Routes each arriving batch job to one of the floor's work states (``twin.floor``)."""
 
-    def __init__(self, clusters: Sequence[Cluster], pools: Sequence[PoolFacts], policy: str,
-                 pp: PowerChainParams, price_usd_per_mwh: float) -> None:
+    def __init__(
+        self,
+        clusters: Sequence[Cluster],
+        pools: Sequence[PoolFacts],
+        policy: str,
+        pp: PowerChainParams,
+        price_usd_per_mwh: float,
+    ) -> None:
         self.clusters = list(clusters)
         self.pools = list(pools)
         self.policy = policy
@@ -152,8 +176,10 @@ class Router:
 
     def rank(self, code: int, cls: JobClassParams, chips: int, model_name: str) -> list[int]:
         """Pools a job may go to, best first."""
-        fits = [chips <= cl.training_capacity_chips and pl.acc.supports(cls.precision)
-                for cl, pl in zip(self.clusters, self.pools, strict=True)]
+        fits = [
+            chips <= cl.training_capacity_chips and pl.acc.supports(cls.precision)
+            for cl, pl in zip(self.clusters, self.pools, strict=True)
+        ]
         ok = candidates(cls.family, cls.system, self.policy, self.pools, fits)
         if len(ok) <= 1:
             return ok

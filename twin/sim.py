@@ -300,7 +300,9 @@ class Simulation:
         busy = act_chip > 0
         if len(ph.tripped_chips):
             busy &= owner >= 0
-        us_busy = np.add.reduce(busy.view(np.uint8).reshape(nus, c), axis=1, dtype=np.int64)  # ~2x count_nonzero
+        us_busy = np.add.reduce(
+            busy.view(np.uint8).reshape(nus, c), axis=1, dtype=np.int64
+        )  # ~2x count_nonzero
         cp = p.cooling
         hw_failed = self.cluster.chip_hw_failed
         us_failed = self.cluster.failed_counts()[1]
@@ -364,7 +366,16 @@ class Simulation:
         )
         us_act = ph.us_act / c
         rec.ultraserver(
-            i, t, ph.us_it, us_busy, us_failed, tripped_us, us_act, ph.us_tj_max, ph.us_return_c, us_clock,
+            i,
+            t,
+            ph.us_it,
+            us_busy,
+            us_failed,
+            tripped_us,
+            us_act,
+            ph.us_tj_max,
+            ph.us_return_c,
+            us_clock,
             self.facility.row_flow_fraction[topo.us_row],
         )
         si = p.chip_sample_interval_s
@@ -536,9 +547,7 @@ class _Recorder:
         every = np.ones(steps, dtype=bool)
         tiers = tiers or {}
         # Slot of each step in a tier's buffers (-1: not recorded that step).
-        self.slot = {
-            t: np.where(m, np.cumsum(m) - 1, -1) for t in TIERS for m in (tiers.get(t, every),)
-        }
+        self.slot = {t: np.where(m, np.cumsum(m) - 1, -1) for t in TIERS for m in (tiers.get(t, every),)}
         n_us, n_row, n_hall = (int((self.slot[t] >= 0).sum()) for t in TIERS)
         self.svc_names = services
         ns = steps * len(services)
@@ -553,7 +562,9 @@ class _Recorder:
         self.u["row_id"] = np.tile(topo.us_row, n_us)
         self.r: dict[str, npt.NDArray[Any]] = _buffers("row_ts", n_row * topo.rows)
         self.r["row_id"] = np.tile(np.arange(topo.rows, dtype=np.int32), n_row)
-        self.r["ultraservers"] = np.tile(np.bincount(topo.us_row, minlength=topo.rows).astype(np.int32), n_row)
+        self.r["ultraservers"] = np.tile(
+            np.bincount(topo.us_row, minlength=topo.rows).astype(np.int32), n_row
+        )
         self.h: dict[str, npt.NDArray[Any]] = _buffers("hall_ts", n_hall)
         self.h["ultraservers"][:] = topo.ultraservers
         # First UltraServer of each row (UltraServers are numbered row by row).
@@ -631,9 +642,7 @@ class _Recorder:
             }
         )
 
-    def services(
-        self, i: int, t: int, dt: int, w: WorkloadStep, power_w: npt.NDArray[np.float64]
-    ) -> None:
+    def services(self, i: int, t: int, dt: int, w: WorkloadStep, power_w: npt.NDArray[np.float64]) -> None:
         """One ``service_ts`` row per service for step ``i``."""
         s = self.s
         k0 = i * len(self.svc_names)
@@ -671,7 +680,6 @@ class _Recorder:
         if self.c:
             out["chip_ts"] = {k: np.concatenate([c[k] for c in self.c]) for k in self.c[0]}
         return out
-
 
     def _cut(self, ran: int) -> None:
         topo = self.topo

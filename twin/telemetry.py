@@ -38,6 +38,7 @@ def _c(name: str, dtype: str, unit: str, description: str) -> Column:
 RUN_ID = _c("run_id", "string", "", "Run identifier (one file may hold several runs)")
 TIME_S = _c("time_s", "int64", "s", "Simulated time since the start of the run")
 
+
 def _tier_columns(scope: str) -> tuple[Column, ...]:
     """Columns of an aggregate tier: its UltraServers' rows summed (counts, power) or reduced
     (max, mean) over a ``scope`` (a row, one CDU; or a hall)."""
@@ -49,7 +50,9 @@ def _tier_columns(scope: str) -> tuple[Column, ...]:
         _c("ultraservers_tripped", "int32", "-", "UltraServers powered off by thermal protection"),
         _c("activity", "float32", "-", "Mean chip activity"),
         _c("max_chip_temp_c", "float32", "°C", "Hottest chip junction temperature"),
-        _c("coolant_return_c", "float32", "°C", "Mean cold-plate loop return temperature of its UltraServers"),
+        _c(
+            "coolant_return_c", "float32", "°C", "Mean cold-plate loop return temperature of its UltraServers"
+        ),
         _c("clock", "float32", "-", "Mean chip clock (1 = full; below 1 when capped or hot)"),
     )
 
@@ -120,7 +123,12 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "Inference requests dropped per second (no replica, or would wait beyond max_queue_wait_s)",
         ),
         _c("energy_per_token_j", "float64", "J", "Facility energy per output token (inference)"),
-        _c("job_flops", "float64", "FLOP/s", "Model FLOP/s delivered to all batch jobs (incl. eval, batch inference)"),
+        _c(
+            "job_flops",
+            "float64",
+            "FLOP/s",
+            "Model FLOP/s delivered to all batch jobs (incl. eval, batch inference)",
+        ),
         _c("requests_served_per_s", "float64", "1/s", "Inference requests served per second"),
         _c("requests_queued", "int64", "-", "Inference requests waiting at the end of the step"),
         _c("chips_free", "int32", "-", "Chips free for new work (not allocated, failed or drained)"),
@@ -150,10 +158,25 @@ TABLES: dict[str, tuple[Column, ...]] = {
         # sharing the load equally.
         _c("chillers_running", "int32", "-", "Chillers running this step (the rest standby or failed)"),
         _c("chillers_failed", "int32", "-", "Chillers tripped and not yet restored"),
-        _c("chiller_load_fraction", "float64", "-", "Part-load ratio of each running chiller (load / unit capacity)"),
-        _c("economizers_running", "int32", "-", "Cooling towers / dry coolers running (all healthy ones while heat is rejected)"),
+        _c(
+            "chiller_load_fraction",
+            "float64",
+            "-",
+            "Part-load ratio of each running chiller (load / unit capacity)",
+        ),
+        _c(
+            "economizers_running",
+            "int32",
+            "-",
+            "Cooling towers / dry coolers running (all healthy ones while heat is rejected)",
+        ),
         _c("economizers_failed", "int32", "-", "Cooling towers / dry coolers lost and not yet restored"),
-        _c("economizer_load_fraction", "float64", "-", "Fan speed of the running towers / dry coolers (heat rejected / design load)"),
+        _c(
+            "economizer_load_fraction",
+            "float64",
+            "-",
+            "Fan speed of the running towers / dry coolers (heat rejected / design load)",
+        ),
     ),
     "ultraserver_ts": (
         RUN_ID,
@@ -180,13 +203,23 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("neuroncore_utilization", "float32", "-", "Activity of the chip's cores (neuron-monitor)"),
         _c("chip_power_w", "float32", "W", "Chip power (simulated ground truth)"),
         _c("t_junction_c", "float32", "°C", "Junction temperature (simulated ground truth)"),
-        _c("failed", "bool", "", "Chip failed (hardware fault; a chip of a tripped UltraServer is off, not failed)"),
+        _c(
+            "failed",
+            "bool",
+            "",
+            "Chip failed (hardware fault; a chip of a tripped UltraServer is off, not failed)",
+        ),
         _c("clock", "float32", "-", "Clock the chip ran at (1 = full; lower when capped or hot)"),
     ),
     "jobs": (
         RUN_ID,
         _c("job_id", "int32", "", "Job identifier"),
-        _c("kind", "string", "", "pretrain | finetune | eval | batch_inference | inference (a service replica)"),
+        _c(
+            "kind",
+            "string",
+            "",
+            "pretrain | finetune | eval | batch_inference | inference (a service replica)",
+        ),
         _c("name", "string", "", "Model or service name"),
         _c("chips", "int32", "-", "Chips in the gang"),
         _c("precision", "string", "", "Numeric precision"),
@@ -278,18 +311,50 @@ TABLES: dict[str, tuple[Column, ...]] = {
     ),
     # Aggregate tiers: the UltraServer rows summed (counts, power) or reduced (max, mean) over a
     # row (one CDU) and over the hall, each at its own interval (``[telemetry]``).
-    "row_ts": (RUN_ID, TIME_S, _c("row_id", "int32", "", "Row (one CDU per row)"), *_tier_columns("row"),
-               _c("hall_id", "int32", "", "Hall (building) of the row")),
-    "hall_ts": (RUN_ID, TIME_S, _c("hall_id", "int32", "", "Hall (building) of the site"), *_tier_columns("hall")),
+    "row_ts": (
+        RUN_ID,
+        TIME_S,
+        _c("row_id", "int32", "", "Row (one CDU per row)"),
+        *_tier_columns("row"),
+        _c("hall_id", "int32", "", "Hall (building) of the row"),
+    ),
+    "hall_ts": (
+        RUN_ID,
+        TIME_S,
+        _c("hall_id", "int32", "", "Hall (building) of the site"),
+        *_tier_columns("hall"),
+    ),
 }
 
 # Columns of factory_ts recorded per system in ``system_ts``.
 _SYSTEM_COLUMNS = (
-    "it_power_w", "facility_power_w", "cooling_power_w", "power_loss_w", "chip_power_w", "water_l",
-    "chips_total", "chips_allocated", "chips_busy", "chips_failed", "activity", "mean_clock",
-    "max_chip_temp_c", "queue_jobs", "running_jobs", "training_flops", "job_flops", "tokens_per_s",
-    "requests_served_per_s", "inference_power_w", "inference_chips", "cost_usd", "co2_kg", "energy_j",
-    "capex_usd", "fixed_opex_usd", "water_cost_usd",
+    "it_power_w",
+    "facility_power_w",
+    "cooling_power_w",
+    "power_loss_w",
+    "chip_power_w",
+    "water_l",
+    "chips_total",
+    "chips_allocated",
+    "chips_busy",
+    "chips_failed",
+    "activity",
+    "mean_clock",
+    "max_chip_temp_c",
+    "queue_jobs",
+    "running_jobs",
+    "training_flops",
+    "job_flops",
+    "tokens_per_s",
+    "requests_served_per_s",
+    "inference_power_w",
+    "inference_chips",
+    "cost_usd",
+    "co2_kg",
+    "energy_j",
+    "capex_usd",
+    "fixed_opex_usd",
+    "water_cost_usd",
 )
 # One row per system (a homogeneous pool of one catalog system) and step: the factory_ts columns
 # of that system's share. IT, chips and work are the system's own; the plant's and the power
@@ -306,8 +371,14 @@ TABLES["system_ts"] = (
 )
 
 # Columns of factory_ts added in schema v6: the plant's units (``twin.plant.UNIT_COLUMNS``).
-PLANT_UNIT_COLUMNS = ("chillers_running", "chillers_failed", "chiller_load_fraction", "economizers_running",
-                      "economizers_failed", "economizer_load_fraction")
+PLANT_UNIT_COLUMNS = (
+    "chillers_running",
+    "chillers_failed",
+    "chiller_load_fraction",
+    "economizers_running",
+    "economizers_failed",
+    "economizer_load_fraction",
+)
 # How a mixed floor's factory_ts row follows from its systems' rows (``twin.floor``): "sum"
 # (the default: powers, energy, counts, work, cost), "same" (the floor's own: weather, price,
 # plant temperatures, caps), "max", "ratio:<numerator>/<denominator>" of the merged sums, or
@@ -380,7 +451,10 @@ V7_COLUMNS = (("row_ts", "hall_id"), ("system_ts", "hall_id"))
 # Columns of factory_ts added in schema v4 (an older file gains them by ALTER TABLE).
 COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips")
 # Every column schema v6 adds (an older file gains them by ALTER TABLE), by table.
-V6_COLUMNS: dict[str, tuple[str, ...]] = {"factory_ts": PLANT_UNIT_COLUMNS, "ultraserver_ts": ("cdu_flow_fraction",)}
+V6_COLUMNS: dict[str, tuple[str, ...]] = {
+    "factory_ts": PLANT_UNIT_COLUMNS,
+    "ultraserver_ts": ("cdu_flow_fraction",),
+}
 
 # Columns the writer upserts on (one row per key, latest wins).
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {"runs": ("run_id",), "jobs": ("run_id", "job_id")}

@@ -43,14 +43,18 @@ class Topology:
         """Sum a per-chip quantity over each UltraServer (chips are contiguous per UltraServer,
         so this is a reshape and a row sum)."""
         out: npt.NDArray[np.float64] = (
-            np.asarray(chip_values, dtype=np.float64).reshape(self.ultraservers, self.chips_per_us).sum(axis=1)
+            np.asarray(chip_values, dtype=np.float64)
+            .reshape(self.ultraservers, self.chips_per_us)
+            .sum(axis=1)
         )
         return out
 
     def max_per_us(self, chip_values: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
         """Maximum of a per-chip quantity in each UltraServer."""
         out: npt.NDArray[np.float64] = (
-            np.asarray(chip_values, dtype=np.float64).reshape(self.ultraservers, self.chips_per_us).max(axis=1)
+            np.asarray(chip_values, dtype=np.float64)
+            .reshape(self.ultraservers, self.chips_per_us)
+            .max(axis=1)
         )
         return out
 

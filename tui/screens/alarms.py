@@ -69,11 +69,16 @@ class AlarmsScreen(TwinScreen):
         t = self.query_one("#alarms-table", ArrowTable)
         now = self.twin.t or 0
         rows = alarms.active
-        t.set_table({
-            "alarm": [a.alarm for a in rows], "target": [a.target for a in rows],
-            "since": [fmt.short_clock(a.since_s) for a in rows], "for": [fmt.span(max(0, now - a.since_s)) for a in rows],
-            "value": [value_text(a) for a in rows], "ack": ["✓" if alarms.is_acked(a) else "" for a in rows],
-        })
+        t.set_table(
+            {
+                "alarm": [a.alarm for a in rows],
+                "target": [a.target for a in rows],
+                "since": [fmt.short_clock(a.since_s) for a in rows],
+                "for": [fmt.span(max(0, now - a.since_s)) for a in rows],
+                "value": [value_text(a) for a in rows],
+                "ack": ["✓" if alarms.is_acked(a) else "" for a in rows],
+            }
+        )
         t.border_title = f"Alarms · {len(rows)} active, {alarms.unacked} not acknowledged"
         t.border_subtitle = "⏎/a acknowledge · A all"
 

@@ -44,9 +44,16 @@ class TwinScreen(Screen[None]):
     TABLES: ClassVar[frozenset[str]] = frozenset()  # live panels redrawn at 1 Hz (tables), not 4 Hz
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "open_sql", "SQL", tooltip="Open the SQL behind the focused panel in the SQL editor"),
-        Binding("tab", "app.focus_next", "Panel", key_display="⇥", show=False, tooltip="Focus the next panel"),
-        Binding("shift+tab", "app.focus_previous", "Previous panel", show=False,
-                tooltip="Focus the previous panel"),
+        Binding(
+            "tab", "app.focus_next", "Panel", key_display="⇥", show=False, tooltip="Focus the next panel"
+        ),
+        Binding(
+            "shift+tab",
+            "app.focus_previous",
+            "Previous panel",
+            show=False,
+            tooltip="Focus the previous panel",
+        ),
     ]
 
     def __init__(self) -> None:
@@ -98,7 +105,9 @@ class TwinScreen(Screen[None]):
         """Whether this tick may redraw the plots: always, except live at max speed while the UI thread
         has used more than ``UI_BUDGET`` of a core since the last redraw (``RedrawBudget``)."""
         app = self.twin
-        return self.budget.due(time.monotonic(), time.thread_time(), app.live is not None and app.speed.level == MAX)
+        return self.budget.due(
+            time.monotonic(), time.thread_time(), app.live is not None and app.speed.level == MAX
+        )
 
     def refresh_view(self, force: bool = False, panels: bool = True) -> None:
         """Status line always; panels when the time shown changed (or ``force``) — the plots only
@@ -171,6 +180,9 @@ class TwinScreen(Screen[None]):
         app = self.twin
         file_req = app.file_req(req)
         if file_req is not req:
-            self.notify("the file is behind the live clock (the writer commits every second): the query "
-                        "runs at the last committed step; pause to line them up", timeout=6)
+            self.notify(
+                "the file is behind the live clock (the writer commits every second): the query "
+                "runs at the last committed step; pause to line them up",
+                timeout=6,
+            )
         app.open_sql(file_req.sql, run=True, source=f"{self.MODE}: {req.panel}")

@@ -55,13 +55,22 @@ def chain_items(c: dict[str, Any]) -> list[Item]:
         ("   chips", chip, ""),
         ("   hosts + switches", it - chip - psu, ""),
     ]
-    items: list[Item] = [(label, f"{fmt.power(w)} {fmt.pct(share(w), 1):>7}", share(w), kind)
-                         for label, w, kind in rows]
+    items: list[Item] = [
+        (label, f"{fmt.power(w)} {fmt.pct(share(w), 1):>7}", share(w), kind) for label, w, kind in rows
+    ]
     cap = _v(c, "facility_cap_w")
     thr = _v(c, "throttled_chips")
-    items.append(("power cap", "none" if not math.isfinite(cap) else fmt.power(cap), None, "warn" if thr else ""))
-    items.append(("throttled chips", f"{fmt.count(thr)} · clock {fmt.pct(_v(c, 'mean_clock'), 0)}", None,
-                  "warn" if thr else ""))
+    items.append(
+        ("power cap", "none" if not math.isfinite(cap) else fmt.power(cap), None, "warn" if thr else "")
+    )
+    items.append(
+        (
+            "throttled chips",
+            f"{fmt.count(thr)} · clock {fmt.pct(_v(c, 'mean_clock'), 0)}",
+            None,
+            "warn" if thr else "",
+        )
+    )
     return items
 
 
@@ -74,8 +83,12 @@ def plant_items(c: dict[str, Any], dt_s: int) -> list[Item]:
         ("facility water", fmt.temp(_v(c, "facility_water_supply_c")), None, ""),
         ("hottest chip", fmt.temp(_v(c, "max_chip_temp_c")), None, ""),
         ("free cooling", fmt.pct(free, 0), free, ""),
-        ("chiller", fmt.pct(1 - free, 0) if math.isfinite(free) else "–",
-         1 - free if math.isfinite(free) else None, "loss"),
+        (
+            "chiller",
+            fmt.pct(1 - free, 0) if math.isfinite(free) else "–",
+            1 - free if math.isfinite(free) else None,
+            "loss",
+        ),
         ("chiller COP", f"{_v(c, 'chiller_cop'):.1f}", None, ""),
         ("chiller power", fmt.power(_v(c, "chiller_power_w")), None, ""),
         ("water", f"{_v(c, 'water_l') / dt_s * 3600:,.0f} L/h", None, ""),
@@ -150,8 +163,14 @@ def unit_items(cdus: dict[str, Any], plant: dict[str, Any], meta: Any = None) ->
         flow = float(flows[i]) if flows is not None and flows[i] is not None else math.nan
         pumps_lost = math.isfinite(flow) and flow <= 0.0  # NaN: a file from before the CDU flow column
         state = "FAILED (pumps)" if pumps_lost else (f"{failed} chips down" if failed else "running")
-        items.append((str(unit), f"{fmt.power(loads[i])} · ret {float(cdus['return_c'][i]):.1f}°C · {state}",
-                      loads[i] / top if top else None, "warn" if failed or pumps_lost else ""))
+        items.append(
+            (
+                str(unit),
+                f"{fmt.power(loads[i])} · ret {float(cdus['return_c'][i]):.1f}°C · {state}",
+                loads[i] / top if top else None,
+                "warn" if failed or pumps_lost else "",
+            )
+        )
     if not plant:
         return items
     chillers = int(getattr(meta, "chillers", 0) or 0)
@@ -159,8 +178,10 @@ def unit_items(cdus: dict[str, Any], plant: dict[str, Any], meta: Any = None) ->
     running = _v(plant, "chillers_running")
     if chillers and math.isfinite(running):  # files from before the per-unit columns: the stage only
         econ_name = "dry cooler" if getattr(meta, "plant", "tower") == "dry" else "tower"
-        groups = (("chiller", chillers, "chillers", "chiller_load_fraction", "load"),
-                  (econ_name, econ, "economizers", "economizer_load_fraction", "fans"))
+        groups = (
+            ("chiller", chillers, "chillers", "chiller_load_fraction", "load"),
+            (econ_name, econ, "economizers", "economizer_load_fraction", "fans"),
+        )
         for name, n, key, load_key, what in groups:
             lost = _v(plant, f"{key}_failed")
             on = _v(plant, f"{key}_running")
@@ -174,9 +195,17 @@ def unit_items(cdus: dict[str, Any], plant: dict[str, Any], meta: Any = None) ->
     else:
         free = _v(plant, "free_cooling_fraction")
         chiller_w = _v(plant, "chiller_power_w")
-        items.append(("chillers", f"{'running' if chiller_w > 0 else 'idle'} · {fmt.power(chiller_w)}", None, ""))
-        items.append(("economizer", f"{'on' if free > 0 else 'off'} · {fmt.pct(free, 0)} of the heat",
-                      free if math.isfinite(free) else None, ""))
+        items.append(
+            ("chillers", f"{'running' if chiller_w > 0 else 'idle'} · {fmt.power(chiller_w)}", None, "")
+        )
+        items.append(
+            (
+                "economizer",
+                f"{'on' if free > 0 else 'off'} · {fmt.pct(free, 0)} of the heat",
+                free if math.isfinite(free) else None,
+                "",
+            )
+        )
     unmet = _v(plant, "unmet_heat_w")
     if unmet > 0:
         items.append(("short of capacity", fmt.power(unmet), None, "warn"))
@@ -219,8 +248,13 @@ def cost_items(c: dict[str, Any]) -> list[Item]:
     days = run.get("days") or 0.0
     total = run["total_cost_usd"] or 0.0
     items: list[Item] = [("", f"{'per day':>8}{'today':>8}", None, "")]
-    for label, key in (("capital", "capex_usd"), ("energy", "energy_cost_usd"), ("cooling", "cooling_cost_usd"),
-                       ("other", "other_cost_usd"), ("total", "total_cost_usd")):
+    for label, key in (
+        ("capital", "capex_usd"),
+        ("energy", "energy_cost_usd"),
+        ("cooling", "cooling_cost_usd"),
+        ("other", "other_cost_usd"),
+        ("total", "total_cost_usd"),
+    ):
         v = run[key]
         mean = v / days if days and v is not None else None
         share = v / total if total and v is not None and key != "total_cost_usd" else None
@@ -249,8 +283,14 @@ class EnergyScreen(TwinScreen):
     def compose_body(self) -> Iterable[Widget]:
         with VerticalScroll(id="energy-body"):
             with Grid(id="energy-top"):
-                for pid, title in (("chain", "Power chain"), ("cost", "Cost of ownership"), ("plant", "Cooling plant"),
-                                   ("site", "Site & grid"), ("pue-why", "Why PUE moved"), ("units", "Plant units")):
+                for pid, title in (
+                    ("chain", "Power chain"),
+                    ("cost", "Cost of ownership"),
+                    ("plant", "Cooling plant"),
+                    ("site", "Site & grid"),
+                    ("pue-why", "Why PUE moved"),
+                    ("units", "Plant units"),
+                ):
                     w = InfoList(id=pid, classes="panel")
                     w.border_title = title
                     yield w
@@ -264,9 +304,14 @@ class EnergyScreen(TwinScreen):
 
     def panel_requests(self) -> list[PanelReq]:
         p = self.twin.params()
-        reqs = [PanelReq("chain", "power_chain", p), PanelReq("plant", "cooling_plant", p),
-                PanelReq("site", "site_grid", p), PanelReq("pue-why", "pue_why", p),
-                PanelReq("units", "plant_units", p), PanelReq("cost", "cost", p)]
+        reqs = [
+            PanelReq("chain", "power_chain", p),
+            PanelReq("plant", "cooling_plant", p),
+            PanelReq("site", "site_grid", p),
+            PanelReq("pue-why", "pue_why", p),
+            PanelReq("units", "plant_units", p),
+            PanelReq("cost", "cost", p),
+        ]
         return reqs + [PanelReq(s[0], s[1], p) for s in PLOTS]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:

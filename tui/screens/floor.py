@@ -35,9 +35,18 @@ ROW_FORMATS = {
     "chips_failed": fmt.count,
     "tripped": fmt.count,
 }
-ROW_LABELS = {"hall": "hall", "row_id": "row", "ultraservers": "US", "power_w": "power", "chips_busy": "busy",
-              "chips_failed": "failed", "tripped": "tripped", "activity": "activity", "max_chip_temp_c": "max chip",
-              "coolant_return_c": "loop return"}
+ROW_LABELS = {
+    "hall": "hall",
+    "row_id": "row",
+    "ultraservers": "US",
+    "power_w": "power",
+    "chips_busy": "busy",
+    "chips_failed": "failed",
+    "tripped": "tripped",
+    "activity": "activity",
+    "max_chip_temp_c": "max chip",
+    "coolant_return_c": "loop return",
+}
 
 
 def us_items(d: dict[str, Any], us: int, meta: Any, base: int = 0) -> list[Item]:
@@ -46,12 +55,26 @@ def us_items(d: dict[str, Any], us: int, meta: Any, base: int = 0) -> list[Item]
     i = us - base
     if not d or not 0 <= i < len(d.get("ultraserver_id", ())) or int(d["ultraserver_id"][i]) != us:
         return []
-    g = {k: float(v[i]) for k, v in d.items() if k in ("power_w", "chips_busy", "chips_failed", "activity",
-                                                        "max_chip_temp_c", "coolant_return_c", "clock")}
+    g = {
+        k: float(v[i])
+        for k, v in d.items()
+        if k
+        in (
+            "power_w",
+            "chips_busy",
+            "chips_failed",
+            "activity",
+            "max_chip_temp_c",
+            "coolant_return_c",
+            "clock",
+        )
+    }
     cpu = meta.chips_per_us
     hot = g["max_chip_temp_c"] >= meta.throttle_c
     tripped = d.get("tripped")
-    state = int(us_states(d["chips_failed"][i : i + 1], None if tripped is None else tripped[i : i + 1], cpu)[0])
+    state = int(
+        us_states(d["chips_failed"][i : i + 1], None if tripped is None else tripped[i : i + 1], cpu)[0]
+    )
     # On a campus its hall instead of its chip count (the busy chips line gives that): the line fits.
     where = f"hall {meta.hall_of(us)}" if meta.halls > 1 else f"{cpu} chips"
     return [
@@ -80,9 +103,19 @@ def hall_items(d: dict[str, Any], hall: int, meta: Any) -> list[Item]:
     return [
         (f"Hall {hall} · US {lo}-{hi} · {rows} rows", "", None, "head"),
         ("IT power", fmt.power(g["power_w"]), g["power_w"] / full if full else None, ""),
-        ("busy chips", f"{g['chips_busy']:,.0f} / {chips:,.0f}", g["chips_busy"] / chips if chips else None, ""),
+        (
+            "busy chips",
+            f"{g['chips_busy']:,.0f} / {chips:,.0f}",
+            g["chips_busy"] / chips if chips else None,
+            "",
+        ),
         ("activity", fmt.pct(g["activity"], 0), g["activity"], ""),
-        ("hottest chip", fmt.temp(g["max_chip_temp_c"]), None, "warn" if g["max_chip_temp_c"] >= meta.throttle_c else ""),
+        (
+            "hottest chip",
+            fmt.temp(g["max_chip_temp_c"]),
+            None,
+            "warn" if g["max_chip_temp_c"] >= meta.throttle_c else "",
+        ),
         ("tripped US", fmt.count(g["tripped"]), None, "warn" if g["tripped"] else ""),
         ("failed chips", fmt.count(g["chips_failed"]), None, "warn" if g["chips_failed"] else ""),
         ("loop return", fmt.temp(g["coolant_return_c"]), None, ""),
@@ -99,10 +132,20 @@ class FloorScreen(TwinScreen):
         Binding("right", "move(1, 0)", "→", show=False, tooltip="Select the UltraServer to the right"),
         Binding("up", "move(0, -1)", "↑", show=False, tooltip="Select the UltraServer in the row above"),
         Binding("down", "move(0, 1)", "↓", show=False, tooltip="Select the UltraServer in the row below"),
-        Binding("enter", "drill", "Open", key_display="⏎",
-                tooltip="Open the selected UltraServer (on a campus: the selected hall's map)"),
-        Binding("escape", "campus", "Campus", key_display="Esc",
-                tooltip="Back to the campus (one line per hall) from a hall's map"),
+        Binding(
+            "enter",
+            "drill",
+            "Open",
+            key_display="⏎",
+            tooltip="Open the selected UltraServer (on a campus: the selected hall's map)",
+        ),
+        Binding(
+            "escape",
+            "campus",
+            "Campus",
+            key_display="Esc",
+            tooltip="Back to the campus (one line per hall) from a hall's map",
+        ),
         Binding("m", "app.metric", "Metric", tooltip="Colour by the next metric"),
     ]
 
@@ -174,7 +217,9 @@ class FloorScreen(TwinScreen):
             lo, hi = m.floor_range(meta)
             self.query_one(Legend).show(m, lo, hi)
             fm = self.query_one(FloorMap)
-            if self.campus and (not len(cols.get("ultraserver_id", ())) or int(cols["ultraserver_id"][0]) != fm.base):
+            if self.campus and (
+                not len(cols.get("ultraserver_id", ())) or int(cols["ultraserver_id"][0]) != fm.base
+            ):
                 return  # another hall's (an answer from before the hall changed)
             fm.show(cols, m, app.sel_us)
             # A tier recorded every few steps (a campus): the sample shown may be older than the time shown.
@@ -198,8 +243,9 @@ class FloorScreen(TwinScreen):
             # The campus level draws no UltraServer state marks: its legend names none.
             self.query_one(Legend).show(m, lo, hi, "power, failed: per UltraServer", marks=False)
             self.query_one(HallMap).show(cols, m, self.sel_hall)
-            self.query_one("#floor-map").border_title = (
-                f"Campus · {meta.halls} halls · {meta.ultraservers:,} UltraServers · {m.label} · ⏎ opens a hall")
+            self.query_one(
+                "#floor-map"
+            ).border_title = f"Campus · {meta.halls} halls · {meta.ultraservers:,} UltraServers · {m.label} · ⏎ opens a hall"
             detail = self.query_one("#us-detail", InfoList)
             detail.show(hall_items(cols, self.sel_hall, meta))
             detail.border_subtitle = ""  # hall_ts: the step shown

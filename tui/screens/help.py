@@ -53,13 +53,18 @@ def sections(app: Any) -> list[tuple[str, list[tuple[str, str]]]]:
             out.append((f"{label} ({key.upper()})", rows))
     sideways = ("← →", "Scroll sideways (Jobs, Services, SQL result); [ ] still move the replay")
     focus = ("(focus)", "The row under the cursor shows cut text (…) whole")
-    out.append(("Tables (Jobs, Services, Alarms, SQL result, rows)",
-                [*_rows(list(ArrowTable.BINDINGS), app), sideways, focus]))
+    out.append(
+        (
+            "Tables (Jobs, Services, Alarms, SQL result, rows)",
+            [*_rows(list(ArrowTable.BINDINGS), app), sideways, focus],
+        )
+    )
     from textual.widgets import TextArea
 
     screen_keys = {k for k, _, _ in SCREENS} | {"ctrl+c"}  # taken by the app everywhere
-    editor = [b for b in TextArea.BINDINGS if isinstance(b, Binding)
-              and not set(b.key.split(",")) & screen_keys]
+    editor = [
+        b for b in TextArea.BINDINGS if isinstance(b, Binding) and not set(b.key.split(",")) & screen_keys
+    ]
     out.append(("SQL editor (text)", [r for r in _rows(editor, app) if r[1]]))
     return out
 

@@ -22,10 +22,21 @@ from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable, WideArrowTable
 
 VIEWS = tuple(Q.JOB_VIEWS)
-LABELS = {"job_id": "job", "model": "model", "chips": "chips", "priority": "prio", "state": "state",
-          "replicas": "replicas",
-          "submit_time_s": "submitted", "waiting_s": "waiting", "progress": "progress", "restarts": "restarts",
-          "placement": "UltraServers", "mfu": "MFU", "total_wait_s": "total wait"}
+LABELS = {
+    "job_id": "job",
+    "model": "model",
+    "chips": "chips",
+    "priority": "prio",
+    "state": "state",
+    "replicas": "replicas",
+    "submit_time_s": "submitted",
+    "waiting_s": "waiting",
+    "progress": "progress",
+    "restarts": "restarts",
+    "placement": "UltraServers",
+    "mfu": "MFU",
+    "total_wait_s": "total wait",
+}
 
 
 def _opt(f: Any) -> Any:
@@ -52,7 +63,9 @@ FORMATS = {
 class JobsScreen(TwinScreen):
     MODE = "jobs"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("v", "view", "View", tooltip="Jobs shown: active (queued + running), queued, running, done, all"),
+        Binding(
+            "v", "view", "View", tooltip="Jobs shown: active (queued + running), queued, running, done, all"
+        ),
         Binding("o", "sort", "Sort", tooltip="Sort by the next column"),
         Binding("r", "reverse", "Reverse", show=False, tooltip="Reverse the sort order"),
         Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter by model, kind or job id"),
@@ -69,7 +82,9 @@ class JobsScreen(TwinScreen):
     def compose_body(self) -> Iterable[Widget]:
         yield Static(id="jobs-bar")
         yield Input(placeholder="filter: model, kind or job id (Enter applies, Esc clears)", id="jobs-filter")
-        t = WideArrowTable(formatters=FORMATS, labels=LABELS, empty="no jobs in this view", id="jobs", classes="panel")
+        t = WideArrowTable(
+            formatters=FORMATS, labels=LABELS, empty="no jobs in this view", id="jobs", classes="panel"
+        )
         yield t
 
     def on_mount(self) -> None:
@@ -111,8 +126,13 @@ class JobsScreen(TwinScreen):
         t.border_subtitle = f"{lag}⏎ timeline"
 
     def _bar(self) -> None:
-        parts: list[str | tuple[str, str]] = ["view ", (self.view, "bold"), " (v) · sort ",
-                                              (f"{self.sort}{' ↓' if self.desc else ' ↑'}", "bold"), " (o, r)"]
+        parts: list[str | tuple[str, str]] = [
+            "view ",
+            (self.view, "bold"),
+            " (v) · sort ",
+            (f"{self.sort}{' ↓' if self.desc else ' ↑'}", "bold"),
+            " (o, r)",
+        ]
         if self.text:
             parts += [" · filter “", (self.text, "bold"), "” (esc clears)"]
         self.query_one("#jobs-bar", Static).update(Content.assemble(*parts))
@@ -127,8 +147,16 @@ class JobsScreen(TwinScreen):
 
     def action_sort(self) -> None:
         self.sort = Q.JOB_SORTS[(Q.JOB_SORTS.index(self.sort) + 1) % len(Q.JOB_SORTS)]
-        self.desc = self.sort in ("waiting_s", "chips", "replicas", "restarts", "priority", "progress", "mfu",
-                                  "total_wait_s")
+        self.desc = self.sort in (
+            "waiting_s",
+            "chips",
+            "replicas",
+            "restarts",
+            "priority",
+            "progress",
+            "mfu",
+            "total_wait_s",
+        )
         self._changed()
 
     def action_reverse(self) -> None:

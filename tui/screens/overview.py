@@ -66,8 +66,13 @@ class OverviewScreen(TwinScreen):
     HAS_WINDOW = True
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("e", "toggle_events", "Events", tooltip="Event log: notable events only / all events"),
-        Binding("slash", "search_events", "Search", key_display="/",
-                tooltip="Search the event log (kind, target, detail); empty clears"),
+        Binding(
+            "slash",
+            "search_events",
+            "Search",
+            key_display="/",
+            tooltip="Search the event log (kind, target, detail); empty clears",
+        ),
     ]
 
     def compose_body(self) -> Iterable[Widget]:
@@ -110,8 +115,12 @@ class OverviewScreen(TwinScreen):
 
     def _title_events(self) -> None:
         log = self.query_one(EventLog)
-        log.empty = "no failures, repairs or operator events yet" if self.twin.events_notable else "no events yet"
-        log.border_title = "Events · notable (e: all)" if self.twin.events_notable else "Events · all (e: notable)"
+        log.empty = (
+            "no failures, repairs or operator events yet" if self.twin.events_notable else "no events yet"
+        )
+        log.border_title = (
+            "Events · notable (e: all)" if self.twin.events_notable else "Events · all (e: notable)"
+        )
         if self.twin.events_search:
             log.border_title += f" · matching “{self.twin.events_search}” (/ to change)"
             log.empty = f"no events matching “{self.twin.events_search}”"
@@ -125,8 +134,14 @@ class OverviewScreen(TwinScreen):
                 self._title_events()
                 self.refresh_view(force=True)
 
-        self.app.push_screen(PromptScreen("Search events", "Text in the kind, target, detail or source "
-                                          "(empty: all)", self.twin.events_search), done)
+        self.app.push_screen(
+            PromptScreen(
+                "Search events",
+                "Text in the kind, target, detail or source (empty: all)",
+                self.twin.events_search,
+            ),
+            done,
+        )
 
     def action_toggle_events(self) -> None:
         self.twin.events_notable = not self.twin.events_notable

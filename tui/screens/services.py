@@ -24,16 +24,31 @@ from tui.widgets.plot import BraillePlot
 SVC_PLOTS: tuple[tuple[str, str, Any, tuple[str, ...], tuple[str, ...]], ...] = (
     ("svc-ttft", "TTFT", lambda v: fmt.span_ms(v), ("ttft_p99_s", "ttft_p50_s"), ("p99", "p50")),
     ("svc-tpot", "TPOT", lambda v: fmt.span_ms(v), ("tpot_p99_s", "tpot_p50_s"), ("p99", "p50")),
-    ("svc-rate", "Requests/s", lambda v: fmt.si(v, "", 3), ("request_rate_per_s", "dropped_per_s"),
-     ("arriving", "dropped")),
+    (
+        "svc-rate",
+        "Requests/s",
+        lambda v: fmt.si(v, "", 3),
+        ("request_rate_per_s", "dropped_per_s"),
+        ("arriving", "dropped"),
+    ),
     ("svc-replicas", "Replicas", lambda v: f"{v:,.0f}", ("replicas_up", "replicas_target"), ("up", "wanted")),
     ("svc-kv", "KV cache", lambda v: fmt.pct(v, 0), ("kv_cache_fraction",), ()),
     ("svc-queue", "Queued requests", lambda v: f"{v:,.0f}", ("requests_queued",), ()),
 )
 
-LABELS = {"service": "service", "replicas": "replicas", "rate": "req/s", "drops": "drop/s",
-          "queued": "queue", "ttft": "TTFT p50/p99 (SLO)", "tpot": "TPOT p50/p99 (SLO)", "slo": "in SLO",
-          "kv": "KV", "jpt": "J/tok", "util": "util"}
+LABELS = {
+    "service": "service",
+    "replicas": "replicas",
+    "rate": "req/s",
+    "drops": "drop/s",
+    "queued": "queue",
+    "ttft": "TTFT p50/p99 (SLO)",
+    "tpot": "TPOT p50/p99 (SLO)",
+    "slo": "in SLO",
+    "kv": "KV",
+    "jpt": "J/tok",
+    "util": "util",
+}
 
 
 def _f(v: Any) -> float:
@@ -56,8 +71,9 @@ def service_rows(cols: dict[str, Any], slos: dict[str, tuple[float, float]]) -> 
             over = " !" if math.isfinite(b) and math.isfinite(slo) and b > slo else ""
             return f"{fmt.span_ms(a)}/{fmt.span_ms(b)} ({fmt.span_ms(slo)}){over}"
 
-        up, loading, wanted = (int(_f(cols[k][i])) for k in ("replicas_running", "replicas_starting",
-                                                              "replicas_target"))
+        up, loading, wanted = (
+            int(_f(cols[k][i])) for k in ("replicas_running", "replicas_starting", "replicas_target")
+        )
         out["service"].append(name)
         out["replicas"].append(f"{up}/{loading}/{wanted}")
         out["rate"].append(fmt.si(_f(cols["request_rate_per_s"][i]), "", 3))
@@ -84,8 +100,9 @@ class ServicesScreen(TwinScreen):
         self.names: list[str] = []
 
     def compose_body(self) -> Iterable[Widget]:
-        t = WideArrowTable(labels=LABELS, empty="no inference services in this scenario", id="services",
-                           classes="panel")
+        t = WideArrowTable(
+            labels=LABELS, empty="no inference services in this scenario", id="services", classes="panel"
+        )
         t.border_title = "Services"
         yield t
         with Grid(id="svc-plots"):
@@ -102,8 +119,10 @@ class ServicesScreen(TwinScreen):
 
     def panel_requests(self) -> list[PanelReq]:
         app = self.twin
-        return [PanelReq("services", "services", app.params()),
-                PanelReq("svc-series", "svc_series", app.params(service_id=self.sel))]
+        return [
+            PanelReq("services", "services", app.params()),
+            PanelReq("svc-series", "svc_series", app.params(service_id=self.sel)),
+        ]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
         app = self.twin

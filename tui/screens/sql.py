@@ -33,20 +33,38 @@ HISTORY_MAX = 200
 def examples(run_id: str) -> list[tuple[str, str]]:
     r = "'" + run_id.replace("'", "''") + "'"
     return [
-        ("Hourly PUE and power", f"SELECT time_s // 3600 AS hour, avg(pue) AS pue,\n       avg(it_power_w) / 1e6 AS it_mw, "
-         f"avg(facility_power_w) / 1e6 AS facility_mw\nFROM factory_ts WHERE run_id = {r}\nGROUP BY hour ORDER BY hour"),
-        ("Hottest UltraServers", "SELECT ultraserver_id, row_id, max(max_chip_temp_c) AS hottest_c, avg(power_w) AS mean_w\n"
-         f"FROM ultraserver_ts WHERE run_id = {r}\nGROUP BY ALL ORDER BY hottest_c DESC LIMIT 20"),
-        ("Failures by cause", f"SELECT level, cause, count(*) AS n, sum(jobs_interrupted) AS jobs_hit\nFROM failures "
-         f"WHERE run_id = {r}\nGROUP BY ALL ORDER BY n DESC"),
-        ("Waits by job class", "SELECT kind, count(*) AS jobs, quantile_cont(wait_s, 0.5) AS p50_wait_s,\n"
-         "       quantile_cont(wait_s, 0.99) AS p99_wait_s\n"
-         f"FROM jobs WHERE run_id = {r} AND first_start_time_s >= 0\nGROUP BY kind ORDER BY jobs DESC"),
-        ("Inference latency", "SELECT time_s // 3600 AS hour, service, avg(ttft_p99_s) AS ttft_p99_s,\n"
-         "       avg(tpot_p99_s) AS tpot_p99_s, sum(slo_met) / nullif(sum(requests_served + requests_dropped), 0) AS slo\n"
-         f"FROM service_ts WHERE run_id = {r}\nGROUP BY ALL ORDER BY hour, service"),
-        ("Operator what-ifs", "SELECT time_s, kind, target, detail, arg, value, duration_s\nFROM events "
-         f"WHERE run_id = {r} AND source = 'operator'\nORDER BY time_s"),
+        (
+            "Hourly PUE and power",
+            f"SELECT time_s // 3600 AS hour, avg(pue) AS pue,\n       avg(it_power_w) / 1e6 AS it_mw, "
+            f"avg(facility_power_w) / 1e6 AS facility_mw\nFROM factory_ts WHERE run_id = {r}\nGROUP BY hour ORDER BY hour",
+        ),
+        (
+            "Hottest UltraServers",
+            "SELECT ultraserver_id, row_id, max(max_chip_temp_c) AS hottest_c, avg(power_w) AS mean_w\n"
+            f"FROM ultraserver_ts WHERE run_id = {r}\nGROUP BY ALL ORDER BY hottest_c DESC LIMIT 20",
+        ),
+        (
+            "Failures by cause",
+            f"SELECT level, cause, count(*) AS n, sum(jobs_interrupted) AS jobs_hit\nFROM failures "
+            f"WHERE run_id = {r}\nGROUP BY ALL ORDER BY n DESC",
+        ),
+        (
+            "Waits by job class",
+            "SELECT kind, count(*) AS jobs, quantile_cont(wait_s, 0.5) AS p50_wait_s,\n"
+            "       quantile_cont(wait_s, 0.99) AS p99_wait_s\n"
+            f"FROM jobs WHERE run_id = {r} AND first_start_time_s >= 0\nGROUP BY kind ORDER BY jobs DESC",
+        ),
+        (
+            "Inference latency",
+            "SELECT time_s // 3600 AS hour, service, avg(ttft_p99_s) AS ttft_p99_s,\n"
+            "       avg(tpot_p99_s) AS tpot_p99_s, sum(slo_met) / nullif(sum(requests_served + requests_dropped), 0) AS slo\n"
+            f"FROM service_ts WHERE run_id = {r}\nGROUP BY ALL ORDER BY hour, service",
+        ),
+        (
+            "Operator what-ifs",
+            "SELECT time_s, kind, target, detail, arg, value, duration_s\nFROM events "
+            f"WHERE run_id = {r} AND source = 'operator'\nORDER BY time_s",
+        ),
         ("Every chip sample", f"SELECT * FROM chip_ts WHERE run_id = {r}"),
         ("Run summary", "SELECT * FROM run_summary"),
     ]
@@ -68,11 +86,17 @@ class SqlScreen(TwinScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "run", "Run", key_display="^r", tooltip="Run the query"),
         Binding("ctrl+g", "cancel", "Cancel", key_display="^g", tooltip="Cancel the running query"),
-        Binding("ctrl+o", "export", "Export", key_display="^o", tooltip="Export the result to CSV or Parquet"),
+        Binding(
+            "ctrl+o", "export", "Export", key_display="^o", tooltip="Export the result to CSV or Parquet"
+        ),
         Binding("ctrl+s", "save", "Save", key_display="^s", tooltip="Save the query (Saved queries)"),
-        Binding("ctrl+up", "history(-1)", "History", key_display="^↑↓", tooltip="Previous query in the history"),
+        Binding(
+            "ctrl+up", "history(-1)", "History", key_display="^↑↓", tooltip="Previous query in the history"
+        ),
         Binding("ctrl+down", "history(1)", "Next", show=False, tooltip="Next query in the history"),
-        Binding("tab", "app.focus_next", "Focus", key_display="⇥", show=False, tooltip="Editor / result / schema"),
+        Binding(
+            "tab", "app.focus_next", "Focus", key_display="⇥", show=False, tooltip="Editor / result / schema"
+        ),
     ]
 
     def __init__(self) -> None:
@@ -90,8 +114,9 @@ class SqlScreen(TwinScreen):
     def compose_body(self) -> Iterable[Widget]:
         with Horizontal(id="sql-main"):
             with Vertical(id="sql-left"):
-                ed = TextArea.code_editor("", language="sql", theme="css", tab_behavior="focus", id="editor",
-                                          classes="panel")
+                ed = TextArea.code_editor(
+                    "", language="sql", theme="css", tab_behavior="focus", id="editor", classes="panel"
+                )
                 ed.border_title = "SQL · ^r run"
                 yield ed
                 yield Static("", id="sql-status", markup=False)
@@ -113,16 +138,21 @@ class SqlScreen(TwinScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.history = self._load("sql_history.json")[-HISTORY_MAX:]
-        self.saved = [(d["name"], d["sql"]) for d in self._load("saved_queries.json")
-                      if isinstance(d, dict) and "name" in d and "sql" in d]
+        self.saved = [
+            (d["name"], d["sql"])
+            for d in self._load("saved_queries.json")
+            if isinstance(d, dict) and "name" in d and "sql" in d
+        ]
         self._hist_pos = len(self.history)
         self._fill_tree()
         ed = self.query_one("#editor", TextArea)
         if not self._take_pending():
             ed.text = examples(self.twin.meta.run_id)[0][1]
         ed.focus()
-        self._status(f"ready · ^r runs · only reading statements (SELECT, DESCRIBE, SUMMARIZE, …) · "
-                     f"{self.twin.user_sql.limits.text()}")
+        self._status(
+            f"ready · ^r runs · only reading statements (SELECT, DESCRIBE, SUMMARIZE, …) · "
+            f"{self.twin.user_sql.limits.text()}"
+        )
 
     def on_screen_resume(self) -> None:
         super().on_screen_resume()
@@ -275,8 +305,10 @@ class SqlScreen(TwinScreen):
                 self.notify(f"saved “{name.strip()}”", timeout=3)
 
         first = sql.splitlines()[0].lstrip("- ").strip()
-        self.app.push_screen(PromptScreen("Save query", "Name of the saved query:",
-                                          first if sql.startswith("--") else ""), done)
+        self.app.push_screen(
+            PromptScreen("Save query", "Name of the saved query:", first if sql.startswith("--") else ""),
+            done,
+        )
 
     def action_export(self) -> None:
         if self.result is None:
@@ -289,5 +321,7 @@ class SqlScreen(TwinScreen):
             if path and path.strip():
                 self.twin.export_table(table, Path(path.strip()).expanduser())
 
-        self.app.push_screen(PromptScreen("Export result",
-                                          f"{table.num_rows:,} rows · path (.csv or .parquet):", default), done)
+        self.app.push_screen(
+            PromptScreen("Export result", f"{table.num_rows:,} rows · path (.csv or .parquet):", default),
+            done,
+        )

@@ -34,8 +34,12 @@ class TimelineScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="timeline-box"):
-            yield ArrowTable(formatters={"time_s": fmt.short_clock}, labels={"time_s": "time"},
-                             empty="no events for this job", id="timeline")
+            yield ArrowTable(
+                formatters={"time_s": fmt.short_clock},
+                labels={"time_s": "time"},
+                empty="no events for this job",
+                id="timeline",
+            )
 
     def on_mount(self) -> None:
         box = self.query_one("#timeline-box")

@@ -22,8 +22,14 @@ from tui.widgets.heatmap import ChipGrid, Legend, chip_detail
 from tui.widgets.plot import BraillePlot
 from tui.widgets.tables import EventLog
 
-JOB_LABELS = {"job_id": "job", "kind": "kind", "model": "model", "chips": "chips", "chips_here": "here",
-              "ultraservers": "UltraServers"}
+JOB_LABELS = {
+    "job_id": "job",
+    "kind": "kind",
+    "model": "model",
+    "chips": "chips",
+    "chips_here": "here",
+    "ultraservers": "UltraServers",
+}
 
 
 class UltraServerScreen(TwinScreen):
@@ -72,10 +78,18 @@ class UltraServerScreen(TwinScreen):
         app = self.twin
         p = app.params(us=app.sel_us)
         # Its state: on a campus from its hall's UltraServers (the latest sample up to the time shown).
-        state = (PanelReq("us-state", "hall_floor", app.params(us=app.sel_us, hall=app.meta.hall_of(app.sel_us)))
-                 if app.meta.halls > 1 else PanelReq("us-state", "floor", p))
-        return [PanelReq("chips", "chips", p), PanelReq("us-jobs", "us_jobs", p),
-                PanelReq("plot-us-power", "us_history", p), PanelReq("us-events", "us_events", p), state]
+        state = (
+            PanelReq("us-state", "hall_floor", app.params(us=app.sel_us, hall=app.meta.hall_of(app.sel_us)))
+            if app.meta.halls > 1
+            else PanelReq("us-state", "floor", p)
+        )
+        return [
+            PanelReq("chips", "chips", p),
+            PanelReq("us-jobs", "us_jobs", p),
+            PanelReq("plot-us-power", "us_history", p),
+            PanelReq("us-events", "us_events", p),
+            state,
+        ]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
         app = self.twin
@@ -91,8 +105,12 @@ class UltraServerScreen(TwinScreen):
             p.set_data(t, [cols["power_w"].astype(float)], app.t or 0, app.window_s)
             p.border_subtitle = sub
             p = self.query_one("#plot-us-temp", BraillePlot)
-            p.set_data(t, [cols["max_chip_temp_c"].astype(float), cols["coolant_return_c"].astype(float)],
-                       app.t or 0, app.window_s)
+            p.set_data(
+                t,
+                [cols["max_chip_temp_c"].astype(float), cols["coolant_return_c"].astype(float)],
+                app.t or 0,
+                app.window_s,
+            )
             p.border_subtitle = sub
         elif panel == "us-events":
             self.query_one("#us-events", EventLog).show(cols)
@@ -109,8 +127,13 @@ class UltraServerScreen(TwinScreen):
         if not cols or not 0 <= i < len(ids) or int(ids[i]) != us:
             return None
         tripped = cols.get("tripped")
-        return int(us_states(cols["chips_failed"][i : i + 1], None if tripped is None else tripped[i : i + 1],
-                             self.twin.meta.chips_per_us)[0])
+        return int(
+            us_states(
+                cols["chips_failed"][i : i + 1],
+                None if tripped is None else tripped[i : i + 1],
+                self.twin.meta.chips_per_us,
+            )[0]
+        )
 
     def _draw_chips(self) -> None:
         app = self.twin
@@ -130,14 +153,18 @@ class UltraServerScreen(TwinScreen):
         elif app.replay is not None:
             when = "no chip sample"
         state = self.us_state()
-        flag = {US_TRIPPED: " · [b $error]↯ TRIPPED[/]", US_DOWN: " · [b $error]✗ DOWN[/]"}.get(state or 0, "")
+        flag = {US_TRIPPED: " · [b $error]↯ TRIPPED[/]", US_DOWN: " · [b $error]✗ DOWN[/]"}.get(
+            state or 0, ""
+        )
         # On a campus the state comes from the UltraServer tier, sampled every few steps: say how old.
         age = fmt.sample_age(sample_time(getattr(self, "_state", None)), app.t) if flag else ""
         if age:
             flag += f" ({age})"
         hall = f"hall {app.meta.hall_of(us)} · " if app.meta.halls > 1 else ""
-        box.border_title = (f"UltraServer {us} · {hall}row {app.meta.us_row[us]} · {app.meta.chips_per_us} chips"
-                            f"{flag} · {m.label}")
+        box.border_title = (
+            f"UltraServer {us} · {hall}row {app.meta.us_row[us]} · {app.meta.chips_per_us} chips"
+            f"{flag} · {m.label}"
+        )
         box.border_subtitle = when
         if cols is None:
             return

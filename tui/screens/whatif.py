@@ -99,8 +99,9 @@ class WhatIfScreen(ModalScreen[Injection | None]):
             v, d = self._values()
             kind, target, value, dur = build(self.current, self.ctx, v, d)
         except ValueError as e:
-            self.notify(str(e) if "non-negative" in str(e) else "value and duration must be numbers",
-                        severity="error")
+            self.notify(
+                str(e) if "non-negative" in str(e) else "value and duration must be numbers", severity="error"
+            )
             return
         self.dismiss((kind, target, value, dur, summary(self.current, self.ctx, v, d)))
 

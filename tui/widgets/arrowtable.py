@@ -76,8 +76,12 @@ class ArrowTable(ScrollView, can_focus=True):
         Binding("enter", "select", "Open", show=False),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {
-        "arrow-table--header", "arrow-table--cursor", "arrow-table--odd", "arrow-table--null",
-        "arrow-table--index", "arrow-table--empty",
+        "arrow-table--header",
+        "arrow-table--cursor",
+        "arrow-table--odd",
+        "arrow-table--null",
+        "arrow-table--index",
+        "arrow-table--empty",
     }
     DEFAULT_CSS = """
     ArrowTable { background: $surface; }
@@ -150,8 +154,12 @@ class ArrowTable(ScrollView, can_focus=True):
 
     def set_table(self, table: pa.Table | dict[str, Any], keep_cursor: bool = True) -> None:
         if not isinstance(table, pa.Table):
-            table = pa.table({k: (v.tolist() if hasattr(v, "dtype") and v.dtype == object else v)
-                              for k, v in table.items()})
+            table = pa.table(
+                {
+                    k: (v.tolist() if hasattr(v, "dtype") and v.dtype == object else v)
+                    for k, v in table.items()
+                }
+            )
         self.set_count += 1
         self.table = table
         self.columns = list(table.column_names)
@@ -165,7 +173,9 @@ class ArrowTable(ScrollView, can_focus=True):
         self.widths = []
         self._fmts = {}
         for name, col in zip(self.columns, picked.columns, strict=True):
-            f = self.formatters.get(name) or (_float_format(col) if pa.types.is_floating(col.type) else default_format)
+            f = self.formatters.get(name) or (
+                _float_format(col) if pa.types.is_floating(col.type) else default_format
+            )
             self._fmts[name] = f
             w = max([len(self.labels.get(name, name)) + 2] + [len(f(v)) for v in col.to_pylist()])
             self.widths.append(min(MAX_COL_W, w))
@@ -190,7 +200,8 @@ class ArrowTable(ScrollView, can_focus=True):
             cols = [c.to_pylist() for c in chunk.columns]
             for k in range(chunk.num_rows):
                 self._cache[lo + k] = [
-                    self._fmts.get(name, default_format)(col[k]) for name, col in zip(self.columns, cols, strict=True)
+                    self._fmts.get(name, default_format)(col[k])
+                    for name, col in zip(self.columns, cols, strict=True)
                 ]
             cells = self._cache[i]
         return cells
@@ -202,7 +213,9 @@ class ArrowTable(ScrollView, can_focus=True):
         for k, (text, w) in enumerate(zip(cells, self.widths, strict=True)):
             if len(text) > w and not full:
                 text = text[: w - 1] + "…"
-            parts.append((text.rjust(w) if self.right[k] else text.ljust(w)) + ("  " if k < len(cells) - 1 else ""))
+            parts.append(
+                (text.rjust(w) if self.right[k] else text.ljust(w)) + ("  " if k < len(cells) - 1 else "")
+            )
         return "".join(parts)
 
     def render_line(self, y: int) -> Strip:
@@ -215,7 +228,9 @@ class ArrowTable(ScrollView, can_focus=True):
         i = int(self.scroll_y) + y - 1
         base = self.rich_style
         if self.row_count == 0 and y == 1:
-            return Strip([Segment(self.empty, self.get_component_rich_style("arrow-table--empty"))]).crop(0, width)
+            return Strip([Segment(self.empty, self.get_component_rich_style("arrow-table--empty"))]).crop(
+                0, width
+            )
         if not 0 <= i < self.row_count:
             return Strip.blank(width, base)
         style = base
@@ -227,7 +242,9 @@ class ArrowTable(ScrollView, can_focus=True):
         # The focused cursor row shows its cells whole (a cut cell spills over its neighbours).
         text = self._line(self._cells(i), f"{i + 1:,}", full=i == self.cursor_row and self.has_focus)
         if self._index_w:
-            segs.append(Segment(text[: self._index_w], style + self.get_component_rich_style("arrow-table--index")))
+            segs.append(
+                Segment(text[: self._index_w], style + self.get_component_rich_style("arrow-table--index"))
+            )
             text = text[self._index_w :]
         segs.append(Segment(text, style))
         return Strip(segs).crop(sx, sx + width).extend_cell_length(width, style)

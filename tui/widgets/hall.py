@@ -50,7 +50,13 @@ def glyphs(us: Cols, room: int, throttle_c: float) -> list[tuple[str, str]]:
 
 
 class HallStrip(Widget, can_focus=True):
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"hall--label", "hall--ok", "hall--hot", "hall--failed", "hall--info"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "hall--label",
+        "hall--ok",
+        "hall--hot",
+        "hall--failed",
+        "hall--info",
+    }
     DEFAULT_CSS = """
     HallStrip { text-wrap: nowrap; text-overflow: ellipsis; }
     HallStrip { height: 1; }
@@ -81,8 +87,10 @@ class HallStrip(Widget, can_focus=True):
             return f"{self.meta.ultraservers:,} UltraServers"
         failed_us = int(np.count_nonzero(us["chips_failed"] > 0))
         hot = int(np.argmax(us["max_chip_temp_c"]))
-        return (f"{self.meta.ultraservers:,} UltraServers · {failed_us:,} with failed chips · hottest "
-                f"#{hot} {fmt.temp(float(us['max_chip_temp_c'][hot]))}" + (f" · {self.age}" if self.age else ""))
+        return (
+            f"{self.meta.ultraservers:,} UltraServers · {failed_us:,} with failed chips · hottest "
+            f"#{hot} {fmt.temp(float(us['max_chip_temp_c'][hot]))}" + (f" · {self.age}" if self.age else "")
+        )
 
     def render(self) -> Text:
         w = self.content_size.width

@@ -142,7 +142,8 @@ class _LineMap(Widget):
         self.draw_count += 1
         base = self.rich_style
         self._strips = [
-            Strip([Segment(t, base + st if st is not None else base) for t, st in line]).crop(0, width)
+            Strip([Segment(t, base + st if st is not None else base) for t, st in line])
+            .crop(0, width)
             .extend_cell_length(width, base)
             for line in self._spans(width, height)
         ]
@@ -272,7 +273,9 @@ class FloorMap(_LineMap, can_focus=True):
                 block: list[list[tuple[str, Style | None]]] = [[] for _ in range(ch)]
                 y0 = len(lines)
                 for k, line in enumerate(block):
-                    line.append(((f"R{self.row_ids[r]}" if start == 0 and k == 0 else "").ljust(label_w), lab))
+                    line.append(
+                        ((f"R{self.row_ids[r]}" if start == 0 and k == 0 else "").ljust(label_w), lab)
+                    )
                 x = label_w
                 for us in members[start : start + per_line]:
                     j = us - base  # its row in the data
@@ -282,8 +285,11 @@ class FloorMap(_LineMap, can_focus=True):
                     mark, word = _STATE_MARK.get(su, (" ", None))
                     value = word or short_value(m, v)
                     if ch >= 2:
-                        body = [f"{us:>{iw}}{mark}" + (f"{nf:.0f}" if su == US_SOME_FAILED and cw >= iw + 5 else ""),
-                                " " * iw + value]
+                        body = [
+                            f"{us:>{iw}}{mark}"
+                            + (f"{nf:.0f}" if su == US_SOME_FAILED and cw >= iw + 5 else ""),
+                            " " * iw + value,
+                        ]
                     elif cw >= iw + 6:
                         body = [f"{us:>{iw}}{mark}{value:>4}"]
                     else:
@@ -403,11 +409,19 @@ class HallMap(_LineMap, can_focus=True):
             cell = f"H{hall:<3}{_hall_value(m, float(raw[i])):>5}"[: cw - 3].ljust(cw - 3)
             line: list[tuple[str, Style | None]] = []
             if i == self.selected:
-                line += [("[", sel_style), (cell, st + Style(bold=True, underline=True)), ("]", sel_style), (" ", None)]
+                line += [
+                    ("[", sel_style),
+                    (cell, st + Style(bold=True, underline=True)),
+                    ("]", sel_style),
+                    (" ", None),
+                ]
             else:
                 line += [(" ", None), (cell, st), ("  ", None)]
             for h, w, f in _HALL_FIGURES:
-                bad = h in ("tripped", "failed") and float(d["tripped" if h == "tripped" else "chips_failed"][i]) > 0
+                bad = (
+                    h in ("tripped", "failed")
+                    and float(d["tripped" if h == "tripped" else "chips_failed"][i]) > 0
+                )
                 line.append((f(d, i).rjust(w), warn if bad else None))
             self._lines[len(lines)] = i
             lines.append(line)
@@ -525,10 +539,13 @@ def chip_detail(d: Cols, i: int, meta: Any) -> str:
         return ""
     chip = int(d["chip_id"][i])
     job = int(d["job_id"][i])
-    parts = [f"chip {chip} (server {chip // meta.chips_per_server}, #{i})",
-             "FAILED" if bool(d["failed"][i]) else ("idle" if job < 0 else f"job {job}"),
-             f"util {fmt.pct(float(d['neuroncore_utilization'][i]), 0)}",
-             fmt.power(float(d["chip_power_w"][i])), fmt.temp(float(d["t_junction_c"][i]))]
+    parts = [
+        f"chip {chip} (server {chip // meta.chips_per_server}, #{i})",
+        "FAILED" if bool(d["failed"][i]) else ("idle" if job < 0 else f"job {job}"),
+        f"util {fmt.pct(float(d['neuroncore_utilization'][i]), 0)}",
+        fmt.power(float(d["chip_power_w"][i])),
+        fmt.temp(float(d["t_junction_c"][i])),
+    ]
     if "clock" in d:
         parts.append(f"clock {fmt.pct(float(d['clock'][i]), 0)}")
     return " · ".join(parts)

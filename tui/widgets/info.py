@@ -23,7 +23,12 @@ class InfoList(Widget, can_focus=True):
     """Lines of 'label ....... value ▇▇▇▇' with optional bars; redrawn only when items change."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
-        "info--label", "info--value", "info--bar", "info--loss", "info--warn", "info--head",
+        "info--label",
+        "info--value",
+        "info--bar",
+        "info--loss",
+        "info--warn",
+        "info--head",
     }
     DEFAULT_CSS = """
     InfoList { text-wrap: nowrap; text-overflow: clip; height: auto; }

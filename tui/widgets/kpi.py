@@ -62,20 +62,45 @@ KPIS: tuple[Kpi, ...] = (
     Kpi("it", "IT power", "it_power_w", fmt.power, None, _desc("it_power_w")),
     Kpi("facility", "Facility", "facility_power_w", fmt.power, None, _desc("facility_power_w")),
     Kpi("pue", "PUE", "pue", _num("{:.3f}"), False, _desc("pue")),
-    Kpi("busy", "Busy chips", "busy_share", fmt.pct, True, "Share of all chips doing work (chips_busy / chips_total)"),
+    Kpi(
+        "busy",
+        "Busy chips",
+        "busy_share",
+        fmt.pct,
+        True,
+        "Share of all chips doing work (chips_busy / chips_total)",
+    ),
     Kpi("tokens", "Tokens/s", "tokens_per_s", fmt.si, True, _desc("tokens_per_s")),
     Kpi("jpt", "J/token", "energy_per_token_j", _num("{:.2f} J"), False, _desc("energy_per_token_j")),
-    Kpi("usdtok", "$/M tokens", "usd_per_mtok", _num("${:.3f}"), False,
-        "Electricity cost per million output tokens: J/token × price"),
+    Kpi(
+        "usdtok",
+        "$/M tokens",
+        "usd_per_mtok",
+        _num("${:.3f}"),
+        False,
+        "Electricity cost per million output tokens: J/token × price",
+    ),
     Kpi("queue", "Queue", "queue_jobs", _jobs, False, _desc("queue_jobs")),
-    Kpi("slo", "SLO met", "slo_attainment", fmt.pct, True,
-        "Requests served within the TTFT and TPOT SLO / requests decided, this step, all services"),
+    Kpi(
+        "slo",
+        "SLO met",
+        "slo_attainment",
+        fmt.pct,
+        True,
+        "Requests served within the TTFT and TPOT SLO / requests decided, this step, all services",
+    ),
     Kpi("chipmax", "Max chip", "max_chip_temp_c", fmt.temp, False, _desc("max_chip_temp_c")),
     # Running totals only grow: no trend arrow (the rates are on the Energy screen).
-    Kpi("cost", "Cost so far", "cost_so_far_usd", fmt.money, False,
-        "Electricity cost since the start of the run", "-"),
-    Kpi("co2", "CO₂ so far", "co2_so_far_kg", _co2, False,
-        "CO2 emitted since the start of the run", "-"),
+    Kpi(
+        "cost",
+        "Cost so far",
+        "cost_so_far_usd",
+        fmt.money,
+        False,
+        "Electricity cost since the start of the run",
+        "-",
+    ),
+    Kpi("co2", "CO₂ so far", "co2_so_far_kg", _co2, False, "CO2 emitted since the start of the run", "-"),
 )
 
 
@@ -131,7 +156,12 @@ class KpiTile(Static):
         else:
             mark = "▲" if self.arrow > 0 else "▼"
             style = "$text-muted" if good is None else ("$success" if (self.arrow > 0) == good else "$error")
-        parts: list[str | tuple[str, str]] = [(self.kpi.label, "$text-muted"), "\n", (self.value_text, "bold"), " "]
+        parts: list[str | tuple[str, str]] = [
+            (self.kpi.label, "$text-muted"),
+            "\n",
+            (self.value_text, "bold"),
+            " ",
+        ]
         parts.append((mark, style) if style else mark)
         self.update(Content.assemble(*parts), layout=False)  # fixed-size tile: no relayout
 

@@ -85,8 +85,9 @@ class BraillePlot(Widget, can_focus=True):
         self.draw_count = 0
         self.bounds: tuple[float, float] | None = None  # the axis never goes beyond these (fractions)
 
-    def set_data(self, t: np.ndarray, series: Sequence[np.ndarray], t_end: float,
-                 window_s: float | None = None) -> None:
+    def set_data(
+        self, t: np.ndarray, series: Sequence[np.ndarray], t_end: float, window_s: float | None = None
+    ) -> None:
         self._t, self._series, self._t_end = t, series, float(t_end)
         if window_s is not None:
             self.window_s = float(window_s)
@@ -137,8 +138,9 @@ class BraillePlot(Widget, can_focus=True):
         for r in range(h):
             if r:
                 text.append("\n")
-            text.append(labels[r].rjust(gutter - 1) + "┤" if r in labels else " " * (gutter - 1) + "│",
-                        style=axis)
+            text.append(
+                labels[r].rjust(gutter - 1) + "┤" if r in labels else " " * (gutter - 1) + "│", style=axis
+            )
             row = "".join(map(chr, chars[r].tolist()))
             cuts = [0, *(np.flatnonzero(np.diff(owner[r])) + 1).tolist(), pw]
             for a, b in itertools.pairwise(cuts):

@@ -82,7 +82,12 @@ class StatusBar(Static):
 class Scrubber(Widget):
     """Replay position over the run: ━━━━●──── with the start and end times at the sides."""
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"scrubber--done", "scrubber--todo", "scrubber--knob", "scrubber--label"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "scrubber--done",
+        "scrubber--todo",
+        "scrubber--knob",
+        "scrubber--label",
+    }
     DEFAULT_CSS = """
     Scrubber { height: 1; text-wrap: nowrap; text-overflow: clip; }
     Scrubber > .scrubber--done { color: $accent; }
@@ -144,7 +149,9 @@ class ModeTabs(Widget):
             self.refresh()
 
     def render(self) -> Text:
-        full = sum(len(f" {k.upper()} {lb} ") + 1 for k, _, lb in SCREENS) + sum(len(v) + 1 for v in self.extra.values())
+        full = sum(len(f" {k.upper()} {lb} ") + 1 for k, _, lb in SCREENS) + sum(
+            len(v) + 1 for v in self.extra.values()
+        )
         short = full > self.content_size.width  # narrow: other screens by their first letters
         text = Text(no_wrap=True, overflow="ellipsis")
         self._spans = []

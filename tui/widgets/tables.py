@@ -17,8 +17,14 @@ def event_rows(cols: dict[str, Any]) -> list[EventRow]:
     """Rows of an events query (newest first) as tuples, oldest first."""
     if not cols or not len(cols.get("time_s", ())):
         return []
-    rows = zip(cols["time_s"].tolist(), cols["kind"].tolist(), cols["target"].tolist(),
-               cols["detail"].tolist(), cols["source"].tolist(), strict=True)
+    rows = zip(
+        cols["time_s"].tolist(),
+        cols["kind"].tolist(),
+        cols["target"].tolist(),
+        cols["detail"].tolist(),
+        cols["source"].tolist(),
+        strict=True,
+    )
     return [(int(t), str(k), str(g), str(d), str(s)) for t, k, g, d, s in rows][::-1]
 
 
@@ -29,7 +35,12 @@ class EventLog(Widget, can_focus=True):
     ("job_interrupted ×7  job:3, job:9, …") so a cause is not scrolled away by its effects."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
-        "event--time", "event--fail", "event--repair", "event--operator", "event--job", "event--other",
+        "event--time",
+        "event--fail",
+        "event--repair",
+        "event--operator",
+        "event--job",
+        "event--other",
     }
     DEFAULT_CSS = """
     EventLog { text-wrap: nowrap; text-overflow: ellipsis; }

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.schema import DEFAULT_START
-from twin import campus, catalog, floor, params, routing, tco
+from twin import campus, catalog, hall, params, routing, tco
 from twin.sim import EVENT_KINDS
 from twin.workload import TOKEN_PROFILES
 
@@ -192,7 +192,7 @@ SECTIONS: dict[str, Section] = {
             "[[hall.rows]]",
             "A mixed floor instead of `hall.system`: rows of one system "
             "each (one table per system, in floor order), on one plant, one power chain and one grid "
-            "connection (twin.floor). Work goes to the systems by `scheduler.routing`.",
+            "connection (twin.hall). Work goes to the systems by `scheduler.routing`.",
         ),
         Section(
             "halls",
@@ -1560,7 +1560,7 @@ def json_schema() -> dict[str, Any]:
     top["properties"].update(
         hall=_object(
             "hall",
-            extra={"rows": {"type": "array", "maxItems": floor.MAX_SYSTEMS, "items": _object("hall.rows")}},
+            extra={"rows": {"type": "array", "maxItems": hall.MAX_SYSTEMS, "items": _object("hall.rows")}},
         ),
         halls={
             "type": "array",
@@ -1569,7 +1569,7 @@ def json_schema() -> dict[str, Any]:
             "items": _object(
                 "hall",
                 extra={
-                    "rows": {"type": "array", "maxItems": floor.MAX_SYSTEMS, "items": _object("hall.rows")},
+                    "rows": {"type": "array", "maxItems": hall.MAX_SYSTEMS, "items": _object("hall.rows")},
                     "cooling": _object("cooling"),
                 },
             ),

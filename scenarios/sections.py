@@ -25,7 +25,8 @@ from pydantic import (
 
 from scenarios import facts as F
 from scenarios.facts import CLIMATES, Fact
-from twin import catalog, floor, params
+from twin import catalog, params
+from twin.hall import MAX_SYSTEMS
 from twin.models import DENSE_MFU, MODELS, MOE_MFU, ModelSpec
 from twin.workload import TOKEN_PROFILES
 
@@ -479,7 +480,7 @@ HallSection: Any = _model(
     "HallSection",
     "hall",
     _HallChecks,
-    rows=(Annotated[list[RowSection], Field(max_length=floor.MAX_SYSTEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
+    rows=(Annotated[list[RowSection], Field(max_length=MAX_SYSTEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
 )
 
 # One hall of a campus ([[halls]]): the keys of [hall], its own rows, and its own [halls.cooling]
@@ -488,7 +489,7 @@ CampusHallSection: Any = _model(
     "CampusHallSection",
     "hall",
     _HallChecks,
-    rows=(Annotated[list[RowSection], Field(max_length=floor.MAX_SYSTEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
+    rows=(Annotated[list[RowSection], Field(max_length=MAX_SYSTEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
     cooling=(CoolingSection | None, None),
 )
 

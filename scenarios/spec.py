@@ -53,7 +53,9 @@ from scenarios.sections import (
     fields_of,
     safe_name,
 )
-from twin import campus, catalog, floor, params, tco, workload
+from twin import campus, catalog, params, sim, tco, workload
+from twin.hall import check as check_hall
+from twin.hall import pool_facts, service_pools
 from twin.models import MODELS
 
 __all__ = [
@@ -441,7 +443,7 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             )
             if h.rows:
                 try:
-                    floor.check(h)
+                    check_hall(h)
                 except ValueError as e:
                     raise ValueError(f"halls[{k}].{e}" if self.halls else str(e)) from None
             if self.halls and self.halls[k].cooling is not None:
@@ -483,7 +485,7 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         for k, h in enumerate(halls):
             if h.rows:
                 hp = campus.hall_params(p, k) if p.halls else p
-                floor.service_pools(hp, floor.pool_facts(hp))
+                service_pools(hp, pool_facts(hp))
         return p
 
 
@@ -664,7 +666,7 @@ def build_simulation(
     HBM): what ``twin run`` starts from and what ``twin validate`` builds and drops."""
     p = prepare(scenario, seed, duration_s, extra_events)
     try:
-        return p, floor.build(p)
+        return p, sim.build(p)
     except ValueError as e:
         raise ScenarioError(f"{scenario._origin}: {e}") from None
 

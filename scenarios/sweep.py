@@ -368,7 +368,7 @@ def validate(sw: Sweep, pts: list[Point]) -> None:
 def check(raw: dict[str, Any], base_dir: Path | None, ovs: list[overrides.Override], where: str) -> None:
     """Validate raw scenario data with overrides as a scenario and as model parameters; errors
     start with ``where``."""
-    from twin import floor
+    from twin import sim
 
     try:
         data = overrides.apply(raw, ovs)
@@ -376,7 +376,7 @@ def check(raw: dict[str, Any], base_dir: Path | None, ovs: list[overrides.Overri
         raise ScenarioError(f"{where}: {e}") from None
     scen = overrides.validate_raw(data, where, base_dir)
     try:
-        floor.build(scen.to_params())
+        sim.build(scen.to_params())
     except ValueError as e:
         raise ScenarioError(f"{where}: {e}") from None
 

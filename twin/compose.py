@@ -1,0 +1,213 @@
+"""What a hall (several system pools) and a campus (several halls) share as compositions of parts:
+one numbering of chips, servers, UltraServers and rows across the parts, one event queue, and
+one way to merge the parts' telemetry frames into the whole's.
+
+Entities are numbered part by part (a hall's pools in the order of ``[[hall.rows]]``, a campus's
+halls in the order of ``[[halls]]``); a target or an event argument given across the whole maps
+to one part and its own index (``Numbering.locate``), and a part's events map back
+(``Numbering.target``, ``Numbering.arg``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from twin.params import ScheduledEvent
+
+LEVELS = ("chip", "server", "ultraserver", "row")
+_TARGET_RE = re.compile(r"^(row|ultraserver|server|chip):([0-9]+)$")
+
+
+class EventQueue:
+    """Scenario and operator events waiting for their time, in (time, arrival) order."""
+
+    def __init__(self, kinds: Sequence[str]) -> None:
+        self.kinds = tuple(kinds)
+        self._pending: list[tuple[int, int, ScheduledEvent, str]] = []
+        self._seq = 0
+
+    def push(self, ev: ScheduledEvent, source: str) -> None:
+        if ev.kind not in self.kinds:
+            raise ValueError(f"unknown event kind {ev.kind!r}; expected one of {', '.join(self.kinds)}")
+        heapq.heappush(self._pending, (int(ev.time_s), self._seq, ev, source))
+        self._seq += 1
+
+    def due(self, t: int) -> list[tuple[ScheduledEvent, str]]:
+        """The events due at or before ``t``, in order; they leave the queue."""
+        out = []
+        while self._pending and self._pending[0][0] <= t:
+            _, _, ev, source = heapq.heappop(self._pending)
+            out.append((ev, source))
+        return out
+
+
+class Numbering:
+    """Offsets of each part's entities in the whole's numbering, by level."""
+
+    def __init__(self, counts: dict[str, list[int]]) -> None:
+        self.off: dict[str, list[int]] = {
+            level: [int(x) for x in np.concatenate([[0], np.cumsum(counts[level])])] for level in LEVELS
+        }
+
+    def total(self, level: str) -> int:
+        return self.off[level][-1]
+
+    def locate(self, level: str, index: int) -> tuple[int, int]:
+        """(part, index in the part) of a whole-wide index at ``level``."""
+        off = self.off[level]
+        if not 0 <= index < off[-1]:
+            raise ValueError(f"{level} {index} out of range 0..{off[-1] - 1}")
+        k = int(np.searchsorted(off, index, side="right")) - 1
+        return k, index - off[k]
+
+    def target(self, target: str, k: int) -> str:
+        """Part ``k``'s event target (``row:3``, ``chip:12``) in the whole's numbering."""
+        m = _TARGET_RE.match(target)
+        if m is None:
+            return target
+        return f"{m.group(1)}:{int(m.group(2)) + self.off[m.group(1)][k]}"
+
+    def arg(self, kind: str, arg: str, k: int) -> str:
+        """An event's argument as given to part ``k``, in the whole's numbering (for re-runs)."""
+        if not arg:
+            return arg
+        if arg.startswith("row:"):
+            return self.target(arg, k)
+        if kind == "cdu_pump_failure" and arg.isdigit():
+            return str(int(arg) + self.off["row"][k])
+        level = kind.split("_", 1)[1] if "_" in kind else ""
+        if level in ("chip", "server", "ultraserver") and arg.isdigit():
+            return str(int(arg) + self.off[level][k])
+        return arg
+
+
+def interleave(frames: list[dict[str, Any]], ids: tuple[tuple[str, str], ...], num: Numbering) -> dict[str, Any]:
+    """Rows of the parts' per-entity tables, time major: every part's rows of one recorded time,
+    in the whole's order, then the next; entity ids shifted to the whole's numbering."""
+    if len(frames) == 1:
+        return frames[0]
+    slots = len(np.unique(np.asarray(frames[0]["time_s"])))
+    out: dict[str, Any] = {}
+    for col in frames[0]:
+        parts = []
+        for k, f in enumerate(frames):
+            a = np.asarray(f[col])
+            for name, level in ids:
+                if col == name:
+                    a = a + np.asarray(num.off[level][k], dtype=a.dtype)
+            parts.append(a.reshape(slots, -1) if slots else a)
+        merged = np.concatenate(parts, axis=1).ravel() if slots else np.concatenate(parts)
+        out[col] = list(merged) if isinstance(frames[0][col], list) else merged
+    return out
+
+
+def merge_services(per: list[dict[str, Any] | None], ids: list[list[int]], steps: int) -> dict[str, Any]:
+    """``service_ts`` of the whole: each part's service rows put at its services' global ids
+    (``ids[k]``), step by step."""
+    ns = sum(len(x) for x in ids)
+    frames = [(k, f) for k, f in enumerate(per) if f is not None]
+    out: dict[str, Any] = {}
+    for col in frames[0][1]:
+        if col == "service":
+            grid = np.empty((steps, ns), dtype=object)
+        else:
+            grid = np.zeros((steps, ns), dtype=np.asarray(frames[0][1][col]).dtype)
+        for k, f in frames:
+            grid[:, ids[k]] = np.asarray(f[col], dtype=grid.dtype).reshape(steps, len(ids[k]))
+        out[col] = list(grid.ravel()) if col == "service" else grid.ravel()
+    out["service_id"] = np.tile(np.arange(ns, dtype=np.int32), steps)
+    return out
+
+
+def merge_events(
+    evs: list[dict[str, Any]],
+    num: Numbering,
+    target: Callable[[str, int], str] | None = None,
+    detail: Callable[[str, int], str] | None = None,
+    default_arg: Callable[[str, str, int], str] | None = None,
+) -> dict[str, Any]:
+    """The parts' events in time order (parts in order within a time), targets and arguments in
+    the whole's numbering; ``target``, ``detail`` and ``default_arg`` adjust them further (a
+    campus names the hall)."""
+    rows = []
+    for k, e in enumerate(evs):
+        for r in range(len(e["time_s"])):
+            kind, arg = e["kind"][r], e["arg"][r]
+            if default_arg is not None and not arg:
+                arg = default_arg(kind, e["source"][r], k)
+            else:
+                arg = num.arg(kind, arg, k)
+            rows.append(
+                (
+                    int(e["time_s"][r]),
+                    kind,
+                    target(e["target"][r], k) if target else num.target(e["target"][r], k),
+                    detail(e["detail"][r], k) if detail else e["detail"][r],
+                    e["source"][r],
+                    arg,
+                    float(e["value"][r]),
+                    int(e["duration_s"][r]),
+                )
+            )
+    rows.sort(key=lambda x: x[0])  # stable: parts in order within a time
+    return {
+        "time_s": np.array([x[0] for x in rows], dtype=np.int64),
+        "kind": [x[1] for x in rows],
+        "target": [x[2] for x in rows],
+        "detail": [x[3] for x in rows],
+        "source": [x[4] for x in rows],
+        "arg": [x[5] for x in rows],
+        "value": np.array([x[6] for x in rows], dtype=np.float64),
+        "duration_s": np.array([x[7] for x in rows], dtype=np.int64),
+    }
+
+
+def merge_failures(per: list[dict[str, Any]], num: Numbering) -> dict[str, Any]:
+    """The parts' failures in time order, targets in the whole's numbering."""
+    fails = []
+    for k, f in enumerate(per):
+        fr = dict(f)
+        fr["target_id"] = np.array(
+            [int(x) + num.off[lv][k] for x, lv in zip(fr["target_id"], fr["level"], strict=True)],
+            dtype=np.int32,
+        )
+        fails.append(fr)
+    return sort_by_time(concat(fails))
+
+
+def concat(frames: list[dict[str, Any]]) -> dict[str, Any]:
+    """The parts' rows of one table one after the other."""
+    out: dict[str, Any] = {}
+    for col in frames[0]:
+        if isinstance(frames[0][col], list):
+            out[col] = [x for f in frames for x in f[col]]
+        else:
+            out[col] = np.concatenate([np.asarray(f[col]) for f in frames])
+    return out
+
+
+def sort_by_time(f: dict[str, Any]) -> dict[str, Any]:
+    order = np.argsort(np.asarray(f["time_s"]), kind="stable")
+    return {k: ([v[i] for i in order] if isinstance(v, list) else np.asarray(v)[order]) for k, v in f.items()}
+
+
+def merge_queues(views: list[list[tuple[int, str, int, int]]], limit: int) -> list[tuple[int, str, int, int]]:
+    """The first waiting jobs of several parts, longest waiting first: (job_id, name, chips, wait_s)."""
+    rows = [r for v in views for r in v]
+    return sorted(rows, key=lambda r: -r[3])[:limit]
+
+
+class JobsView:
+    """Several job tables read as one (``a``, ``names``, ``precision``, ``n``: slots of each in
+    turn): a copy, taken when asked."""
+
+    def __init__(self, tabs: list[Any]) -> None:
+        self.n = sum(t.n for t in tabs)
+        self.names = [x for t in tabs for x in t.names[: t.n]]
+        self.precision = [x for t in tabs for x in t.precision[: t.n]]
+        self.a = {k: np.concatenate([t.a[k][: t.n] for t in tabs]) for k in tabs[0].a}

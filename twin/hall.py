@@ -1,0 +1,604 @@
+"""A hall: the one step driver. One or several system pools on one site, one cooling plant, one
+power chain and one grid connection.
+
+Composition: each system in the hall is a homogeneous pool (``twin.pool.Pool``: its topology,
+work state, per-chip arrays and rack loops), so every hot path stays vectorised over that
+system's chips; a hall of one system is a hall with one pool. The hall steps its pools phase by
+phase and owns what they share. One step [t, t + dt):
+
+1. events       scenario and operator events due at t. A target in the hall (row, UltraServer,
+                server, chip: numbered across the hall in the order of ``[[hall.rows]]``; a
+                service by name) goes to its pool with the pool's own index; plant faults and the
+                facility cap to the first pool, which owns the plant; ``cooling_restore`` to every
+                pool.
+2. work         each pool's work step at its clocks. The first pool is the hall's front door:
+                batch jobs arrive there and ``twin.routing`` sends each to a pool's queue.
+3. site         weather, price and carbon at t, once for the hall.
+4. physics      each pool's own part (``Facility.step_it``: chip and IT power, rack loops,
+                protection, loop trips); then the plant once on the summed heat and the power
+                chain once on the summed IT and cooling power; then each pool's clocks for the
+                next step. A facility cap shared by several pools gives every busy chip of the
+                hall one clock (``capping.shared_targets``): each pool's chips slow to meet
+                their share of the hall's IT target, inside the step when its load rose. When
+                protection slowed chips inside the step, the pool's batch work of the step is
+                taken at the clocks they ran at; thermal trips and recoveries go back to the
+                work state.
+5. record       each pool records its own rows with the plant's and the chain's power, water and
+                losses shared in proportion to its IT power; the hall's rows are merged from
+                them (``twin.telemetry.FLOOR_MERGE``; one pool's are the hall's), ``system_ts``
+                holds the pools' own.
+
+A campus (several halls under one substation) composes halls one level up (``twin.campus``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from twin import capping, plant, power, routing, rng, site, telemetry
+from twin.compose import (
+    EventQueue,
+    JobsView,
+    Numbering,
+    concat,
+    interleave,
+    merge_events,
+    merge_failures,
+    merge_queues,
+    merge_services,
+    sort_by_time,
+)
+from twin.design import Design, derive
+from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
+from twin.facility import FacilityStep, ItStep, PlantState
+from twin.jobs import JobTable
+from twin.params import FactoryParams, HallParams, ScheduledEvent, SystemRows
+from twin.pool import Pool
+from twin.record import Frames, Recorder
+
+# The largest number of different systems in one hall (each is a pool with its own arrays).
+MAX_SYSTEMS = 8
+
+EVENT_KINDS = (
+    *FACILITY_EVENT_KINDS,
+    "fail_chip",
+    "fail_server",
+    "fail_ultraserver",
+    "repair_chip",
+    "repair_server",
+    "repair_ultraserver",
+    "drain_ultraserver",
+    "undrain_ultraserver",
+    "inference_surge",
+)
+
+
+def check(hall: HallParams) -> None:
+    """A mixed hall's rows make sense together (ValueError naming ``hall.rows``)."""
+    rows = hall.rows
+    if len(rows) > MAX_SYSTEMS:
+        raise ValueError(f"hall.rows: {len(rows)} systems; a floor may mix at most {MAX_SYSTEMS}")
+    keys = [r.system.key for r in rows]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise ValueError(f"hall.rows: system {dup[0]!r} appears twice; give it once with its total count")
+    liquid = {r.system.liquid_fraction > 0 for r in rows}
+    if len(liquid) > 1:
+        raise ValueError(
+            "hall.rows: liquid-cooled and air-cooled systems on one floor are not modelled "
+            "(one plant serves either CDUs or CRAHs first); keep one kind per floor"
+        )
+
+
+def pool_params(p: FactoryParams, r: SystemRows) -> FactoryParams:
+    """The parameters of a hall of only the system of ``r`` (a one-system hall's are its own)."""
+    if not p.hall.rows:
+        return p
+    return dataclasses.replace(p, hall=HallParams(r.system, r.accelerator, r.ultraservers, r.ultraservers_per_row))
+
+
+def pool_facts(p: FactoryParams) -> list[routing.PoolFacts]:
+    """What routing needs of each system in the hall (its design sizes its TCO rates)."""
+    out = []
+    for r in p.hall.pools():
+        d = derive(pool_params(p, r))
+        out.append(routing.pool_facts(r.system, r.accelerator, r.ultraservers, d.design_it_w, p.tco))
+    return out
+
+
+def service_pools(p: FactoryParams, facts: list[routing.PoolFacts]) -> list[int]:
+    """The pool of each service (ValueError naming ``services[i]`` when none can hold it)."""
+    out = []
+    for i, s in enumerate(p.services):
+        try:
+            out.append(routing.service_pool(s, facts, p.scheduler.routing, p.power, p.site.price_usd_per_mwh))
+        except ValueError as e:
+            raise ValueError(f"services[{i}]: {e}") from None
+    return out
+
+
+def _pool_seed(seed: int, k: int) -> int:
+    """Pool ``k``'s seed: the hall's for the first pool (a one-system hall is that system's
+    pool), an independent child of it for the others."""
+    if k == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, k]).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+@dataclasses.dataclass(frozen=True)
+class HallTopology:
+    """A hall's (or a campus's) sizes and index arrays across its pools (UltraServers and rows
+    numbered pool by pool)."""
+
+    ultraservers: int
+    chips: int
+    rows: int
+    us_row: npt.NDArray[np.int32]
+    chip_us: npt.NDArray[np.int32]
+    # The first system's shape (views that draw one grid of UltraServers use it).
+    chips_per_us: int = 0
+    servers_per_us: int = 0
+
+
+class PlantView:
+    """The plant as several pools present it to ``twin.plant``: the first pool's plant state
+    and the hall's design values (sums of the pools'; the CDU pump figure is the mean per
+    UltraServer, the plant's pumps scale it by the number of flowing UltraServers)."""
+
+    def __init__(self, pools: list[Pool], us_row: npt.NDArray[np.int32]) -> None:
+        f0 = pools[0].facility
+        facs = [pl.facility for pl in pools]
+        self._facs = facs
+        self.cp = f0.cp
+        self.plant: PlantState = f0.plant
+        self.lf = max(f.lf for f in facs)
+        self.fw_setpoint_c = f0.fw_setpoint_c
+        self.econ_unit_effectiveness = f0.econ_unit_effectiveness
+        self.design_it_w = sum(f.design_it_w for f in facs)
+        self.design_liquid_w = sum(f.design_liquid_w for f in facs)
+        self.fw_flow_design = sum(f.fw_flow_design for f in facs)
+        self.fw_mass_kg = sum(f.fw_mass_kg for f in facs)
+        self.fw_pump_design_w = sum(f.fw_pump_design_w for f in facs)
+        self.fan_design_w = sum(f.fan_design_w for f in facs)
+        self.ups_rating_w = sum(f.ups_rating_w for f in facs)
+        cp = self.cp
+        self.chiller_unit_w = self.design_it_w / max(cp.chiller_units - cp.chiller_redundancy, 1)
+        nus = sum(f.topo.ultraservers for f in facs)
+        self.cdu_pump_design_w = sum(f.cdu_pump_design_w * f.topo.ultraservers for f in facs) / nus
+        self.topo = HallTopology(nus, 0, 0, us_row, np.zeros(0, dtype=np.int32))
+
+    @property
+    def row_flow_fraction(self) -> npt.NDArray[np.float64]:
+        return np.concatenate([f.row_flow_fraction for f in self._facs])
+
+
+class Hall:
+    """The model of one hall: ``advance``, ``inject``, ``t_s``, ``design``, ``topo``, the per-chip
+    arrays across its pools. ``weather_seed``: the seed of the site's weather (a campus gives
+    every hall its own)."""
+
+    def __init__(self, params: FactoryParams, weather_seed: int | None = None) -> None:
+        check(params.hall)
+        self.p = params
+        self.dt_s = int(params.dt_s)
+        rows: tuple[SystemRows, ...] = params.hall.pools()
+        self.systems = [r.system.key for r in rows]
+        k = len(rows)
+        # Services: each on one pool, chosen by the routing policy.
+        facts = pool_facts(params) if k > 1 else []
+        self.svc_pool = service_pools(params, facts) if k > 1 else [0] * len(params.services)
+        self.pools: list[Pool] = [Pool(self._pool_params(i, r)) for i, r in enumerate(rows)]
+        for i, pl in enumerate(self.pools):
+            pl.jobs.number(k, i)
+            if i > 0:
+                pl.facility.plant = self.pools[0].facility.plant
+                pl.facility.owns_plant = False
+        if k > 1:
+            front = self.pools[0].cluster
+            front.router = routing.Router(
+                [pl.cluster for pl in self.pools],
+                facts,
+                params.scheduler.routing,
+                params.power,
+                params.site.price_usd_per_mwh,
+            )
+        self.num = Numbering(
+            {lv: [int(getattr(pl.topo, lv + "s")) for pl in self.pools] for lv in ("chip", "server", "ultraserver", "row")}
+        )
+        self.topo = self._topology()
+        # The plant as the pools present it (one pool: its own facility).
+        self.plant_view: Any = PlantView(self.pools, self.topo.us_row) if k > 1 else self.pools[0].facility
+        # Global service index of each pool's services.
+        self.svc_ids = [[j for j, q in enumerate(self.svc_pool) if q == i] for i in range(k)]
+        self.sys = self.pools[0].sys
+        self.design = self._design()
+        self.site = site.SiteModel(params.site, rng.streams(params.seed if weather_seed is None else weather_seed).weather)
+        self.t_s = 0
+        self._last_w = 0.0  # the hall's facility power, last step (0 before the first)
+        self._shared_cap_w = math.inf  # the cap the systems' shares were last set for
+        self.events = EventQueue(EVENT_KINDS)
+        for ev in params.events:
+            self.events.push(ev, "scenario")
+        self.last: dict[str, float] = {}
+
+    def _pool_params(self, i: int, r: SystemRows) -> FactoryParams:
+        p = self.p
+        training = p.training
+        if i > 0:  # the front door (pool 0) draws every arrival and routes it
+            training = dataclasses.replace(training, arrivals_per_day=0.0, trace=None)
+        return dataclasses.replace(
+            pool_params(p, r),
+            seed=_pool_seed(p.seed, i),
+            training=training,
+            services=tuple(s for s, q in zip(p.services, self.svc_pool, strict=True) if q == i),
+            events=(),
+        )
+
+    def _topology(self) -> HallTopology:
+        off = self.num.off
+        us_row = np.concatenate([pl.topo.us_row + off["row"][i] for i, pl in enumerate(self.pools)])
+        chip_us = np.concatenate([pl.topo.chip_us + off["ultraserver"][i] for i, pl in enumerate(self.pools)])
+        t0 = self.pools[0].topo
+        return HallTopology(
+            self.num.total("ultraserver"),
+            self.num.total("chip"),
+            self.num.total("row"),
+            us_row.astype(np.int32),
+            chip_us.astype(np.int32),
+            t0.chips_per_us,
+            t0.servers_per_us,
+        )
+
+    def _design(self) -> Design:
+        """The hall's Design: one pool's own; for several, the first system's shape fields with
+        the hall's sizes and the plant's and UPS's design values (each pool keeps its own)."""
+        d0 = self.pools[0].design
+        if len(self.pools) == 1:
+            return d0
+        v = cast(PlantView, self.plant_view)
+        return dataclasses.replace(
+            d0,
+            system="+".join(self.systems),
+            accelerator="+".join(pl.acc.key for pl in self.pools),
+            ultraservers=self.topo.ultraservers,
+            rows=self.topo.rows,
+            chips=self.topo.chips,
+            design_it_w=v.design_it_w,
+            facility_loop_mass_kg=v.fw_mass_kg,
+            facility_design_flow_kg_s=v.fw_flow_design,
+            chiller_unit_w=v.chiller_unit_w,
+            ups_rating_w=v.ups_rating_w,
+        )
+
+    @property
+    def pool(self) -> Pool:
+        """The hall's only pool (a hall of one system)."""
+        if len(self.pools) != 1:
+            raise ValueError(f"a hall of {len(self.pools)} systems has no single pool")
+        return self.pools[0]
+
+    # ------------------------------------------------------------------ per-chip views
+    def _cat(self, name: str) -> npt.NDArray[Any]:
+        if len(self.pools) == 1:
+            out: npt.NDArray[Any] = getattr(self.pools[0], name)
+            return out
+        return np.concatenate([getattr(pl, name) for pl in self.pools])
+
+    @property
+    def chip_clock(self) -> npt.NDArray[np.float64]:
+        return self._cat("chip_clock")
+
+    @property
+    def chip_power(self) -> npt.NDArray[np.float64]:
+        return self._cat("chip_power")
+
+    @property
+    def chip_activity(self) -> npt.NDArray[np.float64]:
+        return self._cat("chip_activity")
+
+    @property
+    def chip_tj(self) -> npt.NDArray[np.float64]:
+        return self._cat("chip_tj")
+
+    @property
+    def chip_hw_failed(self) -> npt.NDArray[np.bool_]:
+        return self._cat("chip_hw_failed")
+
+    @property
+    def us_tripped(self) -> npt.NDArray[np.bool_]:
+        return self._cat("us_tripped")
+
+    def chip_job_ids(self) -> npt.NDArray[np.int32]:
+        return np.concatenate([pl.chip_job_ids() for pl in self.pools])
+
+    @property
+    def jobs(self) -> JobTable | JobsView:
+        """The hall's job table (several pools: their tables read as one, a read-only copy)."""
+        if len(self.pools) == 1:
+            return self.pools[0].jobs
+        return JobsView([pl.jobs for pl in self.pools])
+
+    def job_tables(self) -> list[JobTable]:
+        return [pl.jobs for pl in self.pools]
+
+    def queue_view(self, limit: int = 50) -> list[tuple[int, str, int, int]]:
+        """First waiting jobs, longest waiting first: (job_id, name, chips, wait_s)."""
+        return merge_queues([pl.queue_view(limit) for pl in self.pools], limit)
+
+    # ------------------------------------------------------------------ events
+    def inject(self, kind: str, target: str = "", value: float = 0.0, duration_s: int = 0) -> ScheduledEvent:
+        """Queue an operator event (targets numbered across the hall); applied at the next step."""
+        ev = ScheduledEvent(self.t_s, kind, str(target), float(value), int(duration_s))
+        self.events.push(ev, "operator")
+        return ev
+
+    def route(self, ev: ScheduledEvent) -> list[tuple[int, ScheduledEvent]]:
+        """The pool(s) an event concerns, each with the event in the pool's own numbering (a hall
+        of one pool: as given). ``cooling_restore`` reaches every pool."""
+        kind, target = ev.kind, ev.target
+        if len(self.pools) == 1:
+            return [(0, ev)]
+        if kind == "cooling_restore":
+            return [(k, ev) for k in range(len(self.pools))]
+        if kind in FACILITY_EVENT_KINDS:
+            row = target if kind == "cdu_pump_failure" else (target if target.startswith("row") else "")
+            if kind in ("power_cap", "cdu_pump_failure") and row:
+                k, r = self.num.locate("row", int(row.split(":", 1)[-1]))
+                return [(k, dataclasses.replace(ev, target=f"row:{r}" if kind == "power_cap" else str(r)))]
+            return [(0, ev)]
+        if kind == "inference_surge":
+            names = [s.name for s in self.p.services]
+            return [(self.svc_pool[names.index(target)] if target in names else 0, ev)]
+        k, local_i = self.num.locate(kind.split("_", 1)[1], int(target))
+        return [(k, dataclasses.replace(ev, target=str(local_i)))]
+
+    def _apply(self, ev: ScheduledEvent, source: str) -> None:
+        for k, local in self.route(ev):
+            if k == 0 or ev.kind != "cooling_restore":
+                self.pools[k].apply(local, source)
+            else:  # the plant's restore is recorded once, by the pool that owns the plant
+                self.pools[k].facility.apply(local, self.t_s)
+
+    # ------------------------------------------------------------------ step
+    def step(self, recs: list[Recorder], i: int) -> None:
+        """Step ``i`` of the steps ``recs`` were begun for (module docstring)."""
+        t, dt = self.t_s, self.dt_s
+        pools = self.pools
+        for ev, source in self.events.due(t):
+            self._apply(ev, source)
+        works = [pl.work(t) for pl in pools]
+        cond = self.site.step(t, dt)
+        shared = len(pools) > 1
+        if shared and pools[0].facility.facility_cap_w != self._shared_cap_w:
+            # A cap that arrived or changed since the last step: its shares from that step's figures.
+            self._share_cap([pl.facility.cap_basis for pl in pools], self._last_w)
+        parts = [self._step_it(k, pl, cond) for k, pl in enumerate(pools)]
+        it_w = sum(p.it_w for p in parts)
+        plant_out = plant.plant_step(
+            self.plant_view, sum(p.to_fw_w for p in parts), sum(p.air_heat_w for p in parts), cond, dt
+        )
+        cooling_w = plant_out["chiller_w"] + plant_out["pumps_w"] + plant_out["fans_w"]
+        losses = power.chain_losses(it_w, cooling_w, self.plant_view.ups_rating_w, self.p.power)
+        facility_w = it_w + cooling_w + losses.total_w
+        steps = self._finish(parts, plant_out, losses, it_w, facility_w, cond)
+        if shared:
+            bases = [
+                capping.basis(pl.facility, p.util, p.heat.clock, p.heat.full_clock, p.it_w, p.heat.pw.us_act)
+                for pl, p in zip(pools, parts, strict=True)
+            ]
+            self._share_cap(bases, facility_w)
+        self._last_w = facility_w
+        for pl, rec, ph, (w, clock) in zip(pools, recs, steps, works, strict=True):
+            w = pl.after_physics(ph, w, clock)
+            pl.record(rec, i, w, ph)
+            pl.t_s = t + dt
+        self.t_s = t + dt
+
+    def _step_it(self, k: int, pl: Pool, cond: site.Conditions) -> ItStep:
+        fac = self.pools[0].facility
+        if k:  # the hall's cap (the first system's, after its timed effects at t) binds every system
+            pl.facility.facility_cap_w = fac.facility_cap_w
+        # A run's first step has no last step to convert a facility cap into IT watts with: it
+        # asks the plant and the chain what this step's IT power would cost instead.
+        first = pl.facility._last is None
+        if first:
+            pl.facility._first = (cond, self.dt_s)
+        part = pl.facility.step_it(pl.utilisation(), ~pl.chip_failed, self.t_s, self.dt_s)
+        pl.facility._first = None
+        return part
+
+    def _finish(
+        self,
+        parts: list[ItStep],
+        plant_out: dict[str, float],
+        losses: power.ChainLosses,
+        it_w: float,
+        facility_w: float,
+        cond: site.Conditions,
+    ) -> list[FacilityStep]:
+        """Each pool's clocks for the next step and its record of this one, with the plant's
+        and the chain's power shared in proportion to its IT power."""
+        pools = self.pools
+        if len(pools) == 1:
+            return [pools[0].facility.finish_step(parts[0], plant_out, losses, facility_w, cond)]
+        cap = pools[0].facility.facility_cap_w
+        design = [pl.facility.design_it_w for pl in pools]
+        out = []
+        for k, (pl, part) in enumerate(zip(pools, parts, strict=True)):
+            share = part.it_w / it_w if it_w > 0 else design[k] / sum(design)
+            own = {
+                key: (v if key in ("free_fraction", "cop", *plant.UNIT_COLUMNS) else v * share)
+                for key, v in plant_out.items()
+            }
+            pl_losses = power.ChainLosses(losses.pdu_w * share, losses.ups_w * share, losses.transformer_w * share)
+            pl.facility.facility_cap_w = cap
+            out.append(pl.facility.finish_step(part, own, pl_losses, facility_w, cond))
+        return out
+
+    def _share_cap(self, bases: list[tuple[float, float, float]], facility_w: float) -> None:
+        """One cap for the hall's pools: every busy chip under it gets the same clock
+        (``capping.shared_targets``). Each pool's IT target, from a step's ``bases`` and the
+        hall's facility power then, as a scale on its proportional share of the cap, which its
+        next clocks and the check inside the next step apply."""
+        cap = self._shared_cap_w = self.pools[0].facility.facility_cap_w
+        for pl, b in zip(self.pools, bases, strict=True):
+            pl.facility.cap_basis = b
+        if not (math.isfinite(cap) and facility_w > 0):
+            for pl in self.pools:
+                pl.facility.cap_it_scale = 1.0
+            return
+        targets = capping.shared_targets(bases, cap * sum(b[0] for b in bases) / facility_w)
+        for pl, b, tg in zip(self.pools, bases, targets, strict=True):
+            prop = cap * b[0] / facility_w
+            pl.facility.cap_it_scale = tg / prop if prop > 0 else 1.0
+
+    # ------------------------------------------------------------------ a campus's share of its cap
+    def set_site_cap(self, cap_w: float, reclock: bool) -> None:
+        """The campus's share of its cap for this hall from the next clocks on. One pool solves
+        its next clocks again for it (``reclock``: the share moved after the step); several
+        pools re-share the cap among them at the start of the next step."""
+        fac = self.pools[0].facility
+        fac.set_site_cap(cap_w)
+        if reclock and len(self.pools) == 1:
+            fac.reclock_for_site_cap()
+
+    def cap_basis(self) -> tuple[float, float, float]:
+        """The hall's last step as a shared cap reads it (``capping.basis``, summed over pools)."""
+        it, now, full = (sum(b) for b in zip(*(pl.facility.cap_basis for pl in self.pools), strict=True))
+        return it, now, full
+
+    @staticmethod
+    def recorded(recs: list[Recorder], i: int, col: str) -> float:
+        """A factory_ts column of step ``i`` summed over the pools (IT or facility power)."""
+        return float(sum(r.f[col][i] for r in recs))
+
+    # ------------------------------------------------------------------ public
+    def advance(self, steps: int, stop: Callable[[], bool] | None = None) -> Frames:
+        """Run ``steps`` steps; return their telemetry frames (``table -> column -> array``, column
+        names as in ``twin.telemetry``; ``run_id`` is added by storage). ``stop`` is asked after
+        each step: when it returns true, the advance ends there (the frames hold the steps run)."""
+        recs = self.begin(steps)
+        ran = run_steps(self.step, recs, steps, stop)
+        return self.end(recs, ran)
+
+    def refresh_jobs(self) -> None:
+        """The next advance writes every waiting and running job's row, however long since the
+        last (``jobs_interval_s``): the end of a run."""
+        for pl in self.pools:
+            pl.refresh_jobs()
+
+    def begin(self, steps: int) -> list[Recorder]:
+        """Each pool's buffers for the next ``steps`` steps (a campus drives halls so)."""
+        return [pl.recorder(steps) for pl in self.pools]
+
+    def end(self, recs: list[Recorder], ran: int) -> Frames:
+        """The frames of the first ``ran`` steps recorded in ``recs``."""
+        per = [pl.frames(rec, ran) for pl, rec in zip(self.pools, recs, strict=True)]
+        frames = self._merge(per, ran)
+        if ran:
+            self.last = {k: float(v[-1]) for k, v in frames["factory_ts"].items()}
+        return frames
+
+    # ------------------------------------------------------------------ merging the pools' frames
+    def _merge(self, per: list[Frames], steps: int) -> Frames:
+        """The hall's frames from its pools' (one pool's are the hall's)."""
+        num = self.num
+        factory = [f["factory_ts"] for f in per]
+        out: Frames = {"factory_ts": merge_factory(factory), "system_ts": telemetry.system_rows(factory, self.systems)}
+        out["ultraserver_ts"] = interleave(
+            [f["ultraserver_ts"] for f in per], (("ultraserver_id", "ultraserver"), ("row_id", "row")), num
+        )
+        out["row_ts"] = interleave([f["row_ts"] for f in per], (("row_id", "row"),), num)
+        out["hall_ts"] = merge_hall([f["hall_ts"] for f in per])
+        if "chip_ts" in per[0]:
+            out["chip_ts"] = interleave(
+                [f["chip_ts"] for f in per], (("chip_id", "chip"), ("ultraserver_id", "ultraserver")), num
+            )
+        if self.p.services:
+            svc = [f.get("service_ts") for f in per]
+            out["service_ts"] = svc[0] if len(per) == 1 and svc[0] is not None else merge_services(svc, self.svc_ids, steps)
+        if len(per) == 1:
+            for table in ("jobs", "events", "failures", "interruptions"):
+                out[table] = per[0][table]
+            return out
+        out["jobs"] = concat([f["jobs"] for f in per])
+        out["events"] = merge_events([f["events"] for f in per], num)
+        out["failures"] = merge_failures([f["failures"] for f in per], num)
+        out["interruptions"] = sort_by_time(concat([f["interruptions"] for f in per]))
+        return out
+
+
+def run_steps(step: Callable[[Any, int], None], rec: Any, steps: int, stop: Callable[[], bool] | None) -> int:
+    """Run ``step(rec, i)`` for i < ``steps``, asking ``stop`` after each (not after the last);
+    returns how many ran."""
+    for i in range(steps):
+        step(rec, i)
+        if stop is not None and i + 1 < steps and stop():
+            return i + 1
+    return steps
+
+
+def merge_factory(rows: list[dict[str, Any]], rules: dict[str, str] | None = None) -> dict[str, Any]:
+    """The whole's ``factory_ts`` from its parts' rows (``rules``: ``twin.telemetry.FLOOR_MERGE``
+    unless given, as a campus gives ``CAMPUS_MERGE``; one part's rows under the floor rules are
+    the whole's)."""
+    if len(rows) == 1 and rules is None:
+        return rows[0]
+    out: dict[str, Any] = {}
+    rules = telemetry.FLOOR_MERGE if rules is None else rules
+    for c in telemetry.TABLES["factory_ts"]:
+        if c.name not in rows[0]:
+            continue
+        rule = rules.get(c.name, "sum")
+        stack = np.stack([r[c.name] for r in rows])
+        if rule == "same":
+            out[c.name] = stack[0]
+        elif rule == "max":
+            out[c.name] = stack.max(axis=0)
+        elif rule == "sum":
+            out[c.name] = stack.sum(axis=0).astype(stack.dtype)
+    for name, rule in rules.items():
+        if name not in rows[0]:
+            continue
+        if rule.startswith("ratio:"):
+            num, den = rule[6:].split("/")
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[name] = np.where(out[den] > 0, out[num] / out[den], np.nan)
+        elif rule.startswith("mean:"):
+            wcol = rule[5:]
+            v = np.stack([r[name] for r in rows]).astype(np.float64)
+            w = np.stack([r[wcol] for r in rows]).astype(np.float64)
+            tot = w.sum(axis=0)
+            if len(rows) == 1:
+                mean = v[0]
+            else:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    mean = np.where(tot > 0, (v * w).sum(axis=0) / tot, v.mean(axis=0))
+            out[name] = mean.astype(np.asarray(rows[0][name]).dtype)
+    return {c.name: out[c.name] for c in telemetry.TABLES["factory_ts"] if c.name in out}
+
+
+def merge_hall(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The hall tier over the pools: counts and power summed, temperature max, activity, return
+    temperature and clock averaged over UltraServers."""
+    if len(rows) == 1:
+        return rows[0]
+    out: dict[str, Any] = {}
+    nus = np.stack([r["ultraservers"] for r in rows]).astype(np.float64)
+    for col in rows[0]:
+        stack = np.stack([r[col] for r in rows])
+        if col in ("time_s", "hall_id"):
+            out[col] = stack[0]
+        elif col == "max_chip_temp_c":
+            out[col] = stack.max(axis=0)
+        elif col in ("activity", "coolant_return_c", "clock"):
+            out[col] = ((stack * nus).sum(axis=0) / np.maximum(nus.sum(axis=0), 1)).astype(stack.dtype)
+        else:
+            out[col] = stack.sum(axis=0).astype(stack.dtype)
+    return out

@@ -1,0 +1,361 @@
+"""A pool: the UltraServers of one system in a hall, with everything that is per chip.
+
+A pool holds one homogeneous system's topology, its work state (``twin.cluster``: chips'
+ownership and health, jobs, queues, services), its facility part (``twin.facility``: clocks,
+rack loops, protection, caps and timed effects) and its fixed cost rates. It does not step
+itself: the hall (``twin.hall``) drives its pools through one step, phase by phase, with one
+site, one plant and one power chain on their sums. The phases a pool takes part in:
+
+- ``apply``: one event in the pool's own numbering (failures, repairs, drains, surges, a cap
+  or a cooling fault on its rows);
+- ``work``: the work state's step at this step's clocks;
+- ``after_physics``: what the physics did to the work (clocks lowered inside the step, thermal
+  trips and recoveries);
+- ``record``: the pool's own rows (factory, UltraServers, rows, services, chip samples).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import numpy.typing as npt
+
+from twin import outages, rng, serving, tco
+from twin.cluster import Cluster, WorkStep, rescale_progress
+from twin.design import Design, derive
+from twin.events import Events
+from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
+from twin.facility import Facility, FacilityStep
+from twin.jobs import JobTable
+from twin.params import FactoryParams, ScheduledEvent
+from twin.record import Frames, Recorder, due
+from twin.topology import Topology, build
+
+# One events-table row: (time, kind, target, detail, source, raw target, value, duration).
+EventRow = tuple[int, str, str, str, str, str, float, int]
+
+
+class Pool:
+    """One system's UltraServers (``params.hall`` is a hall of that one system)."""
+
+    def __init__(self, params: FactoryParams, design: Design | None = None) -> None:
+        self.p = params
+        hall = params.hall
+        self.sys = hall.system
+        self.acc = hall.accelerator
+        self.dt_s = int(params.dt_s)
+        if self.dt_s < 1:
+            raise ValueError("dt_s must be a positive integer number of seconds")
+        self.topo: Topology = build(hall.ultraservers, self.sys.chips, self.sys.servers, hall.ultraservers_per_row)
+        n = self.topo.chips
+        # The pool's fixed facts, derived once (a one-system hall records them as ``runs.design_json``).
+        self.design: Design = design or derive(params)
+        # Fixed cost rates of ownership (capital, maintenance, staff; twin.tco).
+        self.costs = tco.cost_rates(self.sys, hall.ultraservers, self.design.design_it_w, params.tco)
+        self.rngs = rng.streams(params.seed)
+        self.t_s = 0
+        self.cluster = Cluster(params, self.topo, self.acc, self.rngs)
+        self.chip_owner = self.cluster.chip_owner
+        self.chip_failed = self.cluster.chip_failed
+        self.chip_repair_at = self.cluster.chip_repair_at
+        self.jobs: JobTable = self.cluster.jobs
+        self.chip_clock = np.ones(n)
+        self._chip_power0 = np.zeros(n)
+        self.chip_activity = np.zeros(n)
+        self._chip_tj0 = np.full(n, params.cooling.supply_setpoint_c)
+        self._ph: FacilityStep | None = None  # the last physics step
+        self.facility = Facility(params, self.topo, self.sys, self.acc, self.design)
+        self._events: list[EventRow] = []
+
+    # ------------------------------------------------------------------ per-chip views
+    @property
+    def queue(self) -> list[int]:
+        """Batch jobs waiting, in the scheduling policy's order (replica requests: ``cluster``)."""
+        return self.cluster.queue
+
+    @property
+    def chip_power(self) -> npt.NDArray[np.float64]:
+        """Power of every chip at the last step [W] (built when asked: the model needs only its
+        UltraServer sums)."""
+        return self._ph.chip_p if self._ph is not None else self._chip_power0
+
+    @property
+    def chip_hw_failed(self) -> npt.NDArray[np.bool_]:
+        """Chips with a hardware fault (``chip_failed`` also holds chips of tripped UltraServers,
+        which are off, not failed)."""
+        return self.cluster.chip_hw_failed
+
+    def chip_job_ids(self) -> npt.NDArray[np.int32]:
+        """The job id on each chip (-1 idle); ``chip_owner`` holds job-table slots."""
+        owner = self.chip_owner
+        out: npt.NDArray[np.int32] = np.where(owner >= 0, self.jobs.a["id"][np.maximum(owner, 0)], -1).astype(
+            np.int32
+        )
+        return out
+
+    @property
+    def chip_tj(self) -> npt.NDArray[np.float64]:
+        """Junction temperature of every chip in the last step [°C] (derived on demand)."""
+        return self._ph.chip_tj() if self._ph is not None else self._chip_tj0
+
+    @property
+    def us_tripped(self) -> npt.NDArray[np.bool_]:
+        """UltraServers powered off by thermal protection."""
+        return self.facility.us_tripped
+
+    def utilisation(self) -> npt.NDArray[np.float64]:
+        """Each chip's utilisation is its job's activity: one gather through the job table, with
+        a trailing 0 that idle chips (owner -1) pick up."""
+        util: npt.NDArray[np.float64] = np.append(self.jobs.a["activity"], 0.0).take(self.chip_owner)
+        return util
+
+    # ------------------------------------------------------------------ events
+    def log(self, kind: str, target: str, detail: str, source: str = "model", ev: ScheduledEvent | None = None) -> None:
+        """Record an event. Applied scenario/operator events keep their arguments (raw target,
+        value, duration) so a recording can be re-run with exactly the same what-ifs."""
+        if ev is None:
+            self._events.append((self.t_s, kind, target, detail, source, "", 0.0, 0))
+        else:
+            self._events.append((self.t_s, kind, target, detail, source, ev.target, ev.value, ev.duration_s))
+
+    def log_all(self, events: Events) -> None:
+        for kind, target, detail in events:
+            self.log(kind, target, detail)
+
+    def apply(self, ev: ScheduledEvent, source: str) -> None:
+        """Phase 1 for one event (target in the pool's own numbering): apply it, record it and
+        the events it caused."""
+        kind = ev.kind
+        if kind in FACILITY_EVENT_KINDS:
+            target, detail = self.facility.apply(ev, self.t_s)
+            self.chip_clock = self.facility.clock  # protection may have re-clocked the chips
+            self.log(kind, target, detail, source, ev)
+            return
+        cl, t = self.cluster, self.t_s
+        caused: Events = []
+        level = kind.split("_", 1)[1]
+        target = f"{level}:{ev.target}" if kind != "inference_surge" else ev.target
+        if kind.startswith("fail_"):
+            detail = outages.inject_failure(cl, caused, level, int(ev.target), ev.duration_s, t, source)
+        elif kind.startswith("repair_"):
+            chips = outages.target_chips(cl, level, int(ev.target))
+            outages.repair_chips(cl, chips)
+            detail = f"{len(chips)} chips repaired"
+        elif kind == "drain_ultraserver":
+            # value: grace period [h] before running jobs are evicted; duration: maintenance.
+            detail = outages.drain(cl, int(ev.target), int(round(ev.value * 3600)), ev.duration_s, t)
+        elif kind == "undrain_ultraserver":
+            detail = outages.undrain(cl, int(ev.target))
+        else:  # inference_surge
+            factor = ev.value if ev.value > 0 else 2.0
+            until = t + (ev.duration_s if ev.duration_s > 0 else 3600)
+            serving.surge(cl, ev.target, factor, t, until)
+            detail = f"x{factor:g} request rate until t={until} s"
+        self.log(kind, target, detail, source, ev)
+        self.log_all(caused)
+
+    # ------------------------------------------------------------------ step phases
+    def work(self, t: int) -> tuple[WorkStep, npt.NDArray[np.float64]]:
+        """Phase 2: the work state's step at this step's clocks; returns it and those clocks."""
+        clock = self.chip_clock
+        w, work_events = self.cluster.step(t, self.dt_s, clock)
+        self.log_all(work_events)
+        return w, clock
+
+    def after_physics(self, ph: FacilityStep, w: WorkStep, clock: npt.NDArray[np.float64]) -> WorkStep:
+        """When junction protection or a cap slowed chips inside the step, the batch work of the
+        step is taken at the clocks the chips really ran at (work and power use the same clock).
+        Thermal trips take chips offline; the clocks decided here apply to the next step's work
+        and power alike."""
+        if ph.protected:
+            d_train, d_job = rescale_progress(self.cluster, self.t_s, self.dt_s, clock, ph.clock)
+            w = dataclasses.replace(w, train_flops=w.train_flops - d_train, job_flops=w.job_flops - d_job)
+        self.log_all(ph.events)
+        if len(ph.tripped_chips):
+            caused: Events = []
+            outages.fail_chips(self.cluster, caused, ph.tripped_chips, -1, "thermal", self.t_s)
+            self.log_all(caused)
+        if len(ph.recovered_chips):
+            outages.recover_thermal(self.cluster, ph.recovered_chips)
+        self.chip_clock = self.facility.clock
+        self.chip_activity, self._ph = ph.act_chip, ph
+        return w
+
+    # ------------------------------------------------------------------ record
+    def record(self, rec: Recorder, i: int, w: WorkStep, ph: FacilityStep) -> None:
+        """Phase 5: this step's rows of the pool (``twin.record``)."""
+        p, t, dt = self.p, self.t_s, self.dt_s
+        topo = self.topo
+        owner = self.chip_owner
+        nus, c = topo.ultraservers, topo.chips_per_us
+        act_chip = ph.act_chip
+        it_w, facility_w, pue = ph.it_w, ph.facility_w, ph.pue
+        # Energy per token: the facility power attributed to inference replicas (their chips'
+        # share of IT, grossed up by PUE), recorded with the other workload columns.
+        inf_w = self._record_work(rec, i, w, ph)
+        j_per_tok = inf_w / w.tokens_s if w.tokens_s > 0 else float("nan")
+        energy_j = facility_w * dt
+        # Busy = held by a job and doing work. Only a job's chips have activity; ownership changed
+        # since the physics read it only when a thermal trip interrupted jobs this step.
+        busy = act_chip > 0
+        if len(ph.tripped_chips):
+            busy &= owner >= 0
+        us_busy = np.add.reduce(busy.view(np.uint8).reshape(nus, c), axis=1, dtype=np.int64)  # ~2x count_nonzero
+        cp = p.cooling
+        hw_failed = self.cluster.chip_hw_failed
+        us_failed = self.cluster.failed_counts()[1]
+        tripped_us = ph.us_off
+        if ph.full_clock:
+            mean_clock, us_clock = 1.0, np.ones(nus)
+        else:
+            mean_clock = float(ph.clock[busy].mean()) if busy.any() else 1.0
+            us_clock = topo.per_us(ph.clock) / c
+        rec.factory(
+            i,
+            time_s=t,
+            it_power_w=it_w,
+            facility_power_w=facility_w,
+            cooling_power_w=ph.cooling_w,
+            power_loss_w=ph.loss_w,
+            pue=pue,
+            chip_power_w=ph.chip_w,
+            psu_loss_w=ph.psu_loss_w,
+            pdu_loss_w=ph.pdu_loss_w,
+            ups_loss_w=ph.ups_loss_w,
+            transformer_loss_w=ph.transformer_loss_w,
+            chiller_power_w=ph.chiller_w,
+            pump_power_w=ph.pumps_w,
+            fan_power_w=ph.fans_w,
+            free_cooling_fraction=ph.free_fraction,
+            chiller_cop=ph.cop,
+            water_l=ph.water_l,
+            facility_water_supply_c=ph.fw_supply_c,
+            unmet_heat_w=ph.unmet_heat_w,
+            facility_cap_w=ph.facility_cap_w if np.isfinite(ph.facility_cap_w) else np.nan,
+            throttled_chips=ph.throttled_chips,
+            mean_clock=mean_clock,
+            chips_allocated=self.cluster.n_alloc,
+            **ph.units,
+            chips_busy=int(us_busy.sum()),
+            chips_failed=int(us_failed.sum()),
+            ultraservers_tripped=int(tripped_us.sum()),
+            activity=float(ph.us_act.sum()) / topo.chips,
+            queue_jobs=len(self.cluster.queue),
+            running_jobs=w.running_training,
+            training_flops=w.train_flops,
+            tokens_per_s=w.tokens_s,
+            requests_per_s=w.requests_s,
+            requests_dropped_per_s=w.dropped_s,
+            energy_per_token_j=j_per_tok,
+            outdoor_temp_c=ph.cond.drybulb_c,
+            outdoor_wetbulb_c=ph.cond.wetbulb_c,
+            outdoor_rh=ph.cond.rel_humidity,
+            coolant_supply_c=cp.supply_setpoint_c,
+            coolant_return_c=float(ph.us_return_c.mean()),
+            max_chip_temp_c=float(ph.us_tj_max.max()),
+            price_usd_per_mwh=ph.cond.price_usd_per_mwh,
+            carbon_g_per_kwh=ph.cond.carbon_g_per_kwh,
+            cost_usd=energy_j / 3.6e9 * ph.cond.price_usd_per_mwh,
+            co2_kg=energy_j / 3.6e6 * ph.cond.carbon_g_per_kwh / 1000.0,
+            energy_j=energy_j,
+            capex_usd=self.costs.capex_usd_per_s * dt,
+            fixed_opex_usd=self.costs.fixed_opex_usd_per_s * dt,
+            water_cost_usd=ph.water_l * self.costs.water_usd_per_l,
+        )
+        us_act = ph.us_act / c
+        rec.ultraserver(
+            i,
+            t,
+            ph.us_it,
+            us_busy,
+            us_failed,
+            tripped_us,
+            us_act,
+            ph.us_tj_max,
+            ph.us_return_c,
+            us_clock,
+            self.facility.row_flow_fraction[topo.us_row],
+        )
+        si = p.chip_sample_interval_s
+        if si > 0 and t % si < dt:
+            rec.chips(t, self.chip_job_ids(), act_chip, ph.chip_p, ph.chip_tj(), hw_failed, ph.clock)
+
+    def _record_work(self, rec: Recorder, i: int, w: WorkStep, ph: FacilityStep) -> float:
+        """Workload columns of ``factory_ts`` and this step's ``service_ts`` rows; returns the
+        facility power attributed to inference [W]."""
+        cl = self.cluster
+        gross = ph.facility_w / ph.chip_w if ph.chip_w > 0 else 0.0  # = IT per chip W x PUE
+        svc_w = serving.service_power_w(cl, ph.pw.chip_p_at, gross)
+        inf_w = float(svc_w.sum())
+        free, drained, whole, frag = cl.us_counts()
+        rec.factory(
+            i,
+            job_flops=w.job_flops,
+            requests_served_per_s=w.served_s,
+            requests_queued=w.requests_queued,
+            chips_free=free,
+            chips_drained=drained,
+            ultraservers_free=whole,
+            fragmentation=frag,
+            failures=cl.step_failures,
+            preemptions=cl.step_preemptions,
+            inference_power_w=inf_w,
+            inference_chips=serving.replica_chips(cl),
+        )
+        if w.svc:
+            rec.services(i, self.t_s, self.dt_s, w, svc_w)
+        return inf_w
+
+    # ------------------------------------------------------------------ advances
+    def recorder(self, steps: int) -> Recorder:
+        """The buffers of the next ``steps`` steps, each tier due at its own interval."""
+        p = self.p
+        times = self.t_s + self.dt_s * np.arange(steps, dtype=np.int64)
+        return Recorder(
+            steps,
+            self.topo,
+            tuple(s.name for s in p.services),
+            tiers={
+                "ultraserver_ts": due(times, self.dt_s, p.ultraserver_interval_s),
+                "row_ts": due(times, self.dt_s, p.row_interval_s),
+                "hall_ts": due(times, self.dt_s, p.hall_interval_s),
+            },
+        )
+
+    def frames(self, rec: Recorder, ran: int | None = None) -> Frames:
+        """The frames of the steps recorded in ``rec`` (its first ``ran``: an advance that stopped
+        early) with the jobs, events, failures and interruptions since the last call."""
+        frames = rec.frames(ran)
+        frames["jobs"] = self.cluster.job_rows(self.t_s)
+        frames["events"] = self._event_rows()
+        frames.update(self.cluster.event_tables())
+        return frames
+
+    def queue_view(self, limit: int = 50) -> list[tuple[int, str, int, int]]:
+        """First waiting jobs, replica requests first: (job_id, name, chips, wait_s)."""
+        return self.cluster.queue_view(self.t_s, limit)
+
+    def refresh_jobs(self) -> None:
+        """The next advance writes every waiting and running job's row, however long since the
+        last (``jobs_interval_s``): the end of a run."""
+        self.cluster._jobs_due = self.t_s
+
+    def _event_rows(self) -> dict[str, object]:
+        ev = self._events
+        self._events = []
+        return event_table(ev)
+
+
+def event_table(ev: list[EventRow]) -> dict[str, object]:
+    """The events table's columns from its rows."""
+    return {
+        "time_s": np.array([e[0] for e in ev], dtype=np.int64),
+        "kind": [e[1] for e in ev],
+        "target": [e[2] for e in ev],
+        "detail": [e[3] for e in ev],
+        "source": [e[4] for e in ev],
+        "arg": [e[5] for e in ev],
+        "value": np.array([e[6] for e in ev], dtype=np.float64),
+        "duration_s": np.array([e[7] for e in ev], dtype=np.int64),
+    }

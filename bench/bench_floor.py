@@ -15,12 +15,12 @@ import dataclasses
 import time
 
 from scenarios.spec import load
-from twin import floor
+from twin import sim as model
 from twin.params import FactoryParams
 
 
 def _speed(p: FactoryParams, days: float) -> float:
-    sim = floor.build(p)
+    sim = model.build(p)
     steps = int(days * 86400 / p.dt_s)
     t0 = time.perf_counter()
     done = 0

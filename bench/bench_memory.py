@@ -28,7 +28,8 @@ from typing import Any
 
 from scenarios.runner import Session
 from scenarios.spec import load
-from twin.sim import Simulation, steps_for
+from twin.hall import Hall
+from twin.sim import steps_for
 
 
 def rss_mb() -> float:
@@ -134,7 +135,7 @@ def main() -> None:
 
 def model_only(spec: Any, days: float) -> None:
     params = spec.to_params()
-    sim = Simulation(params)
+    sim = Hall(params)
     total = steps_for(int(days * 86400), params.dt_s)
     chunk = max(1, min(1440, 40_000 // params.hall.ultraservers))
     print(f"{spec.name} (model only): {days:g} days = {total:,} steps; RSS at start {rss_mb():.0f} MB")

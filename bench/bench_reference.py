@@ -19,7 +19,8 @@ from scenarios.runner import run
 from scenarios.spec import load
 from storage.schema import migrations
 from storage.writer import to_arrow
-from twin.sim import Simulation, steps_for
+from twin.hall import Hall
+from twin.sim import steps_for
 
 
 def main() -> None:
@@ -37,7 +38,7 @@ def main() -> None:
     )
 
     # 1. Pure model (no storage), in the same chunks the runner uses.
-    sim = Simulation(params)
+    sim = Hall(params)
     chunk = 40_000 // params.hall.ultraservers
     t0 = time.perf_counter()
     done = 0

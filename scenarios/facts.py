@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.schema import DEFAULT_START
-from twin import campus, catalog, hall, params, routing, tco
+from twin import campus, catalog, floorplan, params, routing, tco
 from twin.sim import EVENT_KINDS
 from twin.workload import TOKEN_PROFILES
 
@@ -1560,7 +1560,9 @@ def json_schema() -> dict[str, Any]:
     top["properties"].update(
         hall=_object(
             "hall",
-            extra={"rows": {"type": "array", "maxItems": hall.MAX_SYSTEMS, "items": _object("hall.rows")}},
+            extra={
+                "rows": {"type": "array", "maxItems": floorplan.MAX_SYSTEMS, "items": _object("hall.rows")}
+            },
         ),
         halls={
             "type": "array",
@@ -1569,7 +1571,11 @@ def json_schema() -> dict[str, Any]:
             "items": _object(
                 "hall",
                 extra={
-                    "rows": {"type": "array", "maxItems": hall.MAX_SYSTEMS, "items": _object("hall.rows")},
+                    "rows": {
+                        "type": "array",
+                        "maxItems": floorplan.MAX_SYSTEMS,
+                        "items": _object("hall.rows"),
+                    },
                     "cooling": _object("cooling"),
                 },
             ),

@@ -26,7 +26,7 @@ from pydantic import (
 from scenarios import facts as F
 from scenarios.facts import CLIMATES, Fact
 from twin import catalog, params
-from twin.hall import MAX_SYSTEMS
+from twin.floorplan import MAX_SYSTEMS
 from twin.models import DENSE_MFU, MODELS, MOE_MFU, ModelSpec
 from twin.workload import TOKEN_PROFILES
 

@@ -54,8 +54,8 @@ from scenarios.sections import (
     safe_name,
 )
 from twin import campus, catalog, params, sim, tco, workload
-from twin.hall import check as check_hall
-from twin.hall import pool_facts, service_pools
+from twin.floorplan import check as check_hall
+from twin.floorplan import pool_facts, service_pools
 from twin.models import MODELS
 
 __all__ = [

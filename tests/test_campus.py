@@ -11,8 +11,10 @@ import pytest
 
 from scenarios.spec import ScenarioError, build_simulation, parse
 from tests.conftest import SMALL_TOML
-from twin import catalog, floor
+from twin import catalog
+from twin import sim as model
 from twin.campus import MAX_HALLS, Campus
+from twin.hall import Hall
 
 TRN3 = catalog.SYSTEMS["trn3-gen2"]
 
@@ -86,7 +88,7 @@ def _steady(text: str, busy: tuple[int, ...] | None = None) -> Any:
     for k, h in enumerate(sim.halls):
         for _ in range(h.topo.ultraservers if busy is None else busy[k]):
             j = h.jobs.add("x", "fp8", kind=0, chips=144, params=1e9, tokens=1e15, work=6e25, submit=0)
-            h.queue.append(j)
+            h.pool.queue.append(j)
     return sim
 
 
@@ -102,7 +104,7 @@ def test_a_campus_cap_is_respected_and_shared_by_it_power() -> None:
     assert (p >= cap * 0.97).all()  # and the work fills what the cap allows
     np.testing.assert_allclose(f["factory_ts"]["facility_cap_w"], cap)
     # Shared: the halls' caps sum to the campus cap; both halls slowed down.
-    caps = np.array([h.facility.facility_cap_w for h in sim.halls])
+    caps = np.array([h.pool.facility.facility_cap_w for h in sim.halls])
     np.testing.assert_allclose(caps.sum(), cap, rtol=1e-12)
     assert (f["hall_ts"]["clock"][-2:] < 0.99).all()
 
@@ -125,7 +127,7 @@ def test_a_campus_cap_gives_every_busy_chip_one_clock() -> None:
     clk = np.asarray(f["hall_ts"]["clock"]).reshape(-1, 2)[-5:]
     assert (clk < 0.95).all()
     np.testing.assert_allclose(clk[:, 0], clk[:, 1], rtol=0.005)
-    caps = np.array([h.facility.facility_cap_w for h in sim.halls])
+    caps = np.array([h.pool.facility.facility_cap_w for h in sim.halls])
     np.testing.assert_allclose(caps.sum(), cap, rtol=1e-12)
 
     # A job starts in hall 1 under the binding cap: that hall slows inside the step to hold its
@@ -134,7 +136,7 @@ def test_a_campus_cap_gives_every_busy_chip_one_clock() -> None:
     # the campus moves the shares).
     h1 = sim.halls[1]
     j = h1.jobs.add("y", "fp8", kind=0, chips=144, params=1e9, tokens=1e15, work=6e25, submit=h1.t_s)
-    h1.queue.append(j)
+    h1.pool.queue.append(j)
     g = sim.advance(3)
     assert (g["factory_ts"]["facility_power_w"] <= cap * 1.005).all()
     clk = np.asarray(g["hall_ts"]["clock"]).reshape(-1, 2)
@@ -183,7 +185,7 @@ def test_ids_are_unique_across_the_campus() -> None:
 def test_a_single_hall_is_unchanged_and_a_one_hall_campus_matches_it() -> None:
     one = parse(SMALL_TOML, "small.toml")
     _, sim = build_simulation(one)
-    assert type(sim).__name__ == "Simulation"
+    assert isinstance(sim, Hall) and len(sim.pools) == 1
     text = SMALL_TOML.replace("[hall]", "[[halls]]")
     _, camp = build_simulation(parse(text, "campus.toml"))
     assert isinstance(camp, Campus)
@@ -222,7 +224,7 @@ def test_bad_campuses_are_refused_naming_the_key() -> None:
 
 def test_floor_build_picks_the_model_of_the_site() -> None:
     p = parse(_campus_toml((1, 1)), "c.toml").to_params()
-    assert isinstance(floor.build(p), Campus)
+    assert isinstance(model.build(p), Campus)
 
 
 def test_the_campus_job_tables_read_as_one() -> None:
@@ -276,10 +278,7 @@ def test_the_campus_plant_is_every_halls_plant() -> None:
     base = _campus_toml((2, 2), arrivals=2000)
     fault = '[[events]]\nat_h = 0\nkind = "chiller_trip"\ntarget = "hall:1"\nvalue = 3\n'
     camp = _build(base + fault)
-    units = [
-        h.pools[0].p.cooling.chiller_units if isinstance(h, floor.Floor) else h.p.cooling.chiller_units
-        for h in camp.halls
-    ]
+    units = [h.pools[0].p.cooling.chiller_units for h in camp.halls]
     f = camp.advance(30)["factory_ts"]
     assert (f["chillers_failed"] == units[1]).all()
     assert (f["chillers_running"] <= units[0]).all()

@@ -10,9 +10,9 @@ import pytest
 from scenarios.spec import ScenarioError, parse
 from tests.conftest import SMALL_TOML, small_params
 from twin import catalog, fabric
+from twin.hall import Hall
 from twin.models import MODELS
 from twin.params import JobTrace, SchedulerParams, TrainingParams
-from twin.sim import Simulation
 
 TRN3 = catalog.SYSTEMS["trn3-gen2"]
 FP8 = catalog.ACCELERATORS["trainium3"].peak("fp8")
@@ -113,7 +113,7 @@ def test_placement_in_the_simulation() -> None:
     got = {}
     for placement in ("topology", "first_fit"):
         p = small_params(services=(), training=tp, scheduler=SchedulerParams(placement=placement))
-        jobs = Simulation(p).advance(3)["jobs"]
+        jobs = Hall(p).advance(3)["jobs"]
         k = int(np.flatnonzero(jobs["chips"] == 144)[0])
         got[placement] = (int(jobs["ultraservers_spanned"][k]), float(jobs["mfu"][k]))
     assert got["topology"][0] == 1 and got["first_fit"][0] == 2

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import small_params
+from twin.hall import Hall
 from twin.params import (
     CoolingParams,
     FailureParams,
@@ -19,7 +20,6 @@ from twin.params import (
     SiteParams,
     TrainingParams,
 )
-from twin.sim import Simulation
 
 CALM = SiteParams(weather_noise_k=0.0, diurnal_amplitude_k=0.0, seasonal_amplitude_k=0.0)
 
@@ -35,10 +35,10 @@ def busy_hall(**changes: object):  # type: ignore[no-untyped-def]
         site=CALM,
     )
     p = dataclasses.replace(p, **changes)
-    sim = Simulation(p)
+    sim = Hall(p)
     for us in range(2):
         j = sim.jobs.add("x", "fp8", kind=0, chips=144, params=1e9, tokens=1e15, work=6e25, submit=0)
-        sim.queue.append(j)
+        sim.pool.queue.append(j)
         del us
     return sim
 
@@ -59,7 +59,7 @@ def test_facility_cap_holds_power_and_throughput_falls_with_the_clock() -> None:
     assert 0.3 < clock < 1.0
     # Throughput follows the clock linearly; dynamic power follows clock^3.
     assert f["training_flops"][-1] == pytest.approx(uncapped_flops * clock, rel=1e-6)
-    chip_idle = capped.acc.idle_w * 288
+    chip_idle = capped.pool.acc.idle_w * 288
     dyn0 = float(f0["chip_power_w"][-1]) - chip_idle
     dyn1 = float(f["chip_power_w"][-1]) - chip_idle
     assert dyn1 == pytest.approx(dyn0 * clock**3, rel=1e-6)
@@ -89,13 +89,13 @@ def test_a_cap_holds_inside_the_step_it_arrives_and_when_the_load_rises() -> Non
 
     # One UltraServer busy under a cap that binds, then a second job takes the other one.
     half = busy_hall()
-    half.queue.pop()  # only the first job runs
+    half.pool.queue.pop()  # only the first job runs
     g0 = half.advance(10)["factory_ts"]
     cap = 0.9 * float(g0["facility_power_w"][-1])
     half.inject("power_cap", "facility", cap)
     half.advance(5)
     j = half.jobs.add("y", "fp8", kind=0, chips=144, params=1e9, tokens=1e15, work=6e25, submit=half.t_s)
-    half.queue.append(j)
+    half.pool.queue.append(j)
     g = half.advance(5)["factory_ts"]
     assert g["running_jobs"][0] == 2  # the second job runs from the first step
     assert (g["facility_power_w"] <= cap * 1.005).all()
@@ -140,7 +140,7 @@ def test_a_cap_with_room_to_spare_changes_nothing_and_binds_when_the_load_reache
     peak = float(f0["facility_power_w"].max())
     roomy = busy_hall(power=PowerChainParams(facility_cap_w=1.01 * peak))
     f1 = roomy.advance(30)["factory_ts"]
-    assert roomy.facility.clock is roomy.facility._ones  # the full-clock path, every step
+    assert roomy.pool.facility.clock is roomy.pool.facility._ones  # the full-clock path, every step
     for k in f0:
         if k != "facility_cap_w":
             np.testing.assert_array_equal(f1[k], f0[k], err_msg=k)
@@ -159,8 +159,8 @@ def test_ultraserver_it_power_is_the_sum_of_its_servers_by_hand() -> None:
     its IT power is the sum, server by server, of chip power, host power at that server's mean
     activity, switches and rectifier input (the model sums hosts per UltraServer)."""
     sim = busy_hall()
-    fac, topo = sim.facility, sim.topo
-    sysm, acc, pp = sim.sys, sim.acc, sim.p.power
+    fac, topo = sim.pool.facility, sim.topo
+    sysm, acc, pp = sim.sys, sim.pool.acc, sim.p.power
     rng = np.random.default_rng(7)
     util = rng.random(topo.chips) * (rng.random(topo.chips) < 0.6)
     util[:8] = 0.0  # idle servers at the start of UltraServer 0
@@ -187,7 +187,7 @@ def test_chip_power_on_demand_is_the_power_law_and_dead_chips_draw_nothing() -> 
 
     sim = busy_hall()
     sim.advance(5)
-    fac, topo, acc = sim.facility, sim.topo, sim.acc
+    fac, topo, acc = sim.pool.facility, sim.topo, sim.pool.acc
     rng = np.random.default_rng(3)
     util = rng.random(topo.chips)
     alive = np.ones(topo.chips, dtype=bool)
@@ -212,9 +212,9 @@ def test_row_cap_throttles_only_its_row() -> None:
         failures=FailureParams(chip_hazard_per_h=0.0),
         site=CALM,
     )
-    sim = Simulation(dataclasses.replace(p, events=(ScheduledEvent(0, "power_cap", "row:1", 200e3),)))
+    sim = Hall(dataclasses.replace(p, events=(ScheduledEvent(0, "power_cap", "row:1", 200e3),)))
     for _ in range(4):
-        sim.queue.append(sim.jobs.add("x", "fp8", kind=0, chips=144, params=1e9, tokens=1e15, work=6e25))
+        sim.pool.queue.append(sim.jobs.add("x", "fp8", kind=0, chips=144, params=1e9, tokens=1e15, work=6e25))
     fr = sim.advance(20)
     u = fr["ultraserver_ts"]
     last = u["time_s"] == u["time_s"].max()
@@ -245,7 +245,7 @@ def test_rack_loop_heat_balance_and_cdu_pump_loss() -> None:
     at Q / (M c_p), chips throttle, the UltraServer trips before its loop exceeds the trip point
     by more than one step's rise (throttling first), and it comes back after the pumps are restored and it cooled."""
     sim = busy_hall(dt_s=10)
-    fac = sim.facility
+    fac = sim.pool.facility
     sim.advance(60)
     t0 = float(fac.us_return_c[0])
     sim.inject("cdu_pump_failure", "0", value=0.0, duration_s=3600)
@@ -286,7 +286,7 @@ def test_chiller_trip_in_hot_weather_follows_the_facility_loop_time_constant() -
         seasonal_amplitude_k=0.0,
     )
     sim = busy_hall(site=hot, dt_s=60)
-    fac = sim.facility
+    fac = sim.pool.facility
     sim.advance(30)
     t_set = fac.fw_setpoint_c
     assert fac.plant.fw_supply_c == pytest.approx(t_set)
@@ -391,7 +391,7 @@ def test_pue_colder_climate_lower_and_decode_draws_less_than_training() -> None:
 
 
 # ---------------------------------------------------------------- timed effects are intervals
-def _quiet_hall(ultraservers: int = 2, dt_s: int = 600, **changes: object) -> Simulation:
+def _quiet_hall(ultraservers: int = 2, dt_s: int = 600, **changes: object) -> Hall:
     p = small_params(
         ultraservers=ultraservers,
         dt_s=dt_s,
@@ -400,7 +400,7 @@ def _quiet_hall(ultraservers: int = 2, dt_s: int = 600, **changes: object) -> Si
         failures=FailureParams(chip_hazard_per_h=0.0),
         site=CALM,
     )
-    return Simulation(dataclasses.replace(p, **changes))
+    return Hall(dataclasses.replace(p, **changes))
 
 
 def test_overlapping_facility_caps_end_independently() -> None:
@@ -478,7 +478,7 @@ def test_random_overlapping_effects_match_a_brute_force_interval_evaluation(
         flow = [min([1.0] + [0.1 * v for w, v in active if w == f"cdu:{r}"]) for r in range(2)]
         down_ch = sum(1 + v % 2 for w, v in active if w == "chiller")
         down_tw = sum(1 + v % 2 for w, v in active if w == "tower")
-        f = sim.facility
+        f = sim.pool.facility
         assert fr["factory_ts"]["facility_cap_w"][0] == pytest.approx(fac)
         np.testing.assert_allclose(f.row_cap_w, rows)
         np.testing.assert_allclose(f.row_flow_fraction, flow)
@@ -513,7 +513,7 @@ def test_cooling_failure_scenario_never_reports_a_powered_chip_above_its_limits(
 
     spec, _, _ = load("cooling-failure")
     p = dataclasses.replace(spec.to_params(), chip_sample_interval_s=300)
-    sim = Simulation(p)
+    sim = Hall(p)
     fr = sim.advance(int(12 * 3600 / p.dt_s))
     f, u = fr["factory_ts"], fr["ultraserver_ts"]
     limit = p.cooling.shutdown_temp_c

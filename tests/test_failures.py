@@ -11,9 +11,9 @@ import pytest
 
 from tests.conftest import small_params
 from twin import failures
+from twin.hall import Hall
 from twin.jobs import PRETRAIN, QUEUED, RUNNING
 from twin.params import FAILURE_CAUSES, FailureCause, FailureParams, ScheduledEvent, TrainingParams
-from twin.sim import Simulation
 
 # Communication fully hidden: durations are 6ND / (chips peak MFU) (the fabric: test_fabric.py).
 NO_WORK = dict(training=TrainingParams(arrivals_per_day=0.0, comm_overlap_fraction=1.0), services=())
@@ -34,7 +34,7 @@ def test_failure_count_of_a_long_run_is_within_the_poisson_band() -> None:
     start are missed: well under 1 % of the band)."""
     hazard = 3.0e-3
     p = small_params(ultraservers=4, dt_s=300, failures=FailureParams(chip_hazard_per_h=hazard), **NO_WORK)
-    sim = Simulation(p)
+    sim = Hall(p)
     frames = [sim.advance(8640 // 2) for _ in range(2)]
     f = {k: np.concatenate([fr["factory_ts"][k] for fr in frames]) for k in ("chips_total", "chips_failed")}
     rows = [fr["failures"] for fr in frames]
@@ -66,8 +66,8 @@ def test_cause_mix_follows_the_llama3_counts() -> None:
             assert sel.mean() / 3600 == pytest.approx(mean_h, rel=0.05)
 
 
-def _job(sim: Simulation, chips: int, hours: float, ckpt_s: int = 1800) -> int:
-    rate = chips * sim.acc.peak("fp8") * 0.40
+def _job(sim: Hall, chips: int, hours: float, ckpt_s: int = 1800) -> int:
+    rate = chips * sim.pool.acc.peak("fp8") * 0.40
     j = sim.jobs.add(
         "llama-3.1-70b",
         "fp8",
@@ -82,25 +82,30 @@ def _job(sim: Simulation, chips: int, hours: float, ckpt_s: int = 1800) -> int:
         ckpt_every=ckpt_s,
         preemptible=True,
     )
-    sim.cluster._enqueue(j)
+    sim.pool.cluster._enqueue(j)
     return j
 
 
 def test_server_failure_interrupts_every_job_on_it_and_only_those() -> None:
-    sim = Simulation(small_params(ultraservers=1, failures=FailureParams(chip_hazard_per_h=0.0), **NO_WORK))
+    sim = Hall(small_params(ultraservers=1, failures=FailureParams(chip_hazard_per_h=0.0), **NO_WORK))
     a = sim.jobs.a
     jobs = [_job(sim, 2, 5.0) for _ in range(3)]  # chips 0-1 and 2-3 (server 0), 4-5 (server 1)
     sim.advance(5)
-    assert [sim.cluster.placement[j].tolist() for j in jobs] == [[0, 1], [2, 3], [4, 5]]
+    assert [sim.pool.cluster.placement[j].tolist() for j in jobs] == [[0, 1], [2, 3], [4, 5]]
     sim.inject("fail_server", "0", duration_s=3600)
     fr = sim.advance(1)
     assert a["failures"][jobs[0]] == a["failures"][jobs[1]] == 1 and a["failures"][jobs[2]] == 0
     row = {k: fr["failures"][k][0] for k in fr["failures"]}
     assert (row["level"], row["target_id"], row["chips_down"], row["jobs_interrupted"]) == ("server", 0, 4, 2)
     assert row["source"] == "operator" and row["cause"] == "injected"
-    assert sim.chip_failed[:4].all() and not sim.chip_failed[4:].any()
+    assert sim.pool.chip_failed[:4].all() and not sim.pool.chip_failed[4:].any()
     # The two jobs restart elsewhere on the UltraServer at once.
-    assert a["state"][jobs[0]] == RUNNING and not set(sim.cluster.placement[jobs[0]].tolist()) & {0, 1, 2, 3}
+    assert a["state"][jobs[0]] == RUNNING and not set(sim.pool.cluster.placement[jobs[0]].tolist()) & {
+        0,
+        1,
+        2,
+        3,
+    }
 
 
 @pytest.mark.parametrize(("cause", "down"), [("host", 4), ("hbm", 1), ("software", 0)])
@@ -110,7 +115,7 @@ def test_blast_radius_of_each_cause(cause: str, down: int) -> None:
         for c in FAILURE_CAUSES
     }
     p = small_params(ultraservers=1, failures=FailureParams(chip_hazard_per_h=0.05, **only), **NO_WORK)
-    sim = Simulation(p)
+    sim = Hall(p)
     for _ in range(36):
         _job(sim, 4, 50.0)  # 36 four-chip jobs fill the UltraServer, one per server
     fr = sim.advance(60)
@@ -129,11 +134,11 @@ def test_restart_from_checkpoint_with_restart_cost_and_goodput_by_hand() -> None
     30 min left. End = 1:45 + 0:10 + 2:30 = 4:25."""
     ev = ScheduledEvent(time_s=6300, kind="fail_ultraserver", target="0", duration_s=8 * 3600)
     p = small_params(ultraservers=2, failures=FailureParams(chip_hazard_per_h=0.0), events=(ev,), **NO_WORK)
-    sim = Simulation(p)
+    sim = Hall(p)
     j = _job(sim, 144, 4.0)
     fr = sim.advance(5 * 60)
     a = sim.jobs.a
-    rate = 144 * sim.acc.peak("fp8") * 0.40
+    rate = 144 * sim.pool.acc.peak("fp8") * 0.40
     assert a["state"][j] == 2 and a["end"][j] == 6300 + 600 + 9000
     assert a["lost"][j] == pytest.approx(rate * 900)
     assert a["lost_s"][j] == 900 and a["restarts"][j] == 1
@@ -154,7 +159,7 @@ def test_restart_from_checkpoint_with_restart_cost_and_goodput_by_hand() -> None
 def test_job_on_failed_hardware_waits_for_repair_when_nothing_else_fits() -> None:
     ev = ScheduledEvent(time_s=600, kind="fail_chip", target="5", duration_s=1800)
     p = small_params(ultraservers=1, failures=FailureParams(chip_hazard_per_h=0.0), events=(ev,), **NO_WORK)
-    sim = Simulation(p)
+    sim = Hall(p)
     j = _job(sim, 144, 2.0)
     sim.advance(11)
     assert sim.jobs.a["state"][j] == QUEUED  # 143 chips left: a 144-chip gang cannot start
@@ -169,7 +174,7 @@ def test_same_seed_same_failures_and_interruptions() -> None:
         failures=FailureParams(chip_hazard_per_h=5e-3),
         training=TrainingParams(arrivals_per_day=2000.0),
     )
-    a, b = Simulation(p).advance(600), Simulation(p).advance(600)
+    a, b = Hall(p).advance(600), Hall(p).advance(600)
     for table in ("failures", "interruptions", "jobs", "service_ts"):
         for col in a[table]:
             if isinstance(a[table][col], list):
@@ -177,21 +182,21 @@ def test_same_seed_same_failures_and_interruptions() -> None:
             else:
                 np.testing.assert_array_equal(a[table][col], b[table][col], err_msg=f"{table}.{col}")
     assert len(a["failures"]["cause"]) > 0
-    c = Simulation(dataclasses.replace(p, seed=p.seed + 1)).advance(600)
+    c = Hall(dataclasses.replace(p, seed=p.seed + 1)).advance(600)
     assert list(a["failures"]["target_id"]) != list(c["failures"]["target_id"])
 
 
 def test_thermal_recovery_does_not_repair_broken_hardware() -> None:
-    sim = Simulation(small_params(ultraservers=1, failures=FailureParams(chip_hazard_per_h=0.0), **NO_WORK))
-    cl = sim.cluster
+    sim = Hall(small_params(ultraservers=1, failures=FailureParams(chip_hazard_per_h=0.0), **NO_WORK))
+    cl = sim.pool.cluster
     chips = np.arange(8)
     cl.fail_chips(chips[:2], 3600, "hbm", 0)  # hardware: back at 1 h
     cl.fail_chips(chips, -1, "thermal", 0)  # the UltraServer trips
     cl.recover_thermal(chips)  # ... and cools down
-    assert sim.chip_failed[:2].all() and not sim.chip_failed[2:8].any()
+    assert sim.pool.chip_failed[:2].all() and not sim.pool.chip_failed[2:8].any()
     assert cl.n_free == 144 - 2
     # A later fault never shortens a pending repair; the repair clears it.
     cl.fail_chips(chips[:1], 1800, "network", 0)
-    assert sim.chip_repair_at[0] == 3600
+    assert sim.pool.chip_repair_at[0] == 3600
     cl.repair_chips(chips[:2])
-    assert not sim.chip_failed.any() and cl.n_free == 144
+    assert not sim.pool.chip_failed.any() and cl.n_free == 144

@@ -11,9 +11,10 @@ import pytest
 
 from scenarios.spec import ScenarioError, build_simulation, parse, prepare
 from tests.conftest import SMALL_TOML, small_params
-from twin import catalog, floor, routing, tco
+from twin import catalog, routing, tco
+from twin import sim as model
+from twin.hall import Hall
 from twin.params import FactoryParams, JobClassParams, SystemRows, TrainingParams
-from twin.sim import Simulation
 
 TRN3, GB300 = catalog.SYSTEMS["trn3-gen2"], catalog.SYSTEMS["gb300-nvl72"]
 
@@ -54,8 +55,8 @@ def _idle_it_w(sysm: catalog.System, n: int, p: FactoryParams) -> float:
 def test_idle_floor_it_power_is_the_sum_of_its_systems_by_hand() -> None:
     idle = dataclasses.replace(TrainingParams(), arrivals_per_day=0.0)
     p = _mixed(small_params(services=(), training=idle))
-    sim = floor.build(p)
-    assert isinstance(sim, floor.Floor)
+    sim = model.build(p)
+    assert isinstance(sim, Hall) and len(sim.pools) > 1
     f = sim.advance(5)
     want_trn, want_gb = _idle_it_w(TRN3, 2, p), _idle_it_w(GB300, 3, p)
     st = f["system_ts"]
@@ -68,7 +69,7 @@ def test_idle_floor_it_power_is_the_sum_of_its_systems_by_hand() -> None:
 
 def test_loaded_floor_conserves_power_energy_and_cost_across_its_systems() -> None:
     p = _mixed(small_params())
-    f = floor.Floor(p).advance(240)
+    f = Hall(p).advance(240)
     fa, st, us = f["factory_ts"], f["system_ts"], f["ultraserver_ts"]
     k = 2
     for col in (
@@ -121,7 +122,7 @@ def test_a_one_system_floor_is_the_single_system_hall_bit_for_bit() -> None:
         ScheduledEvent(3000, "fail_ultraserver", "1", 0, 1800),
     )
     p = small_params(events=events)
-    a, b = Simulation(p), floor.Floor(p)
+    a, b = Hall(p), Hall(p)
     for _ in range(3):
         _frames_equal(a.advance(60), b.advance(60))
 
@@ -133,7 +134,7 @@ def test_single_row_hall_rows_equals_hall_system() -> None:
     assert "[[hall.rows]]" in rows
     _, a = build_simulation(parse(SMALL_TOML, "a.toml"))
     _, b = build_simulation(parse(rows, "b.toml"))
-    assert isinstance(b, Simulation)
+    assert isinstance(b, Hall) and len(b.pools) == 1
     _frames_equal(a.advance(90), b.advance(90))
 
 
@@ -152,7 +153,7 @@ def test_routing_picks_the_system_a_hand_calculation_picks(policy: str) -> None:
     idle = dataclasses.replace(TrainingParams(), arrivals_per_day=0.0)
     p = _mixed(small_params(services=(), training=idle))
     p = dataclasses.replace(p, scheduler=dataclasses.replace(p.scheduler, routing=policy))
-    sim = floor.Floor(p)
+    sim = Hall(p)
     cls = p.training.job_class("finetune")
     chips, act = 16, p.training.activity
     fig = {}
@@ -195,7 +196,7 @@ def test_a_cuda_only_job_never_lands_on_trainium() -> None:
         1,
     )
     p, sim = build_simulation(parse(toml, "cuda.toml"))
-    assert isinstance(sim, floor.Floor)
+    assert isinstance(sim, Hall) and len(sim.pools) > 1
     router = sim.pools[0].cluster.router
     assert router is not None
     cls = p.training.job_class("batch_inference")
@@ -276,7 +277,7 @@ def test_work_needing_a_family_the_floor_lacks_is_refused() -> None:
 
 
 def test_job_ids_are_unique_across_the_floor() -> None:
-    f = floor.Floor(_mixed(small_params())).advance(240)
+    f = Hall(_mixed(small_params())).advance(240)
     ids = f["jobs"]["job_id"]
     assert len(ids) > 10 and len(set(ids.tolist())) == len(ids)
     assert set(f["jobs"]["system"]) == {"trn3-gen2", "gb300-nvl72"}
@@ -288,7 +289,7 @@ def test_events_target_the_floor_numbering() -> None:
     p = _mixed(
         small_params(services=(), training=dataclasses.replace(TrainingParams(), arrivals_per_day=0.0))
     )
-    sim = floor.Floor(p)
+    sim = Hall(p)
     sim.inject("fail_ultraserver", "3", 0, 3600)
     f = sim.advance(2)
     assert f["events"]["target"] == ["ultraserver:3"]
@@ -348,7 +349,7 @@ def test_per_system_kpis_add_up_to_the_floor_and_price_each_system(tmp_path: Any
         hp = dataclasses.replace(
             p.hall, system=pool.system, accelerator=pool.accelerator, ultraservers=pool.ultraservers, rows=()
         )
-        d = Simulation(dataclasses.replace(p, hall=hp, services=())).design
+        d = Hall(dataclasses.replace(p, hall=hp, services=())).design
         rates = tco.cost_rates(pool.system, pool.ultraservers, d.design_it_w, p.tco)
         assert per[pool.system.key]["capex_usd"] == pytest.approx(rates.capex_usd_per_s * 4 * 3600, rel=1e-9)
         assert per[pool.system.key]["chips"] == pool.ultraservers * pool.system.chips
@@ -358,7 +359,7 @@ def test_a_row_cap_lands_on_the_row_of_the_floor_it_names() -> None:
     """Rows are numbered across the floor: the Trn3 UltraServers fill row 0, the GB300 racks rows
     1 and 2. A cap on row 2 slows only that row's chips and holds its IT power to the cap."""
     p = _mixed(small_params(dt_s=60))
-    sim = floor.Floor(p)
+    sim = Hall(p)
     sim.advance(120)  # work arrives and starts
     sim.inject("power_cap", "row:2", 50e3, 0)
     f = sim.advance(60)
@@ -385,7 +386,7 @@ def test_a_facility_cap_on_a_mixed_floor_binds_both_systems_from_the_step_it_arr
     busy chips run at one clock (shares in proportion to IT power would send the lightly
     loaded Trainium3 row, mostly idle power, to its lowest clock)."""
     p = _mixed(small_params(dt_s=60))
-    sim = floor.Floor(p)
+    sim = Hall(p)
     f0 = sim.advance(180)["factory_ts"]
     cap = 0.85 * float(f0["facility_power_w"][-1])
     sim.inject("power_cap", "facility", cap, 0)
@@ -419,7 +420,7 @@ def test_pinned_services_run_on_their_systems_and_keep_the_scenario_order() -> N
     )
     idle = dataclasses.replace(TrainingParams(), arrivals_per_day=0.0)
     p = _mixed(small_params(services=svcs, training=idle, scheduler=SchedulerParams(routing="pinned")))
-    sim = floor.Floor(p)
+    sim = Hall(p)
     assert sim.svc_pool == [1, 0]
     f = sim.advance(30)
     sv = f["service_ts"]
@@ -437,7 +438,7 @@ def test_pinned_services_run_on_their_systems_and_keep_the_scenario_order() -> N
 
 def test_a_mixed_floor_is_deterministic() -> None:
     p = _mixed(small_params())
-    a, b = floor.Floor(p), floor.Floor(p)
+    a, b = Hall(p), Hall(p)
     for _ in range(2):
         _frames_equal(a.advance(90), b.advance(90))
 

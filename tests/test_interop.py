@@ -236,10 +236,10 @@ def test_every_time_series_row_has_ts_equal_start_plus_time_s(small_run: Path) -
 def test_a_start_with_a_zone_is_recorded_as_that_instant(tmp_path: Path) -> None:
     from storage.writer import TelemetryWriter
     from tests.conftest import small_params
-    from twin.sim import Simulation
+    from twin.hall import Hall
 
     start = _dt.datetime(2026, 7, 1, 12, 0, tzinfo=_dt.timezone(_dt.timedelta(hours=2)))
-    sim = Simulation(small_params())
+    sim = Hall(small_params())
     w = TelemetryWriter(tmp_path / "z.duckdb", {"run_id": "z", "start": start, "dt_s": 60})
     w.write(sim.advance(30), sim.t_s)
     w.close()
@@ -281,7 +281,7 @@ def test_a_v1_file_gains_calendar_time_when_written_to(tmp_path: Path) -> None:
     from storage.schema import migrations
     from storage.writer import TelemetryWriter
     from tests.conftest import small_params
-    from twin.sim import Simulation
+    from twin.hall import Hall
 
     path = tmp_path / "v1.duckdb"
     con = duckdb.connect(str(path))
@@ -289,7 +289,7 @@ def test_a_v1_file_gains_calendar_time_when_written_to(tmp_path: Path) -> None:
         con.execute(stmt)
     con.execute("INSERT INTO twin_meta VALUES ('schema_version', '1')")
     con.close()
-    sim = Simulation(small_params())
+    sim = Hall(small_params())
     w = TelemetryWriter(path, {"run_id": "m", "dt_s": 60})
     w.write(sim.advance(20), sim.t_s)
     w.close()

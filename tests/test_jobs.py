@@ -12,9 +12,9 @@ import pytest
 from scenarios.spec import parse
 from tests.conftest import SMALL_TOML, job_history, small_params
 from twin import workload
+from twin.hall import Hall
 from twin.models import MODELS
 from twin.params import JOB_CLASSES, KIND_NAMES, FailureParams, TrainingParams
-from twin.sim import Simulation
 
 # AcmeTrace data/cluster_summary.csv, Seren (Hu et al., NSDI 2024; facts §9.2).
 SEREN = {"median_run_s": 122.0, "mean_run_s": 1414.3, "mean_gpus": 5.68, "gpu_s_per_job": 21.51e9 / 663_813}
@@ -92,7 +92,7 @@ def test_arrival_shape_has_weekday_mean_one_and_lower_weekends() -> None:
 def test_arrivals_per_class_over_a_week() -> None:
     tp = TrainingParams(arrivals_per_day=400.0, diurnal_peak_to_trough=2.0, weekend_factor=0.5)
     p = small_params(ultraservers=2, training=tp, services=(), failures=FailureParams(chip_hazard_per_h=0.0))
-    sim = Simulation(p)
+    sim = Hall(p)
     jobs = job_history([sim.advance(1440) for _ in range(7)])
     kinds = np.array([KIND_NAMES.index(k) for k in jobs["kind"]])
     shares = np.array([tp.job_class(k).share for k in JOB_CLASSES])
@@ -139,7 +139,7 @@ experts_active = 8
     svc = p.services[0]
     assert (svc.params, svc.active_params, svc.layers, svc.kv_heads) == (30e9, 3e9, 48, 4)
     assert p.models[0].mfu == 0.30  # MoE default
-    sim = Simulation(p)
+    sim = Hall(p)
     fr = sim.advance(600)
     jobs = fr["jobs"]
     trained = [i for i, k in enumerate(jobs["kind"]) if k == "pretrain"]
@@ -152,7 +152,7 @@ def test_finished_jobs_leave_memory_once_recorded() -> None:
     finished job's row has been recorded), not the run's history; ids stay unique."""
     tp = TrainingParams(arrivals_per_day=150.0)
     p = small_params(ultraservers=2, training=tp, services=(), failures=FailureParams(chip_hazard_per_h=0.0))
-    sim = Simulation(p)
+    sim = Hall(p)
     frames = [sim.advance(1440) for _ in range(7)]
     jobs = sim.jobs
     assert jobs.next_id > 800
@@ -162,7 +162,7 @@ def test_finished_jobs_leave_memory_once_recorded() -> None:
     ended = [sum(1 for k in f["events"]["kind"] if k == "job_end") for f in frames]
     assert jobs.n <= live + max(a + b for a, b in itertools.pairwise(ended))
     assert jobs.n < 0.5 * jobs.next_id
-    assert len(sim.cluster.last_us) <= jobs.live
+    assert len(sim.pool.cluster.last_us) <= jobs.live
     ids = np.concatenate([f["jobs"]["job_id"] for f in frames])
     hist = job_history(frames)
     assert len(hist["job_id"]) == jobs.next_id  # every job recorded once under its own id

@@ -126,13 +126,13 @@ def test_a_mixed_floor_records_its_one_plant_and_stops_like_one_hall() -> None:
 
     from tests.conftest import small_params
     from tests.test_floor import _mixed
-    from twin import floor
+    from twin import sim as model
     from twin.params import TrainingParams
 
     p = _mixed(
         small_params(services=(), training=dataclasses.replace(TrainingParams(), arrivals_per_day=500.0))
     )
-    sim = floor.build(p)
+    sim = model.build(p)
     cp = p.cooling
     f = sim.advance(20)["factory_ts"]
     assert (f["chillers_running"] + f["chillers_failed"] <= cp.chiller_units).all()

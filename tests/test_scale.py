@@ -11,15 +11,15 @@ import pytest
 
 from scenarios.spec import ScenarioError, parse
 from tests.conftest import SMALL_TOML, small_params
+from twin.hall import Hall
 from twin.params import FailureParams, ScheduledEvent
-from twin.sim import Simulation
 
 
 def _concat(chunks: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {k: np.concatenate([np.asarray(c[k]) for c in chunks]) for k in chunks[0]}
 
 
-def _run(sim: Simulation, steps: int, chunk: int) -> dict[str, dict[str, np.ndarray]]:
+def _run(sim: Hall, steps: int, chunk: int) -> dict[str, dict[str, np.ndarray]]:
     frames: dict[str, list[dict[str, Any]]] = {}
     done = 0
     while done < steps:
@@ -30,9 +30,9 @@ def _run(sim: Simulation, steps: int, chunk: int) -> dict[str, dict[str, np.ndar
     return {t: _concat(c) for t, c in frames.items() if t.endswith("_ts")}
 
 
-def _hall(**changes: object) -> Simulation:
+def _hall(**changes: object) -> Hall:
     # Five UltraServers two to a row: rows of 2, 2 and 1 (a partial last row).
-    return Simulation(small_params(ultraservers=5, **changes))
+    return Hall(small_params(ultraservers=5, **changes))
 
 
 @pytest.mark.parametrize("chunk", [120, 7])
@@ -103,7 +103,7 @@ def test_ultraserver_sums_and_maxima_equal_the_per_chip_values() -> None:
     sim = _hall(events=events)
     for _ in range(3):
         sim.advance(20)
-        ph = sim._ph
+        ph = sim.pool._ph
         assert ph is not None
         c = sim.topo.chips_per_us
         chip_p = ph.chip_p.reshape(-1, c)
@@ -112,8 +112,8 @@ def test_ultraserver_sums_and_maxima_equal_the_per_chip_values() -> None:
         tj = ph.us_coolant_c[sim.topo.chip_us] + ph.us_r_k_per_w[sim.topo.chip_us] * ph.chip_p
         np.testing.assert_array_equal(sim.chip_tj, tj)
         np.testing.assert_array_equal(ph.us_tj_max, tj.reshape(-1, c).max(axis=1))
-        assert (ph.chip_p[sim.chip_failed] == 0).all()  # a failed chip draws nothing
-    assert sim.chip_failed.sum() > 0
+        assert (ph.chip_p[sim.pool.chip_failed] == 0).all()  # a failed chip draws nothing
+    assert sim.pool.chip_failed.sum() > 0
 
 
 def test_tier_interval_keys_are_checked() -> None:
@@ -147,5 +147,5 @@ def test_params_default_records_every_tier_every_step() -> None:
     p = small_params()
     assert (p.ultraserver_interval_s, p.row_interval_s, p.hall_interval_s) == (1, 1, 1)
     q = dataclasses.replace(p, dt_s=15)
-    f = _run(Simulation(q), 8, 8)
+    f = _run(Hall(q), 8, 8)
     assert len(f["ultraserver_ts"]["time_s"]) == 8 * 2

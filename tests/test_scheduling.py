@@ -11,9 +11,9 @@ import pytest
 from scenarios.spec import load
 from tests.conftest import job_history, small_params
 from twin import queueing, scheduler
+from twin.hall import Hall
 from twin.jobs import EVAL, PRETRAIN, QUEUED, RUNNING
 from twin.params import FailureParams, ScheduledEvent, SchedulerParams, TrainingParams
-from twin.sim import Simulation
 
 # Communication fully hidden: rates are chips x peak x MFU (the fabric: test_fabric.py).
 QUIET = dict(
@@ -73,9 +73,9 @@ def test_fragmentation_counts_free_chips_outside_whole_ultraservers() -> None:
     assert scheduler.fragmentation(np.array([0, 0]), 144) == 0.0
 
 
-def _add(sim: Simulation, chips: int, hours: float, kind: int = PRETRAIN, **kw: float) -> int:
+def _add(sim: Hall, chips: int, hours: float, kind: int = PRETRAIN, **kw: float) -> int:
     """A batch job whose run length on its ideal placement is ``hours``."""
-    rate = chips * sim.acc.peak("fp8") * 0.40 * (0.85 if chips > 144 else 1.0)
+    rate = chips * sim.pool.acc.peak("fp8") * 0.40 * (0.85 if chips > 144 else 1.0)
     j = sim.jobs.add(
         "llama-3.1-70b",
         "fp8",
@@ -89,7 +89,7 @@ def _add(sim: Simulation, chips: int, hours: float, kind: int = PRETRAIN, **kw: 
         nominal=hours * 3600,
         **kw,
     )
-    sim.cluster._enqueue(j)
+    sim.pool.cluster._enqueue(j)
     return j
 
 
@@ -101,14 +101,14 @@ def test_no_chip_in_two_jobs_and_allocations_add_up(policy: str) -> None:
         failures=FailureParams(chip_hazard_per_h=3e-3),
         scheduler=SchedulerParams(policy=policy),
     )
-    sim = Simulation(p)
-    cl = sim.cluster
+    sim = Hall(p)
+    cl = sim.pool.cluster
     a = sim.jobs.a
     seen_failed = 0
     for _ in range(40):
         fr = sim.advance(15)
         f = fr["factory_ts"]
-        owner = sim.chip_owner
+        owner = sim.pool.chip_owner
         running = np.flatnonzero(a["state"][: sim.jobs.n] == RUNNING)
         # Each running job owns exactly its gang; no chip is owned twice or owned while failed.
         assert sorted(cl.placement) == sorted(running.tolist())
@@ -116,9 +116,9 @@ def test_no_chip_in_two_jobs_and_allocations_add_up(policy: str) -> None:
         assert len(placed) == len(np.unique(placed)) == int((owner >= 0).sum())
         for j in running:
             assert (owner[cl.placement[j]] == j).all() and len(cl.placement[j]) == a["chips"][j]
-        assert not (sim.chip_failed & (owner >= 0)).any()
+        assert not (sim.pool.chip_failed & (owner >= 0)).any()
         # Free-chip bookkeeping equals a recount.
-        recount = (owner < 0) & ~sim.chip_failed
+        recount = (owner < 0) & ~sim.pool.chip_failed
         assert (cl.free == recount).all()
         np.testing.assert_array_equal(cl.us_free, np.bincount(sim.topo.chip_us, weights=recount, minlength=3))
         assert f["chips_free"][-1] == recount.sum()
@@ -145,7 +145,7 @@ def test_backfill_starts_a_short_job_in_the_gap_fifo_does_not() -> None:
     1-hour job behind it fits in the 44 free chips and ends before the head can start."""
     waits = {}
     for policy in ("fifo", "backfill"):
-        sim = Simulation(small_params(ultraservers=1, scheduler=SchedulerParams(policy=policy), **QUIET))
+        sim = Hall(small_params(ultraservers=1, scheduler=SchedulerParams(policy=policy), **QUIET))
         _add(sim, 100, 2.0)
         head = _add(sim, 144, 1.0)
         small = _add(sim, 20, 1.0)
@@ -159,7 +159,7 @@ def test_backfill_starts_a_short_job_in_the_gap_fifo_does_not() -> None:
 
 def test_priority_preempts_training_which_restarts_from_its_checkpoint() -> None:
     p = small_params(ultraservers=1, scheduler=SchedulerParams(policy="priority"), **QUIET)
-    sim = Simulation(p)
+    sim = Hall(p)
     a = sim.jobs.a
     train = _add(sim, 144, 10.0, kind=PRETRAIN, preemptible=True, ckpt_every=1800)
     sim.advance(45)  # 45 min: one checkpoint at 30 min
@@ -170,12 +170,12 @@ def test_priority_preempts_training_which_restarts_from_its_checkpoint() -> None
     assert a["state"][urgent] == RUNNING and a["state"][train] == QUEUED
     assert a["done"][train] == done_at_ckpt and a["preemptions"][train] == 1
     # Lost: the work of the 15 minutes since the checkpoint at 30 min, at 144 x peak x 0.40.
-    assert a["lost"][train] == pytest.approx((45 * 60 - 1800) * 144 * sim.acc.peak("fp8") * 0.40)
+    assert a["lost"][train] == pytest.approx((45 * 60 - 1800) * 144 * sim.pool.acc.peak("fp8") * 0.40)
     ir = fr["interruptions"]
     assert list(ir["reason"]) == ["preemption"] and ir["by_job_id"][0] == urgent
     assert fr["factory_ts"]["preemptions"].sum() == 1
     # Under FIFO the same urgent job waits instead.
-    sim2 = Simulation(small_params(ultraservers=1, scheduler=SchedulerParams(policy="fifo"), **QUIET))
+    sim2 = Hall(small_params(ultraservers=1, scheduler=SchedulerParams(policy="fifo"), **QUIET))
     t2 = _add(sim2, 144, 10.0, preemptible=True)
     sim2.advance(45)
     u2 = _add(sim2, 8, 0.5, kind=EVAL, priority=5)
@@ -185,15 +185,15 @@ def test_priority_preempts_training_which_restarts_from_its_checkpoint() -> None
 
 def test_drain_evicts_after_grace_holds_maintenance_and_returns() -> None:
     ev = ScheduledEvent(time_s=600, kind="drain_ultraserver", target="0", value=0.5, duration_s=3600)
-    sim = Simulation(small_params(ultraservers=2, events=(ev,), **QUIET))
+    sim = Hall(small_params(ultraservers=2, events=(ev,), **QUIET))
     a = sim.jobs.a
     j0 = _add(sim, 100, 10.0)  # fills UltraServer 0 (best fit)
     j1 = _add(sim, 100, 10.0)  # UltraServer 1
     fr = sim.advance(10)  # drain at 600 s: no new work on UltraServer 0
-    assert set(np.unique(sim.topo.chip_us[sim.cluster.placement[j0]])) == {0}
+    assert set(np.unique(sim.topo.chip_us[sim.pool.cluster.placement[j0]])) == {0}
     j2 = _add(sim, 40, 1.0)  # fits on 0 by count, but 0 is draining: goes to 1
     fr = sim.advance(1)
-    assert set(np.unique(sim.topo.chip_us[sim.cluster.placement[j2]])) == {1}
+    assert set(np.unique(sim.topo.chip_us[sim.pool.cluster.placement[j2]])) == {1}
     assert fr["factory_ts"]["chips_drained"][-1] == 44
     fr = sim.advance(30)  # grace 0.5 h after 600 s: j0 evicted at 2,400 s, maintenance starts
     assert a["state"][j0] == QUEUED and a["failures"][j0] == 1 and a["state"][j1] == RUNNING
@@ -206,11 +206,11 @@ def test_drain_evicts_after_grace_holds_maintenance_and_returns() -> None:
 
 def test_live_drain_equals_the_same_drain_scheduled() -> None:
     p = small_params(ultraservers=2, training=TrainingParams(arrivals_per_day=1500.0))
-    live = Simulation(p)
+    live = Hall(p)
     first = live.advance(90)
     ev = live.inject("drain_ultraserver", "1", value=0.25, duration_s=1800)
     second = live.advance(150)
-    replay = Simulation(dataclasses.replace(p, events=(ev,)))
+    replay = Hall(dataclasses.replace(p, events=(ev,)))
     again = replay.advance(240)
     for table in ("factory_ts", "service_ts"):
         for col in again[table]:
@@ -232,7 +232,7 @@ def test_littles_law_on_the_batch_queue() -> None:
     spec, _, _ = load("backfill-vs-fifo")
     fifo = next(v for v in spec.variants if v.name == "fifo")
     p = fifo.to_params()
-    sim = Simulation(p)
+    sim = Hall(p)
     frames = [sim.advance(1440) for _ in range(4)]
     q = np.concatenate([f["factory_ts"]["queue_jobs"] for f in frames])
     T = len(q) * p.dt_s
@@ -254,7 +254,7 @@ def test_backfill_cuts_mean_wait_against_fifo_on_the_same_arrivals() -> None:
     spec, _, _ = load("backfill-vs-fifo")
     out = {}
     for v in spec.variants:
-        sim = Simulation(v.to_params())
+        sim = Hall(v.to_params())
         jobs = job_history([sim.advance(1440) for _ in range(3)])
         b = jobs["kind"] != "inference"
         out[v.name] = (
@@ -270,7 +270,7 @@ def test_backfill_cuts_mean_wait_against_fifo_on_the_same_arrivals() -> None:
 
 
 def test_jobs_table_keeps_the_placement_of_finished_jobs() -> None:
-    sim = Simulation(small_params(ultraservers=2, **QUIET))
+    sim = Hall(small_params(ultraservers=2, **QUIET))
     j = _add(sim, 200, 0.5)  # spans both UltraServers
     k = _add(sim, 20, 0.5)
     fr = sim.advance(40)

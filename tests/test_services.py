@@ -13,15 +13,15 @@ from hypothesis import strategies as st
 
 from tests.conftest import small_params
 from twin import catalog, jobs, queueing, services, workload
+from twin.hall import Hall
 from twin.params import FailureParams, RequestTrace, ServiceParams, TrainingParams
-from twin.sim import Simulation
 
 FLAT = dict(diurnal_peak_to_trough=1.0, weekend_factor=1.0)
 NO_JOBS = dict(training=TrainingParams(arrivals_per_day=0.0), failures=FailureParams(chip_hazard_per_h=0.0))
 
 
-def _sim(svc: ServiceParams, ultraservers: int = 1, **kw: object) -> Simulation:
-    return Simulation(small_params(ultraservers=ultraservers, services=(svc,), **{**NO_JOBS, **kw}))
+def _sim(svc: ServiceParams, ultraservers: int = 1, **kw: object) -> Hall:
+    return Hall(small_params(ultraservers=ultraservers, services=(svc,), **{**NO_JOBS, **kw}))
 
 
 def _hand_roofline(acc: catalog.Accelerator) -> dict[str, float]:
@@ -110,7 +110,7 @@ def test_autoscaler_adds_replicas_that_serve_only_after_their_startup() -> None:
         **FLAT,
     )
     sim = _sim(svc)
-    cap = sim.cluster.services[0].capacity_per_replica
+    cap = sim.pool.cluster.services[0].capacity_per_replica
     quiet = sim.advance(60)["service_ts"]
     assert quiet["replicas_target"][-1] == 1  # scaled down to the minimum after the delay
     sim.inject("inference_surge", "chat", value=cap * 3.0 / 5.0, duration_s=3600)  # 3 replicas' worth
@@ -216,7 +216,7 @@ def test_inference_energy_is_the_sum_of_the_services_and_gives_j_per_token() -> 
         mean_requests_per_s=30.0,
         **FLAT,
     )
-    sim = Simulation(small_params(ultraservers=1, services=(a, b), **NO_JOBS))
+    sim = Hall(small_params(ultraservers=1, services=(a, b), **NO_JOBS))
     fr = sim.advance(20)
     f, s = fr["factory_ts"], fr["service_ts"]
     per_step = s["power_w"].reshape(20, 2).sum(axis=1)
@@ -227,7 +227,7 @@ def test_inference_energy_is_the_sum_of_the_services_and_gives_j_per_token() -> 
     # Attributed power: the replicas' chips grossed up by facility / chip power.
     assert (f["inference_power_w"] < f["facility_power_w"]).all()
     chips_inf = 4 * 4 + 8 * 1
-    assert f["inference_power_w"][-1] > chips_inf * sim.acc.idle_w
+    assert f["inference_power_w"][-1] > chips_inf * sim.pool.acc.idle_w
 
 
 @settings(max_examples=40, deadline=None)
@@ -241,8 +241,8 @@ def test_replica_requests_wait_by_priority_then_arrival_whatever_order_they_come
         ServiceParams(name=f"s{i}", replicas=0, chips_per_replica=4, priority=prio[i], **FLAT)
         for i in range(3)
     )
-    sim = Simulation(small_params(ultraservers=1, services=svcs, **NO_JOBS))
-    cl = sim.cluster
+    sim = Hall(small_params(ultraservers=1, services=svcs, **NO_JOBS))
+    cl = sim.pool.cluster
     slots = [j for ids in cl.replicas for j in ids]
     assert len(slots) == 0  # replicas = 0 and no autoscaler: no slots; make them by hand below
     ids = [

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 
 from tests.conftest import small_params
 from twin import catalog
+from twin.hall import Hall
 from twin.jobs import FINETUNE, PRETRAIN
 from twin.params import FailureParams, ScheduledEvent, SiteParams, TrainingParams
-from twin.sim import Simulation
 
 
 def _run(p, steps):  # type: ignore[no-untyped-def]
-    sim = Simulation(p)
+    sim = Hall(p)
     return sim, sim.advance(steps)
 
 
@@ -61,10 +61,10 @@ def test_invariants_hold_every_step(
     # Chips never in two jobs: allocated chips equal the chips of running jobs.
     a = sim.jobs.a
     running = a["state"][: sim.jobs.n] == 1
-    assert int(a["chips"][: sim.jobs.n][running].sum()) == int((sim.chip_owner >= 0).sum())
-    assert not (sim.chip_failed & (sim.chip_owner >= 0)).any()
+    assert int(a["chips"][: sim.jobs.n][running].sum()) == int((sim.pool.chip_owner >= 0).sum())
+    assert not (sim.pool.chip_failed & (sim.pool.chip_owner >= 0)).any()
     # IT power bounded by idle and full-load design power.
-    assert (f["it_power_w"] <= sim.facility.design_it_w / p.power.psu_efficiency * 1.01).all()
+    assert (f["it_power_w"] <= sim.pool.facility.design_it_w / p.power.psu_efficiency * 1.01).all()
     # Every request is served, queued or dropped (cumulatively, in whole requests).
     assert (f["requests_dropped_per_s"] >= 0).all()
     s = fr["service_ts"]
@@ -114,7 +114,7 @@ def test_same_seed_gives_identical_telemetry_and_another_seed_does_not() -> None
 def test_advance_in_chunks_equals_advance_at_once() -> None:
     p = small_params(ultraservers=2, training=TrainingParams(arrivals_per_day=200))
     _, whole = _run(p, 300)
-    sim = Simulation(p)
+    sim = Hall(p)
     parts = [sim.advance(n) for n in (1, 99, 150, 50)]
     for col in whole["factory_ts"]:
         joined = np.concatenate([x["factory_ts"][col] for x in parts])
@@ -124,11 +124,11 @@ def test_advance_in_chunks_equals_advance_at_once() -> None:
 def test_injected_event_equals_the_same_event_scheduled() -> None:
     """A live what-if replayed headlessly from its recorded time gives identical telemetry."""
     p = small_params(ultraservers=2, training=TrainingParams(arrivals_per_day=200))
-    live = Simulation(p)
+    live = Hall(p)
     first = live.advance(100)
     ev = live.inject("fail_ultraserver", "1", duration_s=3600)
     second = live.advance(200)
-    replay = Simulation(dataclasses.replace(p, events=(dataclasses.replace(ev),)))
+    replay = Hall(dataclasses.replace(p, events=(dataclasses.replace(ev),)))
     again = replay.advance(300)
     for col in again["factory_ts"]:
         joined = np.concatenate([first["factory_ts"][col], second["factory_ts"][col]])
@@ -152,7 +152,7 @@ def test_failing_an_ultraserver_takes_its_chips_and_power_down_until_repair() ->
 
 
 def test_unknown_event_kind_and_bad_target_are_refused() -> None:
-    sim = Simulation(small_params())
+    sim = Hall(small_params())
     with pytest.raises(ValueError, match="unknown event kind"):
         sim.inject("explode", "0")
     sim.inject("fail_ultraserver", "9")
@@ -170,12 +170,12 @@ def test_loop_temperature_follows_the_time_constant_after_a_load_step() -> None:
         failures=FailureParams(chip_hazard_per_h=0.0),
         dt_s=10,
     )
-    sim = Simulation(p)
-    fac = sim.facility
+    sim = Hall(p)
+    fac = sim.pool.facility
     sim.advance(200)  # settle at idle
     t_idle = float(fac.us_return_c[0])
     j = sim.jobs.add("x", "fp8", kind=0, chips=144, params=1e9, tokens=1e15, work=6e24, submit=sim.t_s)
-    sim.queue.append(j)
+    sim.pool.queue.append(j)
     sim.advance(1)  # job starts; this step's heat is the busy heat
     busy_heat = sim.sys.liquid_fraction * float(sim.last["it_power_w"])
     speed = min(max(busy_heat / fac.us_design_liquid_w, 0.3), 1.0)

@@ -24,8 +24,8 @@ from storage.reader import kpi_summary, open_run_file
 from tests.conftest import SMALL_TOML, small_params
 from tui.cli import main
 from twin import site
+from twin.hall import Hall
 from twin.params import FailureParams, SiteParams, TouTariff
-from twin.sim import Simulation
 
 YEAR = 8760
 DAY_S = 86400
@@ -354,7 +354,7 @@ def test_cost_and_co2_of_a_tiny_run_by_hand() -> None:
         failures=FailureParams(chip_hazard_per_h=0.0),
         site=SiteParams(start_day_of_year=1, price_tou=tou, carbon_hourly_g_per_kwh=carbon),
     )
-    f = Simulation(p).advance(18)["factory_ts"]  # three hours
+    f = Hall(p).advance(18)["factory_ts"]  # three hours
     hours = f["time_s"] // 3600
     price = np.where(hours == 1, 200.0, 50.0)
     intensity = np.where(hours == 1, 100.0, 400.0)
@@ -391,8 +391,8 @@ def test_run_summary_has_cost_co2_cue_and_humidity(tmp_path: Path) -> None:
 def test_file_weather_runs_are_bit_identical(tmp_path: Path) -> None:
     w = sitefiles.read_weather(weather_csv(tmp_path / "w.csv", lambda k: 5.0 + math.sin(k / 7)))
     sp = SiteParams(weather_drybulb_c=w.drybulb_c, weather_rel_humidity=w.rel_humidity, price_tou=TouTariff())
-    a = Simulation(small_params(site=sp)).advance(120)["factory_ts"]
-    b = Simulation(small_params(site=sp)).advance(120)["factory_ts"]
+    a = Hall(small_params(site=sp)).advance(120)["factory_ts"]
+    b = Hall(small_params(site=sp)).advance(120)["factory_ts"]
     for col in a:
         np.testing.assert_array_equal(a[col], b[col], err_msg=col)
 

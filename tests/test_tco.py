@@ -13,7 +13,7 @@ from storage.schema import DEFAULT_START, columns, migrations
 from storage.writer import init_schema, to_arrow
 from tests.conftest import SMALL_TOML, small_params
 from twin import catalog, tco
-from twin.sim import Simulation
+from twin.hall import Hall
 from twin.telemetry import SCHEMA_VERSION
 
 YEAR_S = 365.25 * 86400
@@ -75,7 +75,7 @@ def test_every_system_has_a_sourced_price() -> None:
 # ---------------------------------------------------------------------- the simulation records it
 def test_simulation_records_fixed_costs_per_step() -> None:
     p = small_params(tco=tco.TcoParams(system_capex_usd=1.0e6, financing_rate=0.05, water_usd_per_m3=4.0))
-    sim = Simulation(p)
+    sim = Hall(p)
     f = sim.advance(30)["factory_ts"]
     d = sim.design
     servers = 2 * 1.0e6
@@ -236,7 +236,7 @@ def test_a_version_3_file_gains_the_cost_columns() -> None:
 
 # ---------------------------------------------------------------------- like-for-like comparisons
 def _serve(s: object, steps: int) -> tuple[float, float, float]:
-    sim = Simulation(s.to_params())  # type: ignore[attr-defined]
+    sim = Hall(s.to_params())  # type: ignore[attr-defined]
     served = dropped = met = 0.0
     for _ in range(steps // 60):
         f = sim.advance(60)["service_ts"]

@@ -14,8 +14,8 @@ from scenarios import traces
 from scenarios.spec import parse
 from tests.conftest import SMALL_TOML
 from tui.cli import main
+from twin.hall import Hall
 from twin.params import KIND_NAMES
-from twin.sim import Simulation
 
 T0 = dt.datetime(2023, 11, 16, 18, 15, 0)
 
@@ -140,7 +140,7 @@ def test_replayed_moe_job_takes_6_n_active_d_over_chips_peak_mfu(tmp_path: Path)
     )
     spec = parse(text, "small.toml", base_dir=tmp_path)
     p = spec.to_params()
-    sim = Simulation(p)
+    sim = Hall(p)
     fr = sim.advance(180)
     jobs = fr["jobs"]
     k = list(jobs["kind"]).index("pretrain")
@@ -165,7 +165,7 @@ def test_service_replays_an_azure_trace_from_the_scenario(tmp_path: Path) -> Non
     offsets, _, _ = azure_csv(tmp_path / "azure.csv", n=50)
     text = SMALL_TOML.replace("mean_requests_per_s = 20.0", 'trace = "azure.csv"\ntrace_loop = false')
     spec = parse(text, "small.toml", base_dir=tmp_path)
-    s = Simulation(spec.to_params()).advance(20)["service_ts"]
+    s = Hall(spec.to_params()).advance(20)["service_ts"]
     assert s["requests_arrived"].sum() == 50
     expect = np.histogram(offsets - offsets[0], bins=np.arange(0, 1201, 60))[0]
     np.testing.assert_array_equal(s["requests_arrived"], expect)
@@ -198,7 +198,7 @@ def test_trace_job_bigger_than_the_batch_capacity_is_rejected_not_queued(tmp_pat
         "submit_time_s,chips,kind,duration_s\n0,288,pretrain,600\n0,280,pretrain,600\n"
     )
     text = SMALL_TOML.replace("arrivals_per_day = 40", 'arrivals_per_day = 0\ntrace = "jobs.csv"')
-    sim = Simulation(parse(text, "small.toml", base_dir=tmp_path).to_params())
+    sim = Hall(parse(text, "small.toml", base_dir=tmp_path).to_params())
     fr = sim.advance(15)
     assert "job_rejected" in fr["events"]["kind"]
     batch = [c for c, k in zip(fr["jobs"]["chips"], fr["jobs"]["kind"], strict=True) if k != "inference"]

@@ -55,7 +55,7 @@ STATE = {QUEUED: "queued", RUNNING: "running", STOPPED: "stopped"}
 
 def model_states(session: Session) -> tuple[dict[int, str], dict[tuple[str, str], int]]:
     """Batch jobs' states and replica counts per (service, state), from the model's own arrays."""
-    cl = session.sim.cluster
+    cl = session.sim.pool.cluster
     a = session.sim.jobs.a
     batch = {int(j): "queued" for j in cl.queue} | {
         int(j): "running" for j in cl.running if a["kind"][j] != INFERENCE
@@ -88,7 +88,7 @@ def test_jobs_view_matches_the_model_at_every_checkpoint(tmp_path: Path) -> None
         cur = session.writer.cursor()
         for i in range(144):  # a day in 10-step advances: every 3 h, and whenever replicas wait
             session.advance(10)
-            if not (i % 18 == 17 or (session.sim.cluster.rqueue and not seen_queued_replicas)):
+            if not (i % 18 == 17 or (session.sim.pool.cluster.rqueue and not seen_queued_replicas)):
                 continue
             session.writer.flush()
             t = session.sim.t_s - session.params.dt_s
@@ -98,7 +98,7 @@ def test_jobs_view_matches_the_model_at_every_checkpoint(tmp_path: Path) -> None
             got_batch, got_reps = shown_states(cols)
             # A batch job that has not started by t shows no MFU (it has none yet); one that has, its own.
             a = session.sim.jobs.a
-            first = {int(a["id"][j]): int(a["first_start"][j]) for j in session.sim.cluster.queue}
+            first = {int(a["id"][j]): int(a["first_start"][j]) for j in session.sim.pool.cluster.queue}
             for jid, kind, mfu in zip(cols["job_id"], cols["kind"], cols["mfu"], strict=True):
                 if kind != "inference" and jid is not None and int(jid) in first:
                     never = first[int(jid)] < 0

@@ -162,7 +162,7 @@ def test_live_what_ifs_rerun_headless_give_identical_telemetry(tmp_path: Path) -
 
 def test_variants_ask_the_same_work_of_different_hardware() -> None:
     """Same scenario on Trn2 and Trn3 halls: the same jobs (same FLOP), different run times."""
-    from twin.sim import Simulation
+    from twin.hall import Hall
 
     spec = parse(
         ENVELOPE.replace(
@@ -171,7 +171,7 @@ def test_variants_ask_the_same_work_of_different_hardware() -> None:
         ),
         "env.toml",
     )
-    sims = [Simulation(v.to_params()) for v in spec.variants]
+    sims = [Hall(v.to_params()) for v in spec.variants]
     frames = [s.advance(240) for s in sims]
     jobs = [f["jobs"] for f in frames]
     n = min(len(j["job_id"]) for j in jobs)
@@ -186,8 +186,8 @@ def test_variants_ask_the_same_work_of_different_hardware() -> None:
 def test_throttled_replicas_serve_less_prefill_bound_work() -> None:
     """Under a cap the replicas' compute-bound prefill slows with the clock while decode keeps its
     pace: capacity = n / (prefill / f + decode) per request."""
+    from twin.hall import Hall
     from twin.params import ScheduledEvent
-    from twin.sim import Simulation
 
     toml = """
 name = "cap"
@@ -203,16 +203,16 @@ weekend_factor = 1.0
 autoscale = false
 """
     spec = parse(toml, "cap.toml")
-    free = Simulation(spec.to_params())
+    free = Hall(spec.to_params())
     f0 = free.advance(30)["factory_ts"]
     p = spec.to_params()
-    capped = Simulation(
+    capped = Hall(
         __import__("dataclasses").replace(
             p, events=(ScheduledEvent(0, "power_cap", "facility", 0.85 * float(f0["facility_power_w"][-1])),)
         )
     )
     f1 = capped.advance(30)["factory_ts"]
-    svc = free.cluster.services[0]
+    svc = free.pool.cluster.services[0]
     per = 1.0 / svc.capacity_per_replica
     pre = svc.roof.prefill_s
     clock = float(f1["mean_clock"][-1])

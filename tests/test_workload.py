@@ -9,9 +9,10 @@ import pytest
 
 from tests.conftest import small_params
 from twin import catalog, fabric, workload
+from twin.hall import Hall
+from twin.jobs import DONE, TRAINING
 from twin.models import MODELS
 from twin.params import FailureParams, ServiceParams, TrainingParams
-from twin.sim import DONE, TRAINING, Simulation
 
 
 def test_kv_cache_bytes_per_token_from_the_model_card() -> None:
@@ -67,7 +68,7 @@ def test_training_job_duration_is_6nd_over_chips_peak_mfu() -> None:
     communication hidden; the fabric: test_fabric.py)."""
     tp = TrainingParams(arrivals_per_day=0.0, comm_overlap_fraction=1.0)
     p = small_params(ultraservers=1, training=tp, services=(), failures=FailureParams(chip_hazard_per_h=0.0))
-    sim = Simulation(p)
+    sim = Hall(p)
     n, d = 8e9, 2.0e12
     j = sim.jobs.add(
         "llama-3.1-8b",
@@ -79,7 +80,7 @@ def test_training_job_duration_is_6nd_over_chips_peak_mfu() -> None:
         work=workload.training_flop(n, d),
         submit=0,
     )
-    sim.queue.append(j)
+    sim.pool.queue.append(j)
     expected_s = 6 * n * d / (144 * 2517e12 * 0.40)
     steps = int(np.ceil(expected_s / p.dt_s))
     sim.advance(steps - 1)
@@ -98,11 +99,11 @@ def test_gang_spanning_ultraservers_gets_the_fabrics_mfu() -> None:
     m = MODELS["llama-3.1-8b"]
     peak = p.hall.accelerator.peak("fp8")
     for chips, spanned in ((144, 1), (288, 2)):
-        sim = Simulation(p)
+        sim = Hall(p)
         j = sim.jobs.add(
             m.key, "mxfp8", kind=TRAINING, chips=chips, params=8e9, tokens=1e15, work=6e24, submit=0
         )
-        sim.queue.append(j)
+        sim.pool.queue.append(j)
         sim.advance(1)
         assert sim.jobs.a["spanned"][j] == spanned
         expected = fabric.job_mfu(m, 6.0, chips, spanned, peak, 0.40, p.hall.system, tp)
@@ -125,9 +126,9 @@ def test_inference_serves_up_to_capacity_and_counts_the_rest_as_dropped() -> Non
         diurnal_peak_to_trough=1.0,
         weekend_factor=1.0,
     )
-    sim = Simulation(dataclasses.replace(base, services=(svc,)))
+    sim = Hall(dataclasses.replace(base, services=(svc,)))
     s = sim.advance(3)["service_ts"]
-    cap = 2 * workload.roofline(svc, sim.acc).requests_per_s  # far below 1,000 req/s
+    cap = 2 * workload.roofline(svc, sim.pool.acc).requests_per_s  # far below 1,000 req/s
     # Poisson arrivals around 1,000/s: within 5 sigma of 60,000 per step.
     assert (np.abs(s["requests_arrived"] - 60_000) < 5 * np.sqrt(60_000)).all()
     # Served: whole requests at capacity (fractions carry over to the next step).

@@ -22,7 +22,7 @@ transformer). The campus composes them one level up, step by step:
                 while its cap binds solves its next clocks again; each hall holds its share
                 inside the step.
 5. record       each hall records its own rows; ``factory_ts`` is the campus (merged by
-                ``twin.telemetry.CAMPUS_MERGE``: the plants' units add up, their temperatures
+                each column's campus rule, ``twin.telemetry.Column.campus``: the plants' units add up, their temperatures
                 and free-cooling share are weighted by each hall's IT power), ``hall_ts`` one
                 row per hall, entity ids campus-wide.
 """
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from twin import capping, telemetry
+from twin import capping
 from twin.compose import (
     EventQueue,
     JobsView,
@@ -48,12 +48,14 @@ from twin.compose import (
     merge_events,
     merge_failures,
     merge_queues,
+    merge_rows,
     merge_services,
     sort_by_time,
 )
 from twin.design import Design
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
-from twin.hall import EVENT_KINDS, Hall, HallTopology, merge_factory, run_steps
+from twin.floorplan import HallTopology
+from twin.hall import EVENT_KINDS, Hall, run_steps
 from twin.params import FactoryParams, HallParams, ScheduledEvent
 from twin.record import Frames, Recorder
 
@@ -119,9 +121,13 @@ class Campus:
         pools = [pl for h in self.halls for pl in h.pools]
         for g, pl in enumerate(pools):
             pl.jobs.number(len(pools), g)
-        self.num = Numbering({lv: [h.num.total(lv) for h in self.halls] for lv in ("chip", "server", "ultraserver", "row")})
+        self.num = Numbering(
+            {lv: [h.num.total(lv) for h in self.halls] for lv in ("chip", "server", "ultraserver", "row")}
+        )
         off = self.num.off
-        self.sys_off = [int(x) for x in np.concatenate([[0], np.cumsum([len(h.systems) for h in self.halls])])]
+        self.sys_off = [
+            int(x) for x in np.concatenate([[0], np.cumsum([len(h.systems) for h in self.halls])])
+        ]
         us_row = np.concatenate([h.topo.us_row + off["row"][k] for k, h in enumerate(self.halls)])
         chip_us = np.concatenate([h.topo.chip_us + off["ultraserver"][k] for k, h in enumerate(self.halls)])
         t0 = self.halls[0].topo
@@ -245,7 +251,9 @@ class Campus:
         for h, rec in zip(self.halls, recs, strict=True):
             h.step(rec, i)
         self._it_w = [h.recorded(rec, i, "it_power_w") for h, rec in zip(self.halls, recs, strict=True)]
-        self._fac_w = [h.recorded(rec, i, "facility_power_w") for h, rec in zip(self.halls, recs, strict=True)]
+        self._fac_w = [
+            h.recorded(rec, i, "facility_power_w") for h, rec in zip(self.halls, recs, strict=True)
+        ]
         if capped:  # the next step's shares, and the next clocks of the halls they move
             self._share_cap(reclock=True)
         self.t_s = t + self.dt_s
@@ -265,7 +273,9 @@ class Campus:
             return [w / tot if tot > 0 else 1.0 / len(self.halls) for w in self._it_w]
         it_target = self.cap_w * sum(self._it_w) / sum(self._fac_w)
         targets = capping.shared_targets(bases, it_target)
-        w = [tg * f / it if it > 0 else 0.0 for tg, f, it in zip(targets, self._fac_w, self._it_w, strict=True)]
+        w = [
+            tg * f / it if it > 0 else 0.0 for tg, f, it in zip(targets, self._fac_w, self._it_w, strict=True)
+        ]
         tot = sum(w)
         return [x / tot for x in w] if tot > 0 else [1.0 / len(self.halls)] * len(self.halls)
 
@@ -290,7 +300,7 @@ class Campus:
     def _merge(self, per: list[Frames], steps: int) -> Frames:
         num = self.num
         out: Frames = {}
-        fac = merge_factory([f["factory_ts"] for f in per], telemetry.CAMPUS_MERGE)
+        fac = merge_rows("factory_ts", [f["factory_ts"] for f in per], campus=True)
         caps = np.stack([np.asarray(f["factory_ts"]["facility_cap_w"]) for f in per])
         fac["facility_cap_w"] = np.full(steps, self.cap_w) if math.isfinite(self.cap_w) else caps.sum(axis=0)
         out["factory_ts"] = fac
@@ -304,7 +314,9 @@ class Campus:
         out["ultraserver_ts"] = interleave(
             [f["ultraserver_ts"] for f in per], (("ultraserver_id", "ultraserver"), ("row_id", "row")), num
         )
-        out["row_ts"] = interleave([_with_hall(f["row_ts"], k) for k, f in enumerate(per)], (("row_id", "row"),), num)
+        out["row_ts"] = interleave(
+            [_with_hall(f["row_ts"], k) for k, f in enumerate(per)], (("row_id", "row"),), num
+        )
         out["hall_ts"] = interleave([_with_hall(f["hall_ts"], k) for k, f in enumerate(per)], (), num)
         if all("chip_ts" in f for f in per):
             out["chip_ts"] = interleave(
@@ -318,7 +330,9 @@ class Campus:
             num,
             target=self._campus_target,
             detail=lambda d, k: f"hall {k}: {d}",
-            default_arg=lambda kind, source, k: f"hall:{k}" if source != "model" and kind in FACILITY_EVENT_KINDS else "",
+            default_arg=lambda kind, source, k: (
+                f"hall:{k}" if source != "model" and kind in FACILITY_EVENT_KINDS else ""
+            ),
         )
         out["failures"] = merge_failures([f["failures"] for f in per], num)
         out["interruptions"] = sort_by_time(concat([f["interruptions"] for f in per]))

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from twin import telemetry
 from twin.params import ScheduledEvent
 
 LEVELS = ("chip", "server", "ultraserver", "row")
@@ -86,7 +87,9 @@ class Numbering:
         return arg
 
 
-def interleave(frames: list[dict[str, Any]], ids: tuple[tuple[str, str], ...], num: Numbering) -> dict[str, Any]:
+def interleave(
+    frames: list[dict[str, Any]], ids: tuple[tuple[str, str], ...], num: Numbering
+) -> dict[str, Any]:
     """Rows of the parts' per-entity tables, time major: every part's rows of one recorded time,
     in the whole's order, then the next; entity ids shifted to the whole's numbering."""
     if len(frames) == 1:
@@ -211,3 +214,40 @@ class JobsView:
         self.names = [x for t in tabs for x in t.names[: t.n]]
         self.precision = [x for t in tabs for x in t.precision[: t.n]]
         self.a = {k: np.concatenate([t.a[k][: t.n] for t in tabs]) for k in tabs[0].a}
+
+
+def merge_rows(table: str, rows: list[dict[str, Any]], campus: bool = False) -> dict[str, Any]:
+    """The whole's rows of ``table`` from its parts' rows of the same steps, column by column by
+    the column's rule (``twin.telemetry.Column.merge``; ``campus``: a campus's rule where it
+    differs). One part's rows under a hall's rules are the whole's."""
+    if len(rows) == 1 and not campus:
+        return rows[0]
+    cols = [c for c in telemetry.TABLES[table] if c.name in rows[0]]
+    rule = {c.name: (c.campus or c.merge) if campus else c.merge for c in cols}
+    out: dict[str, Any] = {}
+    for name, r in rule.items():
+        if r in ("same", "max", "sum"):
+            stack = np.stack([row[name] for row in rows])
+            out[name] = (
+                stack[0]
+                if r == "same"
+                else stack.max(axis=0)
+                if r == "max"
+                else stack.sum(axis=0).astype(stack.dtype)
+            )
+    for name, r in rule.items():
+        if r.startswith("ratio:"):
+            num, den = r[6:].split("/")
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[name] = np.where(out[den] > 0, out[num] / out[den], np.nan)
+        elif r.startswith("mean:"):
+            v = np.stack([row[name] for row in rows]).astype(np.float64)
+            w = np.stack([row[r[5:]] for row in rows]).astype(np.float64)
+            tot = w.sum(axis=0)
+            if len(rows) == 1:
+                mean = v[0]
+            else:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    mean = np.where(tot > 0, (v * w).sum(axis=0) / tot, v.mean(axis=0))
+            out[name] = mean.astype(np.asarray(rows[0][name]).dtype)
+    return {c.name: out[c.name] for c in cols}

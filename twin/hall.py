@@ -25,7 +25,7 @@ phase and owns what they share. One step [t, t + dt):
                 work state.
 5. record       each pool records its own rows with the plant's and the chain's power, water and
                 losses shared in proportion to its IT power; the hall's rows are merged from
-                them (``twin.telemetry.FLOOR_MERGE``; one pool's are the hall's), ``system_ts``
+                them (by each column's rule, ``twin.telemetry.Column.merge``; one pool's are the hall's), ``system_ts``
                 holds the pools' own.
 
 A campus (several halls under one substation) composes halls one level up (``twin.campus``).
@@ -41,7 +41,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from twin import capping, plant, power, routing, rng, site, telemetry
+from twin import capping, plant, power, rng, routing, site, telemetry
 from twin.compose import (
     EventQueue,
     JobsView,
@@ -51,19 +51,19 @@ from twin.compose import (
     merge_events,
     merge_failures,
     merge_queues,
+    merge_rows,
     merge_services,
     sort_by_time,
 )
-from twin.design import Design, derive
+from twin.design import Design
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
-from twin.facility import FacilityStep, ItStep, PlantState
+from twin.facility import FacilityStep, ItStep
+from twin.floorplan import HallTopology, PlantView, check, pool_facts, pool_params, pool_seed, service_pools
 from twin.jobs import JobTable
-from twin.params import FactoryParams, HallParams, ScheduledEvent, SystemRows
+from twin.params import FactoryParams, ScheduledEvent, SystemRows
 from twin.pool import Pool
 from twin.record import Frames, Recorder
-
-# The largest number of different systems in one hall (each is a pool with its own arrays).
-MAX_SYSTEMS = 8
+from twin.topology import Topology
 
 EVENT_KINDS = (
     *FACILITY_EVENT_KINDS,
@@ -77,105 +77,6 @@ EVENT_KINDS = (
     "undrain_ultraserver",
     "inference_surge",
 )
-
-
-def check(hall: HallParams) -> None:
-    """A mixed hall's rows make sense together (ValueError naming ``hall.rows``)."""
-    rows = hall.rows
-    if len(rows) > MAX_SYSTEMS:
-        raise ValueError(f"hall.rows: {len(rows)} systems; a floor may mix at most {MAX_SYSTEMS}")
-    keys = [r.system.key for r in rows]
-    dup = sorted({k for k in keys if keys.count(k) > 1})
-    if dup:
-        raise ValueError(f"hall.rows: system {dup[0]!r} appears twice; give it once with its total count")
-    liquid = {r.system.liquid_fraction > 0 for r in rows}
-    if len(liquid) > 1:
-        raise ValueError(
-            "hall.rows: liquid-cooled and air-cooled systems on one floor are not modelled "
-            "(one plant serves either CDUs or CRAHs first); keep one kind per floor"
-        )
-
-
-def pool_params(p: FactoryParams, r: SystemRows) -> FactoryParams:
-    """The parameters of a hall of only the system of ``r`` (a one-system hall's are its own)."""
-    if not p.hall.rows:
-        return p
-    return dataclasses.replace(p, hall=HallParams(r.system, r.accelerator, r.ultraservers, r.ultraservers_per_row))
-
-
-def pool_facts(p: FactoryParams) -> list[routing.PoolFacts]:
-    """What routing needs of each system in the hall (its design sizes its TCO rates)."""
-    out = []
-    for r in p.hall.pools():
-        d = derive(pool_params(p, r))
-        out.append(routing.pool_facts(r.system, r.accelerator, r.ultraservers, d.design_it_w, p.tco))
-    return out
-
-
-def service_pools(p: FactoryParams, facts: list[routing.PoolFacts]) -> list[int]:
-    """The pool of each service (ValueError naming ``services[i]`` when none can hold it)."""
-    out = []
-    for i, s in enumerate(p.services):
-        try:
-            out.append(routing.service_pool(s, facts, p.scheduler.routing, p.power, p.site.price_usd_per_mwh))
-        except ValueError as e:
-            raise ValueError(f"services[{i}]: {e}") from None
-    return out
-
-
-def _pool_seed(seed: int, k: int) -> int:
-    """Pool ``k``'s seed: the hall's for the first pool (a one-system hall is that system's
-    pool), an independent child of it for the others."""
-    if k == 0:
-        return seed
-    return int(np.random.SeedSequence([seed, k]).generate_state(1, np.uint64)[0] >> np.uint64(1))
-
-
-@dataclasses.dataclass(frozen=True)
-class HallTopology:
-    """A hall's (or a campus's) sizes and index arrays across its pools (UltraServers and rows
-    numbered pool by pool)."""
-
-    ultraservers: int
-    chips: int
-    rows: int
-    us_row: npt.NDArray[np.int32]
-    chip_us: npt.NDArray[np.int32]
-    # The first system's shape (views that draw one grid of UltraServers use it).
-    chips_per_us: int = 0
-    servers_per_us: int = 0
-
-
-class PlantView:
-    """The plant as several pools present it to ``twin.plant``: the first pool's plant state
-    and the hall's design values (sums of the pools'; the CDU pump figure is the mean per
-    UltraServer, the plant's pumps scale it by the number of flowing UltraServers)."""
-
-    def __init__(self, pools: list[Pool], us_row: npt.NDArray[np.int32]) -> None:
-        f0 = pools[0].facility
-        facs = [pl.facility for pl in pools]
-        self._facs = facs
-        self.cp = f0.cp
-        self.plant: PlantState = f0.plant
-        self.lf = max(f.lf for f in facs)
-        self.fw_setpoint_c = f0.fw_setpoint_c
-        self.econ_unit_effectiveness = f0.econ_unit_effectiveness
-        self.design_it_w = sum(f.design_it_w for f in facs)
-        self.design_liquid_w = sum(f.design_liquid_w for f in facs)
-        self.fw_flow_design = sum(f.fw_flow_design for f in facs)
-        self.fw_mass_kg = sum(f.fw_mass_kg for f in facs)
-        self.fw_pump_design_w = sum(f.fw_pump_design_w for f in facs)
-        self.fan_design_w = sum(f.fan_design_w for f in facs)
-        self.ups_rating_w = sum(f.ups_rating_w for f in facs)
-        cp = self.cp
-        self.chiller_unit_w = self.design_it_w / max(cp.chiller_units - cp.chiller_redundancy, 1)
-        nus = sum(f.topo.ultraservers for f in facs)
-        self.cdu_pump_design_w = sum(f.cdu_pump_design_w * f.topo.ultraservers for f in facs) / nus
-        self.topo = HallTopology(nus, 0, 0, us_row, np.zeros(0, dtype=np.int32))
-
-    @property
-    def row_flow_fraction(self) -> npt.NDArray[np.float64]:
-        return np.concatenate([f.row_flow_fraction for f in self._facs])
 
 
 class Hall:
@@ -209,16 +110,26 @@ class Hall:
                 params.site.price_usd_per_mwh,
             )
         self.num = Numbering(
-            {lv: [int(getattr(pl.topo, lv + "s")) for pl in self.pools] for lv in ("chip", "server", "ultraserver", "row")}
+            {
+                lv: [int(getattr(pl.topo, lv + "s")) for pl in self.pools]
+                for lv in ("chip", "server", "ultraserver", "row")
+            }
         )
-        self.topo = self._topology()
+        # One pool: its own topology (servers, rows, chips); several: the hall's index arrays.
+        self.topo: HallTopology | Topology = self.pools[0].topo if k == 1 else self._topology()
         # The plant as the pools present it (one pool: its own facility).
-        self.plant_view: Any = PlantView(self.pools, self.topo.us_row) if k > 1 else self.pools[0].facility
+        self.plant_view: Any = (
+            PlantView([pl.facility for pl in self.pools], self.topo.us_row)
+            if k > 1
+            else self.pools[0].facility
+        )
         # Global service index of each pool's services.
         self.svc_ids = [[j for j, q in enumerate(self.svc_pool) if q == i] for i in range(k)]
         self.sys = self.pools[0].sys
         self.design = self._design()
-        self.site = site.SiteModel(params.site, rng.streams(params.seed if weather_seed is None else weather_seed).weather)
+        self.site = site.SiteModel(
+            params.site, rng.streams(params.seed if weather_seed is None else weather_seed).weather
+        )
         self.t_s = 0
         self._last_w = 0.0  # the hall's facility power, last step (0 before the first)
         self._shared_cap_w = math.inf  # the cap the systems' shares were last set for
@@ -234,7 +145,7 @@ class Hall:
             training = dataclasses.replace(training, arrivals_per_day=0.0, trace=None)
         return dataclasses.replace(
             pool_params(p, r),
-            seed=_pool_seed(p.seed, i),
+            seed=pool_seed(p.seed, i),
             training=training,
             services=tuple(s for s, q in zip(p.services, self.svc_pool, strict=True) if q == i),
             events=(),
@@ -386,13 +297,13 @@ class Hall:
         cooling_w = plant_out["chiller_w"] + plant_out["pumps_w"] + plant_out["fans_w"]
         losses = power.chain_losses(it_w, cooling_w, self.plant_view.ups_rating_w, self.p.power)
         facility_w = it_w + cooling_w + losses.total_w
-        steps = self._finish(parts, plant_out, losses, it_w, facility_w, cond)
         if shared:
             bases = [
                 capping.basis(pl.facility, p.util, p.heat.clock, p.heat.full_clock, p.it_w, p.heat.pw.us_act)
                 for pl, p in zip(pools, parts, strict=True)
             ]
             self._share_cap(bases, facility_w)
+        steps = self._finish(parts, plant_out, losses, it_w, facility_w, cond)
         self._last_w = facility_w
         for pl, rec, ph, (w, clock) in zip(pools, recs, steps, works, strict=True):
             w = pl.after_physics(ph, w, clock)
@@ -436,7 +347,9 @@ class Hall:
                 key: (v if key in ("free_fraction", "cop", *plant.UNIT_COLUMNS) else v * share)
                 for key, v in plant_out.items()
             }
-            pl_losses = power.ChainLosses(losses.pdu_w * share, losses.ups_w * share, losses.transformer_w * share)
+            pl_losses = power.ChainLosses(
+                losses.pdu_w * share, losses.ups_w * share, losses.transformer_w * share
+            )
             pl.facility.facility_cap_w = cap
             out.append(pl.facility.finish_step(part, own, pl_losses, facility_w, cond))
         return out
@@ -510,19 +423,24 @@ class Hall:
         """The hall's frames from its pools' (one pool's are the hall's)."""
         num = self.num
         factory = [f["factory_ts"] for f in per]
-        out: Frames = {"factory_ts": merge_factory(factory), "system_ts": telemetry.system_rows(factory, self.systems)}
+        out: Frames = {
+            "factory_ts": merge_rows("factory_ts", factory),
+            "system_ts": telemetry.system_rows(factory, self.systems),
+        }
         out["ultraserver_ts"] = interleave(
             [f["ultraserver_ts"] for f in per], (("ultraserver_id", "ultraserver"), ("row_id", "row")), num
         )
         out["row_ts"] = interleave([f["row_ts"] for f in per], (("row_id", "row"),), num)
-        out["hall_ts"] = merge_hall([f["hall_ts"] for f in per])
+        out["hall_ts"] = merge_rows("hall_ts", [f["hall_ts"] for f in per])
         if "chip_ts" in per[0]:
             out["chip_ts"] = interleave(
                 [f["chip_ts"] for f in per], (("chip_id", "chip"), ("ultraserver_id", "ultraserver")), num
             )
         if self.p.services:
             svc = [f.get("service_ts") for f in per]
-            out["service_ts"] = svc[0] if len(per) == 1 and svc[0] is not None else merge_services(svc, self.svc_ids, steps)
+            out["service_ts"] = (
+                svc[0] if len(per) == 1 and svc[0] is not None else merge_services(svc, self.svc_ids, steps)
+            )
         if len(per) == 1:
             for table in ("jobs", "events", "failures", "interruptions"):
                 out[table] = per[0][table]
@@ -542,63 +460,3 @@ def run_steps(step: Callable[[Any, int], None], rec: Any, steps: int, stop: Call
         if stop is not None and i + 1 < steps and stop():
             return i + 1
     return steps
-
-
-def merge_factory(rows: list[dict[str, Any]], rules: dict[str, str] | None = None) -> dict[str, Any]:
-    """The whole's ``factory_ts`` from its parts' rows (``rules``: ``twin.telemetry.FLOOR_MERGE``
-    unless given, as a campus gives ``CAMPUS_MERGE``; one part's rows under the floor rules are
-    the whole's)."""
-    if len(rows) == 1 and rules is None:
-        return rows[0]
-    out: dict[str, Any] = {}
-    rules = telemetry.FLOOR_MERGE if rules is None else rules
-    for c in telemetry.TABLES["factory_ts"]:
-        if c.name not in rows[0]:
-            continue
-        rule = rules.get(c.name, "sum")
-        stack = np.stack([r[c.name] for r in rows])
-        if rule == "same":
-            out[c.name] = stack[0]
-        elif rule == "max":
-            out[c.name] = stack.max(axis=0)
-        elif rule == "sum":
-            out[c.name] = stack.sum(axis=0).astype(stack.dtype)
-    for name, rule in rules.items():
-        if name not in rows[0]:
-            continue
-        if rule.startswith("ratio:"):
-            num, den = rule[6:].split("/")
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out[name] = np.where(out[den] > 0, out[num] / out[den], np.nan)
-        elif rule.startswith("mean:"):
-            wcol = rule[5:]
-            v = np.stack([r[name] for r in rows]).astype(np.float64)
-            w = np.stack([r[wcol] for r in rows]).astype(np.float64)
-            tot = w.sum(axis=0)
-            if len(rows) == 1:
-                mean = v[0]
-            else:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    mean = np.where(tot > 0, (v * w).sum(axis=0) / tot, v.mean(axis=0))
-            out[name] = mean.astype(np.asarray(rows[0][name]).dtype)
-    return {c.name: out[c.name] for c in telemetry.TABLES["factory_ts"] if c.name in out}
-
-
-def merge_hall(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The hall tier over the pools: counts and power summed, temperature max, activity, return
-    temperature and clock averaged over UltraServers."""
-    if len(rows) == 1:
-        return rows[0]
-    out: dict[str, Any] = {}
-    nus = np.stack([r["ultraservers"] for r in rows]).astype(np.float64)
-    for col in rows[0]:
-        stack = np.stack([r[col] for r in rows])
-        if col in ("time_s", "hall_id"):
-            out[col] = stack[0]
-        elif col == "max_chip_temp_c":
-            out[col] = stack.max(axis=0)
-        elif col in ("activity", "coolant_return_c", "clock"):
-            out[col] = ((stack * nus).sum(axis=0) / np.maximum(nus.sum(axis=0), 1)).astype(stack.dtype)
-        else:
-            out[col] = stack.sum(axis=0).astype(stack.dtype)
-    return out

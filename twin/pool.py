@@ -47,7 +47,9 @@ class Pool:
         self.dt_s = int(params.dt_s)
         if self.dt_s < 1:
             raise ValueError("dt_s must be a positive integer number of seconds")
-        self.topo: Topology = build(hall.ultraservers, self.sys.chips, self.sys.servers, hall.ultraservers_per_row)
+        self.topo: Topology = build(
+            hall.ultraservers, self.sys.chips, self.sys.servers, hall.ultraservers_per_row
+        )
         n = self.topo.chips
         # The pool's fixed facts, derived once (a one-system hall records them as ``runs.design_json``).
         self.design: Design = design or derive(params)
@@ -111,7 +113,9 @@ class Pool:
         return util
 
     # ------------------------------------------------------------------ events
-    def log(self, kind: str, target: str, detail: str, source: str = "model", ev: ScheduledEvent | None = None) -> None:
+    def log(
+        self, kind: str, target: str, detail: str, source: str = "model", ev: ScheduledEvent | None = None
+    ) -> None:
         """Record an event. Applied scenario/operator events keep their arguments (raw target,
         value, duration) so a recording can be re-run with exactly the same what-ifs."""
         if ev is None:
@@ -201,7 +205,9 @@ class Pool:
         busy = act_chip > 0
         if len(ph.tripped_chips):
             busy &= owner >= 0
-        us_busy = np.add.reduce(busy.view(np.uint8).reshape(nus, c), axis=1, dtype=np.int64)  # ~2x count_nonzero
+        us_busy = np.add.reduce(
+            busy.view(np.uint8).reshape(nus, c), axis=1, dtype=np.int64
+        )  # ~2x count_nonzero
         cp = p.cooling
         hw_failed = self.cluster.chip_hw_failed
         us_failed = self.cluster.failed_counts()[1]

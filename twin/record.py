@@ -217,4 +217,3 @@ class Recorder:
         self.f = {k: v[:ran] for k, v in self.f.items()}
         ns = ran * len(self.svc_names)
         self.s = {k: v[:ns] for k, v in self.s.items()}
-

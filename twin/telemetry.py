@@ -29,14 +29,21 @@ class Column:
     dtype: str  # one of: int8 int32 int64 float32 float64 string bool
     unit: str  # SI unit, "-" for fractions/counts, "" for identifiers and text
     description: str
+    # How a whole's row follows from its parts' rows of the same step (a hall's from its system
+    # pools, a campus's from its halls; ``twin.compose.merge_rows``): "sum", "same" (every part
+    # carries the whole's value), "max", "ratio:NUM/DEN" (of the merged columns) or
+    # "mean:WEIGHT" (weighted by that column of the parts).
+    merge: str = "sum"
+    # A campus's rule where it differs (each hall has a plant of its own); "" = ``merge``.
+    campus: str = ""
 
 
-def _c(name: str, dtype: str, unit: str, description: str) -> Column:
-    return Column(name, dtype, unit, description)
+def _c(name: str, dtype: str, unit: str, description: str, merge: str = "sum", campus: str = "") -> Column:
+    return Column(name, dtype, unit, description, merge, campus)
 
 
 RUN_ID = _c("run_id", "string", "", "Run identifier (one file may hold several runs)")
-TIME_S = _c("time_s", "int64", "s", "Simulated time since the start of the run")
+TIME_S = _c("time_s", "int64", "s", "Simulated time since the start of the run", "same")
 
 
 def _tier_columns(scope: str) -> tuple[Column, ...]:
@@ -48,12 +55,22 @@ def _tier_columns(scope: str) -> tuple[Column, ...]:
         _c("chips_busy", "int32", "-", "Chips doing work"),
         _c("chips_failed", "int32", "-", "Failed chips (hardware faults)"),
         _c("ultraservers_tripped", "int32", "-", "UltraServers powered off by thermal protection"),
-        _c("activity", "float32", "-", "Mean chip activity"),
-        _c("max_chip_temp_c", "float32", "°C", "Hottest chip junction temperature"),
+        _c("activity", "float32", "-", "Mean chip activity", "mean:ultraservers"),
+        _c("max_chip_temp_c", "float32", "°C", "Hottest chip junction temperature", "max"),
         _c(
-            "coolant_return_c", "float32", "°C", "Mean cold-plate loop return temperature of its UltraServers"
+            "coolant_return_c",
+            "float32",
+            "°C",
+            "Mean cold-plate loop return temperature of its UltraServers",
+            "mean:ultraservers",
         ),
-        _c("clock", "float32", "-", "Mean chip clock (1 = full; below 1 when capped or hot)"),
+        _c(
+            "clock",
+            "float32",
+            "-",
+            "Mean chip clock (1 = full; below 1 when capped or hot)",
+            "mean:ultraservers",
+        ),
     )
 
 
@@ -88,7 +105,13 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("facility_power_w", "float64", "W", "Facility power = IT + cooling + power-chain losses"),
         _c("cooling_power_w", "float64", "W", "Cooling plant power (chiller, pumps, fans)"),
         _c("power_loss_w", "float64", "W", "Power-chain losses (transformer, UPS, PDU)"),
-        _c("pue", "float64", "-", "Power usage effectiveness = facility / IT"),
+        _c(
+            "pue",
+            "float64",
+            "-",
+            "Power usage effectiveness = facility / IT",
+            "ratio:facility_power_w/it_power_w",
+        ),
         _c("chip_power_w", "float64", "W", "Accelerator chips' power"),
         _c("psu_loss_w", "float64", "W", "Rack rectifier losses (inside IT power)"),
         _c("pdu_loss_w", "float64", "W", "PDU / busway losses"),
@@ -97,20 +120,34 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("chiller_power_w", "float64", "W", "Chiller compressor power"),
         _c("pump_power_w", "float64", "W", "CDU and facility water pump power"),
         _c("fan_power_w", "float64", "W", "Cooling tower / dry cooler and CRAH fan power"),
-        _c("free_cooling_fraction", "float64", "-", "Share of heat rejected by the economizer"),
-        _c("chiller_cop", "float64", "-", "Chiller coefficient of performance"),
+        _c(
+            "free_cooling_fraction",
+            "float64",
+            "-",
+            "Share of heat rejected by the economizer",
+            "same",
+            "mean:it_power_w",
+        ),
+        _c("chiller_cop", "float64", "-", "Chiller coefficient of performance", "same", "mean:it_power_w"),
         _c("water_l", "float64", "L", "Cooling-tower make-up water this step (evaporation + blowdown)"),
-        _c("facility_water_supply_c", "float64", "°C", "Facility water supply to the CDUs"),
+        _c(
+            "facility_water_supply_c",
+            "float64",
+            "°C",
+            "Facility water supply to the CDUs",
+            "same",
+            "mean:it_power_w",
+        ),
         _c("unmet_heat_w", "float64", "W", "Heat the plant could not reject (warms the loops)"),
-        _c("facility_cap_w", "float64", "W", "Active facility power cap (NULL/NaN: none)"),
+        _c("facility_cap_w", "float64", "W", "Active facility power cap (NULL/NaN: none)", "same"),
         _c("throttled_chips", "int32", "-", "Busy chips running below full clock (cap or heat)"),
-        _c("mean_clock", "float64", "-", "Mean clock of busy chips (1 = full)"),
+        _c("mean_clock", "float64", "-", "Mean clock of busy chips (1 = full)", "mean:chips_busy"),
         _c("chips_total", "int32", "-", "Chips in the factory"),
         _c("chips_allocated", "int32", "-", "Chips allocated to jobs or inference replicas"),
         _c("chips_busy", "int32", "-", "Allocated chips doing work this step"),
         _c("chips_failed", "int32", "-", "Chips failed and awaiting repair (hardware faults)"),
         _c("ultraservers_tripped", "int32", "-", "UltraServers powered off by thermal protection"),
-        _c("activity", "float64", "-", "Mean chip activity over all chips"),
+        _c("activity", "float64", "-", "Mean chip activity over all chips", "mean:chips_total"),
         _c("queue_jobs", "int32", "-", "Batch jobs (all classes) waiting in the queue after scheduling"),
         _c("running_jobs", "int32", "-", "Batch jobs (all classes) running"),
         _c("training_flops", "float64", "FLOP/s", "Model FLOP/s delivered to pre-training and fine-tuning"),
@@ -122,7 +159,13 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "1/s",
             "Inference requests dropped per second (no replica, or would wait beyond max_queue_wait_s)",
         ),
-        _c("energy_per_token_j", "float64", "J", "Facility energy per output token (inference)"),
+        _c(
+            "energy_per_token_j",
+            "float64",
+            "J",
+            "Facility energy per output token (inference)",
+            "ratio:inference_power_w/tokens_per_s",
+        ),
         _c(
             "job_flops",
             "float64",
@@ -134,18 +177,31 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("chips_free", "int32", "-", "Chips free for new work (not allocated, failed or drained)"),
         _c("chips_drained", "int32", "-", "Idle chips in UltraServers drained for maintenance"),
         _c("ultraservers_free", "int32", "-", "UltraServers with every chip free"),
-        _c("fragmentation", "float64", "-", "Share of free chips in partly occupied UltraServers"),
+        _c(
+            "fragmentation",
+            "float64",
+            "-",
+            "Share of free chips in partly occupied UltraServers",
+            "mean:chips_free",
+        ),
         _c("failures", "int32", "-", "Failures this step (random and injected)"),
         _c("preemptions", "int32", "-", "Jobs preempted this step"),
         _c("inference_power_w", "float64", "W", "Facility power attributed to inference replicas"),
-        _c("outdoor_temp_c", "float64", "°C", "Outdoor dry-bulb temperature"),
-        _c("outdoor_wetbulb_c", "float64", "°C", "Outdoor wet-bulb temperature"),
-        _c("outdoor_rh", "float64", "-", "Outdoor relative humidity"),
-        _c("coolant_supply_c", "float64", "°C", "Liquid loop supply temperature to cold plates"),
-        _c("coolant_return_c", "float64", "°C", "Liquid loop return temperature (mean)"),
-        _c("max_chip_temp_c", "float64", "°C", "Hottest chip junction temperature"),
-        _c("price_usd_per_mwh", "float64", "USD/MWh", "Electricity price"),
-        _c("carbon_g_per_kwh", "float64", "g/kWh", "Grid carbon intensity"),
+        _c("outdoor_temp_c", "float64", "°C", "Outdoor dry-bulb temperature", "same"),
+        _c("outdoor_wetbulb_c", "float64", "°C", "Outdoor wet-bulb temperature", "same"),
+        _c("outdoor_rh", "float64", "-", "Outdoor relative humidity", "same"),
+        _c(
+            "coolant_supply_c",
+            "float64",
+            "°C",
+            "Liquid loop supply temperature to cold plates",
+            "same",
+            "mean:it_power_w",
+        ),
+        _c("coolant_return_c", "float64", "°C", "Liquid loop return temperature (mean)", "mean:chips_total"),
+        _c("max_chip_temp_c", "float64", "°C", "Hottest chip junction temperature", "max"),
+        _c("price_usd_per_mwh", "float64", "USD/MWh", "Electricity price", "same"),
+        _c("carbon_g_per_kwh", "float64", "g/kWh", "Grid carbon intensity", "same"),
         _c("cost_usd", "float64", "USD", "Electricity cost of this step"),
         _c("co2_kg", "float64", "kg", "CO2 emitted for this step's electricity"),
         _c("energy_j", "float64", "J", "Facility energy of this step"),
@@ -156,26 +212,46 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("inference_chips", "int32", "-", "Chips held by inference replicas"),
         # Schema v6: the cooling plant's units (twin.plant): identical units, the running ones
         # sharing the load equally.
-        _c("chillers_running", "int32", "-", "Chillers running this step (the rest standby or failed)"),
-        _c("chillers_failed", "int32", "-", "Chillers tripped and not yet restored"),
+        _c(
+            "chillers_running",
+            "int32",
+            "-",
+            "Chillers running this step (the rest standby or failed)",
+            "same",
+            "sum",
+        ),
+        _c("chillers_failed", "int32", "-", "Chillers tripped and not yet restored", "same", "sum"),
         _c(
             "chiller_load_fraction",
             "float64",
             "-",
             "Part-load ratio of each running chiller (load / unit capacity)",
+            "same",
+            "mean:chillers_running",
         ),
         _c(
             "economizers_running",
             "int32",
             "-",
             "Cooling towers / dry coolers running (all healthy ones while heat is rejected)",
+            "same",
+            "sum",
         ),
-        _c("economizers_failed", "int32", "-", "Cooling towers / dry coolers lost and not yet restored"),
+        _c(
+            "economizers_failed",
+            "int32",
+            "-",
+            "Cooling towers / dry coolers lost and not yet restored",
+            "same",
+            "sum",
+        ),
         _c(
             "economizer_load_fraction",
             "float64",
             "-",
             "Fan speed of the running towers / dry coolers (heat rejected / design load)",
+            "same",
+            "mean:economizers_running",
         ),
     ),
     "ultraserver_ts": (
@@ -321,7 +397,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "hall_ts": (
         RUN_ID,
         TIME_S,
-        _c("hall_id", "int32", "", "Hall (building) of the site"),
+        _c("hall_id", "int32", "", "Hall (building) of the site", "same"),
         *_tier_columns("hall"),
     ),
 }
@@ -370,6 +446,7 @@ TABLES["system_ts"] = (
     _c("hall_id", "int32", "", "Hall (building) of the system's rows"),
 )
 
+
 # Columns of factory_ts added in schema v6: the plant's units (``twin.plant.UNIT_COLUMNS``).
 PLANT_UNIT_COLUMNS = (
     "chillers_running",
@@ -379,51 +456,6 @@ PLANT_UNIT_COLUMNS = (
     "economizers_failed",
     "economizer_load_fraction",
 )
-# How a mixed floor's factory_ts row follows from its systems' rows (``twin.floor``): "sum"
-# (the default: powers, energy, counts, work, cost), "same" (the floor's own: weather, price,
-# plant temperatures, caps), "max", "ratio:<numerator>/<denominator>" of the merged sums, or
-# "mean:<weight column>" weighted by each system's value of that column.
-FLOOR_MERGE: dict[str, str] = {
-    "time_s": "same",
-    "free_cooling_fraction": "same",
-    "chiller_cop": "same",
-    "facility_water_supply_c": "same",
-    "facility_cap_w": "same",
-    "outdoor_temp_c": "same",
-    "outdoor_wetbulb_c": "same",
-    "outdoor_rh": "same",
-    "coolant_supply_c": "same",
-    "price_usd_per_mwh": "same",
-    "carbon_g_per_kwh": "same",
-    "max_chip_temp_c": "max",
-    "pue": "ratio:facility_power_w/it_power_w",
-    "energy_per_token_j": "ratio:inference_power_w/tokens_per_s",
-    "mean_clock": "mean:chips_busy",
-    "activity": "mean:chips_total",
-    "coolant_return_c": "mean:chips_total",
-    "fragmentation": "mean:chips_free",
-    # The plant's units are the floor's (one plant): every system's row carries the same values.
-    **dict.fromkeys(PLANT_UNIT_COLUMNS, "same"),
-}
-
-
-# How a campus's factory_ts row follows from its halls' rows (``twin.campus``): as a floor's,
-# except that each hall has a plant of its own: unit counts add up, a unit's load is the mean over
-# the running units, and the plant's temperatures, COP and free-cooling share are the halls'
-# means weighted by the heat each rejects (its IT power).
-CAMPUS_MERGE: dict[str, str] = {
-    **FLOOR_MERGE,
-    "chillers_running": "sum",
-    "chillers_failed": "sum",
-    "economizers_running": "sum",
-    "economizers_failed": "sum",
-    "chiller_load_fraction": "mean:chillers_running",
-    "economizer_load_fraction": "mean:economizers_running",
-    "free_cooling_fraction": "mean:it_power_w",
-    "chiller_cop": "mean:it_power_w",
-    "facility_water_supply_c": "mean:it_power_w",
-    "coolant_supply_c": "mean:it_power_w",
-}
 
 
 def system_rows(factory: list[dict[str, Any]], systems: list[str]) -> dict[str, Any]:

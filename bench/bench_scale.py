@@ -248,10 +248,9 @@ def profile(case: str, scale: float) -> None:
         f"{cpu / (steps * chips) * 1e9:.1f} ns/chip-step, {cpu / steps * 1e3:.2f} ms/step"
     )
     pstats.Stats(pr).sort_stats("tottime").print_stats(25)
-    if hasattr(sim, "cluster"):  # one hall (a campus's halls are the same model, one after another)
-        phases(sim, steps, chips, nus)
+    phases(sim, steps, chips, nus)
     pstats.Stats(pr).sort_stats("cumulative").print_stats(
-        r"sim.py.*(_step|_physics|_record|_record_work)|cluster.py.*step|facility.py.*(step|_power_and_heat|_it_power|_loop_trips)|capping|plant_step"
+        r"hall.py.*step|pool.py.*(work|after_physics|record|_record_work)|cluster.py.*step|facility.py.*(step|_power_and_heat|_it_power|_loop_trips)|capping|plant_step"
     )
 
 
@@ -273,14 +272,20 @@ def phases(sim: Any, steps: int, chips: int, nus: int) -> None:
 
         setattr(obj, name, w)
 
-    timed(sim.cluster, "step", "2 work (cluster.step)")
-    timed(sim.site, "step", "3 site")
-    timed(sim.facility, "step", "4 physics (facility.step)")
-    timed(sim.facility, "_it_power", "4a   chip/IT power")
-    timed(sim.facility, "_next_clock", "4b   next clocks (capping)")
-    timed(sim.facility, "_plant", "4c   plant")
-    timed(sim, "_record", "5 record (sim._record)")
-    timed(sim, "_record_work", "5a   workload/service rows")
+    from twin import plant
+
+    halls = getattr(sim, "halls", [sim])
+    for h in halls:
+        timed(h.site, "step", "3 site")
+        for pl in h.pools:
+            timed(pl.cluster, "step", "2 work (cluster.step)")
+            timed(pl.facility, "step_it", "4 chips, loops (step_it)")
+            timed(pl.facility, "_it_power", "4a   chip/IT power")
+            timed(pl.facility, "finish_step", "4 next clocks (finish_step)")
+            timed(pl.facility, "_next_clock", "4b   next clocks (capping)")
+            timed(pl, "record", "5 record (pool.record)")
+            timed(pl, "_record_work", "5a   workload/service rows")
+    timed(plant, "plant_step", "4c plant")
     chunk = max(1, min(1440, 40_000 // nus))
     c0 = time.process_time()
     done = 0

@@ -111,22 +111,6 @@ def _frames_equal(a: dict[str, Any], b: dict[str, Any]) -> None:
                 np.testing.assert_array_equal(x, y, err_msg=f"{table}.{col}")
 
 
-def test_a_one_system_floor_is_the_single_system_hall_bit_for_bit() -> None:
-    """The floor's composition (split plant, shared chain, merged frames, events handed to the
-    pool) reproduces the single-system model exactly, with a cooling fault and a row cap."""
-    from twin.params import ScheduledEvent
-
-    events = (
-        ScheduledEvent(1800, "chiller_trip", "", 1, 3600),
-        ScheduledEvent(2400, "power_cap", "row:0", 400e3, 3600),
-        ScheduledEvent(3000, "fail_ultraserver", "1", 0, 1800),
-    )
-    p = small_params(events=events)
-    a, b = Hall(p), Hall(p)
-    for _ in range(3):
-        _frames_equal(a.advance(60), b.advance(60))
-
-
 def test_single_row_hall_rows_equals_hall_system() -> None:
     rows = SMALL_TOML.replace('system = "trn3-gen2"\nultraservers = 2\n', "").replace(
         "[training]", '[[hall.rows]]\nsystem = "trn3-gen2"\ncount = 2\n\n[training]'

@@ -82,21 +82,7 @@ class Session:
         self.publisher = LivePublisher(self.out) if publish_live else None
         self.writer = TelemetryWriter(
             self.out,
-            {
-                "run_id": self.run_id,
-                "scenario_name": scenario.name,
-                "scenario_toml": text,
-                "seed": self.seed,
-                "dt_s": self.params.dt_s,
-                "duration_s": self.duration_s,
-                "version": __version__,
-                "chips_total": self.sim.topo.chips,
-                "ultraservers": self.sim.topo.ultraservers,
-                "system": self.sim.design.system,  # "a+b" on a mixed floor
-                "design_json": self.sim.design.to_json(),
-                # Calendar time of time_s = 0 (the scenario key ``start``; older specs have none).
-                "start": getattr(scenario, "start", None),
-            },
+            self._run_row(text),
             flush_interval_s=flush_interval_s,
             if_exists="replace" if overwrite else "error",
             limits=sql_limits,
@@ -111,6 +97,25 @@ class Session:
         self._held: list[Frames] = []
         self._held_steps = 0
         self.closed = False
+
+    def _run_row(self, text: str) -> dict[str, Any]:
+        """The run's row of the ``runs`` table as the writer starts it."""
+        scenario = self.scenario
+        return {
+            "run_id": self.run_id,
+            "scenario_name": scenario.name,
+            "scenario_toml": text,
+            "seed": self.seed,
+            "dt_s": self.params.dt_s,
+            "duration_s": self.duration_s,
+            "version": __version__,
+            "chips_total": self.sim.topo.chips,
+            "ultraservers": self.sim.topo.ultraservers,
+            "system": self.sim.design.system,  # "a+b" on a mixed floor
+            "design_json": self.sim.design.to_json(),
+            # Calendar time of time_s = 0 (the scenario key ``start``; older specs have none).
+            "start": getattr(scenario, "start", None),
+        }
 
     @property
     def total_steps(self) -> int:

@@ -203,3 +203,19 @@ def test_trace_job_bigger_than_the_batch_capacity_is_rejected_not_queued(tmp_pat
     assert "job_rejected" in fr["events"]["kind"]
     batch = [c for c, k in zip(fr["jobs"]["chips"], fr["jobs"]["kind"], strict=True) if k != "inference"]
     assert batch == [280] and "done" in fr["jobs"]["state"]
+
+
+@pytest.mark.parametrize("read", [traces.read_job_trace, traces.read_request_trace])
+def test_an_unreadable_header_is_refused_and_the_file_closed(tmp_path: Path, read: object) -> None:
+    """A header line that is not UTF-8 is refused with the file's name, and the file is closed
+    before the error (an open file left to the garbage collector warns, and leaks a descriptor)."""
+    import gc
+    import warnings
+
+    f = tmp_path / "t.csv"
+    f.write_bytes(b"submit_time_s,chips,\xff\xfe\n1,2,3\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        with pytest.raises(traces.TraceError, match="not UTF-8 text"):
+            read(f)  # type: ignore[operator]
+        gc.collect()

@@ -303,9 +303,6 @@ class TwinApp(App[None]):
                 screen.show_panel(panel, cols)
                 screen.load_count += 1
 
-    def poll_alarms(self) -> None:
-        self.core.poll_alarms()
-
     def refresh_views(self, force: bool = True, panels: bool = True) -> None:
         if isinstance(self.screen, TwinScreen):
             self.screen.refresh_view(force=force, panels=panels)

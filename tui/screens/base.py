@@ -3,8 +3,8 @@ footer around its body, and the panel plumbing.
 
 A screen lists its panels (``panel_requests``: widget id, query name, parameters). Live, the hot
 panels are computed from memory every refresh tick; every other panel (all of them in a replay)
-runs its SQL in the app's loader thread and comes back through ``show_panel``. ``s`` opens the
-focused panel's SQL in the SQL editor.
+runs its SQL in the console's panel loader (``tui.console.panels``) and comes back through
+``show_panel``. ``s`` opens the focused panel's SQL in the SQL editor (a message to the app).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """SQL console: an editor with SQL highlighting and history, a virtual result table (millions of
 rows), the telemetry schema with units, saved queries, export to CSV or Parquet, cancel.
 
-Queries run in a thread worker started by the app, through ``storage.sandbox.UserSql``: the
-database's own user cursor (a replay's read-only file, or the live file through the writer's
+Queries run through the console's ``SqlRunner`` (a thread worker) in ``storage.sandbox.UserSql``:
+the database's own user cursor (a replay's read-only file, or the live file through the writer's
 sandboxed database), only reading statements, a time and a memory limit shown in the status line;
 ctrl+g interrupts them.
 """

@@ -11,6 +11,7 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,15 +20,17 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from scenarios.runner import Session
+from scenarios.runner import Session, run
 from scenarios.spec import parse
-from storage.reader import QueryError
+from storage.queries import run_sql
+from storage.reader import QueryError, latest_run_id, open_run_file
 from storage.sandbox import Limits, UserResult, UserSql
 from tests.test_tui import TINY
+from tui.console.core import Console
 from tui.console.panels import PanelLoader
 from tui.console.simloop import SimLoop
 from tui.console.sqlrunner import SqlAnswer, SqlRunner
-from tui.feed import LiveFeed
+from tui.feed import LiveFeed, PanelReq
 from tui.pacing import MAX, PAUSE, Pacer, SpeedControl
 
 GUARD_S = 120.0  # a hang guard only
@@ -242,3 +245,62 @@ def test_a_paused_sim_loop_idles_and_stops(live: LiveFeed) -> None:
     assert loop.done.wait(GUARD_S)
     thread.join(GUARD_S)
     assert ticks == [] and live.steps_done == 0
+
+
+# ---------------------------------------------------------------------- the console over a recording
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    out = tmp_path_factory.mktemp("console") / "run.duckdb"
+    run(parse(TINY, "tiny.toml"), TINY, out, duration_s=6 * 3600)
+    con = open_run_file(out)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def replay_console(con: Any, on_panels: Any = None) -> Console:
+    return Console(
+        on_tick=lambda t, steps: None,
+        on_panels=on_panels or (lambda *_: None),
+        replay_con=con,
+        replay_run_id=latest_run_id(con),
+        replay_path="run.duckdb",
+    )
+
+
+def test_the_replay_clock_moves_over_the_recorded_steps(recording: Any) -> None:
+    first, last, n = recording.execute("SELECT min(time_s), max(time_s), count(*) FROM factory_ts").fetchone()
+    times = [t for (t,) in recording.execute("SELECT time_s FROM factory_ts ORDER BY time_s").fetchall()]
+    core = replay_console(recording)
+    assert (core.t, core.speed.paused, core.status().mode) == (first, True, "REPLAY")
+    assert core.play() == (False, False)  # paused: the clock holds
+    seq = core.seq
+    assert core.show_time(times[3] + 1) and core.t == times[3] and core.seq == seq + 1  # the step shown then
+    assert core.step_time(1) == times[4] and core.step_time(-10) == times[0]
+    assert core.show_time(-3600) and core.t == first
+    assert core.show_time(last + 86400) and core.t == last
+    assert core.status().position == "100 %" and core.params()["t"] == last
+    core.speed.set(1)  # play at the end: again from the start
+    assert core.speed_changed() and core.t == first
+    assert n == len(times) > 10
+
+
+def test_the_loader_answers_a_screen_with_the_panel_sql_on_the_file(recording: Any) -> None:
+    answers: queue.Queue[tuple[Any, int, dict[str, Any]]] = queue.Queue()
+    core = replay_console(recording, lambda who, seq, res: answers.put((who, seq, res)))
+    core.show_time(core.step_time(5))
+    req = PanelReq("kpis", "kpis", core.params())
+    thread = threading.Thread(target=core.panels.run, args=(core.new_cursor(),), daemon=True)
+    thread.start()
+    screen = object()
+    core.request_panels(screen, [req])
+    who, seq, results = answers.get(timeout=GUARD_S)
+    assert who is screen and core.panels.accept(screen, seq) and not core.panels.pending()
+    expected = run_sql(recording.cursor(), req.sql)
+    assert results["kpis"].keys() == expected.keys()
+    for k, v in expected.items():
+        assert list(results["kpis"][k]) == list(v), k
+    core.panels.stop()
+    assert core.panels.done.wait(GUARD_S)
+    thread.join(GUARD_S)

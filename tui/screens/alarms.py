@@ -54,20 +54,20 @@ class AlarmsScreen(TwinScreen):
         self.query_one("#alarms-table", ArrowTable).focus()
 
     def panel_requests(self) -> list[PanelReq]:
-        return [PanelReq("alarms-table", "alarms", self.twin.params())]
+        return [PanelReq("alarms-table", "alarms", self.core.params())]
 
     def refresh_view(self, force: bool = False, panels: bool = True) -> None:
         super().refresh_view(force, panels)
         self._show()
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
-        self.twin.alarms.show_panel(panel, cols)
+        self.core.alarms.show_panel(panel, cols)
         self._show()
 
     def _show(self) -> None:
-        alarms = self.twin.alarms
+        alarms = self.core.alarms
         t = self.query_one("#alarms-table", ArrowTable)
-        now = self.twin.t or 0
+        now = self.core.t or 0
         rows = alarms.active
         t.set_table(
             {
@@ -84,18 +84,18 @@ class AlarmsScreen(TwinScreen):
 
     def _selected(self) -> Alarm | None:
         t = self.query_one("#alarms-table", ArrowTable)
-        rows = self.twin.alarms.active
+        rows = self.core.alarms.active
         return rows[t.cursor_row] if 0 <= t.cursor_row < len(rows) else None
 
     def action_ack(self) -> None:
         a = self._selected()
         if a is not None:
-            self.twin.alarms.acknowledge(a)
+            self.core.alarms.acknowledge(a)
             self._show()
             self.refresh_view()
 
     def action_ack_all(self) -> None:
-        self.twin.alarms.acknowledge_all()
+        self.core.alarms.acknowledge_all()
         self._show()
         self.refresh_view()
 

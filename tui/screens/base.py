@@ -3,15 +3,15 @@ footer around its body, and the panel plumbing.
 
 A screen lists its panels (``panel_requests``: widget id, query name, parameters). Live, the hot
 panels are computed from memory every refresh tick; every other panel (all of them in a replay)
-runs its SQL in the app's loader thread and comes back through ``show_panel``. ``s`` opens the
-focused panel's SQL in the SQL editor.
+runs its SQL in the console's panel loader (``tui.console.panels``) and comes back through
+``show_panel``. ``s`` opens the focused panel's SQL in the SQL editor (a message to the app).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -20,12 +20,11 @@ from textual.widget import Widget
 from textual.widgets import Footer
 
 from storage import queries as Q
+from tui.console.core import Console
 from tui.feed import LIVE_PANELS, PanelReq
 from tui.pacing import MAX, RedrawBudget
+from tui.screens.messages import OpenSql
 from tui.widgets.status import ModeTabs, Scrubber, StatusBar
-
-if TYPE_CHECKING:
-    from tui.app import TwinApp
 
 REFRESH_S = 0.25  # KPI, plot and status refresh period (4 Hz)
 # Live at max speed the plots' redraws share the interpreter with the simulation: they are spaced so
@@ -56,8 +55,9 @@ class TwinScreen(Screen[None]):
         ),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, core: Console) -> None:
         super().__init__(id=self.MODE)
+        self.core = core  # the console's state (the app hands it over)
         self._seen = -1
         self._plots_seen = -1
         self._sql_at = 0.0
@@ -67,14 +67,10 @@ class TwinScreen(Screen[None]):
         self.ticks = 0  # refresh ticks run while this screen was current (tests wait on them)
         self.budget = RedrawBudget(UI_BUDGET, PANEL_MAX_S)  # budget.redraws: ticks that may redraw the plots
 
-    @property
-    def twin(self) -> TwinApp:
-        return cast("TwinApp", self.app)
-
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
-        if self.twin.replay is not None:
+        if self.core.replay is not None:
             yield Scrubber(id="scrubber")
         yield from self.compose_body()
         yield ModeTabs(self.MODE, id="tabs")
@@ -90,7 +86,7 @@ class TwinScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         # The screen shows at once with everything but the plots brought up to date; the plots
         # (the costly part of a frame) follow on the next tick.
-        self.refresh_view(force=True, panels=self.twin.live is None)
+        self.refresh_view(force=True, panels=self.core.live is None)
 
     def _tick(self) -> None:
         try:
@@ -104,53 +100,53 @@ class TwinScreen(Screen[None]):
     def _panels_due(self) -> bool:
         """Whether this tick may redraw the plots: always, except live at max speed while the UI thread
         has used more than ``UI_BUDGET`` of a core since the last redraw (``RedrawBudget``)."""
-        app = self.twin
+        core = self.core
         return self.budget.due(
-            time.monotonic(), time.thread_time(), app.live is not None and app.speed.level == MAX
+            time.monotonic(), time.thread_time(), core.live is not None and core.speed.level == MAX
         )
 
     def refresh_view(self, force: bool = False, panels: bool = True) -> None:
         """Status line always; panels when the time shown changed (or ``force``) — the plots only
         when ``panels`` (not on a speed key or a screen switch; at max speed, a tick within the UI's
         budget)."""
-        app = self.twin
-        app.poll_alarms()
-        self.query_one(StatusBar).show(app.status())
-        if app.replay is not None:
-            self.query_one(Scrubber).show(app.replay.t_first, app.replay.t_last, app.t or 0)
-        self.query_one(ModeTabs).show(app.tab_extra())
-        if app.t is None:
+        core = self.core
+        core.poll_alarms()
+        self.query_one(StatusBar).show(core.status())
+        if core.replay is not None:
+            self.query_one(Scrubber).show(core.replay.t_first, core.replay.t_last, core.t or 0)
+        self.query_one(ModeTabs).show(core.tab_extra())
+        if core.t is None:
             return
         now = time.monotonic()
-        changed = force or app.seq != self._seen
-        self._seen = app.seq
+        changed = force or core.seq != self._seen
+        self._seen = core.seq
         # The plots wait for a tick within the UI's budget (``panels``), then show the latest.
-        plots = panels and (force or app.seq != self._plots_seen)
+        plots = panels and (force or core.seq != self._plots_seen)
         if plots:
-            self._plots_seen = app.seq
+            self._plots_seen = core.seq
         reqs = self.panel_requests()
-        if app.live is not None:
+        if core.live is not None:
             # Tables at most once a second, and once more after the last tick (paused: they catch
             # up with the time shown instead of staying at the tick of their last redraw).
-            tables = force or (app.seq != self._table_seq and now - self._table_at >= SQL_PANEL_REFRESH_S)
+            tables = force or (core.seq != self._table_seq and now - self._table_at >= SQL_PANEL_REFRESH_S)
             if tables:
-                self._table_at, self._table_seq = now, app.seq
+                self._table_at, self._table_seq = now, core.seq
             for r in reqs:
                 if r.panel in self.TABLES:
                     due = tables
                 else:
                     due = plots if r.query in PLOT_PANELS else changed
                 if due and r.query in LIVE_PANELS:
-                    cols = app.live.panel(r.query, r.params)
+                    cols = core.live.panel(r.query, r.params)
                     if cols is not None:
                         self.show_panel(r.panel, cols)
                         self.load_count += 1
             sql = [r for r in reqs if r.query not in LIVE_PANELS]
             if sql and (force or now - self._sql_at >= SQL_PANEL_REFRESH_S):
                 self._sql_at = now
-                app.request_panels(self, sql)
+                core.request_panels(self, sql)
         elif changed and reqs:
-            app.request_panels(self, reqs)
+            core.request_panels(self, reqs)
 
     def panel_requests(self) -> list[PanelReq]:
         return []
@@ -177,12 +173,12 @@ class TwinScreen(Screen[None]):
         if req is None:
             self.notify("no panel with a query here", timeout=3)
             return
-        app = self.twin
-        file_req = app.file_req(req)
+        core = self.core
+        file_req = core.file_req(req)
         if file_req is not req:
             self.notify(
                 "the file is behind the live clock (the writer commits every second): the query "
                 "runs at the last committed step; pause to line them up",
                 timeout=6,
             )
-        app.open_sql(file_req.sql, run=True, source=f"{self.MODE}: {req.panel}")
+        self.app.post_message(OpenSql(file_req.sql, run=True, source=f"{self.MODE}: {req.panel}"))

@@ -15,6 +15,7 @@ from textual.widget import Widget
 from storage.kpis import COST_SUMS, RATIOS, ratio
 from storage.queries import COST_AGGREGATES
 from tui import fmt
+from tui.console.core import Console
 from tui.feed import PanelReq
 from tui.screens.base import TwinScreen
 from tui.screens.overview import PlotSpec, plot_widget, show_plot
@@ -275,8 +276,8 @@ class EnergyScreen(TwinScreen):
     MODE = "energy"
     HAS_WINDOW = True
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, core: Console) -> None:
+        super().__init__(core)
         self._plant: dict[str, Any] = {}
         self._cdus: dict[str, Any] = {}
 
@@ -303,7 +304,7 @@ class EnergyScreen(TwinScreen):
         self.query_one("#chain").focus()
 
     def panel_requests(self) -> list[PanelReq]:
-        p = self.twin.params()
+        p = self.core.params()
         reqs = [
             PanelReq("chain", "power_chain", p),
             PanelReq("plant", "cooling_plant", p),
@@ -315,16 +316,16 @@ class EnergyScreen(TwinScreen):
         return reqs + [PanelReq(s[0], s[1], p) for s in PLOTS]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
-        dt = self.twin.meta.dt_s
+        dt = self.core.meta.dt_s
         if panel == "chain":
             self.query_one("#chain", InfoList).show(chain_items(cols))
         elif panel == "plant":
             self._plant = cols
             self.query_one("#plant", InfoList).show(plant_items(cols, dt))
-            self.query_one("#units", InfoList).show(unit_items(self._cdus, cols, self.twin.meta))
+            self.query_one("#units", InfoList).show(unit_items(self._cdus, cols, self.core.meta))
         elif panel == "units":
             self._cdus = cols
-            self.query_one("#units", InfoList).show(unit_items(cols, self._plant, self.twin.meta))
+            self.query_one("#units", InfoList).show(unit_items(cols, self._plant, self.core.meta))
         elif panel == "cost":
             self.query_one("#cost", InfoList).show(cost_items(cols))
         elif panel == "pue-why":

@@ -18,6 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 
 from tui import fmt
+from tui.console.core import Console
 from tui.feed import PanelReq, sample_time
 from tui.scale import US_DOWN, US_STATE_SHORT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
@@ -149,8 +150,8 @@ class FloorScreen(TwinScreen):
         Binding("m", "app.metric", "Metric", tooltip="Colour by the next metric"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, core: Console) -> None:
+        super().__init__(core)
         self.at_campus = False  # showing the campus level (not a hall's map); set on compose
         self.sel_hall = 0
         self._halls: dict[str, Any] | None = None
@@ -158,7 +159,7 @@ class FloorScreen(TwinScreen):
     @property
     def campus(self) -> bool:
         """Whether the run has several halls."""
-        return self.twin.meta.halls > 1
+        return self.core.meta.halls > 1
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "campus":
@@ -166,7 +167,7 @@ class FloorScreen(TwinScreen):
         return True
 
     def compose_body(self) -> Iterable[Widget]:
-        meta = self.twin.meta
+        meta = self.core.meta
         self.at_campus = self.campus
         with Horizontal(id="floor-body"):
             with Vertical(id="floor-map", classes="panel -campus" if self.campus else "panel"):
@@ -187,33 +188,33 @@ class FloorScreen(TwinScreen):
     def on_mount(self) -> None:
         super().on_mount()
         if self.campus:
-            self.sel_hall = self.twin.meta.hall_of(self.twin.sel_us)
+            self.sel_hall = self.core.meta.hall_of(self.core.sel_us)
             self.query_one(HallMap).focus()
         else:
             self.query_one(FloorMap).focus()
 
     def on_screen_resume(self) -> None:
         # A hall's map follows the selection made elsewhere (n/p on the UltraServer screen cross halls).
-        if self.campus and not self.at_campus and self.twin.meta.hall_of(self.twin.sel_us) != self.sel_hall:
-            self.open_hall(self.twin.meta.hall_of(self.twin.sel_us))
+        if self.campus and not self.at_campus and self.core.meta.hall_of(self.core.sel_us) != self.sel_hall:
+            self.open_hall(self.core.meta.hall_of(self.core.sel_us))
         super().on_screen_resume()
 
     def panel_requests(self) -> list[PanelReq]:
         if not self.campus:
-            p = self.twin.params()
+            p = self.core.params()
             return [PanelReq("map", "floor", p), PanelReq("rows", "rows", p)]
-        p = self.twin.params(hall=self.sel_hall)
+        p = self.core.params(hall=self.sel_hall)
         if self.at_campus:
             return [PanelReq("halls", "halls", p), PanelReq("rows", "hall_rows", p)]
         return [PanelReq("map", "hall_floor", p), PanelReq("rows", "hall_rows", p)]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
-        app = self.twin
-        meta = app.meta
+        core = self.core
+        meta = core.meta
         if panel == "map":
             if self.at_campus:
                 return  # an answer for a hall's map that came after Esc
-            m = metric(app.metric)
+            m = metric(core.metric)
             lo, hi = m.floor_range(meta)
             self.query_one(Legend).show(m, lo, hi)
             fm = self.query_one(FloorMap)
@@ -221,9 +222,9 @@ class FloorScreen(TwinScreen):
                 not len(cols.get("ultraserver_id", ())) or int(cols["ultraserver_id"][0]) != fm.base
             ):
                 return  # another hall's (an answer from before the hall changed)
-            fm.show(cols, m, app.sel_us)
+            fm.show(cols, m, core.sel_us)
             # A tier recorded every few steps (a campus): the sample shown may be older than the time shown.
-            age = fmt.sample_age(sample_time(cols), app.t)
+            age = fmt.sample_age(sample_time(cols), core.t)
             if self.campus:
                 n = fm.span_len
                 title = f"Hall {self.sel_hall} of {meta.halls} · {n} UltraServers · {m.label}"
@@ -232,13 +233,13 @@ class FloorScreen(TwinScreen):
                 title = f"Floor · {meta.ultraservers} UltraServers · {m.label}" + (f" · {age}" if age else "")
             self.query_one("#floor-map").border_title = title
             detail = self.query_one("#us-detail", InfoList)
-            detail.show(us_items(cols, app.sel_us, meta, fm.base))
+            detail.show(us_items(cols, core.sel_us, meta, fm.base))
             detail.border_subtitle = age
             self._floor = cols
         elif panel == "halls":
             if not self.at_campus:
                 return
-            m = metric(app.metric)
+            m = metric(core.metric)
             lo, hi = m.floor_range(meta)
             # The campus level draws no UltraServer state marks: its legend names none.
             self.query_one(Legend).show(m, lo, hi, "power, failed: per UltraServer", marks=False)
@@ -255,7 +256,7 @@ class FloorScreen(TwinScreen):
                 return  # another hall's rows
             rows = self.query_one("#rows", ArrowTable)
             rows.set_table({k: np.asarray(v) for k, v in cols.items() if k != "time_s"})
-            rows.border_subtitle = fmt.sample_age(sample_time(cols), app.t)  # the UltraServers' sample
+            rows.border_subtitle = fmt.sample_age(sample_time(cols), core.t)  # the UltraServers' sample
 
     def redraw_selection(self) -> None:
         if self.at_campus:
@@ -267,29 +268,29 @@ class FloorScreen(TwinScreen):
             self.show_panel("map", d)
 
     def action_move(self, dx: int, dy: int) -> None:
-        app = self.twin
+        core = self.core
         if self.at_campus:
-            self.sel_hall = min(max(0, self.sel_hall + (dy or dx)), app.meta.halls - 1)
+            self.sel_hall = min(max(0, self.sel_hall + (dy or dx)), core.meta.halls - 1)
             self.redraw_selection()
             self.refresh_view(force=True)  # the selected hall's rows
             return
-        app.select_us(self.query_one(FloorMap).row_neighbours(app.sel_us, dx, dy))
+        core.select_us(self.query_one(FloorMap).row_neighbours(core.sel_us, dx, dy))
         self.redraw_selection()
-        self.query_one(ModeTabs).show(app.tab_extra())  # the UltraServer tab names the selection at once
+        self.query_one(ModeTabs).show(core.tab_extra())  # the UltraServer tab names the selection at once
 
     def action_drill(self) -> None:
         if self.at_campus:
             self.open_hall(self.sel_hall)
             return
-        self.twin.switch_mode("ultraserver")
+        self.app.switch_mode("ultraserver")
 
     def open_hall(self, hall: int) -> None:
         """The campus's level down: hall ``hall``'s map (only its rows and UltraServers)."""
-        app = self.twin
+        core = self.core
         self.sel_hall = hall
-        lo, hi = app.meta.hall_span(hall)
-        if not lo <= app.sel_us <= hi:
-            app.select_us(lo)
+        lo, hi = core.meta.hall_span(hall)
+        if not lo <= core.sel_us <= hi:
+            core.select_us(lo)
         self.at_campus = False
         fm = self.query_one(FloorMap)
         fm.set_span(lo, hi)
@@ -309,7 +310,7 @@ class FloorScreen(TwinScreen):
         if not self.campus or self.at_campus:
             return
         self.at_campus = True
-        self.sel_hall = self.twin.meta.hall_of(self.twin.sel_us)
+        self.sel_hall = self.core.meta.hall_of(self.core.sel_us)
         hm = self.query_one(HallMap)
         self.query_one(FloorMap).display = False
         hm.display = True
@@ -327,8 +328,8 @@ class FloorScreen(TwinScreen):
             self.refresh_view(force=True)
 
     def on_floor_map_picked(self, event: FloorMap.Picked) -> None:
-        self.twin.select_us(event.us)
+        self.core.select_us(event.us)
         self.redraw_selection()
-        self.query_one(ModeTabs).show(self.twin.tab_extra())
+        self.query_one(ModeTabs).show(self.core.tab_extra())
         if event.open:
             self.action_drill()

@@ -17,8 +17,10 @@ from textual.widgets import Input, Static
 
 from storage import queries as Q
 from tui import fmt
+from tui.console.core import Console
 from tui.feed import PanelReq
 from tui.screens.base import TwinScreen
+from tui.screens.messages import OpenJob
 from tui.widgets.arrowtable import ArrowTable, WideArrowTable
 
 VIEWS = tuple(Q.JOB_VIEWS)
@@ -72,8 +74,8 @@ class JobsScreen(TwinScreen):
         Binding("escape", "clear_filter", "Clear", show=False, tooltip="Clear the filter"),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, core: Console) -> None:
+        super().__init__(core)
         self.view = "active"
         self.sort = "state"
         self.desc = False
@@ -97,7 +99,7 @@ class JobsScreen(TwinScreen):
         return (("view", self.view), ("text", self.text), ("sort", self.sort), ("desc", self.desc))
 
     def panel_requests(self) -> list[PanelReq]:
-        return [PanelReq("jobs", "jobs", self.twin.params(), self.options())]
+        return [PanelReq("jobs", "jobs", self.core.params(), self.options())]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
         t = self.query_one("#jobs", ArrowTable)
@@ -119,10 +121,10 @@ class JobsScreen(TwinScreen):
             counts = {s: int((cols["state"] == s).sum()) for s in ("queued", "running")}
             title += f" · {counts['queued']:,} queued, {counts['running']:,} running"
         t.border_title = title
-        app = self.twin
+        core = self.core
         lag = ""
-        if app.live is not None and app.t_file is not None and app.t is not None and app.t_file < app.t:
-            lag = f"as committed at {fmt.short_clock(app.t_file)} · "
+        if core.live is not None and core.t_file is not None and core.t is not None and core.t_file < core.t:
+            lag = f"as committed at {fmt.short_clock(core.t_file)} · "
         t.border_subtitle = f"{lag}⏎ timeline"
 
     def _bar(self) -> None:
@@ -188,4 +190,4 @@ class JobsScreen(TwinScreen):
         if job is None or (isinstance(job, float) and math.isnan(job)):
             self.notify("a service's replicas: see the Services screen (F7)", timeout=3)
         else:
-            self.twin.open_job(int(job))
+            self.app.post_message(OpenJob(int(job)))

@@ -40,11 +40,11 @@ def plot_widget(spec: PlotSpec) -> BraillePlot:
 
 def show_plot(screen: TwinScreen, spec: PlotSpec, cols: dict[str, Any]) -> None:
     pid, query = spec[0], spec[1]
-    app = screen.twin
+    core = screen.core
     p = screen.query_one(f"#{pid}", BraillePlot)
     series = [cols[c].astype(float) for c in Q.SERIES[query]] if query in Q.SERIES else []
-    p.set_data(cols["time_s"].astype(float), series, app.t or 0, app.window_s)
-    p.border_subtitle = f"last {fmt.window(app.window_s)}"
+    p.set_data(cols["time_s"].astype(float), series, core.t or 0, core.window_s)
+    p.border_subtitle = f"last {fmt.window(core.window_s)}"
 
 
 FRACTION_PLOTS = frozenset({"plot-activity", "plot-free"})
@@ -77,7 +77,7 @@ class OverviewScreen(TwinScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         yield KpiGrid(id="kpis")
-        yield HallStrip(self.twin.meta, id="hall")
+        yield HallStrip(self.core.meta, id="hall")
         with Grid(id="plots"):
             for spec in PLOTS:
                 yield plot_widget(spec)
@@ -91,13 +91,13 @@ class OverviewScreen(TwinScreen):
         self.query_one(KpiGrid).focus()
 
     def panel_requests(self) -> list[PanelReq]:
-        app = self.twin
-        p = app.params()
+        core = self.core
+        p = core.params()
         reqs = [PanelReq("kpis", "kpis", p), PanelReq("hall", "floor", p)]
         reqs += [PanelReq(spec[0], spec[1], p) for spec in PLOTS]
-        query = "events_notable" if app.events_notable else "events"
-        if app.events_search:  # SQL on the file, live too (the memory holds the latest events only)
-            reqs.append(PanelReq("events", query + "_search", p, (("text", app.events_search),)))
+        query = "events_notable" if core.events_notable else "events"
+        if core.events_search:  # SQL on the file, live too (the memory holds the latest events only)
+            reqs.append(PanelReq("events", query + "_search", p, (("text", core.events_search),)))
         else:
             reqs.append(PanelReq("events", query, p))
         return reqs
@@ -106,7 +106,7 @@ class OverviewScreen(TwinScreen):
         if panel == "kpis":
             self.query_one(KpiGrid).show(cols)
         elif panel == "hall":
-            self.query_one(HallStrip).show(cols, self.twin.t)
+            self.query_one(HallStrip).show(cols, self.core.t)
         elif panel == "events":
             self.query_one(EventLog).show(cols)
         else:
@@ -116,21 +116,21 @@ class OverviewScreen(TwinScreen):
     def _title_events(self) -> None:
         log = self.query_one(EventLog)
         log.empty = (
-            "no failures, repairs or operator events yet" if self.twin.events_notable else "no events yet"
+            "no failures, repairs or operator events yet" if self.core.events_notable else "no events yet"
         )
         log.border_title = (
-            "Events · notable (e: all)" if self.twin.events_notable else "Events · all (e: notable)"
+            "Events · notable (e: all)" if self.core.events_notable else "Events · all (e: notable)"
         )
-        if self.twin.events_search:
-            log.border_title += f" · matching “{self.twin.events_search}” (/ to change)"
-            log.empty = f"no events matching “{self.twin.events_search}”"
+        if self.core.events_search:
+            log.border_title += f" · matching “{self.core.events_search}” (/ to change)"
+            log.empty = f"no events matching “{self.core.events_search}”"
 
     def action_search_events(self) -> None:
         from tui.screens.prompt import PromptScreen
 
         def done(text: str | None) -> None:
             if text is not None:
-                self.twin.events_search = text.strip()
+                self.core.events_search = text.strip()
                 self._title_events()
                 self.refresh_view(force=True)
 
@@ -138,12 +138,12 @@ class OverviewScreen(TwinScreen):
             PromptScreen(
                 "Search events",
                 "Text in the kind, target, detail or source (empty: all)",
-                self.twin.events_search,
+                self.core.events_search,
             ),
             done,
         )
 
     def action_toggle_events(self) -> None:
-        self.twin.events_notable = not self.twin.events_notable
+        self.core.events_notable = not self.core.events_notable
         self._title_events()
         self.refresh_view(force=True)

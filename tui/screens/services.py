@@ -14,6 +14,7 @@ from textual.containers import Grid
 from textual.widget import Widget
 
 from tui import fmt
+from tui.console.core import Console
 from tui.feed import PanelReq
 from tui.screens.base import TwinScreen
 from tui.screens.overview import legend
@@ -94,8 +95,8 @@ class ServicesScreen(TwinScreen):
     HAS_WINDOW = True
     ALIASES: ClassVar[dict[str, str]] = {p[0]: "svc-series" for p in SVC_PLOTS}
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, core: Console) -> None:
+        super().__init__(core)
         self.sel = 0  # the service whose plots are shown
         self.names: list[str] = []
 
@@ -118,30 +119,30 @@ class ServicesScreen(TwinScreen):
         self.query_one("#services", ArrowTable).focus()
 
     def panel_requests(self) -> list[PanelReq]:
-        app = self.twin
+        core = self.core
         return [
-            PanelReq("services", "services", app.params()),
-            PanelReq("svc-series", "svc_series", app.params(service_id=self.sel)),
+            PanelReq("services", "services", core.params()),
+            PanelReq("svc-series", "svc_series", core.params(service_id=self.sel)),
         ]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
-        app = self.twin
+        core = self.core
         if panel == "services":
             t = self.query_one("#services", ArrowTable)
-            slos = {n: (a, b) for n, a, b in app.meta.slos}
+            slos = {n: (a, b) for n, a, b in core.meta.slos}
             self.names = [str(n) for n in cols.get("service", ())]
             t.set_table(service_rows(cols, slos))
             n = len(self.names)
-            t.border_title = f"Services · {n} at {fmt.short_clock(app.t or 0)}" if n else "Services"
+            t.border_title = f"Services · {n} at {fmt.short_clock(core.t or 0)}" if n else "Services"
             t.border_subtitle = "replicas up/loading/wanted · ! p99 over SLO · ↑↓ plots"
             return
         name = self.names[self.sel] if self.sel < len(self.names) else f"service {self.sel}"
         for pid, title, _, keys, names in SVC_PLOTS:
             p = self.query_one(f"#{pid}", BraillePlot)
             series = [np.asarray(cols[k], dtype=float) for k in keys]
-            p.set_data(np.asarray(cols["time_s"], dtype=float), series, app.t or 0, app.window_s)
+            p.set_data(np.asarray(cols["time_s"], dtype=float), series, core.t or 0, core.window_s)
             p.border_title = legend(f"{title} · {name}", names)
-            p.border_subtitle = f"last {fmt.window(app.window_s)}"
+            p.border_subtitle = f"last {fmt.window(core.window_s)}"
 
     def on_arrow_table_cursor_moved(self, event: ArrowTable.CursorMoved) -> None:
         if event.table.id == "services" and event.row != self.sel:

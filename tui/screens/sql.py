@@ -1,8 +1,8 @@
 """SQL console: an editor with SQL highlighting and history, a virtual result table (millions of
 rows), the telemetry schema with units, saved queries, export to CSV or Parquet, cancel.
 
-Queries run in a thread worker started by the app, through ``storage.sandbox.UserSql``: the
-database's own user cursor (a replay's read-only file, or the live file through the writer's
+Queries run through the console's ``SqlRunner`` (a thread worker) in ``storage.sandbox.UserSql``:
+the database's own user cursor (a replay's read-only file, or the live file through the writer's
 sandboxed database), only reading statements, a time and a memory limit shown in the status line;
 ctrl+g interrupts them.
 """
@@ -22,7 +22,10 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static, TextArea, Tree
 
+from tui.console.core import Console
+from tui.console.sqlrunner import SqlAnswer
 from tui.screens.base import TwinScreen
+from tui.screens.messages import ExportTable
 from tui.screens.prompt import PromptScreen
 from tui.widgets.arrowtable import WideArrowTable
 from twin.telemetry import TABLES
@@ -99,8 +102,8 @@ class SqlScreen(TwinScreen):
         ),
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, core: Console) -> None:
+        super().__init__(core)
         self.history: list[str] = []
         self.saved: list[tuple[str, str]] = []
         self._hist_pos = 0
@@ -147,11 +150,11 @@ class SqlScreen(TwinScreen):
         self._fill_tree()
         ed = self.query_one("#editor", TextArea)
         if not self._take_pending():
-            ed.text = examples(self.twin.meta.run_id)[0][1]
+            ed.text = examples(self.core.meta.run_id)[0][1]
         ed.focus()
         self._status(
             f"ready · ^r runs · only reading statements (SELECT, DESCRIBE, SUMMARIZE, …) · "
-            f"{self.twin.user_sql.limits.text()}"
+            f"{self.core.user_sql.limits.text()}"
         )
 
     def on_screen_resume(self) -> None:
@@ -159,7 +162,7 @@ class SqlScreen(TwinScreen):
         self._take_pending()
 
     def _take_pending(self) -> bool:
-        pending = self.twin.take_pending_sql()
+        pending = self.core.take_pending_sql()
         if pending is None:
             return False
         sql, run, source = pending
@@ -172,7 +175,7 @@ class SqlScreen(TwinScreen):
         return True
 
     def _config(self, name: str) -> Path:
-        return self.twin.config_dir / name
+        return self.core.config_dir / name
 
     def _load(self, name: str) -> list[Any]:
         try:
@@ -201,7 +204,7 @@ class SqlScreen(TwinScreen):
                 node.add_leaf(f"{c.name}{unit}", data=f"col:{c.name}:{c.description}{unit}")
         tables.add_leaf("run_summary (view)", data="table:run_summary")
         saved = tree.root.add("Saved queries", expand=True)
-        for name, sql in examples(self.twin.meta.run_id) + self.saved:
+        for name, sql in examples(self.core.meta.run_id) + self.saved:
             saved.add_leaf(name, data=f"sql:{sql}")
         hist = tree.root.add("History", expand=False)
         for sql in reversed(self.history[-50:]):
@@ -246,19 +249,23 @@ class SqlScreen(TwinScreen):
         self.running = True
         self.started = time.monotonic()
         self._status("running… (^g cancels)")
-        self.request = self.twin.run_user_sql(sql, self)
+        self.request = self.core.sql.run(sql, self._answered)
         self.set_timer(0.5, self._progress)
 
     def _progress(self) -> None:
         if self.running:
-            limit = self.twin.user_sql.limits.timeout_s
+            limit = self.core.user_sql.limits.timeout_s
             self._status(f"running… {time.monotonic() - self.started:.1f} s of {limit:g} s (^g cancels)")
             self.set_timer(0.5, self._progress)
 
     def action_cancel(self) -> None:
         if self.running:
-            self.twin.cancel_user_sql()
+            self.core.sql.cancel()
             self._status("cancelling…")
+
+    def _answered(self, answer: SqlAnswer) -> None:
+        """The runner's answer (from its thread), handed to the UI thread."""
+        self.post_message(SqlDone(answer.table, answer.info, answer.error, request=answer.request))
 
     def on_sql_done(self, msg: SqlDone) -> None:
         if msg.request != self.request:
@@ -319,7 +326,7 @@ class SqlScreen(TwinScreen):
 
         def done(path: str | None) -> None:
             if path and path.strip():
-                self.twin.export_table(table, Path(path.strip()).expanduser())
+                self.app.post_message(ExportTable(table, Path(path.strip()).expanduser()))
 
         self.app.push_screen(
             PromptScreen("Export result", f"{table.num_rows:,} rows · path (.csv or .parquet):", default),

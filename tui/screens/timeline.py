@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -10,11 +10,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 
 from tui import fmt
+from tui.console.core import Console
 from tui.feed import PanelReq
+from tui.screens.messages import OpenSql
 from tui.widgets.arrowtable import ArrowTable
-
-if TYPE_CHECKING:
-    from tui.app import TwinApp
 
 
 class TimelineScreen(ModalScreen[None]):
@@ -23,14 +22,11 @@ class TimelineScreen(ModalScreen[None]):
         Binding("s", "open_sql", "SQL", tooltip="Open the timeline's SQL in the SQL editor"),
     ]
 
-    def __init__(self, job: int) -> None:
+    def __init__(self, core: Console, job: int) -> None:
         super().__init__()
+        self.core = core
         self.job = job
         self.load_count = 0
-
-    @property
-    def twin(self) -> TwinApp:
-        return cast("TwinApp", self.app)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="timeline-box"):
@@ -46,10 +42,10 @@ class TimelineScreen(ModalScreen[None]):
         box.border_title = f"Job {self.job} · timeline"
         box.border_subtitle = "s SQL · esc closes"
         self.query_one(ArrowTable).focus()
-        self.twin.request_panels(self, [self.req()])
+        self.core.request_panels(self, [self.req()])
 
     def req(self) -> PanelReq:
-        return PanelReq("timeline", "job_timeline", self.twin.params(job=self.job))
+        return PanelReq("timeline", "job_timeline", self.core.params(job=self.job))
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
         self.query_one(ArrowTable).set_table(cols)
@@ -61,4 +57,4 @@ class TimelineScreen(ModalScreen[None]):
     def action_open_sql(self) -> None:
         sql = self.req().sql
         self.dismiss()
-        self.twin.open_sql(sql, run=True, source=f"job {self.job} timeline")
+        self.app.post_message(OpenSql(sql, run=True, source=f"job {self.job} timeline"))

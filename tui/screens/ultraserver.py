@@ -49,7 +49,7 @@ class UltraServerScreen(TwinScreen):
     ]
 
     def compose_body(self) -> Iterable[Widget]:
-        meta = self.twin.meta
+        meta = self.core.meta
         with Vertical(id="us-chips", classes="panel"):
             yield Legend(id="legend")
             yield ChipGrid(meta, id="chips")
@@ -75,12 +75,14 @@ class UltraServerScreen(TwinScreen):
         self.query_one(ChipGrid).focus()
 
     def panel_requests(self) -> list[PanelReq]:
-        app = self.twin
-        p = app.params(us=app.sel_us)
+        core = self.core
+        p = core.params(us=core.sel_us)
         # Its state: on a campus from its hall's UltraServers (the latest sample up to the time shown).
         state = (
-            PanelReq("us-state", "hall_floor", app.params(us=app.sel_us, hall=app.meta.hall_of(app.sel_us)))
-            if app.meta.halls > 1
+            PanelReq(
+                "us-state", "hall_floor", core.params(us=core.sel_us, hall=core.meta.hall_of(core.sel_us))
+            )
+            if core.meta.halls > 1
             else PanelReq("us-state", "floor", p)
         )
         return [
@@ -92,7 +94,7 @@ class UltraServerScreen(TwinScreen):
         ]
 
     def show_panel(self, panel: str, cols: dict[str, Any]) -> None:
-        app = self.twin
+        core = self.core
         if panel == "chips":
             self._chips = cols
             self._draw_chips()
@@ -100,16 +102,16 @@ class UltraServerScreen(TwinScreen):
             self.query_one("#us-jobs", ArrowTable).set_table(cols)
         elif panel == "plot-us-power":
             t = cols["time_s"].astype(float)
-            sub = f"last {fmt.window(app.window_s)}"
+            sub = f"last {fmt.window(core.window_s)}"
             p = self.query_one("#plot-us-power", BraillePlot)
-            p.set_data(t, [cols["power_w"].astype(float)], app.t or 0, app.window_s)
+            p.set_data(t, [cols["power_w"].astype(float)], core.t or 0, core.window_s)
             p.border_subtitle = sub
             p = self.query_one("#plot-us-temp", BraillePlot)
             p.set_data(
                 t,
                 [cols["max_chip_temp_c"].astype(float), cols["coolant_return_c"].astype(float)],
-                app.t or 0,
-                app.window_s,
+                core.t or 0,
+                core.window_s,
             )
             p.border_subtitle = sub
         elif panel == "us-events":
@@ -121,7 +123,7 @@ class UltraServerScreen(TwinScreen):
     def us_state(self) -> int | None:
         """The selected UltraServer's state (``tui.scale.us_states``) at the time shown; None unknown."""
         cols = getattr(self, "_state", None)
-        us = self.twin.sel_us
+        us = self.core.sel_us
         ids = cols.get("ultraserver_id", ()) if cols else ()
         i = us - int(ids[0]) if len(ids) else -1  # its row (the data starts at its hall's first on a campus)
         if not cols or not 0 <= i < len(ids) or int(ids[i]) != us:
@@ -131,45 +133,45 @@ class UltraServerScreen(TwinScreen):
             us_states(
                 cols["chips_failed"][i : i + 1],
                 None if tripped is None else tripped[i : i + 1],
-                self.twin.meta.chips_per_us,
+                self.core.meta.chips_per_us,
             )[0]
         )
 
     def _draw_chips(self) -> None:
-        app = self.twin
+        core = self.core
         cols = getattr(self, "_chips", None)
-        m = metric(app.metric)
-        lo, hi = m.chip_range(app.meta)
+        m = metric(core.metric)
+        lo, hi = m.chip_range(core.meta)
         note = ""
         if cols is not None and m.chip_col not in cols:
             note = "(not recorded per chip: chip_ts has no clock)"
         self.query_one(Legend).show(m, lo, hi, note)
         box = self.query_one("#us-chips")
-        us = app.sel_us
+        us = core.sel_us
         when = ""
         if cols is not None and len(cols.get("time_s", ())):
             ts = int(cols["time_s"][0])
-            when = "live" if app.live is not None else f"chip sample at {fmt.short_clock(ts)}"
-        elif app.replay is not None:
+            when = "live" if core.live is not None else f"chip sample at {fmt.short_clock(ts)}"
+        elif core.replay is not None:
             when = "no chip sample"
         state = self.us_state()
         flag = {US_TRIPPED: " · [b $error]↯ TRIPPED[/]", US_DOWN: " · [b $error]✗ DOWN[/]"}.get(
             state or 0, ""
         )
         # On a campus the state comes from the UltraServer tier, sampled every few steps: say how old.
-        age = fmt.sample_age(sample_time(getattr(self, "_state", None)), app.t) if flag else ""
+        age = fmt.sample_age(sample_time(getattr(self, "_state", None)), core.t) if flag else ""
         if age:
             flag += f" ({age})"
-        hall = f"hall {app.meta.hall_of(us)} · " if app.meta.halls > 1 else ""
+        hall = f"hall {core.meta.hall_of(us)} · " if core.meta.halls > 1 else ""
         box.border_title = (
-            f"UltraServer {us} · {hall}row {app.meta.us_row[us]} · {app.meta.chips_per_us} chips"
+            f"UltraServer {us} · {hall}row {core.meta.us_row[us]} · {core.meta.chips_per_us} chips"
             f"{flag} · {m.label}"
         )
         box.border_subtitle = when
         if cols is None:
             return
-        self.query_one(ChipGrid).show(cols, m, app.sel_chip)
-        detail = chip_detail(cols, app.sel_chip, app.meta) or " "
+        self.query_one(ChipGrid).show(cols, m, core.sel_chip)
+        detail = chip_detail(cols, core.sel_chip, core.meta) or " "
         if state in (US_TRIPPED, US_DOWN):
             detail = f"UltraServer {US_STATE_TEXT[state]} · {detail}"
         self.query_one("#chip-detail", Static).update(detail)
@@ -178,21 +180,21 @@ class UltraServerScreen(TwinScreen):
         self._draw_chips()
 
     def action_move(self, delta: int) -> None:
-        app = self.twin
-        app.sel_chip = max(0, min(app.meta.chips_per_us - 1, app.sel_chip + delta))
+        core = self.core
+        core.sel_chip = max(0, min(core.meta.chips_per_us - 1, core.sel_chip + delta))
         self._draw_chips()
 
     def action_move_line(self, delta: int) -> None:
         self.action_move(delta * self.query_one(ChipGrid).per_line())
 
     def action_back(self) -> None:
-        self.twin.switch_mode("floor")
+        self.app.switch_mode("floor")
 
     def action_next_us(self, delta: int) -> None:
-        app = self.twin
-        app.select_us((app.sel_us + delta) % app.meta.ultraservers)
+        core = self.core
+        core.select_us((core.sel_us + delta) % core.meta.ultraservers)
         self.refresh_view(force=True)
 
     def on_chip_grid_picked(self, event: ChipGrid.Picked) -> None:
-        self.twin.sel_chip = event.chip
+        self.core.sel_chip = event.chip
         self._draw_chips()

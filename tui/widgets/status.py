@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -12,6 +11,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tui import fmt
+from tui.console.status import Status
 from tui.fmt import short_clock
 
 # The screens (Textual modes): key, mode name, tab label.
@@ -25,20 +25,6 @@ SCREENS: tuple[tuple[str, str, str], ...] = (
     ("f7", "services", "Services"),
     ("f8", "alarms", "Alarms"),
 )
-
-
-@dataclass(frozen=True)
-class Status:
-    mode: str  # "LIVE" | "REPLAY"
-    t_s: int | None  # time of the row shown (None before the first step)
-    speed: str  # e.g. "3600×", "1× · next step in 37 s", "max ≈ 4.2 d/s"
-    paused: bool
-    resume: str  # the speed space resumes at
-    scenario: str
-    path: str
-    position: str = ""  # replay: "/ day 2 00:00:00 (21 %)"
-    alarms: int = 0  # active alarms
-    unacked: int = 0  # of which not acknowledged
 
 
 class StatusBar(Static):

@@ -5,31 +5,13 @@ Headless: imports neither Textual nor the TUI.
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-
-def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """tui.cli's input-error guard (looked up at call time: tui.cli registers this module's commands)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from tui.cli import _guard as guard
-
-        return guard(fn)(*args, **kwargs)
-
-    return wrapper
-
-
-def fail(msg: str, code: int = 2) -> NoReturn:
-    from tui.cli import fail as _fail
-
-    _fail(msg, code)
+from tui.cli.errors import fail, guard
 
 
 @click.command("sweep")
@@ -82,7 +64,7 @@ def fail(msg: str, code: int = 2) -> NoReturn:
 @click.option(
     "--top", type=int, default=20, show_default=True, help="Rows of the sorted table in the report."
 )
-@_guard
+@guard
 def sweep_cmd(
     target: str,
     out: str | None,
@@ -123,34 +105,7 @@ def sweep_cmd(
     if out is None:
         fail("--out DIR is required to run a sweep (where results and finished points are kept)")
     sw = sweeps.load_sweep(tp)
-    out_dir = Path(out)
-    state = _Progress(backend)
-    from scenarios.runner import Terminated, sigterm_as_interrupt
-
-    try:
-        with sigterm_as_interrupt():
-            outcome = sweeps.run_sweep(
-                sw,
-                out_dir,
-                backend=backend,
-                jobs=jobs,
-                ray_address=ray_address,
-                files=not no_files,
-                runs_dir=Path(runs_dir) if runs_dir else None,
-                retry_failed=retry_failed,
-                on_start=state.start,
-                on_result=state.result,
-            )
-    except KeyboardInterrupt as e:
-        state.close()
-        what, code = ("terminated (SIGTERM)", 143) if isinstance(e, Terminated) else ("interrupted", 130)
-        click.echo(
-            f"\ntwin: {what}: {state.done:,} run(s) finished and kept in {out_dir}; "
-            "run the same command again to go on",
-            err=True,
-        )
-        sys.exit(code)
-    state.close()
+    outcome = _run(sw, Path(out), backend, jobs, ray_address, not no_files, runs_dir, retry_failed)
     assert outcome.results is not None
     rows, _ = sweeps.read_results(outcome.results)
     failed = sum(r["status"] == "failed" for r in rows)
@@ -168,6 +123,49 @@ def sweep_cmd(
             "(--retry-failed runs them again)",
             code=1,
         )
+
+
+def _run(
+    sw: Any,
+    out_dir: Path,
+    backend: str,
+    jobs: int | None,
+    ray_address: str | None,
+    files: bool,
+    runs_dir: str | None,
+    retry_failed: bool,
+) -> Any:
+    """Run the sweep's points with a progress display; Ctrl-C or SIGTERM keep what finished and
+    exit 130 / 143."""
+    from scenarios import sweep as sweeps
+    from scenarios.runner import Terminated, sigterm_as_interrupt
+
+    state = _Progress(backend)
+    try:
+        with sigterm_as_interrupt():
+            outcome = sweeps.run_sweep(
+                sw,
+                out_dir,
+                backend=backend,
+                jobs=jobs,
+                ray_address=ray_address,
+                files=files,
+                runs_dir=Path(runs_dir) if runs_dir else None,
+                retry_failed=retry_failed,
+                on_start=state.start,
+                on_result=state.result,
+            )
+    except KeyboardInterrupt as e:
+        state.close()
+        what, code = ("terminated (SIGTERM)", 143) if isinstance(e, Terminated) else ("interrupted", 130)
+        click.echo(
+            f"\ntwin: {what}: {state.done:,} run(s) finished and kept in {out_dir}; "
+            "run the same command again to go on",
+            err=True,
+        )
+        sys.exit(code)
+    state.close()
+    return outcome
 
 
 def _objectives(

@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from tui.cli.errors import fail
+
 
 def umask() -> int:
     mask = os.umask(0o022)
@@ -22,7 +24,6 @@ def emit_table(table: Any, fmt: str, out: str | None, max_rows: int, text: Any) 
     or to stdout. Parquet is binary: without ``--out`` it goes to stdout only when that is not a
     terminal. ``text`` renders the table format."""
     from storage.formats import write_table
-    from tui.cli import fail
 
     if fmt == "table" and out is None:
         click.echo(text(table, max_rows))

@@ -6,6 +6,8 @@ from typing import Any
 
 import click
 
+from tui.cli.errors import fail
+
 METRICS_HELP = (
     "Serve live metrics (OpenMetrics / Prometheus text) at http://127.0.0.1:PORT/metrics "
     "while the simulation runs (0: any free port)."
@@ -17,7 +19,6 @@ def start_metrics(port: int | None) -> Any:
     if port is None:
         return None
     from storage.metrics import MetricsExporter
-    from tui.cli import fail
 
     if not 0 <= port <= 65535:
         fail(f"--metrics-port {port}: not a TCP port (0-65535)")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from tui.cli.errors import fail, guard
+
 
 @click.command("export")
 @click.argument("file", type=click.Path(dir_okay=False))
@@ -20,6 +22,7 @@ import click
     "ISO 8601 date-time with a zone (2026-01-06T00:00:00Z).",
 )
 @click.option("--to", "t_to", default=None, metavar="TIME", help="Only rows before this time (same forms).")
+@guard
 def export_cmd(file: str, dest: str, tables: str | None, t_from: str | None, t_to: str | None) -> None:
     """Write every table of a telemetry FILE as hive-partitioned Parquet under DIR
     (DIR/table=<table>/day=<YYYY-MM-DD>/part-<n>.parquet) with units and descriptions in the
@@ -30,8 +33,6 @@ def export_cmd(file: str, dest: str, tables: str | None, t_from: str | None, t_t
 
     names = [t.strip() for t in tables.split(",") if t.strip()] if tables is not None else None
     if names is not None and not names:
-        from tui.cli import fail
-
         fail("--tables: give at least one table")
     lo = parse_bound(t_from, "--from") if t_from is not None else None
     hi = parse_bound(t_to, "--to") if t_to is not None else None

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from tui.cli_sweep import _guard, fail
+from tui.cli.errors import fail, guard
 
 
 @click.command("plan")
@@ -60,7 +60,7 @@ from tui.cli_sweep import _guard, fail
     "--ray-address", default=None, metavar="ADDR", help="An existing Ray cluster (auto or HOST:PORT)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
-@_guard
+@guard
 def plan_cmd(
     scenario: str,
     key: str,

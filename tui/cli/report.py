@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from tui.cli.errors import fail, guard
+
 
 @click.command("report")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
@@ -26,6 +28,7 @@ import click
     help="Also write every plot as a PNG into this directory.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
+@guard
 def report_cmd(files: tuple[str, ...], out: str, png_dir: str | None, overwrite: bool) -> None:
     """Write a self-contained HTML report of telemetry FILES: power, PUE, cooling, utilisation,
     temperatures, queue, tokens/s, cost and CO2 over time, the KPI table and the events; several
@@ -33,8 +36,7 @@ def report_cmd(files: tuple[str, ...], out: str, png_dir: str | None, overwrite:
     from storage.live import open_for_reading
     from storage.reader import latest_run_id
     from storage.report import load_run, render_html
-    from tui.cli import fail
-    from tui.cli_formats import umask as _umask
+    from tui.cli.formats import umask as _umask
 
     dest = Path(out)
     if dest.exists() and not overwrite:

@@ -1,0 +1,75 @@
+"""The commands that show the TUI: the live session (`twin` with no command) and `twin replay`.
+
+Textual is imported inside them only.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tui.cli.errors import guard
+from tui.cli.metrics import start_metrics
+from tui.cli.options import default_out
+
+
+@guard
+def live(
+    scenario: str,
+    seed: int | None,
+    out: str | None,
+    metrics_port: int | None = None,
+    sets: tuple[str, ...] = (),
+) -> None:
+    from scenarios.overrides import load
+    from scenarios.runner import Session
+
+    spec, text, _ = load(scenario, sets)
+    path = Path(out) if out else default_out(spec.name)
+    metrics = start_metrics(metrics_port)
+    session = Session(
+        spec,
+        text,
+        path,
+        seed=seed,
+        duration_s=spec.longest_run_s(),
+        on_chunk=metrics.update if metrics else None,
+    )
+    if metrics:
+        metrics.set_run(run_id=session.run_id, scenario=spec.name, file=str(path))
+    from tui.app import TwinApp
+
+    app = TwinApp(session=session)
+    try:
+        app.run()
+    finally:
+        session.close("stopped")
+        if metrics:
+            metrics.close()
+    click.echo(f"Session recorded to {path}  (twin sql {path} / twin replay {path})")
+    if app.terminated:
+        click.echo("twin: terminated (SIGTERM); the session is recorded 'stopped'", err=True)
+        sys.exit(143)
+
+
+@click.command("replay")
+@click.argument("file", type=click.Path(dir_okay=False))
+@guard
+def replay_cmd(file: str) -> None:
+    """Show a recorded run in the TUI with a time scrubber."""
+    from storage.live import open_for_reading
+    from storage.reader import latest_run_id
+
+    reading = open_for_reading(file, snapshot=True)
+    con = reading.con
+    if reading.in_progress:
+        click.echo(reading.note, err=True)
+    run_id = latest_run_id(con)
+    from tui.app import TwinApp
+
+    TwinApp(replay_con=con, replay_run_id=run_id, replay_path=file).run()
+    con.close()
+    if reading.in_progress:  # again after the screen is restored
+        click.echo(reading.note.replace("showing", "showed"), err=True)

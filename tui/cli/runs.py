@@ -1,0 +1,308 @@
+"""`twin run`, `twin rerun` and `twin compare`: headless runs and the KPIs of recorded runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tui.cli.errors import fail, guard
+from tui.cli.metrics import METRICS_HELP, start_metrics
+from tui.cli.options import SET_HELP, default_out, duration_s
+from tui.cli.signals import stoppable
+
+
+@click.command("run")
+@click.argument("scenario", default="default")
+@click.option(
+    "--hours", type=float, default=None, help="Simulated hours (default: the scenario's duration_h)."
+)
+@click.option("--days", type=float, default=None, help="Simulated days.")
+@click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's).")
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Telemetry file (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
+)
+@click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the KPI summary as one line of JSON (one line per variant).",
+)
+@click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
+@guard
+def run_cmd(
+    scenario: str,
+    hours: float | None,
+    days: float | None,
+    seed: int | None,
+    out: str | None,
+    overwrite: bool,
+    as_json: bool,
+    metrics_port: int | None,
+    sets: tuple[str, ...],
+) -> None:
+    """Simulate SCENARIO headless and record telemetry (SCENARIO: built-in name or TOML path).
+
+    A comparison scenario (one with [[variants]]) runs every variant into its own file
+    (OUT-<variant>.duckdb) and prints their KPIs side by side."""
+    from scenarios.overrides import load
+
+    spec, text, _ = load(scenario, sets)
+    dur = duration_s(hours, days)
+    metrics = start_metrics(metrics_port)
+    try:
+        _run_all(spec, text, out, seed, dur, overwrite, as_json, metrics)
+    finally:
+        if metrics:
+            metrics.close()
+
+
+def _run_all(
+    spec: Any,
+    text: str,
+    out: str | None,
+    seed: int | None,
+    dur: int | None,
+    overwrite: bool,
+    as_json: bool,
+    metrics: Any,
+) -> None:
+    if spec.variants:
+        from scenarios.runner import variant_outputs
+
+        base = Path(out) if out else default_out(spec.name)
+        paths = []
+        for v, vpath in variant_outputs(spec, base, seed, overwrite, duration_s=dur):
+            click.echo(f"— variant {v.name} → {vpath}", err=True)
+            _run_one(
+                v,
+                text,
+                vpath,
+                seed,
+                dur,
+                overwrite,
+                as_json=as_json,
+                quiet=not as_json,
+                variant=v.name,
+                metrics=metrics,
+            )
+            paths.append(str(vpath))
+        if not as_json:  # --json: one line per variant (JSON Lines) instead of the table
+            _print_compare(paths, as_json)
+        return
+    path = Path(out) if out else default_out(spec.name)
+    _run_one(spec, text, path, seed, dur, overwrite, as_json, metrics=metrics)
+
+
+def _run_one(
+    spec: Any,
+    text: str,
+    path: Path,
+    seed: int | None,
+    dur: int | None,
+    overwrite: bool,
+    as_json: bool,
+    quiet: bool = False,
+    variant: str | None = None,
+    metrics: Any = None,
+) -> None:
+    from scenarios.runner import run
+
+    if metrics:
+        metrics.set_run(scenario=spec.name, file=str(path))
+    hook = {"on_chunk": metrics.update} if metrics else {}
+
+    total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
+    steps = -(-total_s // spec.dt_s)
+    show = sys.stderr.isatty() and not as_json
+    with stoppable(path):
+        if show:
+            with click.progressbar(
+                length=steps,
+                label=f"{spec.name}: {steps:,} steps",
+                file=sys.stderr,
+                show_eta=True,
+                show_percent=True,
+            ) as bar:
+                result = run(
+                    spec,
+                    text,
+                    path,
+                    seed=seed,
+                    duration_s=dur,
+                    overwrite=overwrite,
+                    progress=bar.update,
+                    **hook,
+                )
+        else:
+            result = run(spec, text, path, seed=seed, duration_s=dur, overwrite=overwrite, **hook)
+    s = result.summary
+    if quiet:
+        return
+    if as_json:
+        from tui.cli.formats import run_json
+
+        click.echo(run_json(result, **({"variant": variant} if variant else {})))
+        return
+    click.echo(_summary_text(result, s))
+
+
+def _speed(days: float, wall_s: float) -> str:
+    """Simulated time per wall second, in the unit that keeps it readable (a campus runs about
+    an hour of site time a second, a small hall days)."""
+    r = days / max(wall_s, 1e-9)
+    if r >= 1:
+        return f"{r:,.1f} sim-days/s"
+    return f"{r * 24:,.2f} sim-h/s" if r * 24 >= 0.1 else f"{r * 1440:,.2f} sim-min/s"
+
+
+def _summary_text(result: Any, s: dict[str, Any]) -> str:
+    from tui import fmt
+
+    days = result.sim_s / 86400
+    tokens = s["tokens"] or 0.0
+    lines = [
+        f"Run {result.run_id}  ({result.status})",
+        f"  file              {result.path}",
+        f"  simulated         {days:,.2f} days in {result.wall_s:,.1f} s wall ({_speed(days, result.wall_s)})",
+        f"  facility energy   {fmt.energy_mwh(s['facility_mwh'])}   IT {fmt.energy_mwh(s['it_mwh'])}"
+        f"   cooling {fmt.energy_mwh(s['cooling_mwh'])}   losses {fmt.energy_mwh(s['loss_mwh'])}",
+        f"  PUE               {s['pue']:.3f}" if s["pue"] else "  PUE               –",
+        f"  peak facility     {fmt.power(s['peak_facility_w'])}",
+        f"  busy chips        {fmt.pct(s['busy_fraction'])}",
+        f"  tokens served     {fmt.si(tokens)} ({fmt.si(s.get('tokens_per_day'))}/day)"
+        f"   dropped requests {fmt.si(s['requests_dropped'])}   SLO met {fmt.pct(s.get('slo_attainment'))}",
+        f"  per token         {fmt.si(s.get('j_per_token'), 'J')}   ${s['usd_per_mtok']:.3f} per M tokens (electricity)"
+        if s.get("usd_per_mtok") is not None
+        else "  per token         –",
+        f"  training delivered {fmt.si(s['training_flop'], 'FLOP')}   jobs done {s['jobs_done']}"
+        f" of {s.get('jobs_submitted')}   goodput {fmt.pct(s.get('goodput'))}",
+        f"  queue wait        p50 {fmt.duration(s['wait_p50_s'])}   p90 {fmt.duration(s.get('wait_p90_s'))}"
+        f"   p99 {fmt.duration(s.get('wait_p99_s'))}",
+        f"  failures          {s.get('failures') or 0} (+{s.get('failures_injected') or 0} injected)"
+        f"   preemptions {s.get('preemptions') or 0}   work lost {fmt.pct(s.get('lost_fraction'))}",
+        f"  cost              {fmt.money(s['cost_usd'])} electricity   CO2 {s['co2_t']:,.1f} t",
+        f"  cost of ownership {fmt.money(s.get('total_cost_usd'))}: capital {fmt.money(s.get('capex_usd'))}"
+        f"   energy {fmt.money(s.get('energy_cost_usd'))}   cooling {fmt.money(s.get('cooling_cost_usd'))}"
+        f"   other {fmt.money(s.get('other_cost_usd'))}",
+        f"  unit costs        {fmt.money(s.get('usd_per_chip_hour'))}/chip-h   {fmt.money(s.get('usd_per_mtok_all_in'))}"
+        f"/M tokens all-in   {fmt.money(s.get('usd_per_eflop'))}/EFLOP of batch work",
+        f"  hottest chip      {fmt.temp(s['max_chip_temp_c'])}",
+        f"Explore: twin sql {result.path}   |   twin replay {result.path}",
+    ]
+    return "\n".join(lines)
+
+
+@click.command("rerun")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Telemetry file of the re-run (default: FILE-rerun.duckdb).",
+)
+@click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
+@click.option(
+    "--check/--no-check",
+    default=True,
+    show_default=True,
+    help="Compare the re-run's telemetry with the original's, row by row.",
+)
+@guard
+def rerun_cmd(file: str, out: str | None, overwrite: bool, check: bool) -> None:
+    """Re-run a recording headless: its scenario, seed and duration, with the what-ifs an operator
+    injected live applied at the times they were recorded. The telemetry comes out identical."""
+    from scenarios.runner import rerun, same_telemetry
+
+    src = Path(file)
+    dest = Path(out) if out else src.with_name(f"{src.stem}-rerun{src.suffix or '.duckdb'}")
+    with stoppable(dest):
+        result = rerun(src, dest, overwrite=overwrite)
+    click.echo(f"re-ran {src} → {dest}: {result.steps:,} steps in {result.wall_s:,.1f} s")
+    if check:
+        diff = same_telemetry(src, dest, ("factory_ts", "ultraserver_ts", "chip_ts"))
+        if diff:
+            fail(f"telemetry differs from the recording in: {', '.join(diff)}", code=1)
+        click.echo("telemetry identical to the recording (factory_ts, ultraserver_ts, chip_ts)")
+
+
+@click.command("compare")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the KPIs as JSON.")
+@guard
+def compare_cmd(runs: tuple[str, ...], as_json: bool) -> None:
+    """Print the KPIs of recorded RUNS side by side (each a telemetry file; its latest run).
+
+    Energy, cost, PUE, WUE, CUE, tokens, J/token, $ per million tokens, training FLOP delivered,
+    throttled hours and more; with two runs, a ratio column (second / first)."""
+    if len(runs) < 2:
+        fail("give at least two telemetry files to compare")
+    _print_compare(list(runs), as_json)
+
+
+def _print_compare(runs: list[str], as_json: bool) -> None:
+    from storage.kpis import COMPARE_ROWS, run_kpis
+    from storage.live import open_for_reading
+    from storage.reader import latest_run_id
+
+    cols: list[tuple[str, dict[str, Any]]] = []
+    for path in runs:
+        reading = open_for_reading(path)
+        con = reading.con
+        if reading.in_progress:
+            click.echo(reading.note, err=True)
+        try:
+            run_id = latest_run_id(con)
+            name = next(
+                iter(con.sql("SELECT scenario_name FROM runs WHERE run_id = ?", params=[run_id]).fetchall())
+            )[0]
+            cols.append((f"{name} ({Path(path).name})", run_kpis(con, run_id)))
+        finally:
+            con.close()
+    if as_json:
+        from storage.formats import dumps
+
+        click.echo(dumps({label: {k: v for k, v in kp.items() if k != "jobs"} for label, kp in cols}))
+        return
+    width = max(14, *(len(label) for label, _ in cols))
+    header = f"{'KPI':<30}" + "".join(f" {label:>{width}}" for label, _ in cols)
+    if len(cols) == 2:
+        header += f" {'ratio':>8}"
+    click.echo(header)
+    click.echo("-" * len(header))
+    for key, label, form in COMPARE_ROWS:
+        vals = [kp.get(key) for _, kp in cols]
+        line = f"{label:<30}" + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals)
+        if len(cols) == 2:
+            a, b = vals
+            ratio = f"{b / a:.3f}" if isinstance(a, int | float) and isinstance(b, int | float) and a else "–"
+            line += f" {ratio:>8}"
+        click.echo(line)
+    _print_systems(cols, width)
+
+
+def _print_systems(cols: list[tuple[str, dict[str, Any]]], width: int) -> None:
+    """Mixed floors: per system, its share of the work and its cost per unit of work."""
+    from storage.kpis import SYSTEM_ROWS
+
+    systems: list[str] = []
+    for _, kp in cols:
+        systems += [s for s in kp.get("systems", {}) if s not in systems]
+    if not any(len(kp.get("systems", {})) > 1 for _, kp in cols):
+        return
+    for sysname in systems:
+        click.echo(f"-- {sysname}")
+        for key, label, form in SYSTEM_ROWS:
+            vals = [kp.get("systems", {}).get(sysname, {}).get(key) for _, kp in cols]
+            click.echo(
+                f"{label:<30}" + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals)
+            )

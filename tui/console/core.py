@@ -1,0 +1,253 @@
+"""The console's state, without a UI: a live session or a recording, the time shown, the speed,
+the selection, the alarms, and the engines that feed them (``SimLoop``, ``PanelLoader``,
+``SqlRunner``).
+
+Screens read it (``Console`` is handed to each of them) and ask it for panels; whatever has to
+change the UI itself (open the SQL editor, a job's timeline) goes up to the app as a message.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from storage.sandbox import Limits, UserSql, UserSqlRunner
+from tui.alarms import Alarms
+from tui.console.panels import PanelLoader, Results
+from tui.console.simloop import SimLoop
+from tui.console.sqlrunner import SqlRunner
+from tui.console.status import Status
+from tui.feed import DEFAULT_WINDOW_S, LiveFeed, Meta, PanelReq, ReplayFeed, params_for
+from tui.pacing import DEFAULT_LEVEL, PAUSE, SPEEDS, Pacer, RateMeter, SpeedControl, rate_text
+from tui.scale import METRIC_KEYS
+from tui.whatif import Context, context_from
+
+REPLAY_MAX = 4 * 86400  # "max" playback speed in replay [sim s per wall s]
+ALARMS_LIVE_S = 1.0  # live: the alarms are asked for at most this often
+
+
+def default_config_dir() -> Path:
+    env = os.environ.get("TWIN_CONFIG_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "ai-factory-twin"
+
+
+class Console:
+    """Either ``session`` (live) or ``replay_con`` + ``replay_run_id`` (a recording).
+
+    ``on_tick(t, steps)`` is called from the simulation thread, ``on_panels(requester, seq,
+    results)`` from the loader thread; ``start_sql(job)`` runs a user query's job in a thread."""
+
+    def __init__(
+        self,
+        *,
+        on_tick: Callable[[int, int], object],
+        on_panels: Callable[[Any, int, Results], object],
+        start_sql: Callable[[Callable[[], None]], Any] | None = None,
+        session: Any = None,
+        replay_con: Any = None,
+        replay_run_id: str | None = None,
+        replay_path: str | None = None,
+        config_dir: str | Path | None = None,
+    ) -> None:
+        if (session is None) == (replay_con is None):
+            raise ValueError("the console needs either a live session or a replay connection")
+        self.session = session
+        self.live: LiveFeed | None = None
+        self.replay: ReplayFeed | None = None
+        self.sim: SimLoop | None = None
+        self.t: int | None = None
+        if session is not None:
+            self.live = LiveFeed(session)
+            self.meta: Meta = self.live.meta
+            self.speed = SpeedControl(DEFAULT_LEVEL)
+            self.pacer = Pacer(self.speed, self.meta.dt_s, session.chunk_steps)
+            self.sim = SimLoop(self.live, self.pacer, self.speed, on_tick)
+        else:
+            assert replay_run_id is not None
+            self.replay = ReplayFeed(replay_con, replay_run_id, replay_path or "")
+            self.meta = self.replay.meta
+            self.speed = SpeedControl(PAUSE)
+            self.t = self.replay.t_first if self.replay.n else None
+        # User SQL: the live database's sandboxed user cursor, or one on the replay's connection.
+        self.user_sql: UserSqlRunner = (
+            session.writer.user_sql
+            if session is not None
+            else UserSql(replay_con.cursor(), Limits(), strict=False)
+        )
+        self.sql = SqlRunner(self.user_sql) if start_sql is None else SqlRunner(self.user_sql, start_sql)
+        live_run = (self.meta.run_id, self.meta.dt_s) if self.live is not None else None
+        self.panels = PanelLoader(on_panels, live_run)
+        self.config_dir = Path(config_dir) if config_dir else default_config_dir()
+        self.seq = 0  # bumped whenever the time shown changes
+        self.alarms = Alarms()  # the active alarms (status line count, Alarms screen)
+        self._alarms_asked = (-1, 0.0)
+        self.rate = RateMeter()
+        self.sel_us = 0
+        self.sel_chip = 0
+        self.metric = METRIC_KEYS[0]
+        self.window_s = DEFAULT_WINDOW_S
+        self.events_notable = True
+        self.events_search = ""  # text the event log is filtered by
+        self.sim_t_at_control: int | None = None  # live: the simulation's time when a control key acted
+        self.steps_shown = 0  # live: steps simulated up to the time shown
+        self.pending_sql: tuple[str, bool, str] | None = None  # for the SQL editor: sql, run, source
+        self._play_t = float(self.t or 0)
+        self._play_wall = time.monotonic()
+
+    def new_cursor(self) -> Any:
+        """A cursor for another thread: the replay's read-only connection, or the live file through
+        the writer's database."""
+        if self.session is not None:
+            return self.session.writer.cursor()
+        assert self.replay is not None
+        return self.replay.con.cursor()
+
+    # ------------------------------------------------------------------ time shown
+    def tick(self, t: int, steps: int) -> None:
+        """Live: the simulation reached ``t`` after ``steps`` steps (UI thread)."""
+        self.t = t
+        self.steps_shown = steps
+        self.seq += 1
+        self.rate.add(time.monotonic(), t)
+
+    def mark_control(self) -> None:
+        """Live: note the simulation's time when a control key acted."""
+        if self.session is not None:
+            self.sim_t_at_control = int(self.session.sim.t_s)
+
+    def speed_changed(self) -> bool:
+        """The speed changed; a replay at its end plays again from the start (True: it did)."""
+        self.rate.reset()
+        self._play_wall = time.monotonic()
+        rp = self.replay
+        if rp is not None and not self.speed.paused and self.t is not None and self.t >= rp.t_last:
+            return self.show_time(rp.t_first)
+        return False
+
+    def show_time(self, t: float) -> bool:
+        """Replay: show the recorded step at ``t`` (False: the recording has no step)."""
+        assert self.replay is not None
+        if not self.replay.n:
+            return False
+        self.t = self.replay.time_at(max(self.replay.t_first, t))
+        self._play_t = float(self.t)
+        self.seq += 1
+        return True
+
+    def step_time(self, n: int) -> float:
+        """Replay: the time ``n`` recorded steps from the one shown."""
+        assert self.replay is not None
+        i = self.replay.index_at(self.t or 0) + n
+        return float(self.replay.times[max(0, min(self.replay.n - 1, i))])
+
+    def play(self) -> tuple[bool, bool]:
+        """Replay playing: move the time shown on by the wall time since the last call at the
+        speed selected. Returns (the time shown changed, the end was reached and play paused)."""
+        rp = self.replay
+        assert rp is not None
+        now = time.monotonic()
+        elapsed, self._play_wall = now - self._play_wall, now
+        if self.speed.paused or self.t is None:
+            return False, False
+        rate = REPLAY_MAX if math.isinf(self.speed.factor) else self.speed.factor
+        self._play_t = min(self._play_t + rate * elapsed, float(rp.t_last))
+        t = rp.time_at(self._play_t)
+        changed = False
+        if t != self.t:
+            play_t = self._play_t
+            changed = self.show_time(t)
+            self._play_t = play_t
+        if self._play_t >= rp.t_last:
+            self.speed.set(PAUSE)
+            return changed, True
+        return changed, False
+
+    # ------------------------------------------------------------------ panels
+    def params(self, **extra: Any) -> dict[str, Any]:
+        return params_for(self.meta, self.t, window_s=self.window_s, **extra)
+
+    def request_panels(self, requester: Any, reqs: list[PanelReq]) -> None:
+        """Run these panels' SQL in the loader thread; a newer request from the same requester
+        replaces one not yet started."""
+        self.panels.request(requester, reqs)
+
+    def file_req(self, r: PanelReq) -> PanelReq:
+        return self.panels.file_req(r)
+
+    @property
+    def t_file(self) -> int | None:
+        """Live: the last step committed to the file."""
+        return self.panels.t_file
+
+    def poll_alarms(self) -> None:
+        """Ask for the alarms at the time shown: when it changes in a replay, every second live."""
+        if self.t is None:
+            return
+        seq, at = self._alarms_asked
+        now = time.monotonic()
+        if seq == self.seq or (self.live is not None and now - at < ALARMS_LIVE_S):
+            return
+        self._alarms_asked = (self.seq, now)
+        self.request_panels(self.alarms, [PanelReq("alarms", "alarms", self.params())])
+
+    # ------------------------------------------------------------------ selection, status
+    def select_us(self, us: int) -> None:
+        self.sel_us = max(0, min(self.meta.ultraservers - 1, int(us)))
+
+    def take_pending_sql(self) -> tuple[str, bool, str] | None:
+        pending, self.pending_sql = self.pending_sql, None
+        return pending
+
+    def tab_extra(self) -> dict[str, str]:
+        return {"ultraserver": str(self.sel_us)}
+
+    def status(self) -> Status:
+        position = ""
+        if self.replay is not None and self.t is not None:
+            span = self.replay.t_last - self.replay.t_first
+            position = f"{100 * (self.t - self.replay.t_first) / span:.0f} %" if span > 0 else "100 %"
+        return Status(
+            "REPLAY" if self.replay else "LIVE",
+            self.t,
+            self.speed_text(),
+            self.speed.paused,
+            self.speed.resume_label,
+            self.meta.scenario,
+            self.meta.path,
+            position,
+            len(self.alarms.active),
+            self.alarms.unacked,
+        )
+
+    def speed_text(self) -> str:
+        label, factor = SPEEDS[self.speed.level]
+        if self.live is not None and self.live.remaining == 0:
+            return "end of the session's duration"
+        if self.replay is not None:
+            return f"max {rate_text(REPLAY_MAX)}" if math.isinf(factor) else f"▶ {label}"
+        if factor == 1.0:
+            return f"1× · next step in {math.ceil(self.pacer.wait_s())} s"
+        measured = self.rate.rate()
+        if math.isinf(factor):
+            return f"max ≈ {rate_text(measured)}" if measured else "max"
+        if measured is not None and factor >= 3600 and measured < 0.8 * factor:
+            return f"{label} (behind: {rate_text(measured)})"
+        return label
+
+    def whatif_context(self) -> Context:
+        fac = row_it = math.nan
+        if self.live is not None:
+            with self.live.lock:
+                fac = self.live.row.get("facility_power_w", math.nan)
+                u = self.live.us_now
+                if u:
+                    row = self.meta.us_row[self.sel_us]
+                    row_it = float(u["power_w"][u["row_id"] == row].sum())
+        return context_from(self.meta, self.sel_us, self.sel_chip, fac, row_it)

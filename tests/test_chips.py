@@ -157,3 +157,26 @@ def test_chips_released_on_a_drained_ultraserver_stay_out_until_undrained() -> N
     p.set_drained(0, False)
     assert p.us_free[0] == CPU
     recount(p)
+
+
+def test_callers_read_the_pool_but_cannot_write_it() -> None:
+    p = pool()
+    p.allocate(0, np.arange(2, dtype=np.int64))
+    for arr in (
+        p.owner,
+        p.failed,
+        p.hw_failed,
+        p.tripped,
+        p.repair_at,
+        p.service,
+        p.drained,
+        p.free,
+        p.us_free,
+    ):
+        with pytest.raises(ValueError):
+            arr[0] = arr[0]
+    with pytest.raises(TypeError):
+        p.placement[1] = np.arange(2, 4, dtype=np.int64)  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        p.n_free = 0  # type: ignore[misc]
+    assert p.owner[0] == 0 and not p.free[0] and p.us_free[0] == CPU - 2  # the views follow the pool

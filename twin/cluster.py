@@ -22,6 +22,7 @@ them), so a step in which nothing starts or ends costs no scheduling at all.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -147,7 +148,7 @@ class Cluster(Work):
         return self.pool.n_free
 
     @property
-    def placement(self) -> dict[int, npt.NDArray[np.int64]]:
+    def placement(self) -> Mapping[int, npt.NDArray[np.int64]]:
         return self.pool.placement
 
     @property

@@ -63,6 +63,7 @@ def add_services(w: Work, rng_svc: np.random.Generator) -> int:
         st.replicas.append(ids)
         st.replica_arr.append(np.asarray(ids, dtype=np.int64))
         reserved += sp.replicas * sp.chips_per_replica
+    st.n = len(st.models)
     st.power_w = np.zeros(st.n)
     return reserved
 

@@ -128,10 +128,7 @@ class ServiceState:
     power_w: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     chips: tuple[I64, I64] | None = None
     chips_ver: int = -1
-
-    @property
-    def n(self) -> int:
-        return len(self.models)
+    n: int = 0  # services
 
 
 @dataclass(eq=False)

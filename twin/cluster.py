@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from twin import arrivals, failures, outages, queueing, routing, services, serving
+from twin import arrivals, failures, joblog, outages, queueing, routing, services, serving
 from twin.catalog import Accelerator
 from twin.chips import ChipPool
 from twin.events import Events
-from twin.jobs import DONE, INFERENCE, QUEUED, RESTART_ACTIVITY, RUNNING, SOURCES, STATE_NAMES, JobTable
+from twin.jobs import RESTART_ACTIVITY, JobTable
 from twin.models import registry
-from twin.params import KIND_NAMES, FactoryParams
+from twin.params import FactoryParams
 from twin.rng import Streams
 from twin.serving import WorkStep
 from twin.topology import Topology
@@ -68,8 +68,6 @@ class Cluster(Work):
         self.rng_failures = rngs.failures
         self.cause_table = failures.cause_table(p.failures)
         self.arrivals_state = arrivals.ArrivalState.build(p.training, rngs.arrivals, rngs.jobs)
-        self._jobs_due = 0  # when ``job_rows`` next writes every waiting and running job
-        self._evict_next: list[int] = []  # finished jobs recorded, to leave memory next time
         # Online services: a pool of replica slots each (the autoscaler's maximum).
         reserved = serving.add_services(self, rngs.services)
         n = topo.chips
@@ -195,90 +193,22 @@ class Cluster(Work):
         return self.pool.us_counts()
 
     def job_rows(self, t: int) -> dict[str, Any]:
-        """Rows of the jobs that changed, plus every queued or running job (their waits and work
-        done move on) when due (``jobs_interval_s``; every call at 0)."""
-        a, log = self.jobs.a, self.log
-        # Finished jobs recorded by the previous call leave memory now (their slots are reused).
-        if self._evict_next:
-            self.jobs.evict(self._evict_next)
-            for j in self._evict_next:
-                log.last_us.pop(j, None)
-            log.dirty.difference_update(self._evict_next)
-        every = self.p.jobs_interval_s
-        if every <= 0 or t >= self._jobs_due:
-            # Every waiting and running job too (their waits and work done move on).
-            q = self.queues
-            live = set(q.queue) | set(self.running.jobs) | set(q.rqueue)
-            ids = np.array(sorted(log.dirty | live), dtype=np.int64)
-            self._jobs_due = t + every
-        else:
-            ids = np.array(sorted(log.dirty), dtype=np.int64)
-        log.dirty.clear()
-        st_all = a["state"][ids]
-        self._evict_next = ids[(st_all == DONE) & (a["kind"][ids] != INFERENCE)].tolist()
-        st = a["state"][ids]
-        wait = a["wait"][ids] + np.where(st == QUEUED, t - a["queued_since"][ids], 0)
-        on = st == RUNNING
-        run_s = a["run_s"][ids] + np.where(on, t - a["start"][ids], 0)
-        prog_s = a["prog_s"][ids] + np.where(on, np.maximum(0, t - a["restart_until"][ids]), 0)
-        return {
-            "job_id": self.jobs.ids(ids).astype(np.int32),
-            "kind": [KIND_NAMES[int(k)] for k in a["kind"][ids]],
-            "name": [self.jobs.names[j] for j in ids],
-            "chips": a["chips"][ids],
-            "precision": [self.jobs.precision[j] for j in ids],
-            "priority": a["priority"][ids],
-            "params": a["params"][ids],
-            "tokens": a["tokens"][ids],
-            "work_flop": a["work"][ids],
-            "done_flop": a["done"][ids],
-            "lost_flop": a["lost"][ids],
-            "submit_time_s": a["submit"][ids],
-            "first_start_time_s": a["first_start"][ids],
-            "start_time_s": a["start"][ids],
-            "end_time_s": a["end"][ids],
-            "state": [STATE_NAMES[int(s)] for s in st],
-            "wait_s": wait,
-            "run_s": run_s,
-            "effective_s": prog_s,
-            "lost_s": a["lost_s"][ids],
-            "estimate_s": a["nominal"][ids],
-            "ultraservers_spanned": a["spanned"][ids],
-            "ultraservers": [log.last_us.get(int(j), "") for j in ids],
-            "mfu": a["mfu"][ids],
-            "restarts": a["restarts"][ids],
-            "failures": a["failures"][ids],
-            "preemptions": a["preemptions"][ids],
-            "source": [SOURCES[int(s)] for s in a["source"][ids]],
-            "system": [self.p.hall.system.key] * len(ids),
-        }
+        """Rows of the jobs that changed, plus every queued or running job when due
+        (``twin.joblog.job_rows``)."""
+        live = (self.queues.queue, self.running.jobs, self.queues.rqueue)
+        return joblog.job_rows(self.log, self.jobs, live, self.p.jobs_interval_s, self.p.hall.system.key, t)
 
     def event_tables(self) -> dict[str, dict[str, Any]]:
-        log = self.log
-        fr, ir = log.failure_rows, log.interrupt_rows
-        log.failure_rows, log.interrupt_rows = [], []
-        return {
-            "failures": {
-                "time_s": np.array([r[0] for r in fr], dtype=np.int64),
-                "level": [r[1] for r in fr],
-                "target_id": np.array([r[2] for r in fr], dtype=np.int32),
-                "cause": [r[3] for r in fr],
-                "chips_down": np.array([r[4] for r in fr], dtype=np.int32),
-                "repair_s": np.array([r[5] for r in fr], dtype=np.int64),
-                "jobs_interrupted": np.array([r[6] for r in fr], dtype=np.int32),
-                "source": [r[7] for r in fr],
-            },
-            "interruptions": {
-                "time_s": np.array([r[0] for r in ir], dtype=np.int64),
-                "job_id": np.array([r[1] for r in ir], dtype=np.int32),
-                "reason": [r[2] for r in ir],
-                "cause": [r[3] for r in ir],
-                "lost_flop": np.array([r[4] for r in ir], dtype=np.float64),
-                "lost_s": np.array([r[5] for r in ir], dtype=np.float64),
-                "chips": np.array([r[6] for r in ir], dtype=np.int32),
-                "by_job_id": np.array([r[7] for r in ir], dtype=np.int32),
-            },
-        }
+        return joblog.event_tables(self.log)
+
+    @property
+    def _jobs_due(self) -> int:
+        """When ``job_rows`` next writes every waiting and running job (set to now: the next)."""
+        return self.log.jobs_due
+
+    @_jobs_due.setter
+    def _jobs_due(self, t: int) -> None:
+        self.log.jobs_due = t
 
     def queue_view(self, t: int, limit: int = 50) -> list[tuple[int, str, int, int]]:
         """First waiting jobs, replica requests first: (job_id, name, chips, wait_s)."""

@@ -1,5 +1,6 @@
 """The work state of one hall, in slices: the chip pool (``twin.chips``), the job table
-(``twin.jobs``), the queues, the running batch jobs, the drains, the services and the job log.
+(``twin.jobs``), the queues, the running batch jobs, the drains, the services and the job log
+(``twin.joblog``).
 
 Each slice is a small dataclass; the work phases (``twin.arrivals``, ``twin.outages``,
 ``twin.queueing``, ``twin.serving``) are functions over the slices they need. ``Work`` groups
@@ -18,6 +19,7 @@ import numpy.typing as npt
 from twin import services
 from twin.catalog import Accelerator
 from twin.chips import ChipPool
+from twin.joblog import JobLog
 from twin.jobs import FINETUNE, PRETRAIN, JobTable
 from twin.models import ModelSpec
 from twin.params import FactoryParams
@@ -26,8 +28,6 @@ from twin.topology import Topology
 __all__ = ["Drains", "JobLog", "Queues", "Running", "ServiceState", "Work"]
 
 I64 = npt.NDArray[np.int64]
-FailureRow = tuple[int, str, int, str, int, int, int, str]
-InterruptRow = tuple[int, int, str, str, float, float, int, int]
 
 
 @dataclass(eq=False)
@@ -101,19 +101,6 @@ class Drains:
             np.zeros(ultraservers, dtype=np.int64),
             np.full(ultraservers, -2, dtype=np.int64),
         )
-
-
-@dataclass(eq=False)
-class JobLog:
-    """What changed for the record: job rows to write, each job's latest UltraServers, failure
-    and interruption rows, and this step's failure and preemption counts."""
-
-    dirty: set[int] = field(default_factory=set)
-    last_us: dict[int, str] = field(default_factory=dict)
-    failure_rows: list[FailureRow] = field(default_factory=list)
-    interrupt_rows: list[InterruptRow] = field(default_factory=list)
-    step_failures: int = 0
-    step_preemptions: int = 0
 
 
 @dataclass(eq=False)

@@ -177,11 +177,21 @@ class Cluster(Work):
 
     @property
     def step_failures(self) -> int:
+        """Failures this step (``JobLog.step_failures``)."""
         return self.log.step_failures
+
+    @step_failures.setter
+    def step_failures(self, n: int) -> None:
+        self.log.step_failures = n
 
     @property
     def step_preemptions(self) -> int:
+        """Preemptions this step (``JobLog.step_preemptions``)."""
         return self.log.step_preemptions
+
+    @step_preemptions.setter
+    def step_preemptions(self, n: int) -> None:
+        self.log.step_preemptions = n
 
     # ------------------------------------------------------------------ telemetry
     def failed_counts(self) -> tuple[int, npt.NDArray[np.int64]]:

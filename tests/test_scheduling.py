@@ -119,8 +119,10 @@ def test_no_chip_in_two_jobs_and_allocations_add_up(policy: str) -> None:
         assert not (sim.pool.chip_failed & (owner >= 0)).any()
         # Free-chip bookkeeping equals a recount.
         recount = (owner < 0) & ~sim.pool.chip_failed
-        assert (cl.free == recount).all()
-        np.testing.assert_array_equal(cl.us_free, np.bincount(sim.topo.chip_us, weights=recount, minlength=3))
+        assert (cl.pool.free == recount).all()
+        np.testing.assert_array_equal(
+            cl.pool.us_free, np.bincount(sim.topo.chip_us, weights=recount, minlength=3)
+        )
         assert f["chips_free"][-1] == recount.sum()
         # The counts the model keeps as chips are placed, fail and come back, against a recount.
         assert f["chips_allocated"][-1] == int((owner >= 0).sum())
@@ -135,7 +137,8 @@ def test_no_chip_in_two_jobs_and_allocations_add_up(policy: str) -> None:
         # scheduler edits only the window it started jobs from).
         queued = np.flatnonzero(a["state"][: sim.jobs.n] == QUEUED)
         assert sorted(cl.queue + cl.rqueue) == sorted(queued.tolist())
-        assert cl._qkeys == [queueing.key(cl, j) for j in cl.queue] == sorted(cl._qkeys)
+        q = cl.queues
+        assert q.keys == [queueing.key(q, cl.jobs, j) for j in q.queue] == sorted(q.keys)
         assert (f["chips_allocated"] + f["chips_free"] + f["chips_failed"] == f["chips_total"]).all()
     assert seen_failed  # failures and repairs happened: the kept counts followed them
 

@@ -260,7 +260,7 @@ def test_replica_requests_wait_by_priority_then_arrival_whatever_order_they_come
         for k in range(9)
     ]
     for k in order:
-        queueing.request_replica(cl, ids[k], 0)
+        queueing.request_replica(cl.queues, cl.jobs, cl.log, ids[k], 0)
     a = cl.jobs.a
     expect = sorted(ids, key=lambda j: (-int(a["priority"][j]), int(a["id"][j])))
     assert cl.rqueue == expect

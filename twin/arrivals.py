@@ -1,38 +1,66 @@
 """Batch-job arrivals: synthetic classes (Poisson, diurnal and weekly shape) and traces.
 
-Functions of the work state (``twin.cluster.Cluster``). Each class draws its jobs from its own
-stream in batches (same stream, fewer calls); a job asks the same FLOP of any hall.
+``ArrivalState`` is the arrivals' own state (their random streams, the classes' rates, the
+buffered draws, the trace position); ``arrivals`` draws a step's jobs and adds each to the
+queue of the hall's work state (``twin.workstate.Work``), or on a mixed floor to the one its
+router picks. Each class draws its jobs from its own stream in batches (same stream, fewer
+calls); a job asks the same FLOP of any hall.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from twin import queueing, routing, workload
 from twin.events import Events
-from twin.params import KIND_NAMES, JobClassParams
-
-if TYPE_CHECKING:
-    from twin.cluster import Cluster
+from twin.jobs import KIND_CODE
+from twin.params import JOB_CLASSES, KIND_NAMES, JobClassParams, TrainingParams
+from twin.workstate import Work
 
 DRAW_BATCH = 256  # jobs drawn per class at a time
 
 
-def arrivals(cl: Cluster, ev: Events, t: int, dt: int) -> None:
-    """Jobs arriving in [t, t + dt) join ``cl``'s queue, or on a mixed floor the queue of the
-    system its router picks (``twin.routing``; ``cl`` is then the floor's front door)."""
-    tp = cl.p.training
-    router = cl.router
-    cap = cl.training_capacity_chips if router is None else router.capacity
+@dataclass(eq=False)
+class ArrivalState:
+    """The batch classes (codes, parameters, arrivals per second at the mean), their random
+    streams, each class's buffered draws and the next trace row."""
+
+    rng: np.random.Generator
+    classes: list[tuple[int, JobClassParams]]
+    rate_s: npt.NDArray[np.float64]
+    rng_cls: list[np.random.Generator]
+    draws: list[workload.JobDraws | None] = field(default_factory=list)
+    draw_pos: list[int] = field(default_factory=list)
+    trace_next: int = 0
+
+    @classmethod
+    def build(
+        cls, tp: TrainingParams, rng_arrivals: np.random.Generator, rng_jobs: np.random.Generator
+    ) -> ArrivalState:
+        classes = [(KIND_CODE[k], tp.job_class(k)) for k in JOB_CLASSES]
+        shares = np.array([c.share for _, c in classes], dtype=float)
+        rate_s = tp.arrivals_per_day / 86400.0 * shares / max(shares.sum(), 1e-300)
+        n = len(classes)
+        return cls(rng_arrivals, classes, rate_s, rng_jobs.spawn(n), [None] * n, [0] * n)
+
+
+def arrivals(st: ArrivalState, w: Work, router: routing.Router | None, ev: Events, t: int, dt: int) -> None:
+    """Jobs arriving in [t, t + dt) join ``w``'s queue, or on a mixed floor the queue of the
+    system its router picks (``twin.routing``; ``w`` is then the floor's front door)."""
+    tp = w.p.training
+    cap = w.training_capacity_chips if router is None else router.capacity
     if cap > 0 and tp.arrivals_per_day > 0:
         f = workload.diurnal_factor(t, tp.diurnal_peak_to_trough, tp.peak_hour, tp.weekend_factor) * dt
-        for ci, (code, cls) in enumerate(cl.classes):
-            lam = cl.class_rate_s[ci] * f
-            k = int(cl.rng_arrivals.poisson(lam)) if lam > 0 else 0
+        for ci, (code, cls) in enumerate(st.classes):
+            lam = st.rate_s[ci] * f
+            k = int(st.rng.poisson(lam)) if lam > 0 else 0
             for _ in range(k):
-                chips, model, nominal = next_draw(cl, ci, cls, cap)
-                target = cl if router is None else router.pick(code, cls, chips, model)
+                chips, model, nominal = next_draw(st, ci, cls, cap)
+                target = w if router is None else router.pick(code, cls, chips, model)
                 if target is None:
                     ev.append(
                         (
@@ -46,11 +74,11 @@ def arrivals(cl: Cluster, ev: Events, t: int, dt: int) -> None:
     tr = tp.trace
     if tr is not None:
         n = len(tr.submit_s)
-        while cl.trace_next < n and tr.submit_s[cl.trace_next] <= t:
-            r = cl.trace_next
-            cl.trace_next += 1
+        while st.trace_next < n and tr.submit_s[st.trace_next] <= t:
+            r = st.trace_next
+            st.trace_next += 1
             code = int(tr.kind[r])
-            tcls = queueing.job_class(cl, code)
+            tcls = queueing.job_class(w.p, code)
             assert tcls is not None
             chips = int(tr.chips[r])
             if chips > cap:  # could never start: it would block the queue
@@ -59,7 +87,7 @@ def arrivals(cl: Cluster, ev: Events, t: int, dt: int) -> None:
                 )
                 continue
             model = tr.model[r] or tcls.models[0]
-            target = cl if router is None else router.pick(code, tcls, chips, model)
+            target = w if router is None else router.pick(code, tcls, chips, model)
             if target is None:
                 ev.append(("job_rejected", f"trace:{r}", f"{chips} chips: no system on the floor may run it"))
                 continue
@@ -77,19 +105,19 @@ def arrivals(cl: Cluster, ev: Events, t: int, dt: int) -> None:
             )
 
 
-def next_draw(cl: Cluster, ci: int, cls: JobClassParams, cap: int) -> tuple[int, str, float]:
+def next_draw(st: ArrivalState, ci: int, cls: JobClassParams, cap: int) -> tuple[int, str, float]:
     """Next job of class ``ci`` from a buffer drawn in batches (same stream, fewer calls)."""
-    buf = cl._draws[ci]
-    if buf is None or cl._draw_pos[ci] >= len(buf.nominal_s):
-        buf = cl._draws[ci] = workload.draw_jobs(cls, DRAW_BATCH, cl.rng_jobs_cls[ci], cap)
-        cl._draw_pos[ci] = 0
-    i = cl._draw_pos[ci]
-    cl._draw_pos[ci] = i + 1
+    buf = st.draws[ci]
+    if buf is None or st.draw_pos[ci] >= len(buf.nominal_s):
+        buf = st.draws[ci] = workload.draw_jobs(cls, DRAW_BATCH, st.rng_cls[ci], cap)
+        st.draw_pos[ci] = 0
+    i = st.draw_pos[ci]
+    st.draw_pos[ci] = i + 1
     return int(buf.chips[i]), buf.model[i], float(buf.nominal_s[i])
 
 
 def add_job(
-    cl: Cluster,
+    w: Work,
     code: int,
     cls: JobClassParams,
     chips: int,
@@ -104,17 +132,17 @@ def add_job(
     its ideal placement on the reference hardware (Trainium3 in 144-chip UltraServers), so
     the same scenario asks the same FLOP of any hall and the hardware decides how long the
     job runs."""
-    m = cl.models.get(model_name)
+    m = w.models.get(model_name)
     n_act = m.active_params if m is not None else 1e9
     k = workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[code]]
     base = workload.model_mfu(m, cls)
-    tp = cl.p.training
-    rate = routing.job_rate_flop_s(m, code, cls, chips, cl.acc, cl.p.hall.system, tp)
+    tp = w.p.training
+    rate = routing.job_rate_flop_s(m, code, cls, chips, w.acc, w.p.hall.system, tp)
     if math.isnan(work):
         ref, ref_sys = workload.REFERENCE_ACCELERATOR, workload.REFERENCE_SYSTEM
         work = nominal_s * routing.job_rate_flop_s(m, code, cls, chips, ref, ref_sys, tp)
     nominal_s = work / rate
-    j = cl.jobs.add(
+    j = w.jobs.add(
         model_name,
         cls.precision,
         kind=code,
@@ -132,6 +160,6 @@ def add_job(
         nominal=nominal_s,
         source=source,
     )
-    queueing.enqueue(cl, j)
-    cl.dirty.add(j)
+    queueing.enqueue(w.queues, w.jobs, j)
+    w.log.dirty.add(j)
     return j

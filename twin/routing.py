@@ -22,15 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from twin import fabric, power, tco, workload
 from twin.catalog import Accelerator, System
+from twin.jobs import KIND_CODE
 from twin.models import ModelSpec
-from twin.params import KIND_NAMES, JobClassParams, PowerChainParams, ServiceParams, TrainingParams
-
-if TYPE_CHECKING:
-    from twin.cluster import Cluster
+from twin.params import (
+    JOB_CLASSES,
+    KIND_NAMES,
+    JobClassParams,
+    PowerChainParams,
+    ServiceParams,
+    TrainingParams,
+)
+from twin.workstate import Work
 
 POLICIES = ("fastest", "cheapest", "energy", "pinned")
 FAMILIES = ("any", "gpu", "trainium")
@@ -152,11 +157,12 @@ def service_pool(
 
 
 class Router:
-    """Routes each arriving batch job to one of the floor's work states (``twin.floor``)."""
+    """Routes each arriving batch job to one of the floor's work states (``twin.floor``): it
+    reads each one's parameters, models, batch capacity and free chips."""
 
     def __init__(
         self,
-        clusters: Sequence[Cluster],
+        clusters: Sequence[Work],
         pools: Sequence[PoolFacts],
         policy: str,
         pp: PowerChainParams,
@@ -167,7 +173,8 @@ class Router:
         self.policy = policy
         self.pp = pp
         self.price = price_usd_per_mwh
-        self.classes = {code: cls for code, cls in clusters[0].classes}
+        tp = clusters[0].p.training
+        self.classes = {KIND_CODE[k]: tp.job_class(k) for k in JOB_CLASSES}
 
     @property
     def capacity(self) -> int:
@@ -192,13 +199,13 @@ class Router:
             scores[i] = per_unit(self.policy, pl, chips, rate, tp.activity, self.pp, self.price)
         return sorted(ok, key=lambda i: (scores[i], i))
 
-    def pick(self, code: int, cls: JobClassParams, chips: int, model_name: str) -> Cluster | None:
+    def pick(self, code: int, cls: JobClassParams, chips: int, model_name: str) -> Work | None:
         """The work state the job goes to: the best-ranked with room now, else the best-ranked;
         None when no system may run it."""
         order = self.rank(code, cls, chips, model_name)
         if not order:
             return None
         for i in order:
-            if self.clusters[i].n_free >= chips:
+            if self.clusters[i].pool.n_free >= chips:
                 return self.clusters[i]
         return self.clusters[order[0]]

@@ -1,21 +1,22 @@
 """Online services on their replicas: autoscaling, serving at the replicas' clocks, and the
-facility power attributed to each service. The queueing of requests is ``twin.services``."""
+facility power attributed to each service. Functions of the work state's slices
+(``twin.workstate``): the services, the job table and the chip pool. The queueing of requests
+is ``twin.services``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from twin import queueing, services
+from twin.chips import ChipPool
 from twin.events import Events
-from twin.jobs import QUEUED, RUNNING, STOPPED
-
-if TYPE_CHECKING:
-    from twin.cluster import Cluster
+from twin.jobs import INFERENCE, QUEUED, RUNNING, SOURCES, STOPPED, JobTable
+from twin.params import ServiceParams
+from twin.workstate import ServiceState, Work
 
 
 @dataclass(frozen=True)
@@ -34,23 +35,63 @@ class WorkStep:
     replicas: tuple[tuple[int, int, int], ...] = ()  # per service: warm, starting, not stopped
 
 
-def autoscale(cl: Cluster, ev: Events, t: int, dt: int) -> list[int]:
+def add_services(w: Work, rng_svc: np.random.Generator) -> int:
+    """Each service's model and its pool of replica slots (the autoscaler's maximum); the
+    initial replicas are requested warm. Returns the chips the initial replicas need."""
+    p, st = w.p, w.svc
+    svc_rngs = rng_svc.spawn(max(len(p.services), 1)) if p.services else []
+    reserved = 0
+    for si, sp in enumerate(p.services):
+        st.models.append(services.ServiceModel(sp, w.acc, svc_rngs[si], p.dt_s))
+        ids = []
+        for r in range(replica_slots(sp)):
+            j = w.jobs.add(
+                sp.name,
+                sp.precision,
+                kind=INFERENCE,
+                chips=sp.chips_per_replica,
+                params=sp.params,
+                service=si,
+                priority=sp.priority,
+                state=STOPPED,
+                source=SOURCES.index("service"),
+            )
+            if r < sp.replicas:
+                queueing.request_replica(w.queues, w.jobs, w.log, j, 0, warm=True)
+            ids.append(j)
+            w.log.dirty.add(j)
+        st.replicas.append(ids)
+        st.replica_arr.append(np.asarray(ids, dtype=np.int64))
+        reserved += sp.replicas * sp.chips_per_replica
+    st.n = len(st.models)
+    st.power_w = np.zeros(st.n)
+    return reserved
+
+
+def replica_slots(sp: ServiceParams) -> int:
+    return max(sp.replicas, sp.replicas_max if sp.autoscale else 0)
+
+
+def autoscale(w: Work, ev: Events, t: int, dt: int) -> list[int]:
     """Requests arriving at each service this step, and the autoscaler's replica decisions."""
     arrived = []
-    a = cl.jobs.a
-    for si, svc in enumerate(cl.services):
+    a = w.jobs.a
+    for si, svc in enumerate(w.svc.models):
         k = svc.arrivals(t, dt)
         arrived.append(k)
-        slots = cl.replica_arr[si]
+        slots = w.svc.replica_arr[si]
         active = int(np.count_nonzero(a["state"][slots] != STOPPED))
         want = svc.desired_replicas(t, dt, k, active)
         if want != active:
-            scale(cl, ev, si, want, active, t)
+            scale(w, ev, si, want, active, t)
     return arrived
 
 
 def serve(
-    cl: Cluster,
+    st: ServiceState,
+    jobs: JobTable,
+    pool: ChipPool,
+    running_batch: int,
     arrived: list[int],
     t: int,
     dt: int,
@@ -59,18 +100,19 @@ def serve(
     job_flops: float,
 ) -> WorkStep:
     """Warm replicas serve this step's requests; starting ones load weights. Sets each
-    replica's activity; returns the work's step with the batch figures given."""
-    a = cl.jobs.a
+    replica's activity; returns the work's step with the batch figures given (and the number
+    of batch jobs running)."""
+    a = jobs.a
     steps: list[services.ServiceStep] = []
     reps: list[tuple[int, int, int]] = []
     tokens = req = served = dropped = 0.0
     queued = 0
-    for si, svc in enumerate(cl.services):
-        slots = cl.replica_arr[si]
+    for si, svc in enumerate(st.models):
+        slots = st.replica_arr[si]
         up = a["state"][slots] == RUNNING
         warm = up & (a["warm_at"][slots] <= t)
         n_warm, n_up = int(np.count_nonzero(warm)), int(np.count_nonzero(up))
-        s = svc.serve(arrived[si], effective_replicas(cl, svc, slots[warm], clock), dt)
+        s = svc.serve(arrived[si], effective_replicas(pool, svc, slots[warm], clock), dt)
         reps.append((n_warm, n_up - n_warm, int(np.count_nonzero(a["state"][slots] != STOPPED))))
         a["activity"][slots] = np.where(warm, s.activity, np.where(up, services.STARTING_ACTIVITY, 0.0))
         steps.append(s)
@@ -87,14 +129,14 @@ def serve(
         served,
         dropped,
         queued,
-        len(cl.running),
+        running_batch,
         tuple(steps),
         tuple(reps),
     )
 
 
 def effective_replicas(
-    cl: Cluster, svc: services.ServiceModel, warm: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
+    pool: ChipPool, svc: services.ServiceModel, warm: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
 ) -> float:
     """Warm replicas in full-clock equivalents. A capped or hot replica runs its compute-bound
     prefill at its clock while memory-bound decode keeps its pace (HBM bandwidth does not
@@ -102,70 +144,68 @@ def effective_replicas(
     n = len(warm)
     if n == 0 or clock.min() >= 1.0:
         return float(n)
-    f = np.maximum(job_clock(cl, warm, clock), 1e-3)
+    f = np.maximum(job_clock(pool, warm, clock), 1e-3)
     per = 1.0 / svc.capacity_per_replica
     pre = min(svc.roof.prefill_s, per)
     return float(np.sum(per / (pre / f + (per - pre))))
 
 
 def job_clock(
-    cl: Cluster, run: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
+    pool: ChipPool, run: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]:
     """Slowest chip clock of each job in ``run`` (chips grouped by owner, cached until the
     placements change)."""
-    if cl._seg is None:
-        owner = cl.chip_owner
-        order = np.argsort(owner, kind="stable")
-        order = order[owner[order] >= 0].astype(np.int64)
-        ow = owner[order].astype(np.int64)
-        starts = np.flatnonzero(np.r_[True, ow[1:] != ow[:-1]]).astype(np.int64) if len(ow) else ow[:0]
-        cl._seg = (order, starts, ow[starts])
-    order, starts, seg_jobs = cl._seg
+    order, starts, seg_jobs = pool.owner_groups()
     mins = np.minimum.reduceat(clock[order], starts)
     out: npt.NDArray[np.float64] = mins[np.searchsorted(seg_jobs, run)]
     return out
 
 
-def scale(cl: Cluster, ev: Events, si: int, want: int, active: int, t: int) -> None:
+def scale(w: Work, ev: Events, si: int, want: int, active: int, t: int) -> None:
     """Autoscaler decision: request stopped replica slots, or stop the least useful replicas
     (queued first, then the ones still loading, then the most recently warmed)."""
-    a = cl.jobs.a
-    slots = cl.replica_arr[si].tolist()
+    a = w.jobs.a
+    slots = w.svc.replica_arr[si].tolist()
     if want > active:
         for j in [j for j in slots if a["state"][j] == STOPPED][: want - active]:
-            queueing.request_replica(cl, j, t)
+            queueing.request_replica(w.queues, w.jobs, w.log, j, t)
     else:
         live = [j for j in slots if a["state"][j] != STOPPED]
         live.sort(key=lambda j: (a["state"][j] != QUEUED, -int(a["warm_at"][j])))
         for j in live[: active - want]:
-            queueing.stop_replica(cl, j, t)
-        cl._sched = True
-    ev.append(("autoscale", cl.services[si].p.name, f"{active} -> {want} replicas"))
+            queueing.stop_replica(w, j, t)
+        w.queues.changed = True
+    ev.append(("autoscale", w.svc.models[si].p.name, f"{active} -> {want} replicas"))
 
 
 def service_power_w(
-    cl: Cluster, chip_p_at: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]], gross: float
+    w: Work, chip_p_at: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]], gross: float
 ) -> npt.NDArray[np.float64]:
     """Facility power attributed to each service: its replicas' chip power (``chip_p_at``: the
     power of the chips given), grossed up by ``gross`` (IT per chip watt x PUE)."""
-    if not cl.nsvc:
-        return cl.svc_power_w
-    if cl._svc_chips is None:  # replica chips and their service, until placements change
-        chips = [cl.placement[j] for ids in cl.replicas for j in ids if j in cl.placement]
+    st, pool = w.svc, w.pool
+    if not st.n:
+        return st.power_w
+    if st.chips is None or st.chips_ver != pool.svc_ver:  # until a replica's chips change
+        chips = [pool.placement[j] for ids in st.replicas for j in ids if j in pool.placement]
         idx = np.concatenate(chips) if chips else np.zeros(0, dtype=np.int64)
-        cl._svc_chips = (idx, cl.chip_service[idx].astype(np.int64))
-    idx, svc = cl._svc_chips
-    per = np.bincount(svc, weights=chip_p_at(idx), minlength=cl.nsvc)
-    cl.svc_power_w = np.asarray(per * gross, dtype=np.float64)
-    return cl.svc_power_w
+        st.chips = (idx, pool.service[idx].astype(np.int64))
+        st.chips_ver = pool.svc_ver
+    idx, svc = st.chips
+    per = np.bincount(svc, weights=chip_p_at(idx), minlength=st.n)
+    st.power_w = np.asarray(per * gross, dtype=np.float64)
+    return st.power_w
 
 
-def replica_chips(cl: Cluster) -> int:
+def replica_chips(w: Work) -> int:
     """Chips held by inference replicas (as of the last ``service_power_w``)."""
-    return len(cl._svc_chips[0]) if cl.nsvc and cl._svc_chips is not None else 0
+    st = w.svc
+    if not st.n or st.chips is None or st.chips_ver != w.pool.svc_ver:
+        return 0
+    return len(st.chips[0])
 
 
-def surge(cl: Cluster, target: str, factor: float, start: int, until: int) -> None:
-    for si, st in enumerate(cl.services):
-        if not target or cl.p.services[si].name == target:
+def surge(w: Work, target: str, factor: float, start: int, until: int) -> None:
+    for si, st in enumerate(w.svc.models):
+        if not target or w.p.services[si].name == target:
             st.add_surge(factor, start, until)

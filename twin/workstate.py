@@ -1,0 +1,138 @@
+"""The work state of one hall, in slices: the chip pool (``twin.chips``), the job table
+(``twin.jobs``), the queues, the running batch jobs, the drains, the services and the job log
+(``twin.joblog``).
+
+Each slice is a small dataclass; the work phases (``twin.arrivals``, ``twin.outages``,
+``twin.queueing``, ``twin.serving``) are functions over the slices they need. ``Work`` groups
+the slices of one hall with its fixed facts (parameters, accelerator, topology, models); the
+phases that move jobs between the queues and the chips take it whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from twin import services
+from twin.catalog import Accelerator
+from twin.chips import ChipPool
+from twin.joblog import JobLog
+from twin.jobs import FINETUNE, PRETRAIN, JobTable
+from twin.models import ModelSpec
+from twin.params import FactoryParams
+from twin.topology import Topology
+
+__all__ = ["Drains", "JobLog", "Queues", "Running", "ServiceState", "Work"]
+
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(eq=False)
+class Queues:
+    """Batch jobs waiting in the policy's order (``keys``: their sort keys), and replica
+    requests waiting (always ahead of batch jobs). The scheduler runs when a queue changed
+    (``changed``) or the chip pool did (its ``ver`` moved past ``seen_ver``)."""
+
+    policy: str
+    queue: list[int] = field(default_factory=list)
+    keys: list[tuple[float, ...]] = field(default_factory=list)
+    rqueue: list[int] = field(default_factory=list)
+    changed: bool = True
+    seen_ver: int = -1
+
+
+@dataclass(eq=False)
+class Running:
+    """Batch jobs running, in start order (a dict as an ordered set: removal is O(1), which a
+    list's remove was not with thousands of jobs on a campus), with their array and which of
+    them train (built again only after a change)."""
+
+    jobs: dict[int, None] = field(default_factory=dict)
+    arr: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    train: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    stale: bool = False
+    restart_until_max: int = -1  # latest end of a restart so far
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.jobs)
+
+    def __contains__(self, j: object) -> bool:
+        return j in self.jobs
+
+    def add(self, j: int, restart_until: int) -> None:
+        self.jobs[j] = None
+        self.stale = True
+        self.restart_until_max = max(self.restart_until_max, restart_until)
+
+    def discard(self, j: int) -> None:
+        if self.jobs.pop(j, 0) is None:
+            self.stale = True
+
+    def array(self, jobs: JobTable) -> I64:
+        """The running batch jobs' slots, in start order (``train``: which train)."""
+        if self.stale:
+            self.arr = np.fromiter(self.jobs, dtype=np.int64, count=len(self.jobs))
+            kinds = jobs.a["kind"][self.arr]
+            self.train = (kinds == PRETRAIN) | (kinds == FINETUNE)
+            self.stale = False
+        return self.arr
+
+
+@dataclass(eq=False)
+class Drains:
+    """Per UltraServer: when its running jobs are evicted, the maintenance once empty [s], and
+    until when it is in maintenance (-2: not, -1: open-ended). Whether it is drained is the chip
+    pool's (``ChipPool.drained``)."""
+
+    deadline: I64
+    maint_s: I64
+    maint_until: I64
+
+    @classmethod
+    def empty(cls, ultraservers: int) -> Drains:
+        return cls(
+            np.full(ultraservers, -1, dtype=np.int64),
+            np.zeros(ultraservers, dtype=np.int64),
+            np.full(ultraservers, -2, dtype=np.int64),
+        )
+
+
+@dataclass(eq=False)
+class ServiceState:
+    """Online services: each one's model and its replica slots (job-table slots), the facility
+    power attributed to each, and the replica chips by service (cached for the pool's
+    ``svc_ver``)."""
+
+    models: list[services.ServiceModel] = field(default_factory=list)
+    replicas: list[list[int]] = field(default_factory=list)
+    replica_arr: list[I64] = field(default_factory=list)
+    power_w: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    chips: tuple[I64, I64] | None = None
+    chips_ver: int = -1
+    n: int = 0  # services
+
+
+@dataclass(eq=False)
+class Work:
+    """The slices of one hall's work state and its fixed facts."""
+
+    p: FactoryParams
+    acc: Accelerator
+    topo: Topology
+    models: dict[str, ModelSpec]
+    pool: ChipPool
+    jobs: JobTable
+    queues: Queues
+    running: Running
+    drains: Drains
+    svc: ServiceState
+    log: JobLog
+    # The largest gang the hall can ever run once every initial replica is placed (a bigger one
+    # would block a FIFO queue for good).
+    training_capacity_chips: int = 0

@@ -1545,40 +1545,55 @@ def _object(section: str, owner: str | None = None, extra: dict[str, Any] | None
     return out
 
 
-def json_schema() -> dict[str, Any]:
-    """A JSON Schema (draft 2020-12) of scenario files, for editors (TOML language servers such as
-    Taplo and Even Better TOML read it). Cross-key rules (lengths that must match, event targets
-    inside the hall, resource limits) are checked by ``twin validate``, not by the schema."""
+def _training_schema() -> dict[str, Any]:
+    """[training]: its own keys, a table per job class, and the one-class shorthand."""
     classes = {c: _object("training.<class>", c) for c in CLASS_NAMES}
     training = _object("training", extra={**classes})
     # Shorthand: class keys directly under [training] describe one class of pre-training jobs.
     for k, v in _object("training.<class>", "pretrain")["properties"].items():
         if k not in ("share", "precision"):
             training["properties"].setdefault(k, v)
+    return training
+
+
+def _hall_schema(with_cooling: bool = False) -> dict[str, Any]:
+    """[hall] with its [[hall.rows]]; a campus's [[halls]] entry also has its own cooling table."""
+    extra: dict[str, Any] = {
+        "rows": {"type": "array", "maxItems": floorplan.MAX_SYSTEMS, "items": _object("hall.rows")}
+    }
+    if with_cooling:
+        extra["cooling"] = _object("cooling")
+    return _object("hall", extra=extra)
+
+
+def _variants_schema() -> dict[str, Any]:
+    """[[variants]]: a name plus any tables (not described further: they override the base)."""
+    return {
+        "type": "array",
+        "maxItems": MAX_TABLE_ITEMS,
+        "description": "Variants of a comparison scenario: a name plus tables that override the base",
+        "items": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string", "pattern": NAME_PATTERN}},
+        },
+    }
+
+
+def json_schema() -> dict[str, Any]:
+    """A JSON Schema (draft 2020-12) of scenario files, for editors (TOML language servers such as
+    Taplo and Even Better TOML read it). Cross-key rules (lengths that must match, event targets
+    inside the hall, resource limits) are checked by ``twin validate``, not by the schema."""
+    training = _training_schema()
     failures = _object("failures", extra={c: _object("failures.<cause>", c) for c in CAUSE_NAMES})
     top = _object("")
     top["properties"].update(
-        hall=_object(
-            "hall",
-            extra={
-                "rows": {"type": "array", "maxItems": floorplan.MAX_SYSTEMS, "items": _object("hall.rows")}
-            },
-        ),
+        hall=_hall_schema(),
         halls={
             "type": "array",
             "minItems": 1,
             "maxItems": campus.MAX_HALLS,
-            "items": _object(
-                "hall",
-                extra={
-                    "rows": {
-                        "type": "array",
-                        "maxItems": floorplan.MAX_SYSTEMS,
-                        "items": _object("hall.rows"),
-                    },
-                    "cooling": _object("cooling"),
-                },
-            ),
+            "items": _hall_schema(with_cooling=True),
         },
         hardware=_object("hardware"),
         site=_object("site"),
@@ -1597,16 +1612,7 @@ def json_schema() -> dict[str, Any]:
         failures=failures,
         telemetry=_object("telemetry"),
         events={"type": "array", "maxItems": MAX_TABLE_ITEMS, "items": _object("events")},
-        variants={
-            "type": "array",
-            "maxItems": MAX_TABLE_ITEMS,
-            "description": "Variants of a comparison scenario: a name plus tables that override the base",
-            "items": {
-                "type": "object",
-                "required": ["name"],
-                "properties": {"name": {"type": "string", "pattern": NAME_PATTERN}},
-            },
-        },
+        variants=_variants_schema(),
     )
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -33,6 +33,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -152,20 +153,18 @@ def read_csv_columns(
         raise SiteFileError(f"{path}: not a readable CSV: {e}") from None
 
 
-def _read_csv_columns(
-    path: Path, groups: tuple[tuple[str, ...], ...], checks: dict[str, Check]
-) -> tuple[dict[str, FloatArray], list[int]]:
-    text = _read_text(path)
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header: list[str] | None = None
-    header_line = 0
+def _csv_header(path: Path, reader: Any) -> tuple[list[str], int]:
+    """The first non-blank record, lower-cased, and its line number."""
     for rec in reader:
         if any(f.strip() for f in rec):
-            header = [f.strip().lower() for f in rec]
-            header_line = reader.line_num
-            break
-    if header is None:
-        raise SiteFileError(f"{path}: empty file; expected a header line, then one row per hour")
+            return [f.strip().lower() for f in rec], reader.line_num
+    raise SiteFileError(f"{path}: empty file; expected a header line, then one row per hour")
+
+
+def _choose_columns(
+    path: Path, header: list[str], header_line: int, groups: tuple[tuple[str, ...], ...]
+) -> tuple[str, list[str]]:
+    """The time column ("hour" or "timestamp") and the one column present of each group."""
     have = ", ".join(header)
     dupes = sorted({h for h in header if header.count(h) > 1})
     if dupes:
@@ -174,7 +173,6 @@ def _read_csv_columns(
     if len(times) != 1:
         why = "needs" if not times else "must have only one of"
         raise SiteFileError(f"{path}:{header_line}: {why} an 'hour' or 'timestamp' column (has: {have})")
-    time_col = header.index(times[0])
     chosen: list[str] = []
     for group in groups:
         present = [c for c in group if c in header]
@@ -184,6 +182,82 @@ def _read_csv_columns(
         if len(present) > 1:
             raise SiteFileError(f"{path}:{header_line}: give {' or '.join(map(repr, present))}, not both")
         chosen.append(present[0])
+    return times[0], chosen
+
+
+def _check_hour(where: str, raw: str, k: int) -> None:
+    """Row k's hour column must be k."""
+    try:
+        hour = int(raw)
+    except ValueError:
+        raise SiteFileError(f"{where}: hour: not a whole number (got {raw!r})") from None
+    if hour != k:
+        raise SiteFileError(
+            f"{where}: hour {hour}, expected {k}: rows must be consecutive hours from 0 (1 January 00:00)"
+        )
+
+
+def _check_timestamp(where: str, raw: str, k: int, first_ts: _dt.datetime | None) -> _dt.datetime:
+    """Row k's timestamp must be 1 January 00:00 (the first row) or k hours after the first row's;
+    returns the first row's timestamp."""
+    try:
+        ts = _dt.datetime.fromisoformat(raw)
+    except ValueError:
+        raise SiteFileError(f"{where}: timestamp: not an ISO 8601 date-time (got {raw!r})") from None
+    if first_ts is None:
+        if (ts.month, ts.day, ts.hour, ts.minute, ts.second) != (1, 1, 0, 0, 0):
+            raise SiteFileError(f"{where}: timestamp: the first row must be 1 January 00:00 (got {raw!r})")
+        return ts
+    try:
+        ok = ts - first_ts == _dt.timedelta(hours=k)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise SiteFileError(
+            f"{where}: timestamp {raw!r}: expected {(first_ts + _dt.timedelta(hours=k)).isoformat()} "
+            "(rows must be consecutive hours)"
+        )
+    return first_ts
+
+
+def _append_values(
+    where: str,
+    rec: list[str],
+    chosen: list[str],
+    cols: list[int],
+    checks: dict[str, Check],
+    values: list[list[float]],
+) -> None:
+    """Parse and check one row's value of each chosen column, appending it to that column's list."""
+    for j, (name, c) in enumerate(zip(chosen, cols, strict=True)):
+        v = _number(rec[c], where, name)
+        problem = checks.get(name, _any)(v)
+        if problem:
+            raise SiteFileError(f"{where}: {name}: {problem}")
+        values[j].append(v)
+
+
+def _check_year(path: Path, lines: list[int], header_line: int, first_ts: _dt.datetime | None) -> None:
+    """One year of rows: 8,760 or 8,784, and with timestamps exactly the hours of that year."""
+    last = lines[-1] if lines else header_line
+    _row_count(path, len(lines), last)
+    if first_ts is not None:
+        leap = first_ts.year % 4 == 0 and (first_ts.year % 100 != 0 or first_ts.year % 400 == 0)
+        want = YEAR_HOURS[1] if leap else YEAR_HOURS[0]
+        if len(lines) != want:
+            raise SiteFileError(
+                f"{path}:{last}: {len(lines):,} hourly rows, but {first_ts.year} has {want:,} hours"
+            )
+
+
+def _read_csv_columns(
+    path: Path, groups: tuple[tuple[str, ...], ...], checks: dict[str, Check]
+) -> tuple[dict[str, FloatArray], list[int]]:
+    text = _read_text(path)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header, header_line = _csv_header(path, reader)
+    time_kind, chosen = _choose_columns(path, header, header_line, groups)
+    time_col = header.index(time_kind)
     cols = [header.index(c) for c in chosen]
     values: list[list[float]] = [[] for _ in chosen]
     lines: list[int] = []
@@ -199,52 +273,13 @@ def _read_csv_columns(
         if len(rec) != len(header):
             raise SiteFileError(f"{where}: {len(rec)} fields, the header has {len(header)}")
         raw = rec[time_col].strip()
-        if times[0] == "hour":
-            try:
-                hour = int(raw)
-            except ValueError:
-                raise SiteFileError(f"{where}: hour: not a whole number (got {raw!r})") from None
-            if hour != k:
-                raise SiteFileError(
-                    f"{where}: hour {hour}, expected {k}: rows must be consecutive hours from 0 (1 January 00:00)"
-                )
+        if time_kind == "hour":
+            _check_hour(where, raw, k)
         else:
-            try:
-                ts = _dt.datetime.fromisoformat(raw)
-            except ValueError:
-                raise SiteFileError(f"{where}: timestamp: not an ISO 8601 date-time (got {raw!r})") from None
-            if first_ts is None:
-                if (ts.month, ts.day, ts.hour, ts.minute, ts.second) != (1, 1, 0, 0, 0):
-                    raise SiteFileError(
-                        f"{where}: timestamp: the first row must be 1 January 00:00 (got {raw!r})"
-                    )
-                first_ts = ts
-            else:
-                try:
-                    ok = ts - first_ts == _dt.timedelta(hours=k)
-                except TypeError:
-                    ok = False
-                if not ok:
-                    raise SiteFileError(
-                        f"{where}: timestamp {raw!r}: expected {(first_ts + _dt.timedelta(hours=k)).isoformat()} "
-                        "(rows must be consecutive hours)"
-                    )
-        for j, (name, c) in enumerate(zip(chosen, cols, strict=True)):
-            v = _number(rec[c], where, name)
-            problem = checks.get(name, _any)(v)
-            if problem:
-                raise SiteFileError(f"{where}: {name}: {problem}")
-            values[j].append(v)
+            first_ts = _check_timestamp(where, raw, k, first_ts)
+        _append_values(where, rec, chosen, cols, checks, values)
         lines.append(line)
-    last = lines[-1] if lines else header_line
-    _row_count(path, len(lines), last)
-    if first_ts is not None:
-        leap = first_ts.year % 4 == 0 and (first_ts.year % 100 != 0 or first_ts.year % 400 == 0)
-        want = YEAR_HOURS[1] if leap else YEAR_HOURS[0]
-        if len(lines) != want:
-            raise SiteFileError(
-                f"{path}:{last}: {len(lines):,} hourly rows, but {first_ts.year} has {want:,} hours"
-            )
+    _check_year(path, lines, header_line, first_ts)
     return {name: np.asarray(v, dtype=np.float64) for name, v in zip(chosen, values, strict=True)}, lines
 
 
@@ -269,8 +304,8 @@ def read_weather_csv(path: Path) -> Weather:
     return Weather(dry, cols["rel_humidity"], None)
 
 
-def read_epw(path: Path) -> Weather:
-    text = _read_text(path)
+def _epw_rows(path: Path, text: str) -> list[str]:
+    """The hourly data rows of an EPW file, after checking its header lines."""
     lines = text.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()
@@ -291,42 +326,50 @@ def read_epw(path: Path) -> Weather:
             raise SiteFileError(
                 f"{path}:{EPW_HEADER_LINES}: {per_hour:g} records per hour; only hourly EPW files are supported"
             )
-    rows = lines[EPW_HEADER_LINES:]
+    return lines[EPW_HEADER_LINES:]
+
+
+def _epw_row(where: str, row: str, k: int) -> tuple[float, float]:
+    """Data row k: dry-bulb [°C] and relative humidity [%] (from the dew point if missing)."""
+    f = row.split(",")
+    if len(f) < EPW_RH:
+        raise SiteFileError(
+            f"{where}: {len(f)} fields; an EPW data row has 35 (dry-bulb is field {EPW_DRYBULB}, "
+            f"dew point {EPW_DEWPOINT}, relative humidity {EPW_RH})"
+        )
+    hour = _number(f[EPW_HOUR - 1], where, "hour (field 4)")
+    if hour != k % 24 + 1:
+        raise SiteFileError(
+            f"{where}: hour (field 4) is {hour:g}, expected {k % 24 + 1}: rows must be consecutive hours"
+        )
+    t = _number(f[EPW_DRYBULB - 1], where, "dry-bulb (field 7)")
+    if t >= EPW_MISSING_TEMP:
+        raise SiteFileError(f"{where}: dry-bulb (field 7) is missing ({f[EPW_DRYBULB - 1].strip()})")
+    problem = _DRYBULB(t)
+    if problem:
+        raise SiteFileError(f"{where}: dry-bulb (field 7): {problem}")
+    r = _number(f[EPW_RH - 1], where, "relative humidity (field 9)")
+    if r >= EPW_MISSING_RH:
+        td = _number(f[EPW_DEWPOINT - 1], where, "dew point (field 8)")
+        if td >= EPW_MISSING_TEMP:
+            raise SiteFileError(
+                f"{where}: relative humidity (field 9) and dew point (field 8) are both missing"
+            )
+        r = 100.0 * sitephys.rel_humidity_from_dewpoint(t, td)
+    elif not 0.0 <= r <= 110.0:
+        raise SiteFileError(f"{where}: relative humidity (field 9): out of range 0..110 % (got {r:g})")
+    return t, r
+
+
+def read_epw(path: Path) -> Weather:
+    rows = _epw_rows(path, _read_text(path))
     n = len(rows)
     if n > YEAR_HOURS[-1]:
         _row_count(path, n, EPW_HEADER_LINES + n)
     dry = np.empty(n)
     rh = np.empty(n)
     for k, row in enumerate(rows):
-        line = EPW_HEADER_LINES + 1 + k
-        where = f"{path}:{line}"
-        f = row.split(",")
-        if len(f) < EPW_RH:
-            raise SiteFileError(
-                f"{where}: {len(f)} fields; an EPW data row has 35 (dry-bulb is field {EPW_DRYBULB}, "
-                f"dew point {EPW_DEWPOINT}, relative humidity {EPW_RH})"
-            )
-        hour = _number(f[EPW_HOUR - 1], where, "hour (field 4)")
-        if hour != k % 24 + 1:
-            raise SiteFileError(
-                f"{where}: hour (field 4) is {hour:g}, expected {k % 24 + 1}: rows must be consecutive hours"
-            )
-        t = _number(f[EPW_DRYBULB - 1], where, "dry-bulb (field 7)")
-        if t >= EPW_MISSING_TEMP:
-            raise SiteFileError(f"{where}: dry-bulb (field 7) is missing ({f[EPW_DRYBULB - 1].strip()})")
-        problem = _DRYBULB(t)
-        if problem:
-            raise SiteFileError(f"{where}: dry-bulb (field 7): {problem}")
-        r = _number(f[EPW_RH - 1], where, "relative humidity (field 9)")
-        if r >= EPW_MISSING_RH:
-            td = _number(f[EPW_DEWPOINT - 1], where, "dew point (field 8)")
-            if td >= EPW_MISSING_TEMP:
-                raise SiteFileError(
-                    f"{where}: relative humidity (field 9) and dew point (field 8) are both missing"
-                )
-            r = 100.0 * sitephys.rel_humidity_from_dewpoint(t, td)
-        elif not 0.0 <= r <= 110.0:
-            raise SiteFileError(f"{where}: relative humidity (field 9): out of range 0..110 % (got {r:g})")
+        t, r = _epw_row(f"{path}:{EPW_HEADER_LINES + 1 + k}", row, k)
         dry[k] = t
         rh[k] = min(r, 100.0) / 100.0
     _row_count(path, n, EPW_HEADER_LINES + n)

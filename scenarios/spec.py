@@ -517,21 +517,9 @@ def _index(where: str, target: Any, what: str, count: int, prefix: str = "") -> 
 _HALL_TARGET_RE = re.compile(r"^hall:([0-9]{1,9})$")
 
 
-def _check_event(
-    where: str,
-    e: Any,
-    chips: int,
-    servers: int,
-    systems: int,
-    rows: int,
-    services: set[str],
-    cooling: Any,
-    halls: int = 0,
-) -> None:
-    """An event's target and value make sense for its kind in this hall (or campus of
-    ``halls`` halls: a plant or cap event may name one as ``hall:K``)."""
-    kind, target, value = e.kind, e.target, e.value
-    level = _EVENT_LEVEL.get(kind)
+def _event_hall_target(where: str, kind: str, target: Any, halls: int) -> Any:
+    """The event's target with a ``hall:K`` of a plant or cap event checked against the campus and
+    taken off (""); on a campus a power cap must name a hall or a row."""
     m = _HALL_TARGET_RE.match(str(target))
     if m is not None and kind in (
         "power_cap",
@@ -546,12 +534,47 @@ def _check_event(
             raise ValueError(
                 f"{where}.target: hall {int(m.group(1))} is beyond the campus (halls 0..{halls - 1})"
             )
-        target = ""
-    elif halls and kind == "power_cap" and target in ("", "facility"):
+        return ""
+    if halls and kind == "power_cap" and target in ("", "facility"):
         raise ValueError(
             f"{where}.target: on a campus a power cap names a hall (hall:K) or a row (row:N); "
             "the campus's own cap is power.campus_cap_w"
         )
+    return target
+
+
+def _check_cooling_event(where: str, kind: str, target: Any, value: Any, cooling: Any) -> None:
+    """A chiller_trip, cooling_tower_loss or cooling_restore: acts on the plant, units it has."""
+    if kind in ("chiller_trip", "cooling_tower_loss"):
+        units = cooling.chiller_units if kind == "chiller_trip" else cooling.economizer_units
+        if value != int(value) or value > units:
+            raise ValueError(
+                f"{where}.value: units lost, a whole number 0..{units} (got {value:g}; 0 means 1)"
+            )
+        if target not in ("", "plant"):
+            raise ValueError(f"{where}.target: {kind} acts on the plant; leave target out (got {target!r})")
+    elif target not in ("", "plant"):
+        raise ValueError(
+            f"{where}.target: cooling_restore acts on the plant; leave target out (got {target!r})"
+        )
+
+
+def _check_event(
+    where: str,
+    e: Any,
+    chips: int,
+    servers: int,
+    systems: int,
+    rows: int,
+    services: set[str],
+    cooling: Any,
+    halls: int = 0,
+) -> None:
+    """An event's target and value make sense for its kind in this hall (or campus of
+    ``halls`` halls: a plant or cap event may name one as ``hall:K``)."""
+    kind, value = e.kind, e.value
+    level = _EVENT_LEVEL.get(kind)
+    target = _event_hall_target(where, kind, e.target, halls)
     if level is not None:
         count = {"chip": chips, "server": servers, "ultraserver": systems}[level]
         _index(where, target, level, count)
@@ -565,19 +588,8 @@ def _check_event(
             _index(where, target, "row", rows, prefix="row:")
         if value > 1:
             raise ValueError(f"{where}.value: the CDU flow left is a fraction 0..1 (got {value:g})")
-    elif kind in ("chiller_trip", "cooling_tower_loss"):
-        units = cooling.chiller_units if kind == "chiller_trip" else cooling.economizer_units
-        if value != int(value) or value > units:
-            raise ValueError(
-                f"{where}.value: units lost, a whole number 0..{units} (got {value:g}; 0 means 1)"
-            )
-        if target not in ("", "plant"):
-            raise ValueError(f"{where}.target: {kind} acts on the plant; leave target out (got {target!r})")
-    elif kind == "cooling_restore":
-        if target not in ("", "plant"):
-            raise ValueError(
-                f"{where}.target: cooling_restore acts on the plant; leave target out (got {target!r})"
-            )
+    elif kind in ("chiller_trip", "cooling_tower_loss", "cooling_restore"):
+        _check_cooling_event(where, kind, target, value, cooling)
     elif kind == "inference_surge":
         if target != "" and target not in services:
             known = ", ".join(sorted(services)) or "none"

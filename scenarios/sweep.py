@@ -216,7 +216,8 @@ def load_sweep(path: str | Path) -> Sweep:
     return parse_sweep(data, str(p), p.parent)
 
 
-def parse_sweep(data: dict[str, Any], origin: str, base_dir: Path) -> Sweep:
+def _sweep_table(data: dict[str, Any], origin: str) -> dict[str, Any]:
+    """The [sweep] table of a sweep file, with no unknown keys around or in it."""
     extra = sorted(set(data) - {"sweep"})
     if extra:
         raise ScenarioError(f"{origin}: {extra[0]}: unknown key (a sweep file has one [sweep] table)")
@@ -228,6 +229,11 @@ def parse_sweep(data: dict[str, Any], origin: str, base_dir: Path) -> Sweep:
         raise ScenarioError(
             f"{origin}: sweep.{extra[0]}: unknown key (known: {', '.join(sorted(_SWEEP_KEYS))})"
         )
+    return s
+
+
+def _load_base(s: dict[str, Any], origin: str, base_dir: Path) -> tuple[spec.Scenario, str, str]:
+    """sweep.scenario loaded (a path relative to the sweep file's directory): scenario, text, origin."""
     ref = s.get("scenario", "default")
     if not isinstance(ref, str) or not ref:
         raise ScenarioError(f"{origin}: sweep.scenario: expected a built-in name or a scenario file path")
@@ -243,27 +249,38 @@ def parse_sweep(data: dict[str, Any], origin: str, base_dir: Path) -> Sweep:
             f"{origin}: sweep.scenario: {base_origin} is a comparison scenario ([[variants]]); "
             "sweep a scenario without variants and put the variants' keys in [sweep.grid]"
         )
+    return base, text, base_origin
+
+
+def _parse_hours(s: dict[str, Any], origin: str) -> float | None:
+    """sweep.hours: None (the scenario's duration_h) or a positive number of hours."""
     hours = s.get("hours")
     if hours is not None and (not _number(hours) or hours <= 0 or hours > 24 * 366 * 10):
         raise ScenarioError(f"{origin}: sweep.hours: expected a positive number of hours (got {hours!r})")
+    return hours
+
+
+def _parse_seeds(s: dict[str, Any], origin: str, base: spec.Scenario) -> list[int | None]:
+    """sweep.seeds: distinct non-negative integers (default: the scenario's own seed)."""
     seeds_raw = s.get("seeds")
-    seeds: list[int | None]
     if seeds_raw is None:
-        seeds = [base.seed]  # the scenario's own
-    else:
-        if (
-            not isinstance(seeds_raw, list)
-            or not seeds_raw
-            or len(seeds_raw) > MAX_SEEDS
-            or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**63 for x in seeds_raw)
-        ):
-            raise ScenarioError(
-                f"{origin}: sweep.seeds: expected a non-empty list of at most {MAX_SEEDS} non-negative integers"
-            )
-        if len(set(seeds_raw)) != len(seeds_raw):
-            raise ScenarioError(f"{origin}: sweep.seeds: a seed is listed twice")
-        seeds = list(seeds_raw)
-    sw = Sweep(origin, s.get("scenario", "default"), base, text, base_origin, hours, seeds)
+        return [base.seed]  # the scenario's own
+    if (
+        not isinstance(seeds_raw, list)
+        or not seeds_raw
+        or len(seeds_raw) > MAX_SEEDS
+        or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**63 for x in seeds_raw)
+    ):
+        raise ScenarioError(
+            f"{origin}: sweep.seeds: expected a non-empty list of at most {MAX_SEEDS} non-negative integers"
+        )
+    if len(set(seeds_raw)) != len(seeds_raw):
+        raise ScenarioError(f"{origin}: sweep.seeds: a seed is listed twice")
+    return list(seeds_raw)
+
+
+def _parse_set_and_grid(sw: Sweep, s: dict[str, Any], origin: str) -> None:
+    """sweep.set into sw.fixed, sweep.grid into sw.grid (each key a non-empty list of values)."""
     fixed = s.get("set", {})
     if not isinstance(fixed, dict):
         raise ScenarioError(f"{origin}: sweep.set: expected a table of KEY = VALUE")
@@ -277,22 +294,28 @@ def parse_sweep(data: dict[str, Any], origin: str, base_dir: Path) -> Sweep:
                 f"{origin}: sweep.grid.{key}: expected a non-empty list of values (at most {MAX_VALUES:,})"
             )
         sw.grid.append((key, vals))
-    rnd = s.get("random")
-    if rnd is not None:
-        if not isinstance(rnd, dict):
-            raise ScenarioError(f"{origin}: sweep.random: expected a table with n and the parameters")
-        n = rnd.get("n")
-        if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= MAX_POINTS:
-            raise ScenarioError(f"{origin}: sweep.random.n: expected a number of points in 1..{MAX_POINTS:,}")
-        seed = rnd.get("seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise ScenarioError(f"{origin}: sweep.random.seed: expected a non-negative integer")
-        sw.n, sw.sample_seed = n, seed
-        body = {k: v for k, v in rnd.items() if k not in ("n", "seed")}
-        for key, v in _flatten(body, "", _is_dimension):
-            sw.random.append(_dimension(f"{origin}: sweep.random.{key}", key, v))
-        if not sw.random:
-            raise ScenarioError(f"{origin}: sweep.random: no parameters to sample")
+
+
+def _parse_random(sw: Sweep, rnd: Any, origin: str) -> None:
+    """sweep.random into sw.n, sw.sample_seed and sw.random (at least one dimension)."""
+    if not isinstance(rnd, dict):
+        raise ScenarioError(f"{origin}: sweep.random: expected a table with n and the parameters")
+    n = rnd.get("n")
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= MAX_POINTS:
+        raise ScenarioError(f"{origin}: sweep.random.n: expected a number of points in 1..{MAX_POINTS:,}")
+    seed = rnd.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ScenarioError(f"{origin}: sweep.random.seed: expected a non-negative integer")
+    sw.n, sw.sample_seed = n, seed
+    body = {k: v for k, v in rnd.items() if k not in ("n", "seed")}
+    for key, v in _flatten(body, "", _is_dimension):
+        sw.random.append(_dimension(f"{origin}: sweep.random.{key}", key, v))
+    if not sw.random:
+        raise ScenarioError(f"{origin}: sweep.random: no parameters to sample")
+
+
+def _check_keys(sw: Sweep, origin: str) -> None:
+    """Every set, grid and random key once, not seed or name, not a result column, a valid path."""
     keys = [k for k, _ in sw.fixed] + sw.param_keys
     seen: set[str] = set()
     for k in keys:
@@ -307,6 +330,20 @@ def parse_sweep(data: dict[str, Any], origin: str, base_dir: Path) -> Sweep:
             overrides.parse_path(k)
         except ValueError as e:
             raise ScenarioError(f"{origin}: {k}: {e}") from None
+
+
+def parse_sweep(data: dict[str, Any], origin: str, base_dir: Path) -> Sweep:
+    """A sweep file's parsed TOML checked into a Sweep (its points are not built here)."""
+    s = _sweep_table(data, origin)
+    base, text, base_origin = _load_base(s, origin, base_dir)
+    hours = _parse_hours(s, origin)
+    seeds = _parse_seeds(s, origin, base)
+    sw = Sweep(origin, s.get("scenario", "default"), base, text, base_origin, hours, seeds)
+    _parse_set_and_grid(sw, s, origin)
+    rnd = s.get("random")
+    if rnd is not None:
+        _parse_random(sw, rnd, origin)
+    _check_keys(sw, origin)
     total = math.prod(len(v) for _, v in sw.grid) * max(sw.n, 1) * len(sw.seeds)
     if total > MAX_POINTS:
         raise ScenarioError(f"{origin}: {total:,} runs (points x seeds); at most {MAX_POINTS:,} per sweep")

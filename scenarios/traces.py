@@ -29,7 +29,7 @@ import math
 from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -255,10 +255,20 @@ _seconds = _at_most(MAX_SPAN_S, "s (ten years)")
 _flop = _at_most(MAX_WORK_FLOP, "FLOP")
 
 
-def read_job_trace(path: str | Path, known_models: set[str] | None = None) -> JobTrace:
-    """A batch-job trace (see the module docstring for the columns)."""
-    path = Path(path)
-    rows = _Rows(path)
+class _JobColumns(NamedTuple):
+    """Where a job trace's columns are in its header (-1: an optional column that is absent)."""
+
+    submit: int
+    chips: int
+    kind: int
+    duration: int
+    work: int
+    model: int
+    priority: int
+
+
+def _job_columns(path: Path, rows: _Rows) -> _JobColumns:
+    """Find the job columns in the header; on a problem the file is closed before the error."""
     header = rows.header
     try:
         c_sub = _column(path, header, "submit")
@@ -273,6 +283,74 @@ def read_job_trace(path: str | Path, known_models: set[str] | None = None) -> Jo
     except TraceError:
         rows.close()
         raise
+    return _JobColumns(c_sub, c_chips, c_kind, c_dur, c_work, c_model, c_prio)
+
+
+def _field(f: list[str], c: int) -> str:
+    return f[c] if 0 <= c < len(f) else ""
+
+
+def _job_row(
+    path: Path, line: int, f: list[str], header: list[str], c: _JobColumns, known_models: set[str] | None
+) -> tuple[float, int, int, float, float, str, int]:
+    """One job row: submit time, chips, kind index, duration and work (one of them NaN), model,
+    priority (-1: none)."""
+    sub = _parse(
+        path, line, header[c.submit], _field(f, c.submit), _time_s, "not a time (seconds or a timestamp)"
+    )
+    chips = _parse(path, line, header[c.chips], _field(f, c.chips), _chips, "not a positive integer")
+    k = _field(f, c.kind).lower()
+    if k not in KIND_ALIASES:
+        raise TraceError(
+            f"{path}:{line}: {header[c.kind]}: unknown kind {_clip(_field(f, c.kind))!r}; "
+            "use pretrain, finetune, eval or batch_inference"
+        )
+    kind = KIND_NAMES.index(KIND_ALIASES[k])
+    d, w = _field(f, c.duration), _field(f, c.work)
+    if bool(d) == bool(w):
+        raise TraceError(f"{path}:{line}: give exactly one of duration_s and work_flop")
+    if d:
+        dur = _parse(path, line, header[c.duration], d, _seconds, "not a non-negative number of seconds")
+        work = math.nan
+    else:
+        dur = math.nan
+        work = _parse(path, line, header[c.work], w, _flop, "not a non-negative number of FLOP")
+    m = _field(f, c.model)
+    if m and known_models is not None and m not in known_models:
+        raise TraceError(
+            f"{path}:{line}: model: unknown model {_clip(m)!r}; known: {', '.join(sorted(known_models))}"
+        )
+    p = _field(f, c.priority) if c.priority >= 0 else ""
+    prio = _parse(path, line, header[c.priority], p, _priority, "not a non-negative integer") if p else -1
+    return sub, chips, kind, dur, work, m, prio
+
+
+def _submit_order(
+    path: Path, column: str, sub: array[float], lines: array[int], first_numeric: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The jobs' order by submit time and their submit seconds after the start, in that order
+    (relative to the first submit when the times are timestamps); checks each is finite and in range."""
+    suba = np.frombuffer(sub, dtype=np.float64)
+    if not np.isfinite(suba).all():
+        line = lines[int(np.flatnonzero(~np.isfinite(suba))[0])]
+        raise TraceError(f"{path}:{line}: {column}: not a finite time")
+    order = np.argsort(suba, kind="stable")
+    rel = suba[order] - (0.0 if first_numeric else suba[order[0]])
+    bad = np.flatnonzero((rel < -1e-9) | (rel > MAX_SPAN_S))
+    if len(bad):
+        i = int(bad[0])
+        line = lines[int(order[i])]
+        what = "negative submit time" if rel[i] < 0 else f"submit time beyond {MAX_RUN_H:,.0f} h (ten years)"
+        raise TraceError(f"{path}:{line}: {column}: {what}")
+    return order, np.ceil(rel).astype(np.int64)
+
+
+def read_job_trace(path: str | Path, known_models: set[str] | None = None) -> JobTrace:
+    """A batch-job trace (see the module docstring for the columns)."""
+    path = Path(path)
+    rows = _Rows(path)
+    header = rows.header
+    cols = _job_columns(path, rows)
     sub = array("d")
     chips = array("q")
     dur = array("d")
@@ -282,57 +360,19 @@ def read_job_trace(path: str | Path, known_models: set[str] | None = None) -> Jo
     lines = array("q")
     models: list[str] = []
     first_numeric = True
-
-    def field(f: list[str], c: int) -> str:
-        return f[c] if 0 <= c < len(f) else ""
-
     for line, f in rows:
         if not lines:
-            first_numeric = _is_number(field(f, c_sub))
-        sub.append(
-            _parse(path, line, header[c_sub], field(f, c_sub), _time_s, "not a time (seconds or a timestamp)")
-        )
-        chips.append(_parse(path, line, header[c_chips], field(f, c_chips), _chips, "not a positive integer"))
-        k = field(f, c_kind).lower()
-        if k not in KIND_ALIASES:
-            raise TraceError(
-                f"{path}:{line}: {header[c_kind]}: unknown kind {_clip(field(f, c_kind))!r}; "
-                "use pretrain, finetune, eval or batch_inference"
-            )
-        kind.append(KIND_NAMES.index(KIND_ALIASES[k]))
-        d, w = field(f, c_dur), field(f, c_work)
-        if bool(d) == bool(w):
-            raise TraceError(f"{path}:{line}: give exactly one of duration_s and work_flop")
-        if d:
-            dur.append(_parse(path, line, header[c_dur], d, _seconds, "not a non-negative number of seconds"))
-            work.append(math.nan)
-        else:
-            dur.append(math.nan)
-            work.append(_parse(path, line, header[c_work], w, _flop, "not a non-negative number of FLOP"))
-        m = field(f, c_model)
-        if m and known_models is not None and m not in known_models:
-            raise TraceError(
-                f"{path}:{line}: model: unknown model {_clip(m)!r}; known: {', '.join(sorted(known_models))}"
-            )
+            first_numeric = _is_number(_field(f, cols.submit))
+        s, c, k, d, w, m, p = _job_row(path, line, f, header, cols, known_models)
+        sub.append(s)
+        chips.append(c)
+        kind.append(k)
+        dur.append(d)
+        work.append(w)
         models.append(m)
-        p = field(f, c_prio) if c_prio >= 0 else ""
-        prio.append(
-            _parse(path, line, header[c_prio], p, _priority, "not a non-negative integer") if p else -1
-        )
+        prio.append(p)
         lines.append(line)
-    suba = np.frombuffer(sub, dtype=np.float64)
-    if not np.isfinite(suba).all():
-        line = lines[int(np.flatnonzero(~np.isfinite(suba))[0])]
-        raise TraceError(f"{path}:{line}: {header[c_sub]}: not a finite time")
-    order = np.argsort(suba, kind="stable")
-    rel = suba[order] - (0.0 if first_numeric else suba[order[0]])
-    bad = np.flatnonzero((rel < -1e-9) | (rel > MAX_SPAN_S))
-    if len(bad):
-        i = int(bad[0])
-        line = lines[int(order[i])]
-        what = "negative submit time" if rel[i] < 0 else f"submit time beyond {MAX_RUN_H:,.0f} h (ten years)"
-        raise TraceError(f"{path}:{line}: {header[c_sub]}: {what}")
-    submit = np.ceil(rel).astype(np.int64)
+    order, submit = _submit_order(path, header[cols.submit], sub, lines, first_numeric)
     return JobTrace(
         submit_s=submit,
         chips=np.frombuffer(chips, dtype=np.int64)[order],

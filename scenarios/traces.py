@@ -24,6 +24,7 @@ Other columns are ignored (an AcmeTrace ``trace_seren.csv`` is read as it is).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 from array import array
@@ -194,15 +195,16 @@ def read_request_trace(path: str | Path) -> RequestTrace:
     inp = array("q")
     out = array("q")
     lines = array("q")
-    for line, f in rows:
-        if len(f) < 3:
-            raise TraceError(
-                f"{path}:{line}: expected 3 fields (TIMESTAMP,ContextTokens,GeneratedTokens), got {len(f)}"
-            )
-        t.append(_parse(path, line, "TIMESTAMP", f[0], _time_s, "not a timestamp or a number of seconds"))
-        inp.append(_parse(path, line, "ContextTokens", f[1], _tokens, "not a non-negative integer"))
-        out.append(_parse(path, line, "GeneratedTokens", f[2], _tokens, "not a non-negative integer"))
-        lines.append(line)
+    with contextlib.closing(rows):  # closed on an error in a row too, not by the garbage collector
+        for line, f in rows:
+            if len(f) < 3:
+                raise TraceError(
+                    f"{path}:{line}: expected 3 fields (TIMESTAMP,ContextTokens,GeneratedTokens), got {len(f)}"
+                )
+            t.append(_parse(path, line, "TIMESTAMP", f[0], _time_s, "not a timestamp or a number of seconds"))
+            inp.append(_parse(path, line, "ContextTokens", f[1], _tokens, "not a non-negative integer"))
+            out.append(_parse(path, line, "GeneratedTokens", f[2], _tokens, "not a non-negative integer"))
+            lines.append(line)
     ta = np.frombuffer(t, dtype=np.float64).copy()
     if not np.isfinite(ta).all():
         line = lines[int(np.flatnonzero(~np.isfinite(ta))[0])]
@@ -360,18 +362,19 @@ def read_job_trace(path: str | Path, known_models: set[str] | None = None) -> Jo
     lines = array("q")
     models: list[str] = []
     first_numeric = True
-    for line, f in rows:
-        if not lines:
-            first_numeric = _is_number(_field(f, cols.submit))
-        s, c, k, d, w, m, p = _job_row(path, line, f, header, cols, known_models)
-        sub.append(s)
-        chips.append(c)
-        kind.append(k)
-        dur.append(d)
-        work.append(w)
-        models.append(m)
-        prio.append(p)
-        lines.append(line)
+    with contextlib.closing(rows):  # closed on an error in a row too, not by the garbage collector
+        for line, f in rows:
+            if not lines:
+                first_numeric = _is_number(_field(f, cols.submit))
+            s, c, k, d, w, m, p = _job_row(path, line, f, header, cols, known_models)
+            sub.append(s)
+            chips.append(c)
+            kind.append(k)
+            dur.append(d)
+            work.append(w)
+            models.append(m)
+            prio.append(p)
+            lines.append(line)
     order, submit = _submit_order(path, header[cols.submit], sub, lines, first_numeric)
     return JobTrace(
         submit_s=submit,

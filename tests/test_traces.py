@@ -205,17 +205,40 @@ def test_trace_job_bigger_than_the_batch_capacity_is_rejected_not_queued(tmp_pat
     assert batch == [280] and "done" in fr["jobs"]["state"]
 
 
-@pytest.mark.parametrize("read", [traces.read_job_trace, traces.read_request_trace])
-def test_an_unreadable_header_is_refused_and_the_file_closed(tmp_path: Path, read: object) -> None:
-    """A header line that is not UTF-8 is refused with the file's name, and the file is closed
-    before the error (an open file left to the garbage collector warns, and leaks a descriptor)."""
+@pytest.mark.parametrize(
+    ("read", "content", "message"),
+    [
+        (traces.read_job_trace, b"submit_time_s,chips,\xff\xfe\n1,2,3\n", "not UTF-8 text"),  # the header
+        (traces.read_request_trace, b"TIMESTAMP,\xff\n", "not UTF-8 text"),
+        (
+            traces.read_job_trace,
+            b"submit_time_s,chips,kind,duration_s\n0,8,pretrain,60\n1,x,pretrain,60\n",
+            ":3: ",
+        ),
+        (
+            traces.read_request_trace,
+            b"TIMESTAMP,ContextTokens,GeneratedTokens\n0,1,1\n1,-1,2\n",
+            ":3: ",
+        ),  # a row
+    ],
+)
+def test_a_broken_file_is_refused_and_closed(
+    tmp_path: Path, read: object, content: bytes, message: str
+) -> None:
+    """A trace that breaks in its header or in a row is refused naming the file (and the line),
+    and the file is closed before the error (an open file left to the garbage collector warns,
+    and leaks a descriptor)."""
     import gc
     import warnings
 
     f = tmp_path / "t.csv"
-    f.write_bytes(b"submit_time_s,chips,\xff\xfe\n1,2,3\n")
+    f.write_bytes(content)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ResourceWarning)
-        with pytest.raises(traces.TraceError, match="not UTF-8 text"):
-            read(f)  # type: ignore[operator]
+        with pytest.raises(traces.TraceError, match=str(f)):
+            try:
+                read(f)  # type: ignore[operator]
+            except traces.TraceError as e:
+                assert message in str(e)
+                raise
         gc.collect()

@@ -140,7 +140,7 @@ def test_a_cap_with_room_to_spare_changes_nothing_and_binds_when_the_load_reache
     peak = float(f0["facility_power_w"].max())
     roomy = busy_hall(power=PowerChainParams(facility_cap_w=1.01 * peak))
     f1 = roomy.advance(30)["factory_ts"]
-    assert roomy.facility.clock is roomy.facility._ones  # the full-clock path, every step
+    assert roomy.facility.clock is roomy.facility.chips.ones  # the full-clock path, every step
     for k in f0:
         if k != "facility_cap_w":
             np.testing.assert_array_equal(f1[k], f0[k], err_msg=k)
@@ -165,7 +165,7 @@ def test_ultraserver_it_power_is_the_sum_of_its_servers_by_hand() -> None:
     util = rng.random(topo.chips) * (rng.random(topo.chips) < 0.6)
     util[:8] = 0.0  # idle servers at the start of UltraServer 0
     alive = np.ones(topo.chips, dtype=bool)
-    pw = fac._it_power(util, alive, np.zeros(0, dtype=np.intp), None, fac._ones, True)
+    pw = fac._it_power(util, alive, np.zeros(0, dtype=np.intp), None, fac.chips.ones, True)
     cps = topo.chips_per_server
     for us in range(topo.ultraservers):
         dc = float(sysm.switch_w)
@@ -193,7 +193,7 @@ def test_chip_power_on_demand_is_the_power_law_and_dead_chips_draw_nothing() -> 
     alive = np.ones(topo.chips, dtype=bool)
     dead = np.array([5, 200], dtype=np.intp)
     alive[dead], util[dead] = False, 0.0
-    pw = fac._it_power(util, alive, dead, None, fac._ones, True)
+    pw = fac._it_power(util, alive, dead, None, fac.chips.ones, True)
     assert pw.full_p is None  # nothing per chip built yet
     chips = np.array([0, 7, 150, 287], dtype=np.int64)
     want = power.chip_power_w((acc.tdp_w - acc.idle_w) * util, acc.idle_w, np.ones(topo.chips), 3.0, alive)

@@ -9,6 +9,7 @@ follows f^k (ASM k = dvfs_exponent), performance follows f.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -84,6 +85,20 @@ class PowerCap:
         else:
             self.standing_row_w[r] = cap
 
+    def event(
+        self, timeline: effects.Timeline, what: str, r: int, cap_w: float, t_s: int, end_s: int
+    ) -> None:
+        """A power_cap event on ``what`` (``effects.FACILITY_CAP`` or ``effects.ROW_CAP``, row
+        ``r``): an open-ended cap replaces the standing cap of its target, a cleared one (inf)
+        ends every cap there, a timed one is an interval of its own (resolve after)."""
+        if math.isinf(cap_w):
+            timeline.end(lambda e: e.what == what and e.index == r)
+            self.set_standing(what, r, math.inf)
+        elif end_s < 0:
+            self.set_standing(what, r, cap_w)
+        else:
+            timeline.add(effects.Effect(what, r, cap_w, t_s, end_s))
+
     def resolved(self, facility_w: float, row_w: FloatArray) -> None:
         """The caps resolved from the standing ones and the active intervals."""
         self.own_w = facility_w
@@ -95,6 +110,21 @@ class PowerCap:
         """A campus's share of its cap for this hall (inf: none)."""
         self.site_w = cap_w
         self.facility_w = min(self.own_w, cap_w)
+
+    def in_step_it_target_w(
+        self, last: OperatingPoint | None, first_ratio: Callable[[], float] | None
+    ) -> float:
+        """The facility cap as IT watts inside a step: at the last step's ratio of IT to
+        facility power (the plant of a step comes after its chips); without a last step at
+        ``first_ratio()`` (a run's first step: the plant's and the chain's answer to its own
+        IT power); inf without a facility cap or a ratio."""
+        if not math.isfinite(self.facility_w):
+            return math.inf
+        if last is not None:
+            return self.it_target_w(last.it_w, last.facility_w)
+        if first_ratio is not None:
+            return self.it_target_w(first_ratio(), 1.0)
+        return math.inf
 
     def it_target_w(self, it_w: float, facility_w: float) -> float:
         """The facility cap as IT watts at an operating point (IT ``it_w``, facility

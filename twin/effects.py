@@ -122,6 +122,15 @@ class Timeline:
         return True
 
 
+def row_index(rows: int, target: str) -> int:
+    """The row of an event's target (``row:3`` or ``3``), checked against the number of rows."""
+    t = target.split(":", 1)[1] if ":" in target else target
+    r = int(t)
+    if not 0 <= r < rows:
+        raise ValueError(f"row {r} out of range 0..{rows - 1}")
+    return r
+
+
 def surge_factor(surges: Iterable[tuple[float, int, int]], t_s: int) -> float:
     """Request-rate multiplier at ``t_s`` from (factor, start_s, end_s) intervals: the largest
     active factor, 1 when none is active."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -86,27 +87,14 @@ class Facility:
         ones = np.ones(topo.chips)
         ones.setflags(write=False)  # the clock while nothing is capped or hot (shared)
         self.chips = capping.Chips(self.acc, cp, self.pp, topo, topo.us_row[topo.chip_us], ones)
-        # Design values, fixed for the run (``twin.design``); pumps and fans at design flow / full
-        # speed (affinity laws scale them from here). All IT power becomes heat.
-        eff_units = max(cp.economizer_units - cp.economizer_redundancy, 1)
-        self.plant_design = plant.PlantDesign(
-            cp=cp,
-            lf=self.lf,
-            fw_setpoint_c=cp.supply_setpoint_c - cp.cdu_approach_k,
-            econ_unit_effectiveness=cp.economizer_effectiveness / eff_units,
-            chiller_unit_w=d.chiller_unit_w,
-            design_it_w=d.design_it_w,
-            design_liquid_w=topo.ultraservers * self.us_design_liquid_w,
-            fw_flow_design=d.facility_design_flow_kg_s,
-            fw_mass_kg=d.facility_loop_mass_kg,
-            fw_pump_design_w=cooling.pump_design_w(d.facility_design_flow_kg_s, cp),
-            fan_design_w=cp.drycooler_fan_w_per_w * d.design_it_w,
-            cdu_pump_design_w=cooling.pump_design_w(d.us_design_flow_kg_s, cp),
+        # Design values, fixed for the run (``twin.design``).
+        self.racks = thermal.Racks(
+            cp, self.lf, d, topo.us_row, np.full(topo.ultraservers, cp.supply_setpoint_c)
         )
+        self.plant_design = plant.PlantDesign.of(cp, d, topo.ultraservers, self.racks.liquid_design_w)
         # State.
         self.clock = ones
         self._full_clock = True
-        self.us_return_c = np.full(topo.ultraservers, cp.supply_setpoint_c)
         self.cap = capping.PowerCap.standing(self.pp, topo.rows)
         self.timeline = effects.Timeline()  # the timed effects (``twin.effects``)
         self.row_flow_fraction = np.ones(topo.rows)  # 1 = CDU pumps healthy, 0 = lost
@@ -150,10 +138,8 @@ class Facility:
     row_cap_w = _Part[FloatArray]("cap", "row_w")
     us_tripped = _Part[BoolArray]("trips", "us_tripped")
     chip_tripped = _Part[BoolArray]("trips", "chip_tripped")
-
-    @property
-    def us_design_liquid_w(self) -> float:
-        return max(self.lf * self.design.us_full_load_dc_w, 1.0)
+    us_design_liquid_w = _Part[float]("racks", "liquid_design_w")
+    us_return_c = _Part[FloatArray]("racks", "return_c", writable=True)
 
     # ------------------------------------------------------------------ events
     def apply(self, ev: ScheduledEvent, t_s: int) -> tuple[str, str]:
@@ -166,7 +152,7 @@ class Facility:
         if ev.kind == "power_cap":
             return self._apply_cap(ev, t_s, end, timed)
         if ev.kind == "cdu_pump_failure":
-            r = self._row(ev.target or "0")
+            r = effects.row_index(self.topo.rows, ev.target or "0")
             frac = min(max(ev.value, 0.0), 1.0)
             self.timeline.add(effects.Effect(effects.CDU, r, frac, t_s, end))
             self._resolve(t_s)
@@ -183,36 +169,24 @@ class Facility:
         target = ev.target or "facility"
         cap = effects.no_cap(ev.value)
         what = effects.FACILITY_CAP if target == "facility" else effects.ROW_CAP
-        r = 0 if what == effects.FACILITY_CAP else self._row(target)
-        if math.isinf(cap):
-            self.timeline.end(lambda e: e.what == what and e.index == r)
-            self.cap.set_standing(what, r, math.inf)
-        elif end < 0:
-            self.cap.set_standing(what, r, cap)
-        else:
-            self.timeline.add(effects.Effect(what, r, cap, t_s, end))
+        r = 0 if what == effects.FACILITY_CAP else effects.row_index(self.topo.rows, target)
+        self.cap.event(self.timeline, what, r, cap, t_s, end)
         self._resolve(t_s)
         label = "facility" if what == effects.FACILITY_CAP else f"row:{r}"
         shown = "cleared" if math.isinf(cap) else f"{cap / 1e6:.3f} MW"
         return label, f"power cap {shown}{timed}"
 
     def _apply_plant_loss(self, ev: ScheduledEvent, t_s: int, end: int, timed: str) -> tuple[str, str]:
-        cp = self.cp
+        cp, pl = self.cp, self.plant
         chiller = ev.kind == "chiller_trip"
-        up = self.plant.chillers_up if chiller else self.plant.towers_up
+        up = pl.chillers_up if chiller else pl.towers_up
         k = min(max(int(ev.value) if ev.value > 0 else 1, 1), up)
         if k > 0:
             self.timeline.add(effects.Effect(effects.CHILLERS if chiller else effects.TOWERS, 0, k, t_s, end))
         self._resolve(t_s)
         if chiller:
-            return (
-                "plant",
-                f"{k} chiller(s) tripped, {self.plant.chillers_up}/{cp.chiller_units} running{timed}",
-            )
-        return (
-            "plant",
-            f"{k} economizer unit(s) lost, {self.plant.towers_up}/{cp.economizer_units} left{timed}",
-        )
+            return "plant", f"{k} chiller(s) tripped, {pl.chillers_up}/{cp.chiller_units} running{timed}"
+        return "plant", f"{k} economizer unit(s) lost, {pl.towers_up}/{cp.economizer_units} left{timed}"
 
     def set_site_cap(self, cap_w: float) -> None:
         """The campus's share of its cap for this hall from the next clocks on (inf: none)."""
@@ -261,21 +235,10 @@ class Facility:
         op = self._last
         if op is None or self.lf <= 0:
             return
-        flow_frac = self.row_flow_fraction[self.topo.us_row]
-        new_speed = op.speed * flow_frac
-        sec = cooling.loop_supply_c(self.plant.fw_supply_c, self.cp)
-        coolant = cooling.plate_coolant_c(sec, self.us_return_c, new_speed > 0)
-        r_us = self._cold_plate_r(flow_frac)
+        coolant, r_us = self.racks.coolant_now(op.speed, self.row_flow_fraction, self.plant.fw_supply_c)
         self._set_clock(
             capping.next_clock(self.chips, self.cap, self.clock, self._full_clock, op, coolant, r_us)
         )
-
-    def _row(self, target: str) -> int:
-        t = target.split(":", 1)[1] if ":" in target else target
-        r = int(t)
-        if not 0 <= r < self.topo.rows:
-            raise ValueError(f"row {r} out of range 0..{self.topo.rows - 1}")
-        return r
 
     # ------------------------------------------------------------------ step
     def step(self, util: FloatArray, alive: BoolArray, cond: Conditions, t_s: int, dt_s: int) -> FacilityStep:
@@ -323,8 +286,10 @@ class Facility:
         us_it, it_w = th.pw.us_it, th.pw.it_w
         liquid_us = self.lf * us_it
         # Heat handed to the facility water over the step = heat in - heat stored in the loops.
-        to_fw_w = max(float(liquid_us.sum() - cooling.loop_stored_w(self.us_mass_kg, ret, ret0, dt_s)), 0.0)
-        self.us_return_c = ret
+        to_fw_w = max(
+            float(liquid_us.sum() - cooling.loop_stored_w(self.design.us_loop_mass_kg, ret, ret0, dt_s)), 0.0
+        )
+        self.racks.return_c = ret
 
         us_off = self.trips.us_tripped.copy()  # powered off during this step
         tripped_chips, recovered_chips = self.trips.loop_trips(
@@ -389,7 +354,23 @@ class Facility:
         # (power capping acts within milliseconds to seconds, well inside a step).
         reclocked = False
         if self.cap.capped:
-            it_target = self._it_target_now(pw.it_w, first, dt_s)
+            # A run's first step converts the facility cap at this step's own ratio of IT to
+            # facility power, asked of the plant and the chain (``first``: its conditions).
+            ratio = None
+            if first is not None:
+                d, flow = self.plant_design, self._cdu_flow()
+                ratio = partial(
+                    plant.it_per_facility_w,
+                    d,
+                    self.plant,
+                    flow,
+                    pw.it_w,
+                    first,
+                    dt_s,
+                    self.ups_rating_w,
+                    self.pp,
+                )
+            it_target = self.cap.in_step_it_target_w(self._last, ratio)
             capped = capping.within_step(
                 self.chips, self.cap, clock, full_clock, util, dyn_full, pw.it_w, pw.us_it, it_target
             )
@@ -398,57 +379,14 @@ class Facility:
                 (clock, dyn_full), full_clock = capped, False
                 pw = self._it_power(util, alive, dead, dyn_full, clock, full_clock)
 
-        th = self._loops(pw, clock, full_clock, dyn_full, reclocked, dt_s)
+        pl = self.plant
+        th = self.racks.step(pw, clock, full_clock, dyn_full, reclocked, self.row_flow_fraction, pl, dt_s)
         if float(th.us_tj_max.max()) > self.cp.throttle_temp_c:
             self._protect_in_step(th, util, alive, dead, dt_s, ev)
         if th.protected:
             # The clocks the chips ran at: the next clocks are solved from this operating point.
             self.clock, self._full_clock = th.clock, False
         return th
-
-    def _loops(
-        self,
-        pw: ItPower,
-        clock: FloatArray,
-        full_clock: bool,
-        dyn_full: FloatArray | None,
-        reclocked: bool,
-        dt_s: int,
-    ) -> Heat:
-        """The rack loops over the step at IT power ``pw``: variable-speed flow holds the design
-        temperature rise; a row whose CDU pumps are lost has no flow and its loops store the
-        heat. The pumps' speed is set from the load at this step's clock and held for the step."""
-        topo = self.topo
-        sec_supply = cooling.loop_supply_c(self.plant.fw_supply_c, self.cp)
-        flow_frac = self.row_flow_fraction[topo.us_row]
-        speed = cooling.loop_pump_speed(self.lf * pw.us_it, self.us_design_liquid_w) * flow_frac
-        m = self.design.us_design_flow_kg_s * speed
-        ret0 = self.us_return_c
-        ret, coolant = self._rack_loops(self.lf * pw.us_it, m, sec_supply, ret0, dt_s)
-        if self.lf > 0:
-            r_us = self._cold_plate_r(flow_frac)
-        else:
-            r_us = np.full(topo.ultraservers, self.design.air_r_k_per_w)
-        # The hottest junction of an UltraServer is its highest-power chip's (one coolant, one
-        # resistance per UltraServer): per-chip temperatures are needed only when that is hot.
-        us_tj_max = cooling.junction_c(coolant, r_us, pw.us_chip_max_w)
-        shut = np.zeros(0, dtype=np.int64)
-        return Heat(
-            pw,
-            clock,
-            full_clock,
-            ret,
-            coolant,
-            r_us,
-            us_tj_max,
-            speed,
-            flow_frac,
-            shut,
-            ret0,
-            reclocked,
-            dyn_full,
-            m,
-        )
 
     def _protect_in_step(
         self,
@@ -478,25 +416,10 @@ class Facility:
         th.full_clock = False
         th.pw = self._it_power(util, alive, dead, dyn_full, th.clock, False)
         sec_supply = cooling.loop_supply_c(self.plant.fw_supply_c, self.cp)
-        th.ret, th.coolant = self._rack_loops(self.lf * th.pw.us_it, th.m, sec_supply, th.ret0, dt_s)
+        th.ret, th.coolant = self.racks.run(
+            th.pw.us_it, th.m, sec_supply, self.plant.chw_supply_c, th.ret0, dt_s
+        )
         th.us_tj_max = cooling.junction_c(th.coolant, th.r_us, th.pw.us_chip_max_w)
-
-    def _it_target_now(self, it_w: float, first: Conditions | None, dt_s: int) -> float:
-        """The facility cap as IT watts inside a step: at the last step's ratio of IT to facility
-        power (the plant of this step comes after the chips); a run's first step asks the plant
-        and the chain what this step's IT power ``it_w`` would cost (``first``: its conditions,
-        ``plant.it_per_facility_w``); inf without a facility cap or a ratio."""
-        cap = self.cap
-        if not math.isfinite(cap.facility_w):
-            return math.inf
-        if self._last is not None:
-            return cap.it_target_w(self._last.it_w, self._last.facility_w)
-        if first is not None:
-            ratio = plant.it_per_facility_w(
-                self.plant_design, self.plant, self._cdu_flow(), it_w, first, dt_s, self.ups_rating_w, self.pp
-            )
-            return cap.it_target_w(ratio, 1.0)
-        return math.inf
 
     def _cdu_flow(self) -> float:
         return plant.cdu_flow(self.plant_design, self.row_flow_fraction, self.topo.us_row)
@@ -513,22 +436,4 @@ class Facility:
         """Chip, host and switch power at ``clock`` (``twin.itpower.it_power``)."""
         return it_power(
             self.chips, self.sys, self.trips.us_tripped, util, alive, dead, dyn_full, clock, full_clock
-        )
-
-    def _rack_loops(
-        self, liquid_us: FloatArray, m: FloatArray, sec_supply: float, ret0: FloatArray, dt_s: int
-    ) -> tuple[FloatArray, FloatArray]:
-        """The rack loops over ``dt_s`` (``thermal.rack_loops``)."""
-        return thermal.rack_loops(
-            self.cp, self.lf, self.us_mass_kg, self.plant.chw_supply_c, liquid_us, m, sec_supply, ret0, dt_s
-        )
-
-    def _cold_plate_r(self, flow_fraction: FloatArray) -> FloatArray:
-        """Junction-to-coolant resistance per UltraServer [K/W] at the CDU pumps' health."""
-        cp = self.cp
-        return cooling.cold_plate_r_k_per_w(
-            self.design.cold_plate_r_k_per_w,
-            cp.cold_plate_convective_share,
-            cp.natural_convection_speed,
-            flow_fraction,
         )

@@ -99,10 +99,9 @@ def it_power(
             chip_p = np.where(us_tripped[topo.chip_us], 0.0, chip_p)
         us_chip_p = topo.per_us(chip_p)
         us_chip_max = topo.max_per_us(chip_p)
-    # Host power is linear in its server's mean chip activity, so an UltraServer's hosts sum
-    # to its servers' power at the UltraServer's mean activity: no per-server pass.
-    spu = topo.servers_per_us
-    us_host_p = power.host_power_w(us_act / c, sysm.host_w_per_server * spu, sysm.host_idle_fraction)
+    us_host_p = power.us_host_power_w(
+        us_act, c, topo.servers_per_us, sysm.host_w_per_server, sysm.host_idle_fraction
+    )
     us_dc = np.where(us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
     us_it = np.where(us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, ch.pp))
     it_w = float(us_it.sum())

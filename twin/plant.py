@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from twin import cooling, power, telemetry
+from twin.design import Design
 from twin.params import CoolingParams, PowerChainParams
 from twin.site import Conditions
 
@@ -58,6 +59,26 @@ class PlantDesign:
     fw_pump_design_w: float
     fan_design_w: float
     cdu_pump_design_w: float  # per UltraServer loop [W]
+
+    @classmethod
+    def of(cls, cp: CoolingParams, d: Design, ultraservers: int, us_design_liquid_w: float) -> PlantDesign:
+        """A facility's plant from its design (``twin.design``): pumps and fans at design flow /
+        full speed (affinity laws scale them from here); all IT power becomes heat."""
+        eff_units = max(cp.economizer_units - cp.economizer_redundancy, 1)
+        return cls(
+            cp=cp,
+            lf=d.liquid_fraction,
+            fw_setpoint_c=cp.supply_setpoint_c - cp.cdu_approach_k,
+            econ_unit_effectiveness=cp.economizer_effectiveness / eff_units,
+            chiller_unit_w=d.chiller_unit_w,
+            design_it_w=d.design_it_w,
+            design_liquid_w=ultraservers * us_design_liquid_w,
+            fw_flow_design=d.facility_design_flow_kg_s,
+            fw_mass_kg=d.facility_loop_mass_kg,
+            fw_pump_design_w=cooling.pump_design_w(d.facility_design_flow_kg_s, cp),
+            fan_design_w=cp.drycooler_fan_w_per_w * d.design_it_w,
+            cdu_pump_design_w=cooling.pump_design_w(d.us_design_flow_kg_s, cp),
+        )
 
 
 class _UsRows(Protocol):

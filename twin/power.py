@@ -97,6 +97,15 @@ def host_power_w(server_activity: FloatArray, host_w: float, idle_fraction: floa
     return host_w * (idle_fraction + (1.0 - idle_fraction) * server_activity)
 
 
+def us_host_power_w(
+    us_act: FloatArray, chips_per_us: int, servers_per_us: int, host_w: float, idle_fraction: float
+) -> FloatArray:
+    """Summed ``host_power_w`` of each UltraServer's servers [W] from its chips' summed activity
+    ``us_act``: host power is linear in a server's mean chip activity, so an UltraServer's hosts
+    sum to its servers' power at the UltraServer's mean activity (no per-server pass)."""
+    return host_power_w(us_act / chips_per_us, host_w * servers_per_us, idle_fraction)
+
+
 def rectifier_input_w(
     dc_load_w: FloatArray | float, servers: float, p: PowerChainParams
 ) -> FloatArray | float:

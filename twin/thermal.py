@@ -15,8 +15,12 @@ import numpy.typing as npt
 
 from twin import cooling
 from twin.catalog import Accelerator
+from twin.design import Design
 from twin.events import Events
+from twin.itpower import ItPower
 from twin.params import CoolingParams
+from twin.plant import PlantState
+from twin.steps import Heat
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -43,6 +47,111 @@ def rack_loops(
         return ret0, np.full(len(ret0), cooling.crah_supply_air_c(chw_supply_c, cp))
     ret = cooling.loop_return_c(ret0, sec_supply, liquid_us, m, mass_kg, dt_s)
     return ret, cooling.plate_coolant_c(sec_supply, ret, m > 0)
+
+
+@dataclass
+class Racks:
+    """The UltraServers' rack loops: their return temperatures, thermal mass, variable-speed
+    pumps and cold plates (design values from ``twin.design``)."""
+
+    cp: CoolingParams
+    lf: float  # liquid-cooled share of IT heat [-]
+    d: Design
+    us_row: npt.NDArray[np.int32]
+    return_c: FloatArray  # rack loop return per UltraServer [°C]
+
+    @property
+    def liquid_design_w(self) -> float:
+        """Heat into one loop at design [W]."""
+        return max(self.lf * self.d.us_full_load_dc_w, 1.0)
+
+    def flow(
+        self, us_it: FloatArray, row_flow_fraction: FloatArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(CDU pump health, pump speed, mass flow [kg/s]) per UltraServer at IT power ``us_it``:
+        variable-speed flow holds the design temperature rise; a row whose CDU pumps are lost
+        has no flow."""
+        flow_frac = row_flow_fraction[self.us_row]
+        speed = cooling.loop_pump_speed(self.lf * us_it, self.liquid_design_w) * flow_frac
+        return flow_frac, speed, self.d.us_design_flow_kg_s * speed
+
+    def step(
+        self,
+        pw: ItPower,
+        clock: FloatArray,
+        full_clock: bool,
+        dyn_full: FloatArray | None,
+        reclocked: bool,
+        row_flow_fraction: FloatArray,
+        plant: PlantState,
+        dt_s: int,
+    ) -> Heat:
+        """The loops over a step at IT power ``pw`` (the chips at ``clock``; ``reclocked``: a cap
+        lowered it inside the step), from the plant's supply at its start (``plant``): the pumps'
+        speed is set from the load at this step's clock and held for the step; a row whose CDU
+        pumps are lost has no flow and its loops store the heat. The hottest junction of an
+        UltraServer is its highest-power chip's (one coolant, one resistance per UltraServer):
+        per-chip temperatures are needed only when that is hot. ``return_c`` is left as it was."""
+        sec_supply = cooling.loop_supply_c(plant.fw_supply_c, self.cp)
+        flow_frac, speed, m = self.flow(pw.us_it, row_flow_fraction)
+        ret0 = self.return_c
+        ret, coolant = self.run(pw.us_it, m, sec_supply, plant.chw_supply_c, ret0, dt_s)
+        r_us = self.r_us(flow_frac)
+        us_tj_max = cooling.junction_c(coolant, r_us, pw.us_chip_max_w)
+        shut = np.zeros(0, dtype=np.int64)
+        return Heat(
+            pw,
+            clock,
+            full_clock,
+            ret,
+            coolant,
+            r_us,
+            us_tj_max,
+            speed,
+            flow_frac,
+            shut,
+            ret0,
+            reclocked,
+            dyn_full,
+            m,
+        )
+
+    def coolant_now(
+        self, speed: FloatArray, row_flow_fraction: FloatArray, fw_supply_c: float
+    ) -> tuple[FloatArray, FloatArray]:
+        """(coolant the cold plates see [°C], their resistance [K/W]) per UltraServer right after
+        the CDU flow changed from pump speed ``speed``: the loops at their current temperatures
+        (stagnant loops are one mixed volume)."""
+        flow_frac = row_flow_fraction[self.us_row]
+        sec = cooling.loop_supply_c(fw_supply_c, self.cp)
+        return cooling.plate_coolant_c(sec, self.return_c, speed * flow_frac > 0), self.r_us(flow_frac)
+
+    def run(
+        self,
+        us_it: FloatArray,
+        m: FloatArray,
+        sec_supply: float,
+        chw_supply_c: float,
+        ret0: FloatArray,
+        dt_s: int,
+    ) -> tuple[FloatArray, FloatArray]:
+        """``rack_loops`` over ``dt_s`` from ``ret0`` with the liquid share of ``us_it``."""
+        return rack_loops(
+            self.cp, self.lf, self.d.us_loop_mass_kg, chw_supply_c, self.lf * us_it, m, sec_supply, ret0, dt_s
+        )
+
+    def r_us(self, flow_frac: FloatArray) -> FloatArray:
+        """Junction-to-coolant resistance per UltraServer [K/W] at the CDU pumps' health
+        (``cooling.cold_plate_r_k_per_w``; air-cooled systems: the heat sinks')."""
+        if self.lf <= 0:
+            return np.full(len(flow_frac), self.d.air_r_k_per_w)
+        cp = self.cp
+        return cooling.cold_plate_r_k_per_w(
+            self.d.cold_plate_r_k_per_w,
+            cp.cold_plate_convective_share,
+            cp.natural_convection_speed,
+            flow_frac,
+        )
 
 
 def protect(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -11,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import small_params
+from twin.facility import Facility
+from twin.itpower import it_power
 from twin.params import (
     CoolingParams,
     FailureParams,
@@ -580,3 +583,34 @@ def test_work_and_power_use_the_clock_the_chips_ran_at_when_protection_acts_in_t
         assert f["training_flops"][k] == pytest.approx(want, rel=1e-6), t
         checked += int(f["mean_clock"][k] < 1.0)
     assert checked >= 3  # throttled steps were checked
+
+
+@functools.cache
+def _hall_facility() -> Facility:
+    return busy_hall().facility
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.0, 0.02, 1.0]))
+def test_it_power_at_full_clock_from_utilisation_sums_is_the_per_chip_path(
+    seed: int, dead_share: float
+) -> None:
+    """At full clock the step sums UltraServers from their chips' utilisation sums and maxima
+    (``power.us_chip_power_full_w``, ``hottest_chip_power_full_w``); the same step through the
+    per-chip power law at clocks of 1 gives the same power."""
+    fac = _hall_facility()
+    ch, n = fac.chips, fac.topo.chips
+    rng = np.random.default_rng(seed)
+    util = rng.random(n) * (rng.random(n) < 0.7)
+    alive = rng.random(n) >= dead_share
+    util[~alive] = 0.0
+    dead = np.flatnonzero(~alive)
+    on = np.zeros(fac.topo.ultraservers, dtype=bool)
+    fast = it_power(ch, fac.sys, on, util, alive, dead, None, ch.ones, True)
+    slow = it_power(ch, fac.sys, on, util, alive, dead, None, np.ones(n), False)
+    assert fast.full_p is None and slow.full_p is not None
+    np.testing.assert_allclose(fast.us_chip_w, slow.us_chip_w, rtol=1e-12)
+    np.testing.assert_array_equal(fast.us_chip_max_w, slow.us_chip_max_w)
+    np.testing.assert_allclose(fast.us_it, slow.us_it, rtol=1e-12)
+    np.testing.assert_array_equal(fast.chip_p, slow.chip_p)
+    assert fast.it_w == pytest.approx(slow.it_w, rel=1e-12)

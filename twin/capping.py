@@ -168,7 +168,7 @@ def next_clock(
         return ch.ones
     dyn_full = op.dyn_full
     if dyn_full is None:
-        dyn_full = power.dynamic_array_w(ch.acc.tdp_w, ch.acc.idle_w, op.util)
+        dyn_full = power.dynamic_w(ch.acc.tdp_w, ch.acc.idle_w, op.util)
     it_target = cap.it_target_w(op.it_w, op.facility_w)
     f = (
         cap_clock(ch, cap, clock, full_clock, dyn_full, op.it_w, it_target, op.us_it)
@@ -206,7 +206,7 @@ def cap_clock(
     pp, topo = ch.pp, ch.topo
     k = ch.cp.dvfs_exponent
     f = np.ones(topo.chips)
-    dyn_it: FloatArray = power.rack_dynamic_w(dyn_full, pp)  # type: ignore[assignment]
+    dyn_it = power.rack_dynamic_w(dyn_full, pp)
     cur = dyn_it if full_clock else dyn_it * power.dvfs_power_factor(clock, k)
     if math.isfinite(it_target):
         # Facility power scales ~ with IT power at this operating point.
@@ -249,7 +249,7 @@ def within_step(
     if not over:
         return None
     if dyn_full is None:
-        dyn_full = power.dynamic_array_w(ch.acc.tdp_w, ch.acc.idle_w, util)
+        dyn_full = power.dynamic_w(ch.acc.tdp_w, ch.acc.idle_w, util)
     f = np.maximum(cap_clock(ch, cap, clock, full_clock, dyn_full, it_w, it_target, us_it), ch.cp.min_clock)
     lowered: FloatArray = np.minimum(clock, f)
     return lowered, dyn_full
@@ -273,7 +273,7 @@ def basis(
     step's clocks, the dynamic part at full clock) [W at rack input]. ``util`` is the chips'
     utilisation at full clock (0 on unpowered chips), ``us_act`` its sum per UltraServer at the
     step's clocks (at full clock the same sum, so no pass over the chips)."""
-    dp = float(power.rack_dynamic_w(power.dynamic_w(fac.acc.tdp_w, fac.acc.idle_w, 1.0), fac.pp))
+    dp = power.rack_dynamic_w(power.dynamic_w(fac.acc.tdp_w, fac.acc.idle_w, 1.0), fac.pp)
     if full_clock:
         full = dp * float(us_act.sum())
         return it_w, full, full

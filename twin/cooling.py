@@ -169,7 +169,7 @@ def thermal_clock(
     hi = np.maximum(np.asarray(f_max, dtype=np.float64), 0.5)
     for _ in range(30):
         mid = 0.5 * (lo + hi)
-        ok = throttle_clock(base_c + dyn_k * mid**k, p) >= mid
+        ok = throttle_clock(junction_dyn_c(base_c, dyn_k, mid**k), p) >= mid
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
     return lo

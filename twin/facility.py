@@ -280,7 +280,7 @@ class Facility:
             util[dead] = 0.0
         full_clock = self._full_clock
         # Dynamic power at full clock, (P_tdp - P_idle) u, only where a clock below 1 needs it.
-        dyn_full = None if full_clock else power.dynamic_array_w(self.acc.tdp_w, self.acc.idle_w, util)
+        dyn_full = None if full_clock else power.dynamic_w(self.acc.tdp_w, self.acc.idle_w, util)
         th = self._power_and_heat(util, alive, dead, dyn_full, clock, full_clock, dt_s, first, ev)
         ret, coolant, flow_frac, shut, ret0 = th.ret, th.coolant, th.flow_frac, th.shut, th.ret0
         us_it, it_w = th.pw.us_it, th.pw.it_w
@@ -405,7 +405,7 @@ class Facility:
         cu = self.topo.chip_us
         dyn_full = th.dyn_full
         if dyn_full is None:
-            dyn_full = th.dyn_full = power.dynamic_array_w(self.acc.tdp_w, self.acc.idle_w, util)
+            dyn_full = th.dyn_full = power.dynamic_w(self.acc.tdp_w, self.acc.idle_w, util)
         tj = cooling.junction_c(th.coolant[cu], th.r_us[cu], th.pw.chip_p)
         prot = thermal.protect(self.cp, self.acc, cu, tj, th.clock, util, dyn_full, th.coolant, th.r_us)
         if prot is None:

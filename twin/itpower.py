@@ -93,7 +93,7 @@ def it_power(
         us_chip_max = power.hottest_chip_power_full_w(powered, acc.idle_w, dp, topo.max_per_us(util))
     else:
         if dyn_full is None:
-            dyn_full = power.dynamic_array_w(acc.tdp_w, acc.idle_w, util)
+            dyn_full = power.dynamic_w(acc.tdp_w, acc.idle_w, util)
         chip_p = power.chip_power_w(dyn_full, acc.idle_w, clock, ch.cp.dvfs_exponent, alive)
         if tripped:
             chip_p = np.where(us_tripped[topo.chip_us], 0.0, chip_p)

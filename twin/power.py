@@ -8,6 +8,7 @@ losses that are reported per stage.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -24,16 +25,14 @@ def dvfs_power_factor(clock: FloatArray | float, exponent: float) -> FloatArray 
     return c * c * c if exponent == 3.0 else c**exponent
 
 
+@overload
+def dynamic_w(tdp_w: float, idle_w: float, util: float) -> float: ...
+@overload
+def dynamic_w(tdp_w: float, idle_w: float, util: FloatArray) -> FloatArray: ...
 def dynamic_w(tdp_w: float, idle_w: float, util: FloatArray | float) -> FloatArray | float:
     """Dynamic chip power at full clock (P_tdp - P_idle) u [W]: the part of ``chip_power_w``
     that DVFS scales."""
     return (tdp_w - idle_w) * util
-
-
-def dynamic_array_w(tdp_w: float, idle_w: float, util: FloatArray) -> FloatArray:
-    """``dynamic_w`` of every chip [W]."""
-    out: FloatArray = (tdp_w - idle_w) * util
-    return out
 
 
 def chip_power_full_w(idle_w: float, dyn_w: float, util: FloatArray) -> FloatArray:
@@ -63,6 +62,10 @@ def hottest_chip_power_full_w(
     return out
 
 
+@overload
+def rack_dynamic_w(dyn_w: float, p: PowerChainParams) -> float: ...
+@overload
+def rack_dynamic_w(dyn_w: FloatArray, p: PowerChainParams) -> FloatArray: ...
 def rack_dynamic_w(dyn_w: FloatArray | float, p: PowerChainParams) -> FloatArray | float:
     """Dynamic chip power as rack-input watts [W]: what a change of it changes at the rectifier
     input (``rectifier_input_w``, whose fixed part does not move with it)."""
@@ -95,6 +98,13 @@ def host_power_w(server_activity: FloatArray, host_w: float, idle_fraction: floa
     """Host CPU/DRAM/NIC/fans per server, linear between idle and full with the mean chip
     activity of the server [W]."""
     return host_w * (idle_fraction + (1.0 - idle_fraction) * server_activity)
+
+
+def us_full_load_dc_w(chips: int, tdp_w: float, servers: int, host_w: float, switch_w: float) -> float:
+    """DC power of an UltraServer at full load and full clock [W]: every chip at TDP
+    (``chip_power_w`` at u = f = 1), every host at full (``host_power_w`` at activity 1) and its
+    switches."""
+    return chips * tdp_w + servers * host_w + switch_w
 
 
 def us_host_power_w(

@@ -253,7 +253,7 @@ class Facility:
         )
         # Power chain.
         cooling_w = plant_out["chiller_w"] + plant_out["pumps_w"] + plant_out["fans_w"]
-        losses = power.chain_losses(part.it_w, cooling_w, self.ups_rating_w, self.pp)
+        losses = power.chain_losses(part.it_w, cooling_w, self.design.ups_rating_w, self.pp)
         facility_w = part.it_w + cooling_w + losses.total_w
         return self.finish_step(part, plant_out, losses, facility_w, cond)
 

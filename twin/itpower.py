@@ -70,8 +70,7 @@ def it_power(
     full_clock: bool,
 ) -> ItPower:
     """Chip, host and switch power at ``clock``; rectifier losses are IT. Hosts follow their
-    chips' work rate; switches are constant; a tripped UltraServer (``us_tripped``) draws
-    nothing.
+    chips' work rate; switches are constant; a tripped UltraServer (``us_tripped``) draws nothing.
 
     At full clock (the common step) chip power is P_idle + (P_tdp - P_idle) u
     (``power.chip_power_w`` at f = 1): the UltraServer sums and maxima follow from the chips'

@@ -9,6 +9,11 @@ variable-speed flow) -> its row's CDU -> the facility water loop (thermal mass) 
 (cooling towers with a plate heat exchanger, or dry coolers) with chiller trim. The air share goes
 to CRAHs on chilled water from the same chillers. Every loop uses the exact solution of
 C dT/dt = Q - m c_p (T - T_in) for piecewise-constant inputs, stable at any step size.
+
+The parts: IT power (``twin.itpower``), the rack loops and thermal protection (``twin.thermal``),
+the caps and the next clocks (``twin.capping``: ``PowerCap``, ``OperatingPoint``), the plant
+(``twin.plant``: ``PlantDesign``, ``PlantState``), the timed effects (``twin.effects``) and the
+step's records (``twin.steps``). ``Facility`` holds one of each and runs them in order.
 """
 
 from __future__ import annotations

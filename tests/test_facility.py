@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -11,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import small_params
+from twin.facility import Facility
 from twin.hall import Hall
+from twin.itpower import it_power
 from twin.params import (
     CoolingParams,
     FailureParams,
@@ -140,7 +143,7 @@ def test_a_cap_with_room_to_spare_changes_nothing_and_binds_when_the_load_reache
     peak = float(f0["facility_power_w"].max())
     roomy = busy_hall(power=PowerChainParams(facility_cap_w=1.01 * peak))
     f1 = roomy.advance(30)["factory_ts"]
-    assert roomy.pool.facility.clock is roomy.pool.facility._ones  # the full-clock path, every step
+    assert roomy.pool.facility.clock is roomy.pool.facility.chips.ones  # the full-clock path, every step
     for k in f0:
         if k != "facility_cap_w":
             np.testing.assert_array_equal(f1[k], f0[k], err_msg=k)
@@ -165,7 +168,7 @@ def test_ultraserver_it_power_is_the_sum_of_its_servers_by_hand() -> None:
     util = rng.random(topo.chips) * (rng.random(topo.chips) < 0.6)
     util[:8] = 0.0  # idle servers at the start of UltraServer 0
     alive = np.ones(topo.chips, dtype=bool)
-    pw = fac._it_power(util, alive, np.zeros(0, dtype=np.intp), None, fac._ones, True)
+    pw = fac._it_power(util, alive, np.zeros(0, dtype=np.intp), None, fac.chips.ones, True)
     cps = topo.chips_per_server
     for us in range(topo.ultraservers):
         dc = float(sysm.switch_w)
@@ -193,7 +196,7 @@ def test_chip_power_on_demand_is_the_power_law_and_dead_chips_draw_nothing() -> 
     alive = np.ones(topo.chips, dtype=bool)
     dead = np.array([5, 200], dtype=np.intp)
     alive[dead], util[dead] = False, 0.0
-    pw = fac._it_power(util, alive, dead, None, fac._ones, True)
+    pw = fac._it_power(util, alive, dead, None, fac.chips.ones, True)
     assert pw.full_p is None  # nothing per chip built yet
     chips = np.array([0, 7, 150, 287], dtype=np.int64)
     want = power.chip_power_w((acc.tdp_w - acc.idle_w) * util, acc.idle_w, np.ones(topo.chips), 3.0, alive)
@@ -580,3 +583,34 @@ def test_work_and_power_use_the_clock_the_chips_ran_at_when_protection_acts_in_t
         assert f["training_flops"][k] == pytest.approx(want, rel=1e-6), t
         checked += int(f["mean_clock"][k] < 1.0)
     assert checked >= 3  # throttled steps were checked
+
+
+@functools.cache
+def _hall_facility() -> Facility:
+    return busy_hall().facility
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.0, 0.02, 1.0]))
+def test_it_power_at_full_clock_from_utilisation_sums_is_the_per_chip_path(
+    seed: int, dead_share: float
+) -> None:
+    """At full clock the step sums UltraServers from their chips' utilisation sums and maxima
+    (``power.us_chip_power_full_w``, ``hottest_chip_power_full_w``); the same step through the
+    per-chip power law at clocks of 1 gives the same power."""
+    fac = _hall_facility()
+    ch, n = fac.chips, fac.topo.chips
+    rng = np.random.default_rng(seed)
+    util = rng.random(n) * (rng.random(n) < 0.7)
+    alive = rng.random(n) >= dead_share
+    util[~alive] = 0.0
+    dead = np.flatnonzero(~alive)
+    on = np.zeros(fac.topo.ultraservers, dtype=bool)
+    fast = it_power(ch, fac.sys, on, util, alive, dead, None, ch.ones, True)
+    slow = it_power(ch, fac.sys, on, util, alive, dead, None, np.ones(n), False)
+    assert fast.full_p is None and slow.full_p is not None
+    np.testing.assert_allclose(fast.us_chip_w, slow.us_chip_w, rtol=1e-12)
+    np.testing.assert_array_equal(fast.us_chip_max_w, slow.us_chip_max_w)
+    np.testing.assert_allclose(fast.us_it, slow.us_it, rtol=1e-12)
+    np.testing.assert_array_equal(fast.chip_p, slow.chip_p)
+    assert fast.it_w == pytest.approx(slow.it_w, rel=1e-12)

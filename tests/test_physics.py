@@ -158,3 +158,115 @@ def test_throttle_clock() -> None:
     p = CoolingParams()
     clock = cooling.throttle_clock(np.array([60.0, 90.0, 95.0, 100.0, 130.0]), p)
     assert clock.tolist() == [1.0, 1.0, 0.75, 0.5, 0.5]
+
+
+# ---------------------------------------------------------------- closed forms against their definitions
+# The step uses fast closed forms (UltraServer sums at full clock, a junction split into its idle
+# and dynamic parts, ...); each must equal the per-chip relation it stands for.
+
+_IDLE, _TDP = 160.0, 1000.0  # W, an accelerator's idle and TDP power
+_C, _SPU = 144, 36  # chips and servers per UltraServer (Trn3-like)
+
+
+def _chips(seed: int, nus: int, dead_share: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(utilisation, clock, alive, UltraServer of each chip) with dead chips at utilisation 0."""
+    rng = np.random.default_rng(seed)
+    n = nus * _C
+    util = rng.random(n) * (rng.random(n) < 0.8)
+    clock = rng.uniform(0.5, 1.0, n)
+    alive = rng.random(n) >= dead_share
+    util[~alive] = 0.0
+    return util, clock, alive, np.repeat(np.arange(nus), _C)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.sampled_from([0.0, 0.05, 1.0]))
+def test_ultraserver_chip_power_at_full_clock_is_the_sum_of_its_chips(
+    seed: int, nus: int, dead: float
+) -> None:
+    util, _, alive, chip_us = _chips(seed, nus, dead)
+    dp = _TDP - _IDLE
+    per_chip = power.chip_power_w(power.dynamic_w(_TDP, _IDLE, util), _IDLE, np.ones(len(util)), 3.0, alive)
+    powered = np.bincount(chip_us, weights=alive, minlength=nus)
+    us_sum = power.us_chip_power_full_w(powered, _IDLE, dp, np.bincount(chip_us, weights=util, minlength=nus))
+    np.testing.assert_allclose(us_sum, np.bincount(chip_us, weights=per_chip, minlength=nus), rtol=1e-12)
+    # The busiest chip's power from the highest utilisation: the same arithmetic, so exactly.
+    u_max = np.full(nus, -np.inf)
+    np.maximum.at(u_max, chip_us, util)
+    p_max = np.full(nus, -np.inf)
+    np.maximum.at(p_max, chip_us, per_chip)
+    np.testing.assert_array_equal(power.hottest_chip_power_full_w(powered, _IDLE, dp, u_max), p_max)
+    # Per chip on demand (``ItPower.chip_p``): exactly the power law at f = 1 on powered chips.
+    np.testing.assert_array_equal(power.chip_power_full_w(_IDLE, dp, util)[alive], per_chip[alive])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.sampled_from([2.0, 2.5, 3.0]))
+def test_junction_split_into_idle_and_dynamic_parts_is_the_junction_relation(
+    seed: int, nus: int, k: float
+) -> None:
+    util, clock, alive, chip_us = _chips(seed, nus, 0.0)
+    rng = np.random.default_rng(seed + 1)
+    coolant, r = rng.uniform(20.0, 60.0, nus)[chip_us], rng.uniform(0.01, 0.1, nus)[chip_us]
+    dyn = power.dynamic_w(_TDP, _IDLE, util)
+    want = cooling.junction_c(coolant, r, power.chip_power_w(dyn, _IDLE, clock, k, alive))
+    base = cooling.junction_c(coolant, r, _IDLE)
+    got = cooling.junction_dyn_c(base, r * dyn, power.dvfs_power_factor(clock, k))
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6))
+def test_ultraserver_host_power_from_its_activity_sum_is_the_sum_of_its_servers(seed: int, nus: int) -> None:
+    util, clock, _, chip_us = _chips(seed, nus, 0.0)
+    act = util * clock
+    host_w, idle_fraction = 1200.0, 0.35
+    server_mean = act.reshape(nus * _SPU, _C // _SPU).mean(axis=1)
+    per_server = power.host_power_w(server_mean, host_w, idle_fraction).reshape(nus, _SPU).sum(axis=1)
+    us_act = np.bincount(chip_us, weights=act, minlength=nus)
+    got = power.us_host_power_w(us_act, _C, _SPU, host_w, idle_fraction)
+    np.testing.assert_allclose(got, per_server, rtol=1e-12)
+
+
+def test_full_load_ultraserver_power_is_every_chip_at_tdp_and_every_host_at_full() -> None:
+    host_w, idle_fraction, switch_w = 1200.0, 0.35, 3000.0
+    chips = power.chip_power_w(
+        power.dynamic_w(_TDP, _IDLE, np.ones(_C)), _IDLE, np.ones(_C), 3.0, np.ones(_C, dtype=bool)
+    )
+    hosts = power.host_power_w(np.ones(_SPU), host_w, idle_fraction)
+    want = float(chips.sum() + hosts.sum()) + switch_w
+    got = power.us_full_load_dc_w(_C, _TDP, _SPU, host_w, switch_w)
+    assert got == pytest.approx(want, rel=1e-13)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(-1.0, 2.0), st.sampled_from([2.0, 2.5, 3.0]))
+def test_dvfs_clock_inverts_the_power_factor(x: float, k: float) -> None:
+    f = power.dvfs_clock(x, k)
+    assert 0.0 <= f <= 1.0
+    assert float(power.dvfs_power_factor(f, k)) == pytest.approx(min(max(x, 0.0), 1.0), rel=1e-12, abs=1e-15)
+    # NumPy's vectorised power may differ from the scalar one in the last bit.
+    assert power.dvfs_clocks(np.array([x]), k)[0] == pytest.approx(f, rel=1e-15)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.booleans())
+def test_shared_cap_basis_is_the_chips_dynamic_rack_power(seed: int, nus: int, full: bool) -> None:
+    """``capping.basis`` (from UltraServer activity sums at full clock) against the rack-input
+    dynamic power of every chip at its clock and at full clock."""
+    from types import SimpleNamespace
+
+    from twin import capping
+
+    util, clock, _, chip_us = _chips(seed, nus, 0.05)
+    if full:
+        clock = np.ones(len(util))
+    acc = SimpleNamespace(tdp_w=_TDP, idle_w=_IDLE)
+    fac = SimpleNamespace(acc=acc, pp=PowerChainParams(), cp=CoolingParams())
+    us_act = np.bincount(chip_us, weights=util * clock, minlength=nus)
+    it, now, at_full = capping.basis(fac, util, clock, full, 1e6, us_act)  # type: ignore[arg-type]
+    dyn_rack = power.rack_dynamic_w(power.dynamic_w(_TDP, _IDLE, util), fac.pp)
+    k = fac.cp.dvfs_exponent
+    assert it == 1e6
+    assert at_full == pytest.approx(float(dyn_rack.sum()), rel=1e-12)
+    assert now == pytest.approx(float((dyn_rack * power.dvfs_power_factor(clock, k)).sum()), rel=1e-12)

@@ -154,3 +154,48 @@ def test_a_mixed_floor_records_its_one_plant_and_stops_like_one_hall() -> None:
     assert list(fr["factory_ts"]["time_s"]) == [t0, t0 + 60, t0 + 120] and sim.t_s == t0 + 180
     assert len(fr["system_ts"]["time_s"]) == 3 * 2
     assert set(fr["ultraserver_ts"]["time_s"].tolist()) <= {t0, t0 + 60, t0 + 120}
+
+
+def test_first_step_what_if_leaves_the_plant_as_it_was_and_is_the_plant_and_chain_answer() -> None:
+    """``plant.it_per_facility_w`` runs the plant on a copy of its state: the facility's plant
+    state is unchanged, and the ratio is IT over IT + plant + chain losses of that run."""
+    import dataclasses
+
+    from twin import plant, power
+    from twin.site import Conditions
+
+    fac = busy_hall().facility
+    fac.plant.fw_supply_c += 3.0  # a warm loop, so the what-if moves the state it runs on
+    before = dataclasses.replace(fac.plant)
+    cond = Conditions(
+        drybulb_c=30.0, wetbulb_c=22.0, rel_humidity=0.5, price_usd_per_mwh=50.0, carbon_g_per_kwh=300.0
+    )
+    d, flow, it_w = (
+        fac.plant_design,
+        plant.cdu_flow(fac.plant_design, fac.row_flow_fraction, fac.topo.us_row),
+        2e6,
+    )
+    ratio = plant.it_per_facility_w(d, fac.plant, flow, it_w, cond, 60, fac.ups_rating_w, fac.pp)
+    assert fac.plant == before
+    out = plant.run(d, dataclasses.replace(before), flow, d.lf * it_w, (1 - d.lf) * it_w, cond, 60)
+    cooling_w = out["chiller_w"] + out["pumps_w"] + out["fans_w"]
+    facility_w = it_w + cooling_w + power.chain_losses(it_w, cooling_w, fac.ups_rating_w, fac.pp).total_w
+    assert ratio == it_w / facility_w
+    # The facility as a plant view (``plant.plant_step``) is its design values and state.
+    assert plant.design_of(fac) == d
+
+
+def test_power_cap_in_force_is_the_lower_of_the_halls_own_and_the_campus_share() -> None:
+    from twin.capping import PowerCap
+    from twin.params import PowerChainParams
+
+    cap = PowerCap.standing(PowerChainParams(facility_cap_w=5e6), rows=2)
+    assert cap.facility_w == 5e6 and not cap.rows_capped and cap.capped
+    cap.set_site(3e6)
+    assert cap.facility_w == 3e6
+    cap.resolved(2e6, np.array([np.inf, 1e6]))  # a timed cap below the share, a row cap
+    assert (cap.own_w, cap.facility_w, cap.rows_capped) == (2e6, 2e6, True)
+    cap.set_site(np.inf)
+    assert cap.facility_w == 2e6
+    assert cap.it_target_w(1e6, 1.25e6) == 2e6 * 1e6 / 1.25e6
+    assert PowerCap.standing(PowerChainParams(), rows=1).it_target_w(1e6, 1.2e6) == np.inf

@@ -1,159 +1,279 @@
 """Clocks for the next step: power caps (facility and rows) and thermal equilibrium.
 
-A function of the facility state (``twin.facility.Facility``: its caps, clocks and topology).
-Caps are met by scaling the clock of every busy chip in scope; dynamic power follows f^k
-(ASM k = dvfs_exponent), performance follows f.
+Functions of explicit arguments: the chips and their layout (``Chips``, fixed for a run), the caps
+in force (``PowerCap``), the clocks the chips run at, and the operating point a step measured
+(``OperatingPoint``). Caps are met by scaling the clock of every busy chip in scope; dynamic power
+follows f^k (ASM k = dvfs_exponent), performance follows f.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from twin import cooling, power
-
-if TYPE_CHECKING:
-    from twin.facility import Facility
+from twin import cooling, effects, power
+from twin.catalog import Accelerator
+from twin.params import CoolingParams, PowerChainParams
+from twin.topology import Topology
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 
+@dataclass(frozen=True)
+class Chips:
+    """What the clocks are solved over, fixed for a run: the accelerator, the cooling and power
+    parameters, the layout and the shared all-ones clock (read-only)."""
+
+    acc: Accelerator
+    cp: CoolingParams
+    pp: PowerChainParams
+    topo: Topology
+    chip_row: npt.NDArray[np.int32]  # row of each chip
+    ones: FloatArray  # the clock while nothing is capped or hot (shared, read-only)
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """A step as the next clocks are solved from it."""
+
+    util: FloatArray  # utilisation at full clock, 0 on unpowered chips [-]
+    alive: BoolArray  # powered chips
+    dyn_full: FloatArray | None  # (P_tdp - P_idle) u [W], or None: derived when needed
+    it_w: float  # IT power [W]
+    facility_w: float  # the facility power a facility cap is measured against [W]
+    us_it: FloatArray  # IT power per UltraServer [W]
+    speed: FloatArray  # rack loop pump speed per UltraServer [-]
+
+
+@dataclass
+class PowerCap:
+    """The power caps of one facility: standing caps ([power] or an open-ended power_cap event),
+    the timed ones resolved on top of them (``twin.effects``), a campus's share of its cap for
+    this hall, and, when the facility shares a cap with others (``shared_targets``), its IT
+    target over the proportional one and its last step's basis for it."""
+
+    standing_facility_w: float
+    standing_row_w: FloatArray
+    own_w: float  # the hall's own facility cap (standing or timed) [W]; inf: none
+    row_w: FloatArray  # row caps in force [W]; inf: none
+    facility_w: float  # the facility cap in force: the lower of ``own_w`` and ``site_w`` [W]
+    rows_capped: bool  # any row cap finite
+    site_w: float = math.inf  # a campus's share of its cap (``twin.campus``; inf: none)
+    it_scale: float = 1.0  # IT target over the proportional share (1: alone under its cap)
+    basis: tuple[float, float, float] = field(default=(0.0, 0.0, 0.0))
+
+    @classmethod
+    def standing(cls, pp: PowerChainParams, rows: int) -> PowerCap:
+        fac = effects.no_cap(pp.facility_cap_w)
+        row = np.full(rows, effects.no_cap(pp.row_cap_w))
+        return cls(fac, row, fac, row.copy(), fac, bool(np.isfinite(row).any()))
+
+    @property
+    def capped(self) -> bool:
+        """A facility or a row cap is in force."""
+        return math.isfinite(self.facility_w) or self.rows_capped
+
+    def set_standing(self, what: str, r: int, cap: float) -> None:
+        if what == effects.FACILITY_CAP:
+            self.standing_facility_w = cap
+        else:
+            self.standing_row_w[r] = cap
+
+    def event(
+        self, timeline: effects.Timeline, what: str, r: int, cap_w: float, t_s: int, end_s: int
+    ) -> None:
+        """A power_cap event on ``what`` (``effects.FACILITY_CAP`` or ``effects.ROW_CAP``, row
+        ``r``): an open-ended cap replaces the standing cap of its target, a cleared one (inf)
+        ends every cap there, a timed one is an interval of its own (resolve after)."""
+        if math.isinf(cap_w):
+            timeline.end(lambda e: e.what == what and e.index == r)
+            self.set_standing(what, r, math.inf)
+        elif end_s < 0:
+            self.set_standing(what, r, cap_w)
+        else:
+            timeline.add(effects.Effect(what, r, cap_w, t_s, end_s))
+
+    def resolved(self, facility_w: float, row_w: FloatArray) -> None:
+        """The caps resolved from the standing ones and the active intervals."""
+        self.own_w = facility_w
+        self.facility_w = min(facility_w, self.site_w)
+        self.row_w = row_w
+        self.rows_capped = bool(np.isfinite(row_w).any())
+
+    def set_site(self, cap_w: float) -> None:
+        """A campus's share of its cap for this hall (inf: none)."""
+        self.site_w = cap_w
+        self.facility_w = min(self.own_w, cap_w)
+
+    def in_step_it_target_w(
+        self, last: OperatingPoint | None, first_ratio: Callable[[], float] | None
+    ) -> float:
+        """The facility cap as IT watts inside a step: at the last step's ratio of IT to
+        facility power (the plant of a step comes after its chips); without a last step at
+        ``first_ratio()`` (a run's first step: the plant's and the chain's answer to its own
+        IT power); inf without a facility cap or a ratio."""
+        if not math.isfinite(self.facility_w):
+            return math.inf
+        if last is not None:
+            return self.it_target_w(last.it_w, last.facility_w)
+        if first_ratio is not None:
+            return self.it_target_w(first_ratio(), 1.0)
+        return math.inf
+
+    def it_target_w(self, it_w: float, facility_w: float) -> float:
+        """The facility cap as IT watts at an operating point (IT ``it_w``, facility
+        ``facility_w``; facility power scales ~ with IT power there), times the share scale when
+        the facility shares a cap with others; inf when uncapped."""
+        if not math.isfinite(self.facility_w) or facility_w <= 0:
+            return math.inf
+        return self.facility_w * it_w / facility_w * self.it_scale
+
+
 def next_clock(
-    fac: Facility,
-    util: FloatArray,
-    alive: BoolArray,
-    dyn_full: FloatArray | None,
-    it_w: float,
-    facility_w: float,
-    us_it: FloatArray,
+    ch: Chips,
+    cap: PowerCap,
+    clock: FloatArray,
+    full_clock: bool,
+    op: OperatingPoint,
     coolant_us: FloatArray,
     r_us: FloatArray,
 ) -> FloatArray:
-    """Clock per chip for the next step: the lowest of the facility cap, the row cap and the
-    thermal limit. Caps are met by scaling the clock of every busy chip in scope; dynamic power
-    follows f^k (ASM k = dvfs_exponent), performance follows f. ``dyn_full`` is
-    (P_tdp - P_idle) u, derived from ``util`` when not given. Returns the facility's shared
-    all-ones clock when nothing is capped and no chip can be hot (the common step)."""
-    cp, topo = fac.cp, fac.topo
+    """Clock per chip for the next step from the operating point ``op`` run at ``clock``
+    (``full_clock``: all ones): the lowest of the facility cap, the row cap and the thermal
+    limit. Returns the shared all-ones clock when nothing is capped and no chip can be hot (the
+    common step)."""
+    cp, topo = ch.cp, ch.topo
     k = cp.dvfs_exponent
-    rows_capped = fac._rows_capped
-    capped = math.isfinite(fac.facility_cap_w) or rows_capped
     # Fast exit: even a chip at TDP on the warmest coolant stays below the throttle point.
-    cool = float((coolant_us + r_us * fac.acc.tdp_w).max()) <= cp.throttle_temp_c
-    if not capped and cool:
-        return fac._ones if cp.min_clock <= 1.0 else np.full(topo.chips, cp.min_clock)
+    cool = float(cooling.junction_c(coolant_us, r_us, ch.acc.tdp_w).max()) <= cp.throttle_temp_c
+    if not cap.capped and cool:
+        return ch.ones if cp.min_clock <= 1.0 else np.full(topo.chips, cp.min_clock)
     if (
         cool
-        and not rows_capped
-        and fac._full_clock
+        and not cap.rows_capped
+        and full_clock
         and cp.min_clock <= 1.0
-        and (fac.facility_cap_w * it_w / facility_w * fac.cap_it_scale >= it_w)
+        and cap.it_target_w(op.it_w, op.facility_w) >= op.it_w
     ):
         # A facility cap with room to spare (a campus shares its cap among its halls every step).
         # At full clock the scale below is x = (target - (IT - dyn)) / dyn, at least 1 exactly
         # when the IT target is at least the IT power: every clock would come out 1, so the
         # shared all-ones clock is returned without a pass over the chips.
-        return fac._ones
+        return ch.ones
+    dyn_full = op.dyn_full
     if dyn_full is None:
-        dyn_full = (fac.acc.tdp_w - fac.acc.idle_w) * util
-    it_target = it_target_w(fac, it_w, facility_w)
-    f = cap_clock(fac, dyn_full, it_w, it_target, us_it) if capped else np.ones(topo.chips)
+        dyn_full = power.dynamic_w(ch.acc.tdp_w, ch.acc.idle_w, op.util)
+    it_target = cap.it_target_w(op.it_w, op.facility_w)
+    f = (
+        cap_clock(ch, cap, clock, full_clock, dyn_full, op.it_w, it_target, op.us_it)
+        if cap.capped
+        else np.ones(topo.chips)
+    )
     f = np.maximum(f, cp.min_clock)
     # Thermal: the largest clock whose junction temperature stays on the throttle curve
     # (quasi-steady junction: the package settles in seconds, well inside a step).
     if cool:
         return f
     r = r_us[topo.chip_us]
-    base = coolant_us[topo.chip_us] + r * fac.acc.idle_w
-    tj_at = base + r * dyn_full * power.dvfs_power_factor(f, k)
-    hot = (tj_at > cp.throttle_temp_c) & alive
+    base = cooling.junction_c(coolant_us[topo.chip_us], r, ch.acc.idle_w)
+    tj_at = cooling.junction_dyn_c(base, r * dyn_full, power.dvfs_power_factor(f, k))
+    hot = (tj_at > cp.throttle_temp_c) & op.alive
     if hot.any():
         f[hot] = cooling.thermal_clock(base[hot], r[hot] * dyn_full[hot], f[hot], k, cp)
     return f
 
 
 def cap_clock(
-    fac: Facility, dyn_full: FloatArray, it_w: float, it_target: float, us_it: FloatArray
+    ch: Chips,
+    cap: PowerCap,
+    clock: FloatArray,
+    full_clock: bool,
+    dyn_full: FloatArray,
+    it_w: float,
+    it_target: float,
+    us_it: FloatArray,
 ) -> FloatArray:
     """Clock per chip that brings IT power to ``it_target`` [W] (inf: no facility cap) and each
-    row to its cap, from the operating point of the facility's current clocks (``fac.clock``)
-    where IT power is ``it_w`` and UltraServer IT ``us_it``. Every busy chip in scope gets the
-    same clock: dynamic power scales with f^k, the rest (idle chips, hosts, switches) is fixed."""
-    cp, pp, topo = fac.cp, fac.pp, fac.topo
-    k = cp.dvfs_exponent
+    row to its cap, from the operating point at ``clock`` where IT power is ``it_w`` and
+    UltraServer IT ``us_it``. Every busy chip in scope gets the same clock: dynamic power scales
+    with f^k, the rest (idle chips, hosts, switches) is fixed."""
+    pp, topo = ch.pp, ch.topo
+    k = ch.cp.dvfs_exponent
     f = np.ones(topo.chips)
-    dyn_it = dyn_full / pp.psu_efficiency  # rack-input watts of dynamic power at f = 1
-    cur = dyn_it if fac._full_clock else dyn_it * power.dvfs_power_factor(fac.clock, k)
+    dyn_it = power.rack_dynamic_w(dyn_full, pp)
+    cur = dyn_it if full_clock else dyn_it * power.dvfs_power_factor(clock, k)
     if math.isfinite(it_target):
         # Facility power scales ~ with IT power at this operating point.
         dyn_now = float(cur.sum())
         fixed = it_w - dyn_now
         total_dyn = float(dyn_it.sum())
         if total_dyn > 0:
-            x = (it_target - fixed) / total_dyn
-            f[:] = min(max(x, 0.0), 1.0) ** (1 / k)
-    if fac._rows_capped:
-        row_dyn_now = np.bincount(fac.chip_row, weights=cur, minlength=topo.rows)
-        row_dyn = np.bincount(fac.chip_row, weights=dyn_it, minlength=topo.rows)
+            f[:] = power.dvfs_clock((it_target - fixed) / total_dyn, k)
+    if cap.rows_capped:
+        row_dyn_now = np.bincount(ch.chip_row, weights=cur, minlength=topo.rows)
+        row_dyn = np.bincount(ch.chip_row, weights=dyn_it, minlength=topo.rows)
         row_it = topo.per_row(us_it)
         row_fixed = row_it - row_dyn_now
         with np.errstate(divide="ignore", invalid="ignore"):
-            xr = np.where(row_dyn > 0, (fac.row_cap_w - row_fixed) / row_dyn, 1.0)
-        fr = np.clip(xr, 0.0, 1.0) ** (1 / k)
-        f = np.minimum(f, fr[fac.chip_row])
+            xr = np.where(row_dyn > 0, (cap.row_w - row_fixed) / row_dyn, 1.0)
+        f = np.minimum(f, power.dvfs_clocks(xr, k)[ch.chip_row])
     return f
 
 
 def within_step(
-    fac: Facility, util: FloatArray, dyn_full: FloatArray | None, it_w: float, us_it: FloatArray
+    ch: Chips,
+    cap: PowerCap,
+    clock: FloatArray,
+    full_clock: bool,
+    util: FloatArray,
+    dyn_full: FloatArray | None,
+    it_w: float,
+    us_it: FloatArray,
+    it_target: float,
 ) -> tuple[FloatArray, FloatArray] | None:
     """(clocks lowered inside the step, ``dyn_full``) when the step's load, at the clocks it
-    began with, draws more than a cap allows (IT power ``it_w``, per UltraServer ``us_it``);
-    None when every cap holds. A cap set at the end of the last step meets the last step's load: a job starting, a
-    service scaling up or a cap arriving would otherwise overshoot for one step. The facility
-    cap is converted to IT watts at the last step's ratio of IT to facility power (the plant of
-    this step comes after the chips; a run's first step asks the plant and the chain what this
-    step's IT power would cost, ``Facility.it_per_facility_w``); no clock is raised here."""
-    over = False
-    it_target = math.inf
-    if math.isfinite(fac.facility_cap_w):
-        if fac._last is not None:
-            it_target = it_target_w(fac, fac._last[3], fac._last[4])
-        elif fac._first is not None:  # a run's first step: at this step's own ratio
-            it_target = it_target_w(fac, fac.it_per_facility_w(it_w, *fac._first), 1.0)
-        over = it_w > it_target
-    if not over and fac._rows_capped:
-        over = bool((fac.topo.per_row(us_it) > fac.row_cap_w).any())
+    began with (``clock``), draws more than a cap allows (IT power ``it_w``, per UltraServer
+    ``us_it``; the facility cap as the IT target ``it_target``, inf: none); None when every cap
+    holds. A cap set at the end of the last step meets the last step's load: a job starting, a
+    service scaling up or a cap arriving would otherwise overshoot for one step. No clock is
+    raised here."""
+    over = it_w > it_target
+    if not over and cap.rows_capped:
+        over = bool((ch.topo.per_row(us_it) > cap.row_w).any())
     if not over:
         return None
     if dyn_full is None:
-        dyn_full = (fac.acc.tdp_w - fac.acc.idle_w) * util
-    f = np.maximum(cap_clock(fac, dyn_full, it_w, it_target, us_it), fac.cp.min_clock)
-    clock: FloatArray = np.minimum(fac.clock, f)
-    return clock, dyn_full
+        dyn_full = power.dynamic_w(ch.acc.tdp_w, ch.acc.idle_w, util)
+    f = np.maximum(cap_clock(ch, cap, clock, full_clock, dyn_full, it_w, it_target, us_it), ch.cp.min_clock)
+    lowered: FloatArray = np.minimum(clock, f)
+    return lowered, dyn_full
 
 
-def it_target_w(fac: Facility, it_w: float, facility_w: float) -> float:
-    """The facility cap as IT watts at an operating point (IT ``it_w``, facility ``facility_w``;
-    facility power scales ~ with IT power there), times the facility's share scale when it
-    shares a cap with others (``cap_it_scale``, ``shared_targets``); inf when uncapped."""
-    if not math.isfinite(fac.facility_cap_w) or facility_w <= 0:
-        return math.inf
-    return fac.facility_cap_w * it_w / facility_w * fac.cap_it_scale
+class HasChips(Protocol):
+    """A facility as ``basis`` reads it."""
+
+    @property
+    def acc(self) -> Accelerator: ...
+    @property
+    def pp(self) -> PowerChainParams: ...
+    @property
+    def cp(self) -> CoolingParams: ...
 
 
 def basis(
-    fac: Facility, util: FloatArray, clock: FloatArray, full_clock: bool, it_w: float, us_act: FloatArray
+    fac: HasChips, util: FloatArray, clock: FloatArray, full_clock: bool, it_w: float, us_act: FloatArray
 ) -> tuple[float, float, float]:
     """What a shared cap needs of one facility's step: (IT power, its dynamic part at the
     step's clocks, the dynamic part at full clock) [W at rack input]. ``util`` is the chips'
     utilisation at full clock (0 on unpowered chips), ``us_act`` its sum per UltraServer at the
     step's clocks (at full clock the same sum, so no pass over the chips)."""
-    dp = (fac.acc.tdp_w - fac.acc.idle_w) / fac.pp.psu_efficiency
+    dp = power.rack_dynamic_w(power.dynamic_w(fac.acc.tdp_w, fac.acc.idle_w, 1.0), fac.pp)
     if full_clock:
         full = dp * float(us_act.sum())
         return it_w, full, full

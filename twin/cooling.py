@@ -17,12 +17,30 @@ FloatArray = npt.NDArray[np.float64]
 
 WATER_CP_J_KG_K = 4180.0  # water c_p 4.18 kJ/kg K (facts §8.5)
 WATER_RHO_KG_M3 = 997.0  # water density near 25 °C
+MIN_FLOW = 0.3  # variable-speed pumps never go below 30 % flow (ASM)
 
 
 def loop_flow_kg_s(design_heat_w: FloatArray | float, p: CoolingParams) -> FloatArray | float:
     """Design mass flow from the OCP rule of thumb (litres per minute per kW) [kg/s]."""
     litres_per_s = p.flow_l_min_per_kw * (np.asarray(design_heat_w) / 1000.0) / 60.0
     return litres_per_s * WATER_RHO_KG_M3 / 1000.0
+
+
+def pump_speed(load_w: float, design_w: float) -> float:
+    """Speed of a variable-speed pump holding its loop's design temperature rise: flow in
+    proportion to the heat load, between ``MIN_FLOW`` and full [-]."""
+    return min(max(load_w / design_w, MIN_FLOW), 1.0)
+
+
+def loop_pump_speed(load_w: FloatArray, design_w: float) -> FloatArray:
+    """``pump_speed`` of many loops [-]."""
+    out: FloatArray = np.clip(load_w / design_w, MIN_FLOW, 1.0)
+    return out
+
+
+def pump_design_w(flow_kg_s: float, p: CoolingParams) -> float:
+    """Pump power at design flow [W]: head x volume flow / efficiency."""
+    return p.pump_head_pa * (flow_kg_s / WATER_RHO_KG_M3) / p.pump_efficiency
 
 
 def throttle_clock(t_junction_c: FloatArray, p: CoolingParams) -> FloatArray:
@@ -90,11 +108,47 @@ def cold_plate_r_k_per_w(
     return out
 
 
-def junction_c(coolant_c: FloatArray, r_k_per_w: FloatArray, chip_w: FloatArray) -> FloatArray:
+def junction_c(coolant_c: FloatArray, r_k_per_w: FloatArray, chip_w: FloatArray | float) -> FloatArray:
     """Quasi-steady junction temperature T_j = T_coolant + R P [°C] (the package settles in
-    seconds, well inside a step)."""
+    seconds, well inside a step). At P = P_idle: the base that ``junction_dyn_c`` adds the
+    dynamic part to."""
     out: FloatArray = coolant_c + r_k_per_w * chip_w
     return out
+
+
+def junction_dyn_c(
+    idle_junction_c: FloatArray, dyn_k: FloatArray, power_factor: FloatArray | float
+) -> FloatArray:
+    """``junction_c`` of a chip at clock f split as the junction at idle power plus the dynamic
+    part: T_j = (T_coolant + R P_idle) + R (P_tdp - P_idle) u f^k [°C], with ``dyn_k`` =
+    R (P_tdp - P_idle) u [K] and ``power_factor`` = f^k (``power.dvfs_power_factor``)."""
+    out: FloatArray = idle_junction_c + dyn_k * power_factor
+    return out
+
+
+def loop_supply_c(fw_supply_c: float, p: CoolingParams) -> float:
+    """Rack loop (CDU secondary) supply [°C]: the facility water supply plus the CDU approach."""
+    return fw_supply_c + p.cdu_approach_k
+
+
+def plate_coolant_c(supply_c: float, ret_c: FloatArray, flowing: npt.NDArray[np.bool_]) -> FloatArray:
+    """Coolant the cold plates see [°C]: the mean of supply and return in a flowing loop, a
+    stagnant loop's own (mixed) temperature."""
+    out: FloatArray = np.where(flowing, 0.5 * (supply_c + ret_c), ret_c)
+    return out
+
+
+def crah_supply_air_c(chw_supply_c: float, p: CoolingParams) -> float:
+    """Supply air of the CRAHs [°C]: its design value, warmer by as much as the chilled water
+    runs above its setpoint."""
+    return p.air_supply_c + max(chw_supply_c - p.chilled_water_c, 0.0)
+
+
+def loop_stored_w(mass_kg: float, ret_c: FloatArray, ret0_c: FloatArray, dt_s: float) -> float:
+    """Heat the loops stored over ``dt_s`` (their temperature rise times their heat capacity)
+    as a mean rate [W]."""
+    stored = mass_kg * WATER_CP_J_KG_K * (ret_c - ret0_c)
+    return float(stored.sum() / dt_s)
 
 
 def allowed_junction_c(clock: FloatArray, p: CoolingParams) -> FloatArray:
@@ -115,7 +169,7 @@ def thermal_clock(
     hi = np.maximum(np.asarray(f_max, dtype=np.float64), 0.5)
     for _ in range(30):
         mid = 0.5 * (lo + hi)
-        ok = throttle_clock(base_c + dyn_k * mid**k, p) >= mid
+        ok = throttle_clock(junction_dyn_c(base_c, dyn_k, mid**k), p) >= mid
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
     return lo

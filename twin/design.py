@@ -68,7 +68,9 @@ def derive(p: FactoryParams) -> Design:
     hall, cp, pp = p.hall, p.cooling, p.power
     sysm, acc = hall.system, hall.accelerator
     nus = hall.ultraservers
-    us_dc = sysm.chips * acc.tdp_w + sysm.servers * sysm.host_w_per_server + sysm.switch_w
+    us_dc = power.us_full_load_dc_w(
+        sysm.chips, acc.tdp_w, sysm.servers, sysm.host_w_per_server, sysm.switch_w
+    )
     us_it = float(power.rectifier_input_w(us_dc, sysm.servers, pp))
     design_it = nus * us_dc  # sizing basis of the plant and the UPS (DC load at full power)
     lf = sysm.liquid_fraction

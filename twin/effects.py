@@ -19,11 +19,13 @@ re-evaluated from the intervals still active.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
+
+from twin.events import Events
 
 FACILITY_CAP, ROW_CAP, CDU, CHILLERS, TOWERS = "facility_cap", "row_cap", "cdu", "chillers", "towers"
 
@@ -82,6 +84,51 @@ def resolve(
         chillers_up=max(chiller_units - chillers_down, 0),
         towers_up=max(tower_units - towers_down, 0),
     )
+
+
+@dataclass
+class Timeline:
+    """The timed effects of one facility, each an interval of its own."""
+
+    effects: list[Effect] = field(default_factory=list)
+
+    def add(self, e: Effect) -> None:
+        self.effects.append(e)
+
+    def end(self, pred: Callable[[Effect], bool]) -> None:
+        """The effects ``pred`` selects end now."""
+        self.effects = [e for e in self.effects if not pred(e)]
+
+    def end_due(self, t_s: int, ev: Events) -> bool:
+        """Intervals that end at or before ``t_s`` end (each only itself), reported in ``ev``;
+        True when any did (the state is then to be resolved again from those still active)."""
+        if not self.effects or not any(0 <= e.end_s <= t_s for e in self.effects):
+            return False
+        keep = []
+        for e in self.effects:
+            if not 0 <= e.end_s <= t_s:
+                keep.append(e)
+            elif e.what == FACILITY_CAP:
+                ev.append(("power_cap", "facility", f"power cap {e.value / 1e6:.3f} MW ended"))
+            elif e.what == ROW_CAP:
+                ev.append(("power_cap", f"row:{e.index}", f"power cap {e.value / 1e6:.3f} MW ended"))
+            elif e.what == CDU:
+                ev.append(("cooling_restore", f"row:{e.index}", "CDU pump failure ended"))
+            elif e.what == CHILLERS:
+                ev.append(("cooling_restore", "plant", f"{int(e.value)} chiller(s) back"))
+            else:
+                ev.append(("cooling_restore", "plant", f"{int(e.value)} economizer unit(s) back"))
+        self.effects = keep
+        return True
+
+
+def row_index(rows: int, target: str) -> int:
+    """The row of an event's target (``row:3`` or ``3``), checked against the number of rows."""
+    t = target.split(":", 1)[1] if ":" in target else target
+    r = int(t)
+    if not 0 <= r < rows:
+        raise ValueError(f"row {r} out of range 0..{rows - 1}")
+    return r
 
 
 def surge_factor(surges: Iterable[tuple[float, int, int]], t_s: int) -> float:

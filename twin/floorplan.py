@@ -12,8 +12,9 @@ import numpy.typing as npt
 
 from twin import routing
 from twin.design import derive
-from twin.facility import Facility, PlantState
+from twin.facility import Facility
 from twin.params import FactoryParams, HallParams, SystemRows
+from twin.plant import PlantDesign
 
 # The largest number of different systems in one hall (each is a pool with its own arrays).
 MAX_SYSTEMS = 8
@@ -88,32 +89,29 @@ class HallTopology:
     servers_per_us: int = 0
 
 
-class PlantView:
-    """The plant as several pools present it to ``twin.plant``: the first pool's plant state
-    and the hall's design values (sums of the pools'; the CDU pump figure is the mean per
-    UltraServer, the plant's pumps scale it by the number of flowing UltraServers)."""
-
-    def __init__(self, facs: list[Facility], us_row: npt.NDArray[np.int32]) -> None:
-        f0 = facs[0]
-        self._facs = facs
-        self.cp = f0.cp
-        self.plant: PlantState = f0.plant
-        self.lf = max(f.lf for f in facs)
-        self.fw_setpoint_c = f0.fw_setpoint_c
-        self.econ_unit_effectiveness = f0.econ_unit_effectiveness
-        self.design_it_w = sum(f.design_it_w for f in facs)
-        self.design_liquid_w = sum(f.design_liquid_w for f in facs)
-        self.fw_flow_design = sum(f.fw_flow_design for f in facs)
-        self.fw_mass_kg = sum(f.fw_mass_kg for f in facs)
-        self.fw_pump_design_w = sum(f.fw_pump_design_w for f in facs)
-        self.fan_design_w = sum(f.fan_design_w for f in facs)
-        self.ups_rating_w = sum(f.ups_rating_w for f in facs)
-        cp = self.cp
-        self.chiller_unit_w = self.design_it_w / max(cp.chiller_units - cp.chiller_redundancy, 1)
-        nus = sum(f.topo.ultraservers for f in facs)
-        self.cdu_pump_design_w = sum(f.cdu_pump_design_w * f.topo.ultraservers for f in facs) / nus
-        self.topo = HallTopology(nus, 0, 0, us_row, np.zeros(0, dtype=np.int32))
-
-    @property
-    def row_flow_fraction(self) -> npt.NDArray[np.float64]:
-        return np.concatenate([f.row_flow_fraction for f in self._facs])
+def hall_plant(facs: list[Facility]) -> PlantDesign:
+    """The design values of the one plant that serves several pools (``twin.plant``): the
+    first pool's cooling parameters and setpoints, the pools' design heat, flows, masses, pumps
+    and fans summed; a chiller is sized on the summed IT load; the CDU pump figure is the mean
+    per UltraServer (the plant's pumps scale it by the number of flowing UltraServers). One
+    pool's plant is its own."""
+    if len(facs) == 1:
+        return facs[0].plant_design
+    f0 = facs[0]
+    cp = f0.cp
+    design_it_w = sum(f.design_it_w for f in facs)
+    nus = sum(f.topo.ultraservers for f in facs)
+    return PlantDesign(
+        cp=cp,
+        lf=max(f.lf for f in facs),
+        fw_setpoint_c=f0.fw_setpoint_c,
+        econ_unit_effectiveness=f0.econ_unit_effectiveness,
+        chiller_unit_w=design_it_w / max(cp.chiller_units - cp.chiller_redundancy, 1),
+        design_it_w=design_it_w,
+        design_liquid_w=sum(f.design_liquid_w for f in facs),
+        fw_flow_design=sum(f.fw_flow_design for f in facs),
+        fw_mass_kg=sum(f.fw_mass_kg for f in facs),
+        fw_pump_design_w=sum(f.fw_pump_design_w for f in facs),
+        fan_design_w=sum(f.fan_design_w for f in facs),
+        cdu_pump_design_w=sum(f.cdu_pump_design_w * f.topo.ultraservers for f in facs) / nus,
+    )

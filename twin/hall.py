@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -58,7 +58,7 @@ from twin.compose import (
 from twin.design import Design
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.facility import FacilityStep, ItStep
-from twin.floorplan import HallTopology, PlantView, check, pool_facts, pool_params, pool_seed, service_pools
+from twin.floorplan import HallTopology, check, hall_plant, pool_facts, pool_params, pool_seed, service_pools
 from twin.jobs import JobTable
 from twin.params import FactoryParams, ScheduledEvent, SystemRows
 from twin.pool import Pool
@@ -117,12 +117,11 @@ class Hall:
         )
         # One pool: its own topology (servers, rows, chips); several: the hall's index arrays.
         self.topo: HallTopology | Topology = self.pools[0].topo if k == 1 else self._topology()
-        # The plant as the pools present it (one pool: its own facility).
-        self.plant_view: Any = (
-            PlantView([pl.facility for pl in self.pools], self.topo.us_row)
-            if k > 1
-            else self.pools[0].facility
-        )
+        # One plant for the hall's pools (its state is the first pool's, which owns it) and one
+        # UPS rating for its power chain.
+        facs = [pl.facility for pl in self.pools]
+        self.plant_design = hall_plant(facs)
+        self.ups_rating_w = sum(f.ups_rating_w for f in facs) if k > 1 else facs[0].ups_rating_w
         # Global service index of each pool's services.
         self.svc_ids = [[j for j, q in enumerate(self.svc_pool) if q == i] for i in range(k)]
         self.sys = self.pools[0].sys
@@ -172,7 +171,7 @@ class Hall:
         d0 = self.pools[0].design
         if len(self.pools) == 1:
             return d0
-        v = cast(PlantView, self.plant_view)
+        v = self.plant_design
         return dataclasses.replace(
             d0,
             system="+".join(self.systems),
@@ -184,7 +183,7 @@ class Hall:
             facility_loop_mass_kg=v.fw_mass_kg,
             facility_design_flow_kg_s=v.fw_flow_design,
             chiller_unit_w=v.chiller_unit_w,
-            ups_rating_w=v.ups_rating_w,
+            ups_rating_w=self.ups_rating_w,
         )
 
     @property
@@ -291,11 +290,17 @@ class Hall:
             self._share_cap([pl.facility.cap_basis for pl in pools], self._last_w)
         parts = [self._step_it(k, pl, cond) for k, pl in enumerate(pools)]
         it_w = sum(p.it_w for p in parts)
-        plant_out = plant.plant_step(
-            self.plant_view, sum(p.to_fw_w for p in parts), sum(p.air_heat_w for p in parts), cond, dt
+        plant_out = plant.run(
+            self.plant_design,
+            pools[0].facility.plant,
+            self._cdu_flow(),
+            sum(p.to_fw_w for p in parts),
+            sum(p.air_heat_w for p in parts),
+            cond,
+            dt,
         )
         cooling_w = plant_out["chiller_w"] + plant_out["pumps_w"] + plant_out["fans_w"]
-        losses = power.chain_losses(it_w, cooling_w, self.plant_view.ups_rating_w, self.p.power)
+        losses = power.chain_losses(it_w, cooling_w, self.ups_rating_w, self.p.power)
         facility_w = it_w + cooling_w + losses.total_w
         if shared:
             bases = [
@@ -317,12 +322,16 @@ class Hall:
             pl.facility.facility_cap_w = fac.facility_cap_w
         # A run's first step has no last step to convert a facility cap into IT watts with: it
         # asks the plant and the chain what this step's IT power would cost instead.
-        first = pl.facility._last is None
-        if first:
-            pl.facility._first = (cond, self.dt_s)
-        part = pl.facility.step_it(pl.utilisation(), ~pl.chip_failed, self.t_s, self.dt_s)
-        pl.facility._first = None
-        return part
+        first = cond if self._last_w == 0.0 else None
+        return pl.facility.step_it(pl.utilisation(), ~pl.chip_failed, self.t_s, self.dt_s, first)
+
+    def _cdu_flow(self) -> float:
+        """The UltraServer loops' summed CDU flow fraction (what the CDU pumps drive) [-]."""
+        if len(self.pools) == 1:
+            f = self.pools[0].facility
+            return plant.cdu_flow(self.plant_design, f.row_flow_fraction, f.topo.us_row)
+        rff = np.concatenate([pl.facility.row_flow_fraction for pl in self.pools])
+        return plant.cdu_flow(self.plant_design, rff, self.topo.us_row)
 
     def _finish(
         self,

@@ -2,28 +2,29 @@
 water loop with its thermal mass), economizer (towers with a plate heat exchanger, or dry
 coolers) with chiller trim, and the plant's electrical power and water.
 
-Functions of the facility state (``twin.facility.Facility``: its plant state, design values and
-CDU flows); the relations are ``twin.cooling``.
+Functions of the plant's design values (``PlantDesign``, fixed for a run), its state
+(``PlantState``: units up, loop temperatures) and the CDUs' flow; the relations are
+``twin.cooling``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from twin import cooling, telemetry
-from twin.params import CoolingParams
+from twin import cooling, power, telemetry
+from twin.design import Design
+from twin.params import CoolingParams, PowerChainParams
 from twin.site import Conditions
-
-if TYPE_CHECKING:
-    from twin.facility import Facility
 
 CP = cooling.WATER_CP_J_KG_K
 LATENT_J_PER_KG = 2.43e6  # latent heat of vaporisation of water at ~30 °C
-MIN_FLOW = 0.3  # variable-speed pumps never go below 30 % flow (ASM)
+MIN_FLOW = cooling.MIN_FLOW
 
 
 # State of a plant unit (chiller, cooling tower / dry cooler): running, standby (healthy, not needed),
@@ -32,6 +33,119 @@ RUNNING, STANDBY, FAILED = 0, 1, 2
 UNIT_STATES = ("running", "standby", "failed")
 # What ``plant_step`` reports about the units, recorded as ``factory_ts`` columns of these names.
 UNIT_COLUMNS = telemetry.PLANT_UNIT_COLUMNS
+
+
+@dataclass
+class PlantState:
+    chillers_up: int
+    towers_up: int
+    fw_supply_c: float  # facility water supply to the CDUs
+    chw_supply_c: float  # chilled water supply to the CRAHs
+
+
+@dataclass(frozen=True)
+class PlantDesign:
+    """The plant's design values, fixed for a run (a facility's, or a floor's sums)."""
+
+    cp: CoolingParams
+    lf: float  # liquid-cooled share of IT heat [-]
+    fw_setpoint_c: float  # facility water supply setpoint [°C]
+    econ_unit_effectiveness: float  # one economizer unit's share of the effectiveness [-]
+    chiller_unit_w: float  # one chiller's capacity [W]
+    design_it_w: float
+    design_liquid_w: float
+    fw_flow_design: float  # facility water flow at design [kg/s]
+    fw_mass_kg: float  # facility water loop mass [kg]
+    fw_pump_design_w: float
+    fan_design_w: float
+    cdu_pump_design_w: float  # per UltraServer loop [W]
+
+    @classmethod
+    def of(cls, cp: CoolingParams, d: Design, ultraservers: int, us_design_liquid_w: float) -> PlantDesign:
+        """A facility's plant from its design (``twin.design``): pumps and fans at design flow /
+        full speed (affinity laws scale them from here); all IT power becomes heat."""
+        eff_units = max(cp.economizer_units - cp.economizer_redundancy, 1)
+        return cls(
+            cp=cp,
+            lf=d.liquid_fraction,
+            fw_setpoint_c=cp.supply_setpoint_c - cp.cdu_approach_k,
+            econ_unit_effectiveness=cp.economizer_effectiveness / eff_units,
+            chiller_unit_w=d.chiller_unit_w,
+            design_it_w=d.design_it_w,
+            design_liquid_w=ultraservers * us_design_liquid_w,
+            fw_flow_design=d.facility_design_flow_kg_s,
+            fw_mass_kg=d.facility_loop_mass_kg,
+            fw_pump_design_w=cooling.pump_design_w(d.facility_design_flow_kg_s, cp),
+            fan_design_w=cp.drycooler_fan_w_per_w * d.design_it_w,
+            cdu_pump_design_w=cooling.pump_design_w(d.us_design_flow_kg_s, cp),
+        )
+
+
+class _UsRows(Protocol):
+    @property
+    def us_row(self) -> npt.NDArray[np.int32]: ...
+
+
+class PlantView(Protocol):
+    """What ``plant_step`` reads of a facility or a floor: the design values, the plant state and
+    the CDU flows."""
+
+    @property
+    def cp(self) -> CoolingParams: ...
+    @property
+    def plant(self) -> PlantState: ...
+    @property
+    def lf(self) -> float: ...
+    @property
+    def fw_setpoint_c(self) -> float: ...
+    @property
+    def econ_unit_effectiveness(self) -> float: ...
+    @property
+    def chiller_unit_w(self) -> float: ...
+    @property
+    def design_it_w(self) -> float: ...
+    @property
+    def design_liquid_w(self) -> float: ...
+    @property
+    def fw_flow_design(self) -> float: ...
+    @property
+    def fw_mass_kg(self) -> float: ...
+    @property
+    def fw_pump_design_w(self) -> float: ...
+    @property
+    def fan_design_w(self) -> float: ...
+    @property
+    def cdu_pump_design_w(self) -> float: ...
+    @property
+    def row_flow_fraction(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def topo(self) -> _UsRows: ...
+
+
+def design_of(v: PlantView) -> PlantDesign:
+    """The design values of a facility or a floor as one record."""
+    return PlantDesign(
+        v.cp,
+        v.lf,
+        v.fw_setpoint_c,
+        v.econ_unit_effectiveness,
+        v.chiller_unit_w,
+        v.design_it_w,
+        v.design_liquid_w,
+        v.fw_flow_design,
+        v.fw_mass_kg,
+        v.fw_pump_design_w,
+        v.fan_design_w,
+        v.cdu_pump_design_w,
+    )
+
+
+def cdu_flow(
+    d: PlantDesign, row_flow_fraction: npt.NDArray[np.float64], us_row: npt.NDArray[np.int32]
+) -> float:
+    """UltraServer loops' summed CDU flow fraction (what the CDU pumps drive) [-]; 0 without
+    liquid cooling."""
+    return float(row_flow_fraction[us_row].sum()) if d.lf > 0 else 0.0
 
 
 def unit_states(units: int, up: int, running: int) -> npt.NDArray[np.int8]:
@@ -54,33 +168,31 @@ def sink_c(cp: CoolingParams, cond: Conditions) -> tuple[float, float]:
 
 
 def air_side(
-    f: Facility, air_w: float, sink: float, eps: float, cap_total: float, dt_s: int
+    d: PlantDesign, st: PlantState, air_w: float, sink: float, eps: float, cap_total: float, dt_s: int
 ) -> tuple[float, float, float]:
     """(economizer, chiller, unmet) heat of the air side [W]: chilled water at its setpoint, the
     economizer precools when cold enough. The chilled-water loop warms when the chillers cannot
     keep up (its thermal mass taken as the facility loop's, ASM)."""
-    cp, st = f.cp, f.plant
-    chw = cp.chilled_water_c
+    chw = d.cp.chilled_water_c
     chw_ret = chw + 6.0
     air_econ = min(air_w, max(eps * air_w * (chw_ret - sink) / 6.0, 0.0)) if air_w > 0 else 0.0
     air_chiller = min(air_w - air_econ, cap_total)
     air_unmet = air_w - air_econ - air_chiller
     if air_unmet > 0:
-        st.chw_supply_c += air_unmet * dt_s / (f.fw_mass_kg * CP)
+        st.chw_supply_c += air_unmet * dt_s / (d.fw_mass_kg * CP)
     else:
         st.chw_supply_c = max(chw, st.chw_supply_c - 1.0 * dt_s / 60.0)
     return air_econ, air_chiller, air_unmet
 
 
 def liquid_side(
-    f: Facility, liquid_w: float, sink: float, eps: float, cap_left: float, dt_s: int
+    d: PlantDesign, st: PlantState, liquid_w: float, sink: float, eps: float, cap_left: float, dt_s: int
 ) -> tuple[float, float, float, float]:
     """(economizer, chiller, unmet) heat of the facility water loop [W] and its pump speed [-].
     m c_p (T_ret - T_set) must go; the loop's supply temperature moves with its thermal mass."""
-    st = f.plant
-    speed = min(max(liquid_w / f.design_liquid_w, MIN_FLOW), 1.0) if liquid_w > 0 else MIN_FLOW
-    mcp = f.fw_flow_design * speed * CP
-    t_set = f.fw_setpoint_c
+    speed = cooling.pump_speed(liquid_w, d.design_liquid_w) if liquid_w > 0 else MIN_FLOW
+    mcp = d.fw_flow_design * speed * CP
+    t_set = d.fw_setpoint_c
     t0 = st.fw_supply_c
     liq_econ = liq_chiller = liq_unmet = 0.0
     if liquid_w <= 0:
@@ -95,14 +207,14 @@ def liquid_side(
     if e_set + cap_left >= need_at_set:
         # The plant holds the setpoint: econ first, chiller trims; any stored heat in the loop
         # is removed within the step (it is small next to the trim capacity).
-        excess = f.fw_mass_kg * CP * max(t0 - t_set, 0.0) / dt_s
+        excess = d.fw_mass_kg * CP * max(t0 - t_set, 0.0) / dt_s
         liq_econ = e_set
         liq_chiller = min(need_at_set - e_set + excess, cap_left)
-        st.fw_supply_c = max(t_set, t0 - (liq_chiller - (need_at_set - e_set)) * dt_s / (f.fw_mass_kg * CP))
+        st.fw_supply_c = max(t_set, t0 - (liq_chiller - (need_at_set - e_set)) * dt_s / (d.fw_mass_kg * CP))
     else:
         # Capacity-limited: C dT/dt = Q (1 - eps) - eps m c_p (T - sink) - chiller cap
         # => exact exponential towards T_ss with tau = C / (eps m c_p).
-        c_fw = f.fw_mass_kg * CP
+        c_fw = d.fw_mass_kg * CP
         if eps > 0:
             t_ss = sink + (liquid_w * (1 - eps) - cap_left) / (eps * mcp)
             t1 = cooling.mixed_loop_step(t0, t_ss, c_fw / (eps * mcp), dt_s)
@@ -117,53 +229,75 @@ def liquid_side(
     return liq_econ, liq_chiller, liq_unmet, speed
 
 
-def plant_step(f: Facility, liquid_w: float, air_w: float, cond: Conditions, dt_s: int) -> dict[str, float]:
-    """The plant over one step with ``liquid_w`` into the facility water and ``air_w`` into the
-    air: its electrical power (chillers, pumps, fans), free-cooling share, COP, water and unmet
-    heat."""
-    cp, st = f.cp, f.plant
-    sink, t_cond = sink_c(cp, cond)
-    eps = min(st.towers_up * f.econ_unit_effectiveness, 0.95)
-    cap_total = st.chillers_up * f.chiller_unit_w
-    air_econ, air_chiller, air_unmet = air_side(f, air_w, sink, eps, cap_total, dt_s)
-    liq_econ, liq_chiller, liq_unmet, speed = liquid_side(
-        f, liquid_w, sink, eps, cap_total - air_chiller, dt_s
-    )
+def plant_step(v: PlantView, liquid_w: float, air_w: float, cond: Conditions, dt_s: int) -> dict[str, float]:
+    """``run`` for a facility or a floor (``PlantView``): its design values, plant state and CDU
+    flows."""
+    d = design_of(v)
+    return run(d, v.plant, cdu_flow(d, v.row_flow_fraction, v.topo.us_row), liquid_w, air_w, cond, dt_s)
 
+
+def chillers(
+    d: PlantDesign, air_chiller: float, liq_chiller: float, t_cond: float
+) -> tuple[float, int, float, float]:
+    """(electrical power [W], units running, part-load ratio, COP) of the chillers carrying
+    ``air_chiller`` + ``liq_chiller`` [W]: Carnot-fraction COP at the current lift, EnergyPlus
+    part-load curve over the units that must run."""
+    cp = d.cp
     chiller_load = air_chiller + liq_chiller
-    # Chiller power: Carnot-fraction COP at the current lift, EnergyPlus part-load curve over
-    # the units that must run.
-    cop_liq = cooling.chiller_cop(f.fw_setpoint_c - 2.0, t_cond - cp.condenser_approach_k, cp)
+    cop_liq = cooling.chiller_cop(d.fw_setpoint_c - 2.0, t_cond - cp.condenser_approach_k, cp)
     cop_air = cooling.chiller_cop(cp.chilled_water_c - 2.0, t_cond - cp.condenser_approach_k, cp)
     chiller_w = 0.0
     running = 0
     plr = 0.0
     if chiller_load > 0:
-        running = max(math.ceil(chiller_load / f.chiller_unit_w - 1e-9), 1)
-        plr = chiller_load / (running * f.chiller_unit_w)
+        running = max(math.ceil(chiller_load / d.chiller_unit_w - 1e-9), 1)
+        plr = chiller_load / (running * d.chiller_unit_w)
         cop_mix = chiller_load / (air_chiller / cop_air + liq_chiller / cop_liq)
-        full_w = running * f.chiller_unit_w / cop_mix
+        full_w = running * d.chiller_unit_w / cop_mix
         chiller_w = full_w * cooling.chiller_part_load_fraction(plr)
     cop = chiller_load / chiller_w if chiller_w > 0 else cop_air
+    return chiller_w, running, plr, cop
+
+
+def tower_water_l(cp: CoolingParams, rejected_w: float, dt_s: int) -> float:
+    """Cooling-tower make-up water over ``dt_s`` [L]: evaporation of the share of rejected heat
+    carried as latent heat, plus blowdown for the cycles of concentration (make-up = evap x N /
+    (N - 1); facts §8.5)."""
+    evap_kg_s = cp.evaporative_fraction * rejected_w / LATENT_J_PER_KG
+    n = cp.cycles_of_concentration
+    return evap_kg_s * n / (n - 1) * dt_s  # 1 kg = 1 L
+
+
+def run(
+    d: PlantDesign, st: PlantState, flow: float, liquid_w: float, air_w: float, cond: Conditions, dt_s: int
+) -> dict[str, float]:
+    """The plant over one step with ``liquid_w`` into the facility water and ``air_w`` into the
+    air (``st`` moves over the step; ``flow``: ``cdu_flow``): its electrical power (chillers,
+    pumps, fans), free-cooling share, COP, water and unmet heat."""
+    cp = d.cp
+    sink, t_cond = sink_c(cp, cond)
+    eps = min(st.towers_up * d.econ_unit_effectiveness, 0.95)
+    cap_total = st.chillers_up * d.chiller_unit_w
+    air_econ, air_chiller, air_unmet = air_side(d, st, air_w, sink, eps, cap_total, dt_s)
+    liq_econ, liq_chiller, liq_unmet, speed = liquid_side(
+        d, st, liquid_w, sink, eps, cap_total - air_chiller, dt_s
+    )
+
+    chiller_load = air_chiller + liq_chiller
+    chiller_w, running, plr, cop = chillers(d, air_chiller, liq_chiller, t_cond)
     # Pumps: CDU secondary pumps (per UltraServer loop) and facility water pumps by the
     # affinity law P ~ flow^3; fans follow the heat they reject, P ~ speed^3.
-    us_speed = min(max(liquid_w / f.design_liquid_w, MIN_FLOW), 1.0)
+    us_speed = cooling.pump_speed(liquid_w, d.design_liquid_w)
     pumps_w = 0.0
-    if f.lf > 0:
-        flow = float(f.row_flow_fraction[f.topo.us_row].sum())
-        pumps_w = f.cdu_pump_design_w * us_speed**3 * flow + f.fw_pump_design_w * speed**3
+    if d.lf > 0:
+        pumps_w = d.cdu_pump_design_w * us_speed**3 * flow + d.fw_pump_design_w * speed**3
     rejected = liq_econ + air_econ + chiller_load + chiller_w
-    fan_speed = min(rejected / max(f.design_it_w, 1.0), 1.0)
-    fans_w = f.fan_design_w * fan_speed**3 * (st.towers_up / max(cp.economizer_units, 1)) + (
+    fan_speed = min(rejected / max(d.design_it_w, 1.0), 1.0)
+    fans_w = d.fan_design_w * fan_speed**3 * (st.towers_up / max(cp.economizer_units, 1)) + (
         cp.crah_fan_w_per_w * air_w
     )
-    # Cooling-tower water: evaporation of the share of rejected heat carried as latent heat,
-    # plus blowdown for the cycles of concentration (make-up = evap x N / (N - 1); facts §8.5).
-    water_l = 0.0
-    if cp.plant == "tower":
-        evap_kg_s = cp.evaporative_fraction * rejected / LATENT_J_PER_KG
-        n = cp.cycles_of_concentration
-        water_l = evap_kg_s * n / (n - 1) * dt_s  # 1 kg = 1 L
+    # Cooling-tower water (``tower_water_l``).
+    water_l = tower_water_l(cp, rejected, dt_s) if cp.plant == "tower" else 0.0
     total_heat = liquid_w + air_w
     free = (liq_econ + air_econ) / total_heat if total_heat > 0 else 1.0
     return {
@@ -184,3 +318,24 @@ def plant_step(f: Facility, liquid_w: float, air_w: float, cond: Conditions, dt_
         "economizers_failed": float(cp.economizer_units - st.towers_up),
         "economizer_load_fraction": fan_speed if st.towers_up and rejected > 0 else 0.0,
     }
+
+
+def it_per_facility_w(
+    d: PlantDesign,
+    st: PlantState,
+    flow: float,
+    it_w: float,
+    cond: Conditions,
+    dt_s: int,
+    ups_rating_w: float,
+    pp: PowerChainParams,
+) -> float:
+    """IT over facility power if IT power ``it_w`` met the plant (design ``d``, a copy of its
+    state ``st``, which is left as it was) and the power chain: a first step's ratio, before any
+    step has measured one. The liquid share goes to the facility water at once (the loops store
+    none), so the plant's power is if anything overstated: a cap converted with it errs towards
+    holding."""
+    out = run(d, dataclasses.replace(st), flow, d.lf * it_w, (1 - d.lf) * it_w, cond, dt_s)
+    cooling_w = out["chiller_w"] + out["pumps_w"] + out["fans_w"]
+    facility_w = it_w + cooling_w + power.chain_losses(it_w, cooling_w, ups_rating_w, pp).total_w
+    return it_w / facility_w if facility_w > 0 else 1.0

@@ -8,6 +8,7 @@ losses that are reported per stage.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +25,65 @@ def dvfs_power_factor(clock: FloatArray | float, exponent: float) -> FloatArray 
     return c * c * c if exponent == 3.0 else c**exponent
 
 
+@overload
+def dynamic_w(tdp_w: float, idle_w: float, util: float) -> float: ...
+@overload
+def dynamic_w(tdp_w: float, idle_w: float, util: FloatArray) -> FloatArray: ...
+def dynamic_w(tdp_w: float, idle_w: float, util: FloatArray | float) -> FloatArray | float:
+    """Dynamic chip power at full clock (P_tdp - P_idle) u [W]: the part of ``chip_power_w``
+    that DVFS scales."""
+    return (tdp_w - idle_w) * util
+
+
+def chip_power_full_w(idle_w: float, dyn_w: float, util: FloatArray) -> FloatArray:
+    """``chip_power_w`` of powered chips at full clock (f = 1), P_idle + (P_tdp - P_idle) u,
+    from the dynamic range ``dyn_w`` = P_tdp - P_idle [W]."""
+    out: FloatArray = util * dyn_w
+    out += idle_w
+    return out
+
+
+def us_chip_power_full_w(
+    powered: FloatArray, idle_w: float, dyn_w: float, util_sum: FloatArray
+) -> FloatArray:
+    """Summed ``chip_power_w`` of each UltraServer's chips at full clock [W], from its number of
+    powered chips and their utilisation sum (unpowered chips have u = 0):
+    n P_idle + (P_tdp - P_idle) sum(u)."""
+    out: FloatArray = powered * idle_w + dyn_w * util_sum
+    return out
+
+
+def hottest_chip_power_full_w(
+    powered: FloatArray, idle_w: float, dyn_w: float, util_max: FloatArray
+) -> FloatArray:
+    """``chip_power_w`` of each UltraServer's busiest chip at full clock [W] (0 where none is
+    powered), from its chips' highest utilisation."""
+    out: FloatArray = np.where(powered > 0, idle_w + dyn_w * util_max, 0.0)
+    return out
+
+
+@overload
+def rack_dynamic_w(dyn_w: float, p: PowerChainParams) -> float: ...
+@overload
+def rack_dynamic_w(dyn_w: FloatArray, p: PowerChainParams) -> FloatArray: ...
+def rack_dynamic_w(dyn_w: FloatArray | float, p: PowerChainParams) -> FloatArray | float:
+    """Dynamic chip power as rack-input watts [W]: what a change of it changes at the rectifier
+    input (``rectifier_input_w``, whose fixed part does not move with it)."""
+    return dyn_w / p.psu_efficiency
+
+
+def dvfs_clock(factor: float, exponent: float) -> float:
+    """Clock fraction whose dynamic power is ``factor`` of full clock, clipped to 0..1 (the
+    inverse of ``dvfs_power_factor``)."""
+    return float(min(max(factor, 0.0), 1.0) ** (1 / exponent))
+
+
+def dvfs_clocks(factor: FloatArray, exponent: float) -> FloatArray:
+    """``dvfs_clock`` of many factors."""
+    out: FloatArray = np.clip(factor, 0.0, 1.0) ** (1 / exponent)
+    return out
+
+
 def chip_power_w(
     dyn_full_w: FloatArray, idle_w: float, clock: FloatArray, exponent: float, alive: npt.NDArray[np.bool_]
 ) -> FloatArray:
@@ -38,6 +98,22 @@ def host_power_w(server_activity: FloatArray, host_w: float, idle_fraction: floa
     """Host CPU/DRAM/NIC/fans per server, linear between idle and full with the mean chip
     activity of the server [W]."""
     return host_w * (idle_fraction + (1.0 - idle_fraction) * server_activity)
+
+
+def us_full_load_dc_w(chips: int, tdp_w: float, servers: int, host_w: float, switch_w: float) -> float:
+    """DC power of an UltraServer at full load and full clock [W]: every chip at TDP
+    (``chip_power_w`` at u = f = 1), every host at full (``host_power_w`` at activity 1) and its
+    switches."""
+    return chips * tdp_w + servers * host_w + switch_w
+
+
+def us_host_power_w(
+    us_act: FloatArray, chips_per_us: int, servers_per_us: int, host_w: float, idle_fraction: float
+) -> FloatArray:
+    """Summed ``host_power_w`` of each UltraServer's servers [W] from its chips' summed activity
+    ``us_act``: host power is linear in a server's mean chip activity, so an UltraServer's hosts
+    sum to its servers' power at the UltraServer's mean activity (no per-server pass)."""
+    return host_power_w(us_act / chips_per_us, host_w * servers_per_us, idle_fraction)
 
 
 def rectifier_input_w(

@@ -1,0 +1,119 @@
+"""IT power of a step: chips, hosts and switches at the chips' clocks, rectifier losses included.
+
+``it_power`` is a function of the chips (``twin.capping.Chips``), the system's host and switch
+figures, the UltraServers powered off, and the step's utilisation and clocks; the relations are
+``twin.power``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from twin import power
+from twin.capping import Chips
+from twin.catalog import System
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(slots=True)
+class ItPower:
+    """IT power of a step. Per-chip power is needed only by chip samples, junction protection,
+    the live view and the services' share: at full clock it is derived from the utilisation when
+    first asked (``chip_p``, ``chip_p_at``), not computed every step."""
+
+    full_p: FloatArray | None  # per chip [W], or None: P_idle + (P_tdp - P_idle) u on demand
+    act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
+    us_it: FloatArray  # per UltraServer at rack input [W]
+    it_w: float
+    psu_loss_w: float
+    us_chip_w: FloatArray  # chip power per UltraServer [W]
+    us_chip_max_w: FloatArray  # hottest-running chip's power per UltraServer [W]
+    us_act: FloatArray  # summed work rate of each UltraServer's chips [-]
+    idle_w: float = 0.0
+    dyn_w: float = 0.0  # P_tdp - P_idle
+    dead: npt.NDArray[np.intp] | None = None  # unpowered chips (utilisation 0 there)
+
+    @property
+    def chip_p(self) -> FloatArray:
+        """Power of every chip [W] (``power.chip_power_w``; 0 on unpowered chips)."""
+        if self.full_p is None:
+            # Full clock: the work rate is the utilisation.
+            p = power.chip_power_full_w(self.idle_w, self.dyn_w, self.act_chip)
+            if self.dead is not None and len(self.dead):
+                p[self.dead] = 0.0
+            self.full_p = p
+        return self.full_p
+
+    def chip_p_at(self, chips: npt.NDArray[np.int64]) -> FloatArray:
+        """Power of ``chips`` [W], without the whole per-chip array where it is not built yet
+        (``chips`` held by jobs: powered, so never among the unpowered)."""
+        if self.full_p is not None:
+            out: FloatArray = self.full_p[chips]
+            return out
+        return power.chip_power_full_w(self.idle_w, self.dyn_w, self.act_chip[chips])
+
+
+def it_power(
+    ch: Chips,
+    sysm: System,
+    us_tripped: BoolArray,
+    util: FloatArray,
+    alive: BoolArray,
+    dead: npt.NDArray[np.intp],
+    dyn_full: FloatArray | None,
+    clock: FloatArray,
+    full_clock: bool,
+) -> ItPower:
+    """Chip, host and switch power at ``clock``; rectifier losses are IT. Hosts follow their
+    chips' work rate; switches are constant; a tripped UltraServer (``us_tripped``) draws nothing.
+
+    At full clock (the common step) chip power is P_idle + (P_tdp - P_idle) u
+    (``power.chip_power_w`` at f = 1): the UltraServer sums and maxima follow from the chips'
+    utilisation sums and maxima (``util`` is 0 on unpowered chips, ``dead``, few;
+    ``power.us_chip_power_full_w``, ``power.hottest_chip_power_full_w``), and the per-chip array
+    is built only when asked for (``ItPower.chip_p``)."""
+    topo, acc = ch.topo, ch.acc
+    nus, c = topo.ultraservers, topo.chips_per_us
+    tripped = us_tripped.any()
+    dp = acc.tdp_w - acc.idle_w
+    act_chip = util if full_clock else util * clock
+    us_act = topo.per_us(act_chip)
+    chip_p: FloatArray | None = None
+    if full_clock and not tripped:
+        powered = np.full(nus, float(c))
+        if len(dead):
+            powered -= np.bincount(topo.chip_us[dead], minlength=nus)
+        us_chip_p = power.us_chip_power_full_w(powered, acc.idle_w, dp, us_act)
+        us_chip_max = power.hottest_chip_power_full_w(powered, acc.idle_w, dp, topo.max_per_us(util))
+    else:
+        if dyn_full is None:
+            dyn_full = power.dynamic_w(acc.tdp_w, acc.idle_w, util)
+        chip_p = power.chip_power_w(dyn_full, acc.idle_w, clock, ch.cp.dvfs_exponent, alive)
+        if tripped:
+            chip_p = np.where(us_tripped[topo.chip_us], 0.0, chip_p)
+        us_chip_p = topo.per_us(chip_p)
+        us_chip_max = topo.max_per_us(chip_p)
+    us_host_p = power.us_host_power_w(
+        us_act, c, topo.servers_per_us, sysm.host_w_per_server, sysm.host_idle_fraction
+    )
+    us_dc = np.where(us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
+    us_it = np.where(us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, ch.pp))
+    it_w = float(us_it.sum())
+    return ItPower(
+        chip_p,
+        act_chip,
+        us_it,
+        it_w,
+        it_w - float(us_dc.sum()),
+        us_chip_p,
+        us_chip_max,
+        us_act,
+        acc.idle_w,
+        dp,
+        dead,
+    )

@@ -1,0 +1,179 @@
+"""What one facility step hands on: the chips' part (``ItStep``, before the plant and the power
+chain) and the step's record (``FacilityStep``; ``record`` builds it)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from twin import cooling, power
+from twin.events import Events
+from twin.itpower import ItPower
+from twin.plant import UNIT_COLUMNS
+from twin.site import Conditions
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(slots=True)
+class Heat:
+    """Power and heat of a step after junction protection (``Facility._power_and_heat``)."""
+
+    pw: ItPower
+    clock: FloatArray
+    full_clock: bool
+    ret: FloatArray  # rack loop return [°C]
+    coolant: FloatArray  # what the cold plates see [°C]
+    r_us: FloatArray  # junction-to-coolant resistance [K/W]
+    us_tj_max: FloatArray  # hottest junction per UltraServer [°C]
+    speed: FloatArray  # rack loop pump speed [-]
+    flow_frac: FloatArray  # CDU pump health per UltraServer [-]
+    shut: npt.NDArray[np.int64]  # UltraServers shut down by their junctions this step
+    ret0: FloatArray  # rack loop return at the start of the step [°C]
+    protected: bool  # clocks lowered inside the step (a power cap or junction protection)
+    dyn_full: FloatArray | None  # (P_tdp - P_idle) u [W], where the step derived it
+    m: FloatArray  # rack loop mass flow [kg/s]
+
+
+@dataclass(slots=True)
+class ItStep:
+    """What a facility's own chips did in a step, before the plant and the power chain
+    (``Facility.step_it``)."""
+
+    heat: Heat
+    util: FloatArray  # utilisation at full clock, 0 on unpowered chips [-]
+    alive: BoolArray
+    dyn_full: FloatArray | None
+    to_fw_w: float  # heat handed to the facility water over the step [W]
+    air_heat_w: float  # heat into the room air [W]
+    it_w: float
+    us_off: BoolArray
+    tripped_chips: npt.NDArray[np.int64]
+    recovered_chips: npt.NDArray[np.int64]
+    events: Events
+
+
+@dataclass(frozen=True)
+class FacilityStep:
+    """Everything the record needs from one physics step. Per-UltraServer sums and maxima come
+    with the step; per-chip junction temperatures are derived on demand (``chip_tj``) from the
+    UltraServer's coolant and resistance, since only sampled steps and the live view read them."""
+
+    act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
+    pw: ItPower  # its chip power on demand (``chip_p``, ``chip_p_at``)
+    clock: FloatArray  # clock the chips ran at this step [-]
+    full_clock: bool  # every chip ran at full clock (``clock`` is all ones)
+    us_it: FloatArray
+    us_return_c: FloatArray
+    us_chip_w: FloatArray  # chip power per UltraServer [W]
+    us_act: FloatArray  # summed work rate per UltraServer [-]
+    us_tj_max: FloatArray  # hottest junction per UltraServer [°C]
+    us_coolant_c: FloatArray  # coolant the cold plates saw [°C]
+    us_r_k_per_w: FloatArray  # junction-to-coolant resistance [K/W]
+    chip_us: npt.NDArray[np.int32]
+    it_w: float
+    chip_w: float
+    psu_loss_w: float
+    pdu_loss_w: float
+    ups_loss_w: float
+    transformer_loss_w: float
+    chiller_w: float
+    pumps_w: float
+    fans_w: float
+    free_fraction: float
+    cop: float
+    water_l: float
+    fw_supply_c: float
+    unmet_heat_w: float
+    facility_cap_w: float
+    units: dict[str, float]  # the plant's units (``plant.UNIT_COLUMNS``)
+    throttled_chips: int
+    protected: bool  # a power cap or junction protection lowered clocks inside this step
+    cond: Conditions
+    us_off: BoolArray  # UltraServers powered off by thermal protection during this step
+    tripped_chips: npt.NDArray[np.int64]  # chips that went offline this step (thermal trip)
+    recovered_chips: npt.NDArray[np.int64]  # chips back after a thermal trip
+    events: Events  # what the physics reported this step (trips, throttling, effects ending)
+
+    @property
+    def chip_p(self) -> FloatArray:
+        """Power of every chip [W]."""
+        return self.pw.chip_p
+
+    def chip_tj(self) -> FloatArray:
+        """Junction temperature of every chip [°C] (``cooling.junction_c``)."""
+        u = self.chip_us
+        return cooling.junction_c(self.us_coolant_c[u], self.us_r_k_per_w[u], self.chip_p)
+
+    @property
+    def cooling_w(self) -> float:
+        return self.chiller_w + self.pumps_w + self.fans_w
+
+    @property
+    def loss_w(self) -> float:
+        return self.pdu_loss_w + self.ups_loss_w + self.transformer_loss_w
+
+    @property
+    def facility_w(self) -> float:
+        return self.it_w + self.cooling_w + self.loss_w
+
+    @property
+    def pue(self) -> float:
+        """Facility / IT power; undefined (NaN) while every system is powered off."""
+        return self.facility_w / self.it_w if self.it_w > 0 else math.nan
+
+
+def record(
+    part: ItStep,
+    plant_out: dict[str, float],
+    losses: power.ChainLosses,
+    fw_supply_c: float,
+    facility_cap_w: float,
+    chip_us: npt.NDArray[np.int32],
+    throttled: int,
+    cond: Conditions,
+) -> FacilityStep:
+    """The step's record from the chips' part, the plant's answer and the power chain's losses."""
+    th = part.heat
+    pw = th.pw
+    return FacilityStep(
+        act_chip=pw.act_chip,
+        pw=pw,
+        clock=th.clock,
+        full_clock=th.full_clock,
+        protected=th.protected,
+        us_it=pw.us_it,
+        us_return_c=th.ret,
+        us_chip_w=pw.us_chip_w,
+        us_act=pw.us_act,
+        us_tj_max=th.us_tj_max,
+        us_coolant_c=th.coolant,
+        us_r_k_per_w=th.r_us,
+        chip_us=chip_us,
+        it_w=pw.it_w,
+        chip_w=float(pw.us_chip_w.sum()),
+        psu_loss_w=pw.psu_loss_w,
+        pdu_loss_w=losses.pdu_w,
+        ups_loss_w=losses.ups_w,
+        transformer_loss_w=losses.transformer_w,
+        chiller_w=plant_out["chiller_w"],
+        pumps_w=plant_out["pumps_w"],
+        fans_w=plant_out["fans_w"],
+        free_fraction=plant_out["free_fraction"],
+        cop=plant_out["cop"],
+        water_l=plant_out["water_l"],
+        fw_supply_c=fw_supply_c,
+        unmet_heat_w=plant_out["unmet_w"],
+        facility_cap_w=facility_cap_w,
+        units={k: plant_out[k] for k in UNIT_COLUMNS},
+        throttled_chips=throttled,
+        cond=cond,
+        us_off=part.us_off,
+        tripped_chips=part.tripped_chips,
+        recovered_chips=part.recovered_chips,
+        events=part.events,
+    )

@@ -1,0 +1,262 @@
+"""Rack loops and thermal protection of one facility's UltraServers.
+
+``rack_loops`` moves the loops over a step; ``protect`` lowers the clocks of chips above their
+throttle curve inside the step; ``Trips`` holds which UltraServers are powered off by their
+junctions (``shutdown``) or their coolant (``loop_trips``) and brings them back. The relations are
+``twin.cooling``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from twin import cooling
+from twin.catalog import Accelerator
+from twin.design import Design
+from twin.events import Events
+from twin.itpower import ItPower
+from twin.params import CoolingParams
+from twin.plant import PlantState
+from twin.steps import Heat
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+
+
+def rack_loops(
+    cp: CoolingParams,
+    lf: float,
+    mass_kg: float,
+    chw_supply_c: float,
+    liquid_us: FloatArray,
+    m: FloatArray,
+    sec_supply: float,
+    ret0: FloatArray,
+    dt_s: int,
+) -> tuple[FloatArray, FloatArray]:
+    """(return temperature, coolant the cold plates see) per UltraServer [°C] after ``dt_s``
+    with ``liquid_us`` [W] into each loop at mass flow ``m`` [kg/s]: the exact solution of
+    C dT/dt = Q - m c_p (T - T_supply); a loop without flow stores the heat. Flowing loops
+    present the mean of supply and return to the plates, a stagnant loop its own
+    temperature; air-cooled systems (``lf`` 0) see the CRAH supply air."""
+    if lf <= 0:
+        return ret0, np.full(len(ret0), cooling.crah_supply_air_c(chw_supply_c, cp))
+    ret = cooling.loop_return_c(ret0, sec_supply, liquid_us, m, mass_kg, dt_s)
+    return ret, cooling.plate_coolant_c(sec_supply, ret, m > 0)
+
+
+@dataclass
+class Racks:
+    """The UltraServers' rack loops: their return temperatures, thermal mass, variable-speed
+    pumps and cold plates (design values from ``twin.design``)."""
+
+    cp: CoolingParams
+    lf: float  # liquid-cooled share of IT heat [-]
+    d: Design
+    us_row: npt.NDArray[np.int32]
+    return_c: FloatArray  # rack loop return per UltraServer [°C]
+
+    @property
+    def liquid_design_w(self) -> float:
+        """Heat into one loop at design [W]."""
+        return max(self.lf * self.d.us_full_load_dc_w, 1.0)
+
+    def flow(
+        self, us_it: FloatArray, row_flow_fraction: FloatArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """(CDU pump health, pump speed, mass flow [kg/s]) per UltraServer at IT power ``us_it``:
+        variable-speed flow holds the design temperature rise; a row whose CDU pumps are lost
+        has no flow."""
+        flow_frac = row_flow_fraction[self.us_row]
+        speed = cooling.loop_pump_speed(self.lf * us_it, self.liquid_design_w) * flow_frac
+        return flow_frac, speed, self.d.us_design_flow_kg_s * speed
+
+    def step(
+        self,
+        pw: ItPower,
+        clock: FloatArray,
+        full_clock: bool,
+        dyn_full: FloatArray | None,
+        reclocked: bool,
+        row_flow_fraction: FloatArray,
+        plant: PlantState,
+        dt_s: int,
+    ) -> Heat:
+        """The loops over a step at IT power ``pw`` (the chips at ``clock``; ``reclocked``: a cap
+        lowered it inside the step), from the plant's supply at its start (``plant``): the pumps'
+        speed is set from the load at this step's clock and held for the step; a row whose CDU
+        pumps are lost has no flow and its loops store the heat. The hottest junction of an
+        UltraServer is its highest-power chip's (one coolant, one resistance per UltraServer):
+        per-chip temperatures are needed only when that is hot. ``return_c`` is left as it was."""
+        sec_supply = cooling.loop_supply_c(plant.fw_supply_c, self.cp)
+        flow_frac, speed, m = self.flow(pw.us_it, row_flow_fraction)
+        ret0 = self.return_c
+        ret, coolant = self.run(pw.us_it, m, sec_supply, plant.chw_supply_c, ret0, dt_s)
+        r_us = self.r_us(flow_frac)
+        us_tj_max = cooling.junction_c(coolant, r_us, pw.us_chip_max_w)
+        shut = np.zeros(0, dtype=np.int64)
+        return Heat(
+            pw,
+            clock,
+            full_clock,
+            ret,
+            coolant,
+            r_us,
+            us_tj_max,
+            speed,
+            flow_frac,
+            shut,
+            ret0,
+            reclocked,
+            dyn_full,
+            m,
+        )
+
+    def coolant_now(
+        self, speed: FloatArray, row_flow_fraction: FloatArray, fw_supply_c: float
+    ) -> tuple[FloatArray, FloatArray]:
+        """(coolant the cold plates see [°C], their resistance [K/W]) per UltraServer right after
+        the CDU flow changed from pump speed ``speed``: the loops at their current temperatures
+        (stagnant loops are one mixed volume)."""
+        flow_frac = row_flow_fraction[self.us_row]
+        sec = cooling.loop_supply_c(fw_supply_c, self.cp)
+        return cooling.plate_coolant_c(sec, self.return_c, speed * flow_frac > 0), self.r_us(flow_frac)
+
+    def run(
+        self,
+        us_it: FloatArray,
+        m: FloatArray,
+        sec_supply: float,
+        chw_supply_c: float,
+        ret0: FloatArray,
+        dt_s: int,
+    ) -> tuple[FloatArray, FloatArray]:
+        """``rack_loops`` over ``dt_s`` from ``ret0`` with the liquid share of ``us_it``."""
+        return rack_loops(
+            self.cp, self.lf, self.d.us_loop_mass_kg, chw_supply_c, self.lf * us_it, m, sec_supply, ret0, dt_s
+        )
+
+    def r_us(self, flow_frac: FloatArray) -> FloatArray:
+        """Junction-to-coolant resistance per UltraServer [K/W] at the CDU pumps' health
+        (``cooling.cold_plate_r_k_per_w``; air-cooled systems: the heat sinks')."""
+        if self.lf <= 0:
+            return np.full(len(flow_frac), self.d.air_r_k_per_w)
+        cp = self.cp
+        return cooling.cold_plate_r_k_per_w(
+            self.d.cold_plate_r_k_per_w,
+            cp.cold_plate_convective_share,
+            cp.natural_convection_speed,
+            flow_frac,
+        )
+
+
+def protect(
+    cp: CoolingParams,
+    acc: Accelerator,
+    chip_us: npt.NDArray[np.int32],
+    tj: FloatArray,
+    clock: FloatArray,
+    util: FloatArray,
+    dyn_full: FloatArray,
+    coolant_us: FloatArray,
+    r_us: FloatArray,
+) -> tuple[FloatArray, IntArray] | None:
+    """Clocks protected against this step's coolant and the UltraServers to shut down, or
+    None when every chip is within its throttle curve (0.05 K tolerance)."""
+    over = (tj > cooling.allowed_junction_c(clock, cp) + 0.05) & (util > 0)
+    if not over.any():
+        return None
+    k = cp.dvfs_exponent
+    idx = np.flatnonzero(over)
+    r = r_us[chip_us[idx]]
+    base = cooling.junction_c(coolant_us[chip_us[idx]], r, acc.idle_w)
+    f = cooling.thermal_clock(base, r * dyn_full[idx], clock[idx], k, cp)
+    clock = clock.copy()
+    clock[idx] = np.minimum(clock[idx], f)
+    hot = cooling.junction_dyn_c(base, r * dyn_full[idx], clock[idx] ** k) > cp.shutdown_temp_c
+    shut = np.unique(chip_us[idx[hot]]).astype(np.int64)
+    return clock, shut
+
+
+@dataclass
+class Trips:
+    """UltraServers powered off by thermal protection, and until when one shut down by its
+    junctions stays off."""
+
+    chip_us: npt.NDArray[np.int32]
+    us_tripped: BoolArray
+    chip_tripped: BoolArray
+    us_hold_until: IntArray  # junction shutdown: off at least until [s]
+
+    @classmethod
+    def none(cls, chip_us: npt.NDArray[np.int32], ultraservers: int) -> Trips:
+        return cls(
+            chip_us,
+            np.zeros(ultraservers, dtype=bool),
+            np.zeros(len(chip_us), dtype=bool),
+            np.zeros(ultraservers, dtype=np.int64),
+        )
+
+    def shutdown(self, shut: IntArray, alive: BoolArray, limit_c: float, ev: Events) -> None:
+        """UltraServers whose junctions cannot be held even at the lowest clock power off now."""
+        if not len(shut):
+            return
+        self.us_tripped[shut] = True
+        self.chip_tripped |= np.isin(self.chip_us, shut) & alive
+        for us in shut.tolist():
+            ev.append(
+                (
+                    "thermal_shutdown",
+                    f"ultraserver:{us}",
+                    f"junction above {limit_c:.0f} °C at the lowest clock: powered off",
+                )
+            )
+
+    def loop_trips(
+        self,
+        cp: CoolingParams,
+        lf: float,
+        ret: FloatArray,
+        coolant: FloatArray,
+        flow_frac: FloatArray,
+        alive: BoolArray,
+        shut: IntArray,
+        t_s: int,
+        ev: Events,
+    ) -> tuple[IntArray, IntArray]:
+        """Loop protection at the end of the step: an UltraServer whose coolant runs past its
+        trip point powers off (chips, hosts, switches) and comes back once its coolant has
+        cooled and its CDU runs again (one shut down by its junctions, ``shut``, not before its
+        hold time). Returns (chips going off, chips coming back)."""
+        if lf > 0:
+            hot_us = ret > cp.loop_trip_c
+            cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
+        else:
+            hot_us = coolant > cp.air_trip_c
+            cool_us = coolant < cp.air_restart_c
+        newly = hot_us & ~self.us_tripped
+        back = cool_us & self.us_tripped & (self.us_hold_until <= t_s)
+        tripped_chips = recovered_chips = np.zeros(0, dtype=np.int64)
+        if newly.any():
+            self.us_tripped |= newly
+            mask = newly[self.chip_us] & alive
+            self.chip_tripped |= mask
+            tripped_chips = np.flatnonzero(mask)
+            for u in np.flatnonzero(newly).tolist():
+                ev.append(("thermal_trip", f"ultraserver:{u}", f"coolant {coolant[u]:.1f} °C: powered off"))
+        if len(shut):
+            tripped_chips = np.union1d(tripped_chips, np.flatnonzero(np.isin(self.chip_us, shut) & alive))
+            self.us_hold_until[shut] = t_s + cp.shutdown_restart_s
+            back[shut] = False
+        if back.any():
+            self.us_tripped &= ~back
+            mask = back[self.chip_us] & self.chip_tripped
+            self.chip_tripped &= ~mask
+            recovered_chips = np.flatnonzero(mask)
+            for u in np.flatnonzero(back).tolist():
+                ev.append(("thermal_recover", f"ultraserver:{u}", f"coolant {coolant[u]:.1f} °C: back on"))
+        return tripped_chips, recovered_chips

@@ -587,7 +587,7 @@ def test_work_and_power_use_the_clock_the_chips_ran_at_when_protection_acts_in_t
 
 @functools.cache
 def _hall_facility() -> Facility:
-    return busy_hall().facility
+    return busy_hall().pool.facility
 
 
 @settings(max_examples=25, deadline=None)

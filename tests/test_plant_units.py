@@ -138,7 +138,7 @@ def test_a_mixed_floor_records_its_one_plant_and_stops_like_one_hall() -> None:
     assert (f["chillers_running"] + f["chillers_failed"] <= cp.chiller_units).all()
     np.testing.assert_array_equal(f["economizers_running"], cp.economizer_units)
     on = f["chillers_running"] > 0
-    unit_w = sim.plant_view.chiller_unit_w
+    unit_w = sim.plant_design.chiller_unit_w
     load = f["chiller_power_w"] * f["chiller_cop"]
     np.testing.assert_allclose(
         f["chiller_load_fraction"][on], load[on] / (f["chillers_running"][on] * unit_w), rtol=1e-9
@@ -164,7 +164,7 @@ def test_first_step_what_if_leaves_the_plant_as_it_was_and_is_the_plant_and_chai
     from twin import plant, power
     from twin.site import Conditions
 
-    fac = busy_hall().facility
+    fac = busy_hall().pool.facility
     fac.plant.fw_supply_c += 3.0  # a warm loop, so the what-if moves the state it runs on
     before = dataclasses.replace(fac.plant)
     cond = Conditions(

@@ -299,7 +299,7 @@ class Hall:
             cond,
             dt,
         )
-        cooling_w = plant_out["chiller_w"] + plant_out["pumps_w"] + plant_out["fans_w"]
+        cooling_w = plant_out["chiller_power_w"] + plant_out["pump_power_w"] + plant_out["fan_power_w"]
         losses = power.chain_losses(it_w, cooling_w, self.ups_rating_w, self.p.power)
         facility_w = it_w + cooling_w + losses.total_w
         if shared:
@@ -353,7 +353,7 @@ class Hall:
         for k, (pl, part) in enumerate(zip(pools, parts, strict=True)):
             share = part.it_w / it_w if it_w > 0 else design[k] / sum(design)
             own = {
-                key: (v if key in ("free_fraction", "cop", *plant.UNIT_COLUMNS) else v * share)
+                key: (v if telemetry.column("factory_ts", key).merge == "same" else v * share)
                 for key, v in plant_out.items()
             }
             pl_losses = power.ChainLosses(

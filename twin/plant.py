@@ -301,13 +301,13 @@ def run(
     total_heat = liquid_w + air_w
     free = (liq_econ + air_econ) / total_heat if total_heat > 0 else 1.0
     return {
-        "chiller_w": chiller_w,
-        "pumps_w": pumps_w,
-        "fans_w": fans_w,
-        "free_fraction": min(max(free, 0.0), 1.0),
-        "cop": cop,
+        "chiller_power_w": chiller_w,
+        "pump_power_w": pumps_w,
+        "fan_power_w": fans_w,
+        "free_cooling_fraction": min(max(free, 0.0), 1.0),
+        "chiller_cop": cop,
         "water_l": water_l,
-        "unmet_w": liq_unmet + air_unmet,
+        "unmet_heat_w": liq_unmet + air_unmet,
         # The units: chillers running (the load shared equally, at part-load ratio ``plr``) and
         # failed; the towers / dry coolers all run while there is heat to reject, their fans at
         # ``fan_speed`` (heat rejected over the design load).
@@ -336,6 +336,6 @@ def it_per_facility_w(
     none), so the plant's power is if anything overstated: a cap converted with it errs towards
     holding."""
     out = run(d, dataclasses.replace(st), flow, d.lf * it_w, (1 - d.lf) * it_w, cond, dt_s)
-    cooling_w = out["chiller_w"] + out["pumps_w"] + out["fans_w"]
+    cooling_w = out["chiller_power_w"] + out["pump_power_w"] + out["fan_power_w"]
     facility_w = it_w + cooling_w + power.chain_losses(it_w, cooling_w, ups_rating_w, pp).total_w
     return it_w / facility_w if facility_w > 0 else 1.0

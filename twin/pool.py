@@ -29,11 +29,14 @@ from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.facility import Facility, FacilityStep
 from twin.jobs import JobTable
 from twin.params import FactoryParams, ScheduledEvent
-from twin.record import Frames, Recorder, due
+from twin.record import Frames, Recorder, columns_of, due
 from twin.topology import Topology, build
 
 # One events-table row: (time, kind, target, detail, source, raw target, value, duration).
 EventRow = tuple[int, str, str, str, str, str, float, int]
+# The factory_ts columns the physics step and the work step carry under their own names.
+PHYSICS_COLUMNS = columns_of(FacilityStep)
+WORK_COLUMNS = columns_of(WorkStep)
 
 
 class Pool:
@@ -174,7 +177,9 @@ class Pool:
         and power alike."""
         if ph.protected:
             d_train, d_job = rescale_progress(self.cluster, self.t_s, self.dt_s, clock, ph.clock)
-            w = dataclasses.replace(w, train_flops=w.train_flops - d_train, job_flops=w.job_flops - d_job)
+            w = dataclasses.replace(
+                w, training_flops=w.training_flops - d_train, job_flops=w.job_flops - d_job
+            )
         self.log_all(ph.events)
         if len(ph.tripped_chips):
             caused: Events = []
@@ -188,118 +193,98 @@ class Pool:
 
     # ------------------------------------------------------------------ record
     def record(self, rec: Recorder, i: int, w: WorkStep, ph: FacilityStep) -> None:
-        """Phase 5: this step's rows of the pool (``twin.record``)."""
-        p, t, dt = self.p, self.t_s, self.dt_s
+        """Phase 5: this step's rows of the pool (``twin.record``). The physics' and the work's
+        results are copied by their column names; what is left is derived here."""
+        t, dt = self.t_s, self.dt_s
         topo = self.topo
-        owner = self.chip_owner
         nus, c = topo.ultraservers, topo.chips_per_us
-        act_chip = ph.act_chip
-        it_w, facility_w, pue = ph.it_w, ph.facility_w, ph.pue
-        # Energy per token: the facility power attributed to inference replicas (their chips'
-        # share of IT, grossed up by PUE), recorded with the other workload columns.
-        inf_w = self._record_work(rec, i, w, ph)
-        j_per_tok = inf_w / w.tokens_s if w.tokens_s > 0 else float("nan")
-        energy_j = facility_w * dt
         # Busy = held by a job and doing work. Only a job's chips have activity; ownership changed
         # since the physics read it only when a thermal trip interrupted jobs this step.
-        busy = act_chip > 0
+        busy = ph.act_chip > 0
         if len(ph.tripped_chips):
-            busy &= owner >= 0
+            busy &= self.chip_owner >= 0
         us_busy = np.add.reduce(
             busy.view(np.uint8).reshape(nus, c), axis=1, dtype=np.int64
         )  # ~2x count_nonzero
-        cp = p.cooling
-        hw_failed = self.cluster.chip_hw_failed
         us_failed = self.cluster.failed_counts()[1]
-        tripped_us = ph.us_off
         if ph.full_clock:
             mean_clock, us_clock = 1.0, np.ones(nus)
         else:
             mean_clock = float(ph.clock[busy].mean()) if busy.any() else 1.0
             us_clock = topo.per_us(ph.clock) / c
+        rec.factory(i, **{k: getattr(ph, k) for k in PHYSICS_COLUMNS}, **ph.units)
+        rec.factory(i, **{k: getattr(w, k) for k in WORK_COLUMNS})
         rec.factory(
             i,
             time_s=t,
-            it_power_w=it_w,
-            facility_power_w=facility_w,
-            cooling_power_w=ph.cooling_w,
-            power_loss_w=ph.loss_w,
-            pue=pue,
-            chip_power_w=ph.chip_w,
-            psu_loss_w=ph.psu_loss_w,
-            pdu_loss_w=ph.pdu_loss_w,
-            ups_loss_w=ph.ups_loss_w,
-            transformer_loss_w=ph.transformer_loss_w,
-            chiller_power_w=ph.chiller_w,
-            pump_power_w=ph.pumps_w,
-            fan_power_w=ph.fans_w,
-            free_cooling_fraction=ph.free_fraction,
-            chiller_cop=ph.cop,
-            water_l=ph.water_l,
-            facility_water_supply_c=ph.fw_supply_c,
-            unmet_heat_w=ph.unmet_heat_w,
-            facility_cap_w=ph.facility_cap_w if np.isfinite(ph.facility_cap_w) else np.nan,
-            throttled_chips=ph.throttled_chips,
             mean_clock=mean_clock,
             chips_allocated=self.cluster.n_alloc,
-            **ph.units,
             chips_busy=int(us_busy.sum()),
             chips_failed=int(us_failed.sum()),
-            ultraservers_tripped=int(tripped_us.sum()),
+            ultraservers_tripped=int(ph.us_off.sum()),
             activity=float(ph.us_act.sum()) / topo.chips,
             queue_jobs=len(self.cluster.queue),
-            running_jobs=w.running_training,
-            training_flops=w.train_flops,
-            tokens_per_s=w.tokens_s,
-            requests_per_s=w.requests_s,
-            requests_dropped_per_s=w.dropped_s,
-            energy_per_token_j=j_per_tok,
-            outdoor_temp_c=ph.cond.drybulb_c,
-            outdoor_wetbulb_c=ph.cond.wetbulb_c,
-            outdoor_rh=ph.cond.rel_humidity,
-            coolant_supply_c=cp.supply_setpoint_c,
+            coolant_supply_c=self.p.cooling.supply_setpoint_c,
             coolant_return_c=float(ph.us_return_c.mean()),
             max_chip_temp_c=float(ph.us_tj_max.max()),
-            price_usd_per_mwh=ph.cond.price_usd_per_mwh,
-            carbon_g_per_kwh=ph.cond.carbon_g_per_kwh,
-            cost_usd=energy_j / 3.6e9 * ph.cond.price_usd_per_mwh,
-            co2_kg=energy_j / 3.6e6 * ph.cond.carbon_g_per_kwh / 1000.0,
-            energy_j=energy_j,
-            capex_usd=self.costs.capex_usd_per_s * dt,
-            fixed_opex_usd=self.costs.fixed_opex_usd_per_s * dt,
-            water_cost_usd=ph.water_l * self.costs.water_usd_per_l,
         )
-        us_act = ph.us_act / c
+        self._record_site(rec, i, ph)
+        self._record_work(rec, i, w, ph)
         rec.ultraserver(
             i,
             t,
             ph.us_it,
             us_busy,
             us_failed,
-            tripped_us,
-            us_act,
+            ph.us_off,
+            ph.us_act / c,
             ph.us_tj_max,
             ph.us_return_c,
             us_clock,
             self.facility.row_flow_fraction[topo.us_row],
         )
-        si = p.chip_sample_interval_s
+        si = self.p.chip_sample_interval_s
         if si > 0 and t % si < dt:
-            rec.chips(t, self.chip_job_ids(), act_chip, ph.chip_p, ph.chip_tj(), hw_failed, ph.clock)
+            rec.chips(
+                t,
+                self.chip_job_ids(),
+                ph.act_chip,
+                ph.chip_p,
+                ph.chip_tj(),
+                self.cluster.chip_hw_failed,
+                ph.clock,
+            )
 
-    def _record_work(self, rec: Recorder, i: int, w: WorkStep, ph: FacilityStep) -> float:
-        """Workload columns of ``factory_ts`` and this step's ``service_ts`` rows; returns the
-        facility power attributed to inference [W]."""
+    def _record_site(self, rec: Recorder, i: int, ph: FacilityStep) -> None:
+        """The site's conditions and what the step's energy cost: electricity, CO2, ownership."""
+        dt, cond = self.dt_s, ph.cond
+        energy_j = ph.facility_power_w * dt
+        rec.factory(
+            i,
+            outdoor_temp_c=cond.drybulb_c,
+            outdoor_wetbulb_c=cond.wetbulb_c,
+            outdoor_rh=cond.rel_humidity,
+            price_usd_per_mwh=cond.price_usd_per_mwh,
+            carbon_g_per_kwh=cond.carbon_g_per_kwh,
+            cost_usd=energy_j / 3.6e9 * cond.price_usd_per_mwh,
+            co2_kg=energy_j / 3.6e6 * cond.carbon_g_per_kwh / 1000.0,
+            energy_j=energy_j,
+            capex_usd=self.costs.capex_usd_per_s * dt,
+            fixed_opex_usd=self.costs.fixed_opex_usd_per_s * dt,
+            water_cost_usd=ph.water_l * self.costs.water_usd_per_l,
+        )
+
+    def _record_work(self, rec: Recorder, i: int, w: WorkStep, ph: FacilityStep) -> None:
+        """The workload columns of ``factory_ts`` the work step does not carry, and this step's
+        ``service_ts`` rows. Energy per token: the facility power attributed to inference
+        replicas (their chips' share of IT, grossed up by PUE)."""
         cl = self.cluster
-        gross = ph.facility_w / ph.chip_w if ph.chip_w > 0 else 0.0  # = IT per chip W x PUE
+        gross = ph.facility_power_w / ph.chip_power_w if ph.chip_power_w > 0 else 0.0  # = IT per chip W x PUE
         svc_w = serving.service_power_w(cl, ph.pw.chip_p_at, gross)
         inf_w = float(svc_w.sum())
         free, drained, whole, frag = cl.us_counts()
         rec.factory(
             i,
-            job_flops=w.job_flops,
-            requests_served_per_s=w.served_s,
-            requests_queued=w.requests_queued,
             chips_free=free,
             chips_drained=drained,
             ultraservers_free=whole,
@@ -308,10 +293,10 @@ class Pool:
             preemptions=cl.step_preemptions,
             inference_power_w=inf_w,
             inference_chips=serving.replica_chips(cl),
+            energy_per_token_j=inf_w / w.tokens_per_s if w.tokens_per_s > 0 else float("nan"),
         )
         if w.svc:
             rec.services(i, self.t_s, self.dt_s, w, svc_w)
-        return inf_w
 
     # ------------------------------------------------------------------ advances
     def recorder(self, steps: int) -> Recorder:

@@ -4,6 +4,7 @@ run and handed out as frames (``table -> column -> array``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,16 @@ from twin.cluster import WorkStep
 from twin.topology import Topology
 
 Frames = dict[str, dict[str, Any]]
+
+
+def columns_of(cls: type, table: str = "factory_ts") -> tuple[str, ...]:
+    """The columns of ``table`` that a step's result type carries under their own names (its
+    dataclass fields and properties), in the table's order: what the record copies by name."""
+    names = {f.name for f in dataclasses.fields(cls)} | {
+        k for k, v in vars(cls).items() if isinstance(v, property)
+    }
+    return tuple(c.name for c in telemetry.TABLES[table] if c.name in names)
+
 
 # The tiers of per-entity tables, each recorded at its own interval.
 TIERS = ("ultraserver_ts", "row_ts", "hall_ts")

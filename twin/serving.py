@@ -23,14 +23,15 @@ from twin.workstate import ServiceState, Work
 class WorkStep:
     """What the work did this step (the physics reads activities from the job table)."""
 
-    train_flops: float  # FLOP/s delivered to pre-training and fine-tuning
+    # Named after the factory_ts columns they fill (``twin.telemetry``).
+    training_flops: float  # FLOP/s delivered to pre-training and fine-tuning
     job_flops: float  # FLOP/s delivered to all batch jobs
-    tokens_s: float
-    requests_s: float  # requests arriving per second
-    served_s: float
-    dropped_s: float
+    tokens_per_s: float
+    requests_per_s: float  # requests arriving per second
+    requests_served_per_s: float
+    requests_dropped_per_s: float
     requests_queued: int
-    running_training: int  # batch jobs running
+    running_jobs: int  # batch jobs running
     svc: tuple[services.ServiceStep, ...] = ()
     replicas: tuple[tuple[int, int, int], ...] = ()  # per service: warm, starting, not stopped
 

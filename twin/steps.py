@@ -75,21 +75,21 @@ class FacilityStep:
     us_coolant_c: FloatArray  # coolant the cold plates saw [°C]
     us_r_k_per_w: FloatArray  # junction-to-coolant resistance [K/W]
     chip_us: npt.NDArray[np.int32]
-    it_w: float
-    chip_w: float
+    it_power_w: float
+    chip_power_w: float
     psu_loss_w: float
     pdu_loss_w: float
     ups_loss_w: float
     transformer_loss_w: float
-    chiller_w: float
-    pumps_w: float
-    fans_w: float
-    free_fraction: float
-    cop: float
+    chiller_power_w: float
+    pump_power_w: float
+    fan_power_w: float
+    free_cooling_fraction: float
+    chiller_cop: float
     water_l: float
-    fw_supply_c: float
+    facility_water_supply_c: float
     unmet_heat_w: float
-    facility_cap_w: float
+    facility_cap_w: float  # NaN: none
     units: dict[str, float]  # the plant's units (``plant.UNIT_COLUMNS``)
     throttled_chips: int
     protected: bool  # a power cap or junction protection lowered clocks inside this step
@@ -110,21 +110,21 @@ class FacilityStep:
         return cooling.junction_c(self.us_coolant_c[u], self.us_r_k_per_w[u], self.chip_p)
 
     @property
-    def cooling_w(self) -> float:
-        return self.chiller_w + self.pumps_w + self.fans_w
+    def cooling_power_w(self) -> float:
+        return self.chiller_power_w + self.pump_power_w + self.fan_power_w
 
     @property
-    def loss_w(self) -> float:
+    def power_loss_w(self) -> float:
         return self.pdu_loss_w + self.ups_loss_w + self.transformer_loss_w
 
     @property
-    def facility_w(self) -> float:
-        return self.it_w + self.cooling_w + self.loss_w
+    def facility_power_w(self) -> float:
+        return self.it_power_w + self.cooling_power_w + self.power_loss_w
 
     @property
     def pue(self) -> float:
         """Facility / IT power; undefined (NaN) while every system is powered off."""
-        return self.facility_w / self.it_w if self.it_w > 0 else math.nan
+        return self.facility_power_w / self.it_power_w if self.it_power_w > 0 else math.nan
 
 
 def record(
@@ -154,21 +154,21 @@ def record(
         us_coolant_c=th.coolant,
         us_r_k_per_w=th.r_us,
         chip_us=chip_us,
-        it_w=pw.it_w,
-        chip_w=float(pw.us_chip_w.sum()),
+        it_power_w=pw.it_w,
+        chip_power_w=float(pw.us_chip_w.sum()),
         psu_loss_w=pw.psu_loss_w,
         pdu_loss_w=losses.pdu_w,
         ups_loss_w=losses.ups_w,
         transformer_loss_w=losses.transformer_w,
-        chiller_w=plant_out["chiller_w"],
-        pumps_w=plant_out["pumps_w"],
-        fans_w=plant_out["fans_w"],
-        free_fraction=plant_out["free_fraction"],
-        cop=plant_out["cop"],
+        chiller_power_w=plant_out["chiller_power_w"],
+        pump_power_w=plant_out["pump_power_w"],
+        fan_power_w=plant_out["fan_power_w"],
+        free_cooling_fraction=plant_out["free_cooling_fraction"],
+        chiller_cop=plant_out["chiller_cop"],
         water_l=plant_out["water_l"],
-        fw_supply_c=fw_supply_c,
-        unmet_heat_w=plant_out["unmet_w"],
-        facility_cap_w=facility_cap_w,
+        facility_water_supply_c=fw_supply_c,
+        unmet_heat_w=plant_out["unmet_heat_w"],
+        facility_cap_w=facility_cap_w if math.isfinite(facility_cap_w) else math.nan,
         units={k: plant_out[k] for k in UNIT_COLUMNS},
         throttled_chips=throttled,
         cond=cond,

@@ -251,3 +251,19 @@ def merge_rows(table: str, rows: list[dict[str, Any]], campus: bool = False) -> 
                     mean = np.where(tot > 0, (v * w).sum(axis=0) / tot, v.mean(axis=0))
             out[name] = mean.astype(np.asarray(rows[0][name]).dtype)
     return {c.name: out[c.name] for c in cols}
+
+
+def system_rows(factory: list[dict[str, Any]], systems: list[str]) -> dict[str, Any]:
+    """``system_ts`` frames from each system's ``factory_ts`` frames of the same steps, time
+    major (every system's row of a step, in floor order, then the next step)."""
+    k = len(systems)
+    steps = len(factory[0]["time_s"]) if factory else 0
+    out: dict[str, Any] = {
+        "time_s": np.repeat(factory[0]["time_s"], k) if factory else np.zeros(0, dtype=np.int64),
+        "system_id": np.tile(np.arange(k, dtype=np.int32), steps),
+        "system": list(systems) * steps,
+    }
+    for c in telemetry.TABLES["system_ts"][4:-1]:
+        out[c.name] = np.stack([f[c.name] for f in factory], axis=1).ravel()
+    out["hall_id"] = np.zeros(steps * k, dtype=np.int32)
+    return out

@@ -54,6 +54,7 @@ from twin.compose import (
     merge_rows,
     merge_services,
     sort_by_time,
+    system_rows,
 )
 from twin.design import Design
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
@@ -434,7 +435,7 @@ class Hall:
         factory = [f["factory_ts"] for f in per]
         out: Frames = {
             "factory_ts": merge_rows("factory_ts", factory),
-            "system_ts": telemetry.system_rows(factory, self.systems),
+            "system_ts": system_rows(factory, self.systems),
         }
         out["ultraserver_ts"] = interleave(
             [f["ultraserver_ts"] for f in per], (("ultraserver_id", "ultraserver"), ("row_id", "row")), num

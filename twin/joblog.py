@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from twin.jobs import DONE, INFERENCE, QUEUED, RUNNING, SOURCES, STATE_NAMES, JobTable
 from twin.params import KIND_NAMES
@@ -34,6 +35,27 @@ class JobLog:
     evict_next: list[int] = field(default_factory=list)  # finished jobs recorded, to leave memory
 
 
+def _rows_due(
+    log: JobLog, jobs: JobTable, live: tuple[Iterable[int], ...], every: int, t: int
+) -> npt.NDArray[np.int64]:
+    """The job slots whose rows are due, in order: the jobs that changed, and every waiting and
+    running job when ``every`` seconds have passed (their waits and work done move on). Finished
+    jobs recorded by the previous call leave memory first (their slots are reused)."""
+    if log.evict_next:
+        jobs.evict(log.evict_next)
+        for j in log.evict_next:
+            log.last_us.pop(j, None)
+        log.dirty.difference_update(log.evict_next)
+    if every <= 0 or t >= log.jobs_due:
+        every_live = set().union(*live)
+        ids = np.array(sorted(log.dirty | every_live), dtype=np.int64)
+        log.jobs_due = t + every
+    else:
+        ids = np.array(sorted(log.dirty), dtype=np.int64)
+    log.dirty.clear()
+    return ids
+
+
 def job_rows(
     log: JobLog,
     jobs: JobTable,
@@ -45,20 +67,7 @@ def job_rows(
     """Rows of the jobs that changed, plus every job in ``live`` (the queued and running: their
     waits and work done move on) when due (every ``every`` seconds; every call when 0)."""
     a = jobs.a
-    # Finished jobs recorded by the previous call leave memory now (their slots are reused).
-    if log.evict_next:
-        jobs.evict(log.evict_next)
-        for j in log.evict_next:
-            log.last_us.pop(j, None)
-        log.dirty.difference_update(log.evict_next)
-    if every <= 0 or t >= log.jobs_due:
-        # Every waiting and running job too (their waits and work done move on).
-        every_live = set().union(*live)
-        ids = np.array(sorted(log.dirty | every_live), dtype=np.int64)
-        log.jobs_due = t + every
-    else:
-        ids = np.array(sorted(log.dirty), dtype=np.int64)
-    log.dirty.clear()
+    ids = _rows_due(log, jobs, live, every, t)
     st_all = a["state"][ids]
     log.evict_next = ids[(st_all == DONE) & (a["kind"][ids] != INFERENCE)].tolist()
     st = a["state"][ids]

@@ -244,16 +244,14 @@ class Pool:
             self.facility.row_flow_fraction[topo.us_row],
         )
         si = self.p.chip_sample_interval_s
-        if si > 0 and t % si < dt:
-            rec.chips(
-                t,
-                self.chip_job_ids(),
-                ph.act_chip,
-                ph.chip_p,
-                ph.chip_tj(),
-                self.cluster.chip_hw_failed,
-                ph.clock,
-            )
+        if si > 0 and t % si < dt:  # a chip sample is due
+            self._record_chips(rec, ph)
+
+    def _record_chips(self, rec: Recorder, ph: FacilityStep) -> None:
+        """A ``chip_ts`` sample: every chip's job, activity, power, junction, health and clock."""
+        rec.chips(
+            self.t_s, self.chip_job_ids(), ph.act_chip, ph.chip_p, ph.chip_tj(), self.chip_hw_failed, ph.clock
+        )
 
     def _record_site(self, rec: Recorder, i: int, ph: FacilityStep) -> None:
         """The site's conditions and what the step's energy cost: electricity, CO2, ownership."""

@@ -91,6 +91,8 @@ def stop_replica(w: Work, j: int, t: int) -> None:
 
 
 def start(w: Work, ev: Events, j: int, t: int) -> bool:
+    """Start job ``j`` at ``t`` if its chips can be placed: allocate them, then set it up as a
+    replica (``_start_replica``) or a batch gang (``_start_batch``); False when it cannot start."""
     pool, jobs, p = w.pool, w.jobs, w.p
     a = jobs.a
     need = int(a["chips"][j])
@@ -115,42 +117,9 @@ def start(w: Work, ev: Events, j: int, t: int) -> bool:
     a["spanned"][j] = spanned
     a["end"][j] = -1
     if kind == INFERENCE:
-        a["restart_until"][j] = t
-        sp = p.services[si]
-        a["warm_at"][j] = t if a["warm_at"][j] == -1 else t + int(round(sp.startup_s))
-        a["activity"][j] = services.STARTING_ACTIVITY
+        _start_replica(w, j, si, t)
     else:
-        cls = job_class(p, kind)
-        model = w.models.get(jobs.names[j])
-        if a["mfu_base"][j] <= 0:
-            a["mfu_base"][j] = workload.model_mfu(model, cls)
-        if a["ckpt_every"][j] < 0:
-            a["ckpt_every"][j] = cls.checkpoint_interval_s if cls is not None else 1800
-        # The fabric: this placement's communication per step lowers the MFU (twin.fabric).
-        peak = w.acc.peak(jobs.precision[j])
-        mfu = fabric.job_mfu(
-            model,
-            workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[kind]],
-            need,
-            spanned,
-            peak,
-            float(a["mfu_base"][j]),
-            p.hall.system,
-            p.training,
-        )
-        a["mfu"][j] = mfu
-        a["rate"][j] = workload.training_rate_flop_s(need, peak, mfu)
-        a["ckpt_time"][j] = t
-        every = int(a["ckpt_every"][j])
-        a["ckpt_due"][j] = t + every if every > 0 else NEVER
-        restart = p.training.restart_cost_s if a["restarts"][j] > 0 else 0
-        a["restart_until"][j] = t + restart
-        work = float(a["work"][j])
-        left = (work - a["done"][j]) / work if work > 0 else 0.0
-        est = a["est"][j] if a["est"][j] > 0 else (work / a["rate"][j] if a["rate"][j] > 0 else 0.0)
-        a["est_end"][j] = t + restart + est * left * p.scheduler.runtime_estimate_factor
-        a["activity"][j] = RESTART_ACTIVITY if restart > 0 else p.training.activity
-        w.running.add(j, t + restart)
+        _start_batch(w, j, kind, need, spanned, t)
     w.log.dirty.add(j)
     ev.append(
         (
@@ -161,6 +130,54 @@ def start(w: Work, ev: Events, j: int, t: int) -> bool:
         )
     )
     return True
+
+
+def _start_replica(w: Work, j: int, si: int, t: int) -> None:
+    """A replica starting on its chips: it loads its weights (warm after the service's start-up
+    time, at once when it was warm before)."""
+    a = w.jobs.a
+    a["restart_until"][j] = t
+    sp = w.p.services[si]
+    a["warm_at"][j] = t if a["warm_at"][j] == -1 else t + int(round(sp.startup_s))
+    a["activity"][j] = services.STARTING_ACTIVITY
+
+
+def _start_batch(w: Work, j: int, kind: int, need: int, spanned: int, t: int) -> None:
+    """A batch gang starting: its MFU on this placement, rate, checkpoints, restart cost and
+    estimated end."""
+    jobs, p = w.jobs, w.p
+    a = jobs.a
+    cls = job_class(p, kind)
+    model = w.models.get(jobs.names[j])
+    if a["mfu_base"][j] <= 0:
+        a["mfu_base"][j] = workload.model_mfu(model, cls)
+    if a["ckpt_every"][j] < 0:
+        a["ckpt_every"][j] = cls.checkpoint_interval_s if cls is not None else 1800
+    # The fabric: this placement's communication per step lowers the MFU (twin.fabric).
+    peak = w.acc.peak(jobs.precision[j])
+    mfu = fabric.job_mfu(
+        model,
+        workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[kind]],
+        need,
+        spanned,
+        peak,
+        float(a["mfu_base"][j]),
+        p.hall.system,
+        p.training,
+    )
+    a["mfu"][j] = mfu
+    a["rate"][j] = workload.training_rate_flop_s(need, peak, mfu)
+    a["ckpt_time"][j] = t
+    every = int(a["ckpt_every"][j])
+    a["ckpt_due"][j] = t + every if every > 0 else NEVER
+    restart = p.training.restart_cost_s if a["restarts"][j] > 0 else 0
+    a["restart_until"][j] = t + restart
+    work = float(a["work"][j])
+    left = (work - a["done"][j]) / work if work > 0 else 0.0
+    est = a["est"][j] if a["est"][j] > 0 else (work / a["rate"][j] if a["rate"][j] > 0 else 0.0)
+    a["est_end"][j] = t + restart + est * left * p.scheduler.runtime_estimate_factor
+    a["activity"][j] = RESTART_ACTIVITY if restart > 0 else p.training.activity
+    w.running.add(j, t + restart)
 
 
 def job_class(p: FactoryParams, kind: int) -> JobClassParams | None:
@@ -288,7 +305,14 @@ def schedule(w: Work, ev: Events, t: int) -> None:
             break
     if policy == "fifo" or head_need < 0 or len(q.queue) <= first:
         return
-    # EASY backfill behind the blocked head.
+    _backfill(w, ev, t, first, head_need)
+
+
+def _backfill(w: Work, ev: Events, t: int, first: int, head_need: int) -> None:
+    """EASY backfill behind the blocked head (queue position ``first - 1``, ``head_need`` chips):
+    a job of the window behind it starts when it fits now and ends before the head's reserved
+    start, or uses only chips the head will not need."""
+    q, pool, sp, a = w.queues, w.pool, w.p.scheduler, w.jobs.a
     free = pool.n_free
     if free <= 0:
         return

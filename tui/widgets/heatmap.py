@@ -162,6 +162,19 @@ class _LineMap(Widget):
         return "\n".join(strip.text for strip in self._strips)
 
 
+def _cell_text(us: int, iw: int, mark: str, value: str, nf: float, su: int, ch: int, cw: int) -> list[str]:
+    """An UltraServer cell's text lines (``ch`` high, ``cw`` wide): its number and state mark,
+    the failed chips when some failed and there is room, and its value."""
+    if ch >= 2:
+        return [
+            f"{us:>{iw}}{mark}" + (f"{nf:.0f}" if su == US_SOME_FAILED and cw >= iw + 5 else ""),
+            " " * iw + value,
+        ]
+    if cw >= iw + 6:
+        return [f"{us:>{iw}}{mark}{value:>4}"]
+    return [f"{us:>{iw}}{mark}"]
+
+
 class FloorMap(_LineMap, can_focus=True):
     """Every UltraServer as a coloured cell, one line per row (CDU). The selected one is framed."""
 
@@ -283,17 +296,7 @@ class FloorMap(_LineMap, can_focus=True):
                     nf = failed[j] if j < len(failed) else 0
                     su = int(state[j]) if j < len(state) else 0
                     mark, word = _STATE_MARK.get(su, (" ", None))
-                    value = word or short_value(m, v)
-                    if ch >= 2:
-                        body = [
-                            f"{us:>{iw}}{mark}"
-                            + (f"{nf:.0f}" if su == US_SOME_FAILED and cw >= iw + 5 else ""),
-                            " " * iw + value,
-                        ]
-                    elif cw >= iw + 6:
-                        body = [f"{us:>{iw}}{mark}{value:>4}"]
-                    else:
-                        body = [f"{us:>{iw}}{mark}"]
+                    body = _cell_text(us, iw, mark, word or short_value(m, v), nf, su, ch, cw)
                     st = state_style.get(su) or styles[int(lv[j]) if j < len(lv) else -1]
                     for k, line in enumerate(block):
                         cell = (body[k] if k < len(body) else "")[: cw - 1].ljust(cw - 1)

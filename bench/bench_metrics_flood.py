@@ -143,7 +143,7 @@ def main() -> None:
             con.close()
         print(f"{args.scenario} --days {args.days:g}, run's open-file limit {args.nofile}")
         print(f"  idle connections            {args.connections:,} started, {len(established):,} established")
-        print(f"  closed by the endpoint      {len(closed):,} (refused, timed out or reset)")
+        print(f"  closed by the endpoint      {len(closed):,} (evicted, refused or timed out)")
         print(f"  run's descriptors           {base_fds} before, peak {peak_fds}")
         print(f"  run's threads               {base_threads} before, peak {peak_threads}")
         lat = f", median {sorted(ok)[len(ok) // 2] * 1000:.1f} ms" if ok else ""

@@ -8,9 +8,9 @@ the final values are served until the endpoint is closed.
 
 ``serve(port)`` answers ``GET /metrics`` on 127.0.0.1 in the exposition format of
 ``prometheus_client`` (plain Prometheus text, or OpenMetrics when the scraper asks for it) from
-``MetricsServer``: one thread, a selector loop, at most ``MAX_CONNECTIONS`` connections (more are
-answered 503 and closed at once), each closed ``IDLE_TIMEOUT_S`` after it was accepted whatever
-it did. Its descriptors and threads are bounded whatever a client does, and nothing it does can
+``MetricsServer``: one thread, a selector loop, at most ``MAX_CONNECTIONS`` connections (a new one
+closes the oldest still idle), each closed ``IDLE_TIMEOUT_S`` after it was accepted whatever it
+did. Its descriptors and threads are bounded whatever a client does, and nothing it does can
 stop the run: a failure is logged (logger ``twin.metrics``) and the run goes on.
 
 Names follow Prometheus conventions (base units in the name: ``_watts``, ``_celsius``,
@@ -41,8 +41,8 @@ log = logging.getLogger("twin.metrics")
 
 PREFIX = "twin_"
 
-# The endpoint's bounds: connections open at once (a scraper needs one; more are refused), and
-# the seconds a connection may live from accept to the last byte of its answer.
+# The endpoint's bounds: connections open at once (a scraper needs one), and the seconds a
+# connection may live from accept to the last byte of its answer.
 MAX_CONNECTIONS = 32
 IDLE_TIMEOUT_S = 5.0
 MAX_REQUEST_BYTES = 8192
@@ -367,15 +367,17 @@ class MetricsServer:
     """A bounded HTTP/1.1 endpoint for scrapes: one thread running a selector loop.
 
     Every socket is non-blocking and watched by the loop, so an idle or slow client holds a
-    descriptor and a little memory, never a thread: at most ``max_connections`` are open at once
-    (one more is accepted, answered 503 and closed at once, so a flood cannot queue in front of a
-    scraper), and each is closed ``idle_timeout_s`` after it was accepted, whether it sent nothing,
-    half a request or stopped reading the answer. One request per connection (``Connection:
-    close``), as ``prometheus_client``'s own server. ``render(accept, accept_encoding)`` makes the
-    body and headers of ``GET /metrics`` (and ``/``).
+    descriptor and a little memory, never a thread. At most ``max_connections`` are open at once:
+    a new one closes the oldest that has not sent a whole request yet (a scraper sends its request
+    at once, so a flood of idle connections cannot keep it out), or, when every one is being
+    answered, is answered 503 and closed at once. Each is closed ``idle_timeout_s`` after it was
+    accepted, whether it sent nothing, half a request or stopped reading the answer. One request
+    per connection (``Connection: close``), as ``prometheus_client``'s own server.
+    ``render(accept, accept_encoding)`` makes the body and headers of ``GET /metrics`` (and ``/``).
 
-    Counters for tests and benchmarks: ``accepted``, ``refused``, ``timed_out``, ``served``,
-    ``errors``; ``wait(pred)`` blocks until ``pred(self)`` holds (checked after every event)."""
+    Counters for tests and benchmarks: ``accepted``, ``evicted``, ``refused``, ``timed_out``,
+    ``served``, ``errors``, ``peak_connections``; ``wait(pred)`` blocks until ``pred(self)`` holds (checked after every
+    event)."""
 
     def __init__(
         self,
@@ -389,7 +391,7 @@ class MetricsServer:
         self.max_connections = max(1, max_connections)
         self.idle_timeout_s = idle_timeout_s
         self.accepted = self.refused = self.timed_out = self.served = self.errors = 0
-        self.accept_errors = 0
+        self.accept_errors = self.evicted = self.peak_connections = 0
         self._conns: dict[int, _Conn] = {}
         self._changed = threading.Condition()
         self._stopping = False
@@ -492,7 +494,7 @@ class MetricsServer:
                 self._sel.unregister(self._listener)
                 self._accept_paused_until = time.monotonic() + 0.1
                 return
-            if len(self._conns) >= self.max_connections:
+            if len(self._conns) >= self.max_connections and not self._evict():
                 self.refused += 1
                 try:
                     sock.setblocking(False)
@@ -511,6 +513,18 @@ class MetricsServer:
                 continue
             self._conns[sock.fileno()] = conn
             self.accepted += 1
+            self.peak_connections = max(self.peak_connections, len(self._conns))
+
+    def _evict(self) -> bool:
+        """Make room for a new connection: close the oldest one that has not sent a whole request
+        yet (a scraper sends its request at once; a connection that idles is the one to go).
+        False when every connection is being answered."""
+        waiting = [c for c in self._conns.values() if c.out is None]
+        if not waiting:
+            return False
+        self.evicted += 1
+        self._drop(min(waiting, key=lambda c: c.deadline))
+        return True
 
     def _drop(self, conn: _Conn) -> None:
         fd = conn.sock.fileno()

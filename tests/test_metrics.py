@@ -188,6 +188,14 @@ def test_metrics_follow_every_commit_and_stay_after_the_run(
         _scrape(port)
 
 
+def _closed_by_peer(c: socket.socket) -> bool:
+    """End of stream, or a reset (a connection closed with half a request unread)."""
+    try:
+        return c.recv(64) == b""
+    except ConnectionResetError:
+        return True
+
+
 def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
@@ -197,7 +205,7 @@ def test_a_flood_of_idle_connections_cannot_harm_the_run(tmp_path: Path, small_s
     spec, text = small_scenario
     cap, extra = 4, 20
     exporter = MetricsExporter()
-    port = exporter.serve(0, max_connections=cap, idle_timeout_s=0.5)
+    port = exporter.serve(0, max_connections=cap, idle_timeout_s=2.0)
     server = exporter.server
     assert server is not None
     flooded = threading.Event()
@@ -225,23 +233,22 @@ def test_a_flood_of_idle_connections_cannot_harm_the_run(tmp_path: Path, small_s
             if i % 2:
                 c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # half a request, then silence
             clients.append(c)
-        assert server.wait(lambda s: s.accepted + s.refused >= cap + extra, timeout=120)
-        # At most ``cap`` connections held; the rest refused at once; no thread per connection.
-        assert server.accepted == cap and server.refused == extra and server.open_connections <= cap
+        assert server.wait(lambda s: s.accepted >= cap + extra, timeout=120)
+        # At most ``cap`` connections held (each new one closed the oldest idle one, if none had
+        # timed out yet); no thread per connection.
+        assert server.peak_connections <= cap and server.refused == 0
         assert _fds() - fds - len(clients) <= cap + 8
         assert threading.active_count() <= threads
         flooded.set()
         t.join(300)
         assert not t.is_alive() and result and result[0].status == "complete"
-        # Every idle connection is closed by the endpoint (refused with 503, or timed out) ...
+        # Every idle connection is closed by the endpoint (evicted, or timed out) ...
         assert server.wait(lambda s: s.open_connections == 0, timeout=120)
-        for c in clients:
-            got = c.recv(64)
-            assert got == b"" or got.startswith(b"HTTP/1.1 503")
+        assert all(_closed_by_peer(c) for c in clients)
         # ... and a normal scrape answers, with the run's last step.
         _, m = _scrape(port)
         assert m[("twin_sim_time_seconds", ())] == (6 * 60 - 1) * 60
-        assert server.timed_out == cap
+        assert server.evicted + server.timed_out == cap + extra
     finally:
         flooded.set()
         for c in clients:

@@ -376,8 +376,8 @@ class MetricsServer:
     ``render(accept, accept_encoding)`` makes the body and headers of ``GET /metrics`` (and ``/``).
 
     Counters for tests and benchmarks: ``accepted``, ``evicted``, ``refused``, ``timed_out``,
-    ``served``, ``errors``, ``peak_connections``; ``wait(pred)`` blocks until ``pred(self)`` holds (checked after every
-    event)."""
+    ``served``, ``errors``, ``peak_connections``; ``wait(pred)`` blocks until ``pred(self)``
+    holds (checked after every event)."""
 
     def __init__(
         self,

@@ -3,6 +3,7 @@ published after every commit and kept after the run; bounded against a flood of 
 
 from __future__ import annotations
 
+import gzip
 import os
 import socket
 import threading
@@ -284,5 +285,10 @@ def test_a_failing_update_or_a_bad_request_leaves_the_run_and_the_endpoint_going
         assert e.value.code == 404
         e.value.close()
         assert _scrape(port)[1][("twin_pue_ratio", ())] == 1.3
+        # Prometheus asks for gzip: the same text, compressed.
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.headers["Content-Encoding"] == "gzip"
+            assert b"twin_pue_ratio 1.3" in gzip.decompress(r.read())
     finally:
         exporter.close()

@@ -36,6 +36,9 @@ from twin.telemetry import last_of_each
 # Steps per advance: about this many UltraServer rows per chunk keeps batches large and the
 # progress bar lively.
 _ROWS_PER_CHUNK = 40_000
+# A headless run hands its steps over (to the writer, and to ``on_chunk``: the metrics endpoint)
+# at least this often in wall time, as the live console commits them (tui.console.simloop).
+COMMIT_S = 1.0
 
 
 _RUN_SEQ = itertools.count(1)
@@ -301,6 +304,11 @@ def check_output(path: str | Path, overwrite: bool) -> None:
             raise StorageError(f"{p}: cannot write here: {e.strerror or e}") from None
 
 
+def _past(due: float) -> Callable[[], bool]:
+    """True once the monotonic clock has passed ``due`` (an advance's ``stop``)."""
+    return lambda: time.monotonic() >= due
+
+
 @dataclass
 class RunResult:
     path: Path
@@ -324,8 +332,9 @@ def run(
     publish_live: bool = True,
     on_chunk: Callable[[Frames], None] | None = None,
 ) -> RunResult:
-    """Run a scenario headless to completion; return its KPI summary. ``on_chunk`` gets each
-    chunk's frames after they are queued for writing."""
+    """Run a scenario headless to completion; return its KPI summary. ``on_chunk`` gets the frames
+    of each hand-over to the writer (at least every ``COMMIT_S`` of wall time, at most a chunk of
+    steps; the closing one has no steps) after they are queued for writing."""
     t0 = time.perf_counter()
     done = 0
     status = "failed"
@@ -343,8 +352,9 @@ def run(
     try:
         total = session.total_steps
         while done < total:
-            n = min(session.chunk_steps, total - done)
-            session.advance(n)
+            due = time.monotonic() + COMMIT_S
+            frames = session.advance(min(session.chunk_steps, total - done), stop=_past(due))
+            n = len(frames["factory_ts"]["time_s"])
             done += n
             if progress:
                 progress(n)

@@ -12,11 +12,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from scenarios.runner import COMMIT_S  # steps are handed to the writer (and metrics) this often
 from tui.feed import LiveFeed
 from tui.pacing import MAX, Pacer, SpeedControl
 
 MIN_PERIOD_S = 0.05  # at most ~20 ticks per wall second below "max"
-COMMIT_S = 1.0  # steps held for the writer are committed at least this often
 
 
 def _never() -> bool:

@@ -204,6 +204,13 @@ class Console:
         self._alarms_asked = (self.seq, now, at_shown)
         self.request_panels(self.alarms, [PanelReq("alarms", "alarms", self.params())])
 
+    @property
+    def alarms_at_shown(self) -> bool:
+        """Whether the latest alarms asked for are those at the time shown (live: asked once the
+        file had committed that step)."""
+        seq, _, current = self._alarms_asked
+        return seq == self.seq and current
+
     # ------------------------------------------------------------------ selection, status
     def select_us(self, us: int) -> None:
         self.sel_us = max(0, min(self.meta.ultraservers - 1, int(us)))

@@ -316,10 +316,16 @@ ALARM_FLAGS = """f AS (
     SELECT time_s, ultraservers_tripped, throttled_chips, chips_failed, facility_cap_w, unmet_heat_w,
            chillers_failed, economizers_failed
     FROM factory_ts WHERE run_id = $run_id AND time_s > $lo AND time_s <= $t),
-cdu AS (  -- a row's CDU: the least coolant flow of its UltraServers' loops (1 = full flow)
+cdu_lost AS (  -- a row's CDU short of flow: the least coolant flow of its UltraServers' loops
     SELECT time_s, row_id, min(cdu_flow_fraction) AS flow
-    FROM ultraserver_ts WHERE run_id = $run_id AND time_s > $lo AND time_s <= $t
+    FROM ultraserver_ts WHERE run_id = $run_id AND time_s > $lo AND time_s <= $t AND cdu_flow_fraction < 1
     GROUP BY time_s, row_id),
+cdu AS (  -- every ultraserver_ts sample of the rows that lost flow (1 = full flow), not every row's
+    SELECT s.time_s, r.row_id, coalesce(l.flow, 1.0) AS flow
+    FROM (SELECT DISTINCT time_s FROM ultraserver_ts
+          WHERE run_id = $run_id AND time_s > $lo AND time_s <= $t) s
+    CROSS JOIN (SELECT DISTINCT row_id FROM cdu_lost) r
+    LEFT JOIN cdu_lost l USING (time_s, row_id)),
 s AS (
     SELECT time_s, service, slo_attainment
     FROM service_ts WHERE run_id = $run_id AND time_s > $lo AND time_s <= $t),

@@ -586,7 +586,8 @@ def panel_sql(name: str, params: Params, **options: Any) -> str:
     if name in ("alarms", "alarm_episodes"):
         base = _JOBS_BASE.split("\n", 2)[2]  # without its two comment lines
         template = template.replace("$alarm_flags", ALARM_FLAGS).replace("$jobs_base", base)
-        lo = {"lo": params["t"] - ALARM_LOOKBACK_S} if name == "alarms" and "t" in params else {}
+        # Searched back ALARM_LOOKBACK_S from $t unless told where from ($lo: the report's whole run).
+        lo = {"lo": params["t"] - ALARM_LOOKBACK_S} if params.get("t") is not None else {}
         params = {"queue_wait_s": QUEUE_WAIT_ALARM_S, "slo_alarm": SLO_ALARM, **lo, **params}
     if name in ("events", "events_notable") and options.get("text"):
         template = template.replace(

@@ -461,3 +461,48 @@ def test_run_summary_json_and_compare_count_thermal_trips(
     r = CliRunner().invoke(main, ["run", str(spec_file), "--hours", "11", "--out", str(out), "--overwrite"])
     assert r.exit_code == 0, r.stderr
     assert f"thermal trips     {n_trips} UltraServers powered off   {us_h:,.2f} tripped" in r.stdout
+
+
+# ---------------------------------------------------------------------- the TUI over the recording
+async def test_f8_and_the_header_show_the_trips_that_the_floor_shows(recordings: dict[str, Path]) -> None:
+    """Replay of the CDU loss: at d1 10:17 (after the last thermal_trip event, before the first
+    thermal_recover, the pumps still lost) F8 lists the thermal trip of the four UltraServers and
+    row 1's CDU, the header counts them; at d1 10:25 (pumps back, UltraServers back on) none."""
+    from tests.test_tui import replay_app, settle, status_text
+    from tui.screens.alarms import AlarmsScreen
+
+    con = open_run_file(recordings["cooling-failure"])
+    try:
+        ((last_trip, first_recover, tripped),) = con.sql(
+            "SELECT max(time_s) FILTER (WHERE kind = 'thermal_trip'), min(time_s) FILTER (WHERE kind = "
+            "'thermal_recover'), count(DISTINCT target) FILTER (WHERE kind = 'thermal_trip') FROM events"
+        ).fetchall()
+        t = 10 * 3600 + 17 * 60
+        assert last_trip < t < first_recover < 10 * 3600 + 25 * 60 and tripped == 4
+        app = replay_app(con)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.press("f8")
+            for clock, expected in (
+                (
+                    "d1 10:17",
+                    {
+                        ("thermal trip", "factory"): "4 UltraServers off",
+                        ("CDU pumps lost", "row:1"): "flow 0 %",
+                    },
+                ),
+                ("d1 10:25", {}),
+            ):
+                await pilot.press("t")
+                app.screen.query_one("Input").value = clock
+                await pilot.press("enter")
+                await settle(pilot, app)
+                assert isinstance(app.screen, AlarmsScreen)
+                shown = app.screen.query_one("#alarms-table").table.to_pydict()
+                got = {
+                    (a, w): v for a, w, v in zip(shown["alarm"], shown["target"], shown["value"], strict=True)
+                }
+                assert got == expected, clock
+                app.refresh_views()
+                assert (f"⚠ {len(expected)}" in status_text(app)) == bool(expected), clock
+    finally:
+        con.close()

@@ -24,6 +24,8 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
 * goodput = training progress kept / chip time held (chip-weighted), pre-training + fine-tuning.
 * waits over the batch jobs that started (every wait, re-queues after interruptions included).
 * SLO attainment = requests served within both SLOs / requests decided (served + dropped).
+* thermal trips = UltraServers powered off by thermal protection (``thermal_trip`` events);
+  tripped UltraServer-hours = UltraServers held off by it, integrated over the steps.
 * Per system (mixed floors, ``per_system``): the same definitions over the system's rows of
   ``system_ts`` (its IT and work; the plant's and power chain's power and cost shared in
   proportion to IT power), and its share of the floor's batch FLOP and tokens.
@@ -66,6 +68,7 @@ FACTORY_AGGREGATES: dict[str, str] = {
     "throttled_hours": f"sum(CASE WHEN throttled_chips > 0 THEN {_DT} ELSE 0 END) / 3600",
     "throttled_chip_hours": f"sum(throttled_chips * {_DT}) / 3600",
     "unmet_heat_mwh": f"sum(unmet_heat_w * {_DT}) / 3.6e9",
+    "tripped_ultraserver_h": f"sum(ultraservers_tripped * {_DT}) / 3600",
     "peak_facility_w": "max(facility_power_w)",
     "busy_fraction": "avg(chips_busy::DOUBLE / chips_total)",
     "mean_queue": "avg(queue_jobs)",
@@ -126,6 +129,10 @@ _WORK_Q = {
     SELECT count(*) FILTER (WHERE source = 'model') AS failures,
            count(*) FILTER (WHERE source <> 'model') AS failures_injected
     FROM failures WHERE run_id = ?
+    """,
+    # Thermal protection: each UltraServer powered off by it counts once (``thermal_trip`` events).
+    "thermal": """
+    SELECT count(*) AS thermal_trips FROM events WHERE run_id = ? AND kind = 'thermal_trip'
     """,
     "interruptions": """
     SELECT count(*) FILTER (WHERE reason = 'preemption') AS preemptions,
@@ -275,6 +282,8 @@ COMPARE_ROWS: list[tuple[str, str, str]] = [
     ("busy_fraction", "busy chips [-]", "{:.3f}"),
     ("throttled_hours", "hours with throttling", "{:,.2f}"),
     ("throttled_chip_hours", "throttled chip-hours", "{:,.0f}"),
+    ("thermal_trips", "thermal trips (UltraServers powered off)", "{:,.0f}"),
+    ("tripped_ultraserver_h", "tripped UltraServer-hours", "{:,.2f}"),
     ("unmet_heat_mwh", "unrejected heat [MWh]", "{:,.2f}"),
     ("max_chip_temp_c", "hottest chip [°C]", "{:.1f}"),
 ]

@@ -307,6 +307,43 @@ ORDER BY time_s, CASE what WHEN 'submitted' THEN 0 WHEN 'job_start' THEN 2 WHEN 
 QUEUE_WAIT_ALARM_S = 6 * 3600  # a batch job waiting longer than this raises the queue alarm
 ALARM_LOOKBACK_S = 7 * 86400  # "since" is searched this far back (older: "since before")
 
+# Alarms: the one definition of each condition, over the model's own recorded state, one row per
+# recorded step from $lo (exclusive) up to $t. A condition is active exactly at the steps it holds:
+# raised at the first step it holds, cleared at the first step it no longer does. Used by the
+# alarms at the time shown (live and replay, ``alarms``) and by the report (``alarm_episodes``).
+SLO_ALARM = 0.99  # an SLO breach: fewer than this share of a step's decided requests within the SLO
+ALARM_FLAGS = """f AS (
+    SELECT time_s, ultraservers_tripped, throttled_chips, chips_failed, facility_cap_w, unmet_heat_w,
+           chillers_failed, economizers_failed
+    FROM factory_ts WHERE run_id = $run_id AND time_s > $lo AND time_s <= $t),
+cdu_lost AS (  -- a row's CDU short of flow: the least coolant flow of its UltraServers' loops
+    SELECT time_s, row_id, min(cdu_flow_fraction) AS flow
+    FROM ultraserver_ts WHERE run_id = $run_id AND time_s > $lo AND time_s <= $t AND cdu_flow_fraction < 1
+    GROUP BY time_s, row_id),
+cdu AS (  -- every ultraserver_ts sample of the rows that lost flow (1 = full flow), not every row's
+    SELECT s.time_s, r.row_id, coalesce(l.flow, 1.0) AS flow
+    FROM (SELECT DISTINCT time_s FROM ultraserver_ts
+          WHERE run_id = $run_id AND time_s > $lo AND time_s <= $t) s
+    CROSS JOIN (SELECT DISTINCT row_id FROM cdu_lost) r
+    LEFT JOIN cdu_lost l USING (time_s, row_id)),
+s AS (
+    SELECT time_s, service, slo_attainment
+    FROM service_ts WHERE run_id = $run_id AND time_s > $lo AND time_s <= $t),
+flags AS (
+    SELECT time_s, 'thermal trip' AS alarm, 'factory' AS target, ultraservers_tripped > 0 AS active,
+           CAST(ultraservers_tripped AS DOUBLE) AS value FROM f
+    UNION ALL SELECT time_s, 'CDU pumps lost', 'row:' || row_id, flow < 1, flow FROM cdu
+    UNION ALL SELECT time_s, 'chiller loss', 'plant', chillers_failed > 0, chillers_failed FROM f
+    UNION ALL SELECT time_s, 'cooling tower loss', 'plant', economizers_failed > 0, economizers_failed FROM f
+    UNION ALL SELECT time_s, 'plant short of capacity', 'factory', unmet_heat_w > 0, unmet_heat_w FROM f
+    UNION ALL SELECT time_s, 'power cap', 'factory', coalesce(NOT isnan(facility_cap_w), false), facility_cap_w
+        FROM f
+    UNION ALL SELECT time_s, 'throttling', 'factory', throttled_chips > 0, throttled_chips FROM f
+    UNION ALL SELECT time_s, 'failed hardware', 'factory', chips_failed > 0, chips_failed FROM f
+    UNION ALL SELECT time_s, 'SLO breach', 'service:' || service, coalesce(slo_attainment < $slo_alarm, false),
+        slo_attainment FROM s)"""
+
+
 TEMPLATES.update(
     {
         "services": """-- Services at $t: replicas, demand, latency percentiles (against the SLO), KV cache, J/token
@@ -353,38 +390,19 @@ FROM ultraserver_ts
 WHERE run_id = $run_id AND time_s = $t
 GROUP BY row_id
 ORDER BY row_id""",
-        "alarms": """-- Alarms at $t: each condition active now and since when (searched back 7 days)
-WITH f AS (
-    SELECT time_s,
-           throttled_chips > 0 AS throttling, throttled_chips AS throttling_v,
-           chips_failed > 0 AS failed_hardware, chips_failed AS failed_hardware_v,
-           coalesce(NOT isnan(facility_cap_w), false) AS power_cap, facility_cap_w AS power_cap_v,
-           unmet_heat_w > 0 AS plant_short, unmet_heat_w AS plant_short_v
-    FROM factory_ts WHERE run_id = $run_id AND time_s <= $t AND time_s > $t - 604800),
-s AS (
-    SELECT time_s, service,
-           coalesce(slo_attainment < 0.99, false) AS slo_breach, slo_attainment AS slo_breach_v
-    FROM service_ts WHERE run_id = $run_id AND time_s <= $t AND time_s > $t - 604800),
-flags AS (
-    SELECT time_s, 'throttling' AS alarm, 'factory' AS target, throttling AS active, throttling_v AS value FROM f
-    UNION ALL SELECT time_s, 'failed hardware', 'factory', failed_hardware, failed_hardware_v FROM f
-    UNION ALL SELECT time_s, 'power cap', 'factory', power_cap, power_cap_v FROM f
-    UNION ALL SELECT time_s, 'plant short of capacity', 'factory', plant_short, plant_short_v FROM f
-    UNION ALL SELECT time_s, 'SLO breach', 'service:' || service, slo_breach, slo_breach_v FROM s),
+        "alarms": """-- Alarms at $t: each condition active at the latest recorded step up to $t and since the
+-- first step of its current episode (searched back 7 days); the conditions are ALARM_FLAGS
+WITH """
+        + "$alarm_flags"
+        + """,
+marked AS (
+    SELECT *, max(CASE WHEN NOT active THEN time_s END) OVER (PARTITION BY alarm, target) AS last_clear
+    FROM flags),
 now AS (
     SELECT alarm, target, arg_max(active, time_s) AS active, arg_max(value, time_s) AS value,
-           max(time_s) FILTER (WHERE NOT active) AS last_clear, min(time_s) AS first_seen
-    FROM flags GROUP BY alarm, target),
-conditions AS (
-    SELECT alarm, target,
-           coalesce((SELECT min(time_s) FROM flags g WHERE g.alarm = now.alarm AND g.target = now.target
-                     AND g.time_s > now.last_clear), first_seen) AS since_s,
-           value
-    FROM now WHERE active),
-trips AS (  -- thermal trips in the last hour
-    SELECT 'thermal trips' AS alarm, 'factory' AS target, min(time_s) AS since_s, CAST(count(*) AS DOUBLE) AS value
-    FROM failures WHERE run_id = $run_id AND cause = 'thermal' AND time_s <= $t AND time_s > $t - 3600
-    HAVING count(*) > 0),
+           min(time_s) FILTER (WHERE last_clear IS NULL OR time_s > last_clear) AS since_s
+    FROM marked GROUP BY alarm, target),
+conditions AS (SELECT alarm, target, since_s, value FROM now WHERE active),
 waits AS (  -- the batch job waiting longest, if over the threshold
     SELECT 'queue wait' AS alarm, 'job:' || job_id AS target, $t - waiting_s + $queue_wait_s AS since_s,
            CAST(waiting_s AS DOUBLE) AS value
@@ -393,9 +411,27 @@ waits AS (  -- the batch job waiting longest, if over the threshold
         + """) WHERE state = 'queued' AND waiting_s > $queue_wait_s
     ORDER BY waiting_s DESC LIMIT 1)
 SELECT alarm, target, since_s, value FROM conditions
-UNION ALL SELECT * FROM trips
 UNION ALL SELECT * FROM waits
 ORDER BY since_s, alarm, target""",
+        "alarm_episodes": """-- Alarms raised and cleared after $lo up to $t: each episode of a condition of ALARM_FLAGS,
+-- from the first step it holds (raised_s) to the first step it no longer does (cleared_s; NULL:
+-- still active at the last step), with its value when raised
+WITH """
+        + "$alarm_flags"
+        + """,
+edged AS (
+    SELECT *, active <> coalesce(lag(active) OVER w, false) AS edge FROM flags
+    WINDOW w AS (PARTITION BY alarm, target ORDER BY time_s)),
+numbered AS (
+    SELECT *, sum(edge::INTEGER) OVER (PARTITION BY alarm, target ORDER BY time_s) AS episode FROM edged),
+episodes AS (
+    SELECT alarm, target, episode, bool_or(active) AS active, min(time_s) AS raised_s, arg_min(value, time_s) AS value
+    FROM numbered GROUP BY alarm, target, episode)
+SELECT alarm, target, raised_s,
+       lead(raised_s) OVER (PARTITION BY alarm, target ORDER BY episode) AS cleared_s, value
+FROM episodes
+QUALIFY active
+ORDER BY raised_s, alarm, target""",
     }
 )
 
@@ -547,10 +583,12 @@ def panel_sql(name: str, params: Params, **options: Any) -> str:
     if name.endswith("_search"):  # a panel query with a text filter (never computed in memory)
         name = name.removesuffix("_search")
     template = jobs_sql(**options) if name == "jobs" else TEMPLATES[name]
-    if name == "alarms":
+    if name in ("alarms", "alarm_episodes"):
         base = _JOBS_BASE.split("\n", 2)[2]  # without its two comment lines
-        template = template.replace("$jobs_base", base)
-        params = {"queue_wait_s": QUEUE_WAIT_ALARM_S, **params}
+        template = template.replace("$alarm_flags", ALARM_FLAGS).replace("$jobs_base", base)
+        # Searched back ALARM_LOOKBACK_S from $t unless told where from ($lo: the report's whole run).
+        lo = {"lo": params["t"] - ALARM_LOOKBACK_S} if params.get("t") is not None else {}
+        params = {"queue_wait_s": QUEUE_WAIT_ALARM_S, "slo_alarm": SLO_ALARM, **lo, **params}
     if name in ("events", "events_notable") and options.get("text"):
         template = template.replace(
             "WHERE run_id = $run_id AND time_s <= $t",

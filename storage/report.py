@@ -1,4 +1,12 @@
-"""A self-contained HTML report of one or more recordings: plots, KPIs and events.
+"""A self-contained HTML report of one or more recordings: the incident timeline, plots, KPIs and
+(on request) the routine job events.
+
+The report leads with the incident: the timeline lists the scenario's and the operator's events,
+what the model did (thermal trips and recoveries, failures and repairs, throttling, caps, plant
+units lost and back) and every alarm raised and cleared (``storage.queries.ALARM_FLAGS``, the
+definition the console's alarms use); routine job events (``job_start``, ``job_end``, …) only when
+asked for (``job_events``). Every plot marks the timeline's events with a vertical line and a short
+label, and when several recordings are compared each plot has one y-axis range across them.
 
 Plots are matplotlib figures (Agg, no display) embedded as inline SVG, so the page needs no network
 and no other file. Each series is reduced in SQL to at most ``MAX_POINTS`` buckets of mean, min and
@@ -23,9 +31,13 @@ from typing import Any
 import duckdb
 
 from storage.kpis import COMPARE_ROWS, run_kpis
+from storage.queries import panel_sql
 
 MAX_POINTS = 800
 MAX_EVENTS = 300
+MAX_MARKERS = 24  # event markers per plot (the scenario's and operator's first)
+# Routine job events: in the report only on request. Everything else is part of the incident.
+ROUTINE_KINDS_SQL = "starts_with(kind, 'job_')"
 
 
 @dataclass(frozen=True)
@@ -101,16 +113,22 @@ class RunData:
     time_s: list[int]
     series: dict[str, dict[str, list[float | None]]]  # column -> mean/min/max per bucket
     kpis: dict[str, Any]
-    events: list[dict[str, Any]]
-    events_total: int
+    events: list[dict[str, Any]]  # routine job events, when asked for (else empty)
+    events_total: int  # routine job events in the run
+    timeline: list[dict[str, Any]]  # time_s, kind, target, detail, source (alarms: source 'alarm')
+    timeline_total: int
+    markers: list[tuple[int, str]]  # (time_s, short label) drawn on every plot
 
 
 def _cols() -> list[str]:
     return list(dict.fromkeys(c for p in PLOTS for c, _ in p.series))
 
 
-def load_run(con: duckdb.DuckDBPyConnection, run_id: str, path: str, note: str = "") -> RunData:
-    """Bucketed series, KPIs and events of one run (all in SQL; at most ``MAX_POINTS`` buckets)."""
+def load_run(
+    con: duckdb.DuckDBPyConnection, run_id: str, path: str, note: str = "", job_events: bool = False
+) -> RunData:
+    """Bucketed series, KPIs, the incident timeline and its markers of one run (all in SQL; at most
+    ``MAX_POINTS`` buckets); with ``job_events``, the routine job events too."""
     meta = (
         con.sql(
             "SELECT scenario_name, run_id, status, start, dt_s, sim_time_s, chips_total, system FROM runs "
@@ -142,17 +160,21 @@ def load_run(con: duckdb.DuckDBPyConnection, run_id: str, path: str, note: str =
         }
         for i, c in enumerate(cols)
     }
-    events_total = con.sql("SELECT count(*) FROM events WHERE run_id = ?", params=[run_id]).fetchall()[0][0]
-    events = (
-        con.sql(
-            "SELECT time_s, ts, kind, target, detail, source FROM events WHERE run_id = ? "
-            f"ORDER BY (source = 'model'), time_s LIMIT {MAX_EVENTS}",
-            params=[run_id],
+    events_total = con.sql(
+        f"SELECT count(*) FROM events WHERE run_id = ? AND {ROUTINE_KINDS_SQL}", params=[run_id]
+    ).fetchall()[0][0]
+    events: list[dict[str, Any]] = []
+    if job_events:
+        events = (
+            con.sql(
+                "SELECT time_s, ts, kind, target, detail, source FROM events "
+                f"WHERE run_id = ? AND {ROUTINE_KINDS_SQL} ORDER BY time_s, rowid LIMIT {MAX_EVENTS}",
+                params=[run_id],
+            )
+            .to_arrow_table()
+            .to_pylist()
         )
-        .to_arrow_table()
-        .to_pylist()
-    )
-    events.sort(key=lambda e: e["time_s"])
+    timeline = incident_timeline(con, run_id)
     return RunData(
         label=f"{meta['scenario_name']} ({Path(path).name})",
         path=path,
@@ -163,7 +185,103 @@ def load_run(con: duckdb.DuckDBPyConnection, run_id: str, path: str, note: str =
         kpis=run_kpis(con, run_id),
         events=events,
         events_total=int(events_total),
+        timeline=timeline[:MAX_EVENTS],
+        timeline_total=len(timeline),
+        markers=markers(timeline, span),
     )
+
+
+def incident_timeline(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+    """Every event of the run but the routine job events, and every alarm raised and cleared
+    (``alarm_episodes``), in time order (an alarm raised after the events of its step)."""
+    events = (
+        con.sql(
+            "SELECT time_s, kind, target, detail, source FROM events "
+            f"WHERE run_id = ? AND NOT ({ROUTINE_KINDS_SQL}) ORDER BY time_s, rowid",
+            params=[run_id],
+        )
+        .to_arrow_table()
+        .to_pylist()
+    )
+    episodes = con.sql(panel_sql("alarm_episodes", {"run_id": run_id, "lo": -1, "t": 2**62})).fetchall()
+    alarms: list[dict[str, Any]] = []
+    for alarm, target, raised, cleared, n, active_s in merge_episodes(episodes):
+        detail = alarm if n == 1 else f"{alarm} (intermittent: {n} episodes, {active_s / 3600:,.2f} h active)"
+        row = {"target": target, "detail": detail, "source": "alarm"}
+        alarms.append({"time_s": int(raised), "kind": "alarm raised", **row})
+        if cleared is not None:
+            alarms.append({"time_s": int(cleared), "kind": "alarm cleared", **row})
+    rank = {"alarm raised": 1, "alarm cleared": 1}
+    out: list[dict[str, Any]] = [*events, *alarms]
+    out.sort(key=lambda e: (e["time_s"], rank.get(e["kind"], 0)))
+    return out
+
+
+MERGE_GAP_S = 1800  # the timeline joins episodes of one alarm less than this apart (flapping)
+
+
+def merge_episodes(episodes: list[tuple[Any, ...]]) -> list[tuple[str, str, int, int | None, int, int]]:
+    """Episodes (alarm, target, raised_s, cleared_s, value) in raise order as timeline lines:
+    an alarm that clears and is raised again within ``MERGE_GAP_S`` stays one line, from its first
+    raise to its last clear. Returns (alarm, target, raised_s, cleared_s, episodes, seconds active)."""
+    out: list[list[Any]] = []
+    open_: dict[tuple[str, str], list[Any]] = {}
+    for alarm, target, raised, cleared, *_ in episodes:
+        cur = open_.get((alarm, target))
+        if cur is not None and cur[3] is not None and raised - cur[3] < MERGE_GAP_S:
+            cur[3] = cleared
+            cur[4] += 1
+            cur[5] += (cleared if cleared is not None else raised) - raised
+            continue
+        line = [alarm, target, raised, cleared, 1, (cleared if cleared is not None else raised) - raised]
+        open_[(alarm, target)] = line
+        out.append(line)
+    return [tuple(x) for x in out]
+
+
+MARKER_LABEL_CHARS = 36
+# Kinds named last in a marker's label (what follows an incident rather than the incident).
+QUIET_KINDS = frozenset({"throttle", "chip_repaired", "cooling_restore", "thermal_recover"})
+
+
+def markers(timeline: list[dict[str, Any]], span_s: int) -> list[tuple[int, str]]:
+    """The timeline's events as plot markers: events close together (each within 1 % of the run
+    of the one before) are one marker at the first, labelled with their kinds and counts
+    ("cdu pump failure, thermal trip ×4, …": the scenario's and operator's kinds first, what follows
+    an incident — recoveries, repairs, throttling — last); alarms are not marked (their causes
+    are). At most ``MAX_MARKERS``: those with the scenario's and operator's events first."""
+    gap = max(1, span_s // 100)
+    groups: list[dict[str, Any]] = []
+    for ev in timeline:
+        if ev["source"] == "alarm":
+            continue
+        t = int(ev["time_s"])
+        if groups and t - groups[-1]["end"] <= gap:
+            g = groups[-1]
+        else:
+            g = {"t": t, "kinds": {}, "injected": False, "injected_kinds": set()}
+            groups.append(g)
+        g["end"] = t
+        g["kinds"][str(ev["kind"])] = g["kinds"].get(str(ev["kind"]), 0) + 1
+        if ev["source"] in ("scenario", "operator"):
+            g["injected"] = True
+            g["injected_kinds"].add(str(ev["kind"]))
+    groups.sort(key=lambda g: (not g["injected"], g["t"]))
+    kept = sorted(groups[:MAX_MARKERS], key=lambda g: g["t"])
+    out = []
+    for g in kept:
+        kinds = sorted(
+            g["kinds"].items(), key=lambda kn: (kn[0] not in g["injected_kinds"], kn[0] in QUIET_KINDS)
+        )
+        label = ", ".join(kind_label(k) + (f" ×{n}" if n > 1 else "") for k, n in kinds)
+        if len(label) > MARKER_LABEL_CHARS:
+            label = label[: MARKER_LABEL_CHARS - 1].rstrip(", ") + "…"
+        out.append((int(g["t"]), label))
+    return out
+
+
+def kind_label(kind: str) -> str:
+    return kind.replace("_", " ")
 
 
 def _range(values: list[float | None], pick: Any) -> float | None:
@@ -176,7 +294,23 @@ def series_range(run: RunData, col: str) -> dict[str, float | None]:
     return {"min": _range(s["min"], min), "max": _range(s["max"], max)}
 
 
-def _figure(run: RunData, plot: PlotSpec) -> Any:
+def plot_ylim(runs: list[RunData], plot: PlotSpec) -> tuple[float, float] | None:
+    """One y-axis range for ``plot`` across the runs compared (in the axis unit, with a margin),
+    so side-by-side plots read alike; None for a single run (matplotlib's own)."""
+    if len(runs) < 2:
+        return None
+    lo = [series_range(r, c)["min"] for r in runs for c, _ in plot.series]
+    hi = [series_range(r, c)["max"] for r in runs for c, _ in plot.series]
+    los = [v * plot.scale for v in lo if v is not None]
+    his = [v * plot.scale for v in hi if v is not None]
+    if not los or not his:
+        return None
+    a, b = min(min(los), min(his)), max(max(los), max(his))
+    pad = 0.05 * (b - a) if b > a else max(abs(a) * 0.05, 0.5)
+    return a - pad, b + pad
+
+
+def _figure(run: RunData, plot: PlotSpec, ylim: tuple[float, float] | None = None) -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -201,6 +335,23 @@ def _figure(run: RunData, plot: PlotSpec) -> Any:
         (line,) = ax.plot(x, mean, linewidth=1.2, label=label)
         if np.any(hi > lo):
             ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    for t, label in run.markers:
+        xm: Any = base + np.timedelta64(t, "s") if isinstance(start, _dt.datetime) else t / 3600.0
+        ax.axvline(xm, color="#b03030", linewidth=0.8, alpha=0.7, linestyle="--")
+        ax.annotate(
+            label,
+            (xm, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(2, -2),
+            textcoords="offset points",
+            rotation=90,
+            va="top",
+            ha="left",
+            fontsize=6,
+            color="#802020",
+        )
     ax.set_ylabel(plot.unit)
     ax.set_title(plot.title, fontsize=10, loc="left")
     ax.grid(True, alpha=0.3)
@@ -237,7 +388,8 @@ figure{margin:0}figure svg{width:100%;height:auto}
 table{border-collapse:collapse;font-size:0.85em}
 td,th{border-bottom:1px solid #ddd;padding:2px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}
-.events td{text-align:left}.note{color:#a40}
+.events td,.events th{text-align:left}.note{color:#a40}
+tr.scenario td,tr.operator td{font-weight:600}tr.alarm td{color:#805}
 """
 
 
@@ -265,16 +417,23 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
             + "</div>"
         )
     out.append("</div>")
+    out.append(f'<h2>Incident timeline</h2><div class="cols"{grid}>')
+    for r in runs:
+        out.append(_timeline_table(r))
+    out.append("</div>")
     for plot in PLOTS:
+        ylim = plot_ylim(runs, plot)
+        shared = f' data-ylim="{e(json.dumps(list(ylim)))}"' if ylim is not None else ""
         out.append(f'<h2>{e(plot.title)}</h2><div class="cols"{grid}>')
         for i, r in enumerate(runs):
-            fig = _figure(r, plot)
+            fig = _figure(r, plot, ylim)
             ranges = {c: series_range(r, c) for c, _ in plot.series}
             if png_dir is not None:
                 fig.savefig(png_dir / f"{i + 1:02d}-{Path(r.path).stem}-{plot.key}.png", dpi=120)
             out.append(
                 f'<figure data-plot="{plot.key}" data-file="{e(r.path)}" data-unit="{e(plot.unit)}" '
-                f'data-scale="{plot.scale:g}" data-series="{e(json.dumps(ranges))}">{_svg(fig, f"{i}-{plot.key}")}'
+                f'data-scale="{plot.scale:g}" data-series="{e(json.dumps(ranges))}"{shared} '
+                f'data-markers="{e(json.dumps([t for t, _ in r.markers]))}">{_svg(fig, f"{i}-{plot.key}")}'
                 "</figure>"
             )
         out.append("</div>")
@@ -288,24 +447,51 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
             + "</tr>"
         )
     out.append("</table>")
-    out.append(f'<h2>Events</h2><div class="cols"{grid}>')
-    for r in runs:
-        rows = "".join(
-            f"<tr><td>{ev['time_s'] / 3600:,.2f} h</td><td>{e(str(ev['kind']))}</td><td>{e(str(ev['target']))}</td>"
-            f"<td>{e(str(ev['detail']))}</td><td>{e(str(ev['source']))}</td></tr>"
-            for ev in r.events
-        )
-        more = r.events_total - len(r.events)
-        out.append(
-            f'<div><table class="events" data-file="{e(r.path)}" data-events="{r.events_total}">'
-            "<tr><th>time</th><th>kind</th><th>target</th><th>detail</th><th>source</th></tr>"
-            f"{rows}</table>"
-            + (
-                f'<p>{more:,} more events: <code>twin sql {e(r.path)} "SELECT * FROM events"</code></p>'
-                if more > 0
-                else ""
-            )
-            + "</div>"
-        )
-    out.append("</div></body></html>")
+    if any(r.events for r in runs):
+        out.append(f'<h2>Job events</h2><div class="cols"{grid}>')
+        for r in runs:
+            out.append(_events_table(r.events, r.events_total, r.path, "data-events"))
+        out.append("</div>")
+    out.append("</body></html>")
     return "\n".join(out)
+
+
+def _events_table(events: list[dict[str, Any]], total: int, path: str, attr: str) -> str:
+    e = html.escape
+    rows = "".join(
+        f'<tr class="{e(str(ev["source"]))}"><td>{_clock(int(ev["time_s"]))}</td><td>{e(str(ev["kind"]))}</td>'
+        f"<td>{e(str(ev['target']))}</td><td>{e(str(ev['detail']))}</td><td>{e(str(ev['source']))}</td></tr>"
+        for ev in events
+    )
+    more = total - len(events)
+    return (
+        f'<div><table class="events" data-file="{e(path)}" {attr}="{total}">'
+        "<tr><th>time</th><th>kind</th><th>target</th><th>detail</th><th>source</th></tr>"
+        f"{rows}</table>"
+        + (
+            f'<p>{more:,} more: <code>twin sql {e(path)} "SELECT * FROM events"</code></p>'
+            if more > 0
+            else ""
+        )
+        + "</div>"
+    )
+
+
+def _timeline_table(r: RunData) -> str:
+    note = (
+        f"<p>{r.events_total:,} routine job events (job_start, job_end, …) not listed: "
+        "<code>twin report --job-events</code> adds them.</p>"
+        if r.events_total and not r.events
+        else ""
+    )
+    if not r.timeline:
+        return f'<div data-file="{html.escape(r.path)}" data-timeline="0"><p>No incident: no event but routine job events, no alarm.</p>{note}</div>'
+    return _events_table(r.timeline, r.timeline_total, r.path, "data-timeline").replace(
+        "</div>", note + "</div>"
+    )
+
+
+def _clock(t: int) -> str:
+    """Simulated time as day and time of day (d1 10:00:00, as the console) and hours since the start."""
+    d, rem = divmod(t, 86400)
+    return f"d{d + 1} {rem // 3600:02d}:{rem % 3600 // 60:02d}:{rem % 60:02d} ({t / 3600:,.2f} h)"

@@ -80,7 +80,9 @@ def two_runs(tmp_path: Path, small_run: Path, small_scenario) -> list[Path]:  # 
 def test_report_plots_kpis_and_events_match_sql_on_the_files(two_runs: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     png = tmp_path / "png"
-    r = CliRunner().invoke(main, ["report", *map(str, two_runs), "--out", str(out), "--png", str(png)])
+    r = CliRunner().invoke(
+        main, ["report", *map(str, two_runs), "--out", str(out), "--png", str(png), "--job-events"]
+    )
     assert r.exit_code == 0, r.stderr
     page = _Page()
     page.feed(out.read_text(encoding="utf-8"))
@@ -101,7 +103,7 @@ def test_report_plots_kpis_and_events_match_sql_on_the_files(two_runs: list[Path
                     assert ranges[col]["max"] == pytest.approx(hi, rel=1e-9, abs=1e-12), (path.name, col)
                     checked += 1
             ((mwh, n_events),) = con.sql(
-                "SELECT sum(energy_j) / 3.6e9, (SELECT count(*) FROM events) FROM factory_ts"
+                "SELECT sum(energy_j) / 3.6e9, (SELECT count(*) FROM events WHERE kind LIKE 'job%') FROM factory_ts"
             ).fetchall()
             assert page.events[str(path)] == n_events
             col = two_runs.index(path)

@@ -1,4 +1,5 @@
-"""``twin report FILE [FILE …] --out report.html``: plots, KPIs and events as one HTML file."""
+"""``twin report FILE [FILE …] --out report.html``: the incident timeline, plots, KPIs (and job events
+on request) as one HTML file."""
 
 from __future__ import annotations
 
@@ -27,12 +28,21 @@ from tui.cli.errors import fail, guard
     default=None,
     help="Also write every plot as a PNG into this directory.",
 )
+@click.option(
+    "--job-events",
+    is_flag=True,
+    help="Also list the routine job events (job_start, job_end, …) after the KPIs.",
+)
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @guard
-def report_cmd(files: tuple[str, ...], out: str, png_dir: str | None, overwrite: bool) -> None:
-    """Write a self-contained HTML report of telemetry FILES: power, PUE, cooling, utilisation,
-    temperatures, queue, tokens/s, cost and CO2 over time, the KPI table and the events; several
-    files side by side."""
+def report_cmd(
+    files: tuple[str, ...], out: str, png_dir: str | None, job_events: bool, overwrite: bool
+) -> None:
+    """Write a self-contained HTML report of telemetry FILES: the incident timeline first (the
+    scenario's and operator's events, thermal trips and recoveries, failures, throttling and caps,
+    alarms raised and cleared), then power, PUE, cooling, utilisation, temperatures, queue,
+    tokens/s, cost and CO2 over time with the incident's events marked, and the KPI table; several
+    files side by side, each plot on one y-axis range across them."""
     from storage.live import open_for_reading
     from storage.reader import latest_run_id
     from storage.report import load_run, render_html
@@ -52,7 +62,7 @@ def report_cmd(files: tuple[str, ...], out: str, png_dir: str | None, overwrite:
         try:
             if reading.in_progress:
                 click.echo(reading.note, err=True)
-            runs.append(load_run(reading.con, latest_run_id(reading.con), f, reading.note))
+            runs.append(load_run(reading.con, latest_run_id(reading.con), f, reading.note, job_events))
         finally:
             reading.close()
     if png is not None:

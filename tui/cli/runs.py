@@ -195,6 +195,8 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
         f"   other {fmt.money(s.get('other_cost_usd'))}",
         f"  unit costs        {fmt.money(s.get('usd_per_chip_hour'))}/chip-h   {fmt.money(s.get('usd_per_mtok_all_in'))}"
         f"/M tokens all-in   {fmt.money(s.get('usd_per_eflop'))}/EFLOP of batch work",
+        f"  thermal trips     {s.get('thermal_trips') or 0} UltraServers powered off"
+        f"   {s.get('tripped_ultraserver_h') or 0.0:,.2f} tripped UltraServer-hours",
         f"  hottest chip      {fmt.temp(s['max_chip_temp_c'])}",
         f"Explore: twin sql {result.path}   |   twin replay {result.path}",
     ]

@@ -27,7 +27,8 @@ from tui.scale import METRIC_KEYS
 from tui.whatif import Context, context_from
 
 REPLAY_MAX = 4 * 86400  # "max" playback speed in replay [sim s per wall s]
-ALARMS_LIVE_S = 1.0  # live: the alarms are asked for at most this often
+ALARMS_LIVE_S = 1.0  # live: the alarms are asked for at most this often while the clock moves
+ALARMS_CATCH_UP_S = 0.2  # live: how often they are asked again until the file has the step shown
 
 
 def default_config_dir() -> Path:
@@ -87,7 +88,7 @@ class Console:
         self.config_dir = Path(config_dir) if config_dir else default_config_dir()
         self.seq = 0  # bumped whenever the time shown changes
         self.alarms = Alarms()  # the active alarms (status line count, Alarms screen)
-        self._alarms_asked = (-1, 0.0)
+        self._alarms_asked = (-1, 0.0, False)  # time-shown seq, wall time, at the time shown
         self.rate = RateMeter()
         self.sel_us = 0
         self.sel_chip = 0
@@ -187,15 +188,28 @@ class Console:
         return self.panels.t_file
 
     def poll_alarms(self) -> None:
-        """Ask for the alarms at the time shown: when it changes in a replay, every second live."""
+        """Ask for the alarms at the time shown: when it changes in a replay; live, at most every
+        ``ALARMS_LIVE_S`` while it moves, and again (paused too) until the file the alarms are read
+        from has committed the step shown, so the answer is the one at the time shown."""
         if self.t is None:
             return
-        seq, at = self._alarms_asked
+        seq, at, current = self._alarms_asked
         now = time.monotonic()
-        if seq == self.seq or (self.live is not None and now - at < ALARMS_LIVE_S):
+        if seq == self.seq and current:
             return
-        self._alarms_asked = (self.seq, now)
+        if self.live is not None and now - at < (ALARMS_LIVE_S if seq != self.seq else ALARMS_CATCH_UP_S):
+            return
+        t_file = self.t_file
+        at_shown = self.live is None or (t_file is not None and t_file >= self.t)
+        self._alarms_asked = (self.seq, now, at_shown)
         self.request_panels(self.alarms, [PanelReq("alarms", "alarms", self.params())])
+
+    @property
+    def alarms_at_shown(self) -> bool:
+        """Whether the latest alarms asked for are those at the time shown (live: asked once the
+        file had committed that step)."""
+        seq, _, current = self._alarms_asked
+        return seq == self.seq and current
 
     # ------------------------------------------------------------------ selection, status
     def select_us(self, us: int) -> None:

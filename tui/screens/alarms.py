@@ -1,7 +1,9 @@
-"""Alarms: the conditions active at the time shown — throttling, thermal trips, failed hardware, a
-power cap, the plant short of capacity, an SLO breach, a batch job waiting too long — with since
-when and for how long; Enter (or a) acknowledges one, A all. The status line counts the alarms not
-acknowledged on every screen."""
+"""Alarms: the conditions active at the time shown — UltraServers tripped by thermal protection, a
+row's CDU pumps lost, chillers or cooling towers lost, the plant short of capacity, a power cap,
+throttling, failed hardware, an SLO breach, a batch job waiting too long — with since when and for
+how long (``storage.queries.ALARM_FLAGS``: the same definition live, in a replay and in the
+report); Enter (or a) acknowledges one, A all. The status line counts the alarms not acknowledged
+on every screen."""
 
 from __future__ import annotations
 
@@ -30,8 +32,14 @@ def value_text(a: Alarm) -> str:
         return fmt.power(v)
     if a.alarm == "SLO breach":
         return f"{fmt.pct(v, 1)} in SLO"
-    if a.alarm == "thermal trips":
-        return f"{v:,.0f} in the last hour"
+    if a.alarm == "thermal trip":
+        return f"{v:,.0f} UltraServers off"
+    if a.alarm == "CDU pumps lost":
+        return f"flow {fmt.pct(v, 0)}"
+    if a.alarm == "chiller loss":
+        return f"{v:,.0f} chillers failed"
+    if a.alarm == "cooling tower loss":
+        return f"{v:,.0f} units lost"
     if a.alarm == "queue wait":
         return f"waiting {fmt.span(v)}"
     return f"{v:g}"

@@ -403,7 +403,8 @@ ORDER BY since_s, alarm, target""",
 # jobs table keeps only a job's latest state); progress of a running job ~ time on its current
 # placement / estimate. Inference replicas are not logged one by one when the autoscaler requests
 # or stops them, so they are shown per service from the model's own counts at $t (service_ts):
-# running (serving or loading), queued (wanted, waiting for chips) and stopped (idle slots).
+# running (serving or loading), queued (wanted, waiting for chips) and stopped (idle slots); their
+# job id is the service's first replica slot's (the jobs table's, stable over the run).
 _JOBS_BASE = """-- Jobs at $t: batch jobs from their latest start / interrupt / end event up to $t;
 -- inference replicas per service from service_ts at $t (running, queued for chips, stopped slots)
 WITH ev AS (
@@ -433,17 +434,18 @@ batch AS (
     FROM jobs j LEFT JOIN ev USING (job_id)
     WHERE j.run_id = $run_id AND j.submit_time_s <= $t AND j.kind <> 'inference'),
 slots AS (
-    SELECT name AS service, count(*) AS slots, max(chips) AS chips, max(priority) AS priority
+    SELECT name AS service, count(*) AS slots, max(chips) AS chips, max(priority) AS priority,
+           min(job_id) AS first_job_id
     FROM jobs WHERE run_id = $run_id AND kind = 'inference'
     GROUP BY name),
 svc AS (
     SELECT s.service, s.replicas_running + s.replicas_starting AS up, s.replicas_starting AS loading,
            s.replicas_target - s.replicas_running - s.replicas_starting AS waiting,
-           slots.slots - s.replicas_target AS idle, slots.chips, slots.priority
+           slots.slots - s.replicas_target AS idle, slots.chips, slots.priority, slots.first_job_id
     FROM service_ts s JOIN slots USING (service)
     WHERE s.run_id = $run_id AND s.time_s = $t),
 replicas AS (
-    SELECT CAST(NULL AS INTEGER) AS job_id, st.state, 'inference' AS kind, svc.service AS model,
+    SELECT svc.first_job_id AS job_id, st.state, 'inference' AS kind, svc.service AS model,
            st.n * svc.chips AS chips, CAST(st.n AS INTEGER) AS replicas,
            CAST(NULL AS BIGINT) AS waiting_s, CAST(NULL AS DOUBLE) AS progress, CAST(NULL AS BIGINT) AS restarts,
            CASE WHEN st.state = 'running' AND svc.loading > 0 THEN svc.loading || ' loading' ELSE '' END

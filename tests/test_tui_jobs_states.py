@@ -225,3 +225,34 @@ def test_counts_show_as_whole_numbers_whatever_type_the_column_arrives_as() -> N
         shown = [FORMATS[col](v) for v in np.array([0.0, 2.0, 1234.0, np.nan])]
         assert shown == ["0", "2", "1,234", ""], col
         assert FORMATS[col](None) == "" and FORMATS[col](3) == "3"
+
+
+def test_replica_rows_carry_their_services_first_slot_job_id(tmp_path: Path) -> None:
+    """A service's replica rows show a real job id (its first replica slot's, from the jobs table),
+    the same at every time shown, never a missing one (the screen printed ``NaN``)."""
+    spec = parse(BUSY, "busy.toml")
+    session = Session(spec, BUSY, tmp_path / "busy.duckdb")
+    try:
+        cl = session.sim.pool.cluster
+        a = session.sim.jobs.a
+        want = {cl.services[si].p.name: int(a["id"][slots].min()) for si, slots in enumerate(cl.replica_arr)}
+        cur = session.writer.cursor()
+        seen: dict[tuple[str, str], int] = {}
+        for _ in range(3):
+            session.advance(120)
+            session.writer.flush()
+            t = session.sim.t_s - session.params.dt_s
+            cols = Q.run_sql(cur, Q.panel_sql("jobs", {"run_id": session.run_id, "t": t}, view="all"))
+            rows = [
+                (m, s, j)
+                for j, k, m, s in zip(cols["job_id"], cols["kind"], cols["model"], cols["state"], strict=True)
+                if k == "inference"
+            ]
+            assert rows
+            for model, state, jid in rows:
+                assert jid is not None and jid == jid, (model, state)
+                assert int(jid) == want[model]
+                assert seen.setdefault((model, state), int(jid)) == int(jid)
+        cur.close()
+    finally:
+        session.close()

@@ -400,8 +400,9 @@ ORDER BY since_s, alarm, target""",
 )
 
 # Jobs: a batch job's state at $t from its latest start / interruption / end event up to $t (the
-# jobs table keeps only a job's latest state); progress of a running job ~ time on its current
-# placement / estimate. Inference replicas are not logged one by one when the autoscaler requests
+# jobs table keeps only a job's latest state and placement); a running job's placement is the one
+# its latest start up to $t recorded ("[3,4]" in the event's detail; a file from before that: the
+# jobs table's latest); progress of a running job ~ time on its current placement / estimate. Inference replicas are not logged one by one when the autoscaler requests
 # or stops them, so they are shown per service from the model's own counts at $t (service_ts):
 # running (serving or loading), queued (wanted, waiting for chips) and stopped (idle slots); their
 # job id is the service's first replica slot's (the jobs table's, stable over the run).
@@ -410,7 +411,8 @@ _JOBS_BASE = """-- Jobs at $t: batch jobs from their latest start / interrupt / 
 WITH ev AS (
     SELECT CAST(split_part(target, ':', 2) AS INTEGER) AS job_id,
            arg_max(kind, {'t': time_s, 'r': rowid}) AS last_event, max(time_s) AS since_s,
-           count(*) FILTER (WHERE kind IN ('job_interrupted', 'job_preempted')) AS restarts
+           count(*) FILTER (WHERE kind IN ('job_interrupted', 'job_preempted')) AS restarts,
+           arg_max(detail, {'t': time_s, 'r': rowid}) FILTER (WHERE kind = 'job_start') AS start_detail
     FROM events
     WHERE run_id = $run_id AND time_s <= $t
       AND kind IN ('job_start', 'job_interrupted', 'job_preempted', 'job_end')
@@ -427,7 +429,9 @@ batch AS (
                 WHEN ev.last_event = 'job_start'
                 THEN least(0.99, ($t - ev.since_s) / nullif(j.estimate_s, 0)) END AS progress,
            coalesce(ev.restarts, 0) AS restarts,
-           CASE WHEN ev.last_event = 'job_start' THEN j.ultraservers ELSE '' END AS placement,
+           CASE WHEN ev.last_event = 'job_start'
+                THEN coalesce(nullif(regexp_extract(ev.start_detail, '\\[([0-9,]+)\\]', 1), ''), j.ultraservers)
+                ELSE '' END AS placement,
            j.priority, j.submit_time_s,
            CASE WHEN ev.last_event IS NOT NULL THEN j.mfu END AS mfu,  -- none before its first start
            j.wait_s AS total_wait_s

@@ -271,8 +271,9 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
             con.close()
     if as_json:
         from storage.formats import dumps
+        from storage.kpis import kpi_record
 
-        click.echo(dumps({label: {k: v for k, v in kp.items() if k != "jobs"} for label, kp in cols}))
+        click.echo(dumps({label: kpi_record(kp) for label, kp in cols}))
         return
     width = max(14, *(len(label) for label, _ in cols))
     header = f"{'KPI':<30}" + "".join(f" {label:>{width}}" for label, _ in cols)

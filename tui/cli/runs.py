@@ -190,7 +190,7 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
         f"  failures          {s.get('failures') or 0} (+{s.get('failures_injected') or 0} injected)"
         f"   preemptions {s.get('preemptions') or 0}   work lost {fmt.pct(s.get('lost_fraction'))}",
         f"  electricity cost  {fmt.money(s['cost_usd'])}   CO2 {s['co2_t']:,.1f} t",
-        f"  total cost of ownership {fmt.money(s.get('total_cost_usd'))}: capital {fmt.money(s.get('capex_usd'))}"
+        f"  total cost (TCO)  {fmt.money(s.get('total_cost_usd'))}: capital {fmt.money(s.get('capex_usd'))}"
         f"   energy {fmt.money(s.get('energy_cost_usd'))}   cooling {fmt.money(s.get('cooling_cost_usd'))}"
         f"   other {fmt.money(s.get('other_cost_usd'))}",
         f"  TCO per unit      {fmt.money(s.get('usd_per_chip_hour'))}/chip-h   {fmt.money(s.get('usd_per_mtok_all_in'))}"

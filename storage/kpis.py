@@ -1,6 +1,10 @@
 """Whole-run KPIs: the one definition, used by the run summary (``twin run``, ``--json``), the
 ``run_summary`` view, ``twin compare`` and whoever else needs a run's totals.
 
+The outputs' KPI names and units are one table, ``KPI_TABLE``: ``twin run --json`` and ``twin
+compare --json`` give its whole-run KPIs (``kpi_record``), ``twin compare``'s rows, ``twin plan``'s
+constraints and ``twin sweep``'s results.parquet columns are its ``COMPARE_ROWS``.
+
 Energies come from per-step energy so any step size works: a step lasts
 ``dt = energy_j / facility_power_w``, and every rate is integrated over it. Ratios are defined
 once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the view).
@@ -20,7 +24,9 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
   each system's own fixed costs by the share of its chips the replicas hold).
 * kWh per EFLOP = facility energy not attributed to inference / FLOP delivered to all batch jobs.
 * $ per EFLOP = the rest of the total (batch work's share) / FLOP delivered to all batch jobs x 1e18;
-  $ per pre-training job = $ per EFLOP x the mean work of a finished pre-training job.
+  $ per pre-training job (``usd_per_pretrain_job``) = $ per EFLOP x the mean work of a finished
+  pre-training job: the batch share of the total cost of ownership that one pre-training job's
+  work bears in this run (not the cost of pre-training a model to completion).
 * goodput = training progress kept / chip time held (chip-weighted), pre-training + fine-tuning.
 * waits over the batch jobs that started (every wait, re-queues after interruptions included).
 * SLO attainment = requests served within both SLOs / requests decided (served + dropped).

@@ -1,6 +1,10 @@
 """Whole-run KPIs: the one definition, used by the run summary (``twin run``, ``--json``), the
 ``run_summary`` view, ``twin compare`` and whoever else needs a run's totals.
 
+The outputs' KPI names and units are one table, ``KPI_TABLE``: ``twin run --json`` and ``twin
+compare --json`` give its whole-run KPIs (``kpi_record``), ``twin compare``'s rows, ``twin plan``'s
+constraints and ``twin sweep``'s results.parquet columns are its ``COMPARE_ROWS``.
+
 Energies come from per-step energy so any step size works: a step lasts
 ``dt = energy_j / facility_power_w``, and every rate is integrated over it. Ratios are defined
 once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the view).
@@ -20,7 +24,9 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
   each system's own fixed costs by the share of its chips the replicas hold).
 * kWh per EFLOP = facility energy not attributed to inference / FLOP delivered to all batch jobs.
 * $ per EFLOP = the rest of the total (batch work's share) / FLOP delivered to all batch jobs x 1e18;
-  $ per pre-training job = $ per EFLOP x the mean work of a finished pre-training job.
+  $ per pre-training job (``usd_per_pretrain_job``) = $ per EFLOP x the mean work of a finished
+  pre-training job: the batch share of the total cost of ownership that one pre-training job's
+  work bears in this run (not the cost of pre-training a model to completion).
 * goodput = training progress kept / chip time held (chip-weighted), pre-training + fine-tuning.
 * waits over the batch jobs that started (every wait, re-queues after interruptions included).
 * SLO attainment = requests served within both SLOs / requests decided (served + dropped).
@@ -33,6 +39,7 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -239,54 +246,104 @@ def run_summary_view_sql() -> str:
     )
 
 
-# (key, label, format) in display order for ``twin compare``.
-COMPARE_ROWS: list[tuple[str, str, str]] = [
-    ("chips", "chips", "{:,.0f}"),
-    ("days", "simulated days", "{:,.2f}"),
-    ("facility_mwh", "facility energy [MWh]", "{:,.1f}"),
-    ("it_mwh", "IT energy [MWh]", "{:,.1f}"),
-    ("cooling_mwh", "cooling energy [MWh]", "{:,.1f}"),
-    ("loss_mwh", "power-chain losses [MWh]", "{:,.1f}"),
-    ("peak_facility_mw", "peak facility power [MW]", "{:,.3f}"),
-    ("pue", "PUE", "{:.3f}"),
-    ("wue_l_per_kwh", "WUE [L/kWh IT]", "{:.3f}"),
-    ("cue_kg_per_kwh", "CUE [kg CO2/kWh IT]", "{:.3f}"),
-    ("cost_usd", "electricity cost [$]", "{:,.0f}"),
-    ("total_cost_usd", "total cost of ownership [$]", "{:,.0f}"),
-    ("capex_usd", "  capital (recovery) [$]", "{:,.0f}"),
-    ("energy_cost_usd", "  energy (IT + losses) [$]", "{:,.0f}"),
-    ("cooling_cost_usd", "  cooling energy [$]", "{:,.0f}"),
-    ("other_cost_usd", "  maintenance, staff, water [$]", "{:,.0f}"),
-    ("usd_per_chip_hour", "cost per chip-hour [$]", "{:.3f}"),
-    ("cloud_usd_per_chip_hour", "cloud on-demand per chip-hour [$] (ASM)", "{:.2f}"),
-    ("co2_t", "CO2 [t]", "{:,.1f}"),
-    # Inference: the work delivered, its service level, then per unit of work.
-    ("tokens", "tokens served", "{:.4g}"),
-    ("requests_dropped", "requests dropped", "{:.4g}"),
-    ("slo_attainment", "inference SLO attainment [-]", "{:.3f}"),
-    ("j_per_token", "energy per token [J]", "{:.3f}"),
-    ("usd_per_mtok", "energy cost per M tokens [$]", "{:.4f}"),
-    ("usd_per_mtok_all_in", "all-in cost per M tokens [$]", "{:.4f}"),
-    # Batch work: the work delivered, then per unit of work.
-    ("training_eflop", "training delivered [EFLOP]", "{:,.4g}"),
-    ("job_eflop", "batch work delivered [EFLOP]", "{:,.4g}"),
-    ("jobs_done", "batch jobs done", "{:,.0f}"),
-    ("kwh_per_eflop", "batch energy per EFLOP [kWh]", "{:,.3f}"),
-    ("usd_per_eflop", "batch cost per EFLOP [$]", "{:,.2f}"),
-    ("usd_per_pretrain_job", "cost per pre-training job [$]", "{:,.0f}"),
-    ("wait_mean_min", "mean wait of started jobs [min]", "{:,.1f}"),
-    ("wait_p90_min", "p90 wait of started jobs [min]", "{:,.1f}"),
-    ("goodput", "training goodput [-]", "{:.3f}"),
-    ("failures", "failures", "{:,.0f}"),
-    ("preemptions", "preemptions", "{:,.0f}"),
-    ("busy_fraction", "busy chips [-]", "{:.3f}"),
-    ("throttled_hours", "hours with throttling", "{:,.2f}"),
-    ("throttled_chip_hours", "throttled chip-hours", "{:,.0f}"),
-    ("thermal_trips", "thermal trips (UltraServers powered off)", "{:,.0f}"),
-    ("tripped_ultraserver_h", "tripped UltraServer-hours", "{:,.2f}"),
-    ("unmet_heat_mwh", "unrejected heat [MWh]", "{:,.2f}"),
-    ("max_chip_temp_c", "hottest chip [°C]", "{:.1f}"),
-]
+@dataclass(frozen=True)
+class Kpi:
+    """One KPI of a run's outputs: its one name (``key``) and unit, its label and number format in
+    ``twin compare``'s table (``compare``: a row of it), and whether it is a whole-run KPI
+    (``factory``; the others are per system only)."""
+
+    key: str
+    unit: str
+    label: str
+    fmt: str
+    compare: bool = True
+    factory: bool = True
+
+
+# Every KPI that ``twin run --json``, ``twin compare`` (table and ``--json``), ``twin plan`` and
+# ``twin sweep`` (results.parquet columns) give, each under this one name and in this one unit;
+# the comparison table's rows in display order first.
+KPI_TABLE: tuple[Kpi, ...] = (
+    Kpi("chips", "chips", "chips", "{:,.0f}"),
+    Kpi("days", "d", "simulated days", "{:,.2f}"),
+    Kpi("facility_mwh", "MWh", "facility energy [MWh]", "{:,.1f}"),
+    Kpi("it_mwh", "MWh", "IT energy [MWh]", "{:,.1f}"),
+    Kpi("cooling_mwh", "MWh", "cooling energy [MWh]", "{:,.1f}"),
+    Kpi("loss_mwh", "MWh", "power-chain losses [MWh]", "{:,.1f}"),
+    Kpi("peak_facility_mw", "MW", "peak facility power [MW]", "{:,.3f}"),
+    Kpi("pue", "-", "PUE", "{:.3f}"),
+    Kpi("wue_l_per_kwh", "L/kWh", "WUE [L/kWh IT]", "{:.3f}"),
+    Kpi("cue_kg_per_kwh", "kg/kWh", "CUE [kg CO2/kWh IT]", "{:.3f}"),
+    Kpi("cost_usd", "USD", "electricity cost [$]", "{:,.0f}"),
+    Kpi("total_cost_usd", "USD", "total cost of ownership [$]", "{:,.0f}"),
+    Kpi("capex_usd", "USD", "  capital (recovery) [$]", "{:,.0f}"),
+    Kpi("energy_cost_usd", "USD", "  energy (IT + losses) [$]", "{:,.0f}"),
+    Kpi("cooling_cost_usd", "USD", "  cooling energy [$]", "{:,.0f}"),
+    Kpi("other_cost_usd", "USD", "  maintenance, staff, water [$]", "{:,.0f}"),
+    Kpi("usd_per_chip_hour", "USD/chip-h", "TCO per chip-hour [$]", "{:.3f}"),
+    Kpi("cloud_usd_per_chip_hour", "USD/chip-h", "cloud on-demand per chip-hour [$] (ASM)", "{:.2f}"),
+    Kpi("co2_t", "t", "CO2 [t]", "{:,.1f}"),
+    Kpi("tokens", "tokens", "tokens served", "{:.4g}"),
+    Kpi("requests_dropped", "requests", "requests dropped", "{:.4g}"),
+    Kpi("slo_attainment", "-", "inference SLO attainment [-]", "{:.3f}"),
+    Kpi("j_per_token", "J/token", "energy per token [J]", "{:.3f}"),
+    Kpi("usd_per_mtok", "USD/M tokens", "electricity cost per M tokens [$]", "{:.4f}"),
+    Kpi("usd_per_mtok_all_in", "USD/M tokens", "TCO per M tokens (all-in) [$]", "{:.4f}"),
+    Kpi("training_eflop", "EFLOP", "training delivered [EFLOP]", "{:,.4g}"),
+    Kpi("job_eflop", "EFLOP", "batch work delivered [EFLOP]", "{:,.4g}"),
+    Kpi("jobs_done", "jobs", "batch jobs done", "{:,.0f}"),
+    Kpi("kwh_per_eflop", "kWh/EFLOP", "batch energy per EFLOP [kWh]", "{:,.3f}"),
+    Kpi("usd_per_eflop", "USD/EFLOP", "batch TCO per EFLOP [$]", "{:,.2f}"),
+    Kpi("usd_per_pretrain_job", "USD/job", "batch TCO per pre-training job's work [$]", "{:,.0f}"),
+    Kpi("wait_mean_min", "min", "mean wait of started jobs [min]", "{:,.1f}"),
+    Kpi("wait_p90_min", "min", "p90 wait of started jobs [min]", "{:,.1f}"),
+    Kpi("goodput", "-", "training goodput [-]", "{:.3f}"),
+    Kpi("failures", "failures", "failures", "{:,.0f}"),
+    Kpi("preemptions", "preemptions", "preemptions", "{:,.0f}"),
+    Kpi("busy_fraction", "-", "busy chips [-]", "{:.3f}"),
+    Kpi("throttled_hours", "h", "hours with throttling", "{:,.2f}"),
+    Kpi("throttled_chip_hours", "chip-h", "throttled chip-hours", "{:,.0f}"),
+    Kpi("thermal_trips", "UltraServers", "thermal trips (UltraServers powered off)", "{:,.0f}"),
+    Kpi("tripped_ultraserver_h", "UltraServer-h", "tripped UltraServer-hours", "{:,.2f}"),
+    Kpi("unmet_heat_mwh", "MWh", "unrejected heat [MWh]", "{:,.2f}"),
+    Kpi("max_chip_temp_c", "°C", "hottest chip [°C]", "{:.1f}"),
+    # Beyond the comparison table (``twin run --json``, ``twin compare --json``).
+    Kpi("steps", "steps", "steps", "{:,.0f}", compare=False),
+    Kpi("water_l", "L", "site water [L]", "{:,.0f}", compare=False),
+    Kpi("fixed_opex_usd", "USD", "maintenance and staff [$]", "{:,.0f}", compare=False),
+    Kpi("water_cost_usd", "USD", "water [$]", "{:,.0f}", compare=False),
+    Kpi("inference_cost_usd", "USD", "inference electricity cost [$]", "{:,.0f}", compare=False),
+    Kpi("inference_total_usd", "USD", "inference TCO [$]", "{:,.0f}", compare=False),
+    Kpi("batch_cost_usd", "USD", "batch TCO [$]", "{:,.0f}", compare=False),
+    Kpi("chip_hours", "chip-h", "chip-hours", "{:,.0f}", compare=False),
+    Kpi("mean_queue", "jobs", "mean queue [jobs]", "{:,.1f}", compare=False),
+    Kpi("mean_fragmentation", "-", "mean fragmentation [-]", "{:.3f}", compare=False),
+    Kpi("tokens_per_day", "tokens/d", "tokens per day", "{:.4g}", compare=False),
+    Kpi("requests", "requests", "requests arrived", "{:.4g}", compare=False),
+    Kpi("requests_served", "requests", "requests served", "{:.4g}", compare=False),
+    Kpi("ttft_p50_s", "s", "TTFT p50 [s]", "{:.3f}", compare=False),
+    Kpi("ttft_p99_s", "s", "TTFT p99 [s]", "{:.3f}", compare=False),
+    Kpi("tpot_p50_s", "s", "TPOT p50 [s]", "{:.4f}", compare=False),
+    Kpi("tpot_p99_s", "s", "TPOT p99 [s]", "{:.4f}", compare=False),
+    Kpi("jobs_submitted", "jobs", "batch jobs submitted", "{:,.0f}", compare=False),
+    Kpi("wait_p50_min", "min", "p50 wait of started jobs [min]", "{:,.1f}", compare=False),
+    Kpi("wait_p99_min", "min", "p99 wait of started jobs [min]", "{:,.1f}", compare=False),
+    Kpi("effective_training_chip_h", "chip-h", "training chip-hours kept [chip-h]", "{:,.0f}", compare=False),
+    Kpi("lost_eflop", "EFLOP", "work lost to interruptions [EFLOP]", "{:,.4g}", compare=False),
+    Kpi("lost_fraction", "-", "share of work lost [-]", "{:.3f}", compare=False),
+    Kpi("restarts", "restarts", "restarts", "{:,.0f}", compare=False),
+    Kpi("interruptions", "interruptions", "interruptions", "{:,.0f}", compare=False),
+    Kpi("failures_injected", "failures", "failures injected", "{:,.0f}", compare=False),
+    # Per system of a mixed floor only (``systems``).
+    Kpi("job_share", "-", "share of batch work [-]", "{:.3f}", compare=False, factory=False),
+    Kpi("token_share", "-", "share of tokens [-]", "{:.3f}", compare=False, factory=False),
+)
+KPIS_BY_KEY: dict[str, Kpi] = {k.key: k for k in KPI_TABLE}
+# The whole-run KPIs (``kpi_record``): ``twin run --json`` and ``twin compare --json``.
+RUN_KEYS: tuple[str, ...] = tuple(k.key for k in KPI_TABLE if k.factory)
+
+# (key, label, format) in display order for ``twin compare`` (and the KPIs of a sweep's rows).
+COMPARE_ROWS: list[tuple[str, str, str]] = [(k.key, k.label, k.fmt) for k in KPI_TABLE if k.compare]
 
 
 # Aggregates that also hold for one system's rows (``system_ts``: the factory_ts columns of its
@@ -392,25 +449,27 @@ def per_system(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, An
     return rows
 
 
+# The KPIs of each system of a mixed floor, in display order (``twin compare``, ``systems``).
+SYSTEM_KEYS: tuple[str, ...] = (
+    "chips",
+    "job_share",
+    "job_eflop",
+    "token_share",
+    "tokens",
+    "busy_fraction",
+    "it_mwh",
+    "total_cost_usd",
+    "capex_usd",
+    "energy_cost_usd",
+    "cooling_cost_usd",
+    "other_cost_usd",
+    "usd_per_eflop",
+    "kwh_per_eflop",
+    "usd_per_mtok_all_in",
+    "j_per_token",
+)
 # (key, label, format) of each system's rows in ``twin compare`` (mixed floors).
-SYSTEM_ROWS: list[tuple[str, str, str]] = [
-    ("chips", "chips", "{:,.0f}"),
-    ("job_share", "share of batch work [-]", "{:.3f}"),
-    ("job_eflop", "batch work [EFLOP]", "{:,.4g}"),
-    ("token_share", "share of tokens [-]", "{:.3f}"),
-    ("tokens", "tokens served", "{:.4g}"),
-    ("busy_fraction", "busy chips [-]", "{:.3f}"),
-    ("it_mwh", "IT energy [MWh]", "{:,.1f}"),
-    ("total_cost_usd", "total cost [$]", "{:,.0f}"),
-    ("capex_usd", "  capital (recovery) [$]", "{:,.0f}"),
-    ("energy_cost_usd", "  energy (IT + losses) [$]", "{:,.0f}"),
-    ("cooling_cost_usd", "  cooling energy [$]", "{:,.0f}"),
-    ("other_cost_usd", "  maintenance, staff, water [$]", "{:,.0f}"),
-    ("usd_per_eflop", "batch cost per EFLOP [$]", "{:,.2f}"),
-    ("kwh_per_eflop", "batch energy per EFLOP [kWh]", "{:,.3f}"),
-    ("usd_per_mtok_all_in", "all-in cost per M tokens [$]", "{:.4f}"),
-    ("j_per_token", "energy per token [J]", "{:.3f}"),
-]
+SYSTEM_ROWS: list[tuple[str, str, str]] = [(k, KPIS_BY_KEY[k].label, KPIS_BY_KEY[k].fmt) for k in SYSTEM_KEYS]
 
 
 def run_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
@@ -423,6 +482,17 @@ def run_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     sysrow = con.sql("SELECT any_value(system) FROM runs WHERE run_id = ?", params=[run_id]).fetchall()
     sysm = SYSTEMS.get(sysrow[0][0]) if sysrow and sysrow[0][0] else None
     row["cloud_usd_per_chip_hour"] = sysm.cloud_usd_per_chip_hour or None if sysm else None
-    for key in ("wait_mean_s", "wait_p90_s"):
+    for key in ("wait_mean_s", "wait_p50_s", "wait_p90_s", "wait_p99_s"):
         row[key[:-2] + "_min"] = row[key] / 60.0 if row.get(key) is not None else None
+    row["lost_eflop"] = row["lost_flop"] / 1e18 if row.get("lost_flop") is not None else None
     return row
+
+
+def kpi_record(row: dict[str, Any]) -> dict[str, Any]:
+    """The KPIs of ``run_kpis``'s row as the outputs give them: the whole-run KPIs of
+    ``KPI_TABLE`` (``RUN_KEYS``), then ``systems``: each system's ``SYSTEM_KEYS``."""
+    out = {k: row.get(k) for k in RUN_KEYS}
+    out["systems"] = {
+        name: {k: r.get(k) for k in SYSTEM_KEYS} for name, r in (row.get("systems") or {}).items()
+    }
+    return out

@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from storage.kpis import whole_run
+from storage.kpis import run_kpis
 from storage.sandbox import Limits, UserSql, connect
 from storage.writer import StorageError
 from twin.telemetry import SCHEMA_VERSION
@@ -110,5 +110,6 @@ def latest_run_id(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def kpi_summary(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
-    """Whole-run KPIs of a run (defined once, in ``storage.kpis``)."""
-    return whole_run(con, run_id)
+    """Whole-run KPIs of a run (defined once, in ``storage.kpis``), with the display units the
+    outputs give them in (``run_kpis``)."""
+    return run_kpis(con, run_id)

@@ -304,3 +304,70 @@ def test_the_loader_answers_a_screen_with_the_panel_sql_on_the_file(recording: A
     core.panels.stop()
     assert core.panels.done.wait(GUARD_S)
     thread.join(GUARD_S)
+
+
+class _FakeLive:
+    """A simulation whose steps each take ``cost_s`` on a fake clock (no real time passes)."""
+
+    def __init__(self, clock: list[float], dt_s: int, cost_s: float) -> None:
+        self.clock, self.dt_s, self.cost_s = clock, dt_s, cost_s
+        self.t = self.steps_done = self.last_steps = 0
+        self.remaining = 10**9
+        self.session = type("S", (), {"held_steps": 0})()
+
+    def advance(self, k: int, stop: Any) -> int:
+        self.last_steps = 0
+        for _ in range(k):
+            self.clock[0] += self.cost_s
+            self.t += self.dt_s
+            self.steps_done += 1
+            self.last_steps += 1
+            if stop():
+                break
+        return self.t
+
+    def commit(self) -> None:
+        pass
+
+    def inject_pending(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("level", "cost_s", "label"),
+    [
+        (MAX, 0.024, "max ≈ {}"),
+        (MAX, 0.0001, "max ≈ {}"),
+        (3, 0.024, "3600× (behind: {})"),
+        (3, 0.006, "3600×"),
+    ],
+)
+def test_the_speed_label_is_the_rate_the_loop_achieved(level: int, cost_s: float, label: str) -> None:
+    """Steps of 60 s costing 24 ms of wall time each: the loop advances 2,500 sim-s per wall second,
+    and the label says so (measured on the loop's clock as it advances, not when the UI hears)."""
+    from tui.pacing import live_speed_text, rate_text
+
+    clock = [1000.0]
+
+    def sleep(s: float) -> None:
+        clock[0] += max(s, 1e-3)  # a real sleep takes a little time however short the wait asked
+
+    speed = SpeedControl(level)
+    live = _FakeLive(clock, 60, cost_s)
+    ticks: list[int] = []
+    loop = SimLoop(
+        live,  # type: ignore[arg-type]
+        Pacer(speed, 60, 10_000),
+        speed,
+        lambda t, _: ticks.append(t),
+        clock=lambda: clock[0],
+        sleep=sleep,
+    )
+    loop.run(cancelled=lambda: clock[0] > 1030.0)  # 30 s on the fake clock
+    assert len(ticks) > 20
+    achieved = live.t / (clock[0] - 1000.0)  # what the loop advanced per second of its clock
+    measured = loop.rate.rate()
+    assert measured is not None and abs(measured / achieved - 1) < 0.05
+    assert live_speed_text(speed, measured, loop.pacer.wait_s()) == label.format(rate_text(measured))
+    if level == MAX:
+        assert rate_text(achieved) == rate_text(measured)

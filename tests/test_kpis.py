@@ -145,3 +145,24 @@ def test_run_summary_view_uses_the_same_definitions(con: duckdb.DuckDBPyConnecti
     v = con.sql("SELECT * FROM run_summary").to_arrow_table().to_pylist()[0]
     for key in ("facility_mwh", "it_mwh", "pue", "wue_l_per_kwh", "cue_kg_per_kwh", "cost_usd", "co2_t"):
         assert v[key] == pytest.approx(k[key], rel=1e-12), key
+
+
+def test_cost_labels_name_electricity_or_total_cost_of_ownership() -> None:
+    """Every cost figure an operator reads says which cost it is: electricity only, or the total
+    cost of ownership; the per-job figure is the batch TCO of a pre-training job's work."""
+    from storage.kpis import COMPARE_ROWS, SYSTEM_ROWS
+    from tui.screens.energy import cost_items
+    from tui.widgets.kpi import KPIS
+
+    labels = {k: label for k, label, _ in COMPARE_ROWS + SYSTEM_ROWS}
+    for key in ("cost_usd", "usd_per_mtok"):
+        assert "electricity" in labels[key], key
+    for key in ("total_cost_usd", "usd_per_chip_hour", "usd_per_mtok_all_in", "usd_per_eflop"):
+        assert "TCO" in labels[key] or "total cost of ownership" in labels[key], key
+    assert "pre-training job's work" in labels["usd_per_pretrain_job"]
+    tiles = {k.key: k.label for k in KPIS}
+    assert tiles["cost"] == "Electricity" and tiles["usdtok"].startswith("Elec")
+    items = cost_items({"time_s": [0]})
+    assert len(items) > 6
+    for label, *_ in items[1:]:
+        assert not label.startswith("$") and "training run" not in label, label

@@ -358,7 +358,7 @@ async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> Non
             finally:
                 con.close()
             await pilot.press("f5")
-            want = (f"so far ({k['days']:,.1f} d)", usd(k["total_cost_usd"]))
+            want = (f"TCO so far ({k['days']:,.1f} d)", usd(k["total_cost_usd"]))
             await wait_for(
                 pilot, lambda: want in [i[:2] for i in app.screen.query_one("#cost", InfoList).items]
             )

@@ -225,3 +225,88 @@ def test_counts_show_as_whole_numbers_whatever_type_the_column_arrives_as() -> N
         shown = [FORMATS[col](v) for v in np.array([0.0, 2.0, 1234.0, np.nan])]
         assert shown == ["0", "2", "1,234", ""], col
         assert FORMATS[col](None) == "" and FORMATS[col](3) == "3"
+
+
+def test_replica_rows_carry_their_services_first_slot_job_id(tmp_path: Path) -> None:
+    """A service's replica rows show a real job id (its first replica slot's, from the jobs table),
+    the same at every time shown, never a missing one (the screen printed ``NaN``)."""
+    spec = parse(BUSY, "busy.toml")
+    session = Session(spec, BUSY, tmp_path / "busy.duckdb")
+    try:
+        cl = session.sim.pool.cluster
+        a = session.sim.jobs.a
+        want = {cl.services[si].p.name: int(a["id"][slots].min()) for si, slots in enumerate(cl.replica_arr)}
+        cur = session.writer.cursor()
+        seen: dict[tuple[str, str], int] = {}
+        for _ in range(3):
+            session.advance(120)
+            session.writer.flush()
+            t = session.sim.t_s - session.params.dt_s
+            cols = Q.run_sql(cur, Q.panel_sql("jobs", {"run_id": session.run_id, "t": t}, view="all"))
+            rows = [
+                (m, s, j)
+                for j, k, m, s in zip(cols["job_id"], cols["kind"], cols["model"], cols["state"], strict=True)
+                if k == "inference"
+            ]
+            assert rows
+            for model, state, jid in rows:
+                assert jid is not None and jid == jid, (model, state)
+                assert int(jid) == want[model]
+                assert seen.setdefault((model, state), int(jid)) == int(jid)
+        cur.close()
+    finally:
+        session.close()
+
+
+# Training only, on chips that fail often: interrupted jobs restart wherever chips are free.
+MOVING = """
+name = "moving"
+seed = 3
+dt_s = 60
+duration_h = 24
+
+[hall]
+system = "trn3-gen2"
+ultraservers = 4
+ultraservers_per_row = 2
+
+[training]
+arrivals_per_day = 600
+
+[failures]
+chip_hazard_per_h = 0.01
+"""
+
+
+def test_placement_is_the_one_in_effect_at_the_time_shown(tmp_path: Path) -> None:
+    """Jobs interrupted by failures restart elsewhere: at each time shown, a running job's
+    UltraServers are those the model had it on then, not where it ran last (the jobs table's)."""
+    text = MOVING
+    spec = parse(text, "moving.toml")
+    session = Session(spec, text, tmp_path / "moving.duckdb")
+    checkpoints: list[tuple[int, dict[int, str]]] = []
+    try:
+        cl = session.sim.pool.cluster
+        a = session.sim.jobs.a
+        for _ in range(144):  # ten minutes at a time, a day
+            session.advance(10)
+            t = session.sim.t_s - session.params.dt_s
+            running = [int(j) for j in cl.running if a["kind"][j] != INFERENCE]
+            checkpoints.append((t, {int(a["id"][j]): cl.last_us[j] for j in running}))
+        session.writer.flush()
+        cur = session.writer.cursor()
+        moved = 0
+        for t, want in checkpoints:
+            cols = Q.run_sql(cur, Q.panel_sql("jobs", {"run_id": session.run_id, "t": t}, view="running"))
+            got = {
+                int(j): p
+                for j, k, p in zip(cols["job_id"], cols["kind"], cols["placement"], strict=True)
+                if k != "inference"
+            }
+            assert got == want, t
+            last = dict(cur.sql("SELECT job_id, ultraservers FROM jobs").fetchall())
+            moved += sum(p != last[j] for j, p in want.items())
+        cur.close()
+    finally:
+        session.close()
+    assert moved  # some job shown ran elsewhere later

@@ -189,14 +189,14 @@ async def test_energy_and_cost_shows_the_run_summary_cost(con: Any) -> None:
         items = {label: value for label, value, _, _ in app.screen.query_one("#cost", InfoList).items}
     days = HOURS / 24
     assert k["days"] == pytest.approx(days)
-    assert items[f"so far ({days:,.1f} d)"] == usd(k["total_cost_usd"])
+    assert items[f"TCO so far ({days:,.1f} d)"] == usd(k["total_cost_usd"])
     chips = con.sql("SELECT any_value(chips_total) FROM factory_ts").fetchall()[0][0]
-    assert items["$/chip-hour"] == usd(k["total_cost_usd"] / (chips * HOURS))
-    assert items["$/M tok all-in"] == usd(k["usd_per_mtok_all_in"])
-    assert items["$/M tok energy"] == usd(k["usd_per_mtok"])
-    assert items["$/EFLOP"] == usd(k["usd_per_eflop"])
+    assert items["TCO $/chip-hour"] == usd(k["total_cost_usd"] / (chips * HOURS))
+    assert items["TCO $/M tokens"] == usd(k["usd_per_mtok_all_in"])
+    assert items["elec. $/M tokens"] == usd(k["usd_per_mtok"])
+    assert items["TCO $/EFLOP batch"] == usd(k["usd_per_eflop"])
     job = k["usd_per_pretrain_job"]
-    assert items["$/training run"] == (usd(job) if job is not None else "none done")
+    assert items["TCO $/pretrain job"] == (usd(job) if job is not None else "none done")
     today = (
         con.sql("SELECT * FROM cost_by_day WHERE run_id = ? AND day = ?", params=[run_id, t // 86400])
         .to_arrow_table()
@@ -207,7 +207,7 @@ async def test_energy_and_cost_shows_the_run_summary_cost(con: Any) -> None:
         ("energy", "energy_cost_usd"),
         ("cooling", "cooling_cost_usd"),
         ("other", "other_cost_usd"),
-        ("total", "total_cost_usd"),
+        ("total (TCO)", "total_cost_usd"),
     ):
         assert items[label].split() == [*usd(k[key] / days).split(), *usd(today[key]).split()], label
     # the split adds up to the total (capital + energy + cooling + other)

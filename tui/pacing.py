@@ -154,33 +154,53 @@ class RedrawBudget:
 
 
 class RateMeter:
-    """Measured simulated seconds per wall second over a short sliding window."""
+    """Measured simulated seconds per wall second over a sliding window: fed by the loop that
+    advances the simulation, with its own clock, after each slice (the time it reached then), so
+    the rate is what the loop achieved, not when the UI got round to hearing of it. ``add`` runs in
+    the simulation thread, ``rate`` in the UI thread."""
 
     def __init__(self, window_s: float = 3.0) -> None:
         self.window_s = window_s
         self._pts: deque[tuple[float, float]] = deque()
+        self._lock = threading.Lock()
 
     def add(self, wall: float, sim_t: float) -> None:
-        if self._pts and sim_t < self._pts[-1][1]:
-            self._pts.clear()
-        self._pts.append((wall, sim_t))
-        while len(self._pts) > 2 and wall - self._pts[0][0] > self.window_s:
-            self._pts.popleft()
+        with self._lock:
+            if self._pts and sim_t < self._pts[-1][1]:
+                self._pts.clear()
+            self._pts.append((wall, sim_t))
+            while len(self._pts) > 2 and wall - self._pts[1][0] >= self.window_s:
+                self._pts.popleft()
 
     def reset(self) -> None:
-        self._pts.clear()
+        with self._lock:
+            self._pts.clear()
 
     def rate(self) -> float | None:
-        if len(self._pts) < 2:
-            return None
-        (w0, t0), (w1, t1) = self._pts[0], self._pts[-1]
+        with self._lock:
+            if len(self._pts) < 2:
+                return None
+            (w0, t0), (w1, t1) = self._pts[0], self._pts[-1]
         return (t1 - t0) / (w1 - w0) if w1 > w0 else None
 
 
 def rate_text(sim_s_per_s: float) -> str:
-    """'1.2 d/s', '3.4 h/s', '60×' style text for a measured rate."""
+    """'1.2 d/s', '3.4 h/s', '2,500×' style text for a measured rate."""
     if sim_s_per_s >= 86400:
         return f"{sim_s_per_s / 86400:.1f} d/s"
     if sim_s_per_s >= 3600:
         return f"{sim_s_per_s / 3600:.1f} h/s"
-    return f"{sim_s_per_s:.0f}×"
+    return f"{sim_s_per_s:,.0f}×"
+
+
+def live_speed_text(speed: SpeedControl, measured: float | None, wait_s: float) -> str:
+    """The live speed label: the level, at "max" the rate the loop achieved (``measured``, sim s
+    per wall s over the meter's window), and "behind" when a level above 1 h/s is not kept up."""
+    label, factor = SPEEDS[speed.level]
+    if factor == 1.0:
+        return f"1× · next step in {math.ceil(wait_s)} s"
+    if math.isinf(factor):
+        return f"max ≈ {rate_text(measured)}" if measured else "max"
+    if measured is not None and factor >= 3600 and measured < 0.8 * factor:
+        return f"{label} (behind: {rate_text(measured)})"
+    return label

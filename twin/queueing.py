@@ -125,7 +125,7 @@ def start(w: Work, ev: Events, j: int, t: int) -> bool:
         (
             "job_start",
             f"job:{jobs.id_of(j)}",
-            f"{jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s)"
+            f"{jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s) [{w.log.last_us[j]}]"
             + (f", MFU {a['mfu'][j]:.3f}" if kind != INFERENCE else ""),
         )
     )

@@ -56,8 +56,10 @@ def emit_table(table: Any, fmt: str, out: str | None, max_rows: int, text: Any) 
 
 
 def run_json(result: Any, **extra: Any) -> str:
-    """One line of strict JSON for a finished run: file, run id, status, wall time and its KPIs."""
+    """One line of strict JSON for a finished run: file, run id, status, wall time and its KPIs
+    (``storage.kpis.KPI_TABLE``'s names and units, as ``twin compare --json`` gives them)."""
     from storage.formats import dumps
+    from storage.kpis import kpi_record
 
     return dumps(
         {
@@ -66,6 +68,6 @@ def run_json(result: Any, **extra: Any) -> str:
             "status": result.status,
             "wall_s": result.wall_s,
             **extra,
-            **result.summary,
+            **kpi_record(result.summary),
         }
     )

@@ -189,12 +189,13 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
         f"   p99 {fmt.duration(s.get('wait_p99_s'))}",
         f"  failures          {s.get('failures') or 0} (+{s.get('failures_injected') or 0} injected)"
         f"   preemptions {s.get('preemptions') or 0}   work lost {fmt.pct(s.get('lost_fraction'))}",
-        f"  cost              {fmt.money(s['cost_usd'])} electricity   CO2 {s['co2_t']:,.1f} t",
-        f"  cost of ownership {fmt.money(s.get('total_cost_usd'))}: capital {fmt.money(s.get('capex_usd'))}"
+        f"  electricity cost  {fmt.money(s['cost_usd'])}   CO2 {s['co2_t']:,.1f} t",
+        f"  total cost (TCO)  {fmt.money(s.get('total_cost_usd'))}: capital {fmt.money(s.get('capex_usd'))}"
         f"   energy {fmt.money(s.get('energy_cost_usd'))}   cooling {fmt.money(s.get('cooling_cost_usd'))}"
         f"   other {fmt.money(s.get('other_cost_usd'))}",
-        f"  unit costs        {fmt.money(s.get('usd_per_chip_hour'))}/chip-h   {fmt.money(s.get('usd_per_mtok_all_in'))}"
-        f"/M tokens all-in   {fmt.money(s.get('usd_per_eflop'))}/EFLOP of batch work",
+        f"  TCO per unit      {fmt.money(s.get('usd_per_chip_hour'))}/chip-h   {fmt.money(s.get('usd_per_mtok_all_in'))}"
+        f"/M tokens   {fmt.money(s.get('usd_per_eflop'))}/EFLOP of batch work"
+        f"   {fmt.money(s.get('usd_per_pretrain_job'))}/pre-training job's work",
         f"  thermal trips     {s.get('thermal_trips') or 0} UltraServers powered off"
         f"   {s.get('tripped_ultraserver_h') or 0.0:,.2f} tripped UltraServer-hours",
         f"  hottest chip      {fmt.temp(s['max_chip_temp_c'])}",
@@ -272,8 +273,9 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
             con.close()
     if as_json:
         from storage.formats import dumps
+        from storage.kpis import kpi_record
 
-        click.echo(dumps({label: {k: v for k, v in kp.items() if k != "jobs"} for label, kp in cols}))
+        click.echo(dumps({label: kpi_record(kp) for label, kp in cols}))
         return
     width = max(14, *(len(label) for label, _ in cols))
     header = f"{'KPI':<30}" + "".join(f" {label:>{width}}" for label, _ in cols)

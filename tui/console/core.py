@@ -22,7 +22,16 @@ from tui.console.simloop import SimLoop
 from tui.console.sqlrunner import SqlRunner
 from tui.console.status import Status
 from tui.feed import DEFAULT_WINDOW_S, LiveFeed, Meta, PanelReq, ReplayFeed, params_for
-from tui.pacing import DEFAULT_LEVEL, PAUSE, SPEEDS, Pacer, RateMeter, SpeedControl, rate_text
+from tui.pacing import (
+    DEFAULT_LEVEL,
+    PAUSE,
+    SPEEDS,
+    Pacer,
+    RateMeter,
+    SpeedControl,
+    live_speed_text,
+    rate_text,
+)
 from tui.scale import METRIC_KEYS
 from tui.whatif import Context, context_from
 
@@ -89,7 +98,8 @@ class Console:
         self.seq = 0  # bumped whenever the time shown changes
         self.alarms = Alarms()  # the active alarms (status line count, Alarms screen)
         self._alarms_asked = (-1, 0.0, False)  # time-shown seq, wall time, at the time shown
-        self.rate = RateMeter()
+        # The simulation's measured speed: the loop's own meter live (it knows when it advanced).
+        self.rate = self.sim.rate if self.sim is not None else RateMeter()
         self.sel_us = 0
         self.sel_chip = 0
         self.metric = METRIC_KEYS[0]
@@ -116,7 +126,6 @@ class Console:
         self.t = t
         self.steps_shown = steps
         self.seq += 1
-        self.rate.add(time.monotonic(), t)
 
     def mark_control(self) -> None:
         """Live: note the simulation's time when a control key acted."""
@@ -246,14 +255,7 @@ class Console:
             return "end of the session's duration"
         if self.replay is not None:
             return f"max {rate_text(REPLAY_MAX)}" if math.isinf(factor) else f"▶ {label}"
-        if factor == 1.0:
-            return f"1× · next step in {math.ceil(self.pacer.wait_s())} s"
-        measured = self.rate.rate()
-        if math.isinf(factor):
-            return f"max ≈ {rate_text(measured)}" if measured else "max"
-        if measured is not None and factor >= 3600 and measured < 0.8 * factor:
-            return f"{label} (behind: {rate_text(measured)})"
-        return label
+        return live_speed_text(self.speed, self.rate.rate(), self.pacer.wait_s())
 
     def whatif_context(self) -> Context:
         fac = row_it = math.nan

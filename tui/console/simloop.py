@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from scenarios.runner import COMMIT_S  # steps are handed to the writer (and metrics) this often
 from tui.feed import LiveFeed
-from tui.pacing import MAX, Pacer, SpeedControl
+from tui.pacing import MAX, Pacer, RateMeter, SpeedControl
 
 MIN_PERIOD_S = 0.05  # at most ~20 ticks per wall second below "max"
 
@@ -26,12 +26,22 @@ def _never() -> bool:
 class SimLoop:
     """Runs in one thread (``run``); ``on_tick(t, steps_done)`` is called from it after each
     slice. ``stop`` (any thread) ends it after the step in progress; ``done`` is set once ``run``
-    has returned, ``idle`` while it is between slices (paused, waiting or ended)."""
+    has returned, ``idle`` while it is between slices (paused, waiting or ended). ``rate`` measures
+    the simulated time the loop advanced per wall second, on ``clock`` (``sleep`` waits on it)."""
 
     def __init__(
-        self, live: LiveFeed, pacer: Pacer, speed: SpeedControl, on_tick: Callable[[int, int], object]
+        self,
+        live: LiveFeed,
+        pacer: Pacer,
+        speed: SpeedControl,
+        on_tick: Callable[[int, int], object],
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self.live = live
+        self.clock = clock
+        self.sleep = sleep
+        self.rate = RateMeter()
         self.pacer = pacer
         self.speed = speed
         self.on_tick = on_tick
@@ -47,24 +57,30 @@ class SimLoop:
         """Advance until stopped (``stop`` or ``cancelled()``); the session's end only idles."""
         live = self.live
         self.thread_id = threading.get_native_id()
-        committed = time.monotonic()
+        clock = self.clock
+        committed = clock()
+        level = self.speed.level
         try:
             while not (cancelled() or self.stopping.is_set()):
-                t0 = time.monotonic()
+                t0 = clock()
+                if self.speed.level != level:  # a new speed: measure it afresh
+                    level = self.speed.level
+                    self.rate.reset()
                 k = min(self.pacer.due(t0), live.remaining)
                 if k == 0:
                     committed = self._wait(t0, committed)
                     continue
                 self.idle.clear()
                 t = self._slice(k, t0, cancelled)
-                if time.monotonic() - committed >= COMMIT_S:
+                self.rate.add(clock(), t)
+                if clock() - committed >= COMMIT_S:
                     live.commit()
-                    committed = time.monotonic()
+                    committed = clock()
                 if cancelled():
                     break
                 self.on_tick(t, live.steps_done)
                 if self.speed.level != MAX:
-                    time.sleep(max(0.0, MIN_PERIOD_S - (time.monotonic() - t0)))
+                    self.sleep(max(0.0, MIN_PERIOD_S - (clock() - t0)))
         finally:
             self.idle.set()
             self.done.set()
@@ -78,7 +94,7 @@ class SimLoop:
             committed = t0
         done = live.remaining == 0
         self.idle.set()
-        time.sleep(MIN_PERIOD_S if done else min(MIN_PERIOD_S, self.pacer.wait_s()))
+        self.sleep(MIN_PERIOD_S if done else min(MIN_PERIOD_S, self.pacer.wait_s()))
         return committed
 
     def _slice(self, k: int, t0: float, cancelled: Callable[[], bool]) -> int:
@@ -90,7 +106,7 @@ class SimLoop:
             return cancelled() or self.stopping.is_set() or self.speed.level != level or live.inject_pending()
 
         t = live.advance(k, stop)
-        wall = time.monotonic() - t0
+        wall = self.clock() - t0
         if live.last_steps == k:
             self.pacer.record(k, wall)
         else:

@@ -244,7 +244,8 @@ def usd(v: float | None) -> str:
 def cost_items(c: dict[str, Any]) -> list[Item]:
     """Cost of ownership so far: the split (capital / energy / cooling / other) per day on average
     and for the day shown so far, the total, $ per chip-hour, per M tokens (all-in and energy only),
-    per EFLOP of batch work and per pre-training run."""
+    per EFLOP of batch work and per pre-training job's work. Every figure is total cost of ownership
+    except the one marked "elec." (electricity only)."""
     run, day = cost_kpis(c), cost_kpis(c, "day_")
     days = run.get("days") or 0.0
     total = run["total_cost_usd"] or 0.0
@@ -254,7 +255,7 @@ def cost_items(c: dict[str, Any]) -> list[Item]:
         ("energy", "energy_cost_usd"),
         ("cooling", "cooling_cost_usd"),
         ("other", "other_cost_usd"),
-        ("total", "total_cost_usd"),
+        ("total (TCO)", "total_cost_usd"),
     ):
         v = run[key]
         mean = v / days if days and v is not None else None
@@ -262,12 +263,12 @@ def cost_items(c: dict[str, Any]) -> list[Item]:
         items.append((label, f"{usd(mean):>8}{usd(day[key]):>8}", share, ""))
     job = run["usd_per_pretrain_job"]
     items += [
-        (f"so far ({days:,.1f} d)", usd(total), None, ""),
-        ("$/chip-hour", usd(run["usd_per_chip_hour"]), None, ""),
-        ("$/M tok all-in", usd(run["usd_per_mtok_all_in"]), None, ""),
-        ("$/M tok energy", usd(run["usd_per_mtok"]), None, ""),
-        ("$/EFLOP", usd(run["usd_per_eflop"]), None, ""),
-        ("$/training run", usd(job) if job is not None else "none done", None, ""),
+        (f"TCO so far ({days:,.1f} d)", usd(total), None, ""),
+        ("TCO $/chip-hour", usd(run["usd_per_chip_hour"]), None, ""),
+        ("TCO $/M tokens", usd(run["usd_per_mtok_all_in"]), None, ""),
+        ("elec. $/M tokens", usd(run["usd_per_mtok"]), None, ""),
+        ("TCO $/EFLOP batch", usd(run["usd_per_eflop"]), None, ""),
+        ("TCO $/pretrain job", usd(job) if job is not None else "none done", None, ""),
     ]
     return items
 

@@ -187,7 +187,7 @@ class JobsScreen(TwinScreen):
     def on_arrow_table_selected(self, event: ArrowTable.Selected) -> None:
         row = event.table.row(event.row)
         job = row.get("job_id")
-        if job is None or (isinstance(job, float) and math.isnan(job)):
+        if row.get("kind") == "inference" or job is None or (isinstance(job, float) and math.isnan(job)):
             self.notify("a service's replicas: see the Services screen (F7)", timeout=3)
         else:
             self.app.post_message(OpenJob(int(job)))

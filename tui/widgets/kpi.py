@@ -74,7 +74,7 @@ KPIS: tuple[Kpi, ...] = (
     Kpi("jpt", "J/token", "energy_per_token_j", _num("{:.2f} J"), False, _desc("energy_per_token_j")),
     Kpi(
         "usdtok",
-        "$/M tokens",
+        "Elec $/Mtok",
         "usd_per_mtok",
         _num("${:.3f}"),
         False,
@@ -93,11 +93,11 @@ KPIS: tuple[Kpi, ...] = (
     # Running totals only grow: no trend arrow (the rates are on the Energy screen).
     Kpi(
         "cost",
-        "Cost so far",
+        "Electricity",
         "cost_so_far_usd",
         fmt.money,
         False,
-        "Electricity cost since the start of the run",
+        "Electricity cost since the start of the run (the total cost of ownership is on F5)",
         "-",
     ),
     Kpi("co2", "CO₂ so far", "co2_so_far_kg", _co2, False, "CO2 emitted since the start of the run", "-"),

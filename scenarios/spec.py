@@ -129,7 +129,7 @@ _ScenarioFields: Any = create_model(
     training=(TrainingSection, TrainingSection()),
     services=(
         Annotated[list[ServiceSection], Field(max_length=F.MAX_TABLE_ITEMS)],  # type: ignore[valid-type]
-        Field(default_factory=lambda: [ServiceSection()]),
+        Field(default_factory=list),  # no service runs that the scenario does not declare
     ),
     failures=(FailureSection, FailureSection()),
     scheduler=(SchedulerSection, SchedulerSection()),

@@ -162,10 +162,33 @@ def _apply_to(root: Any, overrides: list[Override]) -> None:
 
 
 def apply(data: dict[str, Any], overrides: list[Override]) -> dict[str, Any]:
-    """A copy of raw scenario data with the overrides applied."""
+    """A copy of raw scenario data with the overrides applied. An override that switches a hall's
+    (or row's) system without restating the keys written for the old one ([hardware],
+    tco.system_capex_usd, a row's capex_usd) is refused: see ``spec.system_carry_over``."""
     out = copy.deepcopy(data)
     _apply_to(out, overrides)
+    _check_carry_over(data, out, overrides)
     return out
+
+
+def _check_carry_over(before: dict[str, Any], after: dict[str, Any], overrides: list[Override]) -> None:
+    """Refuse per-system keys carried to another system, in the base and in every variant."""
+    if not overrides:
+        return
+    restated = spec.restated_by([o.path for o in overrides])
+    pairs = [(before, after, "")]
+    vb, va = before.get("variants"), after.get("variants")
+    if isinstance(vb, list) and isinstance(va, list):
+        for b, a in zip(vb, va, strict=False):
+            if isinstance(b, dict) and isinstance(a, dict):
+                base_b = {k: v for k, v in before.items() if k != "variants"}
+                base_a = {k: v for k, v in after.items() if k != "variants"}
+                label = f"variant {a.get('name')!r}: "
+                pairs.append((spec.merged_variant(base_b, b), spec.merged_variant(base_a, a), label))
+    for b, a, label in pairs:
+        msg = spec.system_carry_over(b, a, restated, override=True)
+        if msg:
+            raise ScenarioError(_blame(label + msg, overrides))
 
 
 def validate_raw(data: dict[str, Any], origin: str, base_dir: str | Path | None = None) -> Scenario:

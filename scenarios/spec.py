@@ -129,7 +129,7 @@ _ScenarioFields: Any = create_model(
     training=(TrainingSection, TrainingSection()),
     services=(
         Annotated[list[ServiceSection], Field(max_length=F.MAX_TABLE_ITEMS)],  # type: ignore[valid-type]
-        Field(default_factory=lambda: [ServiceSection()]),
+        Field(default_factory=list),  # no service runs that the scenario does not declare
     ),
     failures=(FailureSection, FailureSection()),
     scheduler=(SchedulerSection, SchedulerSection()),
@@ -819,8 +819,15 @@ def load_scenario_dict(data: Any, source: str, base_dir: str | Path | None = Non
         if vname in seen:
             raise ScenarioError(f"{source}: variants[{i}].name: {vname!r} is used twice")
         seen.add(vname)
-        merged = _deep_merge(data, {k: val for k, val in v.items() if k != "name"})
-        merged["name"] = vname
+        merged = merged_variant(data, v)
+        carried = system_carry_over(
+            data,
+            merged,
+            lambda p, v=v: _in(v, p),
+            override=False,
+        )
+        if carried:
+            raise ScenarioError(f"{source} (variant '{vname}'): {carried}")
         scenario._variants.append(validate(merged, f"{source} (variant '{vname}')", base_dir))
     return scenario
 
@@ -843,6 +850,28 @@ def parse(text: str, origin: str, base_dir: str | Path | None = None) -> Scenari
     return load_scenario_dict(data, origin, base_dir)
 
 
+def _in(data: Any, path: KeyPath) -> bool:
+    """Whether raw data sets ``path`` (or a table or list on the way to it)."""
+    node = data
+    for p in path:
+        if isinstance(p, int):
+            if not isinstance(node, list) or not -len(node) <= p < len(node):
+                return False
+        elif not isinstance(node, dict) or p not in node:
+            return False
+        node = node[p]
+        if not isinstance(node, (dict, list)):
+            return True
+    return True
+
+
+def merged_variant(base: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any]:
+    """A variant's raw data: the base's with the variant's tables merged in, and its name."""
+    merged = _deep_merge(base, {k: val for k, val in variant.items() if k != "name"})
+    merged["name"] = variant.get("name")
+    return merged
+
+
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """Variant overrides: tables merge key by key, anything else replaces."""
     out = dict(base)
@@ -852,6 +881,95 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         else:
             out[k] = v
     return out
+
+
+# ---------------------------------------------------------------------- per-system keys
+# Keys that describe one system: the catalog overrides of [hardware] and tco.system_capex_usd (both
+# apply to the system of each hall), and a row's capex_usd (the price of that row's system). They
+# belong to the system they were written for: when a --set, sweep or plan override or a variant
+# switches a hall's (or row's) system without restating them, the scenario is refused (a 900 W
+# Trainium3 TDP must not silently become a 900 W H100). Refused rather than reset: a reset would
+# change the result of a run or sweep point behind a message that is easy to miss, and the fix
+# is one more --set (or the variant's own [hardware]).
+KeyPath = tuple[str | int, ...]
+
+
+def _system_default() -> str:
+    f = F.fact("hall.system")
+    return str(f.default) if f is not None else "trn3-gen2"
+
+
+def _path_text(path: KeyPath) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+def per_system_keys(data: Any) -> list[tuple[str, str, KeyPath, Any]]:
+    """Every key of raw scenario data that describes one system, as (where the system is named,
+    that system, the key's path, its value)."""
+    if not isinstance(data, dict):
+        return []
+    hw = data.get("hardware")
+    tco_ = data.get("tco")
+    hall_keys: list[tuple[KeyPath, Any]] = (
+        [(("hardware", k), v) for k, v in hw.items()] if isinstance(hw, dict) else []
+    )
+    if isinstance(tco_, dict) and tco_.get("system_capex_usd"):
+        hall_keys.append((("tco", "system_capex_usd"), tco_["system_capex_usd"]))
+    halls = data.get("halls")
+    where: list[tuple[KeyPath, Any]] = (
+        [(("halls", k), h) for k, h in enumerate(halls)]
+        if isinstance(halls, list)
+        else [(("hall",), data.get("hall"))]
+    )
+    out = []
+    for hpath, hall in where:
+        hall = hall if isinstance(hall, dict) else {}
+        rows = hall.get("rows")
+        if isinstance(rows, list) and rows:
+            for i, r in enumerate(rows):
+                if isinstance(r, dict) and "capex_usd" in r:
+                    rpath = (*hpath, "rows", i)
+                    out.append(
+                        (
+                            _path_text((*rpath, "system")),
+                            str(r.get("system")),
+                            (*rpath, "capex_usd"),
+                            r["capex_usd"],
+                        )
+                    )
+            continue
+        system = str(hall.get("system", _system_default()))
+        out += [(_path_text((*hpath, "system")), system, k, v) for k, v in hall_keys]
+    return out
+
+
+def restated_by(paths: list[KeyPath]) -> Any:
+    """A test: is a key path set (or replaced with its table) by one of ``paths``?"""
+    return lambda key: any(p[: len(key)] == key[: len(p)] for p in paths)
+
+
+def system_carry_over(before: Any, after: Any, restated: Any, override: bool) -> str | None:
+    """The message refusing a per-system key carried over to another system (``after`` switched a
+    system ``before`` named, and ``restated(path)`` is false for the key), or None. ``override``:
+    the switch came from --set (or a sweep or plan), else from a variant."""
+    old = {(w, p): sysm for w, sysm, p, _ in per_system_keys(before)}
+    for w, sysm, p, v in per_system_keys(after):
+        was = old.get((w, p))
+        if was is None or was == sysm or restated(p):
+            continue
+        key = _path_text(p)
+        if override:
+            drop = {
+                "hardware": " or drop [hardware] (--set hardware={})",
+                "tco": f" or drop it (--set {key}=0)",
+            }
+            fix = f"restate it for {sysm} (--set {key}=VALUE){drop.get(str(p[0]), '')}"
+        else:
+            fix = (
+                f"give the variant its own {key} for {sysm}, or move the key from the base into every variant"
+            )
+        return f"{w}: {key} = {_short(v)} was written for {was}, not {sysm}; {fix}"
+    return None
 
 
 def read_scenario_file(p: Path) -> str:

@@ -109,7 +109,9 @@ def test_a_bare_scenario_gets_the_model_defaults() -> None:
     assert p.scheduler == params.SchedulerParams()
     assert p.failures == params.FailureParams()
     assert p.training == params.TrainingParams()
-    assert p.services == (params.ServiceParams(),)
+    assert p.services == ()  # no service runs that the scenario does not declare
+    one = parse('name = "bare"\n[[services]]\n', "bare.toml").to_params()
+    assert one.services == (params.ServiceParams(),)
     assert p.dt_s == params.FactoryParams.dt_s and p.seed == 0
     assert p.chip_sample_interval_s == params.FactoryParams.chip_sample_interval_s
 

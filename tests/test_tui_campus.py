@@ -40,6 +40,8 @@ ultraservers_per_row = 3
 [training]
 arrivals_per_day = 2000
 
+[[services]]  # the chat service with the model defaults (no service runs undeclared)
+
 [[events]]
 at_h = 1
 kind = "fail_ultraserver"

@@ -30,6 +30,8 @@ ultraservers_per_row = 2
 [training]
 arrivals_per_day = 3000
 
+[[services]]  # the chat service with the model defaults (no service runs undeclared)
+
 [[events]]
 at_h = 1
 kind = "cdu_pump_failure"

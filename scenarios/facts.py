@@ -253,7 +253,10 @@ SECTIONS: dict[str, Section] = {
         ),
         Section("scheduler", "[scheduler]", "Queue policy and placement.", params.SchedulerParams),
         Section(
-            "services", "[[services]]", "Online inference services (one table each).", params.ServiceParams
+            "services",
+            "[[services]]",
+            "Online inference services (one table each; none if the scenario gives none).",
+            params.ServiceParams,
         ),
         Section(
             "models", "[[models]]", "Models the scenario defines or redefines for its jobs and services."

@@ -16,9 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scenarios.runner import Session
-from storage.reader import QueryError, kpi_summary, open_run_file, user_query
+from storage.errors import QueryError, StorageError
+from storage.reader import kpi_summary, open_run_file, user_query
 from storage.schema import columns
-from storage.writer import StorageError, TelemetryWriter
+from storage.writer import TelemetryWriter
 from tests.conftest import job_history
 from twin.telemetry import TABLES
 

@@ -28,8 +28,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, get_current_worker
 
+from storage.errors import QueryError
 from storage.queries import run_sql
-from storage.reader import QueryError
 from storage.sandbox import Limits, UserSql
 from tui import fmt
 from tui.alarms import Alarms

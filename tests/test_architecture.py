@@ -1,0 +1,144 @@
+"""The import contract between the packages, read from the source with ``ast`` (nothing is
+imported): ``twin`` < ``storage`` < ``scenarios`` < ``tui``, no module imports a higher layer, and
+no new import circle. The graph is the one ``bench/code_shape.py`` reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.code_shape import LAYERS, circles, import_graph, modules, upward_imports
+
+# The import circles that exist today and are being taken apart. The list may only shrink: a
+# circle that is gone (or smaller) must be removed (or shrunk) here, and any other circle fails.
+KNOWN_CIRCLES: list[frozenset[str]] = [
+    frozenset(
+        {
+            "tui.app",
+            "tui.screens.alarms",
+            "tui.screens.base",
+            "tui.screens.energy",
+            "tui.screens.floor",
+            "tui.screens.help",
+            "tui.screens.jobs",
+            "tui.screens.overview",
+            "tui.screens.services",
+            "tui.screens.sql",
+            "tui.screens.timeline",
+            "tui.screens.ultraserver",
+        }
+    ),
+    frozenset(
+        {
+            "tui.cli",
+            "tui.cli_export",
+            "tui.cli_formats",
+            "tui.cli_metrics",
+            "tui.cli_plan",
+            "tui.cli_report",
+            "tui.cli_sql",
+            "tui.cli_sweep",
+        }
+    ),
+    frozenset(
+        {"twin.arrivals", "twin.cluster", "twin.outages", "twin.queueing", "twin.routing", "twin.serving"}
+    ),
+    frozenset({"twin.campus", "twin.floor"}),
+    frozenset({"twin.capping", "twin.facility", "twin.plant"}),
+]
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph()
+
+
+def _names(c: frozenset[str]) -> str:
+    return " ".join(sorted(c))
+
+
+def test_every_package_module_is_read() -> None:
+    mods = modules()
+    assert {m.split(".")[0] for m in mods} == set(LAYERS)
+    # A few modules every layer has, so a wrong root or pattern cannot pass with an empty graph.
+    assert {"twin.sim", "storage.writer", "scenarios.spec", "tui.cli", "tui.screens.base"} <= set(mods)
+    assert len(mods) > 90
+
+
+def test_no_module_imports_a_higher_layer(graph: dict[str, set[str]]) -> None:
+    up = upward_imports(graph)
+    assert not up, "imports of a higher layer: " + ", ".join(f"{m} -> {d}" for m, d in up)
+
+
+def test_no_import_circle_but_the_known_ones(graph: dict[str, set[str]]) -> None:
+    found = set(circles(graph))
+    known = set(KNOWN_CIRCLES)
+    assert len(known) == len(KNOWN_CIRCLES), "a circle is listed twice"
+    new = sorted(_names(c) for c in found - known)
+    gone = sorted(_names(c) for c in known - found)
+    assert not new, f"import circle(s) not in KNOWN_CIRCLES (new, or a known one grew): {new}"
+    assert not gone, f"KNOWN_CIRCLES lists circle(s) that no longer exist as listed; shrink the list: {gone}"
+
+
+def test_storage_has_no_import_circle(graph: dict[str, set[str]]) -> None:
+    assert not [c for c in circles(graph) if any(m.startswith("storage.") for m in c)]
+
+
+# ---------------------------------------------------------------------- the checker itself
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for pkg in LAYERS:
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return tmp_path
+
+
+def test_the_checker_sees_every_form_of_import(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "twin/a.py": "import twin.b\n",
+            "twin/b.py": "from twin import c\n",
+            "twin/c.py": "def f():\n    from twin.a import x\n",  # inside a function
+            "storage/s.py": "from .t import y\nimport twin.a\n",  # relative, and down a layer
+            "storage/t.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from scenarios import p\n",
+            "scenarios/p.py": "import os, json\n",  # not project modules
+            "tui/sub/__init__.py": "from . import m\n",
+            "tui/sub/m.py": "from ..sub import n\n",
+            "tui/sub/n.py": "",
+        },
+    )
+    g = import_graph(root)
+    assert g["twin.a"] == {"twin.b"}
+    assert g["twin.b"] == {"twin", "twin.c"}
+    assert g["twin.c"] == {"twin.a"}
+    assert g["storage.s"] == {"storage.t", "twin.a"}
+    assert g["storage.t"] == {"scenarios", "scenarios.p"}
+    assert g["scenarios.p"] == set()
+    assert g["tui.sub"] == {"tui.sub.m"}
+    assert g["tui.sub.m"] == {"tui.sub", "tui.sub.n"}
+    assert set(circles(g)) == {frozenset({"twin.a", "twin.b", "twin.c"}), frozenset({"tui.sub", "tui.sub.m"})}
+    # Down is allowed (storage.s -> twin.a), up is not (storage.t -> scenarios).
+    assert upward_imports(g) == [("storage.t", "scenarios"), ("storage.t", "scenarios.p")]
+
+
+def test_circles_agree_with_a_brute_force_reachability(graph: dict[str, set[str]]) -> None:
+    """Two modules are in one circle exactly when each reaches the other."""
+    g = graph
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for d in g[todo.pop()]:
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+        return seen
+
+    r = {m: reach(m) for m in g}
+    brute = {frozenset({m, *(d for d in r[m] if m in r[d])}) for m in g if m in r[m]}
+    assert set(circles(g)) == brute

@@ -33,7 +33,6 @@ import pyarrow as pa
 
 from storage.errors import QueryError
 from storage.runlock import crash_point
-from storage.sqlguard import check_user_sql
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY = "2GB"
@@ -186,6 +185,12 @@ class UserSql:
     ) -> UserResult:
         """Run ``sql`` (the last statement's result is returned, up to ``max_rows`` rows);
         ``QueryError`` with one clear line if it is refused, fails, hits a limit or is cancelled."""
+        # Imported on first use (storage.sqlguard imports nothing of this module, so not to break
+        # a circle): ``twin sql`` starts this in a thread before its Ctrl-C handling is in place
+        # (tui/cli_sql.py), and a first query that reaches its statements sooner widens the window
+        # in which a Ctrl-C leaves the connection busy instead of cancelling the query.
+        from storage.sqlguard import check_user_sql
+
         with self._lock:
             t0 = time.perf_counter()
             self._why = ""

@@ -63,7 +63,7 @@ def test_every_package_module_is_read() -> None:
     assert {m.split(".")[0] for m in mods} == set(LAYERS)
     # A few modules every layer has, so a wrong root or pattern cannot pass with an empty graph.
     assert {"twin.sim", "storage.writer", "scenarios.spec", "tui.cli", "tui.screens.base"} <= set(mods)
-    assert len(mods) > 90
+    assert len(mods) > 60
 
 
 def test_no_module_imports_a_higher_layer(graph: dict[str, set[str]]) -> None:
@@ -81,8 +81,10 @@ def test_no_import_circle_but_the_known_ones(graph: dict[str, set[str]]) -> None
     assert not gone, f"KNOWN_CIRCLES lists circle(s) that no longer exist as listed; shrink the list: {gone}"
 
 
-def test_storage_has_no_import_circle(graph: dict[str, set[str]]) -> None:
-    assert not [c for c in circles(graph) if any(m.startswith("storage.") for m in c)]
+def test_storage_and_scenarios_have_no_import_circle(graph: dict[str, set[str]]) -> None:
+    """Not even a listed one: the list is for the circles being taken apart in twin/ and tui/."""
+    assert {m.split(".")[0] for c in KNOWN_CIRCLES for m in c} <= {"twin", "tui"}
+    assert not [c for c in circles(graph) if {m.split(".")[0] for m in c} & {"storage", "scenarios"}]
 
 
 # ---------------------------------------------------------------------- the checker itself

@@ -92,7 +92,11 @@ class _Rows:
             raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
         self._reader = csv.reader(self._file)
         self.count = 0
-        head = next(self._iter(), None)
+        try:
+            head = next(self._iter(), None)
+        except BaseException:  # an unreadable header line: the file is not left open
+            self.close()
+            raise
         if head is None:
             self.close()
             raise TraceError(f"{path}: empty file (expected a header line)")

@@ -4,6 +4,7 @@ tests write themselves; bad rows are refused with their line numbers, at the CLI
 from __future__ import annotations
 
 import datetime as dt
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -203,3 +204,11 @@ def test_trace_job_bigger_than_the_batch_capacity_is_rejected_not_queued(tmp_pat
     assert "job_rejected" in fr["events"]["kind"]
     batch = [c for c, k in zip(fr["jobs"]["chips"], fr["jobs"]["kind"], strict=True) if k != "inference"]
     assert batch == [280] and "done" in fr["jobs"]["state"]
+
+
+def test_an_unreadable_header_leaves_no_file_open(tmp_path: Path) -> None:
+    f = tmp_path / "j.csv"
+    f.write_bytes(b"sub\xffmit,chips\n1,2\n")
+    with pytest.raises(traces.TraceError, match="not UTF-8 text"):
+        traces.read_job_trace(f)
+    gc.collect()  # a file left open warns here, and a ResourceWarning fails the test

@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 
 from scenarios.spec import Scenario, ScenarioError, build_simulation, prepare
+from storage.errors import StorageError
 from storage.live import LivePublisher, LiveUserSql
 from storage.reader import kpi_summary
 from storage.runlock import crash_point
 from storage.sandbox import Limits
-from storage.writer import StorageError, TelemetryWriter
+from storage.writer import TelemetryWriter
 from twin import __version__
 from twin.params import ScheduledEvent
 from twin.sim import Frames, Simulation, steps_for

@@ -28,8 +28,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from storage.errors import StorageError
 from storage.schema import arrow_schema, columns
-from storage.writer import StorageError
 from twin.telemetry import TABLES
 
 BATCH_ROWS = 262_144

@@ -38,10 +38,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from storage.errors import QueryError, StorageError
 from storage.reader import open_run_file
 from storage.sandbox import SANDBOX_CONFIG, Limits, UserResult, UserSql, UserSqlRunner
 from storage.schema import DUCKDB_TYPES, arrow_schema, columns, comment_sql, migrations
-from storage.writer import StorageError, latest_per_key
+from storage.writer import latest_per_key
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 MANIFEST = "manifest.json"
@@ -247,8 +248,6 @@ class LiveUserSql:
     def run(
         self, sql: str, max_rows: int | None = None, cancelled: Callable[[], bool] | None = None
     ) -> UserResult:
-        from storage.reader import QueryError
-
         with self._lock:
             if self._closed:
                 raise QueryError("the run has ended; open its file to query it")

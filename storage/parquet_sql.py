@@ -12,8 +12,8 @@ from pathlib import Path
 
 import duckdb
 
+from storage.errors import StorageError
 from storage.sandbox import SANDBOX_CONFIG, Limits
-from storage.writer import StorageError
 
 VIEW = "results"
 

@@ -2,7 +2,8 @@
 
 Files open read-only in the sandbox of ``storage.sandbox`` (no file system access beyond the file,
 no extensions, configuration locked, a memory limit). User SQL runs through
-``storage.sandbox.UserSql`` (only statements that read, a time limit); errors become ``QueryError``.
+``storage.sandbox.UserSql`` (only statements that read, a time limit); errors become
+``storage.errors.QueryError``.
 """
 
 from __future__ import annotations
@@ -13,16 +14,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from storage.errors import StorageError
 from storage.kpis import run_kpis
 from storage.sandbox import Limits, UserSql, connect
-from storage.writer import StorageError
 from twin.telemetry import SCHEMA_VERSION
-
-READ_ONLY_TYPES = {"SELECT", "EXPLAIN", "PRAGMA"}
-
-
-class QueryError(Exception):
-    """A user query was refused or failed."""
 
 
 def open_run_file(path: str | Path, limits: Limits | None = None) -> duckdb.DuckDBPyConnection:
@@ -62,31 +57,6 @@ def open_run_file(path: str | Path, limits: Limits | None = None) -> duckdb.Duck
             "re-run the scenario with this version"
         )
     return con
-
-
-def statement_types(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
-    try:
-        return [s.type.name for s in con.extract_statements(sql)]
-    except duckdb.Error as e:
-        raise QueryError(str(e).strip()) from e
-
-
-def reading_statements(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[str]]:
-    """(statement types, statement texts) of user SQL; ``QueryError`` unless every statement only
-    reads (SELECT, EXPLAIN, PRAGMA; DESCRIBE, SHOW and SUMMARIZE parse as SELECT)."""
-    types = statement_types(con, sql)
-    if not types:
-        raise QueryError("empty query")
-    bad = [t for t in types if t not in READ_ONLY_TYPES]
-    if bad:
-        raise QueryError(
-            f"refused: {bad[0]} statements are not allowed; telemetry SQL is read-only "
-            "(SELECT, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE and PRAGMA are)"
-        )
-    try:
-        return types, [s.query for s in con.extract_statements(sql)]
-    except duckdb.Error as e:
-        raise QueryError(str(e).strip()) from e
 
 
 def user_query(con: duckdb.DuckDBPyConnection, sql: str, limits: Limits | None = None) -> pa.Table:

@@ -13,6 +13,7 @@ import errno
 import fcntl
 import os
 import signal
+import threading
 from pathlib import Path
 
 RESERVE_BYTES = 256 << 10  # room to record a run's end after the disk filled up
@@ -26,12 +27,31 @@ def lock_path(path: Path) -> Path:
     return path.with_name(path.name + ".lock")
 
 
+_reached: dict[str, int] = {}  # crash point -> times this process reached it (when one is set)
+_reached_lock = threading.Lock()
+
+
+def _at(var: str, name: str, count: int) -> bool:
+    """``var`` names this point (``POINT``: its first time; ``POINT#N``: its N-th time)."""
+    want = os.environ.get(var)
+    if want is None:
+        return False
+    point, _, nth = want.partition("#")
+    return point == name and count == (int(nth) if nth else 1)
+
+
 def crash_point(name: str) -> None:
     """Kill this process here if ``TWIN_CRASH_AT`` names this point (tests of crash safety), or
-    stop it (``TWIN_STOP_AT``) so a test can act at exactly this moment and then continue it."""
-    if os.environ.get("TWIN_CRASH_AT") == name:
+    stop it (``TWIN_STOP_AT``) so a test can act at exactly this moment and then continue it.
+    ``POINT#N`` names the N-th time the process reaches the point (e.g. ``session:writer#3``: as
+    a sweep's third run starts)."""
+    if "TWIN_CRASH_AT" not in os.environ and "TWIN_STOP_AT" not in os.environ:
+        return
+    with _reached_lock:
+        count = _reached[name] = _reached.get(name, 0) + 1
+    if _at("TWIN_CRASH_AT", name, count):
         os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get("TWIN_STOP_AT") == name:
+    if _at("TWIN_STOP_AT", name, count):
         os.environ.pop("TWIN_STOP_AT", None)  # once
         os.kill(os.getpid(), signal.SIGSTOP)
 

@@ -13,7 +13,7 @@ in a sandbox of their own over what the run has published, with the user's limit
 the writer wins: when an insert runs short, it stops the user's query and tries again.
 
 User SQL (``twin sql`` and the console's SQL screen, live or replay) goes through
-``UserSql.run`` only: the statement check of ``storage.queries.check_user_sql`` first (a second
+``UserSql.run`` only: the statement check of ``storage.sqlguard.check_user_sql`` first (a second
 wall with clear messages), then the statements on that cursor with a time limit (a timer thread
 interrupts the query) and the memory limit; the user sees both limits.
 """
@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import duckdb
 import pyarrow as pa
 
+from storage.errors import QueryError
 from storage.runlock import crash_point
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -184,8 +185,11 @@ class UserSql:
     ) -> UserResult:
         """Run ``sql`` (the last statement's result is returned, up to ``max_rows`` rows);
         ``QueryError`` with one clear line if it is refused, fails, hits a limit or is cancelled."""
-        from storage.queries import check_user_sql
-        from storage.reader import QueryError
+        # Imported on first use (storage.sqlguard imports nothing of this module, so not to break
+        # a circle): ``twin sql`` starts this in a thread before its Ctrl-C handling is in place
+        # (tui/cli_sql.py), and a first query that reaches its statements sooner widens the window
+        # in which a Ctrl-C leaves the connection busy instead of cancelling the query.
+        from storage.sqlguard import check_user_sql
 
         with self._lock:
             t0 = time.perf_counter()

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage.errors import StorageError
 from storage.runlock import LockedError, RunLock, crash_point
 from storage.sandbox import (
     WRITER_MEMORY,
@@ -55,10 +56,6 @@ _STOP = object()
 # (``bench/bench_memory.py``); from 1.4's on, the block cache stays within the limit. Only applies
 # when the file is created.
 STORAGE_COMPATIBILITY = "v1.4.0"
-
-
-class StorageError(Exception):
-    """A telemetry file could not be created, opened or written."""
 
 
 # Rows of an upsert table (jobs) per INSERT OR REPLACE: a campus's flush may carry every waiting

@@ -34,7 +34,8 @@ def probe(args: tuple[str, str, list[str]]) -> dict[str, Any]:
     os.chdir(scratch)  # relative paths in the statements land here
     from scenarios.runner import Session
     from scenarios.spec import parse
-    from storage.reader import QueryError, open_run_file
+    from storage.errors import QueryError
+    from storage.reader import open_run_file
     from storage.sandbox import UserSql
 
     res: dict[str, Any] = {"outcomes": [], "changed": [], "status": None, "error": None}

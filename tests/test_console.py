@@ -22,8 +22,9 @@ import pytest
 
 from scenarios.runner import Session, run
 from scenarios.spec import parse
+from storage.errors import QueryError
 from storage.queries import run_sql
-from storage.reader import QueryError, latest_run_id, open_run_file
+from storage.reader import latest_run_id, open_run_file
 from storage.sandbox import Limits, UserResult, UserSql
 from tests.test_tui import TINY
 from tui.console.core import Console

@@ -80,7 +80,8 @@ def test_the_live_view_holds_exactly_what_is_committed(
 
 
 def test_the_live_view_is_sandboxed_to_its_sidecar(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]
-    from storage.reader import QueryError, user_query
+    from storage.errors import QueryError
+    from storage.reader import user_query
 
     spec, text = small_scenario
     path = tmp_path / "run.duckdb"

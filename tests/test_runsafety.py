@@ -20,8 +20,8 @@ import pytest
 
 from scenarios.runner import Session, run
 from scenarios.spec import parse
+from storage.errors import StorageError
 from storage.reader import open_run_file
-from storage.writer import StorageError
 
 TWIN = str(Path(sys.executable).parent / "twin")
 

@@ -22,7 +22,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from storage.reader import QueryError, open_run_file, user_query
+from storage.errors import QueryError
+from storage.reader import open_run_file, user_query
 from storage.sandbox import Limits, parse_memory
 from tests import sandbox_probe
 from tests.sandbox_probe import files_under

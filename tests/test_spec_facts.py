@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import math
 import tomllib
@@ -15,6 +16,8 @@ from typing import Any
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from scenarios import facts as F
@@ -120,34 +123,159 @@ def test_a_bare_scenario_gets_the_model_defaults() -> None:
 NUMERIC = [f for f in F.FACTS if f.type in ("int", "float")]
 
 
-@pytest.mark.parametrize("f", NUMERIC, ids=lambda f: f.path)
-def test_numbers_keep_to_their_physical_bounds(f: F.Fact) -> None:
-    ta = TypeAdapter(annotation(f))
+@functools.cache
+def _adapter(path: str) -> TypeAdapter[Any]:
+    f = F.fact(path)
+    assert f is not None
+    return TypeAdapter(annotation(f))
+
+
+def _accepted(f: F.Fact, v: Any) -> bool:
+    """Whether the generated type of ``f`` takes ``v``."""
+    try:
+        _adapter(f.path).validate_python(v)
+    except ValidationError:
+        return False
+    return True
+
+
+def _within(f: F.Fact, v: Any) -> bool:
+    """What the table says, worked out here: a whole number for an int key (a float is not one,
+    even 3.0), a finite number for a float key (a TOML integer is a fine float), never a boolean,
+    inside the bounds with their open or closed ends."""
     assert f.lo is not None and f.hi is not None
-    lo = int(f.lo) if f.type == "int" else float(f.lo)
-    hi = int(f.hi) if f.type == "int" else float(f.hi)
-
-    def ok(v: Any) -> bool:
-        try:
-            ta.validate_python(v)
-        except ValidationError:
-            return False
-        return True
-
-    assert ok(lo) is not f.lo_open
-    assert ok(hi) is not f.hi_open
-    step = 1 if f.type == "int" else max(abs(hi - lo) * 1e-6, 1e-9)
-    assert not ok(lo - step) and not ok(hi + step)
-    mid = (lo + hi) // 2 if f.type == "int" else (lo + hi) / 2
-    assert ok(mid)
-    for bad in (True, False, str(mid), None, [mid]):
-        assert not ok(bad), (f.path, bad)
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    if f.type == "int" and not isinstance(v, int):
+        return False
     if f.type == "float":
-        assert ok(int(mid)) or mid != int(mid)  # a TOML integer is a fine float
-        for bad in (math.nan, math.inf, -math.inf):
-            assert not ok(bad)
+        v = float(v)
+        if not math.isfinite(v):
+            return False
+    above = v > f.lo if f.lo_open else v >= f.lo
+    below = v < f.hi if f.hi_open else v <= f.hi
+    return above and below
+
+
+def _scenario_with(f: F.Fact, value: Any) -> tuple[dict[str, Any], str]:
+    """A scenario that sets only ``f`` to ``value`` (with what its table needs besides), and the
+    path an error about it names."""
+    data: dict[str, Any] = {"name": "x"}
+    section = f.section.replace("<class>", "eval").replace("<cause>", "hbm")
+    item: dict[str, Any] = {f.key: value}
+    if section == "events":
+        item = {"at_h": 1.0, "kind": "chiller_trip", **item}
+    if section == "models":
+        item = {"name": "m", "params": 1e9, "layers": 2, "kv_heads": 1, "head_dim": 64, **item}
+    if section == "hall.rows":
+        data["hall"] = {"rows": [{"system": "trn3-gen2", "count": 1, **item}]}
+        return data, f"hall.rows[0].{f.key}"
+    if section in ("services", "models", "events"):
+        data[section] = [item]
+        return data, f"{section}[0].{f.key}"
+    node: Any = data
+    for part in [p for p in section.split(".") if p]:
+        node = node.setdefault(part, {})
+    node.update(item)
+    return data, f"{section}.{f.key}" if section else f.key
+
+
+def _refusal(f: F.Fact, value: Any) -> str:
+    """The one-line message a scenario setting ``f`` to ``value`` is refused with; it names the key."""
+    data, where = _scenario_with(f, value)
+    with pytest.raises(ScenarioError) as e:
+        load_scenario_dict(data, "s.toml")
+    msg = str(e.value)
+    assert msg.startswith(f"s.toml: {where}: ") and "\n" not in msg, (f.path, value, msg)
+    return msg
+
+
+@functools.cache
+def _values(f: F.Fact) -> st.SearchStrategy[Any]:
+    """Values for ``f``: inside, at and just beyond its bounds, far outside, huge, NaN and
+    infinities, booleans, the wrong kind of number and things that are no number at all."""
+    assert f.lo is not None and f.hi is not None
+    lo, hi = f.lo, f.hi
+    edges: list[Any] = [lo, hi, math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf)]
+    if f.type == "int":
+        lo_i, hi_i = int(lo), int(hi)
+        edges = [lo_i, hi_i, lo_i - 1, hi_i + 1, lo_i + 1, hi_i - 1]
+        pad = max(10, (hi_i - lo_i) // 4)
+        numbers = st.integers(lo_i - pad, hi_i + pad) | st.floats(float(lo), float(hi))  # refused, even 3.0
     else:
-        assert not ok(float(mid)) and not ok(2**64)
+        pad = max(1.0, (hi - lo) / 4)
+        numbers = st.floats(lo - pad, hi + pad) | st.integers(int(lo) - 2, min(int(hi), 2**53) + 2)
+    specials = st.sampled_from(
+        [math.nan, math.inf, -math.inf, True, False, 1e308, -1e308, 2**63, 2**64, -(2**64), 10**30]
+    )
+    other = st.sampled_from([None, "1", [1], {"x": 1}])
+    return st.one_of(st.sampled_from(edges), numbers, specials, other)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_numeric_key_takes_exactly_the_values_its_bounds_allow(data: st.DataObject) -> None:
+    """Any numeric key, any value: the generated type takes it exactly when the table's type and
+    bounds do, and a scenario refuses every other value with a message naming the key."""
+    f = data.draw(st.sampled_from(NUMERIC), label="key")
+    v = data.draw(_values(f), label="value")
+    ok = _within(f, v)
+    assert _accepted(f, v) is ok
+    if not ok and v is not None:  # TOML has no null: None in a scenario dict means "not set"
+        _refusal(f, v)
+
+
+def test_every_numeric_key_at_its_edges_and_against_what_is_no_number() -> None:
+    """Each key once, deterministically (the property above draws keys at random): a closed end
+    is taken and an open one refused, the nearest values beyond either end are refused by a
+    scenario that says which key and which range, the middle is taken, and booleans, text, null,
+    lists, NaN and infinities never are (nor a float for an int key, or 2^64)."""
+    for f in NUMERIC:
+        assert f.lo is not None and f.hi is not None
+        if f.type == "int":
+            lo, hi = int(f.lo), int(f.hi)
+            below, above, mid = lo - 1, hi + 1, (lo + hi) // 2
+        else:
+            lo, hi = f.lo, f.hi
+            below, above, mid = math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf), (lo + hi) / 2
+        assert _accepted(f, lo) is not f.lo_open, f.path
+        assert _accepted(f, hi) is not f.hi_open, f.path
+        assert _accepted(f, mid), f.path
+        for v in (below, above):
+            assert not _accepted(f, v), (f.path, v)
+            assert f"out of range: must lie in {f.range_text()}" in _refusal(f, v)
+        for bad in (True, False, str(mid), None, [mid], math.nan, math.inf, -math.inf):
+            assert not _accepted(f, bad), (f.path, bad)
+        if f.type == "int":
+            assert not _accepted(f, float(mid)) and not _accepted(f, 2**64), f.path
+        elif mid == int(mid):
+            assert _accepted(f, int(mid)), f.path  # a TOML integer is a fine float
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "ok"),
+    [
+        ("services.peak_hour", 0, True),  # 0 ≤ x < 24
+        ("services.peak_hour", 23.999, True),
+        ("services.peak_hour", 24, False),
+        ("cooling.carnot_fraction", 0.0, False),  # 0 < x ≤ 1
+        ("cooling.carnot_fraction", 1, True),  # a TOML integer is a fine float
+        ("seed", 2**63 - 1, True),
+        ("seed", 2**63, False),
+        ("hall.ultraservers", 2**65, False),
+        ("hall.ultraservers", 16.0, False),  # a whole number, not a float
+        ("dt_s", True, False),
+        ("duration_h", 1e-9, False),
+        ("power.facility_cap_w", math.inf, False),
+        ("site.mean_temp_c", math.nan, False),
+    ],
+)
+def test_named_numeric_cases(path: str, value: Any, ok: bool) -> None:
+    f = F.fact(path)
+    assert f is not None and f.type in ("int", "float")
+    assert _accepted(f, value) is ok
+    if not ok:
+        _refusal(f, value)
 
 
 @pytest.mark.parametrize("f", [f for f in F.FACTS if f.type == "enum"], ids=lambda f: f.path)
@@ -241,24 +369,7 @@ def test_inf_is_refused_for_every_float_key() -> None:
     for f in F.FACTS:
         if f.type != "float":
             continue
-        data: dict[str, Any] = {"name": "x"}
-        section = f.section.replace("<class>", "eval").replace("<cause>", "hbm")
-        node: Any = data
-        item: dict[str, Any] = {f.key: math.inf}
-        if section == "events":
-            item = {"at_h": 1.0, "kind": "chiller_trip", **item}
-        if section == "hall.rows":
-            data["hall"] = {"rows": [{"system": "trn3-gen2", "count": 1, **item}]}
-        elif section in ("services", "models", "events"):
-            if section == "models":
-                item = {"name": "m", "params": 1e9, "layers": 2, "kv_heads": 1, "head_dim": 64, **item}
-            data[section] = [item]
-        else:
-            for part in [p for p in section.split(".") if p]:
-                node = node.setdefault(part, {})
-            node.update(item)
-        with pytest.raises(ScenarioError, match=r"must be a finite number"):
-            load_scenario_dict(data, "s.toml")
+        assert "must be a finite number" in _refusal(f, math.inf)
         placed += 1
     assert placed >= 100
 

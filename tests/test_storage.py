@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import json
 import signal
 import subprocess
 import sys
@@ -16,9 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scenarios.runner import Session
-from storage.reader import QueryError, kpi_summary, open_run_file, user_query
+from storage.errors import QueryError, StorageError
+from storage.live import MANIFEST, live_dir
+from storage.reader import kpi_summary, open_run_file, user_query
 from storage.schema import columns
-from storage.writer import StorageError, TelemetryWriter
+from storage.writer import TelemetryWriter
 from tests.conftest import job_history
 from twin.telemetry import TABLES
 
@@ -100,22 +102,34 @@ def test_sigkill_leaves_a_readable_file_with_the_committed_prefix(tmp_path: Path
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    wal = Path(str(out) + ".wal")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (wal.exists() and wal.stat().st_size > 200_000):
-        time.sleep(0.05)
-    time.sleep(1.5)  # let a few more batches commit
-    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    if proc.stderr:
-        proc.stderr.close()
+    # Kill once the run has committed a few batches, as its readers are told: the manifest of the
+    # live view it publishes after every commit (storage.live) counts the commits and the
+    # simulated time they hold.
+    manifest = live_dir(out) / MANIFEST
+    commits, committed_s = 0, 0
+    deadline = time.monotonic() + 300  # a guard against a hang only
+    try:
+        while commits < 2 or committed_s <= 100 * 60:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, f"{commits} commits seen, up to t={committed_s} s"
+            time.sleep(0.05)
+            try:
+                m = json.loads(manifest.read_text())
+            except FileNotFoundError:  # nothing committed yet
+                continue
+            commits, committed_s = m["seq"], m["committed_s"]
+    finally:
+        proc.kill()  # SIGKILL
+        proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
     con = open_run_file(out)
     try:
         ((status, sim_t),) = _query(con, "SELECT status, sim_time_s FROM runs")
         assert status == "running"  # shows as not complete
         n, tmax, tmin = _query(con, "SELECT count(*), max(time_s), min(time_s) FROM factory_ts")[0]
-        assert n > 100 and tmin == 0
+        assert n * 60 >= committed_s > 100 * 60 and tmin == 0  # nothing readers were shown is lost
         assert tmax == (n - 1) * 60  # a contiguous prefix: no step missing
         assert sim_t == n * 60  # the run row was committed with the same batch
         ((us_rows,),) = _query(con, "SELECT count(*) FROM ultraserver_ts")

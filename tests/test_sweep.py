@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -357,31 +356,32 @@ def test_resume_after_a_kill_does_not_rerun_finished_points(tmp_path: Path, smal
         "1",
         "--no-files",
     ]
+    # The sweep kills itself hard as its third run starts (one run at a time: two points are
+    # recorded by then); the test waits for that exit, never on a clock.
+    scratch = tmp_path / "scratch"  # the killed run's temporary folder is left here
+    scratch.mkdir()
+    env = dict(os.environ, TWIN_CRASH_AT="session:writer#3", TMPDIR=str(scratch))
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        text=True,
+        env=env,
         start_new_session=True,
         cwd=Path(__file__).resolve().parents[1],
     )
-    points_dir = out / "points"
     try:
-        # Wait for two finished points (a condition, not a time), then kill the sweep hard.
-        for _ in range(100_000):
-            if points_dir.exists() and len(list(points_dir.glob("*.json"))) >= 2:
-                break
-            if proc.poll() is not None:
-                break
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate(timeout=600)  # a guard against a hang only
     finally:
-        proc.wait()
-        assert proc.stderr is not None
-        proc.stderr.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL, err
+    points_dir = out / "points"
     first = {
         p.name: (p.stat().st_mtime_ns, json.loads(p.read_text())["run_id"]) for p in points_dir.glob("*.json")
     }
-    assert 2 <= len(first) < 6, "the sweep finished before it was killed"
+    assert len(first) == 2, sorted(first)
     code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--no-files")
     assert code == 0, err
     assert f"{len(first)} run(s) already done; {6 - len(first)} to go" in err
@@ -476,14 +476,16 @@ def test_sigterm_stops_a_sweep_politely(tmp_path: Path, small: Path) -> None:
     f = write_sweep(tmp_path, 'hours = 3\nseeds = [1, 2, 3]\n[sweep.grid]\n"hall.ultraservers" = [1, 2]\n')
     out = tmp_path / "out"
     cmd = [str(Path(sys.executable).parent / "twin"), "sweep", str(f), "--out", str(out), "-j", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # The sweep stops itself as its second run starts (one point recorded); SIGTERM arrives there.
+    env = dict(os.environ, TWIN_STOP_AT="session:writer#2")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    _, st = os.waitpid(proc.pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(st), "the sweep did not reach its second run"
     points_dir = out / "points"
-    for _ in range(100_000):
-        if (points_dir.exists() and list(points_dir.glob("*.json"))) or proc.poll() is not None:
-            break
-        time.sleep(0.01)
+    assert len(list(points_dir.glob("*.json"))) == 1
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate()
+    proc.send_signal(signal.SIGCONT)
+    _, err = proc.communicate(timeout=600)  # a guard against a hang only
     done = len(list(points_dir.glob("*.json")))
     assert proc.returncode == 143 and "terminated (SIGTERM)" in err and "run the same command again" in err
     rows = pq.read_table(out / "results.parquet").to_pylist()  # rebuilt on the way out

@@ -4,6 +4,7 @@ tests write themselves; bad rows are refused with their line numbers, at the CLI
 from __future__ import annotations
 
 import datetime as dt
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -228,7 +229,6 @@ def test_a_broken_file_is_refused_and_closed(
     """A trace that breaks in its header or in a row is refused naming the file (and the line),
     and the file is closed before the error (an open file left to the garbage collector warns,
     and leaks a descriptor)."""
-    import gc
     import warnings
 
     f = tmp_path / "t.csv"

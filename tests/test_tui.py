@@ -22,7 +22,9 @@ import pytest
 from scenarios.runner import Session, rerun, run, same_telemetry
 from scenarios.spec import parse
 from storage import queries as Q
-from storage.reader import QueryError, latest_run_id, open_run_file
+from storage.errors import QueryError
+from storage.reader import latest_run_id, open_run_file
+from storage.sqlguard import check_user_sql
 from tui import fmt
 from tui.pacing import Pacer, SpeedControl
 
@@ -257,7 +259,7 @@ def test_user_sql_guard(replay_con: Any) -> None:
         "FROM factory_ts LIMIT 1",
     ]
     for sql in ok:
-        assert Q.check_user_sql(replay_con, sql, strict=True), sql
+        assert check_user_sql(replay_con, sql, strict=True), sql
     for sql in (
         "DELETE FROM jobs",
         "COPY jobs TO 'x.csv'",
@@ -269,7 +271,7 @@ def test_user_sql_guard(replay_con: Any) -> None:
         "CALL pragma_version()",
     ):
         with pytest.raises(QueryError, match="refused"):
-            Q.check_user_sql(replay_con, sql, strict=False)
+            check_user_sql(replay_con, sql, strict=False)
     for sql in (
         "SELECT * FROM read_csv('/etc/passwd')",
         "FROM '/etc/passwd'",
@@ -281,7 +283,7 @@ def test_user_sql_guard(replay_con: Any) -> None:
         "WITH a AS (FROM read_json('z')) SELECT * FROM a",
     ):
         with pytest.raises(QueryError, match="refused"):
-            Q.check_user_sql(replay_con, sql, strict=True)
+            check_user_sql(replay_con, sql, strict=True)
 
 
 def test_panel_sql_is_literal(replay_con: Any) -> None:
@@ -930,7 +932,8 @@ def test_replay_of_a_bad_file_is_a_clear_message(tmp_path: Path) -> None:
     import duckdb
     from click.testing import CliRunner
 
-    from storage.writer import StorageError, init_schema
+    from storage.errors import StorageError
+    from storage.writer import init_schema
     from tui.cli import main
 
     cases = {}

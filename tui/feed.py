@@ -680,7 +680,7 @@ class ReplayFeed:
     """A recorded run: its facts and its time axis; panels run their SQL on the file."""
 
     def __init__(self, con: Any, run_id: str, path: str) -> None:
-        from storage.writer import StorageError
+        from storage.errors import StorageError
 
         self.con = con
         self.run_id = run_id

@@ -55,8 +55,7 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from scenarios.spec import ScenarioError
-        from storage.reader import QueryError
-        from storage.writer import StorageError
+        from storage.errors import QueryError, StorageError
 
         try:
             return fn(*args, **kwargs)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from storage.reader import QueryError
+from storage.errors import QueryError
 from storage.sandbox import UserSqlRunner
 
 MAX_RESULT_ROWS = 2_000_000  # user query results kept (virtual table)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 import sys
 import threading
 from typing import Any
@@ -58,8 +59,15 @@ def run_user_query(file: str, query: str | None, timeout_s: float, memory: str) 
                 done.set()
 
         # The query runs in a thread so that Ctrl-C reaches the main thread, which interrupts it.
-        threading.Thread(target=work, name="twin-sql", daemon=True).start()
+        # Ctrl-C is held while the thread starts (it inherits the mask, so it never takes the
+        # signal) and arrives inside the try: the connection is never closed under a running query.
+        thread = threading.Thread(target=work, name="twin-sql", daemon=True)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
+            try:
+                thread.start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
             while not done.wait(0.1):
                 pass
         except KeyboardInterrupt:

@@ -34,6 +34,7 @@ MAX_HALLS = campus.MAX_HALLS  # halls (buildings) of one campus ([[halls]])
 MAX_CAMPUS_CHIPS = 2_000_000  # accelerators on one campus, all halls (~400 MB of per-chip arrays)
 MAX_US_STEPS = 1_000_000_000  # run length x hall size: steps x UltraServers (ultraserver_ts rows)
 MAX_RUN_H = 87_600.0  # ten years of simulated time
+MAX_WARMUP_H = 720.0  # a warm-up of at most 30 days (it is simulated like the run)
 MAX_ARRIVALS_PER_DAY = 100_000.0  # batch jobs submitted per weekday (synthetic arrivals)
 MAX_REPLICAS = 100_000  # replicas of one service
 MAX_SCENARIO_BYTES = 1 << 20  # a scenario file (1 MiB)
@@ -297,6 +298,19 @@ FACTS: tuple[Fact, ...] = (
         MAX_RUN_H,
         "Simulated length of `twin run` without --hours/--days",
         default=168.0,
+    ),
+    _f(
+        "",
+        "warmup_h",
+        "float",
+        "h",
+        0,
+        MAX_WARMUP_H,
+        "Simulated before the recording starts and not recorded: the run starts from the state "
+        "this reaches (jobs running and waiting, loops warm) instead of an empty hall. A job "
+        "trace's jobs arrive from the recording's start on; the weather runs back from `start`",
+        "ASM: a day reaches the steady queue of the built-ins",
+        default=0.0,
     ),
     Fact(
         "",

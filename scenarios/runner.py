@@ -59,6 +59,7 @@ class Session:
         sql_limits: Limits | None = None,
         publish_live: bool = True,
         on_chunk: Callable[[Frames], None] | None = None,
+        warmup_progress: Callable[[int], None] | None = None,
     ) -> None:
         self.scenario = scenario
         self.on_chunk = on_chunk  # called with each advance's frames (e.g. the metrics endpoint)
@@ -76,6 +77,8 @@ class Session:
                 raise StorageError(
                     f"{self.out.parent}: cannot create the folder: {e.strerror or e}"
                 ) from None
+        # The warm-up (``warmup_h``): simulated before the file exists, nothing of it recorded.
+        self.warm_up(warmup_progress)
         crash_point("session:writer")
         # Unique per run: a process (a sweep worker) starts several runs within one second.
         now = _dt.datetime.now(_dt.UTC)
@@ -101,6 +104,18 @@ class Session:
         self._held: list[Frames] = []
         self._held_steps = 0
         self.closed = False
+
+    def warm_up(self, progress: Callable[[int], None] | None = None) -> None:
+        """Run the model's warm-up (its clock starts at ``-warmup_s``) up to the recording's start,
+        dropping what it would record; the first recorded advance then writes the row of every
+        job waiting or running, so the recording starts from the state the warm-up reached."""
+        dt = self.params.dt_s
+        while self.sim.t_s < 0:
+            n = min(self.chunk_steps, -self.sim.t_s // dt)
+            self.sim.advance(n)
+            if progress:
+                progress(n)
+        self.sim.refresh_jobs()
 
     def _run_row(self, text: str) -> dict[str, Any]:
         """The run's row of the ``runs`` table as the writer starts it."""
@@ -349,6 +364,7 @@ def run(
         extra_events=extra_events,
         publish_live=publish_live,
         on_chunk=on_chunk,
+        warmup_progress=progress,
     )
     try:
         total = session.total_steps

@@ -428,6 +428,10 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             raise ScenarioError(f"{self._origin}: {e}") from None
         return int(min(F.MAX_RUN_H * 3600, (F.MAX_US_STEPS // max(n, 1)) * self.dt_s))
 
+    def warmup_steps(self) -> int:
+        """Steps of the warm-up (``warmup_h``, whole steps, rounded up)."""
+        return -(-int(round(self.warmup_h * 3600)) // self.dt_s)
+
     def to_params(self, seed: int | None = None) -> params.FactoryParams:
         site_pools = self._site_pools()
         self._check_hall(site_pools)
@@ -475,6 +479,7 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             scheduler=params.SchedulerParams(**self.scheduler.model_dump()),
             models=tuple(m.spec() for m in self.models),
             events=events,
+            warmup_s=self.warmup_steps() * self.dt_s,
             chip_sample_interval_s=self.telemetry.chip_sample_interval_s,
             ultraserver_interval_s=self.telemetry.ultraserver_interval_s,
             row_interval_s=self.telemetry.row_interval_s,
@@ -649,7 +654,8 @@ def prepare(
         p = dataclasses.replace(p, events=p.events + tuple(extra_events))
     total_s = duration_s if duration_s is not None else int(round(scenario.duration_h * 3600))
     check_duration(total_s, "duration_h")
-    steps = -(-total_s // p.dt_s)
+    _check_event_times(scenario, p)
+    steps = -(-total_s // p.dt_s) + p.warmup_s // p.dt_s
     n = sum(r.ultraservers for h in (p.halls or (p.hall,)) for r in h.pools())
     if steps * n > F.MAX_US_STEPS:
         raise ScenarioError(
@@ -666,6 +672,29 @@ def prepare(
         except ValueError as e:
             raise ScenarioError(f"{origin}: {e}") from None
     return p
+
+
+def _check_event_times(scenario: Scenario, p: params.FactoryParams) -> None:
+    """A scheduled event at or after the scenario's own end never happens: refused, naming it."""
+    end_s = int(round(scenario.duration_h * 3600))
+    for i, (e, ev) in enumerate(zip(scenario.events, p.events, strict=False)):
+        if ev.time_s >= end_s:
+            raise ScenarioError(
+                f"{scenario._origin}: events[{i}].at_h: {e.at_h:g} h is at or after the end of the scenario "
+                f"(duration_h = {scenario.duration_h:g}); it would never happen"
+            )
+
+
+def cut_events(scenario: Scenario, duration_s: int | None) -> list[str]:
+    """The scheduled events a shorter run (``--hours``/``--days``) ends before, described for a
+    warning (empty when the run is the scenario's own length or reaches them all)."""
+    if duration_s is None:
+        return []
+    return [
+        f"events[{i}] {e.kind} at {e.at_h:g} h"
+        for i, e in enumerate(scenario.events)
+        if int(round(e.at_h * 3600)) >= duration_s
+    ]
 
 
 def build_simulation(

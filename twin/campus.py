@@ -149,7 +149,7 @@ class Campus:
         self.cap_w = float(params.power.campus_cap_w) if params.power.campus_cap_w > 0 else math.inf
         self._it_w = [h.design.design_it_w for h in self.halls]  # IT power per hall, last step
         self._fac_w: list[float] = []  # facility power per hall, last step (none before the first)
-        self.t_s = 0
+        self.t_s = -params.warmup_s  # the clock starts before the recording by the warm-up
         self.events = EventQueue(EVENT_KINDS)
         for ev in params.events:
             self.events.push(ev, "scenario")

@@ -130,7 +130,7 @@ class Hall:
         self.site = site.SiteModel(
             params.site, rng.streams(params.seed if weather_seed is None else weather_seed).weather
         )
-        self.t_s = 0
+        self.t_s = -params.warmup_s  # the clock starts before the recording by the warm-up
         self._last_w = 0.0  # the hall's facility power, last step (0 before the first)
         self._shared_cap_w = math.inf  # the cap the systems' shares were last set for
         self.events = EventQueue(EVENT_KINDS)

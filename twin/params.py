@@ -479,6 +479,9 @@ class FactoryParams:
     scheduler: SchedulerParams = field(default_factory=SchedulerParams)
     models: tuple[ModelSpec, ...] = ()  # scenario-defined models (added to twin.models.MODELS)
     events: tuple[ScheduledEvent, ...] = ()
+    # Simulated before the recording starts (a multiple of dt_s): the model's clock starts at
+    # -warmup_s, and the run is recorded from 0 (``scenarios.runner.Session``).
+    warmup_s: int = 0
     # A campus: several halls (buildings), each with its own floor, plant and power chain, under
     # one substation and grid connection (``twin.campus``). Empty: one hall (``hall``); when
     # given, ``hall`` is the first of them.

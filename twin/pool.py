@@ -59,7 +59,7 @@ class Pool:
         # Fixed cost rates of ownership (capital, maintenance, staff; twin.tco).
         self.costs = tco.cost_rates(self.sys, hall.ultraservers, self.design.design_it_w, params.tco)
         self.rngs = rng.streams(params.seed)
-        self.t_s = 0
+        self.t_s = -params.warmup_s  # the clock starts before the recording by the warm-up
         self.cluster = Cluster(params, self.topo, self.acc, self.rngs)
         self.chip_owner = self.cluster.chip_owner
         self.chip_failed = self.cluster.chip_failed

@@ -29,6 +29,8 @@ def live(
     spec, text, _ = load(scenario, sets)
     path = Path(out) if out else default_out(spec.name)
     metrics = start_metrics(metrics_port)
+    if spec.warmup_h > 0:
+        click.echo(f"{spec.name}: warming up {spec.warmup_h:g} h (simulated, not recorded)…", err=True)
     session = Session(
         spec,
         text,

@@ -120,14 +120,18 @@ def _run_one(
         metrics.set_run(scenario=spec.name, file=str(path))
     hook = {"on_chunk": metrics.update} if metrics else {}
 
+    from tui.cli.scenario import warn_cut_events
+
     total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
     steps = -(-total_s // spec.dt_s)
+    warm = spec.warmup_steps()
+    warn_cut_events(spec, dur)
     show = sys.stderr.isatty() and not as_json
     with stoppable(path):
         if show:
             with click.progressbar(
-                length=steps,
-                label=f"{spec.name}: {steps:,} steps",
+                length=warm + steps,
+                label=f"{spec.name}: " + (f"{warm:,} warm-up + " if warm else "") + f"{steps:,} steps",
                 file=sys.stderr,
                 show_eta=True,
                 show_percent=True,

@@ -8,6 +8,7 @@ Headless: imports neither Textual nor the TUI. Both read the scenario fact table
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -26,6 +27,7 @@ def validate_scenario(
     spec, _, origin = load(scenario, sets)
     for s in spec.variants or [spec]:
         p, sim = build_simulation(s, seed, duration_s)
+        warn_cut_events(s, duration_s)
         hours = duration_s / 3600 if duration_s is not None else s.duration_h
         halls = p.halls or (p.hall,)
         counts: dict[str, int] = {}  # UltraServers per system, over every hall of a campus
@@ -37,10 +39,32 @@ def validate_scenario(
             + (f"{len(halls)} halls, " if len(halls) > 1 else "")
             + " + ".join(f"{n:,} x {name}" for name, n in counts.items())
             + ", "
-            f"{sim.topo.chips:,} chips, dt {p.dt_s} s, {hours:g} h, {len(s.events)} scheduled events, "
-            f"starts {s.start.isoformat()}"
+            f"{sim.topo.chips:,} chips, dt {p.dt_s} s, {hours:g} h"
+            + (f" after a {s.warmup_h:g} h warm-up" if s.warmup_h > 0 else "")
+            + f", {_events_within(s, duration_s)}, starts {s.start.isoformat()}"
         )
         del sim
+
+
+def _events_within(s: Any, duration_s: int | None) -> str:
+    from scenarios.spec import cut_events
+
+    n, cut = len(s.events), len(cut_events(s, duration_s))
+    return f"{n} scheduled events" + (f" ({n - cut} within the run)" if cut else "")
+
+
+def warn_cut_events(s: Any, duration_s: int | None) -> None:
+    """One line on stderr when ``--hours``/``--days`` ends the run before scheduled events."""
+    from scenarios.spec import cut_events
+
+    cut = cut_events(s, duration_s)
+    if cut:
+        shown = "; ".join(cut[:3]) + (f"; and {len(cut) - 3} more" if len(cut) > 3 else "")
+        click.echo(
+            f"twin: warning: '{s.name}': the run ends at {duration_s / 3600:g} h, before {len(cut)} of its "
+            f"{len(s.events)} scheduled events ({shown}); they will not happen",
+            err=True,
+        )
 
 
 def print_schema() -> None:

@@ -66,6 +66,10 @@ from twin.pool import Pool
 from twin.record import Frames, Recorder
 from twin.topology import Topology
 
+# The plant's figures every pool of a hall carries as they are (the hall's: temperatures, COP,
+# free-cooling share, units); the others are shared among the pools by IT power.
+_SAME = frozenset(c.name for c in telemetry.TABLES["factory_ts"] if c.merge == "same")
+
 EVENT_KINDS = (
     *FACILITY_EVENT_KINDS,
     "fail_chip",
@@ -353,10 +357,7 @@ class Hall:
         out = []
         for k, (pl, part) in enumerate(zip(pools, parts, strict=True)):
             share = part.it_w / it_w if it_w > 0 else design[k] / sum(design)
-            own = {
-                key: (v if telemetry.column("factory_ts", key).merge == "same" else v * share)
-                for key, v in plant_out.items()
-            }
+            own = {key: (v if key in _SAME else v * share) for key, v in plant_out.items()}
             pl_losses = power.ChainLosses(
                 losses.pdu_w * share, losses.ups_w * share, losses.transformer_w * share
             )

@@ -212,10 +212,11 @@ class Pool:
         else:
             mean_clock = float(ph.clock[busy].mean()) if busy.any() else 1.0
             us_clock = topo.per_us(ph.clock) / c
-        rec.factory(i, **{k: getattr(ph, k) for k in PHYSICS_COLUMNS}, **ph.units)
-        rec.factory(i, **{k: getattr(w, k) for k in WORK_COLUMNS})
         rec.factory(
             i,
+            **{k: getattr(ph, k) for k in PHYSICS_COLUMNS},
+            **ph.units,
+            **{k: getattr(w, k) for k in WORK_COLUMNS},
             time_s=t,
             mean_clock=mean_clock,
             chips_allocated=self.cluster.n_alloc,

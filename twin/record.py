@@ -106,6 +106,7 @@ class Recorder:
         self.h["ultraservers"][:] = topo.ultraservers
         # First UltraServer of each row (UltraServers are numbered row by row).
         self._row_start = np.flatnonzero(np.r_[True, topo.us_row[1:] != topo.us_row[:-1]])
+        self._row_nus = np.diff(np.r_[self._row_start, topo.ultraservers])  # UltraServers per row
         self.c: list[dict[str, npt.NDArray[Any]]] = []
 
     def factory(self, i: int, **values: float) -> None:
@@ -129,8 +130,7 @@ class Recorder:
             return
         power, busy, failed, tripped, act, tmax, ret, clock = cols[:8]
         if kr >= 0:
-            st = self._row_start
-            nus = np.diff(np.r_[st, topo.ultraservers])
+            st, nus = self._row_start, self._row_nus
             s = slice(kr * topo.rows, (kr + 1) * topo.rows)
             r = self.r
             r["time_s"][s] = t

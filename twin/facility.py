@@ -126,6 +126,7 @@ class Facility:
     design_liquid_w = _Part[float]("plant_design", "design_liquid_w")
     fw_flow_design = _Part[float]("plant_design", "fw_flow_design")
     fw_mass_kg = _Part[float]("plant_design", "fw_mass_kg")
+    chw_mass_kg = _Part[float]("plant_design", "chw_mass_kg")
     fw_pump_design_w = _Part[float]("plant_design", "fw_pump_design_w")
     cdu_pump_design_w = _Part[float]("plant_design", "cdu_pump_design_w")
     fan_design_w = _Part[float]("plant_design", "fan_design_w")
@@ -272,19 +273,33 @@ class Facility:
         ret, coolant, flow_frac, shut, ret0 = th.ret, th.coolant, th.flow_frac, th.shut, th.ret0
         us_it, it_w = th.pw.us_it, th.pw.it_w
         liquid_us = self.lf * us_it
-        # Heat handed to the facility water over the step = heat in - heat stored in the loops.
-        to_fw_w = max(
-            float(liquid_us.sum() - cooling.loop_stored_w(self.design.us_loop_mass_kg, ret, ret0, dt_s)), 0.0
-        )
+        # Heat handed to the facility water over the step = heat in - heat stored in the loops
+        # (negative when loops colder than their supply draw heat from the facility water).
+        loops_stored_w = cooling.loop_stored_w(self.design.us_loop_mass_kg, ret, ret0, dt_s)
+        to_fw_w = float(liquid_us.sum()) - loops_stored_w
         self.racks.return_c = ret
 
         us_off = self.trips.us_tripped.copy()  # powered off during this step
+        # The CRAHs' supply air the UltraServers' air-cooled parts breathe (warmer while the
+        # chilled water stores heat).
+        inlet_air_c = cooling.crah_supply_air_c(self.plant.chw_supply_c, self.cp)
         tripped_chips, recovered_chips = self.trips.loop_trips(
-            self.cp, self.lf, ret, coolant, flow_frac, alive, shut, t_s, ev
+            self.cp, self.lf, ret, coolant, flow_frac, alive, shut, t_s, ev, inlet_air_c
         )
         air_heat = it_w - float(liquid_us.sum())
         return ItStep(
-            th, util, alive, th.dyn_full, to_fw_w, air_heat, it_w, us_off, tripped_chips, recovered_chips, ev
+            th,
+            util,
+            alive,
+            th.dyn_full,
+            to_fw_w,
+            air_heat,
+            it_w,
+            us_off,
+            tripped_chips,
+            recovered_chips,
+            ev,
+            loops_stored_w,
         )
 
     def finish_step(
@@ -317,8 +332,19 @@ class Facility:
                 ("throttle", "factory", f"{throttled} chips throttled" if throttled else "throttling ended")
             )
         fw_supply_c = self.plant.fw_supply_c
+        # The CDUs' secondary supply at the same instant (the end of the step): never colder than
+        # the facility water that cools it plus the CDU approach (``cooling.loop_supply_c``).
+        sec_supply_c = cooling.loop_supply_c(fw_supply_c, self.cp)
         return steps.record(
-            part, plant_out, losses, fw_supply_c, self.cap.facility_w, self.topo.chip_us, throttled, cond
+            part,
+            plant_out,
+            losses,
+            fw_supply_c,
+            sec_supply_c,
+            self.cap.facility_w,
+            self.topo.chip_us,
+            throttled,
+            cond,
         )
 
     def _power_and_heat(

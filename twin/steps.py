@@ -55,6 +55,7 @@ class ItStep:
     tripped_chips: npt.NDArray[np.int64]
     recovered_chips: npt.NDArray[np.int64]
     events: Events
+    loops_stored_w: float = 0.0  # heat the rack loops stored over the step (rate) [W]
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,14 @@ class FacilityStep:
     chiller_cop: float
     water_l: float
     facility_water_supply_c: float
+    coolant_supply_c: float  # CDU secondary supply = facility water + CDU approach [°C]
     unmet_heat_w: float
+    # The heat balance (``plant.run``): IT heat = heat_rejected_w + heat_stored_w, the stored
+    # heat counting the rack loops' too.
+    heat_rejected_w: float
+    heat_stored_w: float
+    unrejected_fraction: float
+    chilled_water_supply_c: float
     facility_cap_w: float  # NaN: none
     units: dict[str, float]  # the plant's units (``plant.UNIT_COLUMNS``)
     throttled_chips: int
@@ -132,6 +140,7 @@ def record(
     plant_out: dict[str, float],
     losses: power.ChainLosses,
     fw_supply_c: float,
+    coolant_supply_c: float,
     facility_cap_w: float,
     chip_us: npt.NDArray[np.int32],
     throttled: int,
@@ -167,7 +176,12 @@ def record(
         chiller_cop=plant_out["chiller_cop"],
         water_l=plant_out["water_l"],
         facility_water_supply_c=fw_supply_c,
+        coolant_supply_c=coolant_supply_c,
         unmet_heat_w=plant_out["unmet_heat_w"],
+        heat_rejected_w=plant_out["heat_rejected_w"],
+        heat_stored_w=plant_out["heat_stored_w"] + part.loops_stored_w,
+        unrejected_fraction=plant_out["unrejected_fraction"],
+        chilled_water_supply_c=plant_out["chilled_water_supply_c"],
         facility_cap_w=facility_cap_w if math.isfinite(facility_cap_w) else math.nan,
         units={k: plant_out[k] for k in UNIT_COLUMNS},
         throttled_chips=throttled,

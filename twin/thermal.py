@@ -227,14 +227,21 @@ class Trips:
         shut: IntArray,
         t_s: int,
         ev: Events,
+        inlet_air_c: float | None = None,
     ) -> tuple[IntArray, IntArray]:
         """Loop protection at the end of the step: an UltraServer whose coolant runs past its
         trip point powers off (chips, hosts, switches) and comes back once its coolant has
         cooled and its CDU runs again (one shut down by its junctions, ``shut``, not before its
-        hold time). Returns (chips going off, chips coming back)."""
+        hold time). A liquid-cooled UltraServer's air-cooled share (hosts, NICs, power
+        supplies) has the air-cooled systems' limit too: it powers off when its inlet air
+        (``inlet_air_c``, the CRAH supply) passes ``air_trip_c`` and needs it below
+        ``air_restart_c`` to come back. Returns (chips going off, chips coming back)."""
         if lf > 0:
             hot_us = ret > cp.loop_trip_c
             cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
+            if inlet_air_c is not None and lf < 1:
+                hot_us = hot_us | (inlet_air_c > cp.air_trip_c)
+                cool_us = cool_us & (inlet_air_c < cp.air_restart_c)
         else:
             hot_us = coolant > cp.air_trip_c
             cool_us = coolant < cp.air_restart_c
@@ -246,8 +253,14 @@ class Trips:
             mask = newly[self.chip_us] & alive
             self.chip_tripped |= mask
             tripped_chips = np.flatnonzero(mask)
+            air = lf > 0 and inlet_air_c is not None and inlet_air_c > cp.air_trip_c
             for u in np.flatnonzero(newly).tolist():
-                ev.append(("thermal_trip", f"ultraserver:{u}", f"coolant {coolant[u]:.1f} °C: powered off"))
+                why = (
+                    f"inlet air {inlet_air_c:.1f} °C"
+                    if air and not ret[u] > cp.loop_trip_c
+                    else f"coolant {coolant[u]:.1f} °C"
+                )
+                ev.append(("thermal_trip", f"ultraserver:{u}", f"{why}: powered off"))
         if len(shut):
             tripped_chips = np.union1d(tripped_chips, np.flatnonzero(np.isin(self.chip_us, shut) & alive))
             self.us_hold_until[shut] = t_s + cp.shutdown_restart_s

@@ -145,8 +145,9 @@ def test_without_towers_and_two_chillers_the_facility_water_warms_until_the_loop
     # The first step stores the net heat: the water warms at net / (M c_p) (2 %).
     assert (fw[0] - fac.fw_setpoint_c) == pytest.approx(net_w * 30 / (fac.fw_mass_kg * CP), rel=0.02)
     assert (f["coolant_supply_c"] >= fw + cp.cdu_approach_k - 1e-9).all()
-    # The chips warm with the water, one for one.
-    before = f["ultraservers_tripped"] == 0
+    # The chips warm with the water, one for one, until protection acts: the hottest chips
+    # (the largest h g of the chips' spread) reach their throttle curve shortly before the trip.
+    before = (f["ultraservers_tripped"] == 0) & (f["throttled_chips"] == 0)
     np.testing.assert_allclose(
         f["max_chip_temp_c"][before] - f["coolant_return_c"][before], tj_rise, atol=1.0
     )
@@ -156,7 +157,7 @@ def test_without_towers_and_two_chillers_the_facility_water_warms_until_the_loop
     mass = fac.fw_mass_kg + fac.us_mass_kg * len(fac.us_return_c)
     t_hand = (fw_trip - fac.fw_setpoint_c) * mass * CP / net_w
     assert k * 30 == pytest.approx(t_hand, rel=0.03)
-    assert f["max_chip_temp_c"].max() <= cp.throttle_temp_c + 0.5
+    assert f["max_chip_temp_c"].max() <= cp.throttle_full_c + 0.5
     it_j = float(f["it_power_w"].sum()) * 30
     assert float((f["heat_rejected_w"] + f["heat_stored_w"]).sum()) * 30 == pytest.approx(it_j, rel=1e-9)
     # Restore: the stored heat is rejected, the water returns to its setpoint, the UltraServers

@@ -28,7 +28,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from twin import capping, cooling, design, effects, plant, power, steps, thermal
+from twin import capping, cooling, design, effects, plant, power, rng, steps, thermal
 from twin.catalog import Accelerator, System
 from twin.events import Events
 from twin.itpower import ItPower, it_power
@@ -93,7 +93,11 @@ class Facility:
         self.lf = d.liquid_fraction
         ones = np.ones(topo.chips)
         ones.setflags(write=False)  # the clock while nothing is capped or hot (shared)
-        self.chips = capping.Chips(self.acc, cp, self.pp, topo, topo.us_row[topo.chip_us], ones)
+        # The chips' fixed spread of power and cold-plate resistance, drawn once from the run's
+        # own stream for it (``rng.chip_spread``: the other streams' draws are untouched).
+        self.chips = capping.Chips.of(
+            self.acc, cp, self.pp, topo, topo.us_row[topo.chip_us], ones, rng.chip_spread(p.seed)
+        )
         # Design values, fixed for the run (``twin.design``).
         self.racks = thermal.Racks(
             cp, self.lf, d, topo.us_row, np.full(topo.ultraservers, cp.supply_setpoint_c)
@@ -268,7 +272,7 @@ class Facility:
             util[dead] = 0.0
         full_clock = self._full_clock
         # Dynamic power at full clock, (P_tdp - P_idle) u, only where a clock below 1 needs it.
-        dyn_full = None if full_clock else power.dynamic_w(self.acc.tdp_w, self.acc.idle_w, util)
+        dyn_full = None if full_clock else self.chips.dynamic_w(util)
         th = self._power_and_heat(util, alive, dead, dyn_full, clock, full_clock, dt_s, first, ev)
         ret, coolant, flow_frac, shut, ret0 = th.ret, th.coolant, th.flow_frac, th.shut, th.ret0
         us_it, it_w = th.pw.us_it, th.pw.it_w
@@ -320,7 +324,9 @@ class Facility:
             util, part.alive, part.dyn_full, pw.it_w, facility_w, pw.us_it, th.speed
         )
         if self.cap.site_w < math.inf:  # a campus shares its cap among its halls from these
-            self.cap.basis = capping.basis(self, util, clock, full_clock, pw.it_w, pw.us_act)
+            self.cap.basis = capping.basis(
+                self, util, clock, full_clock, pw.it_w, pw.us_gact, self.chips.p_scale
+            )
             self._ran = RanAt(self.clock, self._full_clock, coolant, r_us)
         self._set_clock(
             capping.next_clock(self.chips, self.cap, self.clock, self._full_clock, op, coolant, r_us)
@@ -345,6 +351,7 @@ class Facility:
             self.topo.chip_us,
             throttled,
             cond,
+            self.chips.r_scale,
         )
 
     def _power_and_heat(
@@ -418,9 +425,10 @@ class Facility:
         cu = self.topo.chip_us
         dyn_full = th.dyn_full
         if dyn_full is None:
-            dyn_full = th.dyn_full = power.dynamic_w(self.acc.tdp_w, self.acc.idle_w, util)
-        tj = cooling.junction_c(th.coolant[cu], th.r_us[cu], th.pw.chip_p)
-        prot = thermal.protect(self.cp, self.acc, cu, tj, th.clock, util, dyn_full, th.coolant, th.r_us)
+            dyn_full = th.dyn_full = self.chips.dynamic_w(util)
+        ch = self.chips
+        tj = cooling.junction_c(th.coolant[cu], th.r_us[cu] * ch.r_scale, th.pw.chip_p)
+        prot = thermal.protect(self.cp, ch, cu, tj, th.clock, th.pw.chip_p > 0, dyn_full, th.coolant, th.r_us)
         if prot is None:
             return
         th.protected = True

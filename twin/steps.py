@@ -106,6 +106,7 @@ class FacilityStep:
     tripped_chips: npt.NDArray[np.int64]  # chips that went offline this step (thermal trip)
     recovered_chips: npt.NDArray[np.int64]  # chips back after a thermal trip
     events: Events  # what the physics reported this step (trips, throttling, effects ending)
+    chip_r_scale: FloatArray | None = None  # each chip's resistance factor h (None: 1)
 
     @property
     def chip_p(self) -> FloatArray:
@@ -113,9 +114,12 @@ class FacilityStep:
         return self.pw.chip_p
 
     def chip_tj(self) -> FloatArray:
-        """Junction temperature of every chip [°C] (``cooling.junction_c``)."""
+        """Junction temperature of every chip [°C] (``cooling.junction_c``, T_j = coolant + h R P)."""
         u = self.chip_us
-        return cooling.junction_c(self.us_coolant_c[u], self.us_r_k_per_w[u], self.chip_p)
+        r = self.us_r_k_per_w[u]
+        if self.chip_r_scale is not None:
+            r = r * self.chip_r_scale
+        return cooling.junction_c(self.us_coolant_c[u], r, self.chip_p)
 
     @property
     def cooling_power_w(self) -> float:
@@ -145,6 +149,7 @@ def record(
     chip_us: npt.NDArray[np.int32],
     throttled: int,
     cond: Conditions,
+    chip_r_scale: FloatArray | None = None,
 ) -> FacilityStep:
     """The step's record from the chips' part, the plant's answer and the power chain's losses."""
     th = part.heat
@@ -190,4 +195,5 @@ def record(
         tripped_chips=part.tripped_chips,
         recovered_chips=part.recovered_chips,
         events=part.events,
+        chip_r_scale=chip_r_scale,
     )

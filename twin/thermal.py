@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from twin import cooling
-from twin.catalog import Accelerator
+from twin.capping import Chips
 from twin.design import Design
 from twin.events import Events
 from twin.itpower import ItPower
@@ -156,24 +156,28 @@ class Racks:
 
 def protect(
     cp: CoolingParams,
-    acc: Accelerator,
+    ch: Chips,
     chip_us: npt.NDArray[np.int32],
     tj: FloatArray,
     clock: FloatArray,
-    util: FloatArray,
+    powered: BoolArray,
     dyn_full: FloatArray,
     coolant_us: FloatArray,
     r_us: FloatArray,
 ) -> tuple[FloatArray, IntArray] | None:
     """Clocks protected against this step's coolant and the UltraServers to shut down, or
-    None when every chip is within its throttle curve (0.05 K tolerance)."""
-    over = (tj > cooling.allowed_junction_c(clock, cp) + 0.05) & (util > 0)
+    None when every chip is within its throttle curve (0.05 K tolerance). Each chip with its own
+    resistance factor h and idle power g P_idle (``ch``: ``twin.capping.Chips``; ``dyn_full``
+    carries g)."""
+    # Every powered chip, idle ones too (an idle chip with a large spread may run hotter than a
+    # throttled busy one; its firmware holds it at the clock of its curve all the same).
+    over = (tj > cooling.allowed_junction_c(clock, cp) + 0.05) & powered
     if not over.any():
         return None
     k = cp.dvfs_exponent
     idx = np.flatnonzero(over)
-    r = r_us[chip_us[idx]]
-    base = cooling.junction_c(coolant_us[chip_us[idx]], r, acc.idle_w)
+    r = r_us[chip_us[idx]] * ch.r_scale[idx]
+    base = cooling.junction_c(coolant_us[chip_us[idx]], r, ch.idle_chip[idx])
     f = cooling.thermal_clock(base, r * dyn_full[idx], clock[idx], k, cp)
     clock = clock.copy()
     clock[idx] = np.minimum(clock[idx], f)

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from tests.test_facility import busy_hall
-from twin import rng
-from twin.params import CoolingParams, PowerChainParams
+from twin import capping, rng
 
 
 def test_the_spread_is_drawn_once_per_seed_with_its_stated_distribution() -> None:
@@ -60,10 +59,10 @@ def test_hot_spots_exist_and_persist() -> None:
     assert float(tj.max() - tj[busy].min()) > 2.0  # K: a spread the Floor can show
 
 
-def test_without_spread_every_chip_is_the_nominal_chip() -> None:
-    sim = busy_hall(
-        power=PowerChainParams(chip_power_spread=0.0), cooling=CoolingParams(cold_plate_r_spread=0.0)
-    )
+def test_without_spread_every_chip_is_the_nominal_chip(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(capping, "CHIP_POWER_SPREAD", 0.0)
+    monkeypatch.setattr(capping, "COLD_PLATE_R_SPREAD", 0.0)
+    sim = busy_hall()
     ch = sim.pool.facility.chips
     assert (ch.p_scale == 1.0).all() and (ch.r_scale == 1.0).all()
     u = sim.advance(10)["ultraserver_ts"]

@@ -24,6 +24,19 @@ from twin.topology import Topology
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
+# Chip-to-chip spread, fixed per chip for a run (``Chips.of``, ``spread``): factors ~ N(1, sigma)
+# clipped to +-3 sigma; 0 makes every chip the nominal one.
+# Power at a given load (manufacturing / leakage). 3P/DER: same-SKU GPUs differ by 8 % (max 22 %)
+# on average in performance under power management, attributed to manufacturing variability
+# (Sinha et al., "Not All GPUs Are Created Equal", SC22, arXiv 2208.11035); read here as a spread
+# of power at equal work of ~8 % across the p5-p95 range, sigma = 8 % / 3.3 = 2.5 % (DER; the
+# reading of performance spread as power spread is ASM).
+CHIP_POWER_SPREAD = 0.025
+# Junction-to-coolant resistance (cold-plate mounting, thermal-interface bond line). ASM: no
+# published figure found; the interface is roughly a third to a half of the package's resistance
+# and its bond line varies by +-10-20 % between assemblies, so ~5 % of the total.
+COLD_PLATE_R_SPREAD = 0.05
+
 
 @dataclass(frozen=True)
 class Chips:
@@ -57,7 +70,7 @@ class Chips:
         rng: np.random.Generator,
     ) -> Chips:
         """The chips with their spread drawn once from ``rng`` (``twin.rng.chip_spread``)."""
-        g, h = spread(rng, topo.chips, pp.chip_power_spread, cp.cold_plate_r_spread)
+        g, h = spread(rng, topo.chips, CHIP_POWER_SPREAD, COLD_PLATE_R_SPREAD)
         hg = h * g
         for a in (g, h, hg):
             a.setflags(write=False)
@@ -85,8 +98,8 @@ class Chips:
 
 def spread(rng: np.random.Generator, n: int, sigma_p: float, sigma_r: float) -> tuple[FloatArray, FloatArray]:
     """(power factor g, resistance factor h) of ``n`` chips: each ~ N(1, sigma) clipped to
-    +-3 sigma (PowerChainParams.chip_power_spread, CoolingParams.cold_plate_r_spread); both
-    drawn every time (sigma 0: ones) so that one spread does not move the other's draws."""
+    +-3 sigma (``CHIP_POWER_SPREAD``, ``COLD_PLATE_R_SPREAD``); both drawn every time (sigma 0:
+    ones) so that one spread does not move the other's draws."""
     z = np.clip(rng.standard_normal((2, n)), -3.0, 3.0)
     return 1.0 + sigma_p * z[0], 1.0 + sigma_r * z[1]
 

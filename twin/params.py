@@ -64,13 +64,6 @@ class PowerChainParams:
     ups_c: float = 0.0064
     ups_rating_factor: float = 2.0  # 2N UPS: rating = 2 x design IT load (runs 20-50 % loaded)
     transformer_efficiency: float = 0.99  # ASM 98.5-99.5 % (facts §8.3)
-    # Chip-to-chip spread of power at a given load (manufacturing / leakage), fixed per chip for
-    # a run: factor ~ N(1, sigma) clipped to +-3 sigma. 3P/DER: same-SKU GPUs differ by 8 %
-    # (max 22 %) on average in performance under power management, attributed to manufacturing
-    # variability (Sinha et al., "Not All GPUs Are Created Equal", SC22, arXiv 2208.11035); read
-    # as a power spread at equal work of ~8 % across the p5-p95 range: sigma = 8 % / 3.3 = 2.5 %
-    # (DER, ASM reading). 0: identical chips.
-    chip_power_spread: float = 0.025
     # Standing power caps (0 = none): facility power, and IT power of every row. Grid events
     # (kind "power_cap") set or clear caps during a run.
     facility_cap_w: float = 0.0
@@ -98,12 +91,6 @@ class CoolingParams:
     air_junction_rise_at_tdp_k: float = 30.0
     cold_plate_convective_share: float = 0.5  # share of it that is forced convection (ASM)
     natural_convection_speed: float = 0.1  # stagnant loop: convection as at 10 % flow (ASM)
-    # Chip-to-chip spread of the junction-to-coolant resistance (cold-plate mounting, thermal
-    # interface bond line), fixed per chip: factor ~ N(1, sigma) clipped to +-3 sigma. ASM: no
-    # published figure found; the interface is roughly a third to a half of the package's
-    # resistance and its bond line varies by +-10-20 % between assemblies, so ~5 % of the total.
-    # 0: identical mountings.
-    cold_plate_r_spread: float = 0.05
     drycooler_approach_k: float = 6.0  # dry cooler / economizer approach to outdoor air (ASM)
     condenser_approach_k: float = 10.0  # air-cooled chiller condensing above outdoor (ASM)
     carnot_fraction: float = 0.5  # chiller COP as fraction of Carnot (ASM 0.5-0.6, facts §8.5)

@@ -170,7 +170,8 @@ def protect(
     resistance factor h and idle power g P_idle (``ch``: ``twin.capping.Chips``; ``dyn_full``
     carries g)."""
     # Every powered chip, idle ones too (an idle chip with a large spread may run hotter than a
-    # throttled busy one; its firmware holds it at the clock of its curve all the same).
+    # throttled busy one; its firmware holds it at the clock of its curve all the same; only busy
+    # chips shut down, below).
     over = (tj > cooling.allowed_junction_c(clock, cp) + 0.05) & powered
     if not over.any():
         return None
@@ -182,6 +183,9 @@ def protect(
     clock = clock.copy()
     clock[idx] = np.minimum(clock[idx], f)
     hot = cooling.junction_dyn_c(base, r * dyn_full[idx], clock[idx] ** k) > cp.shutdown_temp_c
+    # Only a busy chip shuts its UltraServer down (as before the spread: an idle chip past the
+    # limit is held at its lowest clock, not powered off).
+    hot &= dyn_full[idx] > 0
     shut = np.unique(chip_us[idx[hot]]).astype(np.int64)
     return clock, shut
 

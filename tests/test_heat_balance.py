@@ -119,9 +119,9 @@ def test_without_towers_and_two_chillers_the_facility_water_warms_until_the_loop
     """Every tower and two of three chillers lost: the last chiller carries the air side and
     what it has left of the liquid heat; the facility water stores the rest and warms at
     (Q_liq - (C_unit - Q_air)) / (M c_p); the rack loops follow it (the CDU supply = facility
-    water + 3 K; the chips' junctions rise with it, ~20 K above the loop return, so they are at
-    ~88 °C, not yet throttling, when) the UltraServers power off as their loop return passes
-    70 °C. Hand calculation of when: the return is supply + 3 K + the loop's rise, so the
+    water + 3 K) and the chips' junctions with them: the hottest chip (the largest h g of the
+    spread, ~23 K above its loop's return) reaches its throttle curve first, then the
+    UltraServers power off as their loop return passes 70 °C. Hand calculation of when: the return is supply + 3 K + the loop's rise, so the
     trip comes when the facility water reaches T* = 70 - 3 - rise (the loops lag by ~their time
     constant M_loop / (m c_p) ~ 1 min: 1.5 K tolerance), at t = (T* - 27) (M_fw + M_loops) c_p
     / (net heat): the rack loops warm with the water and store their share.
@@ -153,6 +153,13 @@ def test_without_towers_and_two_chillers_the_facility_water_warms_until_the_loop
     )
     k = int(np.flatnonzero(f["ultraservers_tripped"] > 0)[0])
     assert float(fw[k - 1]) == pytest.approx(fw_trip, abs=1.5)  # the water the step began with
+    # The hottest chip (T_j = return + its rise above the return) reaches 90 °C when the return
+    # is 90 - rise_j, i.e. when the facility water is 90 - rise_j - 3 - rise: by hand, before
+    # the trip.
+    j = int(np.flatnonzero(f["throttled_chips"] > 0)[0])
+    fw_throttle = cp.throttle_temp_c - tj_rise - cp.cdu_approach_k - rise
+    assert j < k
+    assert float(fw[j - 1]) == pytest.approx(fw_throttle, abs=1.5)
     # The rack loops warm with the facility water: both masses store the net heat.
     mass = fac.fw_mass_kg + fac.us_mass_kg * len(fac.us_return_c)
     t_hand = (fw_trip - fac.fw_setpoint_c) * mass * CP / net_w

@@ -26,6 +26,7 @@ from twin.telemetry import (
     V5_COLUMNS,
     V6_COLUMNS,
     V7_COLUMNS,
+    V8_COLUMNS,
     Column,
 )
 
@@ -155,6 +156,13 @@ def migrations() -> list[list[str]]:
         v7.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
         v7.append(comment_sql(table, col))
     out.append(v7)
+    # v8: the heat balance of the water in factory_ts (a no-op on a new file).
+    v8 = []
+    for table, name in V8_COLUMNS:
+        col = next(c for c in TABLES[table] if c.name == name)
+        v8.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
+        v8.append(comment_sql(table, col))
+    out.append(v8)
     return out
 
 

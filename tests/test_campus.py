@@ -39,20 +39,18 @@ def _build(text: str) -> Any:
     return sim
 
 
-def _idle_us_it_w() -> float:
-    """Hand calculation: one idle Trn3 Gen2 UltraServer at rack input (chips at idle power,
-    hosts at their idle share, switches on; the rectifier's fixed loss per server and its
-    efficiency)."""
+def _idle_us_it_w(n: int = 1, g_sum: float | None = None) -> float:
+    """Hand calculation: ``n`` idle Trn3 Gen2 UltraServers at rack input (chips at idle power
+    times their power factors, ``g_sum`` their sum, None: identical chips; hosts at their idle
+    share, switches on; the rectifier's fixed loss per server and its efficiency)."""
     from twin.params import PowerChainParams
 
     acc = catalog.ACCELERATORS[TRN3.accelerator]
     pp = PowerChainParams()
-    dc = (
-        TRN3.chips * acc.tdp_w * acc.idle_fraction
-        + TRN3.servers * TRN3.host_w_per_server * TRN3.host_idle_fraction
-    )
-    dc += TRN3.switch_w
-    return (dc + pp.psu_fixed_w_per_server * TRN3.servers) / pp.psu_efficiency
+    chips = n * TRN3.chips if g_sum is None else g_sum
+    dc = chips * acc.tdp_w * acc.idle_fraction
+    dc += n * (TRN3.servers * TRN3.host_w_per_server * TRN3.host_idle_fraction + TRN3.switch_w)
+    return (dc + n * pp.psu_fixed_w_per_server * TRN3.servers) / pp.psu_efficiency
 
 
 def test_idle_halls_draw_their_hand_calculated_it_power_and_the_grid_their_sum() -> None:
@@ -61,9 +59,11 @@ def test_idle_halls_draw_their_hand_calculated_it_power_and_the_grid_their_sum()
     f = sim.advance(10)
     h = f["hall_ts"]
     assert list(h["hall_id"][:4]) == [0, 1, 0, 1]
-    np.testing.assert_allclose(h["power_w"][0::2], 2 * _idle_us_it_w(), rtol=1e-12)
-    np.testing.assert_allclose(h["power_w"][1::2], 4 * _idle_us_it_w(), rtol=1e-12)
-    np.testing.assert_allclose(f["factory_ts"]["it_power_w"], 6 * _idle_us_it_w(), rtol=1e-12)
+    g = [float(hall.pool.facility.chips.p_scale.sum()) for hall in sim.halls]  # the chips' spread
+    want = [_idle_us_it_w(2, g[0]), _idle_us_it_w(4, g[1])]
+    np.testing.assert_allclose(h["power_w"][0::2], want[0], rtol=1e-12)
+    np.testing.assert_allclose(h["power_w"][1::2], want[1], rtol=1e-12)
+    np.testing.assert_allclose(f["factory_ts"]["it_power_w"], sum(want), rtol=1e-12)
 
 
 def test_grid_power_is_the_sum_of_the_halls_facility_power() -> None:

@@ -38,18 +38,17 @@ def _mixed(p: FactoryParams, rows: tuple[SystemRows, ...] | None = None) -> Fact
     return dataclasses.replace(p, hall=hall)
 
 
-def _idle_it_w(sysm: catalog.System, n: int, p: FactoryParams) -> float:
+def _idle_it_w(sysm: catalog.System, n: int, p: FactoryParams, g_sum: float | None = None) -> float:
     """Hand calculation: ``n`` idle systems at rack input. Chips at idle power (TDP x idle
-    fraction), hosts at their idle share, switches on; the rectifier adds its fixed loss per
-    server and divides by its efficiency."""
+    fraction, times each chip's power factor: ``g_sum`` their sum, None: identical chips), hosts
+    at their idle share, switches on; the rectifier adds its fixed loss per server and divides
+    by its efficiency."""
     acc = catalog.ACCELERATORS[sysm.accelerator]
     pp = p.power
-    dc = (
-        sysm.chips * acc.tdp_w * acc.idle_fraction
-        + sysm.servers * sysm.host_w_per_server * sysm.host_idle_fraction
-    )
-    dc += sysm.switch_w
-    return n * (dc + pp.psu_fixed_w_per_server * sysm.servers) / pp.psu_efficiency
+    chips = n * sysm.chips if g_sum is None else g_sum
+    dc = n * (sysm.servers * sysm.host_w_per_server * sysm.host_idle_fraction + sysm.switch_w)
+    dc += chips * acc.tdp_w * acc.idle_fraction
+    return (dc + n * pp.psu_fixed_w_per_server * sysm.servers) / pp.psu_efficiency
 
 
 def test_idle_floor_it_power_is_the_sum_of_its_systems_by_hand() -> None:
@@ -58,7 +57,8 @@ def test_idle_floor_it_power_is_the_sum_of_its_systems_by_hand() -> None:
     sim = model.build(p)
     assert isinstance(sim, Hall) and len(sim.pools) > 1
     f = sim.advance(5)
-    want_trn, want_gb = _idle_it_w(TRN3, 2, p), _idle_it_w(GB300, 3, p)
+    g = [float(pl.facility.chips.p_scale.sum()) for pl in sim.pools]  # the chips' spread
+    want_trn, want_gb = _idle_it_w(TRN3, 2, p, g[0]), _idle_it_w(GB300, 3, p, g[1])
     st = f["system_ts"]
     assert list(st["system"][:2]) == ["trn3-gen2", "gb300-nvl72"]
     np.testing.assert_allclose(st["it_power_w"][0::2], want_trn, rtol=1e-12)

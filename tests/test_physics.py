@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twin import cooling, power
+from twin import capping, cooling, power
 from twin.params import CoolingParams, PowerChainParams
 
 
@@ -184,20 +184,37 @@ def _chips(seed: int, nus: int, dead_share: float) -> tuple[np.ndarray, np.ndarr
 def test_ultraserver_chip_power_at_full_clock_is_the_sum_of_its_chips(
     seed: int, nus: int, dead: float
 ) -> None:
+    """Each chip draws g P(u) and runs its junction h R P above its coolant (its fixed spread,
+    ``capping.spread``): the UltraServer sums from the sums of g and g u over its powered chips,
+    and the hottest junction's h P, equal the per-chip definition."""
     util, _, alive, chip_us = _chips(seed, nus, dead)
+    g, h = capping.spread(np.random.default_rng(seed), len(util), 0.025, 0.05)
     dp = _TDP - _IDLE
-    per_chip = power.chip_power_w(power.dynamic_w(_TDP, _IDLE, util), _IDLE, np.ones(len(util)), 3.0, alive)
-    powered = np.bincount(chip_us, weights=alive, minlength=nus)
-    us_sum = power.us_chip_power_full_w(powered, _IDLE, dp, np.bincount(chip_us, weights=util, minlength=nus))
+    per_chip = power.chip_power_w(
+        power.dynamic_w(_TDP, _IDLE, util) * g, _IDLE * g, np.ones(len(util)), 3.0, alive
+    )
+    powered = np.bincount(chip_us, weights=alive * g, minlength=nus)
+    gu = np.bincount(chip_us, weights=util * g, minlength=nus)
+    us_sum = power.us_chip_power_full_w(powered, _IDLE, dp, gu)
     np.testing.assert_allclose(us_sum, np.bincount(chip_us, weights=per_chip, minlength=nus), rtol=1e-12)
-    # The busiest chip's power from the highest utilisation: the same arithmetic, so exactly.
-    u_max = np.full(nus, -np.inf)
-    np.maximum.at(u_max, chip_us, util)
-    p_max = np.full(nus, -np.inf)
-    np.maximum.at(p_max, chip_us, per_chip)
-    np.testing.assert_array_equal(power.hottest_chip_power_full_w(powered, _IDLE, dp, u_max), p_max)
-    # Per chip on demand (``ItPower.chip_p``): exactly the power law at f = 1 on powered chips.
-    np.testing.assert_array_equal(power.chip_power_full_w(_IDLE, dp, util)[alive], per_chip[alive])
+    # The hottest junction's h P: per chip, the same relation (to rounding); its maximum is the
+    # maximum of h P over the UltraServer's powered chips.
+    dead_idx = np.flatnonzero(~alive)
+    hp = power.hottest_chip_power_full_w(h * g, _IDLE, dp, util, dead_idx)
+    np.testing.assert_allclose(hp, h * per_chip, rtol=1e-12)
+    want = np.full(nus, -np.inf)
+    np.maximum.at(want, chip_us, h * per_chip)
+    got = np.full(nus, -np.inf)
+    np.maximum.at(got, chip_us, hp)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    # Per chip on demand (``ItPower.chip_p``): the power law at f = 1 on powered chips.
+    np.testing.assert_allclose(
+        power.chip_power_full_w(_IDLE, dp, util, g)[alive], per_chip[alive], rtol=1e-12
+    )
+    # Identical chips (no spread): exactly the nominal chip's arithmetic.
+    np.testing.assert_array_equal(
+        power.chip_power_full_w(_IDLE, dp, util, np.ones(len(util)))[alive], (_IDLE + dp * util)[alive]
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -261,11 +278,12 @@ def test_shared_cap_basis_is_the_chips_dynamic_rack_power(seed: int, nus: int, f
     util, clock, _, chip_us = _chips(seed, nus, 0.05)
     if full:
         clock = np.ones(len(util))
+    g, _h = capping.spread(np.random.default_rng(seed), len(util), 0.025, 0.05)
     acc = SimpleNamespace(tdp_w=_TDP, idle_w=_IDLE)
     fac = SimpleNamespace(acc=acc, pp=PowerChainParams(), cp=CoolingParams())
-    us_act = np.bincount(chip_us, weights=util * clock, minlength=nus)
-    it, now, at_full = capping.basis(fac, util, clock, full, 1e6, us_act)  # type: ignore[arg-type]
-    dyn_rack = power.rack_dynamic_w(power.dynamic_w(_TDP, _IDLE, util), fac.pp)
+    us_gact = np.bincount(chip_us, weights=g * util * clock, minlength=nus)
+    it, now, at_full = capping.basis(fac, util, clock, full, 1e6, us_gact, g)  # type: ignore[arg-type]
+    dyn_rack = power.rack_dynamic_w(power.dynamic_w(_TDP, _IDLE, util) * g, fac.pp)
     k = fac.cp.dvfs_exponent
     assert it == 1e6
     assert at_full == pytest.approx(float(dyn_rack.sum()), rel=1e-12)

@@ -75,17 +75,18 @@ def test_chiller_restore_brings_units_back() -> None:
 def test_a_version_5_file_gains_the_plant_unit_columns() -> None:
     """A file written before the per-unit columns (schema v5) is migrated on open for writing: the
     six plant columns and the UltraServers' CDU flow (v6), then the hall of each row and system
-    (v7), are appended after their tables' own columns, and a new step inserts by name."""
+    (v7) and the heat balance of the water (v8), are appended after their tables' own columns,
+    and a new step inserts by name."""
     import duckdb
 
     from storage.schema import columns, migrations
     from storage.writer import init_schema
-    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, V6_COLUMNS, V7_COLUMNS
+    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, V6_COLUMNS, V7_COLUMNS, V8_COLUMNS
 
-    assert SCHEMA_VERSION == len(migrations()) == 7
+    assert SCHEMA_VERSION == len(migrations()) == 8
     assert V6_COLUMNS == {"factory_ts": PLANT_UNIT_COLUMNS, "ultraserver_ts": ("cdu_flow_fraction",)}
     added: dict[str, list[str]] = {t: list(names) for t, names in V6_COLUMNS.items()}
-    for table, name in V7_COLUMNS:
+    for table, name in (*V7_COLUMNS, *V8_COLUMNS):
         added.setdefault(table, []).append(name)
     con = duckdb.connect(":memory:")
     for stmts in migrations()[:5]:
@@ -102,7 +103,7 @@ def test_a_version_5_file_gains_the_plant_unit_columns() -> None:
         cols = [r[0] for r in con.sql(f"DESCRIBE {table}").fetchall()]
         assert cols == [*old[table], *names]
         assert sorted(cols) == sorted(c.name for c in columns(table))
-    assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [("7",)]
+    assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [("8",)]
     con.execute("INSERT INTO factory_ts BY NAME SELECT 'r' AS run_id, 0 AS time_s, 2 AS chillers_running")
     assert con.sql("SELECT chillers_running, chillers_failed FROM factory_ts").fetchall() == [(2, None)]
 

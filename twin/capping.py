@@ -24,11 +24,26 @@ from twin.topology import Topology
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
+# Chip-to-chip spread, fixed per chip for a run (``Chips.of``, ``spread``): factors ~ N(1, sigma)
+# clipped to +-3 sigma; 0 makes every chip the nominal one.
+# Power at a given load (manufacturing / leakage). 3P/DER: same-SKU GPUs differ by 8 % (max 22 %)
+# on average in performance under power management, attributed to manufacturing variability
+# (Sinha et al., "Not All GPUs Are Created Equal", SC22, arXiv 2208.11035); read here as a spread
+# of power at equal work of ~8 % across the p5-p95 range, sigma = 8 % / 3.3 = 2.5 % (DER; the
+# reading of performance spread as power spread is ASM).
+CHIP_POWER_SPREAD = 0.025
+# Junction-to-coolant resistance (cold-plate mounting, thermal-interface bond line). ASM: no
+# published figure found; the interface is roughly a third to a half of the package's resistance
+# and its bond line varies by +-10-20 % between assemblies, so ~5 % of the total.
+COLD_PLATE_R_SPREAD = 0.05
+
 
 @dataclass(frozen=True)
 class Chips:
     """What the clocks are solved over, fixed for a run: the accelerator, the cooling and power
-    parameters, the layout and the shared all-ones clock (read-only)."""
+    parameters, the layout, the shared all-ones clock (read-only) and each chip's fixed spread:
+    its power at a given load, g P(u, f) (``p_scale`` = g), and its junction-to-coolant
+    resistance, h R (``r_scale`` = h; ``spread``)."""
 
     acc: Accelerator
     cp: CoolingParams
@@ -36,6 +51,57 @@ class Chips:
     topo: Topology
     chip_row: npt.NDArray[np.int32]  # row of each chip
     ones: FloatArray  # the clock while nothing is capped or hot (shared, read-only)
+    p_scale: FloatArray  # g: power factor of each chip [-]
+    r_scale: FloatArray  # h: resistance factor of each chip [-]
+    idle_chip: FloatArray  # g P_idle [W]
+    hg: FloatArray  # h g: a chip's junction rise over the nominal chip's at the same load [-]
+    us_hg_max: FloatArray  # largest h g of each UltraServer [-]
+    us_p_scale: FloatArray  # sum of g over each UltraServer's chips [-]
+
+    @classmethod
+    def of(
+        cls,
+        acc: Accelerator,
+        cp: CoolingParams,
+        pp: PowerChainParams,
+        topo: Topology,
+        chip_row: npt.NDArray[np.int32],
+        ones: FloatArray,
+        rng: np.random.Generator,
+    ) -> Chips:
+        """The chips with their spread drawn once from ``rng`` (``twin.rng.chip_spread``)."""
+        g, h = spread(rng, topo.chips, CHIP_POWER_SPREAD, COLD_PLATE_R_SPREAD)
+        hg = h * g
+        for a in (g, h, hg):
+            a.setflags(write=False)
+        return cls(
+            acc,
+            cp,
+            pp,
+            topo,
+            chip_row,
+            ones,
+            g,
+            h,
+            acc.idle_w * g,
+            hg,
+            topo.max_per_us(hg),
+            topo.per_us(g),
+        )
+
+    def dynamic_w(self, util: FloatArray) -> FloatArray:
+        """Dynamic chip power at full clock g (P_tdp - P_idle) u [W] (``power.dynamic_w`` with
+        each chip's power factor)."""
+        out: FloatArray = power.dynamic_w(self.acc.tdp_w, self.acc.idle_w, util) * self.p_scale
+        return out
+
+
+def spread(rng: np.random.Generator, n: int, sigma_p: float, sigma_r: float) -> tuple[FloatArray, FloatArray]:
+    """(power factor g, resistance factor h) of ``n`` chips: each ~ N(1, sigma) clipped to
+    +-3 sigma (``CHIP_POWER_SPREAD``, ``COLD_PLATE_R_SPREAD``); both drawn every time (sigma 0:
+    ones) so that one spread does not move the other's draws."""
+    z = np.clip(rng.standard_normal((2, n)), -3.0, 3.0)
+    return 1.0 + sigma_p * z[0], 1.0 + sigma_r * z[1]
 
 
 @dataclass(frozen=True)
@@ -150,8 +216,11 @@ def next_clock(
     common step)."""
     cp, topo = ch.cp, ch.topo
     k = cp.dvfs_exponent
-    # Fast exit: even a chip at TDP on the warmest coolant stays below the throttle point.
-    cool = float(cooling.junction_c(coolant_us, r_us, ch.acc.tdp_w).max()) <= cp.throttle_temp_c
+    # Fast exit: even the hottest-running chip (largest h g) at TDP on the warmest coolant stays
+    # below the throttle point.
+    cool = (
+        float(cooling.junction_c(coolant_us, r_us * ch.us_hg_max, ch.acc.tdp_w).max()) <= cp.throttle_temp_c
+    )
     if not cap.capped and cool:
         return ch.ones if cp.min_clock <= 1.0 else np.full(topo.chips, cp.min_clock)
     if (
@@ -168,7 +237,7 @@ def next_clock(
         return ch.ones
     dyn_full = op.dyn_full
     if dyn_full is None:
-        dyn_full = power.dynamic_w(ch.acc.tdp_w, ch.acc.idle_w, op.util)
+        dyn_full = ch.dynamic_w(op.util)
     it_target = cap.it_target_w(op.it_w, op.facility_w)
     f = (
         cap_clock(ch, cap, clock, full_clock, dyn_full, op.it_w, it_target, op.us_it)
@@ -180,8 +249,8 @@ def next_clock(
     # (quasi-steady junction: the package settles in seconds, well inside a step).
     if cool:
         return f
-    r = r_us[topo.chip_us]
-    base = cooling.junction_c(coolant_us[topo.chip_us], r, ch.acc.idle_w)
+    r = r_us[topo.chip_us] * ch.r_scale
+    base = cooling.junction_c(coolant_us[topo.chip_us], r, ch.idle_chip)
     tj_at = cooling.junction_dyn_c(base, r * dyn_full, power.dvfs_power_factor(f, k))
     hot = (tj_at > cp.throttle_temp_c) & op.alive
     if hot.any():
@@ -249,7 +318,7 @@ def within_step(
     if not over:
         return None
     if dyn_full is None:
-        dyn_full = power.dynamic_w(ch.acc.tdp_w, ch.acc.idle_w, util)
+        dyn_full = ch.dynamic_w(util)
     f = np.maximum(cap_clock(ch, cap, clock, full_clock, dyn_full, it_w, it_target, us_it), ch.cp.min_clock)
     lowered: FloatArray = np.minimum(clock, f)
     return lowered, dyn_full
@@ -267,18 +336,26 @@ class HasChips(Protocol):
 
 
 def basis(
-    fac: HasChips, util: FloatArray, clock: FloatArray, full_clock: bool, it_w: float, us_act: FloatArray
+    fac: HasChips,
+    util: FloatArray,
+    clock: FloatArray,
+    full_clock: bool,
+    it_w: float,
+    us_act: FloatArray,
+    p_scale: FloatArray | None = None,
 ) -> tuple[float, float, float]:
     """What a shared cap needs of one facility's step: (IT power, its dynamic part at the
     step's clocks, the dynamic part at full clock) [W at rack input]. ``util`` is the chips'
-    utilisation at full clock (0 on unpowered chips), ``us_act`` its sum per UltraServer at the
-    step's clocks (at full clock the same sum, so no pass over the chips)."""
+    utilisation at full clock (0 on unpowered chips), ``p_scale`` their power factors g (None:
+    1), ``us_act`` the sum of g u f per UltraServer at the step's clocks (at full clock the same
+    sum, so no pass over the chips)."""
     dp = power.rack_dynamic_w(power.dynamic_w(fac.acc.tdp_w, fac.acc.idle_w, 1.0), fac.pp)
     if full_clock:
         full = dp * float(us_act.sum())
         return it_w, full, full
-    full = dp * float(util.sum())
-    now = dp * float((util * power.dvfs_power_factor(clock, fac.cp.dvfs_exponent)).sum())
+    gu = util if p_scale is None else util * p_scale
+    full = dp * float(gu.sum())
+    now = dp * float((gu * power.dvfs_power_factor(clock, fac.cp.dvfs_exponent)).sum())
     return it_w, now, full
 
 

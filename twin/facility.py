@@ -28,7 +28,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from twin import capping, cooling, design, effects, plant, power, steps, thermal
+from twin import capping, cooling, design, effects, plant, power, rng, steps, thermal
 from twin.catalog import Accelerator, System
 from twin.events import Events
 from twin.itpower import ItPower, it_power
@@ -93,7 +93,11 @@ class Facility:
         self.lf = d.liquid_fraction
         ones = np.ones(topo.chips)
         ones.setflags(write=False)  # the clock while nothing is capped or hot (shared)
-        self.chips = capping.Chips(self.acc, cp, self.pp, topo, topo.us_row[topo.chip_us], ones)
+        # The chips' fixed spread of power and cold-plate resistance, drawn once from the run's
+        # own stream for it (``rng.chip_spread``: the other streams' draws are untouched).
+        self.chips = capping.Chips.of(
+            self.acc, cp, self.pp, topo, topo.us_row[topo.chip_us], ones, rng.chip_spread(p.seed)
+        )
         # Design values, fixed for the run (``twin.design``).
         self.racks = thermal.Racks(
             cp, self.lf, d, topo.us_row, np.full(topo.ultraservers, cp.supply_setpoint_c)
@@ -126,6 +130,7 @@ class Facility:
     design_liquid_w = _Part[float]("plant_design", "design_liquid_w")
     fw_flow_design = _Part[float]("plant_design", "fw_flow_design")
     fw_mass_kg = _Part[float]("plant_design", "fw_mass_kg")
+    chw_mass_kg = _Part[float]("plant_design", "chw_mass_kg")
     fw_pump_design_w = _Part[float]("plant_design", "fw_pump_design_w")
     cdu_pump_design_w = _Part[float]("plant_design", "cdu_pump_design_w")
     fan_design_w = _Part[float]("plant_design", "fan_design_w")
@@ -267,24 +272,38 @@ class Facility:
             util[dead] = 0.0
         full_clock = self._full_clock
         # Dynamic power at full clock, (P_tdp - P_idle) u, only where a clock below 1 needs it.
-        dyn_full = None if full_clock else power.dynamic_w(self.acc.tdp_w, self.acc.idle_w, util)
+        dyn_full = None if full_clock else self.chips.dynamic_w(util)
         th = self._power_and_heat(util, alive, dead, dyn_full, clock, full_clock, dt_s, first, ev)
         ret, coolant, flow_frac, shut, ret0 = th.ret, th.coolant, th.flow_frac, th.shut, th.ret0
         us_it, it_w = th.pw.us_it, th.pw.it_w
         liquid_us = self.lf * us_it
-        # Heat handed to the facility water over the step = heat in - heat stored in the loops.
-        to_fw_w = max(
-            float(liquid_us.sum() - cooling.loop_stored_w(self.design.us_loop_mass_kg, ret, ret0, dt_s)), 0.0
-        )
+        # Heat handed to the facility water over the step = heat in - heat stored in the loops
+        # (negative when loops colder than their supply draw heat from the facility water).
+        loops_stored_w = cooling.loop_stored_w(self.design.us_loop_mass_kg, ret, ret0, dt_s)
+        to_fw_w = float(liquid_us.sum()) - loops_stored_w
         self.racks.return_c = ret
 
         us_off = self.trips.us_tripped.copy()  # powered off during this step
+        # The CRAHs' supply air the UltraServers' air-cooled parts breathe (warmer while the
+        # chilled water stores heat).
+        inlet_air_c = cooling.crah_supply_air_c(self.plant.chw_supply_c, self.cp)
         tripped_chips, recovered_chips = self.trips.loop_trips(
-            self.cp, self.lf, ret, coolant, flow_frac, alive, shut, t_s, ev
+            self.cp, self.lf, ret, coolant, flow_frac, alive, shut, t_s, ev, inlet_air_c
         )
         air_heat = it_w - float(liquid_us.sum())
         return ItStep(
-            th, util, alive, th.dyn_full, to_fw_w, air_heat, it_w, us_off, tripped_chips, recovered_chips, ev
+            th,
+            util,
+            alive,
+            th.dyn_full,
+            to_fw_w,
+            air_heat,
+            it_w,
+            us_off,
+            tripped_chips,
+            recovered_chips,
+            ev,
+            loops_stored_w,
         )
 
     def finish_step(
@@ -305,7 +324,9 @@ class Facility:
             util, part.alive, part.dyn_full, pw.it_w, facility_w, pw.us_it, th.speed
         )
         if self.cap.site_w < math.inf:  # a campus shares its cap among its halls from these
-            self.cap.basis = capping.basis(self, util, clock, full_clock, pw.it_w, pw.us_act)
+            self.cap.basis = capping.basis(
+                self, util, clock, full_clock, pw.it_w, pw.us_gact, self.chips.p_scale
+            )
             self._ran = RanAt(self.clock, self._full_clock, coolant, r_us)
         self._set_clock(
             capping.next_clock(self.chips, self.cap, self.clock, self._full_clock, op, coolant, r_us)
@@ -317,8 +338,20 @@ class Facility:
                 ("throttle", "factory", f"{throttled} chips throttled" if throttled else "throttling ended")
             )
         fw_supply_c = self.plant.fw_supply_c
+        # The CDUs' secondary supply at the same instant (the end of the step): never colder than
+        # the facility water that cools it plus the CDU approach (``cooling.loop_supply_c``).
+        sec_supply_c = cooling.loop_supply_c(fw_supply_c, self.cp)
         return steps.record(
-            part, plant_out, losses, fw_supply_c, self.cap.facility_w, self.topo.chip_us, throttled, cond
+            part,
+            plant_out,
+            losses,
+            fw_supply_c,
+            sec_supply_c,
+            self.cap.facility_w,
+            self.topo.chip_us,
+            throttled,
+            cond,
+            self.chips.r_scale,
         )
 
     def _power_and_heat(
@@ -392,9 +425,10 @@ class Facility:
         cu = self.topo.chip_us
         dyn_full = th.dyn_full
         if dyn_full is None:
-            dyn_full = th.dyn_full = power.dynamic_w(self.acc.tdp_w, self.acc.idle_w, util)
-        tj = cooling.junction_c(th.coolant[cu], th.r_us[cu], th.pw.chip_p)
-        prot = thermal.protect(self.cp, self.acc, cu, tj, th.clock, util, dyn_full, th.coolant, th.r_us)
+            dyn_full = th.dyn_full = self.chips.dynamic_w(util)
+        ch = self.chips
+        tj = cooling.junction_c(th.coolant[cu], th.r_us[cu] * ch.r_scale, th.pw.chip_p)
+        prot = thermal.protect(self.cp, ch, cu, tj, th.clock, th.pw.chip_p > 0, dyn_full, th.coolant, th.r_us)
         if prot is None:
             return
         th.protected = True

@@ -114,4 +114,5 @@ def hall_plant(facs: list[Facility]) -> PlantDesign:
         fw_pump_design_w=sum(f.fw_pump_design_w for f in facs),
         fan_design_w=sum(f.fan_design_w for f in facs),
         cdu_pump_design_w=sum(f.cdu_pump_design_w * f.topo.ultraservers for f in facs) / nus,
+        chw_mass_kg=sum(f.chw_mass_kg for f in facs),
     )

@@ -309,7 +309,15 @@ class Hall:
         facility_w = it_w + cooling_w + losses.total_w
         if shared:
             bases = [
-                capping.basis(pl.facility, p.util, p.heat.clock, p.heat.full_clock, p.it_w, p.heat.pw.us_act)
+                capping.basis(
+                    pl.facility,
+                    p.util,
+                    p.heat.clock,
+                    p.heat.full_clock,
+                    p.it_w,
+                    p.heat.pw.us_gact,
+                    pl.facility.chips.p_scale,
+                )
                 for pl, p in zip(pools, parts, strict=True)
             ]
             self._share_cap(bases, facility_w)

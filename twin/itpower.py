@@ -26,24 +26,28 @@ class ItPower:
     the live view and the services' share: at full clock it is derived from the utilisation when
     first asked (``chip_p``, ``chip_p_at``), not computed every step."""
 
-    full_p: FloatArray | None  # per chip [W], or None: P_idle + (P_tdp - P_idle) u on demand
+    full_p: FloatArray | None  # per chip [W], or None: g (P_idle + (P_tdp - P_idle) u) on demand
     act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
     us_it: FloatArray  # per UltraServer at rack input [W]
     it_w: float
     psu_loss_w: float
     us_chip_w: FloatArray  # chip power per UltraServer [W]
-    us_chip_max_w: FloatArray  # hottest-running chip's power per UltraServer [W]
+    # Largest h P of each UltraServer's chips (h: the chip's resistance factor): its hottest
+    # junction is coolant + R h P (``Chips``) [W].
+    us_chip_max_w: FloatArray
     us_act: FloatArray  # summed work rate of each UltraServer's chips [-]
+    us_gact: FloatArray  # summed g x work rate (g: the chips' power factors) [-]
     idle_w: float = 0.0
     dyn_w: float = 0.0  # P_tdp - P_idle
     dead: npt.NDArray[np.intp] | None = None  # unpowered chips (utilisation 0 there)
+    p_scale: FloatArray | None = None  # g of every chip (None: 1)
 
     @property
     def chip_p(self) -> FloatArray:
         """Power of every chip [W] (``power.chip_power_w``; 0 on unpowered chips)."""
         if self.full_p is None:
             # Full clock: the work rate is the utilisation.
-            p = power.chip_power_full_w(self.idle_w, self.dyn_w, self.act_chip)
+            p = power.chip_power_full_w(self.idle_w, self.dyn_w, self.act_chip, self.p_scale)
             if self.dead is not None and len(self.dead):
                 p[self.dead] = 0.0
             self.full_p = p
@@ -55,7 +59,8 @@ class ItPower:
         if self.full_p is not None:
             out: FloatArray = self.full_p[chips]
             return out
-        return power.chip_power_full_w(self.idle_w, self.dyn_w, self.act_chip[chips])
+        g = None if self.p_scale is None else self.p_scale[chips]
+        return power.chip_power_full_w(self.idle_w, self.dyn_w, self.act_chip[chips], g)
 
 
 def it_power(
@@ -72,32 +77,39 @@ def it_power(
     """Chip, host and switch power at ``clock``; rectifier losses are IT. Hosts follow their
     chips' work rate; switches are constant; a tripped UltraServer (``us_tripped``) draws nothing.
 
-    At full clock (the common step) chip power is P_idle + (P_tdp - P_idle) u
-    (``power.chip_power_w`` at f = 1): the UltraServer sums and maxima follow from the chips'
-    utilisation sums and maxima (``util`` is 0 on unpowered chips, ``dead``, few;
-    ``power.us_chip_power_full_w``, ``power.hottest_chip_power_full_w``), and the per-chip array
-    is built only when asked for (``ItPower.chip_p``)."""
+    Each chip draws g times the nominal chip's power at its load and runs its junction h R P
+    above its coolant (``Chips``: g, h fixed per chip). At full clock (the common step) chip
+    power is g (P_idle + (P_tdp - P_idle) u) (``power.chip_power_w`` at f = 1): the UltraServer
+    sums follow from the sums of g and g u over its powered chips (``util`` is 0 on unpowered
+    chips, ``dead``, few; ``power.us_chip_power_full_w``), the hottest junction's h P from one
+    pass (``power.hottest_chip_power_full_w``), and the per-chip array is built only when asked
+    for (``ItPower.chip_p``)."""
     topo, acc = ch.topo, ch.acc
     nus, c = topo.ultraservers, topo.chips_per_us
     tripped = us_tripped.any()
     dp = acc.tdp_w - acc.idle_w
     act_chip = util if full_clock else util * clock
     us_act = topo.per_us(act_chip)
+    gact = act_chip * ch.p_scale
+    us_gact = topo.per_us(gact)
     chip_p: FloatArray | None = None
     if full_clock and not tripped:
-        powered = np.full(nus, float(c))
+        powered = ch.us_p_scale
         if len(dead):
-            powered -= np.bincount(topo.chip_us[dead], minlength=nus)
-        us_chip_p = power.us_chip_power_full_w(powered, acc.idle_w, dp, us_act)
-        us_chip_max = power.hottest_chip_power_full_w(powered, acc.idle_w, dp, topo.max_per_us(util))
+            us_dead = topo.chip_us[dead]
+            powered = powered - np.bincount(us_dead, weights=ch.p_scale[dead], minlength=nus)
+            # An UltraServer with no powered chip sums to exactly 0 (not the subtraction's rounding).
+            powered = np.where(np.bincount(us_dead, minlength=nus) < c, powered, 0.0)
+        us_chip_p = power.us_chip_power_full_w(powered, acc.idle_w, dp, us_gact)
+        us_chip_max = topo.max_per_us(power.hottest_chip_power_full_w(ch.hg, acc.idle_w, dp, util, dead))
     else:
         if dyn_full is None:
-            dyn_full = power.dynamic_w(acc.tdp_w, acc.idle_w, util)
-        chip_p = power.chip_power_w(dyn_full, acc.idle_w, clock, ch.cp.dvfs_exponent, alive)
+            dyn_full = ch.dynamic_w(util)
+        chip_p = power.chip_power_w(dyn_full, ch.idle_chip, clock, ch.cp.dvfs_exponent, alive)
         if tripped:
             chip_p = np.where(us_tripped[topo.chip_us], 0.0, chip_p)
         us_chip_p = topo.per_us(chip_p)
-        us_chip_max = topo.max_per_us(chip_p)
+        us_chip_max = topo.max_per_us(chip_p * ch.r_scale)
     us_host_p = power.us_host_power_w(
         us_act, c, topo.servers_per_us, sysm.host_w_per_server, sysm.host_idle_fraction
     )
@@ -113,7 +125,9 @@ def it_power(
         us_chip_p,
         us_chip_max,
         us_act,
+        us_gact,
         acc.idle_w,
         dp,
         dead,
+        ch.p_scale,
     )

@@ -59,6 +59,7 @@ class PlantDesign:
     fw_pump_design_w: float
     fan_design_w: float
     cdu_pump_design_w: float  # per UltraServer loop [W]
+    chw_mass_kg: float = 0.0  # chilled-water loop mass of the air side [kg] (``chw_mass_kg``)
 
     @classmethod
     def of(cls, cp: CoolingParams, d: Design, ultraservers: int, us_design_liquid_w: float) -> PlantDesign:
@@ -78,7 +79,17 @@ class PlantDesign:
             fw_pump_design_w=cooling.pump_design_w(d.facility_design_flow_kg_s, cp),
             fan_design_w=cp.drycooler_fan_w_per_w * d.design_it_w,
             cdu_pump_design_w=cooling.pump_design_w(d.us_design_flow_kg_s, cp),
+            chw_mass_kg=chw_mass_kg(cp, (1 - d.liquid_fraction) * d.design_it_w),
         )
+
+
+def chw_mass_kg(cp: CoolingParams, design_air_w: float) -> float:
+    """Water in the air side's chilled-water loop [kg]: sized like the facility water loop,
+    ``facility_volume_l_per_kw`` litres per kW of its own design heat (ASM, as that loop's).
+    The room air, the CRAH coils and the building's structure are not counted (air holds 1.2
+    kJ/m3 K, water 4,180: a 10,000 m3 hall's air is 12 MJ/K next to 28 MJ/K of a 450 kW air
+    side's loop), so the air side warms if anything too fast: protection acts early."""
+    return cp.facility_volume_l_per_kw * design_air_w / 1000.0 * cooling.WATER_RHO_KG_M3 / 1000.0
 
 
 class _UsRows(Protocol):
@@ -117,6 +128,8 @@ class PlantView(Protocol):
     @property
     def cdu_pump_design_w(self) -> float: ...
     @property
+    def chw_mass_kg(self) -> float: ...
+    @property
     def row_flow_fraction(self) -> npt.NDArray[np.float64]: ...
     @property
     def topo(self) -> _UsRows: ...
@@ -137,6 +150,7 @@ def design_of(v: PlantView) -> PlantDesign:
         v.fw_pump_design_w,
         v.fan_design_w,
         v.cdu_pump_design_w,
+        v.chw_mass_kg,
     )
 
 
@@ -170,63 +184,86 @@ def sink_c(cp: CoolingParams, cond: Conditions) -> tuple[float, float]:
 def air_side(
     d: PlantDesign, st: PlantState, air_w: float, sink: float, eps: float, cap_total: float, dt_s: int
 ) -> tuple[float, float, float]:
-    """(economizer, chiller, unmet) heat of the air side [W]: chilled water at its setpoint, the
-    economizer precools when cold enough. The chilled-water loop warms when the chillers cannot
-    keep up (its thermal mass taken as the facility loop's, ASM)."""
+    """(economizer, chiller, stored) heat of the air side [W]: the CRAHs' chilled water at its
+    setpoint, the economizer precools when cold enough. Heat is conserved: what the economizer
+    and the chillers cannot carry is stored in the chilled-water loop (C = ``chw_mass_kg`` c_p),
+    which warms at stored / C and so warms the CRAH supply air (``cooling.crah_supply_air_c``);
+    once the chillers can, they carry the heat in and remove the stored heat within the step
+    (``stored`` < 0). Economizer + chiller + stored = ``air_w`` exactly."""
     chw = d.cp.chilled_water_c
-    chw_ret = chw + 6.0
+    t0 = st.chw_supply_c
+    c_chw = d.chw_mass_kg * CP
+    chw_ret = t0 + 6.0
     air_econ = min(air_w, max(eps * air_w * (chw_ret - sink) / 6.0, 0.0)) if air_w > 0 else 0.0
-    air_chiller = min(air_w - air_econ, cap_total)
-    air_unmet = air_w - air_econ - air_chiller
-    if air_unmet > 0:
-        st.chw_supply_c += air_unmet * dt_s / (d.fw_mass_kg * CP)
-    else:
-        st.chw_supply_c = max(chw, st.chw_supply_c - 1.0 * dt_s / 60.0)
-    return air_econ, air_chiller, air_unmet
+    need = air_w - air_econ
+    if c_chw <= 0:  # no air side to store heat in (a design without one): none is stored
+        return air_econ, min(need, cap_total), 0.0
+    excess = c_chw * max(t0 - chw, 0.0) / dt_s  # stored heat, as a rate over this step
+    # The economizer helps release it (its pumps at least at their minimum flow), down to its
+    # sink at most; the chillers take the rest.
+    flow_w = max(air_w, MIN_FLOW * (1 - d.lf) * d.design_it_w)
+    spare = max(eps * flow_w * (chw_ret - sink) / 6.0 - air_econ, 0.0)
+    econ_release = min(excess, spare, c_chw * max(t0 - sink, 0.0) / dt_s)
+    air_chiller = min(need + excess - econ_release, cap_total)
+    air_econ += econ_release
+    stored = air_w - air_econ - air_chiller
+    st.chw_supply_c = max(t0 + stored * dt_s / c_chw, min(chw, t0))
+    return air_econ, air_chiller, stored
 
 
 def liquid_side(
     d: PlantDesign, st: PlantState, liquid_w: float, sink: float, eps: float, cap_left: float, dt_s: int
 ) -> tuple[float, float, float, float]:
-    """(economizer, chiller, unmet) heat of the facility water loop [W] and its pump speed [-].
-    m c_p (T_ret - T_set) must go; the loop's supply temperature moves with its thermal mass."""
+    """(economizer, chiller, stored) heat of the facility water loop [W] and its pump speed [-].
+    m c_p (T_ret - T_set) must go; what the economizer and the chillers cannot carry stays in
+    the loop's thermal mass C, whose supply temperature moves by stored dt / C. Economizer +
+    chiller + stored = ``liquid_w`` exactly (``liquid_w`` < 0: the rack loops draw heat from
+    the facility water)."""
     speed = cooling.pump_speed(liquid_w, d.design_liquid_w) if liquid_w > 0 else MIN_FLOW
+    c_fw = d.fw_mass_kg * CP
+    if c_fw <= 0:  # no facility water loop (an air-cooled hall)
+        return 0.0, 0.0, 0.0, speed
     mcp = d.fw_flow_design * speed * CP
     t_set = d.fw_setpoint_c
     t0 = st.fw_supply_c
-    liq_econ = liq_chiller = liq_unmet = 0.0
-    if liquid_w <= 0:
-        return liq_econ, liq_chiller, liq_unmet, speed
+    q_in = max(liquid_w, 0.0)
 
     def econ(t_supply: float) -> float:
-        t_ret = t_supply + liquid_w / mcp
+        t_ret = t_supply + q_in / mcp
         return max(eps * mcp * (t_ret - sink), 0.0)
 
-    need_at_set = liquid_w
-    e_set = min(econ(t_set), need_at_set)
-    if e_set + cap_left >= need_at_set:
-        # The plant holds the setpoint: econ first, chiller trims; any stored heat in the loop
-        # is removed within the step (it is small next to the trim capacity).
-        excess = d.fw_mass_kg * CP * max(t0 - t_set, 0.0) / dt_s
-        liq_econ = e_set
-        liq_chiller = min(need_at_set - e_set + excess, cap_left)
-        st.fw_supply_c = max(t_set, t0 - (liq_chiller - (need_at_set - e_set)) * dt_s / (d.fw_mass_kg * CP))
+    if min(econ(t_set), q_in) + cap_left >= liquid_w:
+        # The plant holds the setpoint: econ first, chiller trims; heat stored in the loop
+        # (above the setpoint) is removed within the step as far as the economizer's spare
+        # capacity and the chillers' allow.
+        excess = c_fw * max(t0 - t_set, 0.0) / dt_s
+        base = min(econ(t_set), q_in)
+        # The economizer's spare capacity at the warmer water releases stored heat (down to
+        # its sink at most), the chillers the rest.
+        spare = max(econ(t0) - base, 0.0)
+        release = min(excess, spare, c_fw * max(t0 - sink, 0.0) / dt_s)
+        liq_econ = base + release
+        liq_chiller = min(max(liquid_w - base + excess - release, 0.0), cap_left)
+        stored = liquid_w - liq_econ - liq_chiller
+        st.fw_supply_c = t0 + stored * dt_s / c_fw
+        if liquid_w >= 0 and t0 >= t_set:  # released at most the excess: rounding only
+            st.fw_supply_c = max(st.fw_supply_c, t_set)
+        return liq_econ, liq_chiller, stored, speed
+    # Capacity-limited: C dT/dt = Q (1 - eps) - eps m c_p (T - sink) - chiller cap
+    # => exact exponential towards T_ss with tau = C / (eps m c_p); the economizer's heat over
+    # the step is what the balance leaves: Q - cap - C (T1 - T0) / dt.
+    liq_chiller = cap_left
+    if eps > 0:
+        t_ss = sink + (liquid_w * (1 - eps) - cap_left) / (eps * mcp)
+        t1 = cooling.mixed_loop_step(t0, t_ss, c_fw / (eps * mcp), dt_s)
     else:
-        # Capacity-limited: C dT/dt = Q (1 - eps) - eps m c_p (T - sink) - chiller cap
-        # => exact exponential towards T_ss with tau = C / (eps m c_p).
-        c_fw = d.fw_mass_kg * CP
-        if eps > 0:
-            t_ss = sink + (liquid_w * (1 - eps) - cap_left) / (eps * mcp)
-            t1 = cooling.mixed_loop_step(t0, t_ss, c_fw / (eps * mcp), dt_s)
-        else:
-            t1 = t0 + (liquid_w - cap_left) * dt_s / c_fw
-        t1 = max(t1, t_set)
-        liq_chiller = cap_left
-        liq_econ = max(liquid_w - liq_chiller - c_fw * (t1 - t0) / dt_s, 0.0)
-        liq_econ = min(liq_econ, econ(0.5 * (t0 + t1)))
-        liq_unmet = max(liquid_w - liq_econ - liq_chiller, 0.0)
-        st.fw_supply_c = t1
-    return liq_econ, liq_chiller, liq_unmet, speed
+        t1 = t0 + (liquid_w - cap_left) * dt_s / c_fw
+    liq_econ = liquid_w - liq_chiller - c_fw * (t1 - t0) / dt_s
+    if liq_econ < 0:  # the sink is warmer than the water: the economizer is bypassed
+        liq_econ = 0.0
+        t1 = t0 + (liquid_w - cap_left) * dt_s / c_fw
+    st.fw_supply_c = t1
+    return liq_econ, liq_chiller, liquid_w - liq_econ - liq_chiller, speed
 
 
 def plant_step(v: PlantView, liquid_w: float, air_w: float, cond: Conditions, dt_s: int) -> dict[str, float]:
@@ -273,13 +310,21 @@ def run(
 ) -> dict[str, float]:
     """The plant over one step with ``liquid_w`` into the facility water and ``air_w`` into the
     air (``st`` moves over the step; ``flow``: ``cdu_flow``): its electrical power (chillers,
-    pumps, fans), free-cooling share, COP, water and unmet heat."""
+    pumps, fans), free-cooling share, COP, water and unmet heat.
+
+    Heat balance, exact every step: ``liquid_w`` + ``air_w`` = ``heat_rejected_w`` (taken
+    from the water by the economizer and the chillers' evaporators) + ``heat_stored_w`` (the
+    change of the heat held in the facility water and the chilled water over the step, as a
+    rate; negative while stored heat is released). Pump and fan power are electrical loads of
+    the plant, not heat into the water (the tower fans' heat leaves with their air; the pumps'
+    shaft heat, ~1 % of the load, is neglected); the chillers' compressor work is rejected at
+    their condensers with the heat they lift and counts in the towers' water, not here."""
     cp = d.cp
     sink, t_cond = sink_c(cp, cond)
     eps = min(st.towers_up * d.econ_unit_effectiveness, 0.95)
     cap_total = st.chillers_up * d.chiller_unit_w
-    air_econ, air_chiller, air_unmet = air_side(d, st, air_w, sink, eps, cap_total, dt_s)
-    liq_econ, liq_chiller, liq_unmet, speed = liquid_side(
+    air_econ, air_chiller, air_stored = air_side(d, st, air_w, sink, eps, cap_total, dt_s)
+    liq_econ, liq_chiller, liq_stored, speed = liquid_side(
         d, st, liquid_w, sink, eps, cap_total - air_chiller, dt_s
     )
 
@@ -300,6 +345,8 @@ def run(
     water_l = tower_water_l(cp, rejected, dt_s) if cp.plant == "tower" else 0.0
     total_heat = liquid_w + air_w
     free = (liq_econ + air_econ) / total_heat if total_heat > 0 else 1.0
+    # Heat the plant did not reject this step: stored in the facility water or the chilled water.
+    unmet = max(liq_stored, 0.0) + max(air_stored, 0.0)
     return {
         "chiller_power_w": chiller_w,
         "pump_power_w": pumps_w,
@@ -307,7 +354,12 @@ def run(
         "free_cooling_fraction": min(max(free, 0.0), 1.0),
         "chiller_cop": cop,
         "water_l": water_l,
-        "unmet_heat_w": liq_unmet + air_unmet,
+        "unmet_heat_w": unmet,
+        # The heat balance of the water (``run``'s docstring): heat in = rejected + stored.
+        "heat_rejected_w": liq_econ + air_econ + chiller_load,
+        "heat_stored_w": liq_stored + air_stored,
+        "unrejected_fraction": min(unmet / total_heat, 1.0) if total_heat > 0 else 0.0,
+        "chilled_water_supply_c": st.chw_supply_c,
         # The units: chillers running (the load shared equally, at part-load ratio ``plr``) and
         # failed; the towers / dry coolers all run while there is heat to reject, their fans at
         # ``fan_speed`` (heat rejected over the design load).

@@ -225,7 +225,6 @@ class Pool:
             ultraservers_tripped=int(ph.us_off.sum()),
             activity=float(ph.us_act.sum()) / topo.chips,
             queue_jobs=len(self.cluster.queue),
-            coolant_supply_c=self.p.cooling.supply_setpoint_c,
             coolant_return_c=float(ph.us_return_c.mean()),
             max_chip_temp_c=float(ph.us_tj_max.max()),
         )

@@ -35,30 +35,40 @@ def dynamic_w(tdp_w: float, idle_w: float, util: FloatArray | float) -> FloatArr
     return (tdp_w - idle_w) * util
 
 
-def chip_power_full_w(idle_w: float, dyn_w: float, util: FloatArray) -> FloatArray:
-    """``chip_power_w`` of powered chips at full clock (f = 1), P_idle + (P_tdp - P_idle) u,
-    from the dynamic range ``dyn_w`` = P_tdp - P_idle [W]."""
+def chip_power_full_w(
+    idle_w: float, dyn_w: float, util: FloatArray, scale: FloatArray | None = None
+) -> FloatArray:
+    """``chip_power_w`` of powered chips at full clock (f = 1), g (P_idle + (P_tdp - P_idle) u),
+    from the dynamic range ``dyn_w`` = P_tdp - P_idle and the chips' power factors ``scale`` = g
+    (None: 1) [W]."""
     out: FloatArray = util * dyn_w
     out += idle_w
+    if scale is not None:
+        out *= scale
     return out
 
 
 def us_chip_power_full_w(
     powered: FloatArray, idle_w: float, dyn_w: float, util_sum: FloatArray
 ) -> FloatArray:
-    """Summed ``chip_power_w`` of each UltraServer's chips at full clock [W], from its number of
-    powered chips and their utilisation sum (unpowered chips have u = 0):
-    n P_idle + (P_tdp - P_idle) sum(u)."""
+    """Summed ``chip_power_w`` of each UltraServer's chips at full clock [W], from the sum of
+    its powered chips' power factors g and of g u (unpowered chips have u = 0):
+    sum(g) P_idle + (P_tdp - P_idle) sum(g u) (identical chips: g = 1, n P_idle + ... sum(u))."""
     out: FloatArray = powered * idle_w + dyn_w * util_sum
     return out
 
 
 def hottest_chip_power_full_w(
-    powered: FloatArray, idle_w: float, dyn_w: float, util_max: FloatArray
+    hg: FloatArray, idle_w: float, dyn_w: float, util: FloatArray, dead: npt.NDArray[np.intp]
 ) -> FloatArray:
-    """``chip_power_w`` of each UltraServer's busiest chip at full clock [W] (0 where none is
-    powered), from its chips' highest utilisation."""
-    out: FloatArray = np.where(powered > 0, idle_w + dyn_w * util_max, 0.0)
+    """h ``chip_power_w`` of every chip at full clock [W], h g (P_idle + (P_tdp - P_idle) u),
+    0 on the unpowered chips ``dead``: its largest per UltraServer is the hottest junction's
+    (T_j = coolant + R h P)."""
+    out: FloatArray = util * dyn_w
+    out += idle_w
+    out *= hg
+    if len(dead):
+        out[dead] = 0.0
     return out
 
 
@@ -85,11 +95,16 @@ def dvfs_clocks(factor: FloatArray, exponent: float) -> FloatArray:
 
 
 def chip_power_w(
-    dyn_full_w: FloatArray, idle_w: float, clock: FloatArray, exponent: float, alive: npt.NDArray[np.bool_]
+    dyn_full_w: FloatArray,
+    idle_w: FloatArray | float,
+    clock: FloatArray,
+    exponent: float,
+    alive: npt.NDArray[np.bool_],
 ) -> FloatArray:
     """Chip power P = P_idle + (P_tdp - P_idle) u f^k [W]: linear in utilisation u (3P:
     ExaDigiT/RAPS compute_node_power), dynamic part scaled by DVFS; ``dyn_full_w`` =
-    (P_tdp - P_idle) u; an unpowered chip draws nothing."""
+    (P_tdp - P_idle) u; an unpowered chip draws nothing. A chip with power factor g (``Chips``)
+    passes g P_idle and g (P_tdp - P_idle) u."""
     out: FloatArray = np.where(alive, idle_w + dyn_full_w * dvfs_power_factor(clock, exponent), 0.0)
     return out
 

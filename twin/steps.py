@@ -55,6 +55,7 @@ class ItStep:
     tripped_chips: npt.NDArray[np.int64]
     recovered_chips: npt.NDArray[np.int64]
     events: Events
+    loops_stored_w: float = 0.0  # heat the rack loops stored over the step (rate) [W]
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,14 @@ class FacilityStep:
     chiller_cop: float
     water_l: float
     facility_water_supply_c: float
+    coolant_supply_c: float  # CDU secondary supply = facility water + CDU approach [°C]
     unmet_heat_w: float
+    # The heat balance (``plant.run``): IT heat = heat_rejected_w + heat_stored_w, the stored
+    # heat counting the rack loops' too.
+    heat_rejected_w: float
+    heat_stored_w: float
+    unrejected_fraction: float
+    chilled_water_supply_c: float
     facility_cap_w: float  # NaN: none
     units: dict[str, float]  # the plant's units (``plant.UNIT_COLUMNS``)
     throttled_chips: int
@@ -98,6 +106,7 @@ class FacilityStep:
     tripped_chips: npt.NDArray[np.int64]  # chips that went offline this step (thermal trip)
     recovered_chips: npt.NDArray[np.int64]  # chips back after a thermal trip
     events: Events  # what the physics reported this step (trips, throttling, effects ending)
+    chip_r_scale: FloatArray | None = None  # each chip's resistance factor h (None: 1)
 
     @property
     def chip_p(self) -> FloatArray:
@@ -105,9 +114,12 @@ class FacilityStep:
         return self.pw.chip_p
 
     def chip_tj(self) -> FloatArray:
-        """Junction temperature of every chip [°C] (``cooling.junction_c``)."""
+        """Junction temperature of every chip [°C] (``cooling.junction_c``, T_j = coolant + h R P)."""
         u = self.chip_us
-        return cooling.junction_c(self.us_coolant_c[u], self.us_r_k_per_w[u], self.chip_p)
+        r = self.us_r_k_per_w[u]
+        if self.chip_r_scale is not None:
+            r = r * self.chip_r_scale
+        return cooling.junction_c(self.us_coolant_c[u], r, self.chip_p)
 
     @property
     def cooling_power_w(self) -> float:
@@ -132,10 +144,12 @@ def record(
     plant_out: dict[str, float],
     losses: power.ChainLosses,
     fw_supply_c: float,
+    coolant_supply_c: float,
     facility_cap_w: float,
     chip_us: npt.NDArray[np.int32],
     throttled: int,
     cond: Conditions,
+    chip_r_scale: FloatArray | None = None,
 ) -> FacilityStep:
     """The step's record from the chips' part, the plant's answer and the power chain's losses."""
     th = part.heat
@@ -167,7 +181,12 @@ def record(
         chiller_cop=plant_out["chiller_cop"],
         water_l=plant_out["water_l"],
         facility_water_supply_c=fw_supply_c,
+        coolant_supply_c=coolant_supply_c,
         unmet_heat_w=plant_out["unmet_heat_w"],
+        heat_rejected_w=plant_out["heat_rejected_w"],
+        heat_stored_w=plant_out["heat_stored_w"] + part.loops_stored_w,
+        unrejected_fraction=plant_out["unrejected_fraction"],
+        chilled_water_supply_c=plant_out["chilled_water_supply_c"],
         facility_cap_w=facility_cap_w if math.isfinite(facility_cap_w) else math.nan,
         units={k: plant_out[k] for k in UNIT_COLUMNS},
         throttled_chips=throttled,
@@ -176,4 +195,5 @@ def record(
         tripped_chips=part.tripped_chips,
         recovered_chips=part.recovered_chips,
         events=part.events,
+        chip_r_scale=chip_r_scale,
     )

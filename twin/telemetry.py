@@ -20,7 +20,8 @@ import numpy.typing as npt
 # v5: mixed floors: ``system_ts`` (one row per system and step) and ``jobs.system``.
 # v6: the cooling plant's units in ``factory_ts`` and each UltraServer's CDU flow (``V6_COLUMNS``).
 # v7: campuses: ``hall_id`` of ``row_ts`` and ``system_ts`` (``hall_ts`` has one row per hall).
-SCHEMA_VERSION = 7
+# v8: the heat balance of the water in ``factory_ts`` (``V8_COLUMNS``).
+SCHEMA_VERSION = 8
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "coolant_supply_c",
             "float64",
             "°C",
-            "Liquid loop supply temperature to cold plates",
+            "Liquid loop (CDU secondary) supply to the cold plates = facility water + CDU approach",
             "same",
             "mean:it_power_w",
         ),
@@ -252,6 +253,37 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "Fan speed of the running towers / dry coolers (heat rejected / design load)",
             "same",
             "mean:economizers_running",
+        ),
+        # Schema v8: the heat balance of the water (twin.plant.run): IT heat = heat rejected +
+        # heat stored, every step; a PUE read while heat is stored is not a steady-state PUE.
+        _c(
+            "heat_rejected_w",
+            "float64",
+            "W",
+            "Heat taken from the water by the economizer and the chillers' evaporators",
+        ),
+        _c(
+            "heat_stored_w",
+            "float64",
+            "W",
+            "Rate of change of the heat held in the rack loops, facility water and chilled water"
+            " (+ stored: the plant is not keeping up; - released)",
+        ),
+        _c(
+            "unrejected_fraction",
+            "float64",
+            "-",
+            "Share of the step's heat the plant could not reject (stored instead; 0 = keeping up)",
+            "same",
+            "mean:it_power_w",
+        ),
+        _c(
+            "chilled_water_supply_c",
+            "float64",
+            "°C",
+            "Chilled water supply to the CRAHs (above its setpoint while the air side stores heat)",
+            "same",
+            "mean:it_power_w",
         ),
     ),
     "ultraserver_ts": (
@@ -464,6 +496,13 @@ ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3, "system_ts": 5}
 V5_COLUMNS = (("jobs", "system"),)
 # Columns added to existing tables in schema v7 (campuses: the hall of each row and system).
 V7_COLUMNS = (("row_ts", "hall_id"), ("system_ts", "hall_id"))
+# Columns added to factory_ts in schema v8 (the heat balance: an older file gains them).
+V8_COLUMNS = (
+    ("factory_ts", "heat_rejected_w"),
+    ("factory_ts", "heat_stored_w"),
+    ("factory_ts", "unrejected_fraction"),
+    ("factory_ts", "chilled_water_supply_c"),
+)
 # Columns of factory_ts added in schema v4 (an older file gains them by ALTER TABLE).
 COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips")
 # Every column schema v6 adds (an older file gains them by ALTER TABLE), by table.

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from twin import cooling
-from twin.catalog import Accelerator
+from twin.capping import Chips
 from twin.design import Design
 from twin.events import Events
 from twin.itpower import ItPower
@@ -156,28 +156,36 @@ class Racks:
 
 def protect(
     cp: CoolingParams,
-    acc: Accelerator,
+    ch: Chips,
     chip_us: npt.NDArray[np.int32],
     tj: FloatArray,
     clock: FloatArray,
-    util: FloatArray,
+    powered: BoolArray,
     dyn_full: FloatArray,
     coolant_us: FloatArray,
     r_us: FloatArray,
 ) -> tuple[FloatArray, IntArray] | None:
     """Clocks protected against this step's coolant and the UltraServers to shut down, or
-    None when every chip is within its throttle curve (0.05 K tolerance)."""
-    over = (tj > cooling.allowed_junction_c(clock, cp) + 0.05) & (util > 0)
+    None when every chip is within its throttle curve (0.05 K tolerance). Each chip with its own
+    resistance factor h and idle power g P_idle (``ch``: ``twin.capping.Chips``; ``dyn_full``
+    carries g)."""
+    # Every powered chip, idle ones too (an idle chip with a large spread may run hotter than a
+    # throttled busy one; its firmware holds it at the clock of its curve all the same; only busy
+    # chips shut down, below).
+    over = (tj > cooling.allowed_junction_c(clock, cp) + 0.05) & powered
     if not over.any():
         return None
     k = cp.dvfs_exponent
     idx = np.flatnonzero(over)
-    r = r_us[chip_us[idx]]
-    base = cooling.junction_c(coolant_us[chip_us[idx]], r, acc.idle_w)
+    r = r_us[chip_us[idx]] * ch.r_scale[idx]
+    base = cooling.junction_c(coolant_us[chip_us[idx]], r, ch.idle_chip[idx])
     f = cooling.thermal_clock(base, r * dyn_full[idx], clock[idx], k, cp)
     clock = clock.copy()
     clock[idx] = np.minimum(clock[idx], f)
     hot = cooling.junction_dyn_c(base, r * dyn_full[idx], clock[idx] ** k) > cp.shutdown_temp_c
+    # Only a busy chip shuts its UltraServer down (as before the spread: an idle chip past the
+    # limit is held at its lowest clock, not powered off).
+    hot &= dyn_full[idx] > 0
     shut = np.unique(chip_us[idx[hot]]).astype(np.int64)
     return clock, shut
 
@@ -227,14 +235,21 @@ class Trips:
         shut: IntArray,
         t_s: int,
         ev: Events,
+        inlet_air_c: float | None = None,
     ) -> tuple[IntArray, IntArray]:
         """Loop protection at the end of the step: an UltraServer whose coolant runs past its
         trip point powers off (chips, hosts, switches) and comes back once its coolant has
         cooled and its CDU runs again (one shut down by its junctions, ``shut``, not before its
-        hold time). Returns (chips going off, chips coming back)."""
+        hold time). A liquid-cooled UltraServer's air-cooled share (hosts, NICs, power
+        supplies) has the air-cooled systems' limit too: it powers off when its inlet air
+        (``inlet_air_c``, the CRAH supply) passes ``air_trip_c`` and needs it below
+        ``air_restart_c`` to come back. Returns (chips going off, chips coming back)."""
         if lf > 0:
             hot_us = ret > cp.loop_trip_c
             cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
+            if inlet_air_c is not None and lf < 1:
+                hot_us = hot_us | (inlet_air_c > cp.air_trip_c)
+                cool_us = cool_us & (inlet_air_c < cp.air_restart_c)
         else:
             hot_us = coolant > cp.air_trip_c
             cool_us = coolant < cp.air_restart_c
@@ -246,8 +261,14 @@ class Trips:
             mask = newly[self.chip_us] & alive
             self.chip_tripped |= mask
             tripped_chips = np.flatnonzero(mask)
+            air = lf > 0 and inlet_air_c is not None and inlet_air_c > cp.air_trip_c
             for u in np.flatnonzero(newly).tolist():
-                ev.append(("thermal_trip", f"ultraserver:{u}", f"coolant {coolant[u]:.1f} °C: powered off"))
+                why = (
+                    f"inlet air {inlet_air_c:.1f} °C"
+                    if air and not ret[u] > cp.loop_trip_c
+                    else f"coolant {coolant[u]:.1f} °C"
+                )
+                ev.append(("thermal_trip", f"ultraserver:{u}", f"{why}: powered off"))
         if len(shut):
             tripped_chips = np.union1d(tripped_chips, np.flatnonzero(np.isin(self.chip_us, shut) & alive))
             self.us_hold_until[shut] = t_s + cp.shutdown_restart_s

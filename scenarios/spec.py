@@ -654,7 +654,8 @@ def prepare(
         p = dataclasses.replace(p, events=p.events + tuple(extra_events))
     total_s = duration_s if duration_s is not None else int(round(scenario.duration_h * 3600))
     check_duration(total_s, "duration_h")
-    _check_event_times(scenario, p)
+    if duration_s is None:  # a run of another length says which events it ends before instead
+        _check_event_times(scenario, p)
     steps = -(-total_s // p.dt_s) + p.warmup_s // p.dt_s
     n = sum(r.ultraservers for h in (p.halls or (p.hall,)) for r in h.pools())
     if steps * n > F.MAX_US_STEPS:
@@ -675,7 +676,9 @@ def prepare(
 
 
 def _check_event_times(scenario: Scenario, p: params.FactoryParams) -> None:
-    """A scheduled event at or after the scenario's own end never happens: refused, naming it."""
+    """A scheduled event at or after the scenario's own end never happens in a run of the
+    scenario's length: refused, naming it (a run given its own length with ``--hours`` is warned
+    of the events it ends before, ``cut_events``)."""
     end_s = int(round(scenario.duration_h * 3600))
     for i, (e, ev) in enumerate(zip(scenario.events, p.events, strict=False)):
         if ev.time_s >= end_s:

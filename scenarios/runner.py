@@ -28,11 +28,10 @@ from storage.live import LivePublisher, LiveUserSql
 from storage.reader import kpi_summary
 from storage.runlock import crash_point
 from storage.sandbox import Limits
-from storage.writer import TelemetryWriter
+from storage.writer import TelemetryWriter, last_of_each
 from twin import __version__
 from twin.params import ScheduledEvent
 from twin.sim import Frames, Simulation, steps_for
-from twin.telemetry import last_of_each
 
 # Steps per advance: about this many UltraServer rows per chunk keeps batches large and the
 # progress bar lively.

@@ -17,18 +17,30 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from storage.kpis import cost_by_day_view_sql, run_summary_view_sql, system_summary_view_sql
-from twin.telemetry import (
-    ADDED_IN,
-    COST_COLUMNS,
-    SCHEMA_VERSION,
-    TABLES,
-    UPSERT_KEYS,
-    V5_COLUMNS,
-    V6_COLUMNS,
-    V7_COLUMNS,
-    V8_COLUMNS,
-    Column,
+from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
+
+# What each schema version changed, for the migrations of older files (the tables and columns
+# themselves are ``twin.telemetry``'s).
+# Tables that a schema version after the first added (created by that version's migration).
+ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3, "system_ts": 5}
+# Columns added to existing tables in schema v5 (an older file gains them by ALTER TABLE).
+V5_COLUMNS = (("jobs", "system"),)
+# Columns added to existing tables in schema v7 (campuses: the hall of each row and system).
+V7_COLUMNS = (("row_ts", "hall_id"), ("system_ts", "hall_id"))
+# Columns added to factory_ts in schema v8 (the heat balance: an older file gains them).
+V8_COLUMNS = (
+    ("factory_ts", "heat_rejected_w"),
+    ("factory_ts", "heat_stored_w"),
+    ("factory_ts", "unrejected_fraction"),
+    ("factory_ts", "chilled_water_supply_c"),
 )
+# Columns of factory_ts added in schema v4 (an older file gains them by ALTER TABLE).
+COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips")
+# Every column schema v6 adds (an older file gains them by ALTER TABLE), by table.
+V6_COLUMNS: dict[str, tuple[str, ...]] = {
+    "factory_ts": PLANT_UNIT_COLUMNS,
+    "ultraserver_ts": ("cdu_flow_fraction",),
+}
 
 ARROW_TYPES: dict[str, pa.DataType] = {
     "int8": pa.int8(),

@@ -30,6 +30,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -45,7 +46,7 @@ from storage.sandbox import (
     parse_memory,
 )
 from storage.schema import DEFAULT_START, arrow_schema, columns, migrations, timestamps
-from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS, last_of_each
+from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 _STOP = object()
 
@@ -62,6 +63,15 @@ STORAGE_COMPATIBILITY = "v1.4.0"
 # job (tens of thousands), and one statement over them all needed more than the run database's
 # memory limit (33,600 jobs: 64-80 MB; 4,096 at a time: under 40 MB).
 UPSERT_CHUNK_ROWS = 4096
+
+
+def last_of_each(keys: Any) -> npt.NDArray[np.intp]:
+    """Positions of each key's last row, ascending. The one rule of the upsert tables: a job is
+    written again as it moves on, and its latest row wins (the runner's held frames, the writer's
+    flushes, the live view's merges)."""
+    k = np.asarray(keys)
+    first_from_end = np.unique(k[::-1], return_index=True)[1]
+    return np.sort(len(k) - 1 - first_from_end)
 
 
 def latest_per_key(tb: pa.Table, keys: tuple[str, ...]) -> pa.Table:

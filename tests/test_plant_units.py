@@ -79,9 +79,9 @@ def test_a_version_5_file_gains_the_plant_unit_columns() -> None:
     and a new step inserts by name."""
     import duckdb
 
-    from storage.schema import columns, migrations
+    from storage.schema import V6_COLUMNS, V7_COLUMNS, V8_COLUMNS, columns, migrations
     from storage.writer import init_schema
-    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, V6_COLUMNS, V7_COLUMNS, V8_COLUMNS
+    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION
 
     assert SCHEMA_VERSION == len(migrations()) == 8
     assert V6_COLUMNS == {"factory_ts": PLANT_UNIT_COLUMNS, "ultraserver_ts": ("cdu_flow_fraction",)}

@@ -8,10 +8,6 @@ no I/O, no Arrow or DuckDB imports.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
 
 # Schema version of the telemetry file. Bump on any incompatible change to the tables below.
 # v2: calendar time (``runs.start``, ``ts`` in every time-series table), added by ``storage.schema``.
@@ -490,42 +486,5 @@ PLANT_UNIT_COLUMNS = (
 )
 
 
-# Tables that a schema version after the first added (created by that version's migration).
-ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3, "system_ts": 5}
-# Columns added to existing tables in schema v5 (an older file gains them by ALTER TABLE).
-V5_COLUMNS = (("jobs", "system"),)
-# Columns added to existing tables in schema v7 (campuses: the hall of each row and system).
-V7_COLUMNS = (("row_ts", "hall_id"), ("system_ts", "hall_id"))
-# Columns added to factory_ts in schema v8 (the heat balance: an older file gains them).
-V8_COLUMNS = (
-    ("factory_ts", "heat_rejected_w"),
-    ("factory_ts", "heat_stored_w"),
-    ("factory_ts", "unrejected_fraction"),
-    ("factory_ts", "chilled_water_supply_c"),
-)
-# Columns of factory_ts added in schema v4 (an older file gains them by ALTER TABLE).
-COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips")
-# Every column schema v6 adds (an older file gains them by ALTER TABLE), by table.
-V6_COLUMNS: dict[str, tuple[str, ...]] = {
-    "factory_ts": PLANT_UNIT_COLUMNS,
-    "ultraserver_ts": ("cdu_flow_fraction",),
-}
-
 # Columns the writer upserts on (one row per key, latest wins).
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {"runs": ("run_id",), "jobs": ("run_id", "job_id")}
-
-
-def last_of_each(keys: Any) -> npt.NDArray[np.intp]:
-    """Positions of each key's last row, ascending. The one rule of the upsert tables: a job is
-    written again as it moves on, and its latest row wins (the runner's held frames, the writer's
-    flushes, the live view's merges)."""
-    k = np.asarray(keys)
-    first_from_end = np.unique(k[::-1], return_index=True)[1]
-    return np.sort(len(k) - 1 - first_from_end)
-
-
-def column(table: str, name: str) -> Column:
-    for col in TABLES[table]:
-        if col.name == name:
-            return col
-    raise KeyError(f"{table}.{name}")

@@ -144,22 +144,7 @@ def load_run(
     dt = int(meta["dt_s"] or 1)
     span = (t1 - t0 + dt) if t0 is not None else dt
     bucket = max(dt, math.ceil(span / MAX_POINTS / dt) * dt)
-    cols = _cols()
-    inner = ", ".join(f"{_DERIVED.get(c, c)} AS {c}" for c in cols)
-    aggs = ", ".join(f"avg({c}), min({c}), max({c})" for c in cols)
-    q = (
-        f"WITH f AS (SELECT time_s, {inner} FROM factory_ts WHERE run_id = ?) "
-        f"SELECT min(time_s), {aggs} FROM f GROUP BY time_s // {bucket} ORDER BY 1"
-    )
-    rows = con.sql(q, params=[run_id]).fetchall()
-    series = {
-        c: {
-            "mean": [r[1 + 3 * i] for r in rows],
-            "min": [r[2 + 3 * i] for r in rows],
-            "max": [r[3 + 3 * i] for r in rows],
-        }
-        for i, c in enumerate(cols)
-    }
+    time_s, series = _bucketed_series(con, run_id, bucket)
     events_total = con.sql(
         f"SELECT count(*) FROM events WHERE run_id = ? AND {ROUTINE_KINDS_SQL}", params=[run_id]
     ).fetchall()[0][0]
@@ -180,7 +165,7 @@ def load_run(
         path=path,
         meta=meta,
         note=note,
-        time_s=[int(r[0]) for r in rows],
+        time_s=time_s,
         series=series,
         kpis=run_kpis(con, run_id),
         events=events,
@@ -189,6 +174,30 @@ def load_run(
         timeline_total=len(timeline),
         markers=markers(timeline, span),
     )
+
+
+def _bucketed_series(
+    con: duckdb.DuckDBPyConnection, run_id: str, bucket: int
+) -> tuple[list[int], dict[str, dict[str, list[float | None]]]]:
+    """The start time of each ``bucket``-second bucket of the run's factory series and, per
+    column, the mean, min and max in each bucket (one SQL query)."""
+    cols = _cols()
+    inner = ", ".join(f"{_DERIVED.get(c, c)} AS {c}" for c in cols)
+    aggs = ", ".join(f"avg({c}), min({c}), max({c})" for c in cols)
+    q = (
+        f"WITH f AS (SELECT time_s, {inner} FROM factory_ts WHERE run_id = ?) "
+        f"SELECT min(time_s), {aggs} FROM f GROUP BY time_s // {bucket} ORDER BY 1"
+    )
+    rows = con.sql(q, params=[run_id]).fetchall()
+    series = {
+        c: {
+            "mean": [r[1 + 3 * i] for r in rows],
+            "min": [r[2 + 3 * i] for r in rows],
+            "max": [r[3 + 3 * i] for r in rows],
+        }
+        for i, c in enumerate(cols)
+    }
+    return [int(r[0]) for r in rows], series
 
 
 def incident_timeline(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:

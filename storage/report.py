@@ -431,21 +431,7 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
         out.append(_timeline_table(r))
     out.append("</div>")
     for plot in PLOTS:
-        ylim = plot_ylim(runs, plot)
-        shared = f' data-ylim="{e(json.dumps(list(ylim)))}"' if ylim is not None else ""
-        out.append(f'<h2>{e(plot.title)}</h2><div class="cols"{grid}>')
-        for i, r in enumerate(runs):
-            fig = _figure(r, plot, ylim)
-            ranges = {c: series_range(r, c) for c, _ in plot.series}
-            if png_dir is not None:
-                fig.savefig(png_dir / f"{i + 1:02d}-{Path(r.path).stem}-{plot.key}.png", dpi=120)
-            out.append(
-                f'<figure data-plot="{plot.key}" data-file="{e(r.path)}" data-unit="{e(plot.unit)}" '
-                f'data-scale="{plot.scale:g}" data-series="{e(json.dumps(ranges))}"{shared} '
-                f'data-markers="{e(json.dumps([t for t, _ in r.markers]))}">{_svg(fig, f"{i}-{plot.key}")}'
-                "</figure>"
-            )
-        out.append("</div>")
+        out.extend(_plot_section(runs, plot, grid, png_dir))
     out.append(
         "<h2>KPIs</h2><table><tr><th>KPI</th>" + "".join(f"<th>{e(r.label)}</th>" for r in runs) + "</tr>"
     )
@@ -463,6 +449,28 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
         out.append("</div>")
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _plot_section(runs: list[RunData], plot: PlotSpec, grid: str, png_dir: Path | None) -> list[str]:
+    """The HTML of one plot: its heading and a figure per run (on a shared y range where the
+    plot has one); with ``png_dir``, each figure is also written there as PNG."""
+    e = html.escape
+    ylim = plot_ylim(runs, plot)
+    shared = f' data-ylim="{e(json.dumps(list(ylim)))}"' if ylim is not None else ""
+    out = [f'<h2>{e(plot.title)}</h2><div class="cols"{grid}>']
+    for i, r in enumerate(runs):
+        fig = _figure(r, plot, ylim)
+        ranges = {c: series_range(r, c) for c, _ in plot.series}
+        if png_dir is not None:
+            fig.savefig(png_dir / f"{i + 1:02d}-{Path(r.path).stem}-{plot.key}.png", dpi=120)
+        out.append(
+            f'<figure data-plot="{plot.key}" data-file="{e(r.path)}" data-unit="{e(plot.unit)}" '
+            f'data-scale="{plot.scale:g}" data-series="{e(json.dumps(ranges))}"{shared} '
+            f'data-markers="{e(json.dumps([t for t, _ in r.markers]))}">{_svg(fig, f"{i}-{plot.key}")}'
+            "</figure>"
+        )
+    out.append("</div>")
+    return out
 
 
 def _events_table(events: list[dict[str, Any]], total: int, path: str, attr: str) -> str:

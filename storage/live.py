@@ -345,6 +345,27 @@ def _ddl(table: str) -> str:
     return f"CREATE TABLE {table} ({', '.join(f'{c.name} {DUCKDB_TYPES[c.dtype]}' for c in columns(table))})"
 
 
+def _create_table(con: duckdb.DuckDBPyConnection, table: str, files: list[str], snapshot: bool) -> None:
+    """Create ``table`` over its published parts ``files``: a view (a table when ``snapshot``)
+    keeping the latest row per key of an upserted table, or an empty table if none was published."""
+    names = ", ".join(c.name for c in columns(table))
+    if not files:
+        con.execute(_ddl(table))
+    else:
+        src = (
+            f"read_parquet([{', '.join(_sql_str(f) for f in files)}], hive_partitioning = false, "
+            "filename = true, file_row_number = true)"
+        )
+        q = f"SELECT {names} FROM {src}"
+        if table in UPSERT_KEYS:  # latest row per key wins, as in the file
+            keys = ", ".join(UPSERT_KEYS[table])
+            q += (
+                f" QUALIFY row_number() OVER (PARTITION BY {keys} "
+                "ORDER BY filename DESC, file_row_number DESC) = 1"
+            )
+        con.execute(f"CREATE {'TABLE' if snapshot else 'VIEW'} {table} AS {q}")
+
+
 def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = None) -> Reading:
     """An in-memory, sandboxed DuckDB over the parts a running writer published (module doc)."""
     d = live_dir(path).resolve()
@@ -380,23 +401,7 @@ def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = 
         for table in TABLES:
             if table == "runs":
                 continue
-            files = [str(d / f) for f in m["tables"].get(table, [])]
-            names = ", ".join(c.name for c in columns(table))
-            if not files:
-                con.execute(_ddl(table))
-            else:
-                src = (
-                    f"read_parquet([{', '.join(_sql_str(f) for f in files)}], hive_partitioning = false, "
-                    "filename = true, file_row_number = true)"
-                )
-                q = f"SELECT {names} FROM {src}"
-                if table in UPSERT_KEYS:  # latest row per key wins, as in the file
-                    keys = ", ".join(UPSERT_KEYS[table])
-                    q += (
-                        f" QUALIFY row_number() OVER (PARTITION BY {keys} "
-                        "ORDER BY filename DESC, file_row_number DESC) = 1"
-                    )
-                con.execute(f"CREATE {'TABLE' if snapshot else 'VIEW'} {table} AS {q}")
+            _create_table(con, table, [str(d / f) for f in m["tables"].get(table, [])], snapshot)
             for c in columns(table):
                 con.execute(comment_sql(table, c))
         for c in columns("runs"):

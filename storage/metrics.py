@@ -150,6 +150,46 @@ def _last_step(cols: dict[str, Any]) -> np.ndarray[Any, np.dtype[np.bool_]] | No
     return mask
 
 
+def _ultraserver_metrics(us: dict[str, Any]) -> Iterator[Metric]:
+    """The per-UltraServer gauges of a snapshot (``us``: column -> array over UltraServers),
+    labelled by UltraServer and row; non-finite values are left out."""
+    ids = [str(int(i)) for i in us["ultraserver_id"]]
+    rows = [str(int(r)) for r in us["row_id"]]
+    util = GaugeMetricFamily(
+        "neuroncore_utilization_ratio",
+        "Mean activity of the UltraServer's chips, 0-1 (neuron-monitor reports it per NeuronCore)",
+        labels=["ultraserver", "row"],
+    )
+    for i, r, v in zip(ids, rows, us["activity"], strict=True):
+        if (x := _finite(v)) is not None:
+            util.add_metric([i, r], x)
+    yield util
+    for col, name, doc in US_GAUGES:
+        g = GaugeMetricFamily(PREFIX + name, doc, labels=["ultraserver", "row"])
+        for i, r, v in zip(ids, rows, us[col], strict=True):
+            if (x := _finite(v)) is not None:
+                g.add_metric([i, r], x)
+        yield g
+
+
+def _service_metrics(svc: list[dict[str, Any]]) -> Iterator[Metric]:
+    """The per-service gauges of a snapshot (latency quantiles, then the plain gauges);
+    non-finite values are left out."""
+    for key, name, doc in SVC_QUANTILES:
+        g = GaugeMetricFamily(PREFIX + name, doc, labels=["service", "quantile"])
+        for s in svc:
+            for q in ("50", "90", "99"):
+                if (x := _finite(s[f"{key}_p{q}_s"])) is not None:
+                    g.add_metric([str(s["service"]), f"0.{q}"], x)
+        yield g
+    for col, name, doc in SVC_GAUGES:
+        g = GaugeMetricFamily(PREFIX + name, doc, labels=["service"])
+        for s in svc:
+            if col in s and (x := _finite(s[col])) is not None:
+                g.add_metric([str(s["service"])], x)
+        yield g
+
+
 class MetricsExporter(Collector):
     """Holds the latest step and renders it at each scrape (a ``prometheus_client`` collector)."""
 
@@ -269,37 +309,9 @@ class MetricsExporter(Collector):
                 c.add_metric([], snap.totals[col])
                 yield c
         if snap.us:
-            ids = [str(int(i)) for i in snap.us["ultraserver_id"]]
-            rows = [str(int(r)) for r in snap.us["row_id"]]
-            util = GaugeMetricFamily(
-                "neuroncore_utilization_ratio",
-                "Mean activity of the UltraServer's chips, 0-1 (neuron-monitor reports it per NeuronCore)",
-                labels=["ultraserver", "row"],
-            )
-            for i, r, v in zip(ids, rows, snap.us["activity"], strict=True):
-                if (x := _finite(v)) is not None:
-                    util.add_metric([i, r], x)
-            yield util
-            for col, name, doc in US_GAUGES:
-                g = GaugeMetricFamily(PREFIX + name, doc, labels=["ultraserver", "row"])
-                for i, r, v in zip(ids, rows, snap.us[col], strict=True):
-                    if (x := _finite(v)) is not None:
-                        g.add_metric([i, r], x)
-                yield g
+            yield from _ultraserver_metrics(snap.us)
         if snap.svc:
-            for key, name, doc in SVC_QUANTILES:
-                g = GaugeMetricFamily(PREFIX + name, doc, labels=["service", "quantile"])
-                for s in snap.svc:
-                    for q in ("50", "90", "99"):
-                        if (x := _finite(s[f"{key}_p{q}_s"])) is not None:
-                            g.add_metric([str(s["service"]), f"0.{q}"], x)
-                yield g
-            for col, name, doc in SVC_GAUGES:
-                g = GaugeMetricFamily(PREFIX + name, doc, labels=["service"])
-                for s in snap.svc:
-                    if col in s and (x := _finite(s[col])) is not None:
-                        g.add_metric([str(s["service"])], x)
-                yield g
+            yield from _service_metrics(snap.svc)
 
     # ------------------------------------------------------------------ serving
     def render(self, accept: str = "", accept_encoding: str = "") -> tuple[bytes, list[tuple[str, str]]]:

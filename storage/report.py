@@ -144,22 +144,7 @@ def load_run(
     dt = int(meta["dt_s"] or 1)
     span = (t1 - t0 + dt) if t0 is not None else dt
     bucket = max(dt, math.ceil(span / MAX_POINTS / dt) * dt)
-    cols = _cols()
-    inner = ", ".join(f"{_DERIVED.get(c, c)} AS {c}" for c in cols)
-    aggs = ", ".join(f"avg({c}), min({c}), max({c})" for c in cols)
-    q = (
-        f"WITH f AS (SELECT time_s, {inner} FROM factory_ts WHERE run_id = ?) "
-        f"SELECT min(time_s), {aggs} FROM f GROUP BY time_s // {bucket} ORDER BY 1"
-    )
-    rows = con.sql(q, params=[run_id]).fetchall()
-    series = {
-        c: {
-            "mean": [r[1 + 3 * i] for r in rows],
-            "min": [r[2 + 3 * i] for r in rows],
-            "max": [r[3 + 3 * i] for r in rows],
-        }
-        for i, c in enumerate(cols)
-    }
+    time_s, series = _bucketed_series(con, run_id, bucket)
     events_total = con.sql(
         f"SELECT count(*) FROM events WHERE run_id = ? AND {ROUTINE_KINDS_SQL}", params=[run_id]
     ).fetchall()[0][0]
@@ -180,7 +165,7 @@ def load_run(
         path=path,
         meta=meta,
         note=note,
-        time_s=[int(r[0]) for r in rows],
+        time_s=time_s,
         series=series,
         kpis=run_kpis(con, run_id),
         events=events,
@@ -189,6 +174,30 @@ def load_run(
         timeline_total=len(timeline),
         markers=markers(timeline, span),
     )
+
+
+def _bucketed_series(
+    con: duckdb.DuckDBPyConnection, run_id: str, bucket: int
+) -> tuple[list[int], dict[str, dict[str, list[float | None]]]]:
+    """The start time of each ``bucket``-second bucket of the run's factory series and, per
+    column, the mean, min and max in each bucket (one SQL query)."""
+    cols = _cols()
+    inner = ", ".join(f"{_DERIVED.get(c, c)} AS {c}" for c in cols)
+    aggs = ", ".join(f"avg({c}), min({c}), max({c})" for c in cols)
+    q = (
+        f"WITH f AS (SELECT time_s, {inner} FROM factory_ts WHERE run_id = ?) "
+        f"SELECT min(time_s), {aggs} FROM f GROUP BY time_s // {bucket} ORDER BY 1"
+    )
+    rows = con.sql(q, params=[run_id]).fetchall()
+    series = {
+        c: {
+            "mean": [r[1 + 3 * i] for r in rows],
+            "min": [r[2 + 3 * i] for r in rows],
+            "max": [r[3 + 3 * i] for r in rows],
+        }
+        for i, c in enumerate(cols)
+    }
+    return [int(r[0]) for r in rows], series
 
 
 def incident_timeline(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
@@ -422,21 +431,7 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
         out.append(_timeline_table(r))
     out.append("</div>")
     for plot in PLOTS:
-        ylim = plot_ylim(runs, plot)
-        shared = f' data-ylim="{e(json.dumps(list(ylim)))}"' if ylim is not None else ""
-        out.append(f'<h2>{e(plot.title)}</h2><div class="cols"{grid}>')
-        for i, r in enumerate(runs):
-            fig = _figure(r, plot, ylim)
-            ranges = {c: series_range(r, c) for c, _ in plot.series}
-            if png_dir is not None:
-                fig.savefig(png_dir / f"{i + 1:02d}-{Path(r.path).stem}-{plot.key}.png", dpi=120)
-            out.append(
-                f'<figure data-plot="{plot.key}" data-file="{e(r.path)}" data-unit="{e(plot.unit)}" '
-                f'data-scale="{plot.scale:g}" data-series="{e(json.dumps(ranges))}"{shared} '
-                f'data-markers="{e(json.dumps([t for t, _ in r.markers]))}">{_svg(fig, f"{i}-{plot.key}")}'
-                "</figure>"
-            )
-        out.append("</div>")
+        out.extend(_plot_section(runs, plot, grid, png_dir))
     out.append(
         "<h2>KPIs</h2><table><tr><th>KPI</th>" + "".join(f"<th>{e(r.label)}</th>" for r in runs) + "</tr>"
     )
@@ -454,6 +449,28 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
         out.append("</div>")
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _plot_section(runs: list[RunData], plot: PlotSpec, grid: str, png_dir: Path | None) -> list[str]:
+    """The HTML of one plot: its heading and a figure per run (on a shared y range where the
+    plot has one); with ``png_dir``, each figure is also written there as PNG."""
+    e = html.escape
+    ylim = plot_ylim(runs, plot)
+    shared = f' data-ylim="{e(json.dumps(list(ylim)))}"' if ylim is not None else ""
+    out = [f'<h2>{e(plot.title)}</h2><div class="cols"{grid}>']
+    for i, r in enumerate(runs):
+        fig = _figure(r, plot, ylim)
+        ranges = {c: series_range(r, c) for c, _ in plot.series}
+        if png_dir is not None:
+            fig.savefig(png_dir / f"{i + 1:02d}-{Path(r.path).stem}-{plot.key}.png", dpi=120)
+        out.append(
+            f'<figure data-plot="{plot.key}" data-file="{e(r.path)}" data-unit="{e(plot.unit)}" '
+            f'data-scale="{plot.scale:g}" data-series="{e(json.dumps(ranges))}"{shared} '
+            f'data-markers="{e(json.dumps([t for t, _ in r.markers]))}">{_svg(fig, f"{i}-{plot.key}")}'
+            "</figure>"
+        )
+    out.append("</div>")
+    return out
 
 
 def _events_table(events: list[dict[str, Any]], total: int, path: str, attr: str) -> str:

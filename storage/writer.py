@@ -309,6 +309,27 @@ class TelemetryWriter:
         self.run["start"] = self.start
         self.run.update(status="running", started_at=utc_now(), finished_at="", sim_time_s=0)
         self.run["schema_version"] = SCHEMA_VERSION
+        user_cur = self._lock_and_open(if_exists)
+        # User SQL on this database (its limit); ``storage.live.LiveUserSql`` replaces it in a
+        # live session with a sandbox of its own per query.
+        self.user_sql: UserSqlRunner = UserSql(user_cur, self.db_limits, strict=True)
+        if on_commit is not None:
+            on_commit({}, dict(self.run))
+        self.backlog = Backlog(max_backlog_bytes)
+        self._buf: dict[str, list[pa.Table]] = {t: [] for t in TABLES if t != "runs"}
+        self._rows = 0
+        self._buf_bytes = 0
+        self._sim_time_s = 0
+        self._error: BaseException | None = None
+        self.rows_written = 0
+        self.flushes = 0
+        self._thread = threading.Thread(target=self._loop, name="twin-writer", daemon=True)
+        self._thread.start()
+
+    def _lock_and_open(self, if_exists: str) -> duckdb.DuckDBPyConnection:
+        """Take the file's run lock, then create the file (or check the existing one against
+        ``if_exists``) and open ``self.con`` on it; the user cursor. A failure after the lock is
+        taken releases it (closing the connection if it was opened)."""
         try:
             self._lock = RunLock(self.path)
         except LockedError as e:
@@ -333,24 +354,10 @@ class TelemetryWriter:
             except BaseException:
                 self.con.close()
                 raise
+            return user_cur
         except BaseException:
             self._lock.release()
             raise
-        # User SQL on this database (its limit); ``storage.live.LiveUserSql`` replaces it in a
-        # live session with a sandbox of its own per query.
-        self.user_sql: UserSqlRunner = UserSql(user_cur, self.db_limits, strict=True)
-        if on_commit is not None:
-            on_commit({}, dict(self.run))
-        self.backlog = Backlog(max_backlog_bytes)
-        self._buf: dict[str, list[pa.Table]] = {t: [] for t in TABLES if t != "runs"}
-        self._rows = 0
-        self._buf_bytes = 0
-        self._sim_time_s = 0
-        self._error: BaseException | None = None
-        self.rows_written = 0
-        self.flushes = 0
-        self._thread = threading.Thread(target=self._loop, name="twin-writer", daemon=True)
-        self._thread.start()
 
     def _create(self) -> None:
         """Create the file under a temporary name beside it, schema and run row in one

@@ -440,18 +440,11 @@ class LiveFeed:
         self.session.commit()
 
     def _update(self, frames: dict[str, Any]) -> int:
+        """Take in the frames of the steps just run (simulation thread): history, latest samples,
+        chips and their jobs, events; the state the UI reads is swapped under ``lock``."""
         sim = self.session.sim
         f = frames["factory_ts"]
-        n = len(f["time_s"])
-        cols: dict[str, Array] = {k: np.asarray(f[k], dtype=np.float64) for k in _RAW_HIST}
-        for k in HIST_KEYS:
-            if k not in cols and k in f:
-                cols[k] = np.asarray(f[k], dtype=np.float64)
-        cols["busy_share"] = cols["chips_busy"] / cols["chips_total"]
-        cols["usd_per_mtok"] = cols["energy_per_token_j"] * cols["price_usd_per_mwh"] / 3600.0
-        cols["cost_so_far_usd"] = self.cost_usd + np.cumsum(f["cost_usd"])
-        cols["co2_so_far_kg"] = self.co2_kg + np.cumsum(f["co2_kg"])
-        cols["slo_attainment"] = self._slo(frames.get("service_ts"), n)
+        cols = self._history_columns(frames)
         self.cost_usd = float(cols["cost_so_far_usd"][-1])
         self.co2_kg = float(cols["co2_so_far_kg"][-1])
         ev = frames["events"]
@@ -473,29 +466,7 @@ class LiveFeed:
             halls_now = {
                 k: np.array(h["ultraservers_tripped" if k == "tripped" else k][-nh:]) for k in HALL_COLS
             }
-        # Copies (np.array): the UI reads these while the simulation moves on.
-        chips = {
-            "job_id": sim.chip_job_ids(),
-            "neuroncore_utilization": np.array(sim.chip_activity, dtype=np.float32),
-            "chip_power_w": np.array(sim.chip_power, dtype=np.float32),
-            "t_junction_c": np.array(sim.chip_tj, dtype=np.float32),
-            "failed": np.array(sim.chip_hw_failed, dtype=bool),
-            "clock": np.array(sim.chip_clock, dtype=np.float32),
-        }
-        # Facts of the jobs on chips now (kind, name, gang size), read here in the simulation thread.
-        # Chips name jobs by id; the job table holds them in slots (finished ones leave it).
-        from twin.jobs import FREE
-        from twin.params import KIND_NAMES
-
-        jobs = sim.jobs
-        a, names = jobs.a, jobs.names
-        held = a["id"][: jobs.n]
-        ids = np.unique(chips["job_id"][chips["job_id"] >= 0])
-        slots = np.flatnonzero((a["state"][: jobs.n] != FREE) & np.isin(held, ids))
-        facts = {
-            int(held[k]): (KIND_NAMES[int(a["kind"][k])], names[k], int(a["chips"][k]))
-            for k in slots.tolist()
-        }
+        chips, facts = self._chips_and_jobs(sim)
         with self.lock:
             self.history.extend(cols)
             if us_rows:
@@ -514,6 +485,50 @@ class LiveFeed:
             self.notable.extend(notable)
             self.notable_total += len(notable)
         return self.t
+
+    def _history_columns(self, frames: dict[str, Any]) -> dict[str, Array]:
+        """The history columns of the steps just run: the factory series, the derived shares and
+        prices, cost and CO2 so far (carried on from the steps before) and SLO attainment."""
+        f = frames["factory_ts"]
+        n = len(f["time_s"])
+        cols: dict[str, Array] = {k: np.asarray(f[k], dtype=np.float64) for k in _RAW_HIST}
+        for k in HIST_KEYS:
+            if k not in cols and k in f:
+                cols[k] = np.asarray(f[k], dtype=np.float64)
+        cols["busy_share"] = cols["chips_busy"] / cols["chips_total"]
+        cols["usd_per_mtok"] = cols["energy_per_token_j"] * cols["price_usd_per_mwh"] / 3600.0
+        cols["cost_so_far_usd"] = self.cost_usd + np.cumsum(f["cost_usd"])
+        cols["co2_so_far_kg"] = self.co2_kg + np.cumsum(f["co2_kg"])
+        cols["slo_attainment"] = self._slo(frames.get("service_ts"), n)
+        return cols
+
+    @staticmethod
+    def _chips_and_jobs(sim: Any) -> tuple[Cols, dict[int, tuple[str, str, int]]]:
+        """The state of every chip now and the facts of the jobs on chips (kind, name, gang size),
+        read here in the simulation thread."""
+        # Copies (np.array): the UI reads these while the simulation moves on.
+        chips = {
+            "job_id": sim.chip_job_ids(),
+            "neuroncore_utilization": np.array(sim.chip_activity, dtype=np.float32),
+            "chip_power_w": np.array(sim.chip_power, dtype=np.float32),
+            "t_junction_c": np.array(sim.chip_tj, dtype=np.float32),
+            "failed": np.array(sim.chip_hw_failed, dtype=bool),
+            "clock": np.array(sim.chip_clock, dtype=np.float32),
+        }
+        # Chips name jobs by id; the job table holds them in slots (finished ones leave it).
+        from twin.jobs import FREE
+        from twin.params import KIND_NAMES
+
+        jobs = sim.jobs
+        a, names = jobs.a, jobs.names
+        held = a["id"][: jobs.n]
+        ids = np.unique(chips["job_id"][chips["job_id"] >= 0])
+        slots = np.flatnonzero((a["state"][: jobs.n] != FREE) & np.isin(held, ids))
+        facts = {
+            int(held[k]): (KIND_NAMES[int(a["kind"][k])], names[k], int(a["chips"][k]))
+            for k in slots.tolist()
+        }
+        return chips, facts
 
     @staticmethod
     def _slo(svc: dict[str, Any] | None, n: int) -> Array:

@@ -6,11 +6,14 @@ import math
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tui.cli.errors import fail, guard
+
+if TYPE_CHECKING:
+    from storage.sandbox import UserSql
 
 
 def run_user_query(file: str, query: str | None, timeout_s: float, memory: str) -> Any:
@@ -47,38 +50,44 @@ def run_user_query(file: str, query: str | None, timeout_s: float, memory: str) 
     try:
         sandbox = UserSql(con, limits, strict=False)
         sql: str = query or ""  # read from stdin above when not given
-        out: dict[str, Any] = {}
-        done = threading.Event()
-
-        def work() -> None:
-            try:
-                out["table"] = sandbox.run(sql).table
-            except BaseException as e:  # handed to the main thread
-                out["error"] = e
-            finally:
-                done.set()
-
-        # The query runs in a thread so that Ctrl-C reaches the main thread, which interrupts it.
-        # Ctrl-C is held while the thread starts (it inherits the mask, so it never takes the
-        # signal) and arrives inside the try: the connection is never closed under a running query.
-        thread = threading.Thread(target=work, name="twin-sql", daemon=True)
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            try:
-                thread.start()
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
-            while not done.wait(0.1):
-                pass
-        except KeyboardInterrupt:
-            while not done.wait(0.05):  # again until it ends: the query may just be starting
-                sandbox.interrupt()
-            _cancelled()
-        if "error" in out:
-            raise out["error"]
-        return out["table"]
+        return _run_interruptibly(sandbox, sql)
     finally:
         con.close()
+
+
+def _run_interruptibly(sandbox: UserSql, sql: str) -> Any:
+    """Run ``sql`` in ``sandbox`` on a thread of its own and return its result table (or raise
+    its error); Ctrl-C interrupts the query, waits for it to end and exits 130 with one line."""
+    out: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            out["table"] = sandbox.run(sql).table
+        except BaseException as e:  # handed to the main thread
+            out["error"] = e
+        finally:
+            done.set()
+
+    # The query runs in a thread so that Ctrl-C reaches the main thread, which interrupts it.
+    # Ctrl-C is held while the thread starts (it inherits the mask, so it never takes the
+    # signal) and arrives inside the try: the connection is never closed under a running query.
+    thread = threading.Thread(target=work, name="twin-sql", daemon=True)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        try:
+            thread.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        while not done.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        while not done.wait(0.05):  # again until it ends: the query may just be starting
+            sandbox.interrupt()
+        _cancelled()
+    if "error" in out:
+        raise out["error"]
+    return out["table"]
 
 
 def _cancelled() -> None:

@@ -63,6 +63,26 @@ class ItPower:
         return power.chip_power_full_w(self.idle_w, self.dyn_w, self.act_chip[chips], g)
 
 
+def _full_clock_sums(
+    ch: Chips, util: FloatArray, dead: npt.NDArray[np.intp], us_gact: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """At full clock: each UltraServer's chip power from the sums of g and g u over its powered
+    chips (``power.us_chip_power_full_w``), and its hottest junction's h P from one pass
+    (``power.hottest_chip_power_full_w``)."""
+    topo, acc = ch.topo, ch.acc
+    nus, c = topo.ultraservers, topo.chips_per_us
+    dp = acc.tdp_w - acc.idle_w
+    powered = ch.us_p_scale
+    if len(dead):
+        us_dead = topo.chip_us[dead]
+        powered = powered - np.bincount(us_dead, weights=ch.p_scale[dead], minlength=nus)
+        # An UltraServer with no powered chip sums to exactly 0 (not the subtraction's rounding).
+        powered = np.where(np.bincount(us_dead, minlength=nus) < c, powered, 0.0)
+    us_chip_p = power.us_chip_power_full_w(powered, acc.idle_w, dp, us_gact)
+    us_chip_max = topo.max_per_us(power.hottest_chip_power_full_w(ch.hg, acc.idle_w, dp, util, dead))
+    return us_chip_p, us_chip_max
+
+
 def it_power(
     ch: Chips,
     sysm: System,
@@ -78,14 +98,12 @@ def it_power(
     chips' work rate; switches are constant; a tripped UltraServer (``us_tripped``) draws nothing.
 
     Each chip draws g times the nominal chip's power at its load and runs its junction h R P
-    above its coolant (``Chips``: g, h fixed per chip). At full clock (the common step) chip
-    power is g (P_idle + (P_tdp - P_idle) u) (``power.chip_power_w`` at f = 1): the UltraServer
-    sums follow from the sums of g and g u over its powered chips (``util`` is 0 on unpowered
-    chips, ``dead``, few; ``power.us_chip_power_full_w``), the hottest junction's h P from one
-    pass (``power.hottest_chip_power_full_w``), and the per-chip array is built only when asked
-    for (``ItPower.chip_p``)."""
+    above its coolant (``Chips``: g, h fixed per chip). At full clock (the common step) the
+    UltraServer sums follow from the sums of g and g u over its powered chips (``util`` is 0 on
+    the unpowered, ``dead``; ``_full_clock_sums``) and the per-chip array is built only when
+    asked for (``ItPower.chip_p``)."""
     topo, acc = ch.topo, ch.acc
-    nus, c = topo.ultraservers, topo.chips_per_us
+    c = topo.chips_per_us
     tripped = us_tripped.any()
     dp = acc.tdp_w - acc.idle_w
     act_chip = util if full_clock else util * clock
@@ -94,14 +112,7 @@ def it_power(
     us_gact = topo.per_us(gact)
     chip_p: FloatArray | None = None
     if full_clock and not tripped:
-        powered = ch.us_p_scale
-        if len(dead):
-            us_dead = topo.chip_us[dead]
-            powered = powered - np.bincount(us_dead, weights=ch.p_scale[dead], minlength=nus)
-            # An UltraServer with no powered chip sums to exactly 0 (not the subtraction's rounding).
-            powered = np.where(np.bincount(us_dead, minlength=nus) < c, powered, 0.0)
-        us_chip_p = power.us_chip_power_full_w(powered, acc.idle_w, dp, us_gact)
-        us_chip_max = topo.max_per_us(power.hottest_chip_power_full_w(ch.hg, acc.idle_w, dp, util, dead))
+        us_chip_p, us_chip_max = _full_clock_sums(ch, util, dead, us_gact)
     else:
         if dyn_full is None:
             dyn_full = ch.dynamic_w(util)

@@ -305,6 +305,15 @@ def tower_water_l(cp: CoolingParams, rejected_w: float, dt_s: int) -> float:
     return evap_kg_s * n / (n - 1) * dt_s  # 1 kg = 1 L
 
 
+def _pumps_w(d: PlantDesign, liquid_w: float, flow: float, speed: float) -> float:
+    """CDU secondary pumps (per UltraServer loop, ``flow``: the loops' summed CDU flow) and
+    facility water pumps (at ``speed``) by the affinity law, P ~ flow^3; 0 without liquid cooling."""
+    if d.lf <= 0:
+        return 0.0
+    us_speed = cooling.pump_speed(liquid_w, d.design_liquid_w)
+    return d.cdu_pump_design_w * us_speed**3 * flow + d.fw_pump_design_w * speed**3
+
+
 def run(
     d: PlantDesign, st: PlantState, flow: float, liquid_w: float, air_w: float, cond: Conditions, dt_s: int
 ) -> dict[str, float]:
@@ -330,12 +339,7 @@ def run(
 
     chiller_load = air_chiller + liq_chiller
     chiller_w, running, plr, cop = chillers(d, air_chiller, liq_chiller, t_cond)
-    # Pumps: CDU secondary pumps (per UltraServer loop) and facility water pumps by the
-    # affinity law P ~ flow^3; fans follow the heat they reject, P ~ speed^3.
-    us_speed = cooling.pump_speed(liquid_w, d.design_liquid_w)
-    pumps_w = 0.0
-    if d.lf > 0:
-        pumps_w = d.cdu_pump_design_w * us_speed**3 * flow + d.fw_pump_design_w * speed**3
+    pumps_w = _pumps_w(d, liquid_w, flow, speed)
     rejected = liq_econ + air_econ + chiller_load + chiller_w
     fan_speed = min(rejected / max(d.design_it_w, 1.0), 1.0)
     fans_w = d.fan_design_w * fan_speed**3 * (st.towers_up / max(cp.economizer_units, 1)) + (

@@ -140,6 +140,12 @@ def test_replay_alarms_are_raised_and_cleared_within_a_step_of_the_incident(
             raised = listed[0]
             cleared = next(t for t in times if t > raised and t not in listed)
             assert on <= raised <= on + dt, (alarm, target, on, raised)
+            if alarm == "plant short of capacity":
+                # Short while the economizer alone cannot carry the heat: the chilled water stores
+                # what is left and warms until the economizer takes over, on and off before the
+                # restore (twin.plant); never after it.
+                assert max(listed) < off + dt, (alarm, target, off, max(listed))
+                continue
             assert off <= cleared <= off + dt, (alarm, target, off, cleared)
             assert listed == [t for t in times if raised <= t < cleared], (alarm, target)  # no gap
             # "since" is the step it was raised at, all through the episode
@@ -482,27 +488,31 @@ async def test_f8_and_the_header_show_the_trips_that_the_floor_shows(recordings:
         app = replay_app(con)
         async with app.run_test(size=(120, 30)) as pilot:
             await pilot.press("f8")
-            for clock, expected in (
-                (
-                    "d1 10:17",
-                    {
-                        ("thermal trip", "factory"): "4 UltraServers off",
-                        ("CDU pumps lost", "row:1"): "flow 0 %",
-                    },
-                ),
-                ("d1 10:25", {}),
-            ):
+
+            async def shown_at(clock: str) -> dict[tuple[str, str], str]:
                 await pilot.press("t")
                 app.screen.query_one("Input").value = clock
                 await pilot.press("enter")
                 await settle(pilot, app)
                 assert isinstance(app.screen, AlarmsScreen)
                 shown = app.screen.query_one("#alarms-table").table.to_pydict()
-                got = {
+                return {
                     (a, w): v for a, w, v in zip(shown["alarm"], shown["target"], shown["value"], strict=True)
                 }
-                assert got == expected, clock
+
+            # What is active before the incident (failed hardware, a long wait: the state the
+            # warm-up reached) stays; the incident's alarms come and go on top of it.
+            before = set(await shown_at("d1 09:59"))
+            incident = {
+                ("thermal trip", "factory"): "4 UltraServers off",
+                ("CDU pumps lost", "row:1"): "flow 0 %",
+            }
+            assert not before & set(incident)
+            for clock, expected in (("d1 10:17", incident), ("d1 10:25", {})):
+                got = await shown_at(clock)
+                assert set(got) == before | set(expected), clock
+                assert {k: got[k] for k in expected} == expected, clock
                 app.refresh_views()
-                assert (f"⚠ {len(expected)}" in status_text(app)) == bool(expected), clock
+                assert f"⚠ {len(got)}" in status_text(app), clock
     finally:
         con.close()

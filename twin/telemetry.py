@@ -488,3 +488,11 @@ PLANT_UNIT_COLUMNS = (
 
 # Columns the writer upserts on (one row per key, latest wins).
 UPSERT_KEYS: dict[str, tuple[str, ...]] = {"runs": ("run_id",), "jobs": ("run_id", "job_id")}
+
+
+def column(table: str, name: str) -> Column:
+    """The spec of ``table``'s column ``name`` (KeyError naming it when there is none)."""
+    for col in TABLES[table]:
+        if col.name == name:
+            return col
+    raise KeyError(f"{table}.{name}")

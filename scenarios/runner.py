@@ -59,6 +59,7 @@ class Session:
         publish_live: bool = True,
         on_chunk: Callable[[Frames], None] | None = None,
         warmup_progress: Callable[[int], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         self.scenario = scenario
         self.on_chunk = on_chunk  # called with each advance's frames (e.g. the metrics endpoint)
@@ -76,6 +77,8 @@ class Session:
                 raise StorageError(
                     f"{self.out.parent}: cannot create the folder: {e.strerror or e}"
                 ) from None
+        if on_ready is not None:  # every check passed and the model is built (e.g. a warning now)
+            on_ready()
         # The warm-up (``warmup_h``): simulated before the file exists, nothing of it recorded.
         self.warm_up(warmup_progress)
         crash_point("session:writer")
@@ -346,6 +349,7 @@ def run(
     extra_events: tuple[ScheduledEvent, ...] = (),
     publish_live: bool = True,
     on_chunk: Callable[[Frames], None] | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run a scenario headless to completion; return its KPI summary. ``on_chunk`` gets the frames
     of each hand-over to the writer (at least every ``COMMIT_S`` of wall time, at most a chunk of
@@ -364,6 +368,7 @@ def run(
         publish_live=publish_live,
         on_chunk=on_chunk,
         warmup_progress=progress,
+        on_ready=on_ready,
     )
     try:
         total = session.total_steps

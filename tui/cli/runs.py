@@ -118,14 +118,15 @@ def _run_one(
 
     if metrics:
         metrics.set_run(scenario=spec.name, file=str(path))
-    hook = {"on_chunk": metrics.update} if metrics else {}
+    hook: dict[str, Any] = {"on_chunk": metrics.update} if metrics else {}
 
     from tui.cli.scenario import warn_cut_events
 
     total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
     steps = -(-total_s // spec.dt_s)
     warm = spec.warmup_steps()
-    warn_cut_events(spec, dur)
+    # Once the model is built (a refusal stays one line): the events this run ends before.
+    hook["on_ready"] = lambda: warn_cut_events(spec, dur)
     show = sys.stderr.isatty() and not as_json
     with stoppable(path):
         if show:

@@ -530,7 +530,7 @@ def test_cooling_failure_scenario_never_reports_a_powered_chip_above_its_limits(
     spec, _, _ = load("cooling-failure")
     p = dataclasses.replace(spec.to_params(), chip_sample_interval_s=300)
     sim = Hall(p)
-    fr = sim.advance(int(12 * 3600 / p.dt_s))
+    fr = sim.advance(int((p.warmup_s + 12 * 3600) / p.dt_s))  # its warm-up, then 12 h recorded
     f, u = fr["factory_ts"], fr["ultraserver_ts"]
     limit = p.cooling.shutdown_temp_c
     assert f["max_chip_temp_c"].max() <= limit

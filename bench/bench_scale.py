@@ -252,7 +252,7 @@ def profile(case: str, scale: float) -> None:
     pstats.Stats(pr).sort_stats("tottime").print_stats(25)
     phases(sim, steps, chips, nus)
     pstats.Stats(pr).sort_stats("cumulative").print_stats(
-        r"hall.py.*step|pool.py.*(work|after_physics|record|_record_work)|cluster.py.*step|facility.py.*(step|_power_and_heat|_it_power|_loop_trips)|capping|plant_step"
+        r"hall.py.*step|pool.py.*(work|after_physics|record|_record_work)|cluster.py.*step|facility.py.*(step|_power_and_heat|_it_power)|thermal.py.*loop_trips|capping|plant.py.*run"
     )
 
 
@@ -274,7 +274,7 @@ def phases(sim: Any, steps: int, chips: int, nus: int) -> None:
 
         setattr(obj, name, w)
 
-    from twin import plant
+    from twin import capping, plant
 
     halls = getattr(sim, "halls", [sim])
     for h in halls:
@@ -284,10 +284,10 @@ def phases(sim: Any, steps: int, chips: int, nus: int) -> None:
             timed(pl.facility, "step_it", "4 chips, loops (step_it)")
             timed(pl.facility, "_it_power", "4a   chip/IT power")
             timed(pl.facility, "finish_step", "4 next clocks (finish_step)")
-            timed(pl.facility, "_next_clock", "4b   next clocks (capping)")
             timed(pl, "record", "5 record (pool.record)")
             timed(pl, "_record_work", "5a   workload/service rows")
-    timed(plant, "plant_step", "4c plant")
+    timed(plant, "run", "4c plant")
+    timed(capping, "next_clock", "4b   next clocks (capping)")
     chunk = max(1, min(1440, 40_000 // nus))
     c0 = time.process_time()
     done = 0

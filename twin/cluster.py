@@ -11,8 +11,10 @@ slices it needs in its own module, and returns what the work did and the events 
 3. batch arrivals (``twin.arrivals``),
 4. service requests and autoscaling (``twin.serving``),
 5. scheduling and placement (``twin.queueing``),
-6. batch progress at the chips' clocks, checkpoints, completions (``batch_progress``),
-7. serving (``twin.serving``).
+6. serving at the clocks the step begins with (``twin.serving``);
+7. after the physics has set this step's clocks (caps and protection inside the step): batch
+   progress at the clocks the chips ran at, checkpoints, completions (``book``,
+   ``batch_progress``).
 
 Per-chip state is NumPy arrays; jobs are a struct-of-arrays table. Python loops run over jobs only
 when something happens to them (arrival, start, end, interruption), never over chips. Free chips
@@ -22,6 +24,7 @@ them), so a step in which nothing starts or ends costs no scheduling at all.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,7 +43,7 @@ from twin.serving import WorkStep
 from twin.topology import Topology
 from twin.workstate import Drains, JobLog, Queues, Running, ServiceState, Work
 
-__all__ = ["Cluster", "WorkStep", "batch_progress", "rescale_progress"]
+__all__ = ["Cluster", "WorkStep", "batch_progress", "restart_activity"]
 
 
 class Cluster(Work):
@@ -76,9 +79,11 @@ class Cluster(Work):
         self.training_capacity_chips = n - reserved
 
     # ------------------------------------------------------------------ step
-    def step(self, t: int, dt: int, clock: npt.NDArray[np.float64]) -> tuple[WorkStep, Events]:
-        """The work phases of the step [t, t + dt) (module docstring); returns what the work did
-        and the events it reported."""
+    def prepare(self, t: int, dt: int, clock: npt.NDArray[np.float64]) -> tuple[WorkStep, Events]:
+        """The work phases before the physics (module docstring, 1-6): what runs where in
+        [t, t + dt) and how active it is, and what the services serve at the clocks the step
+        begins with. Batch work is booked after the physics, at the clocks the chips ran at
+        (``book``). Returns the services' step and the events reported."""
         ev: Events = []
         self.log.step_failures = 0
         self.log.step_preemptions = 0
@@ -89,18 +94,17 @@ class Cluster(Work):
         arrivals.arrivals(self.arrivals_state, self, self.router, ev, t, dt)
         arrived = serving.autoscale(self, ev, t, dt)
         queueing.schedule(self, ev, t)
+        restart_activity(self, t, dt)
+        w = serving.serve(self.svc, self.jobs, self.pool, 0, arrived, t, dt, clock, 0.0, 0.0)
+        return w, ev
+
+    def book(self, w: WorkStep, t: int, dt: int, clock: npt.NDArray[np.float64]) -> tuple[WorkStep, Events]:
+        """Phase 6 once the step's clocks are known (caps and protection inside the step): batch
+        jobs progress at the clocks their chips ran at, checkpoints fall due, finished jobs end."""
+        ev: Events = []
         train_flops, job_flops = batch_progress(self, ev, t, dt, clock)
-        w = serving.serve(
-            self.svc,
-            self.jobs,
-            self.pool,
-            len(self.running.jobs),
-            arrived,
-            t,
-            dt,
-            clock,
-            train_flops,
-            job_flops,
+        w = dataclasses.replace(
+            w, training_flops=train_flops, job_flops=job_flops, running_jobs=len(self.running.jobs)
         )
         return w, ev
 
@@ -229,6 +233,17 @@ class Cluster(Work):
         ]
 
 
+def restart_activity(w: Work, t: int, dt: int) -> None:
+    """Gangs restarting after an interruption run at ``RESTART_ACTIVITY`` until their restart
+    ends, then at the training activity: set before the physics reads the step's activities."""
+    if w.running.restart_until_max > t - dt:  # some gang is (or just stopped) restarting
+        a = w.jobs.a
+        run = w.running.array(w.jobs)
+        if len(run):
+            restarting = t < a["restart_until"][run]
+            a["activity"][run] = np.where(restarting, RESTART_ACTIVITY, w.p.training.activity)
+
+
 def batch_progress(
     w: Work, ev: Events, t: int, dt: int, clock: npt.NDArray[np.float64]
 ) -> tuple[float, float]:
@@ -244,9 +259,7 @@ def batch_progress(
         if clock.min() < 1.0:
             rate = rate * serving.job_clock(w.pool, run, clock)
         if w.running.restart_until_max > t - dt:  # some gang is (or just stopped) restarting
-            restarting = t < a["restart_until"][run]
-            rate = np.where(restarting, 0.0, rate)
-            a["activity"][run] = np.where(restarting, RESTART_ACTIVITY, w.p.training.activity)
+            rate = np.where(t < a["restart_until"][run], 0.0, rate)
         done = a["done"][run]
         delivered = np.minimum(rate * dt, a["work"][run] - done)
         done += delivered
@@ -266,24 +279,3 @@ def batch_progress(
                 queueing.finish(w, ev, int(j), t + dt)
 
     return train_flops, job_flops
-
-
-def rescale_progress(
-    w: Work, t: int, dt: int, before: npt.NDArray[np.float64], after: npt.NDArray[np.float64]
-) -> tuple[float, float]:
-    """Junction protection slowed chips inside the step [t, t + dt): the batch jobs still
-    running get the work of the clocks they really ran at (``after``) instead of the clocks the
-    step began with (``before``); a checkpoint taken in the step keeps the corrected work.
-    Returns the FLOP/s taken back from (training, all batch jobs)."""
-    run = w.running.array(w.jobs)
-    if not len(run):
-        return 0.0, 0.0
-    a = w.jobs.a
-    slower = serving.job_clock(w.pool, run, before) - serving.job_clock(w.pool, run, after)
-    making_progress = t >= a["restart_until"][run]
-    back = np.where(making_progress, np.maximum(a["rate"][run] * slower * dt, 0.0), 0.0)
-    a["done"][run] -= back
-    ck = a["ckpt_time"][run] == t + dt
-    if ck.any():
-        a["ckpt_done"][run[ck]] = a["done"][run[ck]]
-    return float(back[w.running.train].sum()) / dt, float(back.sum()) / dt

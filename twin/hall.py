@@ -11,18 +11,20 @@ phase and owns what they share. One step [t, t + dt):
                 service by name) goes to its pool with the pool's own index; plant faults and the
                 facility cap to the first pool, which owns the plant; ``cooling_restore`` to every
                 pool.
-2. work         each pool's work step at its clocks. The first pool is the hall's front door:
+2. work         what runs where and how active it is: failures and repairs, drains, arrivals,
+                autoscaling, scheduling, restarts, and the services at the clocks the step
+                begins with (``Cluster.prepare``). The first pool is the hall's front door:
                 batch jobs arrive there and ``twin.routing`` sends each to a pool's queue.
 3. site         weather, price and carbon at t, once for the hall.
-4. physics      each pool's own part (``Facility.step_it``: chip and IT power, rack loops,
-                protection, loop trips); then the plant once on the summed heat and the power
-                chain once on the summed IT and cooling power; then each pool's clocks for the
-                next step. A facility cap shared by several pools gives every busy chip of the
-                hall one clock (``capping.shared_targets``): each pool's chips slow to meet
-                their share of the hall's IT target, inside the step when its load rose. When
-                protection slowed chips inside the step, the pool's batch work of the step is
-                taken at the clocks they ran at; thermal trips and recoveries go back to the
-                work state.
+4. physics      this step's clocks and what they draw: each pool's own part
+                (``Facility.step_it``: chip and IT power, caps inside the step, rack loops,
+                junction protection, loop trips). A facility cap shared by several pools gives
+                every busy chip of the hall one clock (``capping.shared_targets``).
+   work booked  each pool's batch work of the step, once, at the clocks its chips ran at
+                (``Cluster.book``: progress, checkpoints, jobs that end).
+   plant        the plant once on the summed heat and the power chain once on the summed IT and
+                cooling power; then each pool's clocks for the next step; thermal trips and
+                recoveries go back to the work state.
 5. record       each pool records its own rows with the plant's and the chain's power, water and
                 losses shared in proportion to its IT power; the hall's rows are merged from
                 them (by each column's rule, ``twin.telemetry.Column.merge``; one pool's are the hall's), ``system_ts``
@@ -287,13 +289,15 @@ class Hall:
         pools = self.pools
         for ev, source in self.events.due(t):
             self._apply(ev, source)
-        works = [pl.work(t) for pl in pools]
+        works = [pl.work(t) for pl in pools]  # what runs where, at which activity
         cond = self.site.step(t, dt)
         shared = len(pools) > 1
         if shared and pools[0].facility.facility_cap_w != self._shared_cap_w:
             # A cap that arrived or changed since the last step: its shares from that step's figures.
             self._share_cap([pl.facility.cap_basis for pl in pools], self._last_w)
         parts = [self._step_it(k, pl, cond) for k, pl in enumerate(pools)]
+        # The step's clocks are known (caps and protection inside the step): its batch work, once.
+        works = [pl.book(w, p.heat.clock) for pl, w, p in zip(pools, works, parts, strict=True)]
         it_w = sum(p.it_w for p in parts)
         plant_out = plant.run(
             self.plant_design,
@@ -323,8 +327,8 @@ class Hall:
             self._share_cap(bases, facility_w)
         steps = self._finish(parts, plant_out, losses, it_w, facility_w, cond)
         self._last_w = facility_w
-        for pl, rec, ph, (w, clock) in zip(pools, recs, steps, works, strict=True):
-            w = pl.after_physics(ph, w, clock)
+        for pl, rec, ph, w in zip(pools, recs, steps, works, strict=True):
+            pl.after_physics(ph)
             pl.record(rec, i, w, ph)
             pl.t_s = t + dt
         self.t_s = t + dt

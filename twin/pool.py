@@ -8,21 +8,19 @@ site, one plant and one power chain on their sums. The phases a pool takes part 
 
 - ``apply``: one event in the pool's own numbering (failures, repairs, drains, surges, a cap
   or a cooling fault on its rows);
-- ``work``: the work state's step at this step's clocks;
-- ``after_physics``: what the physics did to the work (clocks lowered inside the step, thermal
-  trips and recoveries);
+- ``work``: what runs where and how active it is (``Cluster.prepare``);
+- ``book``: the step's batch work, once, at the clocks the chips ran at (``Cluster.book``);
+- ``after_physics``: thermal trips and recoveries back to the work state;
 - ``record``: the pool's own rows (factory, UltraServers, rows, services, chip samples).
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import numpy.typing as npt
 
 from twin import outages, rng, serving, tco
-from twin.cluster import Cluster, WorkStep, rescale_progress
+from twin.cluster import Cluster, WorkStep
 from twin.design import Design, derive
 from twin.events import Events
 from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
@@ -72,6 +70,7 @@ class Pool:
         self._ph: FacilityStep | None = None  # the last physics step
         self.facility = Facility(params, self.topo, self.sys, self.acc, self.design)
         self._events: list[EventRow] = []
+        self._released = False  # a job ended in the step being booked (``book``)
 
     # ------------------------------------------------------------------ per-chip views
     @property
@@ -163,23 +162,25 @@ class Pool:
         self.log_all(caused)
 
     # ------------------------------------------------------------------ step phases
-    def work(self, t: int) -> tuple[WorkStep, npt.NDArray[np.float64]]:
-        """Phase 2: the work state's step at this step's clocks; returns it and those clocks."""
-        clock = self.chip_clock
-        w, work_events = self.cluster.step(t, self.dt_s, clock)
+    def work(self, t: int) -> WorkStep:
+        """Phase 2: what runs where this step and how active it is (the services served at the
+        clocks the step begins with); batch work is booked after the physics (``book``)."""
+        w, work_events = self.cluster.prepare(t, self.dt_s, self.chip_clock)
         self.log_all(work_events)
-        return w, clock
+        return w
 
-    def after_physics(self, ph: FacilityStep, w: WorkStep, clock: npt.NDArray[np.float64]) -> WorkStep:
-        """When junction protection or a cap slowed chips inside the step, the batch work of the
-        step is taken at the clocks the chips really ran at (work and power use the same clock).
-        Thermal trips take chips offline; the clocks decided here apply to the next step's work
-        and power alike."""
-        if ph.protected:
-            d_train, d_job = rescale_progress(self.cluster, self.t_s, self.dt_s, clock, ph.clock)
-            w = dataclasses.replace(
-                w, training_flops=w.training_flops - d_train, job_flops=w.job_flops - d_job
-            )
+    def book(self, w: WorkStep, clock: npt.NDArray[np.float64]) -> WorkStep:
+        """Phase 4b: the step's batch work, booked once at the clocks the chips ran at (``clock``:
+        caps and junction protection inside the step included), so work and power use one clock."""
+        allocated = self.cluster.n_alloc
+        w, work_events = self.cluster.book(w, self.t_s, self.dt_s, clock)
+        self._released = self.cluster.n_alloc < allocated  # a job ended (its chips worked till then)
+        self.log_all(work_events)
+        return w
+
+    def after_physics(self, ph: FacilityStep) -> None:
+        """Thermal trips take chips offline (their jobs are interrupted); the clocks decided here
+        apply to the next step's work and power alike."""
         self.log_all(ph.events)
         if len(ph.tripped_chips):
             caused: Events = []
@@ -189,7 +190,6 @@ class Pool:
             outages.recover_thermal(self.cluster, ph.recovered_chips)
         self.chip_clock = self.facility.clock
         self.chip_activity, self._ph = ph.act_chip, ph
-        return w
 
     # ------------------------------------------------------------------ record
     def record(self, rec: Recorder, i: int, w: WorkStep, ph: FacilityStep) -> None:
@@ -199,9 +199,9 @@ class Pool:
         topo = self.topo
         nus, c = topo.ultraservers, topo.chips_per_us
         # Busy = held by a job and doing work. Only a job's chips have activity; ownership changed
-        # since the physics read it only when a thermal trip interrupted jobs this step.
+        # since the physics read it only when a job ended or a thermal trip interrupted jobs.
         busy = ph.act_chip > 0
-        if len(ph.tripped_chips):
+        if self._released or len(ph.tripped_chips):
             busy &= self.chip_owner >= 0
         us_busy = np.add.reduce(
             busy.view(np.uint8).reshape(nus, c), axis=1, dtype=np.int64

@@ -36,10 +36,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from twin import capping
 from twin.compose import (
+    Composite,
     EventQueue,
     JobsView,
     Numbering,
@@ -47,7 +47,6 @@ from twin.compose import (
     interleave,
     merge_events,
     merge_failures,
-    merge_queues,
     merge_rows,
     merge_services,
     sort_by_time,
@@ -103,7 +102,7 @@ def hall_params(p: FactoryParams, k: int) -> FactoryParams:
     )
 
 
-class Campus:
+class Campus(Composite):
     """Several halls with the public face of a hall (``advance``, ``inject``, ``t_s``, ``design``,
     ``topo``, the per-chip arrays); it splits the parameters, shares the campus cap and routes
     events, and every hall steps itself (``twin.hall.Hall``)."""
@@ -171,53 +170,19 @@ class Campus:
         )
 
     # ------------------------------------------------------------------ per-chip views
-    def _cat(self, name: str) -> npt.NDArray[Any]:
-        return np.concatenate([getattr(h, name) for h in self.halls])
-
-    @property
-    def chip_clock(self) -> npt.NDArray[np.float64]:
-        return self._cat("chip_clock")
-
-    @property
-    def chip_power(self) -> npt.NDArray[np.float64]:
-        return self._cat("chip_power")
-
-    @property
-    def chip_activity(self) -> npt.NDArray[np.float64]:
-        return self._cat("chip_activity")
-
-    @property
-    def chip_tj(self) -> npt.NDArray[np.float64]:
-        return self._cat("chip_tj")
-
-    @property
-    def chip_hw_failed(self) -> npt.NDArray[np.bool_]:
-        return self._cat("chip_hw_failed")
-
-    @property
-    def us_tripped(self) -> npt.NDArray[np.bool_]:
-        return self._cat("us_tripped")
-
-    def chip_job_ids(self) -> npt.NDArray[np.int32]:
-        return np.concatenate([h.chip_job_ids() for h in self.halls])
 
     @property
     def jobs(self) -> JobsView:
         """The campus's job tables read as one (every system pool of every hall); read-only."""
         return JobsView([t for h in self.halls for t in h.job_tables()])
 
+    def _parts(self) -> list[Hall]:
+        return self.halls
+
     def job_tables(self) -> list[Any]:
         return [t for h in self.halls for t in h.job_tables()]
 
-    def queue_view(self, limit: int = 50) -> list[tuple[int, str, int, int]]:
-        return merge_queues([h.queue_view(limit) for h in self.halls], limit)
-
     # ------------------------------------------------------------------ events
-    def inject(self, kind: str, target: str = "", value: float = 0.0, duration_s: int = 0) -> ScheduledEvent:
-        """Queue an operator event (targets numbered across the campus); applied at the next step."""
-        ev = ScheduledEvent(self.t_s, kind, str(target), float(value), int(duration_s))
-        self.events.push(ev, "operator")
-        return ev
 
     def route(self, ev: ScheduledEvent) -> list[tuple[int, ScheduledEvent]]:
         """The hall(s) an event concerns, each with the event in the hall's own numbering."""
@@ -280,10 +245,6 @@ class Campus:
         return [x / tot for x in w] if tot > 0 else [1.0 / len(self.halls)] * len(self.halls)
 
     # ------------------------------------------------------------------ public
-    def refresh_jobs(self) -> None:
-        """As ``Hall.refresh_jobs``, for every hall."""
-        for h in self.halls:
-            h.refresh_jobs()
 
     def advance(self, steps: int, stop: Callable[[], bool] | None = None) -> Frames:
         """Run ``steps`` steps; return the campus's telemetry frames. ``stop`` as for

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from twin import telemetry
 from twin.params import ScheduledEvent
@@ -45,6 +46,71 @@ class EventQueue:
             _, _, ev, source = heapq.heappop(self._pending)
             out.append((ev, source))
         return out
+
+
+class Composite:
+    """What a whole made of parts (a hall of pools, a campus of halls) shows of its chips, its
+    queue and its operator events: the parts' per-chip arrays end to end (one part's are the
+    whole's), their waiting jobs longest first, an operator event queued for the next step.
+    Subclasses set ``t_s`` and ``events`` and give their parts (``_parts``)."""
+
+    t_s: int
+    events: EventQueue
+
+    def _parts(self) -> Sequence[Any]:
+        raise NotImplementedError
+
+    def _cat(self, name: str) -> npt.NDArray[Any]:
+        parts = self._parts()
+        if len(parts) == 1:
+            out: npt.NDArray[Any] = getattr(parts[0], name)
+            return out
+        return np.concatenate([getattr(p, name) for p in parts])
+
+    @property
+    def chip_clock(self) -> npt.NDArray[np.float64]:
+        return self._cat("chip_clock")
+
+    @property
+    def chip_power(self) -> npt.NDArray[np.float64]:
+        return self._cat("chip_power")
+
+    @property
+    def chip_activity(self) -> npt.NDArray[np.float64]:
+        return self._cat("chip_activity")
+
+    @property
+    def chip_tj(self) -> npt.NDArray[np.float64]:
+        return self._cat("chip_tj")
+
+    @property
+    def chip_hw_failed(self) -> npt.NDArray[np.bool_]:
+        return self._cat("chip_hw_failed")
+
+    @property
+    def us_tripped(self) -> npt.NDArray[np.bool_]:
+        return self._cat("us_tripped")
+
+    def chip_job_ids(self) -> npt.NDArray[np.int32]:
+        """The job id on each chip (-1 idle)."""
+        return np.concatenate([p.chip_job_ids() for p in self._parts()])
+
+    def queue_view(self, limit: int = 50) -> list[tuple[int, str, int, int]]:
+        """First waiting jobs, longest waiting first: (job_id, name, chips, wait_s)."""
+        return merge_queues([p.queue_view(limit) for p in self._parts()], limit)
+
+    def refresh_jobs(self) -> None:
+        """The next advance writes every waiting and running job's row, however long since the
+        last (``jobs_interval_s``): the end of a run."""
+        for p in self._parts():
+            p.refresh_jobs()
+
+    def inject(self, kind: str, target: str = "", value: float = 0.0, duration_s: int = 0) -> ScheduledEvent:
+        """Queue an operator event (targets numbered across the whole); applied at the next step
+        and recorded."""
+        ev = ScheduledEvent(self.t_s, kind, str(target), float(value), int(duration_s))
+        self.events.push(ev, "operator")
+        return ev
 
 
 class Numbering:

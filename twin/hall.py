@@ -41,10 +41,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from twin import capping, plant, power, rng, routing, site, telemetry
 from twin.compose import (
+    Composite,
     EventQueue,
     JobsView,
     Numbering,
@@ -52,7 +52,6 @@ from twin.compose import (
     interleave,
     merge_events,
     merge_failures,
-    merge_queues,
     merge_rows,
     merge_services,
     sort_by_time,
@@ -86,7 +85,7 @@ EVENT_KINDS = (
 )
 
 
-class Hall:
+class Hall(Composite):
     """The model of one hall: ``advance``, ``inject``, ``t_s``, ``design``, ``topo``, the per-chip
     arrays across its pools. ``weather_seed``: the seed of the site's weather (a campus gives
     every hall its own)."""
@@ -201,38 +200,6 @@ class Hall:
         return self.pools[0]
 
     # ------------------------------------------------------------------ per-chip views
-    def _cat(self, name: str) -> npt.NDArray[Any]:
-        if len(self.pools) == 1:
-            out: npt.NDArray[Any] = getattr(self.pools[0], name)
-            return out
-        return np.concatenate([getattr(pl, name) for pl in self.pools])
-
-    @property
-    def chip_clock(self) -> npt.NDArray[np.float64]:
-        return self._cat("chip_clock")
-
-    @property
-    def chip_power(self) -> npt.NDArray[np.float64]:
-        return self._cat("chip_power")
-
-    @property
-    def chip_activity(self) -> npt.NDArray[np.float64]:
-        return self._cat("chip_activity")
-
-    @property
-    def chip_tj(self) -> npt.NDArray[np.float64]:
-        return self._cat("chip_tj")
-
-    @property
-    def chip_hw_failed(self) -> npt.NDArray[np.bool_]:
-        return self._cat("chip_hw_failed")
-
-    @property
-    def us_tripped(self) -> npt.NDArray[np.bool_]:
-        return self._cat("us_tripped")
-
-    def chip_job_ids(self) -> npt.NDArray[np.int32]:
-        return np.concatenate([pl.chip_job_ids() for pl in self.pools])
 
     @property
     def jobs(self) -> JobTable | JobsView:
@@ -241,19 +208,13 @@ class Hall:
             return self.pools[0].jobs
         return JobsView([pl.jobs for pl in self.pools])
 
+    def _parts(self) -> list[Pool]:
+        return self.pools
+
     def job_tables(self) -> list[JobTable]:
         return [pl.jobs for pl in self.pools]
 
-    def queue_view(self, limit: int = 50) -> list[tuple[int, str, int, int]]:
-        """First waiting jobs, longest waiting first: (job_id, name, chips, wait_s)."""
-        return merge_queues([pl.queue_view(limit) for pl in self.pools], limit)
-
     # ------------------------------------------------------------------ events
-    def inject(self, kind: str, target: str = "", value: float = 0.0, duration_s: int = 0) -> ScheduledEvent:
-        """Queue an operator event (targets numbered across the hall); applied at the next step."""
-        ev = ScheduledEvent(self.t_s, kind, str(target), float(value), int(duration_s))
-        self.events.push(ev, "operator")
-        return ev
 
     def route(self, ev: ScheduledEvent) -> list[tuple[int, ScheduledEvent]]:
         """The pool(s) an event concerns, each with the event in the pool's own numbering (a hall
@@ -422,12 +383,6 @@ class Hall:
         recs = self.begin(steps)
         ran = run_steps(self.step, recs, steps, stop)
         return self.end(recs, ran)
-
-    def refresh_jobs(self) -> None:
-        """The next advance writes every waiting and running job's row, however long since the
-        last (``jobs_interval_s``): the end of a run."""
-        for pl in self.pools:
-            pl.refresh_jobs()
 
     def begin(self, steps: int) -> list[Recorder]:
         """Each pool's buffers for the next ``steps`` steps (a campus drives halls so)."""

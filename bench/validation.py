@@ -483,7 +483,7 @@ CASES: tuple[Case, ...] = (
         name="llama3-405b-goodput",
         what="Llama 3 405B effective training time with the cluster's failures",
         published=Published(
-            0.90, 1.0, "-", "Llama 3 paper (Meta, 2024), §3.3.4: > 90 % effective training time (3P)"
+            0.90, math.inf, "-", "Llama 3 paper (Meta, 2024), §3.3.4: > 90 % effective training time (3P)"
         ),
         tolerance=Tolerance(0.0, False, "a one-sided claim: the range is the published statement"),
         runs=(LLAMA3_405B,),
@@ -661,7 +661,7 @@ CASES: tuple[Case, ...] = (
         published=Published(
             1.2,
             2.3,
-            "$",
+            "$/GPU-h",
             "public owner-TCO estimates: ~$1.20 effective for a purchased H100 (GPU TCO analysis pages, 2025) to "
             "$2.3 (V. Nesov, 2025: $50k all-in per GPU paid back in 3 years + 20 % opex) (3P, weak)",
         ),
@@ -722,6 +722,8 @@ def _num(v: float | None, fmt: str) -> str:
 def _err(o: Outcome) -> str:
     if o.error is None:
         return "—"
+    if o.error == 0:
+        return "0"
     if o.case.tolerance.relative:
         return f"{o.error:+.1%}"
     return f"{o.error:+{o.case.fmt}}"

@@ -469,7 +469,10 @@ CASES: tuple[Case, ...] = (
         name="llama3-405b-mfu",
         what="Llama 3 405B pre-training MFU, 16,384 H100, BF16",
         published=Published(
-            0.38, 0.43, "-", "Llama 3 paper (Meta, 2024), Table 4: BF16 MFU 38-43 % on 8,192-16,384 H100 (3P)"
+            0.38,
+            0.43,
+            "-",
+            "Llama 3 paper (Meta, 2024, arXiv 2407.21783), Table 4: BF16 MFU 38-43 % on 8,192-16,384 H100 (3P)",
         ),
         tolerance=Tolerance(0.02, False, "the paper's own range spans 5 points over its parallelism layouts"),
         runs=(LLAMA3_405B,),
@@ -483,7 +486,10 @@ CASES: tuple[Case, ...] = (
         name="llama3-405b-goodput",
         what="Llama 3 405B effective training time with the cluster's failures",
         published=Published(
-            0.90, math.inf, "-", "Llama 3 paper (Meta, 2024), §3.3.4: > 90 % effective training time (3P)"
+            0.90,
+            math.inf,
+            "-",
+            "Llama 3 paper (Meta, 2024, arXiv 2407.21783), §3.3.4: > 90 % effective training time (3P)",
         ),
         tolerance=Tolerance(0.0, False, "a one-sided claim: the range is the published statement"),
         runs=(LLAMA3_405B,),
@@ -498,7 +504,7 @@ CASES: tuple[Case, ...] = (
             419,
             419,
             "-",
-            "Llama 3 paper (Meta, 2024), Table 5: 419 unexpected of 466 interruptions in 54 days (3P)",
+            "Llama 3 paper (Meta, 2024, arXiv 2407.21783), Table 5: 419 unexpected of 466 interruptions in 54 days (3P)",
         ),
         tolerance=Tolerance(0.15, True, "Poisson count (±10 % at 2 sigma) and a hazard rounded to 2.0e-5 /h"),
         runs=(LLAMA3_405B,),
@@ -654,6 +660,21 @@ CASES: tuple[Case, ...] = (
         how="run KPI wue_l_per_kwh (site water / IT energy), 8,760 h",
         known_gap="the towers evaporate every hour of the year (~1.6 L per kWh rejected); no dry or "
         "air-side economizer hours without water",
+    ),
+    Case(
+        name="wue-tower-vs-industry",
+        what="Annual WUE, default hall with its cooling-tower plant, vs the industry average",
+        published=Published(
+            1.8,
+            1.8,
+            "L/kWh",
+            "GreenBiz (2022) on AWS's water pledge: industry average WUE about 1.8 L/kWh per academic studies "
+            "(3P, weak)",
+        ),
+        tolerance=Tolerance(0.20, True, "an average over plant types and climates, from a secondary source"),
+        runs=(YEAR_LIQUID,),
+        read=lambda r: r.kpi("wue_l_per_kwh"),
+        how="run KPI wue_l_per_kwh (site water / IT energy), 8,760 h",
     ),
     Case(
         name="h100-owner-usd-per-gpu-hour",

@@ -121,14 +121,21 @@ ACCELERATORS: dict[str, Accelerator] = {
             },
             hbm_bytes=144 * GIB,
             hbm_bw_bytes_s=4.9e12,
-            tdp_w=900.0,
+            # DER: AWS publishes no TDP. Its chip-level claim "40 % better energy efficiency" than
+            # Trainium2 (OFF-2, re:Invent 2025 keynote slide via nextplatform.com 2025-12-03), read
+            # as peak FP8 FLOP/s per W, with Trainium2 at ~500 W (3P, low confidence): 2,517 / 1,299
+            # / 1.4 x 500 W = 692 W, rounded to 700 W (facts §5: 700-750 W). The range of the
+            # comparisons is 700-1,100 W (``twin.sensitivity``); 900 W was the earlier ASM default.
+            tdp_w=700.0,
             idle_fraction=0.20,
             tdp_assumed=True,
             sources={
                 "peak_flops": "OFF: AWS Neuron docs, about-neuron/arch/neuron-hardware/trainium3.rst",
                 "hbm": "OFF: trainium3.rst (144 GiB, 4.9 TB/s; NKI guide says 4.7 TB/s)",
-                "tdp_w": "ASM: not published by AWS; 900 W default, sweep 700-1,100 W (facts §5)",
-                "idle_fraction": "ASM: 15-25 % of TDP (A100 60/400 W, MI250X 88/560 W; facts §5)",
+                "tdp_w": "DER: not published by AWS; '40 % better energy efficiency' than Trainium2 "
+                "(OFF-2, nextplatform.com 2025-12-03) as peak FP8/W with Trn2 ~500 W (3P): "
+                "2,517/1,299/1.4 x 500 W = 692 W -> 700 W; range 700-1,100 W (900 W the earlier ASM; facts §5)",
+                "idle_fraction": "ASM: 15-25 % of TDP (A100 60/400 W, MI250X 88/560 W; facts §5): 140 W at 700 W",
             },
         ),
         Accelerator(
@@ -155,7 +162,9 @@ ACCELERATORS: dict[str, Accelerator] = {
                 "fp4": 6 * 2517 * TERA,  # ">= 6x FP4 compute vs Trainium3"
                 "bf16": 3 * 671 * TERA,  # ASM: BF16 scales with FP8
             },
-            hbm_bytes=144 * GIB,  # "2x HBM capacity" unverified: kept at Trainium3's
+            # OFF-2/3P (doubtful): "2x HBM capacity" vs Trainium3 as reported in press summaries of
+            # the announcement; not found in any source read (facts §4). 2 x 144 GiB.
+            hbm_bytes=2 * 144 * GIB,
             hbm_bw_bytes_s=4 * 4.9e12,  # "4x memory bandwidth vs Trainium3"
             tdp_w=1400.0,
             idle_fraction=0.20,
@@ -163,7 +172,8 @@ ACCELERATORS: dict[str, Accelerator] = {
             roadmap=True,
             sources={
                 "peak_flops": "OFF-2: re:Invent 2025 recap (nand-research.com): 6x FP4, 3x FP8",
-                "hbm": "OFF-2: 4x memory bandwidth; capacity unverified (facts §4)",
+                "hbm": "OFF-2: 4x memory bandwidth; OFF-2/3P (doubtful): 2x HBM capacity = 288 GiB as "
+                "press summaries report the announcement, not found in any source read (facts §4)",
                 "tdp_w": "ASM: projection, no source",
             },
         ),

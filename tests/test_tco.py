@@ -101,7 +101,6 @@ def test_network_storage_spares_grid_interest_and_resale_by_hand() -> None:
     assert r.network_capex_usd == pytest.approx(network) and network / 16 == pytest.approx(5000.0)
     assert r.storage_capex_usd == pytest.approx(storage)
     assert r.facility_capex_usd == pytest.approx(build + idc)
-    assert r.it_capex_usd == pytest.approx(servers + network + storage)
     # Resale: 20 % of the systems back after 4 years, worth that over 1.1^4 today.
     it = servers + network + storage - 0.2 * servers / 1.1**4
     crf4 = 0.1 * 1.1**4 / (1.1**4 - 1)
@@ -171,6 +170,10 @@ def test_simulation_records_fixed_costs_per_step() -> None:
     f = sim.advance(30)["factory_ts"]
     d = sim.design
     t = p.tco
+    # The facility is built for the nameplate: every system at TDP, hosts and switches full.
+    assert d.design_it_w == pytest.approx(
+        2 * catalog.system_full_load_it_w(p.hall.system, p.hall.accelerator)
+    )
     chips = 2 * p.hall.system.chips
     servers = 2 * 1.0e6 * (1 + t.spares_share)
     it = servers + chips * (t.network_usd_per_gbps * p.hall.system.scaleout_bw_bytes_s * 8 / 1e9)

@@ -97,11 +97,6 @@ class CostRates:
     fixed_opex_usd_per_s: float  # maintenance + staff [USD/s]
     water_usd_per_l: float  # [USD/L]
 
-    @property
-    def it_capex_usd(self) -> float:
-        """Capital of the IT: systems, spares, network and storage [USD]."""
-        return self.server_capex_usd + self.network_capex_usd + self.storage_capex_usd
-
 
 def system_capex_usd(sysm: System, p: TcoParams) -> float:
     """Price of one system: the scenario's, else the catalog's [USD]."""

@@ -14,8 +14,10 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
 * CUE = CO2 of the facility's energy / IT energy [kg/kWh] (The Green Grid; t/MWh = kg/kWh).
 * J per token = facility power attributed to inference replicas, integrated, / output tokens.
 * $ per M tokens = the same energy at each step's price / output tokens x 1e6.
-* Cost of ownership (``twin.tco``): capital recovery, maintenance and staff, and water are
-  recorded per step; total = electricity + capital + maintenance/staff + water. The split:
+* Cost of ownership (``twin.tco``): capital recovery (systems and spares, scale-out network,
+  storage, less the systems' resale; building and plant per W of nameplate IT, grid connection,
+  interest during construction), maintenance and staff, and water are recorded per step;
+  total = electricity + capital + maintenance/staff + water. The split:
   capital / energy (IT and power-chain losses at each step's price) / cooling (the plant's power
   at each step's price) / other (maintenance, staff, water).
 * $ per chip-hour = total cost / chip-hours of the hall (idle chips cost too).

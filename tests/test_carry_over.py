@@ -25,19 +25,24 @@ def invoke(*args: str) -> tuple[int, str]:
 
 
 # ---------------------------------------------------------------------- hardware belongs to its system
-def test_set_switching_the_system_refuses_the_old_systems_hardware() -> None:
+def test_set_switching_the_system_refuses_the_old_systems_hardware(tmp_path: Path) -> None:
+    f = tmp_path / "hw.toml"
+    f.write_text(HW)
     with pytest.raises(ScenarioError) as e:
-        overrides.load("default", ["hall.system=hgx-h100"])
+        overrides.load(str(f), ["hall.system=hgx-h100"])
     msg = str(e.value)
     assert msg.startswith("--set hall.system=hgx-h100: hall.system: " + CARRIED)
     assert "--set hardware.tdp_w=VALUE" in msg and "--set hardware={}" in msg
     assert "\n" not in msg
     # Restated (or dropped), the switch is taken; the same system again is no switch.
-    s, _, _ = overrides.load("default", ["hall.system=hgx-h100", "hardware.tdp_w=700"])
+    s, _, _ = overrides.load(str(f), ["hall.system=hgx-h100", "hardware.tdp_w=700"])
     assert s.to_params().hall.accelerator.tdp_w == 700
-    s, _, _ = overrides.load("default", ["hall.system=hgx-h100", "hardware={}"])
+    s, _, _ = overrides.load(str(f), ["hall.system=hgx-h100", "hardware={}"])
     assert s.to_params().hall.accelerator.tdp_w == 700  # the catalog's H100 SXM figure
-    overrides.load("default", ["hall.system=trn3-gen2", "hall.ultraservers=4"])
+    overrides.load(str(f), ["hall.system=trn3-gen2", "hall.ultraservers=4"])
+    # The built-in default sets no [hardware]: its system switches freely.
+    s, _, _ = overrides.load("default", ["hall.system=hgx-h100"])
+    assert s.to_params().hall.system.key == "hgx-h100"
 
 
 def test_every_per_system_key_is_tied_to_its_system() -> None:
@@ -143,10 +148,10 @@ def _comparisons() -> list[str]:
 
 
 def test_the_system_comparisons_are_known() -> None:
-    assert _comparisons() == ["gpu-vs-asic", "trainium3-vs-gb300", "trn2-vs-trn3"]
+    assert _comparisons() == ["gpu-vs-asic", "trainium3-vs-gb300", "trn2-vs-trn3", "trn3-power-range"]
 
 
-@pytest.mark.parametrize("name", ["gpu-vs-asic", "trainium3-vs-gb300", "trn2-vs-trn3"])
+@pytest.mark.parametrize("name", ["gpu-vs-asic", "trainium3-vs-gb300", "trn2-vs-trn3", "trn3-power-range"])
 def test_comparisons_state_their_measured_load(name: str) -> None:
     """Each system comparison keeps its work steady through the week and says in the file how
     busy its systems ran (bench/bench_comparisons.py measures it)."""

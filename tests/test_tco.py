@@ -12,8 +12,9 @@ from storage.kpis import run_kpis, whole_run
 from storage.schema import DEFAULT_START, columns, migrations
 from storage.writer import init_schema, to_arrow
 from tests.conftest import SMALL_TOML, small_params
-from twin import catalog, tco
+from twin import catalog, routing, tco
 from twin.hall import Hall
+from twin.params import PowerChainParams, TrainingParams
 from twin.telemetry import SCHEMA_VERSION
 
 YEAR_S = 365.25 * 86400
@@ -42,6 +43,12 @@ def test_cost_rates_by_hand() -> None:
         system_capex_usd=2.0e6,
         facility_capex_liquid_usd_per_w=11.0,
         facility_capex_air_usd_per_w=7.0,
+        network_usd_per_gbps=0.0,
+        storage_usd_per_chip=0.0,
+        spares_share=0.0,
+        grid_usd_per_kw=0.0,
+        construction_years=0.0,
+        residual_share=0.0,
         server_life_years=4,
         facility_life_years=20,
         financing_rate=0.0,
@@ -64,6 +71,90 @@ def test_cost_rates_by_hand() -> None:
     assert r2.facility_capex_usd == pytest.approx(7.0e6)
 
 
+def test_network_storage_spares_grid_interest_and_resale_by_hand() -> None:
+    """Two HGX H100 nodes (16 GPUs at 400 Gb/s) on 20 kW of nameplate IT, every term on."""
+    sysm = catalog.system("hgx-h100")
+    p = tco.TcoParams(
+        system_capex_usd=200_000.0,
+        facility_capex_air_usd_per_w=10.0,
+        network_usd_per_gbps=12.5,
+        storage_usd_per_chip=1000.0,
+        spares_share=0.05,
+        grid_usd_per_kw=300.0,
+        construction_years=2.0,
+        residual_share=0.2,
+        server_life_years=4.0,
+        facility_life_years=20.0,
+        financing_rate=0.1,
+        maintenance_share_per_year=0.02,
+        staff_per_mw=1.0,
+        staff_loaded_usd_per_year=100_000.0,
+    )
+    r = tco.cost_rates(sysm, 2, 20e3, p)
+    servers = 2 * 200_000.0 * 1.05  # spares: 5 % more systems
+    network = 16 * 12.5 * 400  # 400 Gb/s per GPU at $12.5 per Gb/s = $5,000 per GPU
+    storage = 16 * 1000.0
+    build = 20e3 * 10.0 + 20.0 * 300.0  # building and plant + grid connection
+    idc = build * (1.1**1.0 - 1.0)  # half the two-year build at 10 %: 10 % of the capital
+    assert tco.construction_interest_factor(0.1, 2.0) == pytest.approx(0.1)
+    assert r.server_capex_usd == pytest.approx(servers)
+    assert r.network_capex_usd == pytest.approx(network) and network / 16 == pytest.approx(5000.0)
+    assert r.storage_capex_usd == pytest.approx(storage)
+    assert r.facility_capex_usd == pytest.approx(build + idc)
+    # Resale: 20 % of the systems back after 4 years, worth that over 1.1^4 today.
+    it = servers + network + storage - 0.2 * servers / 1.1**4
+    crf4 = 0.1 * 1.1**4 / (1.1**4 - 1)
+    crf20 = 0.1 * 1.1**20 / (1.1**20 - 1)
+    assert r.capex_usd_per_s * YEAR_S == pytest.approx(it * crf4 + (build + idc) * crf20)
+    fixed = 0.02 * (servers + network + storage + build) + 1.0 * 0.02 * 100_000.0
+    assert r.fixed_opex_usd_per_s * YEAR_S == pytest.approx(fixed)
+    # The owner's cost per chip-hour: the fixed rates plus the electricity, per chip.
+    per_h = tco.usd_per_chip_hour(r, 16, 24e3, 100.0)
+    assert per_h == pytest.approx(((r.capex_usd_per_s + r.fixed_opex_usd_per_s) * 3600 + 2.4) / 16)
+
+
+# ---------------------------------------------------------------------- against published figures
+def _owner_usd_per_gpu_hour(key: str, pue: float = 1.2, price: float = 75.0) -> float:
+    """The owner's $ per GPU-hour of one system at the catalog's prices and the default [tco]
+    keys: its nameplate sizes the facility (every chip at TDP, hosts and switches full), its
+    chips run at the default training activity and the facility at ``pue`` and a flat price."""
+    sysm = catalog.system(key)
+    acc = catalog.accelerator_for(sysm)
+    nameplate = catalog.system_full_load_it_w(sysm, acc)
+    r = tco.cost_rates(sysm, 1, nameplate, tco.TcoParams())
+    act = TrainingParams().activity
+    it_w = sysm.chips * routing.chip_it_w(sysm, acc, act, PowerChainParams())
+    return tco.usd_per_chip_hour(r, sysm.chips, it_w * pue, price)
+
+
+def test_owner_cost_of_an_h100_hour_is_within_public_estimates() -> None:
+    """Owner TCO of an H100 hour, published estimates $1.2-2.3: ~$1.20 effective hourly rate of a
+    bought node (v2-pseo-ai.pages.dev GPU TCO analysis), $2.3 with 3-year payback and 20 % opex
+    (greaterwrong.com, 2025). PUE 1.2 (typical modern AI hall, aiinframap.com), $75/MWh."""
+    assert 1.2 <= _owner_usd_per_gpu_hour("hgx-h100") <= 2.3
+
+
+def test_gb200_over_h100_cost_per_gpu_hour_is_semianalysis_ratio() -> None:
+    """SemiAnalysis, "H100 vs GB200 NVL72 Training Benchmarks" (2025-08-20): GB200 NVL72 needs a
+    1.6x performance advantage over H100 to break even on TCO, i.e. its TCO per GPU-hour is ~1.6x
+    H100's. Every price here is an estimate (catalog, [tco]), so the tolerance is 15 %: 1.36-1.84."""
+    ratio = _owner_usd_per_gpu_hour("gb200-nvl72") / _owner_usd_per_gpu_hour("hgx-h100")
+    assert ratio == pytest.approx(1.6, rel=0.15)
+
+
+def test_the_new_terms_raise_the_cost_and_resale_lowers_it() -> None:
+    """Property: each added term costs money, resale gives some back."""
+    sysm = catalog.system("gb300-nvl72")
+    base = tco.cost_rates(sysm, 4, 5e5, tco.TcoParams())
+    for key in ("network_usd_per_gbps", "storage_usd_per_chip", "spares_share", "grid_usd_per_kw"):
+        off = tco.cost_rates(sysm, 4, 5e5, dataclasses.replace(tco.TcoParams(), **{key: 0.0}))
+        assert off.capex_usd_per_s < base.capex_usd_per_s, key
+    off = tco.cost_rates(sysm, 4, 5e5, dataclasses.replace(tco.TcoParams(), construction_years=0.0))
+    assert off.facility_capex_usd < base.facility_capex_usd
+    off = tco.cost_rates(sysm, 4, 5e5, dataclasses.replace(tco.TcoParams(), residual_share=0.0))
+    assert off.capex_usd_per_s > base.capex_usd_per_s
+
+
 def test_every_system_has_a_sourced_price() -> None:
     for s in catalog.SYSTEMS.values():
         assert s.capex_usd > 0, s.key
@@ -78,13 +169,23 @@ def test_simulation_records_fixed_costs_per_step() -> None:
     sim = Hall(p)
     f = sim.advance(30)["factory_ts"]
     d = sim.design
-    servers = 2 * 1.0e6
-    facility = d.design_it_w * p.tco.facility_capex_liquid_usd_per_w
+    t = p.tco
+    # The facility is built for the nameplate: every system at TDP, hosts and switches full.
+    assert d.design_it_w == pytest.approx(
+        2 * catalog.system_full_load_it_w(p.hall.system, p.hall.accelerator)
+    )
+    chips = 2 * p.hall.system.chips
+    servers = 2 * 1.0e6 * (1 + t.spares_share)
+    it = servers + chips * (t.network_usd_per_gbps * p.hall.system.scaleout_bw_bytes_s * 8 / 1e9)
+    it += chips * t.storage_usd_per_chip
+    build = d.design_it_w * t.facility_capex_liquid_usd_per_w + d.design_it_w / 1e3 * t.grid_usd_per_kw
+    facility = build * 1.05 ** (t.construction_years / 2)
     crf = tco.capital_recovery_factor
-    per_year = servers * crf(0.05, p.tco.server_life_years) + facility * crf(0.05, p.tco.facility_life_years)
+    per_year = (it - t.residual_share * servers / 1.05**t.server_life_years) * crf(0.05, t.server_life_years)
+    per_year += facility * crf(0.05, t.facility_life_years)
     assert f["capex_usd"] == pytest.approx([per_year * 60 / YEAR_S] * 30)
-    fixed = p.tco.maintenance_share_per_year * (servers + facility)
-    fixed += p.tco.staff_per_mw * d.design_it_w / 1e6 * p.tco.staff_loaded_usd_per_year
+    fixed = t.maintenance_share_per_year * (it + build)
+    fixed += t.staff_per_mw * d.design_it_w / 1e6 * t.staff_loaded_usd_per_year
     assert f["fixed_opex_usd"] == pytest.approx([fixed * 60 / YEAR_S] * 30)
     assert f["water_cost_usd"] == pytest.approx(f["water_l"] * 4.0 / 1000)
     # Two replicas of four chips hold eight chips once placed.
@@ -100,6 +201,9 @@ def test_tco_keys_in_scenarios() -> None:
         ("water_usd_per_m3 = -1", "water_usd_per_m3"),
         ("maintenance_share_per_year = 'x'", "maintenance_share_per_year"),
         ("capex = 1", "capex"),
+        ("spares_share = 1.5", "spares_share"),
+        ("residual_share = -0.1", "residual_share"),
+        ("construction_years = -1", "construction_years"),
     ):
         with pytest.raises(ScenarioError, match=key) as e:
             parse(SMALL_TOML + f"\n[tco]\n{bad}\n", "t.toml")

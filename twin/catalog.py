@@ -121,14 +121,21 @@ ACCELERATORS: dict[str, Accelerator] = {
             },
             hbm_bytes=144 * GIB,
             hbm_bw_bytes_s=4.9e12,
-            tdp_w=900.0,
+            # DER: AWS publishes no TDP. Its chip-level claim "40 % better energy efficiency" than
+            # Trainium2 (OFF-2, re:Invent 2025 keynote slide via nextplatform.com 2025-12-03), read
+            # as peak FP8 FLOP/s per W, with Trainium2 at ~500 W (3P, low confidence): 2,517 / 1,299
+            # / 1.4 x 500 W = 692 W, rounded to 700 W (facts §5: 700-750 W). The range of the
+            # comparisons is 700-1,100 W (``twin.sensitivity``); 900 W was the earlier ASM default.
+            tdp_w=700.0,
             idle_fraction=0.20,
             tdp_assumed=True,
             sources={
                 "peak_flops": "OFF: AWS Neuron docs, about-neuron/arch/neuron-hardware/trainium3.rst",
                 "hbm": "OFF: trainium3.rst (144 GiB, 4.9 TB/s; NKI guide says 4.7 TB/s)",
-                "tdp_w": "ASM: not published by AWS; 900 W default, sweep 700-1,100 W (facts §5)",
-                "idle_fraction": "ASM: 15-25 % of TDP (A100 60/400 W, MI250X 88/560 W; facts §5)",
+                "tdp_w": "DER: not published by AWS; '40 % better energy efficiency' than Trainium2 "
+                "(OFF-2, nextplatform.com 2025-12-03) as peak FP8/W with Trn2 ~500 W (3P): "
+                "2,517/1,299/1.4 x 500 W = 692 W -> 700 W; range 700-1,100 W (900 W the earlier ASM; facts §5)",
+                "idle_fraction": "ASM: 15-25 % of TDP (A100 60/400 W, MI250X 88/560 W; facts §5): 140 W at 700 W",
             },
         ),
         Accelerator(
@@ -155,7 +162,9 @@ ACCELERATORS: dict[str, Accelerator] = {
                 "fp4": 6 * 2517 * TERA,  # ">= 6x FP4 compute vs Trainium3"
                 "bf16": 3 * 671 * TERA,  # ASM: BF16 scales with FP8
             },
-            hbm_bytes=144 * GIB,  # "2x HBM capacity" unverified: kept at Trainium3's
+            # OFF-2/3P (doubtful): "2x HBM capacity" vs Trainium3 as reported in press summaries of
+            # the announcement; not found in any source read (facts §4). 2 x 144 GiB.
+            hbm_bytes=2 * 144 * GIB,
             hbm_bw_bytes_s=4 * 4.9e12,  # "4x memory bandwidth vs Trainium3"
             tdp_w=1400.0,
             idle_fraction=0.20,
@@ -163,7 +172,8 @@ ACCELERATORS: dict[str, Accelerator] = {
             roadmap=True,
             sources={
                 "peak_flops": "OFF-2: re:Invent 2025 recap (nand-research.com): 6x FP4, 3x FP8",
-                "hbm": "OFF-2: 4x memory bandwidth; capacity unverified (facts §4)",
+                "hbm": "OFF-2: 4x memory bandwidth; OFF-2/3P (doubtful): 2x HBM capacity = 288 GiB as "
+                "press summaries report the announcement, not found in any source read (facts §4)",
                 "tdp_w": "ASM: projection, no source",
             },
         ),
@@ -329,14 +339,14 @@ SYSTEMS: dict[str, System] = {
             host_idle_fraction=0.5,
             switch_w=3600.0,
             liquid_fraction=0.85,
-            capex_usd=3_000_000.0,
+            capex_usd=3_100_000.0,
             scaleup_bw_bytes_s=1.8e12,
             scaleout_bw_bytes_s=50e9,
             sources={
                 "scaleup_bw_bytes_s": "DER: NVLink 5, 130 TB/s per NVL72 / 72 GPUs = 1.8 TB/s (facts §6)",
                 "scaleout_bw_bytes_s": "ASM: 400 Gb/s InfiniBand/Ethernet per GPU (ConnectX-7 class; not in facts)",
                 "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
-                "capex_usd": "ASM: press reports of ~$3M per NVL72 rack (not read at source)",
+                "capex_usd": "3P: 'a rack of Blackwell GPUs costs $3.1 million' (fetchlogic.net 2026, citing SemiAnalysis); press ~$3M",
                 "chips": "OFF: NVIDIA NVL72 (72 GPU + 36 Grace, 18 compute trays)",
                 "power": "ASM: ~125 kW rack at full load (facts §6)",
             },
@@ -352,14 +362,14 @@ SYSTEMS: dict[str, System] = {
             host_idle_fraction=0.5,
             switch_w=3600.0,
             liquid_fraction=0.85,
-            capex_usd=3_700_000.0,
+            capex_usd=3_900_000.0,
             scaleup_bw_bytes_s=1.8e12,
             scaleout_bw_bytes_s=100e9,
             sources={
                 "scaleup_bw_bytes_s": "DER: NVLink 5, 130 TB/s per NVL72 / 72 GPUs = 1.8 TB/s (facts §6)",
                 "scaleout_bw_bytes_s": "ASM: 800 Gb/s InfiniBand/Ethernet per GPU (ConnectX-8 class; not in facts)",
                 "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
-                "capex_usd": "ASM: ~25 % above GB200 NVL72 (press estimates, not read at source)",
+                "capex_usd": "ASM: ~25 % above GB200 NVL72's $3.1M (press estimates, not read at source)",
                 "chips": "OFF: NVIDIA NVL72 (72 GPU, 18 compute trays, 9 NVLink trays)",
                 "power": "3P: tray build-up 18 x ~6.5 kW + 3.6 kW switches = ~121 kW (introl.com)",
             },
@@ -443,7 +453,7 @@ SYSTEMS: dict[str, System] = {
             host_idle_fraction=0.5,
             switch_w=0.0,
             liquid_fraction=0.0,
-            capex_usd=300_000.0,
+            capex_usd=250_000.0,
             cloud_usd_per_chip_hour=6.88,
             scaleup_bw_bytes_s=0.9e12,
             scaleout_bw_bytes_s=50e9,
@@ -451,7 +461,7 @@ SYSTEMS: dict[str, System] = {
                 "scaleup_bw_bytes_s": "ASM: NVLink 4, 900 GB/s per GPU (NVIDIA H100 SXM datasheet, standard spec; not in facts)",
                 "scaleout_bw_bytes_s": "ASM: 400 Gb/s InfiniBand per GPU",
                 "latency": "ASM: per-hop latency scale-up 2 us, scale-out 15 us (AWS: Neuron Fabric chip-to-chip < 10 us, OFF-2 weak; facts §2)",
-                "capex_usd": "ASM: press estimates of $250-350k per 8-GPU server (not read at source)",
+                "capex_usd": "3P/ASM: H100 ~$25k per GPU (fetchlogic.net 2026) x 8 + ~$50k host and baseboard; press $250-350k per server",
                 "cloud_usd_per_chip_hour": "ASM: AWS EC2 on-demand list price of p5.48xlarge after the June 2025 cut (~$55/h for 8 H100), recalled, not read at source",
                 "power": "3P: HGX H100 node rated 10.2 kW (Latif et al., arXiv 2412.08602)",
             },

@@ -124,25 +124,25 @@ def candidates(
     return ok
 
 
+def service_rate(s: ServiceParams, acc: Accelerator) -> float:
+    """Output tokens/s of one replica of ``s`` on ``acc`` (its roofline capacity); 0 when the
+    chip has no path for its precision or a replica cannot hold the model."""
+    if not acc.supports(s.precision):
+        return 0.0
+    try:
+        roof = workload.roofline(s, acc)
+    except ValueError:
+        return 0.0
+    return roof.requests_per_s * s.output_tokens
+
+
 def service_pool(
     s: ServiceParams, pools: Sequence[PoolFacts], policy: str, pp: PowerChainParams, price_usd_per_mwh: float
 ) -> int:
     """The pool a service's replicas run on; ValueError when none can hold them."""
     top = max(s.replicas, s.replicas_max if s.autoscale else 0)
-    fits = []
-    rates = []
-    for pl in pools:
-        fit = pl.acc.supports(s.precision) and top * s.chips_per_replica <= pl.chips
-        rate = 0.0
-        if fit:
-            try:
-                roof = workload.roofline(s, pl.acc)
-            except ValueError:
-                fit = False
-            else:
-                rate = roof.requests_per_s * s.output_tokens  # output tokens/s of one replica
-        fits.append(fit)
-        rates.append(rate)
+    rates = [service_rate(s, pl.acc) for pl in pools]
+    fits = [r > 0 and top * s.chips_per_replica <= pl.chips for r, pl in zip(rates, pools, strict=True)]
     ok = candidates(s.family, s.system, policy, pools, fits)
     if not ok:
         raise ValueError(

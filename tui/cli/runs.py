@@ -263,6 +263,7 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
     from storage.reader import latest_run_id
 
     cols: list[tuple[str, dict[str, Any]]] = []
+    texts: list[str] = []
     for path in runs:
         reading = open_for_reading(path)
         con = reading.con
@@ -270,9 +271,14 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
             click.echo(reading.note, err=True)
         try:
             run_id = latest_run_id(con)
-            name = next(
-                iter(con.sql("SELECT scenario_name FROM runs WHERE run_id = ?", params=[run_id]).fetchall())
-            )[0]
+            name, text = next(
+                iter(
+                    con.sql(
+                        "SELECT scenario_name, scenario_toml FROM runs WHERE run_id = ?", params=[run_id]
+                    ).fetchall()
+                )
+            )
+            texts.append(text or "")
             cols.append((f"{name} ({Path(path).name})", run_kpis(con, run_id)))
         finally:
             con.close()
@@ -297,6 +303,7 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
             line += f" {ratio:>8}"
         click.echo(line)
     _print_systems(cols, width)
+    _print_tdp_range(texts, [k for _, kp in cols for k in kp.get("systems", {})])
 
 
 def _print_systems(cols: list[tuple[str, dict[str, Any]]], width: int) -> None:
@@ -315,3 +322,40 @@ def _print_systems(cols: list[tuple[str, dict[str, Any]]], width: int) -> None:
             click.echo(
                 f"{label:<30}" + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals)
             )
+
+
+def _print_tdp_range(texts: list[str], system_keys: list[str]) -> None:
+    """Runs that put Trainium3 against a GPU (``system_keys``: the systems of every run): the
+    routing answer for the first run's work at each end of the Trainium3 power range
+    (``twin.sensitivity``), as AWS publishes no TDP."""
+    from scenarios.spec import ScenarioError, parse
+    from twin import catalog, sensitivity
+
+    keys = [k for i, k in enumerate(system_keys) if k in catalog.SYSTEMS and k not in system_keys[:i]]
+    systems = [(catalog.SYSTEMS[k], catalog.accelerator_for(catalog.SYSTEMS[k])) for k in keys]
+    if not texts or not sensitivity.compared(systems):
+        return
+    try:
+        p = parse(texts[0], "run").to_params()
+    except (ScenarioError, ValueError):  # a run recorded from an older scenario text
+        return
+    points = sensitivity.tdp_range(p, systems)
+    if not points:
+        return
+    tdps = sensitivity.TRN3_TDP_RANGE_W
+    click.echo(
+        "-- Trainium3 power range: AWS publishes no TDP (700 W derived from its efficiency claim, "
+        "900 W the earlier assumption)"
+    )
+    click.echo(
+        f"{'work':<28} {'policy':<9}"
+        + "".join(f" {f'{t:,.0f} W':>8}" for t in tdps)
+        + "   system picked (Trn3 / best GPU figure; < 1: Trn3 better)"
+    )
+    rows: dict[tuple[str, str], dict[float, sensitivity.Point]] = {}
+    for pt in points:
+        rows.setdefault((pt.work, pt.policy), {})[pt.tdp_w] = pt
+    for (work, policy), by_tdp in rows.items():
+        ratios = "".join(f" {by_tdp[t].trn3_over_gpu:>8.2f}" if t in by_tdp else f" {'–':>8}" for t in tdps)
+        picks = " / ".join(by_tdp[t].best if t in by_tdp else "–" for t in tdps)
+        click.echo(f"{work:<28} {policy:<9}{ratios}   {picks}")

@@ -309,6 +309,9 @@ def _architecture(m: ModelSpec) -> dict[str, Any]:
         "layers": m.layers,
         "kv_heads": m.kv_heads,
         "head_dim": m.head_dim,
+        "hidden": m.hidden,
+        "experts": m.experts,
+        "experts_active": m.experts_active,
     }
 
 

@@ -136,7 +136,7 @@ def service_pool(
         rate = 0.0
         if fit:
             try:
-                roof = workload.roofline(s, pl.acc)
+                roof = workload.roofline(s, pl.acc, pl.system)
             except ValueError:
                 fit = False
             else:

@@ -429,6 +429,13 @@ FACTS: tuple[Fact, ...] = (
         "twin.catalog",
         default=NONE,
     ),
+    _eff(
+        "hardware",
+        "hbm_efficiency",
+        "HBM bandwidth a streaming kernel reaches / nominal (services' default `bw_efficiency`)",
+        "3P: Azure ND GB200 v6, 7.35 of 8 TB/s (twin.catalog)",
+        default=NONE,
+    ),
     Fact(
         "hardware",
         "peak_flops",

@@ -283,3 +283,30 @@ def test_input_and_output_token_costs_split_inference_cost_by_phase_time() -> No
     # The two parts add up to the all-in inference cost.
     spent = k["usd_per_m_input_tokens"] * k["input_tokens"] + k["usd_per_m_output_tokens"] * k["tokens"]
     assert spent / 1e6 == pytest.approx(total)
+
+
+def test_a_scenario_sets_the_chips_hbm_efficiency_and_a_service_overrides_it() -> None:
+    from scenarios.spec import parse
+
+    text = """
+name = "hbm"
+duration_h = 1
+[hall]
+system = "trn3-gen2"
+ultraservers = 1
+[hardware]
+hbm_efficiency = 0.8
+[[services]]
+name = "chat"
+model = "llama-3.1-70b"
+replicas = 2
+"""
+    p = parse(text, "hbm.toml").to_params()
+    r = workload.roofline(p.services[0], p.hall.accelerator, p.hall.system)
+    assert r.bw_bytes_s == pytest.approx(4 * 4.9e12 * 0.8)
+    own = dataclasses.replace(p.services[0], bw_efficiency=0.6)
+    assert workload.roofline(own, p.hall.accelerator, p.hall.system).bw_bytes_s == pytest.approx(
+        4 * 4.9e12 * 0.6
+    )
+    # Without either: the catalog's measured figure.
+    assert workload.roofline(ServiceParams(), TRN3, TRN3_GEN2).bw_bytes_s == pytest.approx(4 * 4.9e12 * 0.92)

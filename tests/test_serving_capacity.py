@@ -233,6 +233,8 @@ def test_disaggregated_prefill_serves_the_smaller_of_its_two_pools() -> None:
     np.testing.assert_allclose(m.handoff_i, m.inp_i * 327_680 / (4 * 2.0e12))
     st = m.serve(10, 1.0, 60)
     assert st.tpot_s[2] == pytest.approx(st.tpot_s[0])  # no prefill stalls on decode replicas
+    # The prefill replicas' share of the pool is held for prefill (the cost split), busy or not.
+    assert st.prefill_share == pytest.approx(s_star)
 
 
 # ---------------------------------------------------------------------- cost per token
@@ -310,3 +312,13 @@ replicas = 2
     )
     # Without either: the catalog's measured figure.
     assert workload.roofline(ServiceParams(), TRN3, TRN3_GEN2).bw_bytes_s == pytest.approx(4 * 4.9e12 * 0.92)
+
+
+def test_a_context_whose_kv_cache_does_not_fit_is_refused() -> None:
+    # 8 B FP8 weights on one Trainium3 leave 131 GB of 90 % of HBM; a sequence of 2 M tokens
+    # needs 2 M x 2 x 32 x 8 x 128 x 2 B = 262 GB.
+    sp = ServiceParams(
+        params=8e9, active_params=8e9, layers=32, hidden=4096, chips_per_replica=1, context_tokens=2e6
+    )
+    with pytest.raises(ValueError, match="KV cache of one"):
+        workload.roofline(sp, TRN3, TRN3_GEN2)

@@ -235,5 +235,5 @@ class ServiceModel:
             n * roof.seq_tokens / roof.kv_capacity_tokens,
             util,
             act,
-            f_p,
+            share if share > 0 else f_p,  # prefill replicas are held for prefill, busy or not
         )

@@ -343,7 +343,13 @@ def roofline(s: ServiceParams, acc: Accelerator, sysm: System) -> Roofline:
     tp = max(1, chips // stages)
     rep = tp / min(tp, s.kv_heads)  # each chip holds the KV heads its query heads read
     seq_bytes = seq_tokens * kv_tok * rep
-    batch_kv = max(int((hbm - weight_bytes) // seq_bytes), 0)
+    batch_kv = int((hbm - weight_bytes) // seq_bytes)
+    if batch_kv < 1:
+        raise ValueError(
+            f"service {s.name!r}: the KV cache of one {seq_tokens:,.0f}-token sequence "
+            f"({seq_bytes / 1e9:.0f} GB) does not fit beside the weights in {chips} x {acc.name} HBM "
+            f"({(hbm - weight_bytes) / 1e9:.0f} GB left)"
+        )
     eff = s.bw_efficiency if s.bw_efficiency > 0 else acc.hbm_efficiency
     bw = chips * acc.hbm_bw_bytes_s * eff
     compute = chips * acc.peak(s.precision) * s.prefill_mfu

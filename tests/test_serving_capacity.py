@@ -322,3 +322,13 @@ def test_a_context_whose_kv_cache_does_not_fit_is_refused() -> None:
     )
     with pytest.raises(ValueError, match="KV cache of one"):
         workload.roofline(sp, TRN3, TRN3_GEN2)
+
+
+def test_capacity_at_a_lower_clock_slows_only_the_compute_bound_work() -> None:
+    for sp in (ServiceParams(), ServiceParams(prefill_replica_share=0.7)):
+        r = workload.roofline(sp, TRN3, TRN3_GEN2)
+        full, half = r.requests_per_s_at(np.array([1.0, 0.5]))
+        assert full == pytest.approx(r.requests_per_s, rel=1e-12)
+        # Prefill and the compute-bound products take twice as long, HBM streaming and the
+        # collectives do not: between half and full capacity.
+        assert 0.5 * full < half < full

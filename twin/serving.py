@@ -151,15 +151,13 @@ def effective_replicas(
     pool: ChipPool, svc: services.ServiceModel, warm: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
 ) -> float:
     """Warm replicas in full-clock equivalents. A capped or hot replica runs its compute-bound
-    prefill at its clock while memory-bound decode keeps its pace (HBM bandwidth does not
-    follow the core clock): per-request time = prefill / f + decode."""
+    work (prefill, and decode's matrix products at large batch) at its clock while HBM
+    streaming and the collectives keep their pace (``Roofline.requests_per_s_at``)."""
     n = len(warm)
     if n == 0 or clock.min() >= 1.0:
         return float(n)
     f = np.maximum(job_clock(pool, warm, clock), 1e-3)
-    per = 1.0 / svc.capacity_per_replica
-    pre = min(svc.roof.prefill_s, per)
-    return float(np.sum(per / (pre / f + (per - pre))))
+    return float(np.sum(svc.roof.requests_per_s_at(f)) / svc.capacity_per_replica)
 
 
 def job_clock(

@@ -286,6 +286,8 @@ class Roofline:
     prefill_comm_per_token_s: float = 0.0
     prefill_replica_share: float = 0.0  # disaggregated: share of replicas prefilling only
     kv_transfer_s_per_token: float = 0.0  # disaggregated: KV hand-over per prompt token [s]
+    prompt_tokens: float = 0.0  # mean prompt
+    output_tokens: float = 0.0  # mean output
 
     def comm_s(self, n: float | FloatArray) -> float | FloatArray:
         """Exposed communication of a decode step with ``n`` resident sequences [s]."""
@@ -299,6 +301,28 @@ class Roofline:
         kv = n * self.seq_tokens * self.kv_bytes_per_token * self.kv_replication / self.bw_bytes_s
         gemm = max(self.weight_bytes / self.bw_bytes_s, 2.0 * self.active_params * n / self.compute_flop_s)
         return float(gemm + kv + self.comm_s(n))
+
+    def requests_per_s_at(self, clock: FloatArray) -> FloatArray:
+        """Capacity at core clocks ``clock`` (1 = full, e.g. under a power cap): the compute-
+        bound work (prefill, and the decode step's matrix products where compute-bound) slows
+        with the clock; HBM streaming and the collectives' latency do not (ASM: memory and
+        fabric clocks are not scaled by the cores' DVFS)."""
+        f = np.asarray(clock, dtype=np.float64)
+        n = float(self.batch)
+        per_token = 2.0 * self.active_params / (self.compute_flop_s * f)
+        w = self.weight_bytes / self.bw_bytes_s
+        kv = n * self.seq_tokens * self.kv_bytes_per_token * self.kv_replication / self.bw_bytes_s
+        step = np.maximum(w, n * per_token) + kv + self.comm_s(n)
+        prefill = (
+            np.maximum(self.prompt_tokens * per_token, w)
+            + self.prefill_comm_fixed_s
+            + self.prompt_tokens * self.prefill_comm_per_token_s
+        )
+        decode = self.output_tokens * step / n
+        s = self.prefill_replica_share
+        if s > 0:
+            return np.asarray(np.minimum(s / prefill, (1.0 - s) / decode), dtype=np.float64)
+        return np.asarray(1.0 / (prefill + decode), dtype=np.float64)
 
     def prefill_time_s(self, tokens: FloatArray) -> FloatArray:
         """Prefill time of prompts of ``tokens`` tokens [s]."""
@@ -398,6 +422,8 @@ def roofline(s: ServiceParams, acc: Accelerator, sysm: System) -> Roofline:
         prefill_comm_per_token_s=c1,
         prefill_replica_share=share,
         kv_transfer_s_per_token=kv_tok / (chips * (up_bw if 2 * chips <= sysm.chips else out_bw)),
+        prompt_tokens=s.context_tokens,
+        output_tokens=s.output_tokens,
     )
     prefill = float(base.prefill_time_s(np.array([s.context_tokens]))[0])
     # TPOT SLO: step(n) + n x prefill / output <= SLO on each line of the step (colocated);

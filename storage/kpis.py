@@ -184,8 +184,8 @@ _WORK_Q = {
 
 def ratio(row: dict[str, Any], name: str) -> float | None:
     num, den, scale = RATIOS[name]
-    d = row.get(den)
-    return row[num] / d * scale if d else None
+    n, d = row.get(num), row.get(den)
+    return n / d * scale if d and n is not None else None
 
 
 def whole_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:

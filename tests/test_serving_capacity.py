@@ -332,3 +332,28 @@ def test_capacity_at_a_lower_clock_slows_only_the_compute_bound_work() -> None:
         # Prefill and the compute-bound products take twice as long, HBM streaming and the
         # collectives do not: between half and full capacity.
         assert 0.5 * full < half < full
+
+
+def test_a_file_from_before_the_split_has_no_input_token_kpis_and_keeps_the_rest() -> None:
+    """Steps recorded before schema v9 read NULL for the new columns (the migration adds them
+    empty): the input/output KPIs are empty, the all-in $/M tokens is as before."""
+    con = duckdb.connect(":memory:")
+    for stmts in migrations():
+        for s in stmts:
+            con.execute(s)
+    row = {
+        "time_s": 0,
+        "facility_power_w": 1e6,
+        "energy_j": 60e6,
+        "inference_power_w": 1e5,
+        "price_usd_per_mwh": 100.0,
+        "chips_total": 1000,
+        "inference_chips": 100,
+        "tokens_per_s": 1000.0,
+        "input_tokens_per_s": None,
+        "prefill_time_share": None,
+    }
+    _insert(con, "factory_ts", [row])
+    k = whole_run(con, "r")
+    assert k["usd_per_m_input_tokens"] is None and k["usd_per_m_output_tokens"] is None
+    assert k["usd_per_mtok_all_in"] == pytest.approx(1e5 * 60 / 3.6e9 * 100 / (60 * 1000) * 1e6)

@@ -309,6 +309,9 @@ def _architecture(m: ModelSpec) -> dict[str, Any]:
         "layers": m.layers,
         "kv_heads": m.kv_heads,
         "head_dim": m.head_dim,
+        "hidden": m.hidden,
+        "experts": m.experts,
+        "experts_active": m.experts_active,
     }
 
 
@@ -493,7 +496,7 @@ CampusHallSection: Any = _model(
     cooling=(CoolingSection | None, None),
 )
 
-ACC_OVERRIDABLE = {"tdp_w", "idle_fraction", "hbm_bytes", "hbm_bw_bytes_s", "peak_flops"}
+ACC_OVERRIDABLE = {"tdp_w", "idle_fraction", "hbm_bytes", "hbm_bw_bytes_s", "hbm_efficiency", "peak_flops"}
 SYS_OVERRIDABLE = {
     "host_w_per_server",
     "host_idle_fraction",

@@ -252,7 +252,8 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         for s in svcs:
             m = custom.get(s["model"]) if isinstance(s, dict) and isinstance(s.get("model"), str) else None
             if m is not None:
-                arch = {k: m[k] for k in ("params", "layers", "kv_heads", "head_dim") if k in m}
+                keys = ("params", "layers", "kv_heads", "head_dim", "hidden", "experts", "experts_active")
+                arch = {k: m[k] for k in keys if k in m}
                 arch["active_params"] = m.get("active_params", m.get("params"))
                 s = {**{k: v for k, v in arch.items() if v is not None}, **s}
             out.append(s)
@@ -669,7 +670,7 @@ def prepare(
         if h.rows:
             continue
         try:
-            workload.roofline(svc, h.accelerator)
+            workload.roofline(svc, h.accelerator, h.system)
         except ValueError as e:
             raise ScenarioError(f"{origin}: {e}") from None
     return p

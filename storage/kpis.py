@@ -25,6 +25,11 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
   water) in proportion to the chips its replicas hold, / output tokens x 1e6 (on a mixed floor,
   each system's own fixed costs by the share of its chips the replicas hold).
 * kWh per EFLOP = facility energy not attributed to inference / FLOP delivered to all batch jobs.
+* Input and output tokens are counted apart (``input_tokens``: prompt tokens prefilled; ``tokens``:
+  output tokens). $ per M input tokens / $ per M output tokens: inference's all-in cost split by
+  the replica time each phase takes, step by step (``prefill_time_share``: the warm replicas'
+  time prefilling, chip-weighted), / input tokens and / output tokens x 1e6; the two costs add
+  up to the all-in inference cost.
 * $ per EFLOP = the rest of the total (batch work's share) / FLOP delivered to all batch jobs x 1e18;
   $ per pre-training job (``usd_per_pretrain_job``) = $ per EFLOP x the mean work of a finished
   pre-training job: the batch share of the total cost of ownership that one pre-training job's
@@ -56,6 +61,11 @@ _INFERENCE_FIXED_ROW = (
     "(capex_usd + fixed_opex_usd + water_cost_usd) * inference_chips / nullif(chips_total, 0)"
 )
 
+# Inference's all-in cost of one row: its electricity at the step's price plus its fixed share.
+_INFERENCE_STEP_USD = (
+    f"(inference_power_w * {_DT} / 3.6e9 * price_usd_per_mwh + coalesce({_INFERENCE_FIXED_ROW}, 0))"
+)
+
 # Sums and extremes over factory_ts, one SQL aggregate each.
 FACTORY_AGGREGATES: dict[str, str] = {
     "steps": "count(*)",
@@ -68,6 +78,7 @@ FACTORY_AGGREGATES: dict[str, str] = {
     "cost_usd": "sum(cost_usd)",
     "co2_t": "sum(co2_kg) / 1000",
     "tokens": f"sum(tokens_per_s * {_DT})",
+    "input_tokens": f"sum(input_tokens_per_s * {_DT})",
     "inference_j": f"sum(inference_power_w * {_DT})",
     "batch_j": f"sum(energy_j - inference_power_w * {_DT})",
     "inference_cost_usd": f"sum(inference_power_w * {_DT} / 3.6e9 * price_usd_per_mwh)",
@@ -91,6 +102,9 @@ FACTORY_AGGREGATES: dict[str, str] = {
     "water_cost_usd": "coalesce(sum(water_cost_usd), 0)",
     "cooling_cost_usd": f"sum(cooling_power_w * {_DT} / 3.6e9 * price_usd_per_mwh)",
     "inference_fixed_usd": f"coalesce(sum({_INFERENCE_FIXED_ROW}), 0)",
+    # Inference's all-in cost of each step (electricity + fixed share), and its prefill part.
+    "inference_step_usd": f"sum({_INFERENCE_STEP_USD})",
+    "inference_prefill_usd": f"sum({_INFERENCE_STEP_USD} * prefill_time_share)",
 }
 
 # Cost sums from the aggregates [USD], in order: name -> (terms added, terms subtracted).
@@ -112,6 +126,9 @@ RATIOS: dict[str, tuple[str, str, float]] = {
     "tokens_per_day": ("tokens", "days", 1.0),
     "usd_per_chip_hour": ("total_cost_usd", "chip_hours", 1.0),
     "usd_per_mtok_all_in": ("inference_total_usd", "tokens", 1e6),
+    "usd_per_m_input_tokens": ("inference_input_usd", "input_tokens", 1e6),
+    "usd_per_m_output_tokens": ("inference_output_usd", "tokens", 1e6),
+    "input_tokens_per_day": ("input_tokens", "days", 1.0),
     "usd_per_eflop": ("batch_cost_usd", "job_flop", 1e18),
     "kwh_per_eflop": ("batch_j", "job_flop", 1e18 / 3.6e6),
 }
@@ -169,8 +186,8 @@ _WORK_Q = {
 
 def ratio(row: dict[str, Any], name: str) -> float | None:
     num, den, scale = RATIOS[name]
-    d = row.get(den)
-    return row[num] / d * scale if d else None
+    n, d = row.get(num), row.get(den)
+    return n / d * scale if d and n is not None else None
 
 
 def whole_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
@@ -190,6 +207,7 @@ def whole_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     row["systems"] = {r["system"]: r for r in systems}
     for name, (plus, minus) in COST_SUMS.items():
         row[name] = sum(row[k] or 0.0 for k in plus) - sum(row[k] or 0.0 for k in minus)
+    row.update(input_output_split(row))
     for name in RATIOS:
         row[name] = ratio(row, name)
     for q in _WORK_Q.values():
@@ -197,6 +215,17 @@ def whole_run(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     eflop, per_job = row["usd_per_eflop"], row["pretrain_job_flop"]
     row["usd_per_pretrain_job"] = eflop * per_job / 1e18 if eflop is not None and per_job else None
     return row
+
+
+def input_output_split(row: dict[str, Any]) -> dict[str, float | None]:
+    """Inference's all-in cost split between input and output tokens by the replica time each
+    phase takes (the prefill share of the steps' inference cost; None in a file without it)."""
+    step, prefill = row.get("inference_step_usd"), row.get("inference_prefill_usd")
+    if not step or prefill is None:
+        return {"inference_input_usd": None, "inference_output_usd": None}
+    share = prefill / step
+    total = row["inference_total_usd"]
+    return {"inference_input_usd": total * share, "inference_output_usd": total * (1.0 - share)}
 
 
 def cost_by_day_view_sql() -> str:
@@ -291,6 +320,9 @@ KPI_TABLE: tuple[Kpi, ...] = (
     Kpi("j_per_token", "J/token", "energy per token [J]", "{:.3f}"),
     Kpi("usd_per_mtok", "USD/M tokens", "electricity cost per M tokens [$]", "{:.4f}"),
     Kpi("usd_per_mtok_all_in", "USD/M tokens", "TCO per M tokens (all-in) [$]", "{:.4f}"),
+    Kpi("input_tokens", "tokens", "input (prompt) tokens served", "{:.4g}"),
+    Kpi("usd_per_m_input_tokens", "USD/M tokens", "TCO per M input tokens (prefill time) [$]", "{:.4f}"),
+    Kpi("usd_per_m_output_tokens", "USD/M tokens", "TCO per M output tokens (decode time) [$]", "{:.4f}"),
     Kpi("training_eflop", "EFLOP", "training delivered [EFLOP]", "{:,.4g}"),
     Kpi("job_eflop", "EFLOP", "batch work delivered [EFLOP]", "{:,.4g}"),
     Kpi("jobs_done", "jobs", "batch jobs done", "{:,.0f}"),
@@ -321,6 +353,7 @@ KPI_TABLE: tuple[Kpi, ...] = (
     Kpi("mean_queue", "jobs", "mean queue [jobs]", "{:,.1f}", compare=False),
     Kpi("mean_fragmentation", "-", "mean fragmentation [-]", "{:.3f}", compare=False),
     Kpi("tokens_per_day", "tokens/d", "tokens per day", "{:.4g}", compare=False),
+    Kpi("input_tokens_per_day", "tokens/d", "input tokens per day", "{:.4g}", compare=False),
     Kpi("requests", "requests", "requests arrived", "{:.4g}", compare=False),
     Kpi("requests_served", "requests", "requests served", "{:.4g}", compare=False),
     Kpi("ttft_p50_s", "s", "TTFT p50 [s]", "{:.3f}", compare=False),

@@ -34,6 +34,9 @@ V8_COLUMNS = (
     ("factory_ts", "unrejected_fraction"),
     ("factory_ts", "chilled_water_supply_c"),
 )
+# Columns schema v9 adds: prompt tokens and the prefill time share of inference (the split of
+# its cost between input and output tokens).
+V9_COLUMNS = (("factory_ts", "input_tokens_per_s"), ("factory_ts", "prefill_time_share"))
 # Columns of factory_ts added in schema v4 (an older file gains them by ALTER TABLE).
 COST_COLUMNS = ("capex_usd", "fixed_opex_usd", "water_cost_usd", "inference_chips")
 # Every column schema v6 adds (an older file gains them by ALTER TABLE), by table.
@@ -175,6 +178,14 @@ def migrations() -> list[list[str]]:
         v8.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
         v8.append(comment_sql(table, col))
     out.append(v8)
+    # v9: prompt tokens and the prefill time share of inference in factory_ts (a no-op on a new
+    # file; an older file reads NULL for its steps: its input-token KPIs are empty).
+    v9 = []
+    for table, name in V9_COLUMNS:
+        col = next(c for c in TABLES[table] if c.name == name)
+        v9.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
+        v9.append(comment_sql(table, col))
+    out.append(v9)
     return out
 
 

@@ -213,11 +213,19 @@ autoscale = false
     )
     f1 = capped.advance(30)["factory_ts"]
     svc = free.pool.cluster.services[0]
-    per = 1.0 / svc.capacity_per_replica
-    pre = svc.roof.prefill_s
+    r = svc.roof
     clock = float(f1["mean_clock"][-1])
     assert clock < 1.0
-    expect = float(f0["requests_served_per_s"][-1]) * per / (pre / clock + (per - pre))
+    # Per request at clock f: prefill's compute / f, and the decode step's matrix products at
+    # the batch, compute-bound, / f too; the KV streaming and the collectives keep their pace.
+    prefill = 2 * r.active_params * r.prompt_tokens / (r.compute_flop_s * clock) + (
+        r.prefill_s - 2 * r.active_params * r.prompt_tokens / r.compute_flop_s
+    )
+    gemm = 2 * r.active_params * r.batch / r.compute_flop_s
+    assert gemm > r.weight_bytes / r.bw_bytes_s  # compute-bound at the batch
+    step = r.decode_step_s - gemm + gemm / clock
+    per_f = prefill + r.output_tokens * step / r.batch
+    expect = float(f0["requests_served_per_s"][-1]) * (1 / svc.capacity_per_replica) / per_f
     assert float(f1["requests_served_per_s"][-1]) == pytest.approx(expect, rel=0.02)
 
 

@@ -22,45 +22,66 @@ def test_kv_cache_bytes_per_token_from_the_model_card() -> None:
     assert workload.kv_bytes_per_token(gpt) == 73_728
 
 
+TRN3 = catalog.SYSTEMS["trn3-gen2"]
+# Tensor-parallel all-reduces of a 4-chip replica of Llama 3.1 70B on NeuronLink (2 TB/s, 2 us a
+# hop): two per layer, 80 layers; each 2 log2(4) = 4 hops plus 2 (p-1)/p x 8,192 x 2 B per token.
+AR_FIXED = 160 * 4 * 2e-6
+AR_PER_TOKEN = 160 * 1.5 * 8192 * 2 / 2e12
+
+
 def test_decode_roofline_batch_one_matches_the_hand_calculation() -> None:
-    # facts §9.5: 70 B FP8 weights on 4 Trainium3 (19.6 TB/s): batch 1 => <= 280 tok/s.
+    # facts §9.5: 70 B FP8 weights on 4 Trainium3 (19.6 TB/s): batch 1 => <= 280 tok/s from the
+    # memory roof; the all-reduces of the step come on top.
     acc = catalog.accelerator("trainium3")
     s = ServiceParams(batch_max=1, bw_efficiency=1.0, context_tokens=1.0, output_tokens=0.0)
-    r = workload.roofline(s, acc)
+    r = workload.roofline(s, acc, TRN3)
     assert r.batch == 1
-    assert r.decode_tokens_per_s == pytest.approx(19.6e12 / (70e9 + 327_680), rel=1e-9)
-    assert r.decode_tokens_per_s == pytest.approx(280, rel=0.001)
+    mem = (70e9 + 327_680) / 19.6e12
+    assert 1 / mem == pytest.approx(280, rel=0.001)
+    assert r.decode_tokens_per_s == pytest.approx(1 / (mem + AR_FIXED + AR_PER_TOKEN), rel=1e-9)
+    # A one-chip replica has no collectives: the memory roof itself.
+    one = workload.roofline(dataclasses.replace(s, chips_per_replica=1), acc, TRN3)
+    assert one.decode_tokens_per_s == pytest.approx(4.9e12 / (70e9 + 327_680), rel=1e-9)
 
 
 def test_decode_roofline_batch_64_and_prefill() -> None:
     acc = catalog.accelerator("trainium3")
     s = ServiceParams(
-        batch_max=64, bw_efficiency=0.7, context_tokens=4096.0, output_tokens=0.0, prefill_mfu=0.5
+        batch_max=64,
+        bw_efficiency=0.7,
+        context_tokens=4096.0,
+        output_tokens=0.0,
+        prefill_mfu=0.5,
+        tpot_slo_s=60.0,  # the cap, not the SLO, sets the batch
     )
-    r = workload.roofline(s, acc)
+    r = workload.roofline(s, acc, TRN3)
     bw = 4 * 4.9e12 * 0.7
-    step = (70e9 + 64 * 4096 * 327_680) / bw
+    step = (70e9 + 64 * 4096 * 327_680) / bw + AR_FIXED + 64 * AR_PER_TOKEN
     assert r.decode_step_s == pytest.approx(step)
     assert r.decode_tokens_per_s == pytest.approx(64 / step)
-    # Prefill 2*N*L / (peak*MFU): 70 B, 4096 tokens, 4 chips MXFP8 at 50 %.
-    assert r.prefill_s == pytest.approx(2 * 70e9 * 4096 / (4 * 2517e12 * 0.5))
+    # Prefill 2*N*L / (peak*MFU): 70 B, 4096 tokens, 4 chips MXFP8 at 50 %, plus its all-reduces.
+    compute = 2 * 70e9 * 4096 / (4 * 2517e12 * 0.5)
+    assert r.prefill_s == pytest.approx(compute + AR_FIXED + 4096 * AR_PER_TOKEN)
     # Memory-bound: the compute a decode step needs is far below peak.
     assert 2 * 70e9 * 64 / step < 0.2 * 4 * 2517e12
 
 
 def test_kv_cache_limits_the_batch() -> None:
     acc = catalog.accelerator("trainium3")
-    s = ServiceParams(batch_max=10_000, context_tokens=100_000.0, output_tokens=0.0)
-    r = workload.roofline(s, acc)
+    s = ServiceParams(context_tokens=100_000.0, output_tokens=1000.0, tpot_slo_s=60.0)
+    r = workload.roofline(s, acc, TRN3)
     hbm = 4 * acc.hbm_bytes * 0.9
-    assert r.batch == int((hbm - 70e9) // (100_000 * 327_680))
-    assert r.batch * 100_000 * 327_680 <= hbm - 70e9
+    seq = 100_000 + 500
+    assert r.batch == r.batch_kv == int((hbm - 70e9) // (seq * 327_680))
+    assert r.batch * seq * 327_680 <= hbm - 70e9
 
 
 def test_weights_that_do_not_fit_are_refused() -> None:
     acc = catalog.accelerator("trainium3")
     with pytest.raises(ValueError, match="do not fit"):
-        workload.roofline(ServiceParams(params=405e9, weight_bytes_per_param=2.0, chips_per_replica=1), acc)
+        workload.roofline(
+            ServiceParams(params=405e9, weight_bytes_per_param=2.0, chips_per_replica=1), acc, TRN3
+        )
 
 
 def test_training_job_duration_is_6nd_over_chips_peak_mfu() -> None:
@@ -128,7 +149,7 @@ def test_inference_serves_up_to_capacity_and_counts_the_rest_as_dropped() -> Non
     )
     sim = Hall(dataclasses.replace(base, services=(svc,)))
     s = sim.advance(3)["service_ts"]
-    cap = 2 * workload.roofline(svc, sim.pool.acc).requests_per_s  # far below 1,000 req/s
+    cap = 2 * workload.roofline(svc, sim.pool.acc, sim.pool.sys).requests_per_s  # far below 1,000 req/s
     # Poisson arrivals around 1,000/s: within 5 sigma of 60,000 per step.
     assert (np.abs(s["requests_arrived"] - 60_000) < 5 * np.sqrt(60_000)).all()
     # Served: whole requests at capacity (fractions carry over to the next step).

@@ -41,6 +41,11 @@ class Accelerator:
     tdp_assumed: bool  # True when the TDP is a modelling assumption (no published figure)
     roadmap: bool = False  # True for announced-but-not-shipping parts (projection)
     sources: dict[str, str] = field(default_factory=dict)
+    # HBM bandwidth a streaming kernel achieves / nominal [-]. 3P: Azure ND GB200 v6 measured
+    # 7.35 of 8 TB/s per GPU, 92 % (Microsoft Tech Community, "Unpacking NVIDIA GB200 GPU
+    # performance on Azure Virtual Machines", 2025). ASM for the other chips (no measurement
+    # read): the same 92 % (HBM3/HBM3e controllers of one generation).
+    hbm_efficiency: float = 0.92
 
     @property
     def idle_w(self) -> float:

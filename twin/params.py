@@ -372,17 +372,26 @@ class ServiceParams:
     layers: int = 80
     kv_heads: int = 8
     head_dim: int = 128
-    weight_bytes_per_param: float = 1.0  # FP8 weights
+    hidden: int = 8192  # model width [-] (0: from params and layers, N ~ 12 L d^2)
+    experts: int = 0  # routed experts (0: dense)
+    experts_active: int = 0  # experts per token
+    # Bytes per weight; 0: the native size of ``precision`` with its block scales
+    # (``twin.workload.WEIGHT_BYTES``: FP8 1, MXFP4 0.53, NVFP4 0.56).
+    weight_bytes_per_param: float = 0.0
     kv_bytes_per_elem: float = 2.0  # BF16 KV cache
+    activation_bytes: float = 2.0  # BF16 activations on the scale-up fabric (ASM)
     chips_per_replica: int = 4
     replicas: int = 16  # at the start (and always, without the autoscaler)
-    batch_max: int = 64
+    # Largest decode batch; 0: none beyond the replica's KV-cache memory and the TPOT SLO.
+    batch_max: int = 0
     # Token lengths: the shape of the distribution ("conversation" or "code", fitted to the Azure
     # LLM inference 2023 traces, twin.workload.TOKEN_PROFILES) scaled to these means.
     token_profile: str = "conversation"
     context_tokens: float = 1155.0  # mean input (Azure conv 2023, facts §9.3)
     output_tokens: float = 211.0  # mean output (Azure conv 2023, facts §9.3)
-    bw_efficiency: float = 0.7  # ASM eta_BW 0.6-0.8 (facts §9.5)
+    # HBM bandwidth efficiency; 0: the chip's measured figure (``Accelerator.hbm_efficiency``,
+    # 3P: Azure GB200 7.35 of 8 TB/s).
+    bw_efficiency: float = 0.0
     prefill_mfu: float = 0.5  # ASM (facts §9.5 prefill example)
     precision: str = "fp8"
     mean_requests_per_s: float = 150.0  # weekday mean, before bursts
@@ -394,6 +403,10 @@ class ServiceParams:
     burst_rate_per_day: float = 0.0
     burst_multiplier: float = 1.0
     burst_duration_s: float = 90.0
+    # Prefill/decode disaggregation: this share of the replicas prefills only and hands the KV
+    # cache to the rest, which decode only (0: every replica interleaves both, continuous
+    # batching with chunked prefill).
+    prefill_replica_share: float = 0.0
     decode_activity: float = 0.6  # chip power activity when decode-bound and busy (ASM)
     prefill_activity: float = 0.85  # chip power activity while prefilling (compute-bound, ASM)
     # Autoscaler: replicas = ceil(demand / (capacity per replica * target utilisation)) within

@@ -124,13 +124,13 @@ def candidates(
     return ok
 
 
-def service_rate(s: ServiceParams, acc: Accelerator) -> float:
+def service_rate(s: ServiceParams, acc: Accelerator, sysm: System) -> float:
     """Output tokens/s of one replica of ``s`` on ``acc`` (its roofline capacity); 0 when the
     chip has no path for its precision or a replica cannot hold the model."""
     if not acc.supports(s.precision):
         return 0.0
     try:
-        roof = workload.roofline(s, acc)
+        roof = workload.roofline(s, acc, sysm)
     except ValueError:
         return 0.0
     return roof.requests_per_s * s.output_tokens
@@ -141,7 +141,7 @@ def service_pool(
 ) -> int:
     """The pool a service's replicas run on; ValueError when none can hold them."""
     top = max(s.replicas, s.replicas_max if s.autoscale else 0)
-    rates = [service_rate(s, pl.acc) for pl in pools]
+    rates = [service_rate(s, pl.acc, pl.system) for pl in pools]
     fits = [r > 0 and top * s.chips_per_replica <= pl.chips for r, pl in zip(rates, pools, strict=True)]
     ok = candidates(s.family, s.system, policy, pools, fits)
     if not ok:

@@ -102,7 +102,7 @@ def tdp_range(
         for svc in p.services:
             if svc.family != "any":
                 continue
-            rates = [routing.service_rate(svc, pl.acc) for pl in pools]
+            rates = [routing.service_rate(svc, pl.acc, pl.system) for pl in pools]
             for policy in policies:
                 figs = [
                     routing.per_unit(policy, pl, svc.chips_per_replica, r, svc.decode_activity, pp, price)

@@ -8,9 +8,12 @@ integers and conserved: arrived = served + queued + dropped, cumulatively.
 Latency comes from a fixed stratified sample of representative requests (token lengths from the
 service's profile or trace, and independent quantiles for the waiting time and prefill
 interference), evaluated every step at the current load: TTFT = backlog wait + queueing wait
-(M/M/1 per replica) + prefill + one decode step; TPOT = decode step at the current occupancy plus
-the prefills of other requests interleaved with this one's decode. Percentiles and SLO attainment
-are read off the sample. NumPy only, no I/O.
+(M/M/1 per replica) + prefill (+ the KV cache's hand-over when prefill is disaggregated) + one
+decode step; TPOT = decode step at the current occupancy plus the prefills of other requests
+interleaved with this one's decode (continuous batching; none on disaggregated decode replicas).
+Capacity comes from the mix: a request takes its prefill plus its share of the decode steps at the
+batch (``twin.workload.roofline``). Percentiles and SLO attainment are read off the sample. NumPy
+only, no I/O.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from twin import effects, workload
-from twin.catalog import Accelerator
+from twin.catalog import Accelerator, System
 from twin.params import ServiceParams
 
 SAMPLE = 256  # representative requests per service
@@ -44,13 +47,16 @@ class ServiceStep:
     kv_fraction: float  # KV cache in use / KV capacity of a warm replica
     utilization: float  # served / capacity
     activity: float  # chip activity of the warm replicas
+    prefill_share: float = 0.0  # share of the warm replicas' time spent prefilling
 
 
 _NAN3 = (math.nan, math.nan, math.nan)
 
 
 class ServiceModel:
-    def __init__(self, sp: ServiceParams, acc: Accelerator, rng: np.random.Generator, dt_s: int) -> None:
+    def __init__(
+        self, sp: ServiceParams, acc: Accelerator, sysm: System, rng: np.random.Generator, dt_s: int
+    ) -> None:
         tr = sp.trace
         if tr is not None and len(tr.time_s):
             sp = replace(
@@ -61,7 +67,7 @@ class ServiceModel:
         self.p = sp
         self.rng = rng
         self.dt_s = dt_s
-        self.roof = workload.roofline(sp, acc)
+        self.roof = workload.roofline(sp, acc, sysm)
         u_in, u_out, u_wait, u_z = (workload.stratified(SAMPLE, rng) for _ in range(4))
         if tr is not None and len(tr.time_s):
             inp = np.quantile(tr.input_tokens.astype(float), u_in)
@@ -72,7 +78,10 @@ class ServiceModel:
             out = workload.token_quantiles(prof.output_q, u_out)
             inp *= sp.context_tokens / inp.mean()
             out *= sp.output_tokens / out.mean()
-        self.prefill_i = 2.0 * sp.active_params * inp / self.roof.compute_flop_s
+        self.inp_i = inp
+        self.prefill_i = self.roof.prefill_time_s(inp)
+        # Disaggregated: the prompt's KV cache moves from its prefill replica to a decode replica.
+        self.handoff_i = inp * (self.roof.kv_transfer_s_per_token if sp.prefill_replica_share > 0 else 0.0)
         self.out_i = np.maximum(out, 1.0)
         self.u_wait = u_wait
         self.z = workload.normal_quantiles(u_z)
@@ -189,22 +198,29 @@ class ServiceModel:
         util = min(served / (cap_rate * dt), 1.0)
         n, f_p = workload.decode_occupancy(roof, rate, sp.output_tokens)
         step = roof.step_s(max(n, 1.0))
-        tpot_base = step / (1.0 - f_p)
+        share = sp.prefill_replica_share
         # Waiting: the backlog ahead (spread over the step), or M/M/1 queueing when none.
         if q0 > 0 or q1 > 0:
             wait = (q0 + self.u_wait * (q1 - q0)) / cap_rate
         else:
             wait = workload.queue_wait_s(self.u_wait, min(util, 0.95), 1.0 / self.capacity_per_replica)
-        ttft = wait + self.prefill_i + step
-        # Prefills of other requests landing on the replica while this one decodes.
-        m = rate * self.out_i * tpot_base
-        stalls = np.maximum(m + self.z * np.sqrt(m), 0.0)
-        tpot = step + stalls * roof.prefill_s / self.out_i
+        ttft = wait + self.prefill_i + self.handoff_i + step
+        if share > 0:
+            # Decode replicas decode only; prefill replicas are busy f_p / share of their time.
+            tpot = np.full(SAMPLE, step)
+            busy_p = min(f_p / share, 1.0)
+            act = share * sp.prefill_activity * busy_p + (1.0 - share) * sp.decode_activity * min(n, 1.0)
+        else:
+            # Prefills of other requests landing on the replica while this one decodes.
+            tpot_base = step / (1.0 - f_p)
+            m = rate * self.out_i * tpot_base
+            stalls = np.maximum(m + self.z * np.sqrt(m), 0.0)
+            tpot = step + stalls * roof.prefill_s / self.out_i
+            act = f_p * sp.prefill_activity + (1.0 - f_p) * sp.decode_activity * min(n, 1.0)
         met = float(np.count_nonzero((ttft <= sp.ttft_slo_s) & (tpot <= sp.tpot_slo_s))) / SAMPLE
         ts = np.sort(ttft)
         ps = np.sort(tpot)
         i50, i90, i99 = self.q_idx
-        act = f_p * sp.prefill_activity + (1.0 - f_p) * sp.decode_activity * min(n, 1.0)
         return ServiceStep(
             arrived,
             served,
@@ -219,4 +235,5 @@ class ServiceModel:
             n * roof.seq_tokens / roof.kv_capacity_tokens,
             util,
             act,
+            share if share > 0 else f_p,  # prefill replicas are held for prefill, busy or not
         )

@@ -34,6 +34,10 @@ class WorkStep:
     running_jobs: int  # batch jobs running
     svc: tuple[services.ServiceStep, ...] = ()
     replicas: tuple[tuple[int, int, int], ...] = ()  # per service: warm, starting, not stopped
+    input_tokens_per_s: float = 0.0  # prompt tokens prefilled per second
+    # Share of the warm replicas' time spent prefilling, weighted by their chips (the rest is
+    # decode): the split of inference cost between input and output tokens.
+    prefill_time_share: float = 0.0
 
 
 def add_services(w: Work, rng_svc: np.random.Generator) -> int:
@@ -43,7 +47,7 @@ def add_services(w: Work, rng_svc: np.random.Generator) -> int:
     svc_rngs = rng_svc.spawn(max(len(p.services), 1)) if p.services else []
     reserved = 0
     for si, sp in enumerate(p.services):
-        st.models.append(services.ServiceModel(sp, w.acc, svc_rngs[si], p.dt_s))
+        st.models.append(services.ServiceModel(sp, w.acc, p.hall.system, svc_rngs[si], p.dt_s))
         ids = []
         for r in range(replica_slots(sp)):
             j = w.jobs.add(
@@ -106,7 +110,8 @@ def serve(
     a = jobs.a
     steps: list[services.ServiceStep] = []
     reps: list[tuple[int, int, int]] = []
-    tokens = req = served = dropped = 0.0
+    tokens = in_tokens = req = served = dropped = 0.0
+    prefill_chips = warm_chips = 0.0
     queued = 0
     for si, svc in enumerate(st.models):
         slots = st.replica_arr[si]
@@ -118,6 +123,10 @@ def serve(
         a["activity"][slots] = np.where(warm, s.activity, np.where(up, services.STARTING_ACTIVITY, 0.0))
         steps.append(s)
         tokens += s.tokens_s
+        in_tokens += s.input_tokens_s
+        chips = n_warm * svc.p.chips_per_replica
+        warm_chips += chips
+        prefill_chips += s.prefill_share * chips
         req += s.arrived / dt
         served += s.served / dt
         dropped += s.dropped / dt
@@ -133,6 +142,8 @@ def serve(
         running_batch,
         tuple(steps),
         tuple(reps),
+        in_tokens,
+        prefill_chips / warm_chips if warm_chips > 0 else 0.0,
     )
 
 
@@ -140,15 +151,13 @@ def effective_replicas(
     pool: ChipPool, svc: services.ServiceModel, warm: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
 ) -> float:
     """Warm replicas in full-clock equivalents. A capped or hot replica runs its compute-bound
-    prefill at its clock while memory-bound decode keeps its pace (HBM bandwidth does not
-    follow the core clock): per-request time = prefill / f + decode."""
+    work (prefill, and decode's matrix products at large batch) at its clock while HBM
+    streaming and the collectives keep their pace (``Roofline.requests_per_s_at``)."""
     n = len(warm)
     if n == 0 or clock.min() >= 1.0:
         return float(n)
     f = np.maximum(job_clock(pool, warm, clock), 1e-3)
-    per = 1.0 / svc.capacity_per_replica
-    pre = min(svc.roof.prefill_s, per)
-    return float(np.sum(per / (pre / f + (per - pre))))
+    return float(np.sum(svc.roof.requests_per_s_at(f)) / svc.capacity_per_replica)
 
 
 def job_clock(

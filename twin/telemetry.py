@@ -17,7 +17,8 @@ from dataclasses import dataclass
 # v6: the cooling plant's units in ``factory_ts`` and each UltraServer's CDU flow (``V6_COLUMNS``).
 # v7: campuses: ``hall_id`` of ``row_ts`` and ``system_ts`` (``hall_ts`` has one row per hall).
 # v8: the heat balance of the water in ``factory_ts`` (``V8_COLUMNS``).
-SCHEMA_VERSION = 8
+# v9: prompt tokens and the prefill time share of inference in ``factory_ts`` (``V9_COLUMNS``).
+SCHEMA_VERSION = 9
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,14 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "Chilled water supply to the CRAHs (above its setpoint while the air side stores heat)",
             "same",
             "mean:it_power_w",
+        ),
+        _c("input_tokens_per_s", "float64", "1/s", "Prompt (input) tokens per second prefilled by inference"),
+        _c(
+            "prefill_time_share",
+            "float64",
+            "-",
+            "Share of the warm inference replicas' time spent prefilling (chip-weighted; the rest decodes)",
+            "mean:inference_chips",
         ),
     ),
     "ultraserver_ts": (

@@ -568,8 +568,6 @@ CASES: tuple[Case, ...] = (
         how="factory_ts.tokens_per_s (output tokens) / chips, mean over 4 h of saturated demand",
         fmt=",.0f",
         fast=True,
-        known_gap="at the batch that fits in HBM (~500 sequences per 2-GPU replica) the decode step is "
-        "compute-bound at the prefill MFU (0.5), with no attention FLOP and no scheduling overhead",
     ),
     Case(
         name="llama31-8b-j-per-token",

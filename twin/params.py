@@ -146,6 +146,11 @@ class CoolingParams:
     chiller_redundancy: int = 1  # N+1: N units carry the whole design heat
     evaporative_fraction: float = 0.8  # share of tower heat rejected by evaporation (ASM 0.75-0.85)
     cycles_of_concentration: float = 4.0  # tower blowdown: make-up = evap x N/(N-1) (facts §8.5)
+    # Tower drift: liquid droplets lost with the air, as a share of the circulating water (3P:
+    # modern cellular drift eliminators 0.0005-0.002 % of the circulating flow, W. C. Miller,
+    # Brentwood, CTI paper "Best Practices for Minimizing Drift Loss in a Cooling Tower"; efficient
+    # towers 0.005 %; ASM 0.002 %).
+    tower_drift_fraction: float = 2e-5
     dvfs_exponent: float = 3.0  # dynamic power ~ clock^k (ASM: P ~ C V^2 f, V ~ f)
     min_clock: float = 0.3  # lowest clock a power cap may set (ASM)
     loop_trip_c: float = 70.0  # rack loop return that powers an UltraServer off (ASM)

@@ -25,6 +25,9 @@ from twin.site import HOUR_S, Conditions, SiteModel, dewpoint_c
 
 CP = cooling.WATER_CP_J_KG_K
 MIN_FLOW = cooling.MIN_FLOW
+# Cooling-tower range (water in - water out): 5 K (3P: design condenser water 35/30 °C,
+# aircondlounge.com, facts §8.5).
+TOWER_RANGE_K = 5.0
 
 
 # State of a plant unit (chiller, cooling tower / dry cooler): running, standby (healthy, not needed),
@@ -306,11 +309,12 @@ def chillers(
 def tower_water_l(cp: CoolingParams, rejected_w: float, dt_s: int) -> float:
     """Cooling-tower make-up water over ``dt_s`` [L]: evaporation of the share of rejected heat
     carried as latent heat, plus blowdown for the cycles of concentration (make-up = evap x N /
-    (N - 1); facts §8.5). Drift (0.0005-0.2 % of the circulating water with modern eliminators)
-    is left out."""
+    (N - 1); facts §8.5), plus drift (``tower_drift_fraction`` of the circulating water, which
+    carries the heat over the tower's range: m = Q / (c_p range))."""
     evap_kg_s = cp.evaporative_fraction * rejected_w / cooling.LATENT_J_PER_KG
     n = cp.cycles_of_concentration
-    return evap_kg_s * n / (n - 1) * dt_s  # 1 kg = 1 L
+    drift_kg_s = cp.tower_drift_fraction * rejected_w / (CP * TOWER_RANGE_K)
+    return (evap_kg_s * n / (n - 1) + drift_kg_s) * dt_s  # 1 kg = 1 L
 
 
 def _pumps_w(d: PlantDesign, liquid_w: float, flow: float, speed: float) -> float:

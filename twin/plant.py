@@ -338,8 +338,9 @@ def run(
     + ``heat_stored_w`` (the change of the heat held in the facility water and the chilled
     water over the step, as a rate; negative while stored heat is released). Pump and fan power
     are electrical loads of the plant, not heat into the water (the tower fans' heat leaves with
-    their air, the air side's fans' with the exhaust or through the coils; the pumps' shaft
-    heat, ~1 % of the load, is neglected); the chillers' compressor work is rejected at their
+    their air; the pumps' shaft heat, ~1 % of the load, and the air side's fans' heat, at
+    most ``crah_fan_w_per_w`` of its load, are neglected); the chillers' compressor work is
+    rejected at their
     condensers with the heat they lift and counts in the towers' water, not here."""
     cp = d.cp
     sink, t_cond = sink_c(cp, cond)

@@ -227,3 +227,23 @@ def test_air_hall_evaporative_intake_water_against_published_wue() -> None:
     assert 0.0 < temperate.wue_l_per_kwh < 0.15
     assert 0.22 < desert.wue_l_per_kwh < 0.8
     assert desert_dry.wue_l_per_kwh == 0.0 and desert.pue < desert_dry.pue
+
+
+def test_chiller_trip_in_an_air_hall_outside_air_carries_what_it_can() -> None:
+    """All chillers tripped, air-cooled hall: on a cool day outside air still carries all the heat
+    (nothing stored, the chilled water stays at its setpoint); between supply and return it
+    carries its share and the chilled water stores the rest, warming at stored / C (the CRAH
+    supply air warms with it: ``cooling.crah_supply_air_c``); above the return it stores all."""
+    p = _air_hall()
+    d = plant.of_params(p)
+    air_w = 0.6 * d.design_it_w
+    c_chw = d.chw_mass_kg * cooling.WATER_CP_J_KG_K
+    for drybulb, carried in ((10.0, 1.0), (30.0, 0.5), (38.0, 0.0)):
+        st = plant.PlantState(0, p.cooling.economizer_units, d.fw_setpoint_c, p.cooling.chilled_water_c)
+        out = plant.run(d, st, 0.0, 0.0, air_w, _cond(drybulb, 0.35 if drybulb > 20 else 0.7), 60)
+        assert out["chiller_power_w"] == 0.0
+        assert out["heat_rejected_w"] + out["heat_stored_w"] == pytest.approx(air_w, rel=1e-12)
+        # what outside air does not carry is stored (at 30 and 38 °C the towers' water, wet-bulb
+        # + 6 K, is warmer than the 20 °C chilled-water return: no water-side economizer)
+        assert out["heat_stored_w"] == pytest.approx((1 - carried) * air_w, rel=1e-9, abs=1e-6)
+        assert st.chw_supply_c == pytest.approx(14.0 + out["heat_stored_w"] * 60 / c_chw, rel=1e-12)

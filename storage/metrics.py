@@ -100,7 +100,11 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("energy_j", "facility_energy_joules", "Facility energy since the start"),
     ("cost_usd", "electricity_cost_usd", "Electricity cost since the start"),
     ("co2_kg", "co2_kilograms", "CO2 emitted for electricity since the start"),
-    ("water_l", "water_liters", "Cooling-tower make-up water since the start"),
+    (
+        "water_l",
+        "water_liters",
+        "Site cooling water (towers, wet coolers, evaporative intake) since the start",
+    ),
     ("failures", "failures", "Failures since the start (random and injected)"),
     ("preemptions", "preemptions", "Jobs preempted since the start"),
 )

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.test_facility import busy_hall
-from twin.params import ScheduledEvent
+from twin.params import CoolingParams, ScheduledEvent
 from twin.plant import FAILED, RUNNING, STANDBY, unit_states
 
 
@@ -30,12 +30,14 @@ def test_unit_states_count_running_standby_and_failed(units: int, data: st.DataO
 def test_chiller_units_share_the_chiller_load_and_trips_fail_units() -> None:
     """Two of three chillers trip at 10 min, one of three towers is lost at 20 min: the recorded
     failed counts follow the events; the running chillers carry the load the COP implies
-    (load = power x COP), each at load / (running x unit capacity), never more than the healthy."""
+    (load = power x COP), each at load / (running x unit capacity), never more than the healthy.
+    (Without the air-side economizer, so that the chillers carry the air side's heat.)"""
     sim = busy_hall(
         events=(
             ScheduledEvent(time_s=600, kind="chiller_trip", target="", value=2.0),
             ScheduledEvent(time_s=1200, kind="cooling_tower_loss", target="", value=1.0),
-        )
+        ),
+        cooling=CoolingParams(air_economizer=False),
     )
     cp = sim.p.cooling
     f = sim.advance(40)["factory_ts"]

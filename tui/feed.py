@@ -148,7 +148,7 @@ class Meta:
     slos: tuple[tuple[str, float, float], ...] = ()  # per service: (name, TTFT SLO s, TPOT SLO s)
     chillers: int = 0  # the plant's chiller units (0 unknown)
     economizers: int = 0  # its cooling towers or dry coolers
-    plant: str = "tower"  # "tower" | "dry"
+    plant: str = "tower"  # "tower" | "dry" | "hybrid"
     us_hall: tuple[int, ...] = ()  # hall of each UltraServer on a campus (empty: one hall)
 
     @property

@@ -12,12 +12,18 @@ import numpy as np
 import numpy.typing as npt
 
 from twin.params import CoolingParams
+from twin.site import STANDARD_PRESSURE_HPA, saturation_vapour_pressure_hpa
 
 FloatArray = npt.NDArray[np.float64]
 
 WATER_CP_J_KG_K = 4180.0  # water c_p 4.18 kJ/kg K (facts §8.5)
 WATER_RHO_KG_M3 = 997.0  # water density near 25 °C
-MIN_FLOW = 0.3  # variable-speed pumps never go below 30 % flow (ASM)
+MIN_FLOW = 0.3  # variable-speed pumps and fans never go below 30 % flow (ASM)
+AIR_CP_J_KG_K = 1006.0  # dry air c_p near 20 °C (standard psychrometric value)
+# Latent heat of vaporisation of water at ~30 °C (2.43 MJ/kg; 2.257 MJ/kg at 100 °C, facts §8.5):
+# 1 kWh of heat fully evaporated takes 3.6 MJ / 2.43 MJ/kg = 1.48 L.
+LATENT_J_PER_KG = 2.43e6
+WATER_AIR_MASS_RATIO = 0.622  # molar mass of water over dry air (18.015 / 28.965)
 
 
 def loop_flow_kg_s(design_heat_w: FloatArray | float, p: CoolingParams) -> FloatArray | float:
@@ -56,7 +62,7 @@ def chiller_cop(evap_c: float, outdoor_c: float, p: CoolingParams) -> float:
     t_evap = evap_c + 273.15
     t_cond = outdoor_c + p.condenser_approach_k + 273.15
     lift = max(t_cond - t_evap, 1.0)
-    return float(np.clip(p.carnot_fraction * t_evap / lift, p.cop_min, p.cop_max))
+    return min(max(p.carnot_fraction * t_evap / lift, p.cop_min), p.cop_max)  # scalar: no NumPy call
 
 
 def chiller_part_load_fraction(plr: float) -> float:
@@ -136,6 +142,55 @@ def plate_coolant_c(supply_c: float, ret_c: FloatArray, flowing: npt.NDArray[np.
     stagnant loop's own (mixed) temperature."""
     out: FloatArray = np.where(flowing, 0.5 * (supply_c + ret_c), ret_c)
     return out
+
+
+def humidity_ratio(dewpoint_c: float, pressure_hpa: float = STANDARD_PRESSURE_HPA) -> float:
+    """Water vapour per kg of dry air [kg/kg] of air with this dew point: w = 0.622 e / (p - e),
+    e the saturation vapour pressure at the dew point (Magnus, ``twin.site``)."""
+    e = float(saturation_vapour_pressure_hpa(dewpoint_c))
+    return WATER_AIR_MASS_RATIO * e / (pressure_hpa - e)
+
+
+def outside_air(
+    drybulb_c: float, wetbulb_c: float, dewpoint_c: float, p: CoolingParams
+) -> tuple[float, float]:
+    """What the air-side economizer does with this outside air: (share of the air side's heat it
+    carries [-], water its evaporative intake evaporates per J of air-side heat [kg/J]).
+
+    The hall's air leaves the cold aisle at the supply setpoint T_s and returns at T_r = T_s +
+    ``air_return_rise_k``; the air flow carrying heat Q is m c_p = Q / (T_r - T_s) (facts §8.5).
+    Outside air at T_oa (after the evaporative intake, if any) is used when its dew point is in
+    the envelope: T_oa <= T_s mixed with return air to T_s (all the heat); T_s < T_oa < T_r
+    100 % outside air trimmed by the coils, which take m c_p (T_oa - T_s), the economizer the
+    share (T_r - T_oa) / (T_r - T_s); T_oa >= T_r or too humid: closed, recirculation (none).
+
+    The evaporative intake cools the air adiabatically (c_p dT = h_fg dw) towards the wet-bulb
+    with the media's saturation effectiveness, never below T_s (no need) and never past the
+    humidity ratio of the dew-point limit; it evaporates m c_p (T_oa - T_in) / h_fg."""
+    if not p.air_economizer or dewpoint_c > p.air_max_dewpoint_c:
+        return 0.0, 0.0
+    t_s = p.air_supply_c
+    rise = p.air_return_rise_k
+    t_in = drybulb_c
+    if p.evaporative_intake and drybulb_c > t_s:
+        dw_max = max(humidity_ratio(p.air_max_dewpoint_c) - humidity_ratio(dewpoint_c), 0.0)
+        t_in = max(
+            drybulb_c - p.evaporative_effectiveness * (drybulb_c - wetbulb_c),
+            t_s,
+            drybulb_c - dw_max * LATENT_J_PER_KG / AIR_CP_J_KG_K,
+        )
+    if t_in >= t_s + rise:
+        return 0.0, 0.0
+    share = min((t_s + rise - t_in) / rise, 1.0)
+    return share, (drybulb_c - t_in) / (rise * LATENT_J_PER_KG)
+
+
+def air_fan_speed(air_w: float, design_air_w: float) -> float:
+    """Speed of the air side's fans [-]: the air flow follows the heat (fixed supply-return rise),
+    between ``MIN_FLOW`` and full; 0 with no air-side heat."""
+    if air_w <= 0 or design_air_w <= 0:
+        return 0.0
+    return min(max(air_w / design_air_w, MIN_FLOW), 1.0)
 
 
 def crah_supply_air_c(chw_supply_c: float, p: CoolingParams) -> float:

@@ -100,15 +100,41 @@ class CoolingParams:
     pump_head_pa: float = 300e3
     pump_efficiency: float = 0.87
     drycooler_fan_w_per_w: float = 0.012  # fan power per W rejected at full speed (ASM)
-    crah_fan_w_per_w: float = 0.03  # CRAH fan power per W of air-side heat (ASM)
+    # CRAH / air-handler fans: power per W of the air side's design heat at full speed (ASM); the
+    # air flow follows the heat (fixed supply-return rise), the power its cube (fan affinity law,
+    # P = P_ref (V / V_ref)^3; SustainDC dc-rl, facts §8.5), never below MIN_FLOW speed.
+    crah_fan_w_per_w: float = 0.03
+    # Air-side economizer: outside air straight into the cold aisle while its dew point is inside
+    # the supply envelope; mixed with return air when colder than the supply, trimmed by the
+    # chilled-water coils when between supply and return, shut (recirculation) when warmer than
+    # the return or too humid.
+    air_economizer: bool = True
+    # Hot-aisle return above the supply air (ASM: server air temperature rise ~10-15 K at full
+    # load; the CRAH load is Q = rho Vdot c_p (T_return - T_supply), facts §8.5).
+    air_return_rise_k: float = 12.0
+    # Highest outside-air dew point the economizer admits (3P: ASHRAE TC9.9 recommended envelope
+    # 18-27 °C, dew point 5.5-15 °C and RH <= 60 %, 2008 update, D. Beaty via datacenterpost.com;
+    # the 2015 edition lowered the floor to -9 °C dew point, not modelled: dry air is admitted).
+    air_max_dewpoint_c: float = 15.0
+    # Direct evaporative cooling of the intake (wetted media) while outside air is warmer than the
+    # supply: it cools the air towards the wet-bulb with saturation effectiveness
+    # ``evaporative_effectiveness`` (3P: 0.75-0.95 at water-air ratio 0.1-0.4, S. K. Wang,
+    # Handbook of Air Conditioning and Refrigeration, §9.8), only as far as the supply setpoint
+    # and the dew-point limit allow; the water it evaporates is site water.
+    evaporative_intake: bool = False
+    evaporative_effectiveness: float = 0.85
     throttle_temp_c: float = 90.0  # T_j throttle start (ASM, facts §8.7)
     throttle_full_c: float = 100.0  # clock down to 50 % at this T_j (ASM, facts §8.7)
     shutdown_temp_c: float = 105.0  # T_j that powers the UltraServer off (ASM, facts §8.7)
     shutdown_restart_s: int = 600  # an UltraServer shut down by its junctions stays off this long (ASM)
     # Plant. "tower": cooling towers (economizer through a plate heat exchanger; wet-bulb driven,
     # uses water) with water-cooled chillers; "dry": dry coolers (dry-bulb driven, no water) with
-    # air-cooled chillers.
+    # air-cooled chillers; "hybrid": dry coolers that run wet (sprayed, wet-bulb driven, using
+    # water as a tower does) only while the dry-bulb is above ``hybrid_switch_c``.
     plant: str = "tower"
+    # Dry-bulb above which hybrid coolers run wet (ASM: near where dry coolers stop making the
+    # facility water setpoint, 30 - 3 (CDU) - 6 (approach) = 21 °C).
+    hybrid_switch_c: float = 21.0
     cdu_approach_k: float = 3.0  # CDU: secondary supply above facility water supply (ASM)
     facility_volume_l_per_kw: float = 15.0  # facility water loop + buffer volume (ASM: tau ~ 10-20 min)
     tower_approach_k: float = 4.0  # tower leaving water above wet-bulb (3P: design 3-5 K, facts §8.5)
@@ -120,6 +146,11 @@ class CoolingParams:
     chiller_redundancy: int = 1  # N+1: N units carry the whole design heat
     evaporative_fraction: float = 0.8  # share of tower heat rejected by evaporation (ASM 0.75-0.85)
     cycles_of_concentration: float = 4.0  # tower blowdown: make-up = evap x N/(N-1) (facts §8.5)
+    # Tower drift: liquid droplets lost with the air, as a share of the circulating water (3P:
+    # modern cellular drift eliminators 0.0005-0.002 % of the circulating flow, W. C. Miller,
+    # Brentwood, CTI paper "Best Practices for Minimizing Drift Loss in a Cooling Tower"; efficient
+    # towers 0.005 %; ASM 0.002 %).
+    tower_drift_fraction: float = 2e-5
     dvfs_exponent: float = 3.0  # dynamic power ~ clock^k (ASM: P ~ C V^2 f, V ~ f)
     min_clock: float = 0.3  # lowest clock a power cap may set (ASM)
     loop_trip_c: float = 70.0  # rack loop return that powers an UltraServer off (ASM)

@@ -1,6 +1,7 @@
-"""The cooling plant over one step: air side (CRAHs on chilled water), liquid side (the facility
-water loop with its thermal mass), economizer (towers with a plate heat exchanger, or dry
-coolers) with chiller trim, and the plant's electrical power and water.
+"""The cooling plant over one step: air side (outside air through an air-side economizer,
+CRAHs on chilled water for the rest), liquid side (the facility water loop with its thermal
+mass), economizer (towers with a plate heat exchanger, dry coolers, or hybrid coolers that run
+wet when hot) with chiller trim, and the plant's electrical power and water.
 
 Functions of the plant's design values (``PlantDesign``, fixed for a run), its state
 (``PlantState``: units up, loop temperatures) and the CDUs' flow; the relations are
@@ -17,14 +18,16 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from twin import cooling, power, telemetry
+from twin import cooling, design, power, telemetry
 from twin.design import Design
-from twin.params import CoolingParams, PowerChainParams
-from twin.site import Conditions
+from twin.params import CoolingParams, FactoryParams, PowerChainParams
+from twin.site import HOUR_S, Conditions, SiteModel, dewpoint_c
 
 CP = cooling.WATER_CP_J_KG_K
-LATENT_J_PER_KG = 2.43e6  # latent heat of vaporisation of water at ~30 °C
 MIN_FLOW = cooling.MIN_FLOW
+# Cooling-tower range (water in - water out): 5 K (3P: design condenser water 35/30 °C,
+# aircondlounge.com, facts §8.5).
+TOWER_RANGE_K = 5.0
 
 
 # State of a plant unit (chiller, cooling tower / dry cooler): running, standby (healthy, not needed),
@@ -173,9 +176,16 @@ def unit_states(units: int, up: int, running: int) -> npt.NDArray[np.int8]:
     return out
 
 
+def evaporating(cp: CoolingParams, cond: Conditions) -> bool:
+    """Whether the plant rejects its heat by evaporation now: cooling towers always, hybrid
+    coolers while the dry-bulb is above their switch-over temperature, dry coolers never."""
+    return cp.plant == "tower" or (cp.plant == "hybrid" and cond.drybulb_c > cp.hybrid_switch_c)
+
+
 def sink_c(cp: CoolingParams, cond: Conditions) -> tuple[float, float]:
-    """(coldest water the economizer makes, chiller condensing temperature) [°C]."""
-    if cp.plant == "tower":
+    """(coldest water the economizer makes, chiller condensing temperature) [°C]: wet-bulb
+    driven while evaporating (``evaporating``), dry-bulb driven otherwise."""
+    if evaporating(cp, cond):
         tower_water = cond.wetbulb_c + cp.tower_approach_k
         return tower_water + cp.hx_approach_k, tower_water + cp.condenser_approach_k
     return cond.drybulb_c + cp.drycooler_approach_k, cond.drybulb_c + cp.condenser_approach_k
@@ -299,10 +309,12 @@ def chillers(
 def tower_water_l(cp: CoolingParams, rejected_w: float, dt_s: int) -> float:
     """Cooling-tower make-up water over ``dt_s`` [L]: evaporation of the share of rejected heat
     carried as latent heat, plus blowdown for the cycles of concentration (make-up = evap x N /
-    (N - 1); facts §8.5)."""
-    evap_kg_s = cp.evaporative_fraction * rejected_w / LATENT_J_PER_KG
+    (N - 1); facts §8.5), plus drift (``tower_drift_fraction`` of the circulating water, which
+    carries the heat over the tower's range: m = Q / (c_p range))."""
+    evap_kg_s = cp.evaporative_fraction * rejected_w / cooling.LATENT_J_PER_KG
     n = cp.cycles_of_concentration
-    return evap_kg_s * n / (n - 1) * dt_s  # 1 kg = 1 L
+    drift_kg_s = cp.tower_drift_fraction * rejected_w / (CP * TOWER_RANGE_K)
+    return (evap_kg_s * n / (n - 1) + drift_kg_s) * dt_s  # 1 kg = 1 L
 
 
 def _pumps_w(d: PlantDesign, liquid_w: float, flow: float, speed: float) -> float:
@@ -321,18 +333,26 @@ def run(
     air (``st`` moves over the step; ``flow``: ``cdu_flow``): its electrical power (chillers,
     pumps, fans), free-cooling share, COP, water and unmet heat.
 
-    Heat balance, exact every step: ``liquid_w`` + ``air_w`` = ``heat_rejected_w`` (taken
-    from the water by the economizer and the chillers' evaporators) + ``heat_stored_w`` (the
-    change of the heat held in the facility water and the chilled water over the step, as a
-    rate; negative while stored heat is released). Pump and fan power are electrical loads of
-    the plant, not heat into the water (the tower fans' heat leaves with their air; the pumps'
-    shaft heat, ~1 % of the load, is neglected); the chillers' compressor work is rejected at
-    their condensers with the heat they lift and counts in the towers' water, not here."""
+    Heat balance, exact every step: ``liquid_w`` + ``air_w`` = ``heat_rejected_w`` (carried
+    out by outside air, taken from the water by the economizer and the chillers' evaporators)
+    + ``heat_stored_w`` (the change of the heat held in the facility water and the chilled
+    water over the step, as a rate; negative while stored heat is released). Pump and fan power
+    are electrical loads of the plant, not heat into the water (the tower fans' heat leaves with
+    their air; the pumps' shaft heat, ~1 % of the load, and the air side's fans' heat, at
+    most ``crah_fan_w_per_w`` of its load, are neglected); the chillers' compressor work is
+    rejected at their
+    condensers with the heat they lift and counts in the towers' water, not here."""
     cp = d.cp
     sink, t_cond = sink_c(cp, cond)
     eps = min(st.towers_up * d.econ_unit_effectiveness, 0.95)
     cap_total = st.chillers_up * d.chiller_unit_w
-    air_econ, air_chiller, air_stored = air_side(d, st, air_w, sink, eps, cap_total, dt_s)
+    # Outside air first (``cooling.outside_air``): its heat leaves with the exhaust air, not
+    # through the chilled water, the towers or the dry coolers.
+    oa_share, oa_evap_kg_per_j = cooling.outside_air(
+        cond.drybulb_c, cond.wetbulb_c, dewpoint_c(cond.drybulb_c, cond.rel_humidity), cp
+    )
+    oa_w = oa_share * max(air_w, 0.0)
+    air_econ, air_chiller, air_stored = air_side(d, st, air_w - oa_w, sink, eps, cap_total, dt_s)
     liq_econ, liq_chiller, liq_stored, speed = liquid_side(
         d, st, liquid_w, sink, eps, cap_total - air_chiller, dt_s
     )
@@ -340,13 +360,18 @@ def run(
     chiller_load = air_chiller + liq_chiller
     chiller_w, running, plr, cop = chillers(d, air_chiller, liq_chiller, t_cond)
     pumps_w = _pumps_w(d, liquid_w, flow, speed)
+    # Heat the towers / dry coolers reject: the water's, with the chillers' compressor work.
     rejected = liq_econ + air_econ + chiller_load + chiller_w
     fan_speed = min(rejected / max(d.design_it_w, 1.0), 1.0)
-    fans_w = d.fan_design_w * fan_speed**3 * (st.towers_up / max(cp.economizer_units, 1)) + (
-        cp.crah_fan_w_per_w * air_w
-    )
-    # Cooling-tower water (``tower_water_l``).
-    water_l = tower_water_l(cp, rejected, dt_s) if cp.plant == "tower" else 0.0
+    # Air side's fans by the cube law on their flow (``cooling.air_fan_speed``).
+    design_air_w = (1 - d.lf) * d.design_it_w
+    air_fans_w = cp.crah_fan_w_per_w * design_air_w * cooling.air_fan_speed(air_w, design_air_w) ** 3
+    fans_w = d.fan_design_w * fan_speed**3 * (st.towers_up / max(cp.economizer_units, 1)) + air_fans_w
+    # Water: the towers' (or wet hybrid coolers') make-up for the heat they evaporate away
+    # (``tower_water_l``), and the evaporative intake's; dry paths use none.
+    water_l = tower_water_l(cp, rejected, dt_s) if evaporating(cp, cond) else 0.0
+    water_l += oa_evap_kg_per_j * max(air_w, 0.0) * dt_s
+    air_econ += oa_w
     total_heat = liquid_w + air_w
     free = (liq_econ + air_econ) / total_heat if total_heat > 0 else 1.0
     # Heat the plant did not reject this step: stored in the facility water or the chilled water.
@@ -395,3 +420,49 @@ def it_per_facility_w(
     cooling_w = out["chiller_power_w"] + out["pump_power_w"] + out["fan_power_w"]
     facility_w = it_w + cooling_w + power.chain_losses(it_w, cooling_w, ups_rating_w, pp).total_w
     return it_w / facility_w if facility_w > 0 else 1.0
+
+
+def of_params(p: FactoryParams) -> PlantDesign:
+    """The plant of one hall's parameters, as its facility builds it (``PlantDesign.of``)."""
+    d = design.derive(p)
+    return PlantDesign.of(p.cooling, d, d.ultraservers, max(d.liquid_fraction * d.us_full_load_dc_w, 1.0))
+
+
+@dataclass(frozen=True)
+class YearFigures:
+    """A plant's year at a steady IT load (``year``)."""
+
+    pue: float  # facility over IT energy [-]
+    wue_l_per_kwh: float  # site water over IT energy [L/kWh] (The Green Grid WUE)
+    free_cooling_share: float  # share of the heat rejected without the chillers [-]
+    chiller_hours: float  # hours with a chiller running [h]
+
+
+def year(p: FactoryParams, it_load: float = 0.7, seed: int = 0) -> YearFigures:
+    """PUE, WUE and free-cooling share of one hall's plant over a year of its site's weather
+    (from 1 January, hourly steps, the synthetic climate's anomalies drawn with ``seed``) at a
+    steady IT load of ``it_load`` x the design IT power, with its power chain's losses: the
+    annual figures operators report. The plant's thermal masses settle within the hour (time
+    constants of minutes), so hourly steps give the energy of the year."""
+    pd = of_params(p)
+    cp = p.cooling
+    d = design.derive(p)
+    st = PlantState(cp.chiller_units, cp.economizer_units, pd.fw_setpoint_c, cp.chilled_water_c)
+    site_model = SiteModel(dataclasses.replace(p.site, start_day_of_year=1), np.random.default_rng(seed))
+    it_w = it_load * d.design_it_w
+    liquid_w, air_w = pd.lf * it_w, (1 - pd.lf) * it_w
+    flow = d.ultraservers * cooling.pump_speed(liquid_w, pd.design_liquid_w) if pd.lf > 0 else 0.0
+    hours = 8760
+    facility_j = water_l = free_j = 0.0
+    chiller_h = 0
+    for h in range(hours):
+        cond = site_model.step(h * HOUR_S, HOUR_S)
+        out = run(pd, st, flow, liquid_w, air_w, cond, HOUR_S)
+        cooling_w = out["chiller_power_w"] + out["pump_power_w"] + out["fan_power_w"]
+        losses = power.chain_losses(it_w, cooling_w, d.ups_rating_w, p.power).total_w
+        facility_j += (it_w + cooling_w + losses) * HOUR_S
+        water_l += out["water_l"]
+        free_j += out["free_cooling_fraction"] * (liquid_w + air_w) * HOUR_S
+        chiller_h += out["chillers_running"] > 0
+    it_j = it_w * hours * HOUR_S
+    return YearFigures(facility_j / it_j, water_l / (it_j / 3.6e6), free_j / it_j, float(chiller_h))

@@ -127,7 +127,13 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "mean:it_power_w",
         ),
         _c("chiller_cop", "float64", "-", "Chiller coefficient of performance", "same", "mean:it_power_w"),
-        _c("water_l", "float64", "L", "Cooling-tower make-up water this step (evaporation + blowdown)"),
+        _c(
+            "water_l",
+            "float64",
+            "L",
+            "Site cooling water this step: tower / wet hybrid-cooler make-up (evaporation, blowdown, "
+            "drift) and evaporative intake",
+        ),
         _c(
             "facility_water_supply_c",
             "float64",

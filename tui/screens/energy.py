@@ -178,7 +178,9 @@ def unit_items(cdus: dict[str, Any], plant: dict[str, Any], meta: Any = None) ->
     econ = int(getattr(meta, "economizers", 0) or 0)
     running = _v(plant, "chillers_running")
     if chillers and math.isfinite(running):  # files from before the per-unit columns: the stage only
-        econ_name = "dry cooler" if getattr(meta, "plant", "tower") == "dry" else "tower"
+        econ_name = {"dry": "dry cooler", "hybrid": "hybrid cooler"}.get(
+            getattr(meta, "plant", "tower"), "tower"
+        )
         groups = (
             ("chiller", chillers, "chillers", "chiller_load_fraction", "load"),
             (econ_name, econ, "economizers", "economizer_load_fraction", "fans"),

@@ -260,7 +260,9 @@ def _search(
     c = _candidates(model, chips, g, training)
     t, p, v, e = c[:, 0], c[:, 1], c[:, 2], c[:, 3]
     d = G / (t * p)
-    L, h, s = float(model.layers), float(max(model.hidden, 1)), float(cp.sequence_tokens)
+    L, s = float(model.layers), float(cp.sequence_tokens)
+    # Width: the model's, else from N_active ~ 12 L h^2 (DER: Kaplan et al. 2020, no embeddings).
+    h = float(model.hidden) if model.hidden > 0 else math.sqrt(model.active_params / (12.0 * L))
     n_act, n_all = model.active_params, model.params
     # MoE: routed-expert parameters (all experts) and the shared rest (DER from total and active).
     if model.moe and model.experts > model.experts_active:

@@ -10,6 +10,8 @@ Published figures (3P unless noted):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from twin import catalog, fabric
@@ -102,3 +104,22 @@ def test_llama3_405b_goodput_with_its_failure_rate_is_above_90_percent() -> None
     n = int(a["failures"][j])
     assert n >= 5  # the paper's rate: ~16 in two days
     assert rows["effective_s"][k] / run_s == pytest.approx(1 - c / (tau + c) - n * lost / run_s, abs=0.02)
+
+
+def test_a_gang_spanning_halls_pays_the_links_between_them() -> None:
+    """A campus-level estimate: 70B on 8,192 Trainium3 chips split over two halls reduces its
+    gradients over the links between the halls: no faster than in one hall, slower with slower
+    links; with no oversubscription anywhere, two halls are no slower than one hall's
+    oversubscribed pods."""
+    m = MODELS["llama-3.1-70b"]
+    peak = TRAINIUM3.peak("mxfp8")
+    cp = TrainingParams()
+    one = fabric.plan(m, 6.0, 8192, 57, peak, m.mfu, TRN3, cp)
+    two = fabric.plan(m, 6.0, 8192, 57, peak, m.mfu, TRN3, cp, halls=2)
+    slow = fabric.plan(
+        m, 6.0, 8192, 57, peak, m.mfu, TRN3, replace(cp, hall_link_oversubscription=200.0), halls=2
+    )
+    assert slow.mfu < two.mfu <= one.mfu
+    assert slow.dp_s + slow.pp_s > two.dp_s + two.pp_s
+    flat = replace(cp, pod_oversubscription=1.0, hall_link_oversubscription=1.0)
+    assert fabric.plan(m, 6.0, 8192, 57, peak, m.mfu, TRN3, flat, halls=2).mfu >= one.mfu

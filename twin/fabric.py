@@ -322,7 +322,8 @@ def _search(
         vol = s / t * model.experts_active * h * cp.activation_bytes
         tp_mb = tp_mb + 2.0 * passes * (L / p) * _a2a(np.full_like(t, vol), e, bw, al)
     # PP: a micro-batch's activation shard to the next stage (and its gradient back), v times.
-    pp_bw = out_bw[-1] if halls > 1 else (out_bw[2] if G > cp.pod_chips else out_bw[1])
+    # Stages are outermost: a gang beyond one pod (or hall) passes activations across it.
+    pp_bw = out_bw[3] if halls > 1 else (out_bw[2] if G > cp.pod_chips else out_bw[1])
     pp_a = out_a[-1] if halls > 1 else out_a[1]
     pp_mb = np.where(p > 1, passes * v * (s * h * cp.activation_bytes / t / pp_bw + pp_a), 0.0)
     per_mb = comp_mb + (1.0 - cp.tp_overlap) * tp_mb + (1.0 - cp.pp_overlap) * pp_mb
@@ -395,10 +396,10 @@ def _dp_time(
     hall, then across halls, each level on the shard the level below left."""
     d = np.maximum(d, 1.0)
     n0 = np.clip(np.floor(g / inner), 1.0, d)
-    pod = max(1.0, min(float(cp.pod_chips), G))
+    hall = G / max(1, halls)  # the gang's chips in each hall
+    pod = max(1.0, min(float(cp.pod_chips), hall))
     in_pod = np.clip(np.floor(pod / inner), 1.0, d)
     n1 = np.maximum(in_pod / n0, 1.0)
-    hall = G / max(1, halls)
     in_hall = np.clip(np.floor(hall / inner), 1.0, d)
     n2 = np.maximum(in_hall / (n0 * n1), 1.0)
     n3 = np.maximum(d / (n0 * n1 * n2), 1.0)

@@ -1161,7 +1161,7 @@ FACTS: tuple[Fact, ...] = (
         1,
         30 * 86400,
         "Longest derived (Young/Daly) checkpoint interval",
-        "ASM: at most 4 h of work at risk",
+        "ASM: at most an hour of work at risk (preemptions are not in Young/Daly)",
     ),
     _enum(
         "training",

@@ -362,7 +362,7 @@ class TrainingParams:
     checkpoint_chip_bw_bytes_s: float = 1e9  # ASM: ~1 GB/s per chip to the parallel file system
     checkpoint_storage_bw_bytes_s: float = 2e12
     checkpoint_min_interval_s: int = 60
-    checkpoint_max_interval_s: int = 4 * 3600  # ASM: at most 4 h of work at risk
+    checkpoint_max_interval_s: int = 3600  # ASM: at most an hour of work at risk (preemption)
     trace: JobTrace | None = None
 
     def job_class(self, kind: str) -> JobClassParams:

@@ -45,6 +45,7 @@ def test_pipeline_bubble_by_hand() -> None:
     assert fabric.pipeline_bubble(4, 12) == pytest.approx(3 / 15)
     assert fabric.pipeline_bubble(4, 12, 2) == pytest.approx(3 / 27)
     assert fabric.pipeline_bubble(1, 1) == 0.0
+    assert fabric.pipeline_bubble(np.array([1.0, 16.0]), 16.0, 8.0).tolist() == pytest.approx([0.0, 15 / 143])
 
 
 def test_global_batch_grows_with_the_replicas_within_its_bounds() -> None:

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -148,15 +149,19 @@ def fabric_of(cp: TrainingParams) -> Fabric:
     return Fabric(cp.pod_chips, cp.pod_oversubscription, cp.hall_link_oversubscription)
 
 
-def global_batch_tokens(dp: float, cp: TrainingParams) -> float:
-    """Tokens per step for ``dp`` data-parallel replicas: ``replica_batch_tokens`` each, within
-    [``global_batch_tokens``, ``global_batch_tokens_max``] (Llama 3 paper §3.4.1, Table 4)."""
-    return float(np.clip(dp * cp.replica_batch_tokens, cp.global_batch_tokens, cp.global_batch_tokens_max))
+def global_batch_tokens(dp: Any, cp: TrainingParams) -> Any:
+    """Tokens per step for ``dp`` data-parallel replicas (a number or an array):
+    ``replica_batch_tokens`` each, within [``global_batch_tokens``, ``global_batch_tokens_max``]
+    (Llama 3 paper §3.4.1, Table 4)."""
+    return np.clip(
+        np.multiply(dp, cp.replica_batch_tokens), cp.global_batch_tokens, cp.global_batch_tokens_max
+    )
 
 
-def pipeline_bubble(p: float, m: float, v: float = 1.0) -> float:
-    """Share of a step the pipeline idles: (p - 1) / (v m + p - 1) (Narayanan et al. 2021)."""
-    return (p - 1.0) / (v * m + p - 1.0) if p > 1 else 0.0
+def pipeline_bubble(p: Any, m: Any, v: Any = 1.0) -> Any:
+    """Share of a step the pipeline idles (numbers or arrays): (p - 1) / (v m + p - 1)
+    (Narayanan et al. 2021)."""
+    return np.divide(np.subtract(p, 1.0), np.multiply(v, m) + np.subtract(p, 1.0))
 
 
 def young_daly_interval_s(write_s: float, mtbf_s: float) -> float:
@@ -270,7 +275,7 @@ def _search(
     else:
         n_exp = 0.0
     n_sh = n_all - n_exp
-    batch = np.clip(d * cp.replica_batch_tokens, cp.global_batch_tokens, cp.global_batch_tokens_max)
+    batch = global_batch_tokens(d, cp)
     m = batch / (d * s)
     ok = d * s <= max(cp.global_batch_tokens_max, s)  # at least one sequence per replica
     m = np.maximum(m, 1.0)
@@ -327,7 +332,8 @@ def _search(
     pp_a = out_a[-1] if halls > 1 else out_a[1]
     pp_mb = np.where(p > 1, passes * v * (s * h * cp.activation_bytes / t / pp_bw + pp_a), 0.0)
     per_mb = comp_mb + (1.0 - cp.tp_overlap) * tp_mb + (1.0 - cp.pp_overlap) * pp_mb
-    n_mb = m + (p - 1.0) / v
+    # The pipeline idles a share of the step: m micro-batch times of work take m / (1 - bubble).
+    n_mb = m / (1.0 - pipeline_bubble(p, m, v))  # = m + (p - 1) / v
     pipe = n_mb * per_mb
     # DP: hierarchical reduction of each chip's gradient shard over its d peers (training only).
     if training:

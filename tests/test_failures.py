@@ -10,14 +10,25 @@ import numpy as np
 import pytest
 
 from tests.conftest import small_params
-from twin import failures
+from twin import fabric, failures
 from twin.hall import Hall
 from twin.jobs import PRETRAIN, QUEUED, RUNNING
+from twin.models import MODELS
 from twin.params import FAILURE_CAUSES, FailureCause, FailureParams, ScheduledEvent, TrainingParams
 
-# Communication fully hidden: durations are 6ND / (chips peak MFU) (the fabric: test_fabric.py).
-NO_WORK = dict(training=TrainingParams(arrivals_per_day=0.0, comm_overlap_fraction=1.0), services=())
+# Rates are chips x peak x the plan's MFU (twin.fabric); checkpoint writes take no time here
+# (their cost: test_parallelism.py).
+NO_WORK = dict(training=TrainingParams(arrivals_per_day=0.0, checkpoint_bytes_per_param=0.0), services=())
 Z_999 = 3.2905  # two-sided 99.9 % normal quantile
+
+
+def _rate(sim: Hall, chips: int, model: str = "llama-3.1-70b") -> float:
+    """FLOP/s of a gang on its ideal placement: chips x peak x the plan's MFU (twin.fabric;
+    checked against published figures in test_parallelism.py)."""
+    m = MODELS[model]
+    sysm, peak = sim.p.hall.system, sim.pool.acc.peak("fp8")
+    spanned = -(-chips // sysm.chips)
+    return chips * peak * fabric.job_mfu(m, 6.0, chips, spanned, peak, m.mfu, sysm, sim.p.training)
 
 
 def test_default_hazard_is_the_llama3_405b_rate() -> None:
@@ -67,7 +78,7 @@ def test_cause_mix_follows_the_llama3_counts() -> None:
 
 
 def _job(sim: Hall, chips: int, hours: float, ckpt_s: int = 1800) -> int:
-    rate = chips * sim.pool.acc.peak("fp8") * 0.40
+    rate = _rate(sim, chips)
     j = sim.jobs.add(
         "llama-3.1-70b",
         "fp8",
@@ -138,7 +149,7 @@ def test_restart_from_checkpoint_with_restart_cost_and_goodput_by_hand() -> None
     j = _job(sim, 144, 4.0)
     fr = sim.advance(5 * 60)
     a = sim.jobs.a
-    rate = 144 * sim.pool.acc.peak("fp8") * 0.40
+    rate = _rate(sim, 144)
     assert a["state"][j] == 2 and a["end"][j] == 6300 + 600 + 9000
     assert a["lost"][j] == pytest.approx(rate * 900)
     assert a["lost_s"][j] == 900 and a["restarts"][j] == 1

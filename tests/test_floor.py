@@ -14,6 +14,7 @@ from tests.conftest import SMALL_TOML, small_params
 from twin import catalog, routing, tco
 from twin import sim as model
 from twin.hall import Hall
+from twin.models import DENSE_MFU
 from twin.params import FactoryParams, JobClassParams, SystemRows, TrainingParams
 
 TRN3, GB300 = catalog.SYSTEMS["trn3-gen2"], catalog.SYSTEMS["gb300-nvl72"]
@@ -144,7 +145,7 @@ def test_routing_picks_the_system_a_hand_calculation_picks(policy: str) -> None:
     for pl in sim.pools:
         sysm = pl.sys
         acc = catalog.ACCELERATORS[sysm.accelerator]
-        rate = chips * acc.peak_flops[cls.precision] * 0.4 * cls.mfu_factor  # DENSE_MFU 0.4
+        rate = chips * acc.peak_flops[cls.precision] * DENSE_MFU * cls.mfu_factor
         w = chips * _chip_it_w_by_hand(sysm, act, p)
         n = pl.topo.ultraservers
         rates = tco.cost_rates(sysm, n, pl.design.design_it_w, p.tco)
@@ -161,14 +162,15 @@ def test_routing_picks_the_system_a_hand_calculation_picks(policy: str) -> None:
     assert abs(a - b) / min(a, b) > 0.01
 
 
-def test_a_cuda_only_job_never_lands_on_trainium() -> None:
-    """Batch inference needs CUDA. Under `cheapest` the router would rank Trainium first for it
-    (FP8 work), so the constraint is what keeps it on the GPUs; pre-training goes to Trainium."""
+def test_a_neuron_only_job_never_lands_on_gpus() -> None:
+    """Batch inference needs the Neuron SDK. Under `cheapest` the router would rank the GB300
+    first for it (more FP8 work per dollar), so the constraint is what keeps it on Trainium;
+    pre-training goes to the GB300."""
     toml = (
         SMALL_TOML.replace('system = "trn3-gen2"\nultraservers = 2\n', "")
         .replace(
             "arrivals_per_day = 40",
-            'arrivals_per_day = 400\n\n[training.batch_inference]\nshare = 0.5\nfamily = "gpu"',
+            'arrivals_per_day = 400\n\n[training.batch_inference]\nshare = 0.5\nfamily = "trainium"',
         )
         .replace("[training.pretrain]", "[training.pretrain]\nshare = 0.5")
     )
@@ -179,14 +181,14 @@ def test_a_cuda_only_job_never_lands_on_trainium() -> None:
         "[training]",
         1,
     )
-    p, sim = build_simulation(parse(toml, "cuda.toml"))
+    p, sim = build_simulation(parse(toml, "neuron.toml"))
     assert isinstance(sim, Hall) and len(sim.pools) > 1
     router = sim.pools[0].cluster.router
     assert router is not None
     cls = p.training.job_class("batch_inference")
-    assert cls.family == "gpu"
+    assert cls.family == "trainium"
     unconstrained = dataclasses.replace(cls, family="any")
-    assert sim.systems[router.rank(4, unconstrained, 4, cls.models[0])[0]] == "trn3-gen2"
+    assert sim.systems[router.rank(4, unconstrained, 4, cls.models[0])[0]] == "gb300-nvl72"
     kinds: list[str] = []
     systems: list[str] = []
     for _ in range(6):
@@ -195,8 +197,8 @@ def test_a_cuda_only_job_never_lands_on_trainium() -> None:
         systems += j["system"]
     bi = [s for k, s in zip(kinds, systems, strict=True) if k == "batch_inference"]
     other = {s for k, s in zip(kinds, systems, strict=True) if k == "pretrain"}
-    assert len(bi) > 5 and set(bi) == {"gb300-nvl72"}
-    assert "trn3-gen2" in other
+    assert len(bi) > 5 and set(bi) == {"trn3-gen2"}
+    assert "gb300-nvl72" in other
 
 
 def test_family_constraint_in_routing_candidates() -> None:

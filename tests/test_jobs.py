@@ -138,7 +138,7 @@ experts_active = 8
     p = spec.to_params()
     svc = p.services[0]
     assert (svc.params, svc.active_params, svc.layers, svc.kv_heads) == (30e9, 3e9, 48, 4)
-    assert p.models[0].mfu == 0.30  # MoE default
+    assert p.models[0].mfu == MODELS["gpt-oss-120b"].mfu  # the MoE default
     sim = Hall(p)
     fr = sim.advance(600)
     jobs = fr["jobs"]

@@ -10,17 +10,28 @@ import pytest
 
 from scenarios.spec import load
 from tests.conftest import job_history, small_params
-from twin import queueing, scheduler
+from twin import fabric, queueing, scheduler
 from twin.hall import Hall
 from twin.jobs import EVAL, PRETRAIN, QUEUED, RUNNING
+from twin.models import MODELS
 from twin.params import FailureParams, ScheduledEvent, SchedulerParams, TrainingParams
 
-# Communication fully hidden: rates are chips x peak x MFU (the fabric: test_fabric.py).
+# Rates are chips x peak x the plan's MFU (twin.fabric); checkpoint writes take no time here
+# (their cost: test_parallelism.py).
 QUIET = dict(
-    training=TrainingParams(arrivals_per_day=0.0, comm_overlap_fraction=1.0),
+    training=TrainingParams(arrivals_per_day=0.0, checkpoint_bytes_per_param=0.0),
     services=(),
     failures=FailureParams(chip_hazard_per_h=0.0),
 )
+
+
+def _rate(sim: Hall, chips: int, model: str = "llama-3.1-70b") -> float:
+    """FLOP/s of a gang on its ideal placement: chips x peak x the plan's MFU (twin.fabric;
+    checked against published figures in test_parallelism.py)."""
+    m = MODELS[model]
+    sysm, peak = sim.p.hall.system, sim.pool.acc.peak("fp8")
+    spanned = -(-chips // sysm.chips)
+    return chips * peak * fabric.job_mfu(m, 6.0, chips, spanned, peak, m.mfu, sysm, sim.p.training)
 
 
 def _free(us_free: list[int], c: int = 144) -> tuple[np.ndarray, np.ndarray]:
@@ -75,7 +86,7 @@ def test_fragmentation_counts_free_chips_outside_whole_ultraservers() -> None:
 
 def _add(sim: Hall, chips: int, hours: float, kind: int = PRETRAIN, **kw: float) -> int:
     """A batch job whose run length on its ideal placement is ``hours``."""
-    rate = chips * sim.pool.acc.peak("fp8") * 0.40 * (0.85 if chips > 144 else 1.0)
+    rate = _rate(sim, chips)
     j = sim.jobs.add(
         "llama-3.1-70b",
         "fp8",
@@ -172,8 +183,8 @@ def test_priority_preempts_training_which_restarts_from_its_checkpoint() -> None
     fr = sim.advance(1)
     assert a["state"][urgent] == RUNNING and a["state"][train] == QUEUED
     assert a["done"][train] == done_at_ckpt and a["preemptions"][train] == 1
-    # Lost: the work of the 15 minutes since the checkpoint at 30 min, at 144 x peak x 0.40.
-    assert a["lost"][train] == pytest.approx((45 * 60 - 1800) * 144 * sim.pool.acc.peak("fp8") * 0.40)
+    # Lost: the work of the 15 minutes since the checkpoint at 30 min, at 144 x peak x MFU.
+    assert a["lost"][train] == pytest.approx((45 * 60 - 1800) * _rate(sim, 144))
     ir = fr["interruptions"]
     assert list(ir["reason"]) == ["preemption"] and ir["by_job_id"][0] == urgent
     assert fr["factory_ts"]["preemptions"].sum() == 1

@@ -85,9 +85,9 @@ def test_weights_that_do_not_fit_are_refused() -> None:
 
 
 def test_training_job_duration_is_6nd_over_chips_peak_mfu() -> None:
-    """One 144-chip job on an empty UltraServer finishes after 6·N·D / (144·peak·MFU) (its
-    communication hidden; the fabric: test_fabric.py)."""
-    tp = TrainingParams(arrivals_per_day=0.0, comm_overlap_fraction=1.0)
+    """One 144-chip job on an empty UltraServer finishes after 6·N·D / (144·peak·MFU), the MFU
+    of its parallelism plan (twin.fabric: test_fabric.py, test_parallelism.py)."""
+    tp = TrainingParams(arrivals_per_day=0.0, checkpoint_bytes_per_param=0.0)
     p = small_params(ultraservers=1, training=tp, services=(), failures=FailureParams(chip_hazard_per_h=0.0))
     sim = Hall(p)
     n, d = 8e9, 2.0e12
@@ -102,7 +102,10 @@ def test_training_job_duration_is_6nd_over_chips_peak_mfu() -> None:
         submit=0,
     )
     sim.pool.queue.append(j)
-    expected_s = 6 * n * d / (144 * 2517e12 * 0.40)
+    m = MODELS["llama-3.1-8b"]
+    mfu = fabric.job_mfu(m, 6.0, 144, 1, 2517e12, m.mfu, p.hall.system, tp)
+    assert 0.2 < mfu < m.mfu
+    expected_s = 6 * n * d / (144 * 2517e12 * mfu)
     steps = int(np.ceil(expected_s / p.dt_s))
     sim.advance(steps - 1)
     assert sim.jobs.a["state"][j] != DONE
@@ -127,10 +130,10 @@ def test_gang_spanning_ultraservers_gets_the_fabrics_mfu() -> None:
         sim.pool.queue.append(j)
         sim.advance(1)
         assert sim.jobs.a["spanned"][j] == spanned
-        expected = fabric.job_mfu(m, 6.0, chips, spanned, peak, 0.40, p.hall.system, tp)
+        expected = fabric.job_mfu(m, 6.0, chips, spanned, peak, m.mfu, p.hall.system, tp)
         assert sim.jobs.a["mfu"][j] == pytest.approx(expected)
-    assert fabric.job_mfu(m, 6.0, 288, 2, peak, 0.40, p.hall.system, tp) < fabric.job_mfu(
-        m, 6.0, 288, 1, peak, 0.40, p.hall.system, tp
+    assert fabric.job_mfu(m, 6.0, 288, 2, peak, m.mfu, p.hall.system, tp) < fabric.job_mfu(
+        m, 6.0, 288, 1, peak, m.mfu, p.hall.system, tp
     )
 
 

@@ -154,7 +154,7 @@ def add_job(
         queued_since=t,
         priority=priority if priority >= 0 else cls.priority,
         preemptible=cls.preemptible,
-        ckpt_every=cls.checkpoint_interval_s,
+        ckpt_every=-1 if cls.checkpoint_interval_s is None else cls.checkpoint_interval_s,
         mfu_base=base,
         est=nominal_s,
         nominal=nominal_s,

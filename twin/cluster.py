@@ -270,7 +270,9 @@ def batch_progress(
         if ck.any():
             jj = run[ck]
             a["ckpt_done"][jj] = a["done"][jj]
-            a["ckpt_prog_s"][jj] = a["prog_s"][jj] + np.maximum(0, t + dt - a["restart_until"][jj])
+            a["ckpt_prog_s"][jj] = a["prog_s"][jj] + np.maximum(
+                0, t + dt - a["restart_until"][jj]
+            ) * queueing.progress_share(a, jj)
             a["ckpt_time"][jj] = t + dt
             a["ckpt_due"][jj] = t + dt + a["ckpt_every"][jj]
         fin = done >= a["work"][run] * (1 - 1e-12)

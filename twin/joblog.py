@@ -74,7 +74,8 @@ def job_rows(
     wait = a["wait"][ids] + np.where(st == QUEUED, t - a["queued_since"][ids], 0)
     on = st == RUNNING
     run_s = a["run_s"][ids] + np.where(on, t - a["start"][ids], 0)
-    prog_s = a["prog_s"][ids] + np.where(on, np.maximum(0, t - a["restart_until"][ids]), 0)
+    eff = np.where(a["ckpt_eff"][ids] > 0, a["ckpt_eff"][ids], 1.0)  # checkpoint writes make no progress
+    prog_s = a["prog_s"][ids] + np.where(on, np.maximum(0, t - a["restart_until"][ids]) * eff, 0)
     return {
         "job_id": jobs.ids(ids).astype(np.int32),
         "kind": [KIND_NAMES[int(k)] for k in a["kind"][ids]],

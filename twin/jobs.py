@@ -42,6 +42,7 @@ class JobTable:
         "ckpt_time": np.int64,
         "ckpt_every": np.int64,
         "ckpt_due": np.int64,
+        "ckpt_eff": np.float64,  # share of running time not spent writing checkpoints
         "lost": np.float64,
         "submit": np.int64,
         "start": np.int64,

@@ -5,9 +5,11 @@ routed experts actually used, facts §13); serving streams *all* weights (N) fro
 step and keeps 2 · layers · KV heads · head dim elements of KV cache per token.
 
 Sources (facts §13): gpt-oss model card via NVIDIA NeMo Megatron-Bridge docs "GPT OSS" and NeMo
-Microservices "GPT-OSS Models"; Llama 3 paper (Meta, 2024), model table. Training MFU defaults are
-modelling assumptions (ASM, facts §9.5: dense pre-training 0.35-0.45, MoE 0.25-0.35). Scenario files
-may add their own models (``[[models]]``); this module is data only.
+Microservices "GPT-OSS Models"; Llama 3 paper (Meta, 2024), model table. A model's ``mfu`` is the
+chips' compute efficiency on its kernels (the share of the BF16 peak its GEMMs and other kernels
+reach); the job's MFU is what its parallelism plan leaves of it after attention, recomputation,
+pipeline bubbles and exposed communication (``twin.fabric``). Scenario files may add their own
+models (``[[models]]``); this module is data only.
 """
 
 from __future__ import annotations
@@ -15,8 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-DENSE_MFU = 0.40  # ASM: dense pre-training MFU 0.35-0.45 (facts §9.5; Llama 3 405B 38-43 % 3P)
-MOE_MFU = 0.30  # ASM: MoE pre-training MFU 0.25-0.35 (facts §9.5)
+# Compute efficiency of dense training kernels: end-to-end MFUs that include bubbles and
+# communication reach 55.2 % (3P: MegaScale, 175B on 12,288 GPUs) and 56.3 % (3P: Megatron-LM 1T
+# benchmark, NVIDIA README), facts §9.5; the kernels alone do at least that. DER: with it the plan
+# gives Llama 3 405B 39 % MFU on 16,384 H100 (published 38-43 %, 3P).
+DENSE_MFU = 0.55
+# MoE: expert GEMMs are smaller and unevenly loaded (ASM 0.50); its all-to-alls are in the plan.
+# DER: gpt-oss-120b on one Trn3 UltraServer at MXFP8 then runs at ~0.28 MFU (facts §9.5: MoE
+# pre-training 0.25-0.35).
+MOE_MFU = 0.50
 
 
 @dataclass(frozen=True)
@@ -30,7 +39,7 @@ class ModelSpec:
     hidden: int = 0  # model width [-] (0 = not given)
     experts: int = 0  # routed experts (0 = dense)
     experts_active: int = 0  # experts used per token
-    mfu: float = DENSE_MFU  # training MFU on one scale-up domain at the job's precision [-]
+    mfu: float = DENSE_MFU  # compute efficiency of its kernels (share of the BF16 peak) [-]
     source: str = ""
 
     @property

@@ -240,7 +240,9 @@ class JobClassParams:
     mfu_factor: float  # x the model's training MFU (fine-tuning 0.3 vs 0.4, facts §9.5) [-]
     priority: int  # higher goes first under the priority policy
     preemptible: bool  # may be preempted by higher-priority work (restarts from its checkpoint)
-    checkpoint_interval_s: int  # 0: no checkpoints (an interrupted job starts over)
+    # 0: no checkpoints (an interrupted job starts over); None: the Young/Daly interval of the
+    # gang (TrainingParams checkpoint keys)
+    checkpoint_interval_s: int | None
     # On a mixed floor (twin.routing): the system family the class's software needs ("any",
     # "gpu" for CUDA-only code, "trainium" for Neuron-only code), and the system the "pinned"
     # routing policy sends it to ("": the first of the floor's systems it may run on).
@@ -263,7 +265,7 @@ PRETRAIN = JobClassParams(
     mfu_factor=1.0,
     priority=0,
     preemptible=True,
-    checkpoint_interval_s=1800,  # ASM: every 30 min
+    checkpoint_interval_s=None,  # Young/Daly from the gang's failure rate
 )
 FINETUNE = JobClassParams(
     share=0.09,  # ASM
@@ -278,7 +280,7 @@ FINETUNE = JobClassParams(
     mfu_factor=0.75,  # ASM: fine-tune MFU 0.3 vs pre-training 0.4 (facts §9.5)
     priority=1,
     preemptible=True,
-    checkpoint_interval_s=1800,
+    checkpoint_interval_s=None,
 )
 EVAL = JobClassParams(
     share=0.8549,  # rest of the arrivals: most jobs are short evaluation/debug runs (Acme)
@@ -343,16 +345,55 @@ class TrainingParams:
     finetune: JobClassParams = FINETUNE
     eval: JobClassParams = EVAL
     batch_inference: JobClassParams = BATCH_INFERENCE
-    # Fabric (twin.fabric): communication of a job's step on its placement. Share of it hidden
-    # behind compute (ASM: collectives overlap the passes, partly); the global batch of one step
-    # (ASM: Llama 3 405B started at 4 M tokens per step, Llama 3 paper); BF16 parameters,
-    # gradients and activations on the wire (ASM).
-    comm_overlap_fraction: float = 0.5
+    # The parallelism plan (twin.fabric). Global batch: d replicas x replica_batch_tokens within
+    # [global_batch_tokens, global_batch_tokens_max] (3P: Llama 3 405B trained at 4 M tokens per
+    # step, then 8 M, then 16 M = DP 128 x 16 sequences of 8,192 on 16,384 H100; Llama 3 paper
+    # §3.4.1 and Table 4); one sequence per micro-batch.
     global_batch_tokens: float = 4e6
+    global_batch_tokens_max: float = 16e6
+    replica_batch_tokens: float = 131072.0  # 3P: 16 x 8,192 tokens per DP replica (Llama 3 Table 4)
+    sequence_tokens: int = 8192  # 3P: Llama 3 pre-training sequence length (§3.4.1)
+    # Bytes per parameter: BF16 weights and gradients, FP32 master weights and two Adam moments
+    # sharded over the DP ranks (3P: ZeRO, Rajbhandari et al. 2020: 2 + 2 + 12 bytes); BF16
+    # activations on the wire.
+    weight_bytes_per_param: float = 2.0
     grad_bytes_per_param: float = 2.0
+    optimizer_bytes_per_param: float = 12.0
     activation_bytes: float = 2.0
+    # Share of a BF16 step's compute time outside the GEMMs (norms, activations, softmax,
+    # optimiser), which FP8/MXFP8 does not speed up. 3P: Ivanov et al. MLSys 2021 ("Data
+    # Movement Is All You Need"): BERT training unfused, 99.8 % of the FLOP in tensor
+    # contractions but 39 % of the time elsewhere; ASM 0.15 with today's fused kernels.
+    nongemm_time_share: float = 0.15
+    # Share of each collective kind hidden behind compute. TP all-reduces sit between the
+    # dependent GEMMs of a layer: mostly exposed unless decomposed and overlapped (ASM 0.3; 3P:
+    # Wang et al. ASPLOS 2023 hide most with decomposition, Megatron-Core tp-comm-overlap). PP
+    # point-to-point is asynchronous beside the next micro-batch (ASM 0.5; Megatron overlap-p2p).
+    # DP gradient reduce-scatter overlaps the backward pass bucket by bucket (3P: PyTorch DDP,
+    # Li et al. VLDB 2020; ZeRO/FSDP prefetch): ASM 0.8, and at most one micro-batch's compute.
+    tp_overlap: float = 0.3
+    pp_overlap: float = 0.5
+    dp_overlap: float = 0.8
+    # Scale-out rails: full bisection inside a pod, oversubscribed above it (3P: Llama 3 paper
+    # §3.3.1: pods of 3,072 GPUs at full bisection, 1:7 at the aggregation layer); links between
+    # halls of a campus (ASM: a further 1:4 over the aggregation layer, 28 in all).
+    pod_chips: int = 3072
+    pod_oversubscription: float = 7.0
+    hall_link_oversubscription: float = 28.0
     activity: float = 0.85  # chip power activity while training (ASM: H100 node 8.4/10.2 kW)
     restart_cost_s: int = 600  # ASM: reload checkpoint, re-initialise the gang
+    # Checkpoints: a job class without an interval checkpoints at the Young/Daly interval
+    # sqrt(2 C M) of its gang (twin.fabric.young_daly_interval_s), C = the checkpoint's bytes
+    # (weights + optimiser state: checkpoint_bytes_per_param x N, 3P: ZeRO 2 + 12 bytes) over
+    # the write bandwidth: checkpoint_chip_bw_bytes_s per chip up to checkpoint_storage_bw_bytes_s
+    # (3P: Llama 3 paper §3.3.1: Tectonic 2 TB/s sustained, 7 TB/s peak; 1 MB-4 GB per GPU), M =
+    # the gang's mean time between failures; the interval stays within
+    # [checkpoint_min_interval_s, checkpoint_max_interval_s]. The gang pauses C per checkpoint.
+    checkpoint_bytes_per_param: float = 14.0
+    checkpoint_chip_bw_bytes_s: float = 1e9  # ASM: ~1 GB/s per chip to the parallel file system
+    checkpoint_storage_bw_bytes_s: float = 2e12
+    checkpoint_min_interval_s: int = 60
+    checkpoint_max_interval_s: int = 3600  # ASM: at most an hour of work at risk (preemption)
     trace: JobTrace | None = None
 
     def job_class(self, kind: str) -> JobClassParams:

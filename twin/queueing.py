@@ -11,6 +11,7 @@ submit time, or priority then submit time); replica requests always go first. Pl
 from __future__ import annotations
 
 import bisect
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -143,17 +144,15 @@ def _start_replica(w: Work, j: int, si: int, t: int) -> None:
 
 
 def _start_batch(w: Work, j: int, kind: int, need: int, spanned: int, t: int) -> None:
-    """A batch gang starting: its MFU on this placement, rate, checkpoints, restart cost and
-    estimated end."""
+    """A batch gang starting: its MFU on this placement (its parallelism plan), checkpoint
+    interval and write time, rate, restart cost and estimated end."""
     jobs, p = w.jobs, w.p
     a = jobs.a
     cls = job_class(p, kind)
     model = w.models.get(jobs.names[j])
     if a["mfu_base"][j] <= 0:
         a["mfu_base"][j] = workload.model_mfu(model, cls)
-    if a["ckpt_every"][j] < 0:
-        a["ckpt_every"][j] = cls.checkpoint_interval_s if cls is not None else 1800
-    # The fabric: this placement's communication per step lowers the MFU (twin.fabric).
+    # The plan: this placement's pipeline bubble and exposed communication lower the MFU.
     peak = w.acc.peak(jobs.precision[j])
     mfu = fabric.job_mfu(
         model,
@@ -165,10 +164,20 @@ def _start_batch(w: Work, j: int, kind: int, need: int, spanned: int, t: int) ->
         p.hall.system,
         p.training,
     )
-    a["mfu"][j] = mfu
-    a["rate"][j] = workload.training_rate_flop_s(need, peak, mfu)
-    a["ckpt_time"][j] = t
+    # Checkpoints: the class's interval, else the Young/Daly interval of this gang; the gang
+    # pauses for each checkpoint's write (its rate is the share of time not writing).
+    n_ckpt = model.params if model is not None else float(a["params"][j])
+    write_s = fabric.checkpoint_write_s(n_ckpt, need, p.training)
+    if a["ckpt_every"][j] < 0:
+        fixed = cls.checkpoint_interval_s if cls is not None else None
+        if fixed is None:
+            fixed = fabric.checkpoint_interval_s(write_s, need, p.failures.chip_hazard_per_h, p.training)
+        a["ckpt_every"][j] = fixed
     every = int(a["ckpt_every"][j])
+    a["ckpt_eff"][j] = every / (every + write_s) if every > 0 else 1.0
+    a["mfu"][j] = mfu
+    a["rate"][j] = workload.training_rate_flop_s(need, peak, mfu) * a["ckpt_eff"][j]
+    a["ckpt_time"][j] = t
     a["ckpt_due"][j] = t + every if every > 0 else NEVER
     restart = p.training.restart_cost_s if a["restarts"][j] > 0 else 0
     a["restart_until"][j] = t + restart
@@ -178,6 +187,13 @@ def _start_batch(w: Work, j: int, kind: int, need: int, spanned: int, t: int) ->
     a["est_end"][j] = t + restart + est * left * p.scheduler.runtime_estimate_factor
     a["activity"][j] = RESTART_ACTIVITY if restart > 0 else p.training.activity
     w.running.add(j, t + restart)
+
+
+def progress_share(a: dict[str, npt.NDArray[Any]], j: Any) -> Any:
+    """Share of a running batch job's time (restart done) that makes progress: all but its
+    checkpoint writes (1 for replicas and jobs that never checkpoint; 0 in the table: unset)."""
+    eff = a["ckpt_eff"][j]
+    return np.where(eff > 0, eff, 1.0) if isinstance(j, np.ndarray) else (float(eff) if eff > 0 else 1.0)
 
 
 def job_class(p: FactoryParams, kind: int) -> JobClassParams | None:
@@ -191,7 +207,7 @@ def release(w: Work, j: int, t_end: int) -> None:
     a = w.jobs.a
     w.pool.release(j)
     a["run_s"][j] += t_end - a["start"][j]
-    a["prog_s"][j] += max(0, t_end - a["restart_until"][j])
+    a["prog_s"][j] += max(0, t_end - a["restart_until"][j]) * progress_share(a, j)
     w.running.discard(j)
 
 

@@ -229,7 +229,7 @@ def test_row_cap_throttles_only_its_row() -> None:
     last = u["time_s"] == u["time_s"].max()
     row_power = np.bincount(u["row_id"][last], weights=u["power_w"][last])
     assert row_power[1] <= 200e3 * 1.01
-    assert row_power[0] > 250e3  # row 0 runs free
+    assert row_power[0] > 1.1 * 200e3  # row 0 runs free, well above the cap row 1 holds
     clocks = u["clock"][last]
     assert (clocks[u["row_id"][last] == 0] == 1.0).all()
     assert (clocks[u["row_id"][last] == 1] < 1.0).all()

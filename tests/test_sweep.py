@@ -321,23 +321,23 @@ def test_sweep_results_are_data(tmp_path: Path, small: Path) -> None:
 
 def test_a_failing_point_is_recorded_and_the_rest_go_on(tmp_path: Path, small: Path) -> None:
     f = write_sweep(tmp_path, 'hours = 1\nseeds = [1]\n[sweep.grid]\n"hall.ultraservers" = [1, 2, 3]\n')
-    out = tmp_path / "out"
+    out, runs = tmp_path / "out", tmp_path / "runs"
     sw = sweep.load_sweep(f)
-    ts = sweep.tasks(sw, sweep.points(sw), out / "runs")
+    ts = sweep.tasks(sw, sweep.points(sw), runs)
     # The second point's run file cannot be written: a directory stands in its place.
     blocker = Path(ts[1].run_file or "")
     (blocker / "x").mkdir(parents=True)
-    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1")
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "--runs-dir", str(runs), "-j", "1")
     assert code == 1 and "1 run(s) failed" in err
     rows = {r["point"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
     assert rows[2]["status"] == "failed" and "Error" in rows[2]["error"] and rows[2]["pue"] is None
     assert rows[1]["status"] == rows[3]["status"] == "complete"
     # A failed point stays failed on a plain re-invocation, and runs again with --retry-failed.
-    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1")
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "--runs-dir", str(runs), "-j", "1")
     assert code == 1 and "3 run(s) already done" in err
     (blocker / "x").rmdir()
     blocker.rmdir()
-    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--retry-failed")
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "--runs-dir", str(runs), "-j", "1", "--retry-failed")
     assert code == 0, err
     rows = {r["point"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
     assert [rows[i]["status"] for i in (1, 2, 3)] == ["complete"] * 3

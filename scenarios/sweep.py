@@ -1279,6 +1279,8 @@ def run_sweep(
     SIGTERM the runs in flight are stopped and recorded, results.parquet is rebuilt, and
     ``KeyboardInterrupt`` (SIGTERM: ``scenarios.runner.Terminated``) is raised."""
     check_backend(backend, jobs)
+    if backend == "ray" and ray_address:
+        check_ray_address(ray_address)  # before anything is written
     runs = (runs_dir or out_dir / "runs") if files else None
     check_out_dir(out_dir, overwrite, runs_dir)
     pts = points(sw)

@@ -620,9 +620,14 @@ class Stop:
     """A stop asked for by SIGINT or SIGTERM: no more work is handed out, the runs in flight are
     stopped and recorded; ``execute`` then raises ``exception()`` (SIGTERM: ``Terminated``)."""
 
+    # A signal this long after the first asks again (stop at once); sooner it is the same request
+    # delivered twice (e.g. to the process and to its group, as `timeout` does).
+    AGAIN_S = 1.0
+
     def __init__(self) -> None:
         self.signum: int | None = None
-        self.count = 0
+        self.count = 0  # requests; from 2 on: stop at once
+        self.at = 0.0
         self.raise_now = False  # a run is in this very process: interrupt it at once
 
     @property
@@ -630,9 +635,10 @@ class Stop:
         return self.signum is not None
 
     def request(self, signum: int) -> None:
-        self.count += 1
         if self.signum is None:
-            self.signum = signum
+            self.signum, self.at, self.count = signum, time.monotonic(), 1
+        elif time.monotonic() - self.at >= self.AGAIN_S:
+            self.count += 1
         if self.raise_now:
             self.raise_now = False
             raise self.exception()

@@ -254,9 +254,8 @@ class _Progress:
             self.bar.update(1)
         else:
             err = f"  {row['error']}" if row.get("error") else ""
-            click.echo(
-                f"[{self.done}/{self.n}] {task.key} {row['status']} in {row['wall_s']:.1f} s{err}", err=True
-            )
+            took = f" in {row['wall_s']:.1f} s" if row.get("wall_s") is not None else ""
+            click.echo(f"[{self.done}/{self.n}] {task.key} {row['status']}{took}{err}", err=True)
 
     def close(self) -> None:
         if self.bar is not None:

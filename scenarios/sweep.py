@@ -895,6 +895,25 @@ def ray_missing() -> str | None:
 
 
 RAY_CONNECT_TIMEOUT_S = 5.0  # ASM: a reachable head answers a TCP connect within milliseconds
+# Ray's own settings for connecting to a cluster: a 5 s connect timeout, tried twice (Ray's
+# defaults: 30 s, 20 times), so a wrong address fails within about half a minute.
+RAY_CONNECT_ENV = {
+    "RAY_py_gcs_connect_timeout_s": "5",
+    "RAY_gcs_rpc_server_connect_timeout_s": "5",
+    "RAY_NUM_REDIS_GET_RETRIES": "2",
+}
+
+
+def _host_port(address: str) -> tuple[str, str]:
+    """HOST and PORT of ``[ray://]HOST:PORT`` (PORT empty when missing)."""
+    hostport = (address.split("://", 1)[1] if "://" in address else address).rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    return (host.strip("[]"), port) if sep else (hostport, "")
+
+
+def _loopback(address: str) -> bool:
+    host = _host_port(address)[0]
+    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 def check_ray_address(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
@@ -905,11 +924,8 @@ def check_ray_address(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) ->
     if address in ("auto", "local"):
         return
     where = f"--ray-address {address}"
-    hostport = address.split("://", 1)[1] if "://" in address else address
-    hostport = hostport.rstrip("/")
-    host, sep, port_s = hostport.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_s.isdigit() or not 0 < int(port_s) < 65536:
+    host, port_s = _host_port(address)
+    if not host or not port_s.isdigit() or not 0 < int(port_s) < 65536:
         raise ScenarioError(f"{where}: expected HOST:PORT (e.g. 10.0.0.5:6379) or auto")
     try:
         with socket.create_connection((host, int(port_s)), timeout=timeout_s):
@@ -928,10 +944,17 @@ def backend_session(backend: str, jobs: int | None = None, address: str | None =
     if backend != "ray":
         yield
         return
-    if not address:
+    if not address or _loopback(address):
         # A Ray started for one sweep serves this machine only: Ray's own switch keeps its
-        # processes on the loopback address instead of the machine's network address.
+        # processes on the loopback address instead of the machine's network address. For a
+        # loopback --ray-address, the same switch keeps Ray from connecting to the machine's
+        # network address instead of the one given.
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if address:
+        # Ray retries a port that answers but is not Ray's for many minutes: bounded here
+        # (ASM: a live head answers within seconds). Ray reads these as it is imported.
+        for k, v in RAY_CONNECT_ENV.items():
+            os.environ.setdefault(k, v)
     import logging
 
     import ray
@@ -1143,7 +1166,10 @@ def check_out_dir(out_dir: Path, overwrite: bool = False, runs_dir: Path | None 
             )
         if d.exists() and not d.is_dir():
             raise StorageError(f"{opt} {d}: exists and is not a directory")
-    if not out_dir.is_dir() or overwrite or is_sweep_folder(out_dir):
+    if not out_dir.is_dir():
+        return
+    _probe_lock(out_dir)
+    if overwrite or is_sweep_folder(out_dir):
         return
     try:
         entries = sorted(e.name for e in out_dir.iterdir() if e.name != f"{LOCK}.lock")
@@ -1155,6 +1181,28 @@ def check_out_dir(out_dir: Path, overwrite: bool = False, runs_dir: Path | None 
             f"{f' and {len(entries) - 1} more' if len(entries) > 1 else ''}); choose another folder, "
             "or pass --overwrite to write the sweep into it (its results.parquet is replaced)"
         )
+
+
+def _locked(out_dir: Path, holder: str) -> Exception:
+    from storage.errors import StorageError
+
+    return StorageError(
+        f"--out {out_dir}: another sweep (process {holder}) is running into this folder; "
+        "wait for it to end or choose another --out"
+    )
+
+
+def _probe_lock(out_dir: Path) -> None:
+    """Refuse at once a folder another sweep holds (the sweep takes the lock itself later)."""
+    from storage.errors import StorageError
+    from storage.runlock import LockedError, RunLock
+
+    try:
+        RunLock(out_dir / LOCK).release()
+    except LockedError as e:
+        raise _locked(out_dir, str(e)) from None
+    except OSError as e:
+        raise StorageError(f"--out {out_dir}: cannot write here: {e.strerror or e}") from None
 
 
 @contextlib.contextmanager
@@ -1174,10 +1222,7 @@ def sweep_folder(
     try:
         lock = RunLock(out_dir / LOCK)
     except LockedError as e:
-        raise StorageError(
-            f"--out {out_dir}: another sweep (process {e}) is running into this folder; "
-            "wait for it to end or choose another --out"
-        ) from None
+        raise _locked(out_dir, str(e)) from None
     except OSError as e:
         raise StorageError(f"--out {out_dir}: cannot lock the folder: {e.strerror or e}") from None
     try:
@@ -1292,7 +1337,8 @@ def run_sweep(
     pts = points(sw)
     validate(sw, pts, on_validate)
     all_tasks = tasks(sw, pts, runs)
-    with sweep_folder(out_dir, runs, sw.origin, overwrite), backend_session(backend, jobs, ray_address):
+    # The backend first (a Ray that cannot be reached leaves no folder behind), then the folder.
+    with backend_session(backend, jobs, ray_address), sweep_folder(out_dir, runs, sw.origin, overwrite):
         return _run_points(
             sw,
             all_tasks,

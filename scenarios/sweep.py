@@ -974,7 +974,9 @@ def backend_session(backend: str, jobs: int | None = None, address: str | None =
             if address:
                 ray.init(address=address, **kw)
             else:
-                ray.init(num_cpus=jobs or default_jobs(), include_dashboard=False, **kw)
+                # "local": a new Ray of the sweep's own, never a cluster left running on this
+                # machine (ray.init's default would connect to the last one started).
+                ray.init(address="local", num_cpus=jobs or default_jobs(), include_dashboard=False, **kw)
         except (ConnectionError, RuntimeError, ValueError) as e:
             where = f"--ray-address {address}" if address else "--backend ray"
             raise ScenarioError(f"{where}: cannot start or reach Ray: {_one_line(e)}") from None

@@ -17,7 +17,8 @@ A sweep file names a base scenario, the run length, replica seeds and the parame
     "training.arrivals_per_day" = { min = 1000, max = 8000 }   # floats (ints if both bounds are)
     "scheduler.policy" = { choices = ["fifo", "backfill"] }
 
-Every point is validated before any run starts. A point's id is a hash of what defines it (base
+Every point is validated before any run starts (``validate``: each point's keys, values and run;
+the model itself built once for each value a key takes). A point's id is a hash of what defines it (base
 scenario text, run length, fixed overrides, its parameters), so a sweep re-invoked on the same
 directory skips the points and seeds it has finished (``DIR/points/<id>-s<seed>.json``, written
 atomically when a point ends) and ``DIR/results.parquet`` is rebuilt from those files.

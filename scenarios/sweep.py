@@ -17,13 +17,27 @@ A sweep file names a base scenario, the run length, replica seeds and the parame
     "training.arrivals_per_day" = { min = 1000, max = 8000 }   # floats (ints if both bounds are)
     "scheduler.policy" = { choices = ["fifo", "backfill"] }
 
-Every point is validated before any run starts. A point's id is a hash of what defines it (base
+Every point is validated before any run starts (``validate``: each point's keys, values and run;
+the model itself built once for each value a key takes). A point's id is a hash of what defines it (base
 scenario text, run length, fixed overrides, its parameters), so a sweep re-invoked on the same
 directory skips the points and seeds it has finished (``DIR/points/<id>-s<seed>.json``, written
 atomically when a point ends) and ``DIR/results.parquet`` is rebuilt from those files.
 
 A task runs one point with one seed through ``scenarios.runner.run`` and returns its row: the
 parameters, every KPI of ``twin compare`` (``storage.kpis``), status, error, wall time and run file.
+
+A sweep has at most ``MAX_POINTS`` (100,000) runs (points x seeds). Its directory is its own:
+``DIR/sweep.json`` marks a folder a sweep made (a folder holding anything else is refused unless
+``overwrite``; ``/``, a system folder or the home folder never), and ``DIR/sweep.lock`` (locked with
+``flock`` for the sweep's life, as ``storage.runlock`` locks a run's file; the kernel drops it
+however the sweep ends) refuses a second sweep into the same folder while one runs.
+
+The local backend runs each task in a worker process the sweep started and owns: a worker dies
+with the sweep (on Linux the kernel sends it SIGTERM when the sweep's process dies, however it
+died) and stays in the sweep's process group. On SIGINT or SIGTERM a sweep hands out no more
+work and stops the runs in flight (on either backend): each closes its run file with status
+``stopped`` (readable, marked) and its point is recorded ``stopped``; what finished is kept, and
+a stopped point runs again when the sweep is resumed.
 """
 
 from __future__ import annotations
@@ -36,7 +50,10 @@ import json
 import math
 import os
 import shutil
+import signal
+import sys
 import tempfile
+import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
@@ -47,7 +64,7 @@ from typing import Any
 from scenarios import overrides, spec
 from scenarios.spec import ScenarioError
 
-MAX_POINTS = 100_000
+MAX_POINTS = 100_000  # runs (points x seeds) per sweep: documented in the module and in --help
 MAX_SEEDS = 1000
 MAX_VALUES = 10_000
 BACKENDS = ("local", "ray")
@@ -257,6 +274,8 @@ def _parse_hours(s: dict[str, Any], origin: str) -> float | None:
     hours = s.get("hours")
     if hours is not None and (not _number(hours) or hours <= 0 or hours > 24 * 366 * 10):
         raise ScenarioError(f"{origin}: sweep.hours: expected a positive number of hours (got {hours!r})")
+    if hours is not None:  # the run length twin run accepts (at least one second)
+        spec.check_duration(int(round(hours * 3600)), f"{origin}: sweep.hours = {hours!r}")
     return hours
 
 
@@ -392,19 +411,64 @@ def point_overrides(sw: Sweep, pt: Point) -> list[overrides.Override]:
     return [overrides.make(k, v) for k, v in [*sw.fixed, *pt.params.items()]]
 
 
-def validate(sw: Sweep, pts: list[Point]) -> None:
-    """Check every point as a scenario (and its model parameters) before anything runs; the first
-    bad one raises ``ScenarioError`` naming the sweep file, the point and the key."""
+Progress = Callable[[int, int], None]
+
+
+def validate(sw: Sweep, pts: list[Point], progress: Progress | None = None) -> None:
+    """Check every point before anything runs; the first bad one raises ``ScenarioError`` naming
+    the sweep file, the point and the key. ``progress(done, total)`` is called as it goes.
+
+    Each point gets every check of ``twin validate`` short of building the model: its keys, types
+    and bounds, the scenario's cross-key checks and ``spec.prepare`` at the sweep's run length
+    (hall size x steps, replicas, event targets). Building the model (its own checks, e.g. a
+    model's weights that do not fit in HBM) costs 5-10 times as much, so it is done for the base
+    scenario with the fixed overrides and once for each value a key takes alone (each grid value
+    and choice, both ends of a number range); a combination of values that only the model refuses
+    fails when its run starts (the row says why) and the sweep goes on."""
     raw = tomllib.loads(sw.base_text)
     base_dir = overrides.base_dir_of(sw.base_origin)
+    singles: dict[str, tuple[str, Any, str]] = {}  # each value a key takes alone, and where
+    for k, vals in sw.grid:
+        for v in vals:
+            singles.setdefault(json.dumps([k, v], default=str), (k, v, "a value in sweep.grid"))
+    for d in sw.random:
+        for v in d.choices or (d.low, d.high):
+            what = "a choice in sweep.random" if d.choices else "an end of its range in sweep.random"
+            singles.setdefault(json.dumps([d.key, v], default=str), (d.key, v, what))
+    total = len(pts) + 1 + len(singles)
+    step = max(1, total // 200)
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress and (done % step == 0 or done == total):
+            progress(done, total)
+
     for pt in pts:
         where = f"{sw.origin}: point {pt.index} {pt.id} ({_describe(pt.params)})"
-        check(raw, base_dir, point_overrides(sw, pt), where)
+        check(raw, base_dir, point_overrides(sw, pt), where, sw.duration_s, build=False)
+        tick()
+    fixed = [overrides.make(k, v) for k, v in sw.fixed]
+    check(raw, base_dir, fixed, f"{sw.origin}: the base scenario with sweep.set", sw.duration_s)
+    tick()
+    for k, v, what in singles.values():
+        check(
+            raw, base_dir, [*fixed, overrides.make(k, v)], f"{sw.origin}: {k}={v!r} ({what})", sw.duration_s
+        )
+        tick()
 
 
-def check(raw: dict[str, Any], base_dir: Path | None, ovs: list[overrides.Override], where: str) -> None:
-    """Validate raw scenario data with overrides as a scenario and as model parameters; errors
-    start with ``where``."""
+def check(
+    raw: dict[str, Any],
+    base_dir: Path | None,
+    ovs: list[overrides.Override],
+    where: str,
+    duration_s: int | None = None,
+    build: bool = True,
+) -> None:
+    """Validate raw scenario data with overrides as a scenario, its run (``spec.prepare`` at
+    ``duration_s``) and, with ``build``, as model parameters; errors start with ``where``."""
     from twin import sim
 
     try:
@@ -412,10 +476,12 @@ def check(raw: dict[str, Any], base_dir: Path | None, ovs: list[overrides.Overri
     except ScenarioError as e:
         raise ScenarioError(f"{where}: {e}") from None
     scen = overrides.validate_raw(data, where, base_dir)
-    try:
-        sim.build(scen.to_params())
-    except ValueError as e:
-        raise ScenarioError(f"{where}: {e}") from None
+    p = spec.prepare(scen, None, duration_s)  # its errors start with ``where`` (the origin)
+    if build:
+        try:
+            sim.build(p)
+        except ValueError as e:
+            raise ScenarioError(f"{where}: {e}") from None
 
 
 def tasks(sw: Sweep, pts: list[Point], runs_dir: Path | None) -> list[Task]:
@@ -506,6 +572,8 @@ def run_task(t: Task) -> dict[str, Any]:
         )
     except Exception as e:
         row.update(status="failed", error=_one_line(e))
+    except KeyboardInterrupt:  # SIGINT/SIGTERM: the runner closed the run file as ``stopped``
+        row = stopped_row(t)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -520,7 +588,25 @@ def failed_row(t: Task, e: BaseException) -> dict[str, Any]:
     return row
 
 
+def stopped_row(t: Task) -> dict[str, Any]:
+    """A run stopped by a signal before it finished: its file (when kept) is closed ``stopped``."""
+    row = empty_row(t)
+    kept = t.run_file is not None and Path(t.run_file).exists()
+    row.update(
+        status="stopped",
+        error="stopped by a signal before the run finished (it runs again when the sweep resumes)",
+        run_file=t.run_file if kept else None,
+    )
+    return row
+
+
 # ---------------------------------------------------------------------- backends
+# ASM: a stopped run ends at its next step and closes its file (a flush of at most a second of
+# steps and its status) well within this; a worker still there after it is killed.
+GRACE_S = 20.0
+_POLL_S = 0.2  # how often the driver looks at a stop request while it waits for results
+
+
 def default_jobs() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -531,6 +617,54 @@ def default_jobs() -> int:
 OnResult = Callable[[Task, dict[str, Any]], None]
 
 
+class Stop:
+    """A stop asked for by SIGINT or SIGTERM: no more work is handed out, the runs in flight are
+    stopped and recorded; ``execute`` then raises ``exception()`` (SIGTERM: ``Terminated``)."""
+
+    # A signal this long after the first asks again (stop at once); sooner it is the same request
+    # delivered twice (e.g. to the process and to its group, as `timeout` does).
+    AGAIN_S = 1.0
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.count = 0  # requests; from 2 on: stop at once
+        self.at = 0.0
+        self.raise_now = False  # a run is in this very process: interrupt it at once
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def request(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum, self.at, self.count = signum, time.monotonic(), 1
+        elif time.monotonic() - self.at >= self.AGAIN_S:
+            self.count += 1
+        if self.raise_now:
+            self.raise_now = False
+            raise self.exception()
+
+    def exception(self) -> KeyboardInterrupt:
+        from scenarios.runner import Terminated
+
+        return Terminated() if self.signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: Stop) -> Iterator[Stop]:
+    """SIGINT and SIGTERM ask ``stop`` to stop (main thread only: elsewhere, nothing changes).
+    Installed after the backend is up, so Ray's own SIGTERM handler does not replace it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    old = {sig: signal.signal(sig, lambda n, f: stop.request(n)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
 def execute(
     todo: list[Task],
     on_result: OnResult,
@@ -538,17 +672,23 @@ def execute(
     jobs: int | None = None,
     ray_address: str | None = None,
 ) -> None:
-    """Run tasks on a backend, calling ``on_result(task, row)`` in the caller's process as each ends."""
+    """Run tasks on a backend, calling ``on_result(task, row)`` in the caller's process as each ends.
+    On SIGINT/SIGTERM: no new tasks, the ones in flight stopped and passed to ``on_result`` as
+    ``stopped`` rows, then ``KeyboardInterrupt`` (SIGTERM: ``scenarios.runner.Terminated``)."""
     check_backend(backend, jobs)
     if not todo:
         return
     if backend == "ray":
-        _execute_ray(todo, on_result, jobs, ray_address)
-    elif (jobs or default_jobs()) == 1 or len(todo) == 1:
-        for t in todo:
-            on_result(t, run_task(t))
+        with backend_session("ray", jobs, ray_address), stop_on_signals(Stop()) as stop:
+            _run_on_ray(todo, on_result, jobs, stop)
     else:
-        _execute_local(todo, on_result, jobs or default_jobs())
+        with stop_on_signals(Stop()) as stop:
+            if (jobs or default_jobs()) == 1 or len(todo) == 1:
+                _execute_here(todo, on_result, stop)
+            else:
+                _execute_local(todo, on_result, min(jobs or default_jobs(), len(todo)), stop)
+    if stop.requested:
+        raise stop.exception()
 
 
 def check_backend(backend: str, jobs: int | None) -> None:
@@ -560,35 +700,191 @@ def check_backend(backend: str, jobs: int | None) -> None:
         raise ScenarioError(f"--backend ray: {ray_missing()}")
 
 
-def _execute_local(todo: list[Task], on_result: OnResult, jobs: int) -> None:
+def _execute_here(todo: list[Task], on_result: OnResult, stop: Stop) -> None:
+    """One run at a time in this process (a signal interrupts the run at once)."""
+    for t in todo:
+        if stop.requested:
+            return
+        row: dict[str, Any] | None = None
+        try:
+            stop.raise_now = True
+            row = run_task(t)
+            stop.raise_now = False
+        except KeyboardInterrupt:
+            stop.raise_now = False
+            if row is None:
+                row = stopped_row(t)
+        on_result(t, row)
+
+
+# -- the local pool: worker processes the sweep starts, feeds one task at a time and owns
+_busy = False  # in a worker: a task is running
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a worker: be sent SIGTERM when the sweep's process dies, however it dies (Linux:
+    PR_SET_PDEATHSIG; elsewhere a thread that watches the parent)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG (linux/prctl.h)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl
+            pass
+    else:  # pragma: no cover - not Linux
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent:  # the sweep died before the line above
+        os._exit(1)
+
+
+def _worker_term(signum: int, frame: Any) -> None:
+    """SIGTERM in a worker (the sweep stops, or died): stop the run in flight (its file is closed
+    ``stopped``) or, idle, leave; either way gone within ``GRACE_S``."""
+    timer = threading.Timer(GRACE_S, os._exit, (1,))
+    timer.daemon = True
+    timer.start()
+    if _busy:
+        from scenarios.runner import Terminated
+
+        raise Terminated()
+    os._exit(0)
+
+
+def _worker_main(conn: Any, parent: int) -> None:
+    """A worker's life: run the tasks the sweep sends, one at a time, send back each row."""
+    global _busy
+    _die_with_parent(parent)
+    # Ctrl-C at a terminal reaches the whole process group: the sweep decides what stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _worker_term)
+    while True:
+        try:
+            t = conn.recv()
+        except (EOFError, OSError):
+            return
+        if t is None:
+            return
+        try:
+            _busy = True
+            try:
+                row = run_task(t)
+            finally:
+                _busy = False
+        except KeyboardInterrupt:
+            row = stopped_row(t)
+        try:
+            conn.send(row)
+        except OSError:  # the sweep is gone
+            return
+
+
+@dataclass
+class _Worker:
+    proc: Any
+    conn: Any
+    task: Task | None = None
+    signalled: bool = False
+
+
+def _execute_local(todo: list[Task], on_result: OnResult, jobs: int, stop: Stop) -> None:
     import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+    from multiprocessing.connection import wait
 
-    # forkserver: workers start from a clean process (no inherited threads or open files).
-    ctx = multiprocessing.get_context("forkserver")
-    ex = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx)
+    # spawn: a clean process (no inherited threads or open files) and a child of this one, so
+    # that the kernel's parent-death signal reaches it.
+    ctx = multiprocessing.get_context("spawn")
     queue = iter(todo)
-    futs: dict[Future[dict[str, Any]], Task] = {}
+    workers: list[_Worker] = []
 
-    def submit(n: int) -> None:
-        for t in itertools.islice(queue, n):
-            futs[ex.submit(run_task, t)] = t
+    def start() -> _Worker:
+        mine, theirs = ctx.Pipe()
+        p = ctx.Process(target=_worker_main, args=(theirs, os.getpid()), daemon=True, name="twin-sweep")
+        p.start()
+        theirs.close()
+        w = _Worker(p, mine)
+        workers.append(w)
+        return w
 
+    def feed(w: _Worker) -> None:
+        t = None if stop.requested else next(queue, None)
+        w.task = t
+        with contextlib.suppress(OSError):
+            w.conn.send(t)  # None: leave
+
+    def finish(w: _Worker, row: dict[str, Any]) -> None:
+        t, w.task = w.task, None
+        assert t is not None
+        on_result(t, row)
+
+    deadline: float | None = None
     try:
-        # A bounded window of tasks in flight: memory stays flat however many points there are.
-        submit(2 * jobs)
-        while futs:
-            done, _ = wait(futs, return_when=FIRST_COMPLETED)
-            for f in done:
-                t = futs.pop(f)
+        for _ in range(jobs):
+            feed(start())
+        while True:
+            busy = [w for w in workers if w.task is not None]
+            if not busy:
+                return
+            if stop.requested:
+                if deadline is None:
+                    deadline = time.monotonic() + GRACE_S
+                for w in busy:
+                    if not w.signalled:
+                        w.signalled = True
+                        with contextlib.suppress(OSError):
+                            os.kill(w.proc.pid, signal.SIGTERM)
+                if stop.count > 1 or time.monotonic() > deadline:  # asked twice, or too slow
+                    for w in busy:
+                        w.proc.kill()
+                        w.proc.join()
+                        finish(w, stopped_row(w.task))  # type: ignore[arg-type]
+                    return
+            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=_POLL_S)
+            for w in busy:
+                if w.conn not in ready and w.proc.sentinel not in ready:
+                    continue
                 try:
-                    row = f.result()
-                except Exception as e:  # the worker process died (e.g. out of memory)
-                    row = failed_row(t, e)
-                on_result(t, row)
-            submit(len(done))
+                    row = w.conn.recv() if w.conn.poll() else None
+                except (EOFError, OSError):
+                    row = None
+                if row is not None:
+                    finish(w, row)
+                    feed(w)
+                    continue
+                # The worker died (e.g. out of memory, or killed): its task failed; a new worker
+                # takes over.
+                w.proc.join()
+                t = w.task
+                assert t is not None
+                workers.remove(w)
+                w.conn.close()
+                if stop.requested:
+                    finish(w, stopped_row(t))
+                else:
+                    finish(
+                        w, failed_row(t, RuntimeError(f"worker process died (exit code {w.proc.exitcode})"))
+                    )
+                    feed(start())
     finally:
-        ex.shutdown(wait=True, cancel_futures=True)
+        for w in workers:
+            if w.task is not None and w.proc.is_alive() and not w.signalled:
+                with contextlib.suppress(OSError):
+                    os.kill(w.proc.pid, signal.SIGTERM)  # a result handler raised: stop its run
+            with contextlib.suppress(OSError):
+                w.conn.send(None)
+        end = time.monotonic() + GRACE_S
+        for w in workers:
+            w.proc.join(max(0.0, end - time.monotonic()))
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join()
+            w.conn.close()
 
 
 def ray_missing() -> str | None:
@@ -599,6 +895,48 @@ def ray_missing() -> str | None:
     return None
 
 
+RAY_CONNECT_TIMEOUT_S = 5.0  # ASM: a reachable head answers a TCP connect within milliseconds
+# Ray's own settings for connecting to a cluster: a 5 s connect timeout, tried twice (Ray's
+# defaults: 30 s, 20 times), so a wrong address fails within about half a minute.
+RAY_CONNECT_ENV = {
+    "RAY_py_gcs_connect_timeout_s": "5",
+    "RAY_gcs_rpc_server_connect_timeout_s": "5",
+    "RAY_NUM_REDIS_GET_RETRIES": "2",
+}
+
+
+def _host_port(address: str) -> tuple[str, str]:
+    """HOST and PORT of ``[ray://]HOST:PORT`` (PORT empty when missing)."""
+    hostport = (address.split("://", 1)[1] if "://" in address else address).rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    return (host.strip("[]"), port) if sep else (hostport, "")
+
+
+def _loopback(address: str) -> bool:
+    host = _host_port(address)[0]
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def check_ray_address(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """``ScenarioError`` naming the address unless a TCP connection to it opens within
+    ``timeout_s`` (``auto`` and ``local`` are Ray's to resolve: not checked here)."""
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    where = f"--ray-address {address}"
+    host, port_s = _host_port(address)
+    if not host or not port_s.isdigit() or not 0 < int(port_s) < 65536:
+        raise ScenarioError(f"{where}: expected HOST:PORT (e.g. 10.0.0.5:6379) or auto")
+    try:
+        with socket.create_connection((host, int(port_s)), timeout=timeout_s):
+            pass
+    except TimeoutError:
+        raise ScenarioError(f"{where}: no answer from {host}:{port_s} within {timeout_s:g} s") from None
+    except OSError as e:
+        raise ScenarioError(f"{where}: cannot reach {host}:{port_s}: {e.strerror or e}") from None
+
+
 @contextlib.contextmanager
 def backend_session(backend: str, jobs: int | None = None, address: str | None = None) -> Iterator[None]:
     """Keep a backend up across several ``execute`` calls: for Ray, connect to ``address`` or start a
@@ -607,25 +945,45 @@ def backend_session(backend: str, jobs: int | None = None, address: str | None =
     if backend != "ray":
         yield
         return
-    if not address:
+    if not address or _loopback(address):
         # A Ray started for one sweep serves this machine only: Ray's own switch keeps its
-        # processes on the loopback address instead of the machine's network address.
+        # processes on the loopback address instead of the machine's network address. For a
+        # loopback --ray-address, the same switch keeps Ray from connecting to the machine's
+        # network address instead of the one given.
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if address:
+        # Ray retries a port that answers but is not Ray's for many minutes: bounded here
+        # (ASM: a live head answers within seconds). Ray reads these as it is imported.
+        for k, v in RAY_CONNECT_ENV.items():
+            os.environ.setdefault(k, v)
     import logging
 
     import ray
 
     started = False
     if not ray.is_initialized():
+        if address:
+            check_ray_address(address)
         kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
+        # ray.init replaces the SIGTERM handler with its own (sys.exit): the caller's is put back.
+        before = (
+            signal.getsignal(signal.SIGTERM)
+            if threading.current_thread() is threading.main_thread()
+            else None
+        )
         try:
             if address:
                 ray.init(address=address, **kw)
             else:
-                ray.init(num_cpus=jobs or default_jobs(), include_dashboard=False, **kw)
+                # "local": a new Ray of the sweep's own, never a cluster left running on this
+                # machine (ray.init's default would connect to the last one started).
+                ray.init(address="local", num_cpus=jobs or default_jobs(), include_dashboard=False, **kw)
         except (ConnectionError, RuntimeError, ValueError) as e:
             where = f"--ray-address {address}" if address else "--backend ray"
             raise ScenarioError(f"{where}: cannot start or reach Ray: {_one_line(e)}") from None
+        finally:
+            if before is not None:
+                signal.signal(signal.SIGTERM, before)
         started = True
     try:
         yield
@@ -634,13 +992,9 @@ def backend_session(backend: str, jobs: int | None = None, address: str | None =
             ray.shutdown()
 
 
-def _execute_ray(todo: list[Task], on_result: OnResult, jobs: int | None, address: str | None) -> None:
-    with backend_session("ray", jobs, address):
-        _run_on_ray(todo, on_result, jobs)
-
-
-def _run_on_ray(todo: list[Task], on_result: OnResult, jobs: int | None) -> None:
+def _run_on_ray(todo: list[Task], on_result: OnResult, jobs: int | None, stop: Stop) -> None:
     import ray
+    from ray.exceptions import TaskCancelledError
 
     remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
     resources: Any = ray.cluster_resources
@@ -649,20 +1003,39 @@ def _run_on_ray(todo: list[Task], on_result: OnResult, jobs: int | None) -> None
     refs: dict[Any, Task] = {}
 
     def submit(n: int) -> None:
+        if stop.requested:
+            return
         for t in itertools.islice(queue, n):
             refs[remote.remote(t)] = t
 
+    deadline: float | None = None
     try:
-        # A bounded window in flight (twice the cluster's CPUs): flat memory on the driver.
-        submit(2 * max(cpus, 1))
+        # One task per CPU in flight: each starts at once (a stop finds no task queued, only
+        # running ones) and the driver's memory stays flat.
+        submit(max(cpus, 1))
         while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1)
+            if stop.requested:
+                if deadline is None:
+                    deadline = time.monotonic() + GRACE_S
+                    for r in refs:  # a KeyboardInterrupt in the task: its run file closes ``stopped``
+                        with contextlib.suppress(Exception):
+                            ray.cancel(r)
+                if stop.count > 1 or time.monotonic() > deadline:
+                    for r, t in list(refs.items()):
+                        with contextlib.suppress(Exception):
+                            ray.cancel(r, force=True)
+                        on_result(t, stopped_row(t))
+                    refs.clear()
+                    return
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=_POLL_S)
             for r in ready:
                 t = refs.pop(r)
                 try:
                     row = ray.get(r)
+                except TaskCancelledError:
+                    row = stopped_row(t)
                 except Exception as e:  # the worker died or the task could not run
-                    row = failed_row(t, e)
+                    row = stopped_row(t) if stop.requested else failed_row(t, e)
                 on_result(t, row)
             submit(len(ready))
     finally:
@@ -690,27 +1063,188 @@ def record(out_dir: Path, t: Task, row: dict[str, Any]) -> None:
     _write_atomic(point_file(out_dir, t), json.dumps(row, default=str).encode())
 
 
-def read_row(out_dir: Path, t: Task) -> dict[str, Any] | None:
+RECORDED = ("complete", "failed", "stopped")  # the statuses a point file holds
+
+
+def check_row(row: Any, t: Task) -> str | None:
+    """What is wrong with a point file's content for task ``t`` (None: a row this sweep wrote)."""
+    if not isinstance(row, dict):
+        return f"expected a JSON object, got {type(row).__name__}"
+    missing = [k for k in (*BASE_COLUMNS, *kpi_keys()) if k not in row]
+    if missing:
+        return f"{missing[0]}: missing"
+    want = {"point": t.point, "point_id": t.point_id, **dict(t.params)}
+    if t.seed is not None:
+        want["seed"] = t.seed
+    for k, v in want.items():
+        if k not in row:
+            return f"{k}: missing"
+        if row[k] != v or type(row[k]) is not type(v):
+            return f"{k}: {row[k]!r} is not this point's {v!r}"
+    if row["status"] not in RECORDED:
+        return f"status: {row['status']!r} is not one of {', '.join(RECORDED)}"
+    if not (row["seed"] is None or (type(row["seed"]) is int and row["seed"] >= 0)):
+        return f"seed: expected a non-negative integer, got {row['seed']!r}"
+    for k in ("hours", "wall_s", "cpu_s", *kpi_keys()):
+        v = row[k]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            return f"{k}: expected a number or null, got {v!r}"
+    for k in ("error", "run_file", "run_id"):
+        if row[k] is not None and not isinstance(row[k], str):
+            return f"{k}: expected a string or null, got {row[k]!r}"
+    if row["status"] == "complete" and not isinstance(row["run_id"], str):
+        return "run_id: a complete run has one"
+    return None
+
+
+def load_row(out_dir: Path, t: Task) -> tuple[dict[str, Any] | None, str | None]:
+    """A point's recorded row, or None and what is wrong with its file (None: no file yet)."""
     p = point_file(out_dir, t)
     try:
-        row: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
+        row = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return None
+        return None, None
+    except (OSError, ValueError) as e:
+        return None, f"{p}: unreadable ({_one_line(e)})"
+    problem = check_row(row, t)
+    if problem:
+        return None, f"{p}: {problem}"
+    return row, None
+
+
+def read_row(out_dir: Path, t: Task) -> dict[str, Any] | None:
+    """A point's recorded row; None if there is none or its file is not one this sweep wrote."""
+    return load_row(out_dir, t)[0]
+
+
+# -- the folder: only a sweep's, one sweep at a time
+MARKER = "sweep.json"  # written into the folder a sweep makes: it is a sweep folder
+LOCK = "sweep"  # storage.runlock's lock on DIR/sweep.lock
+# Folders never written into, even with overwrite; and trees never written anywhere into.
+_SYSTEM = ("/", "/tmp", "/var", "/var/tmp", "/home", "/opt", "/srv", "/mnt", "/media", "/root", "/run")
+_SYSTEM_TREES = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/sbin",
+    "/sys",
+    "/usr",
+)
+
+
+def system_folder(path: Path) -> bool:
+    """``/``, a system folder (``/tmp`` itself, ``/usr/...``) or the user's home folder itself."""
+    p = path.expanduser().resolve()
+    if str(p) in _SYSTEM or p == Path.home().resolve():
+        return True
+    return any(p == Path(t) or Path(t) in p.parents for t in _SYSTEM_TREES)
+
+
+def is_sweep_folder(out_dir: Path) -> bool:
+    try:
+        data = json.loads((out_dir / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None  # unreadable: run the point again
-    if row.get("point_id") != t.point_id:
-        return None
-    return row
+        return False
+    return isinstance(data, dict) and data.get("kind") == "twin-sweep"
 
 
-def prepare_dir(out_dir: Path, runs_dir: Path | None) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ScenarioError(f"--out {out_dir}: exists and is not a directory")
-    (out_dir / "points").mkdir(parents=True, exist_ok=True)
-    if runs_dir is not None:
-        if runs_dir.exists() and not runs_dir.is_dir():
-            raise ScenarioError(f"--runs-dir {runs_dir}: exists and is not a directory")
-        runs_dir.mkdir(parents=True, exist_ok=True)
+def check_out_dir(out_dir: Path, overwrite: bool = False, runs_dir: Path | None = None) -> None:
+    """``StorageError`` unless the sweep may write into ``out_dir``: a new or empty folder, or one
+    a sweep made (``DIR/sweep.json``); with ``overwrite``, any other folder too. Never ``/``, a
+    system folder or the home folder. Nothing is written here."""
+    from storage.errors import StorageError
+
+    for opt, d in (("--out", out_dir), ("--runs-dir", runs_dir)):
+        if d is None:
+            continue
+        if system_folder(d):
+            raise StorageError(
+                f"{opt} {d}: a system folder (or /, or your home folder); choose a folder of its own"
+            )
+        if d.exists() and not d.is_dir():
+            raise StorageError(f"{opt} {d}: exists and is not a directory")
+    if not out_dir.is_dir():
+        return
+    _probe_lock(out_dir)
+    if overwrite or is_sweep_folder(out_dir):
+        return
+    try:
+        entries = sorted(e.name for e in out_dir.iterdir() if e.name != f"{LOCK}.lock")
+    except OSError as e:
+        raise StorageError(f"--out {out_dir}: cannot read the folder: {e.strerror or e}") from None
+    if entries:
+        raise StorageError(
+            f"--out {out_dir}: not a sweep folder (no {MARKER}) and not empty (holds {entries[0]!r}"
+            f"{f' and {len(entries) - 1} more' if len(entries) > 1 else ''}); choose another folder, "
+            "or pass --overwrite to write the sweep into it (its results.parquet is replaced)"
+        )
+
+
+def _locked(out_dir: Path, holder: str) -> Exception:
+    from storage.errors import StorageError
+
+    return StorageError(
+        f"--out {out_dir}: another sweep (process {holder}) is running into this folder; "
+        "wait for it to end or choose another --out"
+    )
+
+
+def _probe_lock(out_dir: Path) -> None:
+    """Refuse at once a folder another sweep holds (the sweep takes the lock itself later)."""
+    from storage.errors import StorageError
+    from storage.runlock import LockedError, RunLock
+
+    try:
+        RunLock(out_dir / LOCK).release()
+    except LockedError as e:
+        raise _locked(out_dir, str(e)) from None
+    except OSError as e:
+        raise StorageError(f"--out {out_dir}: cannot write here: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def sweep_folder(
+    out_dir: Path, runs_dir: Path | None, origin: str, overwrite: bool = False
+) -> Iterator[None]:
+    """The sweep folder made (with its marker), checked and locked for the block: a second sweep
+    into it is refused (``StorageError`` naming the process that holds it)."""
+    from storage.errors import StorageError
+    from storage.runlock import LockedError, RunLock
+
+    check_out_dir(out_dir, overwrite, runs_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StorageError(f"--out {out_dir}: cannot create the folder: {e.strerror or e}") from None
+    try:
+        lock = RunLock(out_dir / LOCK)
+    except LockedError as e:
+        raise _locked(out_dir, str(e)) from None
+    except OSError as e:
+        raise StorageError(f"--out {out_dir}: cannot lock the folder: {e.strerror or e}") from None
+    try:
+        if not is_sweep_folder(out_dir):
+            marker = {
+                "kind": "twin-sweep",
+                "sweep": origin,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            _write_atomic(out_dir / MARKER, json.dumps(marker).encode())
+        for opt, d in (("--out", out_dir / "points"), ("--runs-dir", runs_dir)):
+            if d is not None:
+                try:
+                    d.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    raise StorageError(f"{opt} {d}: cannot create the folder: {e.strerror or e}") from None
+        yield
+    finally:
+        lock.release()
 
 
 def results_table(sw: Sweep, all_tasks: list[Task], out_dir: Path) -> Any:
@@ -771,6 +1305,7 @@ class Outcome:
     skipped: int
     ran: int = 0
     failed: int = 0
+    stopped: int = 0
     results: Path | None = None
 
 
@@ -786,47 +1321,61 @@ def run_sweep(
     on_start: Callable[[int, int], None] | None = None,
     on_result: OnResult | None = None,
     rebuild_every_s: float = 30.0,
+    overwrite: bool = False,
+    on_validate: Progress | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> Outcome:
-    """Validate every point, then run the ones not finished yet; rebuild results.parquet."""
+    """Validate every point, then run the ones not finished yet; rebuild results.parquet.
+
+    The folder is checked first (``check_out_dir``), made and locked only once every point is
+    valid. A point file that is not one this sweep wrote (unreadable, or keys or values that do
+    not fit its point) is reported through ``on_warning`` and its point runs again. On SIGINT or
+    SIGTERM the runs in flight are stopped and recorded, results.parquet is rebuilt, and
+    ``KeyboardInterrupt`` (SIGTERM: ``scenarios.runner.Terminated``) is raised."""
     check_backend(backend, jobs)
+    if backend == "ray" and ray_address:
+        check_ray_address(ray_address)  # before anything is written
+    runs = (runs_dir or out_dir / "runs") if files else None
+    check_out_dir(out_dir, overwrite, runs_dir)
     pts = points(sw)
-    validate(sw, pts)
-    with backend_session(backend, jobs, ray_address):
-        runs = (runs_dir or out_dir / "runs") if files else None
+    validate(sw, pts, on_validate)
+    all_tasks = tasks(sw, pts, runs)
+    # The backend first (a Ray that cannot be reached leaves no folder behind), then the folder.
+    with backend_session(backend, jobs, ray_address), sweep_folder(out_dir, runs, sw.origin, overwrite):
         return _run_points(
             sw,
-            pts,
+            all_tasks,
             out_dir,
             backend,
             jobs,
             ray_address,
-            runs,
             retry_failed,
             on_start,
             on_result,
             rebuild_every_s,
+            on_warning,
         )
 
 
 def _run_points(
     sw: Sweep,
-    pts: list[Point],
+    all_tasks: list[Task],
     out_dir: Path,
     backend: str,
     jobs: int | None,
     ray_address: str | None,
-    runs_dir: Path | None,
     retry_failed: bool,
     on_start: Callable[[int, int], None] | None,
     on_result: OnResult | None,
     rebuild_every_s: float,
+    on_warning: Callable[[str], None] | None,
 ) -> Outcome:
-    prepare_dir(out_dir, runs_dir)
-    all_tasks = tasks(sw, pts, runs_dir)
     todo = []
     for t in all_tasks:
-        row = read_row(out_dir, t)
-        if row is None or (retry_failed and row.get("status") != "complete"):
+        row, problem = load_row(out_dir, t)
+        if problem and on_warning:
+            on_warning(f"{problem}; the point runs again")
+        if row is None or row["status"] == "stopped" or (retry_failed and row["status"] != "complete"):
             todo.append(t)
     outcome = Outcome(total=len(all_tasks), skipped=len(all_tasks) - len(todo))
     if on_start:
@@ -837,8 +1386,11 @@ def _run_points(
     def done(t: Task, row: dict[str, Any]) -> None:
         nonlocal last, every
         record(out_dir, t, row)
-        outcome.ran += 1
-        outcome.failed += row["status"] != "complete"
+        if row["status"] == "stopped":
+            outcome.stopped += 1
+        else:
+            outcome.ran += 1
+            outcome.failed += row["status"] != "complete"
         if on_result:
             on_result(t, row)
         if time.monotonic() - last > every:

@@ -321,23 +321,25 @@ def test_sweep_results_are_data(tmp_path: Path, small: Path) -> None:
 
 def test_a_failing_point_is_recorded_and_the_rest_go_on(tmp_path: Path, small: Path) -> None:
     f = write_sweep(tmp_path, 'hours = 1\nseeds = [1]\n[sweep.grid]\n"hall.ultraservers" = [1, 2, 3]\n')
-    out = tmp_path / "out"
+    out, runs = tmp_path / "out", tmp_path / "runs"
     sw = sweep.load_sweep(f)
-    ts = sweep.tasks(sw, sweep.points(sw), out / "runs")
+    ts = sweep.tasks(sw, sweep.points(sw), runs)
     # The second point's run file cannot be written: a directory stands in its place.
     blocker = Path(ts[1].run_file or "")
     (blocker / "x").mkdir(parents=True)
-    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1")
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "--runs-dir", str(runs), "-j", "1")
     assert code == 1 and "1 run(s) failed" in err
     rows = {r["point"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
     assert rows[2]["status"] == "failed" and "Error" in rows[2]["error"] and rows[2]["pue"] is None
     assert rows[1]["status"] == rows[3]["status"] == "complete"
     # A failed point stays failed on a plain re-invocation, and runs again with --retry-failed.
-    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1")
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "--runs-dir", str(runs), "-j", "1")
     assert code == 1 and "3 run(s) already done" in err
     (blocker / "x").rmdir()
     blocker.rmdir()
-    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--retry-failed")
+    code, _, err = invoke(
+        "sweep", str(f), "--out", str(out), "--runs-dir", str(runs), "-j", "1", "--retry-failed"
+    )
     assert code == 0, err
     rows = {r["point"]: r for r in pq.read_table(out / "results.parquet").to_pylist()}
     assert [rows[i]["status"] for i in (1, 2, 3)] == ["complete"] * 3
@@ -486,11 +488,17 @@ def test_sigterm_stops_a_sweep_politely(tmp_path: Path, small: Path) -> None:
     proc.send_signal(signal.SIGTERM)
     proc.send_signal(signal.SIGCONT)
     _, err = proc.communicate(timeout=600)  # a guard against a hang only
-    done = len(list(points_dir.glob("*.json")))
     assert proc.returncode == 143 and "terminated (SIGTERM)" in err and "run the same command again" in err
+    assert "1 run(s) finished" in err and "1 stopped in flight" in err
     rows = pq.read_table(out / "results.parquet").to_pylist()  # rebuilt on the way out
-    assert len(rows) == 6 and sum(r["status"] == "complete" for r in rows) == done >= 1
-    assert {r["status"] for r in rows} <= {"complete", "pending"}
+    # The first run finished, the second (in flight, in this process) was stopped, none other began.
+    assert [r["status"] for r in rows] == ["complete", "stopped"] + ["pending"] * 4
+    # It was stopped as it was about to create its run file: there is none (test_sweep_signals
+    # stops runs further in, whose files are closed ``stopped``).
+    assert rows[1]["run_file"] is None and len(list((out / "runs").iterdir())) == 1
+    # Resumed: the stopped point runs again, the finished one does not.
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--no-files")
+    assert code == 0 and "1 run(s) already done; 5 to go" in err, err
 
 
 def test_runs_dir_puts_run_files_elsewhere(tmp_path: Path, small: Path) -> None:
@@ -503,3 +511,147 @@ def test_runs_dir_puts_run_files_elsewhere(tmp_path: Path, small: Path) -> None:
     assert Path(row["run_file"]).exists() and not (out / "runs").exists()
     code, _, err = invoke("sweep", str(f), "--out", str(out), "--runs-dir", str(shared), "--no-files")
     assert code == 2 and "not both" in err
+
+
+# ---------------------------------------------------------------------- the sweep folder
+def test_a_second_sweep_into_a_locked_folder_is_refused(tmp_path: Path, small: Path) -> None:
+    from storage.runlock import RunLock
+
+    f = write_sweep(tmp_path, 'hours = 1\nseeds = [1]\n[sweep.grid]\n"hall.ultraservers" = [1]\n')
+    out = tmp_path / "out"
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--no-files")
+    assert code == 0, err
+    before = (out / "results.parquet").stat().st_mtime_ns
+    # This process holds the folder's lock, as a running sweep does.
+    lock = RunLock(out / sweep.LOCK)
+    try:
+        code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--no-files", "--retry-failed")
+    finally:
+        lock.release()
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"another sweep (process {os.getpid()})" in err and str(out) in err
+    assert (out / "results.parquet").stat().st_mtime_ns == before  # nothing written
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--no-files")
+    assert code == 0 and "1 run(s) already done; 0 to go" in err, err
+
+
+def test_a_folder_a_sweep_did_not_make_is_refused(tmp_path: Path, small: Path) -> None:
+    f = write_sweep(tmp_path, 'hours = 1\nseeds = [1]\n[sweep.grid]\n"hall.ultraservers" = [1]\n')
+    out = tmp_path / "theirs"
+    out.mkdir()
+    (out / "results.parquet").write_bytes(b"someone else's results")
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--no-files")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "not a sweep folder" in err and "results.parquet" in err and "--overwrite" in err
+    assert sorted(p.name for p in out.iterdir()) == ["results.parquet"]
+    assert (out / "results.parquet").read_bytes() == b"someone else's results"
+    # With --overwrite the sweep goes in (its results replace the file) and marks the folder.
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--no-files", "--overwrite")
+    assert code == 0, err
+    assert len(pq.read_table(out / "results.parquet").to_pylist()) == 1
+    assert sweep.is_sweep_folder(out)
+    # An empty folder is fine without it.
+    (tmp_path / "empty").mkdir()
+    code, _, err = invoke("sweep", str(f), "--out", str(tmp_path / "empty"), "-j", "1", "--no-files")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("where", ["/", "/tmp", "/usr/share/twin-sweep", "~"])
+def test_system_folders_are_never_written(tmp_path: Path, small: Path, where: str) -> None:
+    f = write_sweep(tmp_path, 'hours = 1\nseeds = [1]\n[sweep.grid]\n"hall.ultraservers" = [1]\n')
+    target = Path(where).expanduser()
+    existed = target.exists()
+    for extra in ((), ("--overwrite",)):
+        code, _, err = invoke("sweep", str(f), "--out", where, "-j", "1", "--no-files", *extra)
+        assert code == 2 and "system folder" in err and len(err.strip().splitlines()) == 1, err
+    assert target.exists() == existed
+    assert not (target / "points").exists() or (existed and (target / "points").is_dir())
+
+
+def test_a_tampered_point_file_is_reported_and_run_again(tmp_path: Path, small: Path) -> None:
+    f = write_sweep(tmp_path, 'hours = 1\nseeds = [1]\n[sweep.grid]\n"hall.ultraservers" = [1, 2]\n')
+    out = tmp_path / "out"
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--no-files")
+    assert code == 0, err
+    files = sorted((out / "points").glob("*.json"))
+    first = {p.name: json.loads(p.read_text()) for p in files}
+    bad = dict(first[files[0].name], pue="1.1")  # a KPI that is not a number
+    files[0].write_text(json.dumps(bad))
+    files[1].write_text("[1, 2")  # not JSON at all
+    code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--no-files")
+    assert code == 0 and "Traceback" not in err, err
+    warnings = [line for line in err.splitlines() if line.startswith("twin: warning:")]
+    assert len(warnings) == 2
+    assert str(files[0]) in warnings[0] and "pue" in warnings[0] and "runs again" in warnings[0]
+    assert str(files[1]) in warnings[1] and "unreadable" in warnings[1]
+    assert "2 runs (0 already done, 2 ran, 0 failed)" in err
+    for p in files:  # each point ran again: a new run, a valid file
+        row = json.loads(p.read_text())
+        assert row["status"] == "complete" and row["run_id"] != first[p.name]["run_id"]
+        assert isinstance(row["pue"], float)
+
+
+def test_check_row_refuses_rows_of_another_point(tmp_path: Path, small: Path) -> None:
+    f = write_sweep(tmp_path, 'hours = 1\nseeds = [1]\n[sweep.grid]\n"hall.ultraservers" = [1, 2]\n')
+    sw = sweep.load_sweep(f)
+    t1, t2 = sweep.tasks(sw, sweep.points(sw), None)
+    row = {**sweep.empty_row(t1), "status": "complete", "run_id": "r"}
+    assert sweep.check_row(row, t1) is None
+    assert "is not this point's" in (sweep.check_row(row, t2) or "")  # another point's row
+    assert "hall.ultraservers" in (sweep.check_row({**row, "hall.ultraservers": 2}, t1) or "")
+    assert "status" in (sweep.check_row({**row, "status": "pending"}, t1) or "")
+    assert "run_id" in (sweep.check_row({**row, "run_id": None}, t1) or "")
+    assert "seed" in (sweep.check_row({**row, "seed": 2}, t1) or "")
+    assert "missing" in (sweep.check_row({k: v for k, v in row.items() if k != "pue"}, t1) or "")
+
+
+# ---------------------------------------------------------------------- validation
+def test_a_run_too_short_for_one_second_is_refused(tmp_path: Path, small: Path) -> None:
+    f = write_sweep(tmp_path, 'hours = 1e-9\n[sweep.grid]\n"hall.ultraservers" = [1]\n')
+    code, _, err = invoke("sweep", str(f), "--out", str(tmp_path / "out"))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "sweep.hours" in err and "1e-09" in err and "between 1 s" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_validation_reports_progress_and_checks_every_point(tmp_path: Path, small: Path) -> None:
+    f = write_sweep(
+        tmp_path,
+        'hours = 1\n[sweep.grid]\n"site.climate" = ["temperate", "hot"]\n'
+        '[sweep.random]\nn = 30\n"hall.ultraservers" = { min = 1, max = 3 }\n',
+    )
+    sw = sweep.load_sweep(f)
+    pts = sweep.points(sw)
+    seen: list[tuple[int, int]] = []
+    sweep.validate(sw, pts, lambda d, n: seen.append((d, n)))
+    # 60 points, the base scenario, and each value alone: 2 climates and the range's two ends.
+    total = 60 + 1 + 2 + 2
+    assert seen[-1] == (total, total) and all(n == total for _, n in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+    # A point that breaks a check across keys (hall size x run length: 87,000 h x 60 steps/h x
+    # 200 UltraServers = 1.04e9 > 1e9 system-steps) is named.
+    f = write_sweep(tmp_path, 'hours = 87000\n[sweep.grid]\n"hall.ultraservers" = [1, 200]\n', "big.toml")
+    sw = sweep.load_sweep(f)
+    with pytest.raises(ScenarioError, match=r"point 2 .*system-steps"):
+        sweep.validate(sw, sweep.points(sw))
+
+
+# ---------------------------------------------------------------------- Ray address
+def test_an_unreachable_ray_address_fails_at_once_naming_it(tmp_path: Path, small: Path) -> None:
+    import socket
+
+    if sweep.ray_missing():
+        pytest.skip("ray is not installed (pip install -e '.[ray]')")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    f = write_sweep(tmp_path, 'hours = 1\n[sweep.grid]\n"hall.ultraservers" = [1]\n')
+    addr = f"127.0.0.1:{port}"
+    code, _, err = invoke(
+        "sweep", str(f), "--out", str(tmp_path / "o"), "--backend", "ray", "--ray-address", addr
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"--ray-address {addr}: cannot reach 127.0.0.1:{port}" in err
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ScenarioError, match="HOST:PORT"):
+        sweep.check_ray_address("nohost")

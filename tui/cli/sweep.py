@@ -46,6 +46,12 @@ from tui.cli.errors import fail, guard
     help="Where run files go (default: DIR/runs); on a cluster, storage every node can write.",
 )
 @click.option("--retry-failed", is_flag=True, help="Run the points that failed before again.")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Write into a folder a sweep did not make (its results.parquet is replaced); never /, a "
+    "system folder or your home folder.",
+)
 @click.option("--report", is_flag=True, help="Print the results sorted by a KPI and the Pareto front.")
 @click.option(
     "--sort",
@@ -74,6 +80,7 @@ def sweep_cmd(
     no_files: bool,
     runs_dir: str | None,
     retry_failed: bool,
+    overwrite: bool,
     report: bool,
     sort_kpi: str | None,
     pareto: str,
@@ -81,6 +88,12 @@ def sweep_cmd(
 ) -> None:
     """Run every point of a sweep file TARGET into --out DIR (finished points are kept: run it
     again to resume), or with --report and a sweep directory TARGET, report on its results.
+
+    At most 100,000 runs (points x seeds) per sweep. DIR is the sweep's own: one sweep at a time
+    (a second is refused while the first runs); a folder a sweep did not make is refused unless
+    empty or --overwrite. SIGINT/SIGTERM stop the runs in flight (recorded as stopped, their run
+    files closed `stopped`), keep what finished and exit 130/143; the stopped points run again on
+    resume. A worker process dies with the sweep however the sweep ends.
 
     \b
     Examples:
@@ -105,7 +118,7 @@ def sweep_cmd(
     if out is None:
         fail("--out DIR is required to run a sweep (where results and finished points are kept)")
     sw = sweeps.load_sweep(tp)
-    outcome = _run(sw, Path(out), backend, jobs, ray_address, not no_files, runs_dir, retry_failed)
+    outcome = _run(sw, Path(out), backend, jobs, ray_address, not no_files, runs_dir, retry_failed, overwrite)
     assert outcome.results is not None
     rows, _ = sweeps.read_results(outcome.results)
     failed = sum(r["status"] == "failed" for r in rows)
@@ -134,9 +147,10 @@ def _run(
     files: bool,
     runs_dir: str | None,
     retry_failed: bool,
+    overwrite: bool,
 ) -> Any:
-    """Run the sweep's points with a progress display; Ctrl-C or SIGTERM keep what finished and
-    exit 130 / 143."""
+    """Run the sweep's points with a progress display; Ctrl-C or SIGTERM stop the runs in flight,
+    keep what finished and exit 130 / 143."""
     from scenarios import sweep as sweeps
     from scenarios.runner import Terminated, sigterm_as_interrupt
 
@@ -154,13 +168,17 @@ def _run(
                 retry_failed=retry_failed,
                 on_start=state.start,
                 on_result=state.result,
+                overwrite=overwrite,
+                on_validate=state.validating,
+                on_warning=state.warn,
             )
     except KeyboardInterrupt as e:
         state.close()
         what, code = ("terminated (SIGTERM)", 143) if isinstance(e, Terminated) else ("interrupted", 130)
+        stopped = f", {state.stopped:,} stopped in flight (recorded as stopped)" if state.stopped else ""
         click.echo(
-            f"\ntwin: {what}: {state.done:,} run(s) finished and kept in {out_dir}; "
-            "run the same command again to go on",
+            f"\ntwin: {what}: {state.done - state.stopped:,} run(s) finished and kept in {out_dir}"
+            f"{stopped}; run the same command again to go on",
             err=True,
         )
         sys.exit(code)
@@ -184,10 +202,35 @@ def _objectives(
 class _Progress:
     """A progress bar on a terminal (points done, failed, ETA); one line per point otherwise."""
 
+    # A sweep of at least this many points shows its validation's progress.
+    VALIDATE_SHOWN = 2000
+
     def __init__(self, backend: str) -> None:
         self.backend = backend
         self.bar: Any = None
-        self.n = self.done = self.failed = 0
+        self.n = self.done = self.failed = self.stopped = 0
+        self.shown = -1  # the validation's last percentage shown
+        self.warned = 0
+
+    def validating(self, done: int, total: int) -> None:
+        """Validation progress: one line rewritten on a terminal, else a line every 10 %."""
+        if total < self.VALIDATE_SHOWN:
+            return
+        pct = 100 * done // total
+        if sys.stderr.isatty():
+            if pct != self.shown:
+                click.echo(f"\rvalidating {done:,}/{total:,} checks ({pct} %)", err=True, nl=done == total)
+        elif pct // 10 != self.shown // 10 or (done == total and self.shown != 100):
+            click.echo(f"validating: {done:,}/{total:,} checks ({pct} %)", err=True)
+        self.shown = pct
+
+    def warn(self, msg: str) -> None:
+        """A point file that is not the sweep's: one line each (the first 20, then a count)."""
+        self.warned += 1
+        if self.warned <= 20:
+            click.echo(f"twin: warning: {msg}", err=True)
+        elif self.warned == 21:
+            click.echo("twin: warning: more point files like these; their points run again", err=True)
 
     def start(self, todo: int, skipped: int) -> None:
         self.n = todo
@@ -204,15 +247,15 @@ class _Progress:
 
     def result(self, task: Any, row: dict[str, Any]) -> None:
         self.done += 1
-        self.failed += row["status"] != "complete"
+        self.stopped += row["status"] == "stopped"
+        self.failed += row["status"] == "failed"
         if self.bar is not None:
             self.bar.label = self._label()
             self.bar.update(1)
         else:
             err = f"  {row['error']}" if row.get("error") else ""
-            click.echo(
-                f"[{self.done}/{self.n}] {task.key} {row['status']} in {row['wall_s']:.1f} s{err}", err=True
-            )
+            took = f" in {row['wall_s']:.1f} s" if row.get("wall_s") is not None else ""
+            click.echo(f"[{self.done}/{self.n}] {task.key} {row['status']}{took}{err}", err=True)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -323,13 +323,12 @@ def open_for_reading(path: str | Path, snapshot: bool = False, limits: Limits | 
     published rows into memory (for a reader that queries for a long time, such as the replay)."""
     try:
         return Reading(open_run_file(path, limits), Path(path))
-    except StorageError as e:
-        if not (live_dir(path) / MANIFEST).is_file():
+    except StorageError:
+        if not os.path.lexists(live_dir(path) / MANIFEST):
             raise
-        try:
-            return open_live(path, snapshot, limits)
-        except StorageError:
-            raise e from None
+    # The file is held by its writer (or gone): what the run published, whose problems, such as
+    # a damaged manifest, are the ones to report.
+    return open_live(path, snapshot, limits)
 
 
 MANIFEST_MAX_BYTES = 64 << 20  # far above any run's (a few hundred parts per table at most)

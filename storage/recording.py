@@ -33,6 +33,7 @@ MAGIC = b"DUCK"
 MAGIC_OFFSET = 8
 HEADER_BLOCK = 4096
 HEADERS_END = 3 * HEADER_BLOCK
+MAX_BLOCK = 1 << 30  # DuckDB's blocks are powers of two far below this
 _DB_HEADER = struct.Struct("<QqqqQQ")  # checksum, iteration, meta, free list, blocks, block size
 
 
@@ -110,6 +111,8 @@ def check_recording(path: str | Path) -> Path:
         raise RecordingError(f"{p}: cut short ({len(head):,} bytes, smaller than DuckDB's headers)")
     headers = [_DB_HEADER.unpack_from(head, off) for off in (HEADER_BLOCK, 2 * HEADER_BLOCK)]
     _, _, _, _, blocks, block_size = max(headers, key=lambda h: h[1])
+    if not (HEADER_BLOCK <= block_size <= MAX_BLOCK and block_size & (block_size - 1) == 0):
+        raise RecordingError(f"{p}: damaged: its DuckDB header is unreadable (block size {block_size:,})")
     need = HEADERS_END + blocks * block_size
     if st.st_size < need:
         raise RecordingError(

@@ -25,7 +25,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -188,10 +188,14 @@ def check_output(
 
 
 def folder_of(
-    dirs: Iterable[str] = (), files: Iterable[str] = (), required: str | None = None, hidden: str = ""
+    dirs: Iterable[str] = (),
+    files: Iterable[str] = (),
+    hidden: str = "",
+    requires: Mapping[str, str] | None = None,
 ) -> Callable[[Path], str | None]:
-    """A ``resumable`` check: the folder holds only the folders ``dirs`` and files ``files``
-    (``required`` among them) and hidden files matching ``hidden``, no links."""
+    """A ``resumable`` check: the folder holds only the folders ``dirs``, the files ``files`` and
+    hidden files matching ``hidden``, no links; an entry named in ``requires`` only beside the
+    entry it maps to (e.g. a sweep's results only beside its points)."""
     want_dirs, want_files = set(dirs), set(files)
     pattern = re.compile(hidden) if hidden else None
 
@@ -209,8 +213,9 @@ def folder_of(
             ):
                 continue
             return f"holds {entry.name}, which this command does not write"
-        if required is not None and required not in names:
-            return f"has no {required}, so this command did not make it"
+        for name, needed in (requires or {}).items():
+            if name in names and needed not in names:
+                return f"holds {name} but no {needed}, so this command did not make it"
         return None
 
     return problem
@@ -245,18 +250,23 @@ def check_run_output(
 ) -> Path:
     """``check_output`` for a run's file, and its sidecars: one already there is reused or removed
     by the run only when it is provably this program's leftover (a run lock, DuckDB's temporary
-    folder, a live view whose manifest names this file); anything else is refused."""
+    folder, a live view whose manifest names this file, the write-ahead log of the file being
+    replaced); anything else is refused."""
     from storage.live import leftover_problem
 
     p = check_output(out, inputs, overwrite=overwrite, what=what, kind="file", make_parent=True)
     label = f"{what} {p}" if what else str(p)
-    live, lock, tmp, _ = sidecars(p)
+    live, lock, tmp, wal = sidecars(p)
     if os.path.lexists(live):
         why = leftover_problem(live, p.name)
         if why is not None:
             raise OutputError(f"{label}: {live} is in the way ({why}); move it away")
     if os.path.lexists(lock) and not _is_own_lock(lock):
         raise OutputError(f"{label}: {lock} is in the way (not a run lock); move it away")
+    if os.path.lexists(wal) and not (os.path.isfile(p) and os.path.isfile(wal) and not os.path.islink(wal)):
+        # The run removes a write-ahead log beside its output as the old file's (DuckDB would
+        # replay it onto the new file): only when that file is there to own it.
+        raise OutputError(f"{label}: {wal} is in the way (a write-ahead log without its file); move it away")
     if os.path.lexists(tmp) and not _is_own_temp(tmp):
         raise OutputError(f"{label}: {tmp} is in the way (not DuckDB's temporary folder); move it away")
     return p

@@ -175,6 +175,11 @@ def test_a_sidecar_is_removed_only_when_it_is_provably_a_leftover(tmp_path: Path
     assert pub.error is not None and (live / "table=factory_ts").is_dir()
     shutil.rmtree(live)
 
+    wal = tmp_path / "w.duckdb.wal"  # a write-ahead log without its file: not the run's to remove
+    wal.write_bytes(b"someone's log")
+    refused(["run", scen, "--out", out, "--hours", "1"], "w.duckdb.wal", "without its file")
+    assert wal.read_bytes() == b"someone's log"
+    wal.unlink()
     lock = tmp_path / "w.duckdb.lock"
     lock.write_text("my notes about the lock\n")
     refused(["run", scen, "--out", out, "--hours", "1"], "w.duckdb.lock", "not a run lock")
@@ -227,7 +232,7 @@ def test_sweep_out_never_takes_someone_elses_folder(tmp_path: Path) -> None:
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "results.parquet").write_bytes(b"someone's results")
-    refused(["sweep", sweep, "--out", theirs, "-j", "1"], "theirs", "no points")
+    refused(["sweep", sweep, "--out", theirs, "-j", "1"], "theirs", "results.parquet but no points")
     assert (theirs / "results.parquet").read_bytes() == b"someone's results"
     assert sorted(x.name for x in theirs.iterdir()) == ["results.parquet"]
     # A stand-in for `--out /`: a folder holding other things.

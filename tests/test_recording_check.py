@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -217,26 +218,26 @@ def live(recording: Path, tmp_path: Path) -> Path:
     return path
 
 
-def _tamper(path: Path, change: Callable[[dict], object]) -> None:
+def _tamper(path: Path, change: Callable[[dict[str, Any]], object]) -> None:
     f = live_dir(path) / MANIFEST
     m = json.loads(f.read_text())
     new = change(m)
     f.write_text(new if isinstance(new, str) else json.dumps(m if new is None else new))
 
 
-def _set(key: str, value: object) -> Callable[[dict], None]:
+def _set(key: str, value: object) -> Callable[[dict[str, Any]], None]:
     return lambda m: m.__setitem__(key, value)
 
 
-def _run(key: str, value: object) -> Callable[[dict], None]:
+def _run(key: str, value: object) -> Callable[[dict[str, Any]], None]:
     return lambda m: m["run"].__setitem__(key, value)
 
 
-def _part(value: object) -> Callable[[dict], None]:
+def _part(value: object) -> Callable[[dict[str, Any]], None]:
     return lambda m: m["tables"].__setitem__("factory_ts", [value])
 
 
-TAMPERED: dict[str, tuple[Callable[[dict], object], str]] = {
+TAMPERED: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "not JSON": (lambda m: "{oops", "unreadable live manifest"),
     "a JSON list": (lambda m: [m], "not an object"),
     "deeply nested": (lambda m: "[" * 100_000 + "]" * 100_000, "unreadable live manifest"),

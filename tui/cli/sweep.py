@@ -111,12 +111,14 @@ def sweep_cmd(
     sweep_dir = folder_of(
         dirs=("points", "runs"),
         files=("results.parquet",),
-        required="points",
         hidden=r"\.results\.parquet\.[0-9]+\.tmp",
+        requires={"results.parquet": "points"},
     )
-    check_output(out, [tp], what="--out", kind="dir", resumable=sweep_dir)
+    check_output(out, [tp], what="--out", kind="dir", resumable=sweep_dir, make_parent=True)
     if runs_dir:
-        check_output(runs_dir, [tp], what="--runs-dir", kind="dir", resumable=lambda _: None)
+        check_output(
+            runs_dir, [tp], what="--runs-dir", kind="dir", resumable=lambda _: None, make_parent=True
+        )
     sw = sweeps.load_sweep(tp)
     outcome = _run(sw, Path(out), backend, jobs, ray_address, not no_files, runs_dir, retry_failed)
     assert outcome.results is not None

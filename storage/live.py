@@ -357,6 +357,9 @@ _RUN_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+_INT_BITS = {"int8": 8, "int32": 32, "int64": 64}
+
+
 def _type_ok(v: Any, types: tuple[type, ...]) -> bool:
     """``isinstance`` where a JSON boolean is not a number."""
     if isinstance(v, bool) and bool not in types:
@@ -400,6 +403,9 @@ def check_manifest(d: Path, m: Any, recording: str | None = None) -> dict[str, A
             raise StorageError(f"{where}: run: unknown column {k!r:.60}")
         if v is not None and not _type_ok(v, _RUN_TYPES[kinds[k]]):
             raise StorageError(f"{where}: run.{k} {v!r:.60} is not of type {kinds[k]}")
+        bits = _INT_BITS.get(kinds[k])
+        if bits is not None and v is not None and not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
+            raise StorageError(f"{where}: run.{k} {v!r:.60} is out of the range of {kinds[k]}")
         if v is not None and kinds[k] == "timestamptz":
             try:
                 t = _dt.datetime.fromisoformat(v)
@@ -562,7 +568,11 @@ def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = 
         run = dict(m["run"])
         if run.get("start"):
             run["start"] = _dt.datetime.fromisoformat(run["start"])
-        con.register("_run", pa.Table.from_pylist([run], schema=arrow_schema("runs")))
+        try:
+            row = pa.Table.from_pylist([run], schema=arrow_schema("runs"))
+        except (pa.ArrowException, ValueError, OverflowError) as e:
+            raise StorageError(f"{path}: run in progress; its live manifest's run row: {e}") from None
+        con.register("_run", row)
         con.execute("INSERT INTO runs SELECT * FROM _run")
         con.unregister("_run")
         for table in TABLES:

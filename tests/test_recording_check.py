@@ -252,6 +252,7 @@ TAMPERED: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "run unknown column": (_run("evil", 1), "unknown column 'evil'"),
     "run wrong type": (_run("seed", "seven"), "run.seed 'seven'"),
     "run start not a date": (_run("start", "yesterday"), "not an ISO 8601"),
+    "run seed too large": (_run("seed", 10**30), "out of the range of int64"),
     "tables not an object": (_set("tables", [1]), "tables [1]"),
     "unknown table": (lambda m: m["tables"].__setitem__("passwords", []), "unknown table 'passwords'"),
     "absolute part": (_part("/etc/passwd"), "not a part name"),

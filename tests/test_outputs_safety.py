@@ -145,6 +145,7 @@ def test_sidecar_names_of_a_recording_are_reserved(
     refused(["report", p, "--out", side], "sidecar", "week.duckdb")
     refused(["sql", p, "SELECT 1", "--format", "csv", "--out", side], "sidecar")
     refused(["run", scen, "--out", side, "--hours", "1"], "sidecar")
+    refused(["--scenario", scen, "--out", side], "sidecar")  # the live session, before its screen
     other = tmp_path / "other.duckdb"
     shutil.copy(p, other)
     refused(["rerun", other, "--out", side], "sidecar", "week.duckdb")

@@ -343,6 +343,7 @@ MANIFEST_KEYS: dict[str, tuple[type, ...]] = {
     "committed_s": (int, type(None)),
 }
 _REQUIRED = ("format", "schema_version", "run", "tables")
+_TYPE_WORDS = {str: "text", int: "an integer", dict: "an object", type(None): "null"}
 _PART = re.compile(r"part-[0-9]{9}-[0-9]{1,3}\.parquet")
 # A run-row value of each column type (``_jsonable_run``: instants as ISO text).
 _RUN_TYPES: dict[str, tuple[type, ...]] = {
@@ -384,7 +385,8 @@ def check_manifest(d: Path, m: Any, recording: str | None = None) -> dict[str, A
             raise StorageError(f"{where}: no {key!r}")
     for key, types in MANIFEST_KEYS.items():
         if key in m and not _type_ok(m[key], types):
-            raise StorageError(f"{where}: {key} {m[key]!r:.60} is not of the right type")
+            want = " or ".join(_TYPE_WORDS[t] for t in types)
+            raise StorageError(f"{where}: {key} {m[key]!r:.60} is not {want}")
     if m["format"] != FORMAT:
         raise StorageError(f"{where}: not an AI Factory Twin live view (format {m['format']!r:.60})")
     if m["schema_version"] != SCHEMA_VERSION:
@@ -438,9 +440,10 @@ def check_manifest(d: Path, m: Any, recording: str | None = None) -> dict[str, A
                     raise StorageError(f"{where}: lists {part}, which is missing") from None
                 except OSError as e:
                     raise StorageError(f"{q}: cannot read: {e.strerror or e}") from None
-                want = stat.S_ISDIR if q.name.startswith("table=") else stat.S_ISREG
-                if not want(st.st_mode):  # a symbolic link (to anywhere) is neither
-                    raise StorageError(f"{q}: not a plain {'folder' if want is stat.S_ISDIR else 'file'}")
+                folder = q.name.startswith("table=")
+                # A symbolic link (to anywhere) is neither a plain folder nor a plain file.
+                if not (stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)):
+                    raise StorageError(f"{q}: not a plain {'folder' if folder else 'file'}")
     return m
 
 

@@ -20,6 +20,7 @@ problem.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -45,9 +46,9 @@ class OutputError(StorageError):
     """An output was refused (it would replace an input, a sidecar or someone's file) or could
     not be written (full disk, read-only file system, no permission)."""
 
-    def __init__(self, message: str, errno: int | None = None) -> None:
+    def __init__(self, message: str, err_no: int | None = None) -> None:
         super().__init__(message)
-        self.errno = errno
+        self.errno = err_no  # the file system's error number, if it was one
 
 
 def sidecars(path: str | Path) -> list[Path]:
@@ -280,6 +281,8 @@ def umask() -> int:
 
 def _write_error(dest: Path, e: OSError) -> OutputError:
     why = os.strerror(e.errno) if e.errno else (str(e).splitlines() or [type(e).__name__])[0]
+    if e.errno == errno.ENOENT and dest.parent.is_dir():  # e.g. /proc: a folder that takes no new files
+        why = f"{dest.parent} takes no new files ({why})"
     return OutputError(f"{dest}: cannot write: {why}", e.errno)
 
 

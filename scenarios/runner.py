@@ -302,15 +302,14 @@ def variant_outputs(
 
 
 def check_output(path: str | Path, overwrite: bool) -> None:
-    """``StorageError`` if a run could not write ``path``: it exists (without ``overwrite``), is a
-    folder, or another live run holds it. (The writer checks again under the lock.)"""
+    """``StorageError`` if a run could not write ``path``: ``storage.paths.check_run_output``
+    refuses it (it exists without ``overwrite``, is a folder, has a sidecar's name or a foreign
+    sidecar beside it), or another live run holds it. (The writer checks again under the lock.)"""
+    from storage.paths import check_run_output
     from storage.runlock import LockedError, RunLock
 
-    p = Path(path)
-    if p.is_dir():
-        raise StorageError(f"{p}: is a directory")
-    if p.exists() and not overwrite:
-        raise StorageError(f"{p}: already exists (choose another --out or pass --overwrite)")
+    # Not a sidecar's name, and a sidecar already beside it provably a leftover of a run.
+    p = check_run_output(path, overwrite=overwrite, what="")
     if p.parent.is_dir():
         try:
             RunLock(p).release()

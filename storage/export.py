@@ -7,16 +7,16 @@ key-value metadata (``ai_factory_twin.columns``, JSON), and ``ts`` sits next to 
 
 The export streams: rows are read in Arrow batches and appended to one open Parquet writer per day,
 so memory stays flat for any run length. Everything is written into a hidden directory next to DIR
-and renamed into place at the end: an interrupted export leaves nothing half-written.
+and renamed into place at the end (``storage.paths.atomic_dir``): an interrupted or failed export
+(a full disk, say) leaves nothing half-written. An existing DIR is replaced only with
+``overwrite`` and only when it holds nothing but an earlier export (``export_dir_problem``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
-import shutil
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.errors import StorageError
+from storage.paths import atomic_dir, check_output
 from storage.schema import arrow_schema, columns
 from twin.telemetry import TABLES
 
@@ -37,6 +38,8 @@ MAX_OPEN_WRITERS = 32  # per table; the least recently used day's part is closed
 _US_PER_DAY = 86_400 * 1_000_000
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_DAY_DIR = re.compile(r"day=[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_PART_FILE = re.compile(r"part-[0-9]{4,}\.parquet")
 
 
 class ExportError(StorageError):
@@ -166,29 +169,48 @@ def _day_label(days: int) -> str:
     return (_dt.date(1970, 1, 1) + _dt.timedelta(days=days)).isoformat()
 
 
+def export_dir_problem(d: Path) -> str | None:
+    """Why ``d`` is not an earlier export that may be replaced (``None``: it is one): it holds
+    only ``table=<table>/day=<YYYY-MM-DD>/part-<n>.parquet``, nothing else and no links."""
+    try:
+        for t in d.iterdir():
+            if t.is_symlink() or not t.is_dir() or t.name.removeprefix("table=") not in TABLES:
+                return f"holds {t.name}, so it is not an export"
+            for day in t.iterdir():
+                if day.is_symlink() or not day.is_dir() or not _DAY_DIR.fullmatch(day.name):
+                    return f"holds {t.name}/{day.name}, so it is not an export"
+                for f in day.iterdir():
+                    if f.is_symlink() or not f.is_file() or not _PART_FILE.fullmatch(f.name):
+                        return f"holds {t.name}/{day.name}/{f.name}, so it is not an export"
+    except OSError as e:
+        return f"cannot read: {e.strerror or e}"
+    return None
+
+
+def check_dest(dest: str | Path, inputs: list[Path] | tuple[Path, ...] = (), overwrite: bool = False) -> Path:
+    """The export's destination checked (``storage.paths.check_output``) against ``inputs``."""
+    return check_output(
+        dest, inputs, overwrite=overwrite, what="", kind="dir", replaceable=export_dir_problem
+    )
+
+
 def export(
     con: duckdb.DuckDBPyConnection,
     dest: str | Path,
     tables: list[str] | None = None,
     lo: Bound | None = None,
     hi: Bound | None = None,
+    overwrite: bool = False,
 ) -> dict[str, int]:
-    """Write the tables of an open recording to ``dest`` (which must not exist or be empty);
-    return the rows written per table."""
+    """Write the tables of an open recording to ``dest`` (which must not exist or be empty, or,
+    with ``overwrite``, hold an earlier export); return the rows written per table."""
     names = list(TABLES) if not tables else tables
     unknown = [t for t in names if t not in TABLES]
     if unknown:
         raise ExportError(f"--tables: no table {unknown[0]!r} (tables: {', '.join(TABLES)})")
-    out = Path(dest)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ExportError(f"{out}: already exists and is not an empty directory")
-    if not out.parent.is_dir():
-        raise ExportError(f"{out}: no such directory {out.parent}")
-    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    out = check_dest(dest, overwrite=overwrite)
     counts: dict[str, int] = {}
-    try:
+    with atomic_dir(out) as tmp:
         for table in names:
             schema = export_schema(table)
             q, params = _select(table, lo, hi)
@@ -211,10 +233,4 @@ def export(
             finally:
                 writers.close()
             counts[table] = writers.rows
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return counts

@@ -25,7 +25,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -106,6 +108,7 @@ class LivePublisher:
         # Nothing touches the disk before the first commit: by then the writer holds the file, so
         # a sidecar found here was left behind by a killed run, not published by a live one.
         self.dir = live_dir(path)
+        self.recording = Path(path).name
         self.created = False
         self.seq = 0
         self.parts: dict[str, list[_Part]] = {t: [] for t in TABLES if t != "runs"}
@@ -119,7 +122,10 @@ class LivePublisher:
             return
         try:
             if not self.created:
-                if self.dir.exists():  # left behind by a run that was killed
+                if os.path.lexists(self.dir):  # left behind by a run that was killed?
+                    why = leftover_problem(self.dir, self.recording)
+                    if why is not None:  # not provably ours: kept, and nothing is published
+                        raise StorageError(f"{self.dir}: {why}; not replaced")
                     shutil.rmtree(self.dir)
                 self.dir.mkdir(mode=0o700)
                 self.created = True
@@ -134,7 +140,7 @@ class LivePublisher:
             self._collect()
         except Exception as e:  # publishing is best effort; the run goes on
             self.error = e
-            if self.created and self.dir.is_dir():
+            if self.created and self.dir.is_dir() and not self.dir.is_symlink():
                 shutil.rmtree(self.dir, ignore_errors=True)
 
     def close(self) -> None:
@@ -204,6 +210,7 @@ class LivePublisher:
         manifest = {
             "format": FORMAT,
             "schema_version": SCHEMA_VERSION,
+            "file": self.recording,
             "seq": self.seq,
             "committed_s": run.get("sim_time_s"),
             "run": _jsonable_run(run),
@@ -316,25 +323,198 @@ def open_for_reading(path: str | Path, snapshot: bool = False, limits: Limits | 
     published rows into memory (for a reader that queries for a long time, such as the replay)."""
     try:
         return Reading(open_run_file(path, limits), Path(path))
-    except StorageError as e:
-        if not (live_dir(path) / MANIFEST).is_file():
+    except StorageError:
+        if not os.path.lexists(live_dir(path) / MANIFEST):
             raise
-        try:
-            return open_live(path, snapshot, limits)
-        except StorageError:
-            raise e from None
+    # The file is held by its writer (or gone): what the run published, whose problems, such as
+    # a damaged manifest, are the ones to report.
+    return open_live(path, snapshot, limits)
+
+
+MANIFEST_MAX_BYTES = 64 << 20  # far above any run's (a few hundred parts per table at most)
+# The manifest's keys and their types (``None``: may be null); the first four are required.
+MANIFEST_KEYS: dict[str, tuple[type, ...]] = {
+    "format": (str,),
+    "schema_version": (int,),
+    "run": (dict,),
+    "tables": (dict,),
+    "file": (str,),
+    "seq": (int,),
+    "committed_s": (int, type(None)),
+}
+_REQUIRED = ("format", "schema_version", "run", "tables")
+_TYPE_WORDS = {str: "text", int: "an integer", dict: "an object", type(None): "null"}
+_PART = re.compile(r"part-[0-9]{9}-[0-9]{1,3}\.parquet")
+# A run-row value of each column type (``_jsonable_run``: instants as ISO text).
+_RUN_TYPES: dict[str, tuple[type, ...]] = {
+    "int8": (int,),
+    "int32": (int,),
+    "int64": (int,),
+    "float32": (int, float),
+    "float64": (int, float),
+    "string": (str,),
+    "bool": (bool,),
+    "timestamptz": (str,),
+}
+
+
+_INT_BITS = {"int8": 8, "int32": 32, "int64": 64}
+
+
+def _type_ok(v: Any, types: tuple[type, ...]) -> bool:
+    """``isinstance`` where a JSON boolean is not a number."""
+    if isinstance(v, bool) and bool not in types:
+        return False
+    return isinstance(v, types)
+
+
+def check_manifest(d: Path, m: Any, recording: str | None = None) -> dict[str, Any]:
+    """The live manifest of the sidecar ``d`` checked before any path in it is touched: the
+    allowed keys with their types, this version's format and schema, a run row of the runs
+    table's columns and types, parts named as the writer names them (``table=<table>/part-…``:
+    plain names inside ``d``, no absolute path, no ``..``) that are regular files, not symbolic
+    links; with ``recording``, the file it names. ``StorageError`` naming the key otherwise."""
+    where = d / MANIFEST
+    if not isinstance(m, dict):
+        raise StorageError(f"{where}: not a live manifest (a JSON {type(m).__name__}, not an object)")
+    unknown = sorted(set(m) - set(MANIFEST_KEYS))
+    if unknown:
+        raise StorageError(f"{where}: unknown key {unknown[0]!r}")
+    for key in _REQUIRED:
+        if key not in m:
+            raise StorageError(f"{where}: no {key!r}")
+    for key, types in MANIFEST_KEYS.items():
+        if key in m and not _type_ok(m[key], types):
+            want = " or ".join(_TYPE_WORDS[t] for t in types)
+            raise StorageError(f"{where}: {key} {m[key]!r:.60} is not {want}")
+    if m["format"] != FORMAT:
+        raise StorageError(f"{where}: not an AI Factory Twin live view (format {m['format']!r:.60})")
+    if m["schema_version"] != SCHEMA_VERSION:
+        raise StorageError(
+            f"{where}: run in progress with telemetry schema v{m['schema_version']}, this version of "
+            f"twin reads v{SCHEMA_VERSION}"
+        )
+    for key in ("seq", "committed_s"):
+        if isinstance(m.get(key), int) and m[key] < 0:
+            raise StorageError(f"{where}: {key} {m[key]} is negative")
+    if recording is not None and m.get("file") != recording:
+        raise StorageError(f"{where}: names the recording {m.get('file')!r}, not {recording!r}")
+    kinds = {c.name: c.dtype for c in columns("runs")}
+    for k, v in m["run"].items():
+        if k not in kinds:
+            raise StorageError(f"{where}: run: unknown column {k!r:.60}")
+        if v is not None and not _type_ok(v, _RUN_TYPES[kinds[k]]):
+            raise StorageError(f"{where}: run.{k} {v!r:.60} is not of type {kinds[k]}")
+        bits = _INT_BITS.get(kinds[k])
+        if bits is not None and v is not None and not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
+            raise StorageError(f"{where}: run.{k} {v!r:.60} is out of the range of {kinds[k]}")
+        if v is not None and kinds[k] == "timestamptz":
+            try:
+                t = _dt.datetime.fromisoformat(v)
+            except ValueError:
+                raise StorageError(f"{where}: run.{k} {v!r:.60} is not an ISO 8601 date-time") from None
+            if t.tzinfo is None:
+                raise StorageError(f"{where}: run.{k} {v!r:.60} has no time zone")
+    for table, parts in m["tables"].items():
+        if table not in TABLES or table == "runs":
+            raise StorageError(f"{where}: tables: unknown table {table!r:.60}")
+        if not isinstance(parts, list):
+            raise StorageError(f"{where}: tables.{table} is not a list of parts")
+        for part in parts:
+            prefix = f"table={table}/"
+            if (
+                not isinstance(part, str)
+                or not part.startswith(prefix)
+                or not _PART.fullmatch(part[len(prefix) :])
+            ):
+                raise StorageError(
+                    f"{where}: tables.{table}: {part!r:.80} is not a part name ({prefix}part-<seq>-<level>.parquet)"
+                )
+    # Only now is anything named in it touched: the folders and parts must be what they seem.
+    for table, parts in m["tables"].items():
+        for part in parts:
+            for q in (d / f"table={table}", d / part):
+                try:
+                    st = os.lstat(q)
+                except FileNotFoundError:
+                    raise StorageError(f"{where}: lists {part}, which is missing") from None
+                except OSError as e:
+                    raise StorageError(f"{q}: cannot read: {e.strerror or e}") from None
+                folder = q.name.startswith("table=")
+                # A symbolic link (to anywhere) is neither a plain folder nor a plain file.
+                if not (stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)):
+                    raise StorageError(f"{q}: not a plain {'folder' if folder else 'file'}")
+    return m
 
 
 def _read_manifest(d: Path) -> dict[str, Any]:
     for _ in range(5):  # the manifest is replaced atomically; retry only a vanishing sidecar
+        where = d / MANIFEST
         try:
-            m: dict[str, Any] = json.loads((d / MANIFEST).read_text())
-            return m
+            st = os.lstat(where)
+            if not stat.S_ISREG(st.st_mode):  # a pipe would block, a link could lead anywhere
+                raise StorageError(f"{where}: not a plain file")
+            if st.st_size > MANIFEST_MAX_BYTES:
+                raise StorageError(f"{where}: {st.st_size:,} bytes, not a live manifest")
+            with open(where, "rb") as f:
+                m: Any = json.loads(f.read(MANIFEST_MAX_BYTES + 1))
+            return check_manifest(d, m)
         except FileNotFoundError:
             time.sleep(0.05)
-        except (OSError, ValueError) as e:
-            raise StorageError(f"{d}: unreadable live manifest ({e})") from e
+        except (OSError, ValueError, RecursionError) as e:
+            raise StorageError(f"{where}: unreadable live manifest ({str(e)[:120]})") from None
     raise StorageError(f"{d}: the run closed while opening its live view; open the file again")
+
+
+# What a run's sidecar may hold (``LivePublisher``): its manifest, its tables' folders with parts,
+# and the temporary names of both.
+_OWN_TMP = re.compile(r"\.(manifest\.json|part-[0-9]{9}-[0-9]{1,3}\.parquet)\.tmp")
+
+
+def _scan(d: str | Path) -> list[os.DirEntry[str]]:
+    with os.scandir(d) as it:
+        return list(it)
+
+
+def leftover_problem(d: Path, recording: str) -> str | None:
+    """Why the sidecar ``d`` is not provably a live view this program left for ``recording``
+    (``None``: it is, and may be removed): a plain folder whose manifest is valid and names
+    ``recording``, holding nothing but what a run writes there. (Its run is over: the caller
+    holds the recording's lock.)"""
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot read: {e.strerror or e}"
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a folder"
+    try:
+        m = json.loads((d / MANIFEST).read_text()) if (d / MANIFEST).is_file() else None
+        if m is not None:
+            check_manifest(d, m, recording)
+        for entry in _scan(d):
+            if entry.name == MANIFEST and entry.is_file(follow_symlinks=False):
+                continue
+            if _OWN_TMP.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                continue
+            table = entry.name.removeprefix("table=")
+            if entry.name.startswith("table=") and table in TABLES and entry.is_dir(follow_symlinks=False):
+                for part in _scan(entry.path):
+                    if not (
+                        part.is_file(follow_symlinks=False)
+                        and (_PART.fullmatch(part.name) or _OWN_TMP.fullmatch(part.name))
+                    ):
+                        return f"holds {entry.name}/{part.name}, which a run does not write"
+                continue
+            return f"holds {entry.name}, which a run does not write"
+    except (OSError, ValueError, RecursionError) as e:
+        return f"unreadable ({str(e)[:120]})"
+    except StorageError as e:
+        return str(e).removeprefix(f"{d / MANIFEST}: ")
+    if m is None and _scan(d):
+        return "no manifest naming its recording"
+    return None
 
 
 def _sql_str(s: str) -> str:
@@ -368,15 +548,11 @@ def _create_table(con: duckdb.DuckDBPyConnection, table: str, files: list[str], 
 
 def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = None) -> Reading:
     """An in-memory, sandboxed DuckDB over the parts a running writer published (module doc)."""
-    d = live_dir(path).resolve()
-    m = _read_manifest(d)
-    if m.get("format") != FORMAT:
-        raise StorageError(f"{d}: not an AI Factory Twin live view")
-    if m.get("schema_version") != SCHEMA_VERSION:
-        raise StorageError(
-            f"{path}: run in progress with telemetry schema v{m.get('schema_version')}, this version of "
-            f"twin reads v{SCHEMA_VERSION}"
-        )
+    sidecar = live_dir(path)
+    if sidecar.is_symlink() or not sidecar.is_dir():
+        raise StorageError(f"{sidecar}: not a plain folder, so not a live view")
+    d = sidecar.resolve()
+    m = _read_manifest(d)  # checked (``check_manifest``) before any part is touched
     # The sandbox of every telemetry database, except that reading the published parts needs file
     # access, which is then limited to their directory (before the configuration is locked).
     config = {k: v for k, v in SANDBOX_CONFIG.items() if k != "enable_external_access"}
@@ -395,7 +571,11 @@ def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = 
         run = dict(m["run"])
         if run.get("start"):
             run["start"] = _dt.datetime.fromisoformat(run["start"])
-        con.register("_run", pa.Table.from_pylist([run], schema=arrow_schema("runs")))
+        try:
+            row = pa.Table.from_pylist([run], schema=arrow_schema("runs"))
+        except (pa.ArrowException, ValueError, OverflowError) as e:
+            raise StorageError(f"{path}: run in progress; its live manifest's run row: {e}") from None
+        con.register("_run", row)
         con.execute("INSERT INTO runs SELECT * FROM _run")
         con.unregister("_run")
         for table in TABLES:

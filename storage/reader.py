@@ -8,6 +8,7 @@ no extensions, configuration locked, a memory limit). User SQL runs through
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +17,18 @@ import pyarrow as pa
 
 from storage.errors import StorageError
 from storage.kpis import run_kpis
+from storage.recording import RecordingError, check_contents, check_recording
 from storage.sandbox import Limits, UserSql, connect
-from twin.telemetry import SCHEMA_VERSION
 
 
-def open_run_file(path: str | Path, limits: Limits | None = None) -> duckdb.DuckDBPyConnection:
-    """Open a telemetry file read-only, sandboxed, with the memory limit of ``limits``; raise
-    ``StorageError`` with a clear reason if it is missing, not a DuckDB file, not a twin run, or
-    from an incompatible version."""
-    p = Path(path)
-    if not p.exists():
-        raise StorageError(f"{p}: no such file")
-    if p.is_dir():
-        raise StorageError(f"{p}: is a directory, not a telemetry file")
+def open_run_file(
+    path: str | Path, limits: Limits | None = None, tables: Iterable[str] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """Open a telemetry file read-only, sandboxed, with the memory limit of ``limits``, after the
+    checks of ``storage.recording`` (a regular DuckDB file, whole; a twin schema this version
+    reads with ``tables``, default all of them); raise a ``StorageError`` with a clear reason
+    otherwise."""
+    p = check_recording(path)
     try:
         con, _ = connect(p, read_only=True, limits=limits or Limits())
     except duckdb.IOException as e:
@@ -37,25 +37,14 @@ def open_run_file(path: str | Path, limits: Limits | None = None) -> duckdb.Duck
             raise StorageError(
                 f"{p}: the file is open for writing by another process (a run in progress)"
             ) from e
-        raise StorageError(f"{p}: not a DuckDB telemetry file ({msg.splitlines()[0]})") from e
+        raise RecordingError(f"{p}: not a readable DuckDB telemetry file ({msg.splitlines()[0]})") from e
     except duckdb.Error as e:
-        raise StorageError(f"{p}: cannot open: {str(e).splitlines()[0]}") from e
+        raise RecordingError(f"{p}: cannot open: {str(e).splitlines()[0]}") from e
     try:
-        row = next(iter(con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall()), None)
-    except duckdb.Error:
+        check_contents(con, p, tables)
+    except BaseException:
         con.close()
-        raise StorageError(
-            f"{p}: a DuckDB file, but not an AI Factory Twin run (no twin_meta table)"
-        ) from None
-    if row is None:
-        con.close()
-        raise StorageError(f"{p}: not an AI Factory Twin run (no schema version recorded)")
-    if int(row[0]) != SCHEMA_VERSION:
-        con.close()
-        raise StorageError(
-            f"{p}: telemetry schema v{row[0]}, this version of twin reads v{SCHEMA_VERSION}; "
-            "re-run the scenario with this version"
-        )
+        raise
     return con
 
 

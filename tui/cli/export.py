@@ -22,26 +22,36 @@ from tui.cli.errors import fail, guard
     "ISO 8601 date-time with a zone (2026-01-06T00:00:00Z).",
 )
 @click.option("--to", "t_to", default=None, metavar="TIME", help="Only rows before this time (same forms).")
+@click.option(
+    "--overwrite", is_flag=True, help="Replace DIR if it holds an earlier export (and nothing else)."
+)
 @guard
-def export_cmd(file: str, dest: str, tables: str | None, t_from: str | None, t_to: str | None) -> None:
+def export_cmd(
+    file: str, dest: str, tables: str | None, t_from: str | None, t_to: str | None, overwrite: bool
+) -> None:
     """Write every table of a telemetry FILE as hive-partitioned Parquet under DIR
     (DIR/table=<table>/day=<YYYY-MM-DD>/part-<n>.parquet) with units and descriptions in the
     Parquet metadata; readable by pyarrow datasets, DuckDB, polars, pandas and Spark."""
-    from storage.export import export, parse_bound
+    from pathlib import Path
+
+    from storage.export import check_dest, export, parse_bound
     from storage.live import open_for_reading
     from storage.reader import latest_run_id
+    from storage.recording import reading as reading_errors
 
     names = [t.strip() for t in tables.split(",") if t.strip()] if tables is not None else None
     if names is not None and not names:
         fail("--tables: give at least one table")
     lo = parse_bound(t_from, "--from") if t_from is not None else None
     hi = parse_bound(t_to, "--to") if t_to is not None else None
+    check_dest(dest, [Path(file)], overwrite)  # before the recording is even opened
     reading = open_for_reading(file)
     try:
-        latest_run_id(reading.con)
-        if reading.in_progress:
-            click.echo(reading.note, err=True)
-        counts = export(reading.con, dest, names, lo, hi)
+        with reading_errors(file):
+            latest_run_id(reading.con)
+            if reading.in_progress:
+                click.echo(reading.note, err=True)
+            counts = export(reading.con, dest, names, lo, hi, overwrite=overwrite)
     finally:
         reading.close()
     for table, n in counts.items():

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +11,9 @@ import click
 from tui.cli.errors import fail
 
 
-def umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def emit_table(table: Any, fmt: str, out: str | None, max_rows: int, text: Any) -> None:
-    """Write a query result in ``fmt`` to ``out`` (atomically: a temporary file renamed into place)
+    """Write a query result in ``fmt`` to ``out`` (``storage.paths.atomic_file``: a temporary file
+    renamed into place, nothing left on a failure)
     or to stdout. Parquet is binary: without ``--out`` it goes to stdout only when that is not a
     terminal. ``text`` renders the table format."""
     from storage.formats import write_table
@@ -35,23 +28,14 @@ def emit_table(table: Any, fmt: str, out: str | None, max_rows: int, text: Any) 
         write_table(table, fmt, buf)
         buf.flush()
         return
-    dest = Path(out)
-    if dest.is_dir():
-        fail(f"--out {dest}: is a directory")
-    if not dest.parent.is_dir():
-        fail(f"--out {dest}: no such directory {dest.parent}")
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if fmt == "table":
-                f.write((text(table, table.num_rows) + "\n").encode())
-            else:
-                write_table(table, fmt, f)
-        os.chmod(tmp, 0o666 & ~umask())  # as an ordinary new file, not mkstemp's 0600
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from storage.paths import atomic_file
+
+    dest = Path(out)  # checked by the command (``storage.paths.check_output``)
+    with atomic_file(dest) as f:
+        if fmt == "table":
+            f.write((text(table, table.num_rows) + "\n").encode())
+        else:
+            write_table(table, fmt, f)
     click.echo(f"{table.num_rows:,} rows → {dest}", err=True)
 
 

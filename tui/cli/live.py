@@ -25,9 +25,13 @@ def live(
 ) -> None:
     from scenarios.overrides import load
     from scenarios.runner import Session
+    from storage.paths import check_run_output
+    from tui.cli.runs import scenario_inputs
 
     spec, text, _ = load(scenario, sets)
-    path = Path(out) if out else default_out(spec.name)
+    path = check_run_output(
+        Path(out) if out else default_out(spec.name), scenario_inputs(scenario, spec, text)
+    )
     metrics = start_metrics(metrics_port)
     if spec.warmup_h > 0:
         click.echo(f"{spec.name}: warming up {spec.warmup_h:g} h (simulated, not recorded)…", err=True)
@@ -63,12 +67,18 @@ def replay_cmd(file: str) -> None:
     """Show a recorded run in the TUI with a time scrubber."""
     from storage.live import open_for_reading
     from storage.reader import latest_run_id
+    from storage.recording import reading as reading_errors
 
-    reading = open_for_reading(file, snapshot=True)
+    reading = open_for_reading(file, snapshot=True)  # checked: ``storage.recording``
     con = reading.con
     if reading.in_progress:
         click.echo(reading.note, err=True)
-    run_id = latest_run_id(con)
+    try:
+        with reading_errors(file):
+            run_id = latest_run_id(con)
+    except BaseException:
+        con.close()
+        raise
     from tui.app import TwinApp
 
     TwinApp(replay_con=con, replay_run_id=run_id, replay_path=file).run()

@@ -3,8 +3,7 @@ on request) as one HTML file."""
 
 from __future__ import annotations
 
-import os
-import tempfile
+import contextlib
 from pathlib import Path
 
 import click
@@ -44,37 +43,48 @@ def report_cmd(
     tokens/s, cost and CO2 over time with the incident's events marked, and the KPI table; several
     files side by side, each plot on one y-axis range across them."""
     from storage.live import open_for_reading
+    from storage.paths import atomic_dir, atomic_file, check_output
     from storage.reader import latest_run_id
+    from storage.recording import reading as reading_errors
     from storage.report import load_run, render_html
-    from tui.cli.formats import umask as _umask
 
-    dest = Path(out)
-    if dest.exists() and not overwrite:
-        fail(f"--out {dest}: already exists (pass --overwrite to replace it)")
-    if not dest.parent.is_dir():
-        fail(f"--out {dest}: no such directory {dest.parent}")
-    png = Path(png_dir) if png_dir else None
-    if png is not None and png.exists() and not png.is_dir():
-        fail(f"--png {png}: not a directory")
+    inputs = [Path(f) for f in files]
+    dest = check_output(out, inputs, overwrite=overwrite, what="--out")
+    png = None
+    if png_dir is not None:
+        png = check_output(
+            png_dir, inputs, overwrite=overwrite, what="--png", kind="dir", replaceable=_png_dir_problem
+        )
+        if _same_place(png, dest):
+            fail(f"--png {png}: is --out {dest}")
     runs = []
     for f in files:
         reading = open_for_reading(f)
         try:
-            if reading.in_progress:
-                click.echo(reading.note, err=True)
-            runs.append(load_run(reading.con, latest_run_id(reading.con), f, reading.note, job_events))
+            with reading_errors(f):
+                if reading.in_progress:
+                    click.echo(reading.note, err=True)
+                runs.append(load_run(reading.con, latest_run_id(reading.con), f, reading.note, job_events))
         finally:
             reading.close()
-    if png is not None:
-        png.mkdir(parents=True, exist_ok=True)
-    page = render_html(runs, png)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.chmod(tmp, 0o666 & ~_umask())  # as an ordinary new file, not mkstemp's 0600
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # Everything is made under temporary names beside its target and renamed into place at the
+    # end, the plots' folder and then the page: a failure (a full disk, a read-only file system)
+    # leaves neither the page nor any plot.
+    with atomic_file(dest) as fh:
+        with atomic_dir(png) if png is not None else contextlib.nullcontext(None) as png_tmp:
+            page = render_html(runs, png_tmp)
+            fh.write(page.encode("utf-8"))
+            fh.flush()  # a full disk shows here, before the plots are put in place
     click.echo(f"report → {dest}" + (f"  (PNG plots in {png})" if png else ""))
+
+
+def _same_place(a: Path, b: Path) -> bool:
+    return a.resolve() == b.resolve()
+
+
+def _png_dir_problem(d: Path) -> str | None:
+    """Why the folder ``d`` is not an earlier report's plots, to be replaced (``None``: it is)."""
+    for f in d.iterdir():
+        if f.is_symlink() or not f.is_file() or f.suffix != ".png":
+            return f"holds {f.name}, so it is not a folder of report plots"
+    return None

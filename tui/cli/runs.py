@@ -57,9 +57,10 @@ def run_cmd(
 
     spec, text, _ = load(scenario, sets)
     dur = duration_s(hours, days)
+    inputs = scenario_inputs(scenario, spec, text)
     metrics = start_metrics(metrics_port)
     try:
-        _run_all(spec, text, out, seed, dur, overwrite, as_json, metrics)
+        _run_all(spec, text, out, seed, dur, overwrite, as_json, metrics, inputs)
     finally:
         if metrics:
             metrics.close()
@@ -74,13 +75,19 @@ def _run_all(
     overwrite: bool,
     as_json: bool,
     metrics: Any,
+    inputs: list[Path],
 ) -> None:
+    from storage.paths import check_run_output
+
     if spec.variants:
         from scenarios.runner import variant_outputs
 
         base = Path(out) if out else default_out(spec.name)
         paths = []
-        for v, vpath in variant_outputs(spec, base, seed, overwrite, duration_s=dur):
+        plan = variant_outputs(spec, base, seed, overwrite, duration_s=dur)
+        for _, vpath in plan:  # every output checked before the first is written
+            check_run_output(vpath, inputs, overwrite=overwrite)
+        for v, vpath in plan:
             click.echo(f"— variant {v.name} → {vpath}", err=True)
             _run_one(
                 v,
@@ -98,8 +105,41 @@ def _run_all(
         if not as_json:  # --json: one line per variant (JSON Lines) instead of the table
             _print_compare(paths, as_json)
         return
-    path = Path(out) if out else default_out(spec.name)
+    path = check_run_output(Path(out) if out else default_out(spec.name), inputs, overwrite=overwrite)
     _run_one(spec, text, path, seed, dur, overwrite, as_json, metrics=metrics)
+
+
+def scenario_inputs(arg: str, spec: Any, text: str) -> list[Path]:
+    """The files a run reads: the scenario file (when ``arg`` is one) and every file it names
+    (the scenario keys of type ``path``: weather, prices, carbon, traces), which no output may
+    replace."""
+    import tomllib
+
+    from scenarios.facts import FACTS
+
+    found: list[Path] = []
+    if Path(arg).is_file():
+        found.append(Path(arg))
+    keys = {(f.section, f.key) for f in FACTS if f.type == "path"}
+    base = getattr(spec, "_base_dir", None)
+
+    def walk(node: Any, section: str) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, section)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                if (section, k) in keys and isinstance(v, str):
+                    p = Path(v).expanduser()
+                    found.append(p if p.is_absolute() or base is None else Path(base) / p)
+                else:
+                    walk(v, f"{section}.{k}" if section else k)
+
+    try:
+        walk(tomllib.loads(text), "")
+    except tomllib.TOMLDecodeError:
+        pass  # a built-in scenario's text is checked TOML; nothing to add otherwise
+    return found
 
 
 def _run_one(
@@ -229,15 +269,21 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
 def rerun_cmd(file: str, out: str | None, overwrite: bool, check: bool) -> None:
     """Re-run a recording headless: its scenario, seed and duration, with the what-ifs an operator
     injected live applied at the times they were recorded. The telemetry comes out identical."""
-    from scenarios.runner import rerun, same_telemetry
+    from scenarios.runner import read_recording, rerun, same_telemetry
+    from storage.paths import check_run_output
+    from storage.recording import reading
 
     src = Path(file)
     dest = Path(out) if out else src.with_name(f"{src.stem}-rerun{src.suffix or '.duckdb'}")
+    with reading(src):
+        read_recording(src)  # the recording checked (``storage.recording``) before anything is written
+    check_run_output(dest, [src], overwrite=overwrite)
     with stoppable(dest):
         result = rerun(src, dest, overwrite=overwrite)
     click.echo(f"re-ran {src} → {dest}: {result.steps:,} steps in {result.wall_s:,.1f} s")
     if check:
-        diff = same_telemetry(src, dest, ("factory_ts", "ultraserver_ts", "chip_ts"))
+        with reading(src):
+            diff = same_telemetry(src, dest, ("factory_ts", "ultraserver_ts", "chip_ts"))
         if diff:
             fail(f"telemetry differs from the recording in: {', '.join(diff)}", code=1)
         click.echo("telemetry identical to the recording (factory_ts, ultraserver_ts, chip_ts)")
@@ -261,6 +307,7 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
     from storage.kpis import COMPARE_ROWS, run_kpis
     from storage.live import open_for_reading
     from storage.reader import latest_run_id
+    from storage.recording import reading as reading_errors
 
     cols: list[tuple[str, dict[str, Any]]] = []
     texts: list[str] = []
@@ -270,16 +317,17 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
         if reading.in_progress:
             click.echo(reading.note, err=True)
         try:
-            run_id = latest_run_id(con)
-            name, text = next(
-                iter(
-                    con.sql(
-                        "SELECT scenario_name, scenario_toml FROM runs WHERE run_id = ?", params=[run_id]
-                    ).fetchall()
+            with reading_errors(path):
+                run_id = latest_run_id(con)
+                name, text = next(
+                    iter(
+                        con.sql(
+                            "SELECT scenario_name, scenario_toml FROM runs WHERE run_id = ?", params=[run_id]
+                        ).fetchall()
+                    )
                 )
-            )
-            texts.append(text or "")
-            cols.append((f"{name} ({Path(path).name})", run_kpis(con, run_id)))
+                texts.append(text or "")
+                cols.append((f"{name} ({Path(path).name})", run_kpis(con, run_id)))
         finally:
             con.close()
     if as_json:

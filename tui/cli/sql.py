@@ -38,7 +38,9 @@ def run_user_query(file: str, query: str | None, timeout_s: float, memory: str) 
 
             from storage.live import Reading
             from storage.parquet_sql import open_parquet
+            from storage.recording import check_regular_file
 
+            check_regular_file(file, "Parquet")  # a pipe would block the open
             reading = Reading(open_parquet(file, limits), Path(file))
         else:
             reading = open_for_reading(file, limits=limits)
@@ -113,8 +115,9 @@ def _cancelled() -> None:
     "out",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Write the result to this file (replaced atomically) instead of stdout.",
+    help="Write the result to this file (written in full, then put in place) instead of stdout.",
 )
+@click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option("--max-rows", type=int, default=200, show_default=True, help="Rows shown in table format.")
 @click.option(
     "--timeout",
@@ -133,13 +136,24 @@ def _cancelled() -> None:
 )
 @guard
 def sql_cmd(
-    file: str, query: str | None, fmt_: str, out: str | None, max_rows: int, timeout_s: float, memory: str
+    file: str,
+    query: str | None,
+    fmt_: str,
+    out: str | None,
+    overwrite: bool,
+    max_rows: int,
+    timeout_s: float,
+    memory: str,
 ) -> None:
     """Query a telemetry FILE with read-only SQL (QUERY, or stdin; no QUERY on a terminal lists
     the tables and their columns with units). The file is opened in a sandbox: no other file,
     extension or setting is reachable. A file a run is still writing answers with what is
     committed so far. Ctrl-C stops a running query. A .parquet FILE (a sweep's results.parquet)
     is the view `results`."""
+    if out is not None:  # before the query runs: never onto the file it reads
+        from storage.paths import check_output
+
+        check_output(out, [file], overwrite=overwrite)
     if query is None and file.endswith(".parquet") and sys.stdin.isatty():
         query = "DESCRIBE results"
     table = run_user_query(file, query, timeout_s, memory)

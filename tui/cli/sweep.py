@@ -117,6 +117,21 @@ def sweep_cmd(
         fail("give --runs-dir or --no-files, not both")
     if out is None:
         fail("--out DIR is required to run a sweep (where results and finished points are kept)")
+    from storage.paths import check_output, folder_of
+
+    # A new or empty folder, or one an earlier run of a sweep made (resumed): never the root or
+    # someone's folder, whose results.parquet the sweep would replace.
+    sweep_dir = folder_of(
+        dirs=("points", "runs"),
+        files=("results.parquet",),
+        hidden=r"\.results\.parquet\.[0-9]+\.tmp",
+        requires={"results.parquet": "points"},
+    )
+    check_output(out, [tp], what="--out", kind="dir", resumable=sweep_dir, make_parent=True)
+    if runs_dir:
+        check_output(
+            runs_dir, [tp], what="--runs-dir", kind="dir", resumable=lambda _: None, make_parent=True
+        )
     sw = sweeps.load_sweep(tp)
     outcome = _run(sw, Path(out), backend, jobs, ray_address, not no_files, runs_dir, retry_failed, overwrite)
     assert outcome.results is not None

@@ -323,14 +323,14 @@ def test_chiller_trip_in_hot_weather_follows_the_facility_loop_time_constant() -
 
 
 def test_thermal_throttling_settles_on_the_throttle_curve(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A poor cold plate (0.08 K/W) puts a busy chip above 90 °C: the clock drops until the
+    """A poor cold plate (0.1 K/W) puts a busy chip above 90 °C: the clock drops until the
     junction temperature sits on the throttle curve f = 1 - 0.5 (T_j - 90) / 10 (identical
     chips: no spread of power or mounting)."""
     from twin import capping
 
     monkeypatch.setattr(capping, "CHIP_POWER_SPREAD", 0.0)
     monkeypatch.setattr(capping, "COLD_PLATE_R_SPREAD", 0.0)
-    sim = busy_hall(cooling=CoolingParams(cold_plate_r_k_per_w=0.08))
+    sim = busy_hall(cooling=CoolingParams(cold_plate_r_k_per_w=0.1))
     fr = sim.advance(30)
     f = fr["factory_ts"]
     clock = float(f["mean_clock"][-1])

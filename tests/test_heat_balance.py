@@ -15,7 +15,7 @@ import pytest
 from tests.test_facility import busy_hall
 from twin import cooling
 from twin.hall import Hall
-from twin.params import ScheduledEvent, SiteParams
+from twin.params import CoolingParams, ScheduledEvent, SiteParams
 
 CP = cooling.WATER_CP_J_KG_K
 
@@ -112,7 +112,8 @@ def test_losing_every_chiller_on_a_summer_afternoon_stores_the_heat_and_releases
     assert released == pytest.approx(stored_j, rel=0.02)
     assert f["chilled_water_supply_c"][-1] == pytest.approx(cp.chilled_water_c, abs=1e-6)
     assert (f["unrejected_fraction"][after] == 0).all()
-    assert held[-1] == pytest.approx(h0, rel=1e-6)  # the loops settle within a few hundred J
+    # The masses hold what they held before the trip: within 0.1 % of the heat stored during it.
+    assert abs(held[-1] - h0) < 1e-3 * stored_j
 
 
 def test_without_towers_and_two_chillers_the_facility_water_warms_until_the_loops_trip() -> None:
@@ -125,8 +126,9 @@ def test_without_towers_and_two_chillers_the_facility_water_warms_until_the_loop
     trip comes when the facility water reaches T* = 70 - 3 - rise (the loops lag by ~their time
     constant M_loop / (m c_p) ~ 1 min: 1.5 K tolerance), at t = (T* - 27) (M_fw + M_loops) c_p
     / (net heat): the rack loops warm with the water and store their share.
-    After the restore the stored heat is rejected and everything comes back."""
-    sim = busy_hall(site=SUMMER, dt_s=30)
+    After the restore the stored heat is rejected and everything comes back. The air side has no
+    outside air here, so the last chiller carries all of it."""
+    sim = busy_hall(site=SUMMER, dt_s=30, cooling=CoolingParams(air_economizer=False))
     fac = sim.pool.facility
     cp = sim.p.cooling
     sim.advance(30)
@@ -163,7 +165,8 @@ def test_without_towers_and_two_chillers_the_facility_water_warms_until_the_loop
     # The rack loops warm with the facility water: both masses store the net heat.
     mass = fac.fw_mass_kg + fac.us_mass_kg * len(fac.us_return_c)
     t_hand = (fw_trip - fac.fw_setpoint_c) * mass * CP / net_w
-    assert k * 30 == pytest.approx(t_hand, rel=0.03)
+    # Within the time the water takes to warm by the 1.5 K the loops may lag it (above).
+    assert k * 30 == pytest.approx(t_hand, abs=1.5 * mass * CP / net_w)
     assert f["max_chip_temp_c"].max() <= cp.throttle_full_c + 0.5
     it_j = float(f["it_power_w"].sum()) * 30
     assert float((f["heat_rejected_w"] + f["heat_stored_w"]).sum()) * 30 == pytest.approx(it_j, rel=1e-9)

@@ -486,6 +486,8 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             row_interval_s=self.telemetry.row_interval_s,
             hall_interval_s=self.telemetry.hall_interval_s,
             jobs_interval_s=self.telemetry.jobs_interval_s,
+            grid_interval_s=self.telemetry.grid_interval_s,
+            grid=params.GridParams(**self.grid.model_dump(exclude={"price", "carbon"})),
             halls=tuple(halls) if self.halls else (),
         )
         for k, h in enumerate(halls):

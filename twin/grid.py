@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from twin import fabric, power, workload
+from twin import fabric, power, serving, workload
 from twin.jobs import INFERENCE
 from twin.params import KIND_NAMES, GridParams
 
@@ -177,9 +177,7 @@ def pool_gangs(
         if key not in cache:
             cache[key] = _profile(w, j)
         period[i], duty[i] = cache[key]
-    if n:
-        from twin import serving  # the gang's clock: its slowest chip's (as its progress)
-
+    if n:  # the gang's clock: its slowest chip's (as its progress)
         gclock = serving.job_clock(w.pool, run, clock) if clock.min() < 1.0 else np.ones(n)
     else:
         gclock = np.ones(0)

@@ -80,17 +80,19 @@ def main() -> None:
     t_off, f_off, _ = run(text, steps, 0)
     t_on, f_on, sim = run(text, steps, 1)
     fac = f_on["factory_ts"]
-    same = all(
-        np.array_equal(f_off["factory_ts"][c], fac[c]) for c in ("facility_power_w", "it_power_w")
-    )
+    same = all(np.array_equal(f_off["factory_ts"][c], fac[c]) for c in ("facility_power_w", "it_power_w"))
     print(f"{a.halls} halls, {sim.topo.chips:,} chips, {a.hours} h after {a.warmup} h warm-up")
-    print(f"wall without sub-step recording {t_off:.1f} s, with {t_on:.1f} s: {t_on / t_off:.2f}x; "
-          f"factory_ts power identical: {same}")
+    print(
+        f"wall without sub-step recording {t_off:.1f} s, with {t_on:.1f} s: {t_on / t_off:.2f}x; "
+        f"factory_ts power identical: {same}"
+    )
     price = float(np.mean(fac["price_usd_per_mwh"]))
     base = connection(f_on)
     print("bands: RMS [MW] of <0.01 Hz, 0.01-0.1, 0.1-1, >1 Hz (1 s samples: >1 Hz not observable)")
-    print(f"{'case':26s} {'peak MW':>8s} {'pk/avg':>7s} {'swingMW':>7s} {'MW/s':>7s} {'MW/min':>7s}  "
-          f"{'RMS by band [MW]':31s}  {'cost MWh':>8s} {'cost $':>9s}")
+    print(
+        f"{'case':26s} {'peak MW':>8s} {'pk/avg':>7s} {'swingMW':>7s} {'MW/s':>7s} {'MW/min':>7s}  "
+        f"{'RMS by band [MW]':31s}  {'cost MWh':>8s} {'cost $':>9s}"
+    )
     print(row("no mitigation", base, 0.0, price))
     fac_j = float(fac["facility_power_w"].sum()) * 60.0
     for name, gp in (

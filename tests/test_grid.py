@@ -50,16 +50,17 @@ def test_a_gangs_waveform_has_the_period_and_duty_of_its_step_model() -> None:
     # edge average the two levels, so the mean is exact).
     duty = (w.mean() - w.min()) / (w.max() - w.min())
     assert np.isclose(duty, 9 / 13, rtol=1e-9)
-    # Levels: communication at COMM_ACTIVITY would need compute at (0.85 - 4/13 x 0.2) / (9/13)
-    # = 1.14 > 1 to keep the mean activity 0.85, so compute runs at 1 and communication at
+    # Levels: communication at COMM_ACTIVITY (0.1) would need compute at (0.85 - 4/13 x 0.1) /
+    # (9/13) = 1.18 > 1 to keep the mean activity 0.85, so compute runs at 1 and communication at
     # (0.85 - 9/13) / (4/13) = 0.5125; swing = chips x slope x (1 - 0.5125).
     d = 9 / 13
     assert (0.85 - (1 - d) * grid.COMM_ACTIVITY) / d > 1
     assert np.isclose(w.max() - w.min(), 144 * 1000.0 * (1 - (0.85 - d) / (1 - d)), rtol=1e-9)
     # A gang mostly in compute (duty 0.9): communication at COMM_ACTIVITY, compute at
-    # (0.85 - 0.1 x 0.2) / 0.9.
+    # (0.85 - 0.1 COMM_ACTIVITY) / 0.9.
+    lo = grid.COMM_ACTIVITY
     w = _wave(_gang(StepComm(9.0, 1.0, 0.0, 0.0)), steps=1, dt=600)
-    assert np.isclose(w.max() - w.min(), 144 * 1000.0 * ((0.85 - 0.02) / 0.9 - 0.2), rtol=1e-9)
+    assert np.isclose(w.max() - w.min(), 144 * 1000.0 * ((0.85 - 0.1 * lo) / 0.9 - lo), rtol=1e-9)
 
 
 def test_each_step_of_the_waveform_keeps_the_step_models_energy() -> None:

@@ -36,12 +36,12 @@ from twin.params import KIND_NAMES, GridParams
 FloatArray = npt.NDArray[np.float64]
 
 # Chip activity during exposed communication (the compute units wait on the collective; HBM
-# and the links are busy). DER/3P: DGX-H100 production training swings between ~TDP and a
-# floor near a third of it each iteration (Choukse et al., "Power Stabilization for AI
-# Training Datacenters", arXiv 2508.14318, 2025, Fig. 1: rack power oscillating at the
-# iteration frequency); with P = P_idle + (P_tdp - P_idle) a and P_idle ~ 0.2-0.3 P_tdp that
-# floor is an activity of ~0.15-0.25. ASM: 0.2.
-COMM_ACTIVITY = 0.2
+# and the links stay busy). 3P: in production DGX-H100 training the compute-heavy phase runs
+# near TDP and the communication-heavy phase near idle power (Choukse et al., "Power
+# Stabilization for AI Training Datacenters", arXiv 2508.14318, 2025, §2 and Fig. 1); ASM: an
+# activity of 0.1 above idle for the links and HBM. The step model's activity is the mean the
+# phases keep, so a communication-heavy gang's low phase can sit above this (``phase_activities``).
+COMM_ACTIVITY = 0.1
 # Energy storage of a rack's power shelves per accelerator. OFF-2: NVIDIA, "How New GB300 NVL72
 # Features Provide Steady Power for AI" (developer blog, 2025): the power supplies store energy
 # to smooth the load and cut peak grid demand by up to 30 %; the per-GPU figure (65 J) is ASM
@@ -49,9 +49,11 @@ COMM_ACTIVITY = 0.2
 RACK_STORAGE_J_PER_CHIP = 65.0
 # Frequency bands a utility reads a load's oscillation in [Hz]: < 0.01 Hz (minutes and longer:
 # ramping, automatic generation control), 0.01-0.1 Hz (governor and turbine response), 0.1-1 Hz
-# (inter-area electromechanical modes, 0.1-0.7 Hz, and local plant modes, 0.7-2 Hz: Kundur,
-# "Power System Stability and Control", 1994, ch. 12), > 1 Hz (local modes and torsional
-# resonances; Choukse et al. 2025 name oscillation limits in bands such as 0.1-20 Hz).
+# (inter-area electromechanical modes, 0.1-0.7 Hz: Kundur, "Power System Stability and Control",
+# 1994, ch. 12; transmission-line critical frequencies < 1 Hz), > 1 Hz (closely coupled sources
+# 1-2.5 Hz, turbine-generator shaft torsional modes 7-100+ Hz). 3P: Choukse et al. 2025 (arXiv
+# 2508.14318): production training swings concentrate at 0.2-3 Hz; utilities' critical range
+# e.g. 0.1-20 Hz. A band above the sampling's Nyquist frequency (1 s samples: 0.5 Hz) is not seen.
 BANDS_HZ: tuple[tuple[float, float], ...] = ((0.0, 0.01), (0.01, 0.1), (0.1, 1.0), (1.0, math.inf))
 BAND_NAMES = ("lt_0_01hz", "0_01_0_1hz", "0_1_1hz", "gt_1hz")
 

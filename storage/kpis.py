@@ -542,9 +542,13 @@ def grid_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     frequency bands [MW^2] (``twin.grid.metrics``), and what the connection's storage and the
     power floor cost: energy drawn beyond the step model's facility energy [MWh] at the run's
     mean price [$]."""
-    conn = con.sql(
-        "SELECT time_s, p_w FROM grid_ts WHERE run_id = ? AND hall_id = -1 ORDER BY time_s", params=[run_id]
-    ).fetchall()
+    try:
+        conn = con.sql(
+            "SELECT time_s, p_w FROM grid_ts WHERE run_id = ? AND hall_id = -1 ORDER BY time_s",
+            params=[run_id],
+        ).fetchall()
+    except duckdb.CatalogException:  # a file from before schema v10, read as it is
+        return {}
     if len(conn) < 2:
         return {}
     t = [r[0] for r in conn]
@@ -559,13 +563,14 @@ def grid_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     fac_j = float(fac[0] or 0.0)
     extra_j = float(p.sum()) * tau - fac_j
     price = float(fac[1]) / fac_j if fac_j > 0 and fac[1] is not None else 0.0  # $/MWh per J
+    mw = {k: (v / 1e6 if v is not None else None) for k, v in m.items()}
     out: dict[str, Any] = {
         "grid_interval_s": tau,
-        "grid_peak_mw": m["peak_w"] / 1e6,
+        "grid_peak_mw": mw["peak_w"],
         "grid_peak_to_average": m["peak_to_average"],
-        "grid_swing_mw": m["swing_w"] / 1e6,
-        "grid_ramp_mw_per_s": m["ramp_w_per_s"] / 1e6,
-        "grid_ramp_mw_per_min": m["ramp_w_per_min"] / 1e6,
+        "grid_swing_mw": mw["swing_w"],
+        "grid_ramp_mw_per_s": mw["ramp_w_per_s"],
+        "grid_ramp_mw_per_min": mw["ramp_w_per_min"],
         "grid_mitigation_mwh": extra_j / 3.6e9,
         "grid_mitigation_usd": extra_j / 3.6e9 * price,
     }
@@ -573,6 +578,23 @@ def grid_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
         v = m["band_" + name + "_w2"]
         out["grid_band_" + name + "_mw2"] = v / 1e12 if v is not None else None
     return out
+
+
+# (key, label, format) of the grid connection's KPIs in ``twin report`` (a run with grid_ts).
+GRID_ROWS: list[tuple[str, str, str]] = [
+    ("grid_interval_s", "Sub-step interval [s]", "{:.0f}"),
+    ("grid_peak_mw", "Peak at the connection [MW]", "{:.2f}"),
+    ("grid_peak_to_average", "Peak to average [-]", "{:.4f}"),
+    ("grid_swing_mw", "Swing (max - min) [MW]", "{:.2f}"),
+    ("grid_ramp_mw_per_s", "Largest ramp [MW/s]", "{:.3f}"),
+    ("grid_ramp_mw_per_min", "Largest ramp of minute means [MW/min]", "{:.3f}"),
+    *(
+        ("grid_band_" + n + "_mw2", f"Variance {lo:g}-{hi:g} Hz [MW²]", "{:.4g}")
+        for n, (lo, hi) in zip(grid.BAND_NAMES, grid.BANDS_HZ, strict=True)
+    ),
+    ("grid_mitigation_mwh", "Mitigation energy [MWh]", "{:.3f}"),
+    ("grid_mitigation_usd", "Mitigation energy cost [$]", "{:,.0f}"),
+]
 
 
 def _dt_of(con: duckdb.DuckDBPyConnection, run_id: str) -> float:

@@ -132,3 +132,29 @@ def test_band_energies_sum_to_the_variance_and_find_the_line() -> None:
     assert np.isclose(b["0_01_0_1hz"], 2.0, rtol=1e-3)
     assert b["gt_1hz"] is None  # above the Nyquist frequency of 1 s samples
     assert np.isclose(sum(v for v in b.values() if v is not None), x.var(), rtol=1e-9)
+
+
+def test_a_campus_records_each_hall_and_the_connection_after_its_battery() -> None:
+    text = 'name = "c"\nseed = 11\ndt_s = 60\nduration_h = 1\nservices = []\n\n'
+    for n in (2, 4):
+        text += f'[[halls]]\nsystem = "trn3-gen2"\nultraservers = {n}\nultraservers_per_row = 2\n\n'
+    text += "[training]\narrivals_per_day = 200\n\n[telemetry]\ngrid_interval_s = 10\n\n"
+    battery = "[grid]\nbattery_power_w = 20000.0\nbattery_energy_j = 3.6e6\nbattery_efficiency = 0.81\n"
+    _, plain = build_simulation(parse(text, "c.toml"))
+    _, stored = build_simulation(parse(text + battery, "b.toml"))
+    fp, fs = plain.advance(60), stored.advance(60)
+    g = fp["grid_ts"]
+    halls = [g["p_w"][g["hall_id"] == k] for k in (0, 1)]
+    conn = g["p_w"][g["hall_id"] == -1]
+    assert len(conn) == 60 * 6
+    assert np.allclose(conn, halls[0] + halls[1], rtol=1e-12)
+    # Each step's mean over the halls' rows is the campus's facility power.
+    assert np.allclose(conn.reshape(60, 6).mean(axis=1), fp["factory_ts"]["facility_power_w"], rtol=1e-12)
+    # The battery: the same load, drawn through storage that ends where its state says.
+    gs = fs["grid_ts"]
+    assert np.array_equal(gs["p_w"][gs["hall_id"] >= 0], g["p_w"][g["hall_id"] >= 0])
+    drawn = gs["p_w"][gs["hall_id"] == -1]
+    soc = stored.connection.state["battery"][0]
+    gained = (drawn.sum() - conn.sum()) * 10.0 - stored.connection.loss_j
+    assert np.isclose(gained, soc - 1.8e6, rtol=1e-9, atol=1e-3)
+    assert np.abs(drawn - conn).max() <= 20000.0 * (1 + 1e-12)

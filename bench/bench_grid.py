@@ -7,13 +7,17 @@ to average, largest ramps and band variances without and with each mitigation: t
 and staggered checkpoint stalls (runs of their own), rack power-shelf storage and a site
 battery (on the recorded waveform, ``twin.grid.Connection``), each with its energy and $ cost.
 
-    python bench/bench_grid.py [--halls 2] [--hours 1] [--warmup 6]
+    python bench/bench_grid.py [--halls 2] [--hours 1] [--warmup 6] [--twin-run]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -39,17 +43,36 @@ def scenario_text(halls: int, warmup_h: float) -> str:
 
 
 def run(text: str, steps: int, interval: int, gp: GridParams | None = None) -> tuple[float, Any, Any]:
+    """The model alone (no file): wall seconds of ``steps`` recorded steps after the warm-up."""
     scen = parse(text, "ultracluster.toml")
     _, sim = build_simulation(scen)
-    if interval or gp is not None:
-        p = dataclasses.replace(sim.p, grid_interval_s=interval, grid=gp or sim.p.grid)
-        sim = type(sim)(p)
+    p = dataclasses.replace(sim.p, grid_interval_s=interval, grid=gp or sim.p.grid)
+    sim = type(sim)(p)
     warm = int(sim.p.warmup_s // sim.p.dt_s)
     if warm:
         sim.advance(warm)
     t0 = time.perf_counter()
     f = sim.advance(steps)
     return time.perf_counter() - t0, f, sim
+
+
+def twin_run(text: str, hours: float, interval: int) -> float:
+    """Wall seconds of ``twin run`` (model, warm-up and the telemetry file) of the scenario."""
+    with tempfile.TemporaryDirectory() as d:
+        toml = Path(d) / "u.toml"
+        body = text.replace("duration_h = 168", f"duration_h = {hours}")
+        if interval:
+            body = body.replace("[telemetry]\n", f"[telemetry]\ngrid_interval_s = {interval}\n", 1)
+        toml.write_text(body)
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "tui.cli", "run", str(toml), "-o", str(Path(d) / "u.duckdb")],
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        return time.perf_counter() - t0
 
 
 def connection(f: dict[str, Any]) -> np.ndarray:
@@ -74,6 +97,7 @@ def main() -> None:
     ap.add_argument("--halls", type=int, default=2)
     ap.add_argument("--hours", type=float, default=1.0)
     ap.add_argument("--warmup", type=float, default=6.0)
+    ap.add_argument("--twin-run", action="store_true", help="also time `twin run` with its file")
     a = ap.parse_args()
     text = scenario_text(a.halls, a.warmup)
     steps = int(a.hours * 60)
@@ -83,9 +107,12 @@ def main() -> None:
     same = all(np.array_equal(f_off["factory_ts"][c], fac[c]) for c in ("facility_power_w", "it_power_w"))
     print(f"{a.halls} halls, {sim.topo.chips:,} chips, {a.hours} h after {a.warmup} h warm-up")
     print(
-        f"wall without sub-step recording {t_off:.1f} s, with {t_on:.1f} s: {t_on / t_off:.2f}x; "
+        f"model: without sub-step recording {t_off:.2f} s, with {t_on:.2f} s: {t_on / t_off:.2f}x; "
         f"factory_ts power identical: {same}"
     )
+    if a.twin_run:
+        r_off, r_on = twin_run(text, a.hours, 0), twin_run(text, a.hours, 1)
+        print(f"twin run (warm-up and file): without {r_off:.1f} s, with {r_on:.1f} s: {r_on / r_off:.2f}x")
     price = float(np.mean(fac["price_usd_per_mwh"]))
     base = connection(f_on)
     print("bands: RMS [MW] of <0.01 Hz, 0.01-0.1, 0.1-1, >1 Hz (1 s samples: >1 Hz not observable)")

@@ -162,28 +162,34 @@ def activity_slope_w(pool: Any, clock: FloatArray) -> FloatArray:
     return out
 
 
-def pool_gangs(
-    pool: Any, t: int, dt: int, clock: FloatArray, cache: dict[tuple[int, int], tuple[float, float]]
-) -> Gangs:
+def pool_gangs(pool: Any, t: int, dt: int, clock: FloatArray, cache: dict[str, Any]) -> Gangs:
     """The batch gangs running on ``pool`` in the step [t, t + dt) after its work was booked;
-    a gang restarting has no iterations (steady at its restart activity)."""
+    a gang restarting has no iterations (steady at its restart activity). ``cache``: each job
+    slot's (id, start, period, duty), kept from step to step (a profile is computed once per
+    placement)."""
     w = pool.cluster
     a = w.jobs.a
     run = w.running.array(w.jobs)
     if len(run):
         run = run[(a["kind"][run] != INFERENCE) & (a["activity"][run] > 0) & (a["restart_until"][run] <= t)]
     n = len(run)
-    period, duty = np.ones(n), np.ones(n)
-    for i, j in enumerate(run.tolist()):
-        key = (int(a["id"][j]), int(a["start"][j]))
-        if key not in cache:
-            cache[key] = _profile(w, j)
-        period[i], duty[i] = cache[key]
-    if n:  # the gang's clock: its slowest chip's (as its progress)
-        gclock = serving.job_clock(w.pool, run, clock) if clock.min() < 1.0 else np.ones(n)
-    else:
-        gclock = np.ones(0)
+    size = len(a["id"])
+    if cache.get("size", 0) < size:  # the job table grew: grow the cache with it
+        old = cache.get("size", 0)
+        for k, fill in (("id", -1), ("start", -1), ("period", 1.0), ("duty", 1.0)):
+            arr = np.full(size, fill, dtype=np.int64 if k in ("id", "start") else np.float64)
+            if old:
+                arr[:old] = cache[k]
+            cache[k] = arr
+        cache["size"] = size
     ids = a["id"][run].astype(np.int64)
+    stale = run[(cache["id"][run] != ids) | (cache["start"][run] != a["start"][run])]
+    for j in stale.tolist():
+        cache["period"][j], cache["duty"][j] = _profile(w, j)
+        cache["id"][j], cache["start"][j] = a["id"][j], a["start"][j]
+    period, duty = cache["period"][run], cache["duty"][run]
+    # The gang's clock: its slowest chip's (as its progress).
+    gclock = serving.job_clock(w.pool, run, clock) if n and clock.min() < 1.0 else np.ones(n)
     return Gangs(
         a["chips"][run].astype(np.float64),
         a["activity"][run].astype(np.float64),
@@ -233,7 +239,7 @@ class GridRecorder:
 
     tau: int
     gp: GridParams
-    cache: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    caches: dict[int, dict[str, Any]] = field(default_factory=dict)  # per pool (``pool_gangs``)
     rows: list[FloatArray] = field(default_factory=list)
     floor_j: float = 0.0  # the power floor's energy so far [J]
 
@@ -242,8 +248,9 @@ class GridRecorder:
     ) -> None:
         n = dt // self.tau
         dev, floor = np.zeros(n), np.zeros(n)
-        for pl, clock in zip(pools, clocks, strict=True):
-            d, f = gang_deviation(pool_gangs(pl, t, dt, clock, self.cache), float(t), dt, self.tau, self.gp)
+        for k, (pl, clock) in enumerate(zip(pools, clocks, strict=True)):
+            g = pool_gangs(pl, t, dt, clock, self.caches.setdefault(k, {}))
+            d, f = gang_deviation(g, float(t), dt, self.tau, self.gp)
             dev += d
             floor += f
         wave = facility_w + factor * (dev - dev.mean() + floor)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
-from scenarios.spec import build_simulation, parse
+from scenarios.spec import ScenarioError, build_simulation, parse
 from tests.conftest import SMALL_TOML
 from twin import grid
 from twin.fabric import StepComm
@@ -83,9 +84,10 @@ def test_the_recording_leaves_the_step_energy_unchanged() -> None:
     _, b = build_simulation(parse(rec, "b.toml"))
     fa, fb = a.advance(180), b.advance(180)
     assert "grid_ts" not in fa
-    for col in ("facility_power_w", "it_power_w", "energy_j"):
-        if col in fa["factory_ts"]:
-            assert np.array_equal(fa["factory_ts"][col], fb["factory_ts"][col]), col
+    # Every factory_ts column (energy, cost, CO2, power) to the last bit.
+    assert fa["factory_ts"].keys() == fb["factory_ts"].keys()
+    for col, v in fa["factory_ts"].items():
+        assert np.array_equal(v, fb["factory_ts"][col], equal_nan=True), col
     g = fb["grid_ts"]
     hall = g["p_w"][g["hall_id"] == 0].reshape(180, 12)
     assert np.allclose(hall.mean(axis=1), fb["factory_ts"]["facility_power_w"], rtol=1e-12)
@@ -158,3 +160,8 @@ def test_a_campus_records_each_hall_and_the_connection_after_its_battery() -> No
     gained = (drawn.sum() - conn.sum()) * 10.0 - stored.connection.loss_j
     assert np.isclose(gained, soc - 1.8e6, rtol=1e-9, atol=1e-3)
     assert np.abs(drawn - conn).max() <= 20000.0 * (1 + 1e-12)
+
+
+def test_an_interval_that_does_not_divide_the_step_is_refused() -> None:
+    with pytest.raises(ScenarioError, match=r"telemetry.grid_interval_s: 7 s must divide dt_s = 60 s"):
+        parse(SMALL_TOML + "\n[telemetry]\ngrid_interval_s = 7\n", "bad.toml")

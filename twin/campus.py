@@ -24,7 +24,8 @@ transformer). The campus composes them one level up, step by step:
 5. record       each hall records its own rows; ``factory_ts`` is the campus (merged by
                 each column's campus rule, ``twin.telemetry.Column.campus``: the plants' units add up, their temperatures
                 and free-cooling share are weighted by each hall's IT power), ``hall_ts`` one
-                row per hall, entity ids campus-wide.
+                row per hall, entity ids campus-wide; ``grid_ts`` each hall's sub-step power and
+                the grid connection's (their sum through the connection's storage, ``twin.grid``).
 """
 
 from __future__ import annotations

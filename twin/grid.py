@@ -374,20 +374,26 @@ def connection_rows(halls: list[dict[str, Any]], conn: Connection) -> dict[str, 
 
 
 # ---------------------------------------------------------------------- metrics
-def band_energies(p_w: FloatArray, tau: float) -> dict[str, float | None]:
-    """Variance of the power in each of ``BANDS_HZ`` [W^2] (one-sided periodogram of the mean-
-    removed series; the bands sum to the variance, Parseval). A band above the Nyquist
-    frequency 1 / (2 tau) is not observable: None."""
+def spectrum(p_w: FloatArray, tau: float) -> tuple[FloatArray, FloatArray]:
+    """(frequency [Hz], variance at it [W^2]) of a power series sampled every ``tau`` seconds:
+    the one-sided periodogram of the mean-removed series, which sums to its variance (Parseval)."""
     x = np.asarray(p_w, dtype=np.float64)
     n = len(x)
-    out: dict[str, float | None] = {}
-    if n < 2:
-        return {k: None for k in BAND_NAMES}
-    spec = np.abs(np.fft.rfft(x - x.mean())) ** 2 / (n * n)
+    spec: FloatArray = np.abs(np.fft.rfft(x - x.mean())) ** 2 / (n * n)
     spec[1:] *= 2.0
     if n % 2 == 0:
         spec[-1] /= 2.0
-    f = np.fft.rfftfreq(n, tau)
+    f: FloatArray = np.fft.rfftfreq(n, tau).astype(np.float64)
+    return f, spec
+
+
+def band_energies(p_w: FloatArray, tau: float) -> dict[str, float | None]:
+    """Variance of the power in each of ``BANDS_HZ`` [W^2] (``spectrum``; the bands sum to the
+    variance). A band above the Nyquist frequency 1 / (2 tau) is not observable: None."""
+    out: dict[str, float | None] = {}
+    if len(p_w) < 2:
+        return {k: None for k in BAND_NAMES}
+    f, spec = spectrum(p_w, tau)
     nyq = 0.5 / tau
     for name, (lo, hi) in zip(BAND_NAMES, BANDS_HZ, strict=True):
         if lo >= nyq:
@@ -441,5 +447,6 @@ __all__ = [
     "marginal_factor",
     "metrics",
     "phase_activities",
+    "spectrum",
     "storage",
 ]

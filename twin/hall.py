@@ -28,7 +28,9 @@ phase and owns what they share. One step [t, t + dt):
 5. record       each pool records its own rows with the plant's and the chain's power, water and
                 losses shared in proportion to its IT power; the hall's rows are merged from
                 them (by each column's rule, ``twin.telemetry.Column.merge``; one pool's are the hall's), ``system_ts``
-                holds the pools' own.
+                holds the pools' own. With ``grid_interval_s``, the step's facility power within
+                the step from its training gangs' iterations (``twin.grid``: per gang, not per
+                chip; its mean over the step is the step's power) for ``grid_ts``.
 
 A campus (several halls under one substation) composes halls one level up (``twin.campus``).
 """

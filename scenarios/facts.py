@@ -217,6 +217,15 @@ SECTIONS: dict[str, Section] = {
             params.SiteParams,
         ),
         Section(
+            "grid",
+            "[grid]",
+            "The grid connection's view of the site (twin.grid): what-ifs that shape the power "
+            "within a step (a software power floor, checkpoint stalls) and storage at the "
+            "connection (rack power shelves, a site battery); seen in grid_ts "
+            "(`telemetry.grid_interval_s`).",
+            params.GridParams,
+        ),
+        Section(
             "grid.price", "[grid.price]", 'Electricity price: kind = "flat", "tou" (time of use) or "file".'
         ),
         Section("grid.carbon", "[grid.carbon]", 'Grid carbon intensity: kind = "flat" or "file".'),
@@ -1741,6 +1750,64 @@ FACTS: tuple[Fact, ...] = (
         "whose state did not change, every this much simulated time (0: every advance); a job that "
         "changes state is written at once, and every job at the end of the run",
     ),
+    _f(
+        "telemetry",
+        "grid_interval_s",
+        "int",
+        "s",
+        0,
+        3600,
+        "grid_ts (each hall's and the grid connection's power) every this many seconds within "
+        "each step; must divide dt_s (0: off)",
+    ),
+    # ------------------------------------------------------------------ grid connection
+    _frac(
+        "grid",
+        "power_floor",
+        "Chips kept busy during communication: low phases raised to this fraction of the compute "
+        "phase's activity (0: off); costs energy",
+        "3P: software mitigation, Choukse et al. 2025 (arXiv 2508.14318)",
+    ),
+    _f(
+        "grid",
+        "checkpoint_stall_s",
+        "float",
+        "s",
+        0,
+        3600,
+        "A checkpoint stalls its gang this long within the step it is booked in (0: off)",
+        "ASM: a synchronous save of a large model takes tens of seconds",
+    ),
+    Fact(
+        "grid",
+        "checkpoint_stagger",
+        "bool",
+        "",
+        description="Checkpoint stalls spread through the step (each gang at its own offset) "
+        "instead of all at its end",
+        source="ASM",
+    ),
+    _f(
+        "grid",
+        "rack_storage_j_per_chip",
+        "float",
+        "J",
+        0,
+        1e5,
+        "Energy stored in the racks' power shelves per chip (0: none; 65: GB300 NVL72)",
+        "OFF-2: NVIDIA GB300 NVL72 power smoothing blog 2025 (per-chip figure ASM)",
+    ),
+    _eff("grid", "rack_storage_efficiency", "Round-trip efficiency of the rack storage"),
+    _pos("grid", "rack_storage_window_s", "float", "s", 3600, "Rack storage smooths toward this moving mean"),
+    _f("grid", "battery_power_w", "float", "W", 0, _CAP_W, "Site battery power rating (0: none)"),
+    _f("grid", "battery_energy_j", "float", "J", 0, 1e14, "Site battery energy rating (0: none)"),
+    _eff(
+        "grid",
+        "battery_efficiency",
+        "Site battery round-trip efficiency",
+        "3P: Li-ion utility-scale 85 % (NREL ATB 2023)",
+    ),
+    _pos("grid", "battery_window_s", "float", "s", 86400, "Site battery smooths toward this moving mean"),
     # ------------------------------------------------------------------ events
     _f("events", "at_h", "float", "h", 0, MAX_RUN_H, "When, after the start", default=REQUIRED),
     _enum("events", "kind", EVENT_KINDS, "What happens", default=REQUIRED),

@@ -436,13 +436,17 @@ PriceSection: Any = _model("PriceSection", "grid.price", _PriceChecks)
 CarbonSection: Any = _model("CarbonSection", "grid.carbon", _CarbonChecks)
 
 
-class GridSection(Strict):
+class _GridTables(Strict):
     """[grid]: electricity price and grid carbon intensity. Defaults: flat $75/MWh (ASM, facts
     §10) and 369 g/kWh (US average 2023, facts §10); [site] price_usd_per_mwh and
-    carbon_g_per_kwh are the same flat values, kept as a shorthand."""
+    carbon_g_per_kwh are the same flat values, kept as a shorthand. Its own keys: the grid
+    connection's what-ifs (``twin.grid``)."""
 
     price: PriceSection = PriceSection()
     carbon: CarbonSection = CarbonSection()
+
+
+GridSection: Any = _model("GridSection", "grid", _GridTables)
 
 
 # ---------------------------------------------------------------------- hall and hardware

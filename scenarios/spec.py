@@ -172,6 +172,13 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             )
         return self
 
+    @model_validator(mode="after")
+    def _grid_interval_divides_the_step(self) -> Scenario:
+        tau = self.telemetry.grid_interval_s
+        if tau and self.dt_s % tau:
+            raise ValueError(f"telemetry.grid_interval_s: {tau} s must divide dt_s = {self.dt_s} s")
+        return self
+
     def hall_sections(self) -> list[Any]:
         """The halls of the site: the campus's ``[[halls]]``, or the one ``[hall]``."""
         return list(self.halls) if self.halls else [self.hall]
@@ -486,6 +493,8 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             row_interval_s=self.telemetry.row_interval_s,
             hall_interval_s=self.telemetry.hall_interval_s,
             jobs_interval_s=self.telemetry.jobs_interval_s,
+            grid_interval_s=self.telemetry.grid_interval_s,
+            grid=params.GridParams(**self.grid.model_dump(exclude={"price", "carbon"})),
             halls=tuple(halls) if self.halls else (),
         )
         for k, h in enumerate(halls):

@@ -24,13 +24,13 @@ import html
 import io
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from storage.kpis import COMPARE_ROWS, run_kpis
+from storage.kpis import COMPARE_ROWS, GRID_ROWS, grid_kpis, run_kpis
 from storage.queries import panel_sql
 
 MAX_POINTS = 800
@@ -118,6 +118,7 @@ class RunData:
     timeline: list[dict[str, Any]]  # time_s, kind, target, detail, source (alarms: source 'alarm')
     timeline_total: int
     markers: list[tuple[int, str]]  # (time_s, short label) drawn on every plot
+    grid: dict[str, Any] = field(default_factory=dict)  # the grid connection's KPIs (with grid_ts)
 
 
 def _cols() -> list[str]:
@@ -173,6 +174,7 @@ def load_run(
         timeline=timeline[:MAX_EVENTS],
         timeline_total=len(timeline),
         markers=markers(timeline, span),
+        grid=grid_kpis(con, run_id),
     )
 
 
@@ -442,6 +444,19 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
             + "</tr>"
         )
     out.append("</table>")
+    if any(r.grid for r in runs):
+        out.append(
+            "<h2>Grid connection (sub-step)</h2><table><tr><th>KPI</th>"
+            + "".join(f"<th>{e(r.label)}</th>" for r in runs)
+            + "</tr>"
+        )
+        for key, label, form in GRID_ROWS:
+            out.append(
+                f'<tr data-kpi="{e(key)}"><td>{e(label)}</td>'
+                + "".join(f"<td>{e(_fmt(r.grid.get(key), form))}</td>" for r in runs)
+                + "</tr>"
+            )
+        out.append("</table>")
     if any(r.events for r in runs):
         out.append(f'<h2>Job events</h2><div class="cols"{grid}>')
         for r in runs:

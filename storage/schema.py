@@ -22,7 +22,7 @@ from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, TABLES, UPSERT_KE
 # What each schema version changed, for the migrations of older files (the tables and columns
 # themselves are ``twin.telemetry``'s).
 # Tables that a schema version after the first added (created by that version's migration).
-ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3, "system_ts": 5}
+ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3, "system_ts": 5, "grid_ts": 10}
 # Columns added to existing tables in schema v5 (an older file gains them by ALTER TABLE).
 V5_COLUMNS = (("jobs", "system"),)
 # Columns added to existing tables in schema v7 (campuses: the hall of each row and system).
@@ -186,6 +186,8 @@ def migrations() -> list[list[str]]:
         v9.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
         v9.append(comment_sql(table, col))
     out.append(v9)
+    # v10: sub-step power of the halls and the grid connection (grid_ts).
+    out.append(_added_tables(10))
     return out
 
 

@@ -24,7 +24,8 @@ transformer). The campus composes them one level up, step by step:
 5. record       each hall records its own rows; ``factory_ts`` is the campus (merged by
                 each column's campus rule, ``twin.telemetry.Column.campus``: the plants' units add up, their temperatures
                 and free-cooling share are weighted by each hall's IT power), ``hall_ts`` one
-                row per hall, entity ids campus-wide.
+                row per hall, entity ids campus-wide; ``grid_ts`` each hall's sub-step power and
+                the grid connection's (their sum through the connection's storage, ``twin.grid``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from twin import capping
+from twin import capping, grid
 from twin.compose import (
     Composite,
     EventQueue,
@@ -153,6 +154,7 @@ class Campus(Composite):
         for ev in params.events:
             self.events.push(ev, "scenario")
         self.last: dict[str, float] = {}
+        self.connection = grid.Connection(params.grid, self.topo.chips, int(params.grid_interval_s))
 
     def _design(self) -> Design:
         d0 = self.halls[0].design
@@ -253,6 +255,8 @@ class Campus(Composite):
         ran = run_steps(self._step, recs, steps, stop)
         per = [h.end(rec, ran) for h, rec in zip(self.halls, recs, strict=True)]
         frames = self._merge(per, ran)
+        if all("grid_ts" in f for f in per):  # the halls' sub-step power and the connection's
+            frames["grid_ts"] = grid.connection_rows([f["grid_ts"] for f in per], self.connection)
         if ran:
             self.last = {k: float(v[-1]) for k, v in frames["factory_ts"].items()}
         return frames

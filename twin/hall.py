@@ -28,7 +28,9 @@ phase and owns what they share. One step [t, t + dt):
 5. record       each pool records its own rows with the plant's and the chain's power, water and
                 losses shared in proportion to its IT power; the hall's rows are merged from
                 them (by each column's rule, ``twin.telemetry.Column.merge``; one pool's are the hall's), ``system_ts``
-                holds the pools' own.
+                holds the pools' own. With ``grid_interval_s``, the step's facility power within
+                the step from its training gangs' iterations (``twin.grid``: per gang, not per
+                chip; its mean over the step is the step's power) for ``grid_ts``.
 
 A campus (several halls under one substation) composes halls one level up (``twin.campus``).
 """
@@ -42,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from twin import capping, plant, power, rng, routing, site, telemetry
+from twin import capping, grid, plant, power, rng, routing, site, telemetry
 from twin.compose import (
     Composite,
     EventQueue,
@@ -142,6 +144,12 @@ class Hall(Composite):
         for ev in params.events:
             self.events.push(ev, "scenario")
         self.last: dict[str, float] = {}
+        # Sub-step power at the grid connection (``twin.grid``; off unless grid_interval_s > 0).
+        tau = int(params.grid_interval_s)
+        if tau and self.dt_s % tau:
+            raise ValueError(f"telemetry.grid_interval_s = {tau} must divide dt_s = {self.dt_s}")
+        self.grid = grid.GridRecorder(tau, params.grid) if tau else None
+        self.connection = grid.Connection(params.grid, self.topo.chips, tau)
 
     def _pool_params(self, i: int, r: SystemRows) -> FactoryParams:
         p = self.p
@@ -287,6 +295,9 @@ class Hall(Composite):
             ]
             self._share_cap(bases, facility_w)
         steps = self._finish(parts, plant_out, losses, it_w, facility_w, cond)
+        if self.grid is not None:  # the step's waveform, from its gangs as booked
+            factor = grid.marginal_factor(it_w, cooling_w, self.ups_rating_w, self.p.power)
+            self.grid.step(pools, [p.heat.clock for p in parts], t, dt, facility_w, factor)
         self._last_w = facility_w
         for pl, rec, ph, w in zip(pools, recs, steps, works, strict=True):
             pl.after_physics(ph)
@@ -382,7 +393,10 @@ class Hall(Composite):
         each step: when it returns true, the advance ends there (the frames hold the steps run)."""
         recs = self.begin(steps)
         ran = run_steps(self.step, recs, steps, stop)
-        return self.end(recs, ran)
+        frames = self.end(recs, ran)
+        if "grid_ts" in frames:  # a hall of its own is its grid connection
+            frames["grid_ts"] = grid.connection_rows([frames["grid_ts"]], self.connection)
+        return frames
 
     def begin(self, steps: int) -> list[Recorder]:
         """Each pool's buffers for the next ``steps`` steps (a campus drives halls so)."""
@@ -394,6 +408,8 @@ class Hall(Composite):
         frames = self._merge(per, ran)
         if ran:
             self.last = {k: float(v[-1]) for k, v in frames["factory_ts"].items()}
+        if self.grid is not None:  # this hall's sub-step power (hall_id and the connection: the caller's)
+            frames["grid_ts"] = self.grid.take(self.t_s - ran * self.dt_s, ran)
         return frames
 
     # ------------------------------------------------------------------ merging the pools' frames

@@ -550,6 +550,27 @@ class ScheduledEvent:
 
 
 @dataclass(frozen=True)
+class GridParams:
+    """The grid connection's view: sub-step what-ifs (``twin.grid``)."""
+
+    # Chips kept busy during communication: low phases raised to this fraction of the compute
+    # phase's activity (0: off). 3P: the software mitigation of Choukse et al. 2025 (arXiv
+    # 2508.14318), dummy work in the communication phase.
+    power_floor: float = 0.0
+    # A checkpoint stalls its gang this long within the step it is booked in (ASM: a synchronous
+    # save of a large model's shards to storage takes tens of seconds; 0: off).
+    checkpoint_stall_s: float = 30.0
+    checkpoint_stagger: bool = False  # stalls spread through the step instead of all at its end
+    rack_storage_j_per_chip: float = 0.0  # power-shelf storage per chip [J] (65: GB300, twin.grid)
+    rack_storage_efficiency: float = 0.95  # ASM: capacitor bank and converter round trip
+    rack_storage_window_s: float = 2.0  # ASM: smooths swings of about an iteration
+    battery_power_w: float = 0.0  # site battery at the connection [W] (0: none)
+    battery_energy_j: float = 0.0  # [J]
+    battery_efficiency: float = 0.85  # 3P: Li-ion round trip 85 % (NREL ATB 2023, utility-scale)
+    battery_window_s: float = 300.0  # ASM: smooths toward the five-minute mean
+
+
+@dataclass(frozen=True)
 class FactoryParams:
     hall: HallParams
     dt_s: int = 60
@@ -580,3 +601,7 @@ class FactoryParams:
     # on) every this much simulated time; 0: every advance. A job that changes state is written at
     # once, and ``refresh_jobs`` has the next advance write every job (the run's last rows).
     jobs_interval_s: int = 0
+    # grid_ts: the halls' and the connection's power every this many seconds within a step (0 =
+    # off; divides dt_s).
+    grid_interval_s: int = 0
+    grid: GridParams = field(default_factory=GridParams)

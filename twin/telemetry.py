@@ -18,7 +18,8 @@ from dataclasses import dataclass
 # v7: campuses: ``hall_id`` of ``row_ts`` and ``system_ts`` (``hall_ts`` has one row per hall).
 # v8: the heat balance of the water in ``factory_ts`` (``V8_COLUMNS``).
 # v9: prompt tokens and the prefill time share of inference in ``factory_ts`` (``V9_COLUMNS``).
-SCHEMA_VERSION = 9
+# v10: sub-step power of the halls and the grid connection, ``grid_ts``.
+SCHEMA_VERSION = 10
 
 
 @dataclass(frozen=True)
@@ -442,6 +443,15 @@ TABLES: dict[str, tuple[Column, ...]] = {
         TIME_S,
         _c("hall_id", "int32", "", "Hall (building) of the site", "same"),
         *_tier_columns("hall"),
+    ),
+    # Sub-step power (``twin.grid``): every ``grid_interval_s`` within each step, each hall's
+    # facility power and the grid connection's draw after its storage (hall_id -1). The mean of
+    # a hall's rows over a step is its factory_ts power of that step (without a power floor).
+    "grid_ts": (
+        RUN_ID,
+        TIME_S,
+        _c("hall_id", "int32", "", "Hall (building); -1: the grid connection (after its storage)"),
+        _c("p_w", "float64", "W", "Power over the interval from time_s (mean): facility or grid draw"),
     ),
 }
 

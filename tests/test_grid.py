@@ -5,6 +5,7 @@ power floor costs what a hand calculation says."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -12,13 +13,20 @@ import pytest
 from scenarios.spec import ScenarioError, build_simulation, parse
 from tests.conftest import SMALL_TOML
 from twin import grid
-from twin.fabric import StepComm
 from twin.params import GridParams
 
 NO_STALL = GridParams(checkpoint_stall_s=0.0)
 
 
-def _gang(sc: StepComm, chips: float = 144.0, mean: float = 0.85, slope: float = 1000.0) -> grid.Gangs:
+@dataclass(frozen=True)
+class Step:
+    """A gang's step as the waveform reads it from its plan [s]."""
+
+    compute_s: float
+    step_s: float
+
+
+def _gang(sc: Step, chips: float = 144.0, mean: float = 0.85, slope: float = 1000.0) -> grid.Gangs:
     period, phases = grid.iteration_profile(sc)
     return grid.Gangs(
         np.array([chips]),
@@ -39,7 +47,7 @@ def _wave(g: grid.Gangs, steps: int, dt: int = 60, gp: GridParams = NO_STALL) ->
 def test_a_gangs_waveform_has_the_period_and_duty_of_its_step_model() -> None:
     # Hand calculation: 9 s of compute, 8 s of communication of which half is hidden:
     # step = 9 + 0.5 x 8 = 13 s, compute 9 / 13 of it.
-    sc = StepComm(compute_s=9.0, intra_s=5.0, cross_s=3.0, overlap=0.5)
+    sc = Step(compute_s=9.0, step_s=9.0 + 0.5 * (5.0 + 3.0))  # 13 s: half of 8 s exposed
     # One step of 780 s = 60 whole iterations (in a step that is not a whole number of
     # iterations, each step's mean sets the levels of that step).
     w = _wave(_gang(sc), steps=1, dt=780)
@@ -60,12 +68,12 @@ def test_a_gangs_waveform_has_the_period_and_duty_of_its_step_model() -> None:
     # A gang mostly in compute (duty 0.9): communication at COMM_ACTIVITY, compute at
     # (0.85 - 0.1 COMM_ACTIVITY) / 0.9.
     lo = grid.COMM_ACTIVITY
-    w = _wave(_gang(StepComm(9.0, 1.0, 0.0, 0.0)), steps=1, dt=600)
+    w = _wave(_gang(Step(9.0, 10.0)), steps=1, dt=600)
     assert np.isclose(w.max() - w.min(), 144 * 1000.0 * ((0.85 - 0.1 * lo) / 0.9 - lo), rtol=1e-9)
 
 
 def test_each_step_of_the_waveform_keeps_the_step_models_energy() -> None:
-    sc = StepComm(compute_s=5.3, intra_s=2.9, cross_s=1.7, overlap=0.3)  # 8.52 s: not a divisor of 60
+    sc = Step(compute_s=5.3, step_s=5.3 + 0.7 * (2.9 + 1.7))  # 8.52 s: not a divisor of 60
     g = _gang(sc)
     gp = GridParams(checkpoint_stall_s=25.0)
     g = dataclasses.replace(g, ckpt=np.array([True]))
@@ -113,7 +121,7 @@ def test_storage_conserves_energy_with_its_round_trip_efficiency() -> None:
 
 
 def test_the_power_floor_costs_the_hand_calculated_energy() -> None:
-    sc = StepComm(compute_s=9.0, intra_s=5.0, cross_s=3.0, overlap=0.5)  # 13 s, duty 9/13
+    sc = Step(compute_s=9.0, step_s=13.0)  # duty 9/13
     g = _gang(sc)
     gp = dataclasses.replace(NO_STALL, power_floor=0.6)
     floors = [grid.gang_deviation(g, 60.0 * k, 60, 1, gp)[1] for k in range(13)]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -59,13 +59,23 @@ BAND_NAMES = ("lt_0_01hz", "0_01_0_1hz", "0_1_1hz", "gt_1hz")
 
 
 # ---------------------------------------------------------------------- one gang's iteration
-def iteration_profile(
-    sc: fabric.StepComm,
-) -> tuple[float, tuple[tuple[float, str], ...]]:
-    """One iteration of a gang from its step model: (period_s, ((duration_s, activity), ...)),
-    activity "compute" or "comm". Today's step model (``twin.fabric.StepComm``): compute for
-    ``compute_s`` (overlapped communication hides under it), then the exposed communication.
-    This is the one adapter from the step model to the waveform."""
+class StepParts(Protocol):
+    """What the waveform needs of a gang's step: its busy compute and its whole length [s]
+    (``twin.fabric.Plan``)."""
+
+    @property
+    def compute_s(self) -> float: ...
+
+    @property
+    def step_s(self) -> float: ...
+
+
+def iteration_profile(sc: StepParts) -> tuple[float, tuple[tuple[float, str], ...]]:
+    """One iteration of a gang from its parallelism plan: (period_s, ((duration_s, activity),
+    ...)), activity "compute" or "comm". The plan's busy compute (overlapped communication
+    hides under it), then the rest of the step: exposed tensor-, pipeline- and data-parallel
+    communication and the pipeline bubble, where the chips wait. This is the one adapter from the
+    step model to the waveform."""
     exposed = max(0.0, sc.step_s - sc.compute_s)
     return sc.step_s, ((sc.compute_s, "compute"), (exposed, "comm"))
 
@@ -210,7 +220,7 @@ def _profile(w: Any, j: int) -> tuple[float, float]:
     chips = int(a["chips"][j])
     if model is None or chips <= 1 or a["mfu_base"][j] <= 0:
         return 1.0, 1.0
-    sc = fabric.step_comm(
+    sc = fabric.plan(
         model,
         workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[int(a["kind"][j])]],
         chips,

@@ -21,12 +21,21 @@ The ratios compare each path with the cheapest raw write of the same batches (le
 bytes): the target is the product's storage per recorded value <= 1.5x the cheapest.
 
     python bench/bench_writepath.py [--case us1000] [--hours 1] [--reps 2] [--paths product,duckdb/big]
+
+``--runs`` instead records whole runs with ``twin run`` (the model, the writer and the live parts
+in one process): the built-in ``default`` for 24 h, and the same hall at 1,000 UltraServers
+(144,000 chips) and dt 15 s for 4 h; it prints each run's CPU seconds (the process's, every
+thread), wall seconds, file size and peak RSS, the fewest CPU seconds of ``--reps``. With ``--rev
+REV`` the same runs of another git revision (checked out with ``git worktree`` into a temporary
+folder) alternate with this one's, so load slows both alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -204,6 +213,50 @@ def path_writer(live: bool) -> Callable[[list[dict[str, pa.Table]], list[Frames]
     return go
 
 
+RUNS: dict[str, list[str]] = {
+    "default 24 h": ["default", "--hours", "24"],
+    "144k chips 4 h": ["default", "--hours", "4", "--set", "hall.ultraservers=1000", "--set", "dt_s=15"],
+}
+
+
+def whole_run(root: Path, args: list[str]) -> tuple[float, float, int, float]:
+    """(CPU-s, wall-s, file bytes, peak RSS MB) of ``twin run ARGS`` with the code at ``root``."""
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "run.duckdb"
+        cmd = [sys.executable, "-m", "tui.cli", "run", *args, "-o", str(out), "--json"]
+        w0 = time.perf_counter()
+        p = subprocess.Popen(
+            cmd, cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), stdout=subprocess.DEVNULL
+        )
+        _, status, ru = os.wait4(p.pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"bench_writepath: twin run {' '.join(args)} failed at {root}")
+        return ru.ru_utime + ru.ru_stime, time.perf_counter() - w0, out.stat().st_size, ru.ru_maxrss / 1024
+
+
+def runs(rev: str, reps: int) -> None:
+    roots = [("this", ROOT)]
+    if rev:
+        sys.path.insert(0, str(ROOT / "bench"))
+        import bench_scale
+
+        roots.append((rev, bench_scale.worktree(rev)))
+    for name, args in RUNS.items():
+        best: dict[str, tuple[float, float, int, float]] = {}
+        for _ in range(reps):
+            for label, root in roots:
+                r = whole_run(root, args)
+                if label not in best or r[0] < best[label][0]:
+                    best[label] = r
+        for label, _ in roots:
+            cpu, wall, size, rss = best[label]
+            print(
+                f"{name:<15} {label:<10} {cpu:7.1f} CPU-s {wall:7.1f} wall-s {size / 1e6:7.1f} MB "
+                f"peak RSS {rss:5.0f} MB",
+                flush=True,
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", default="us1000", help="a bench_scale case (default us1000)")
@@ -211,7 +264,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2, help="repeats of every path; the fastest is kept")
     ap.add_argument("--big-rows", type=int, default=4_000_000, help="rows per duckdb/big insert")
     ap.add_argument("--paths", default="", help="comma-separated subset of the paths")
+    ap.add_argument("--runs", action="store_true", help="whole runs with twin run instead (see above)")
+    ap.add_argument("--rev", default="", help="with --runs: also run this git revision, alternating")
     a = ap.parse_args()
+    if a.runs:
+        runs(a.rev, a.reps)
+        return
     paths: dict[str, Callable[[list[dict[str, pa.Table]], list[Frames], Path], dict[str, int]]] = {
         "product": path_writer(True),
         "writer": path_writer(False),

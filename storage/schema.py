@@ -10,7 +10,6 @@ model keeps counting seconds.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 
 import numpy as np
@@ -76,31 +75,9 @@ START = Column("start", "timestamptz", "", "Calendar time of time_s = 0 (the sce
 TS = Column("ts", "timestamptz", "", "Calendar time of the step: runs.start + time_s")
 
 
-# Columns stored narrower than the model computes them (``twin.telemetry`` keeps the model's
-# dtype: its frames, sums and digests are unchanged). Only the per-UltraServer and per-row power,
-# the one float64 column of the two largest time series: float32 keeps 24 significant bits, a
-# relative error under 6e-8 (DER: 2^-24), i.e. under 0.01 W for a 150 kW UltraServer and 0.15 W
-# for a 2.4 MW row, far below any reading of them (the floor map, the rows panel, the CDU loads).
-# No KPI sums them: the KPIs read factory_ts and system_ts, which stay float64, as does hall_ts
-# (one row a step; a 100 MW hall's float32 step would be 8 W). A file written before keeps its
-# DOUBLE columns; every reader and an appended run (inserts cast by name) take either.
-STORED_DTYPE: dict[tuple[str, str], str] = {
-    ("ultraserver_ts", "power_w"): "float32",
-    ("row_ts", "power_w"): "float32",
-}
-
-
-def _stored(table: str, cols: tuple[Column, ...]) -> tuple[Column, ...]:
-    return tuple(
-        dataclasses.replace(c, dtype=STORED_DTYPE[(table, c.name)]) if (table, c.name) in STORED_DTYPE else c
-        for c in cols
-    )
-
-
 def columns(table: str) -> tuple[Column, ...]:
-    """Every column of a table as stored: the model's (in their stored dtype, ``STORED_DTYPE``),
-    then storage's calendar-time column."""
-    cols = _stored(table, TABLES[table])
+    """Every column of a table as stored: the model's, then storage's calendar-time column."""
+    cols = TABLES[table]
     if table == "runs":
         return (*cols, START)
     if any(c.name == "time_s" for c in cols):
@@ -131,7 +108,7 @@ def _sql_str(s: str) -> str:
 
 
 def create_table_sql(table: str) -> str:
-    cols = [f"{c.name} {DUCKDB_TYPES[c.dtype]}" for c in _stored(table, TABLES[table])]  # v1 columns
+    cols = [f"{c.name} {DUCKDB_TYPES[c.dtype]}" for c in TABLES[table]]  # v1 columns
     if table in UPSERT_KEYS:
         cols.append(f"PRIMARY KEY ({', '.join(UPSERT_KEYS[table])})")
     return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(cols)})"

@@ -151,7 +151,7 @@ def largest_gangs(sim: Any, n: int = 5) -> None:
     hall = sim.halls[0] if hasattr(sim, "halls") else sim
     pl = hall.pools[0]
     g = grid.pool_gangs(pl, hall.t_s - hall.dt_s, hall.dt_s, pl.chip_clock, {})
-    hi, lo = grid.phase_activities(g.mean, g.duty)
+    hi, lo = grid.phase_activities(g.mean, g.duty, g.compute)
     print(
         "largest gangs of hall 0: chips, period [s], duty, activity hi/lo, swing per chip [W rack input], gang [MW]"
     )

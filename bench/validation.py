@@ -590,8 +590,8 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         name="h100-node-training-power",
-        what="HGX H100 node power while training (8 GPUs busy); a calibration check: training.activity "
-        "0.85 was set from this figure",
+        what="HGX H100 node power while training (8 GPUs busy); a calibration check: training.compute_activity "
+        "0.87 was derived from this figure (the node's plan: duty 0.976, mean activity 0.85)",
         published=Published(
             8400,
             8400,

@@ -1243,7 +1243,12 @@ FACTS: tuple[Fact, ...] = (
         "Scale-out bandwidth per chip within a pod / between halls of a campus",
         "ASM: a further 1:4 over the aggregation layer",
     ),
-    _frac("training", "activity", "Chip power activity while training", "ASM: H100 node 8.4/10.2 kW"),
+    _frac(
+        "training",
+        "compute_activity",
+        "Chip power activity of a gang's busy compute (waiting at 0.1); mean = duty x this + (1 - duty) x 0.1",
+        "DER: H100 node 8.4 kW of 10.2 kW training Llama 2 13B (Latif et al. 2024), plan duty 0.976",
+    ),
     _f(
         "training",
         "restart_cost_s",

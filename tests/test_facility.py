@@ -407,7 +407,7 @@ def test_pue_colder_climate_lower_and_decode_draws_less_than_training() -> None:
     tp = TrainingParams()
     from twin.params import ServiceParams
 
-    assert ServiceParams().decode_activity < tp.activity
+    assert ServiceParams().decode_activity < tp.compute_activity
 
 
 # ---------------------------------------------------------------- timed effects are intervals

@@ -140,7 +140,7 @@ def test_routing_picks_the_system_a_hand_calculation_picks(policy: str) -> None:
     p = dataclasses.replace(p, scheduler=dataclasses.replace(p.scheduler, routing=policy))
     sim = Hall(p)
     cls = p.training.job_class("finetune")
-    chips, act = 16, p.training.activity
+    chips, act = 16, p.training.compute_activity
     fig = {}
     for pl in sim.pools:
         sysm = pl.sys

@@ -235,13 +235,17 @@ class Cluster(Work):
 
 def restart_activity(w: Work, t: int, dt: int) -> None:
     """Gangs restarting after an interruption run at ``RESTART_ACTIVITY`` until their restart
-    ends, then at the training activity: set before the physics reads the step's activities."""
+    ends, then at their training activity (from their plan, ``twin.queueing``): set before the
+    physics reads the step's activities."""
     if w.running.restart_until_max > t - dt:  # some gang is (or just stopped) restarting
         a = w.jobs.a
         run = w.running.array(w.jobs)
         if len(run):
             restarting = t < a["restart_until"][run]
-            a["activity"][run] = np.where(restarting, RESTART_ACTIVITY, w.p.training.activity)
+            train = a["train_activity"][run]
+            a["activity"][run] = np.where(
+                restarting, RESTART_ACTIVITY, np.where(train > 0, train, a["activity"][run])
+            )
 
 
 def batch_progress(

@@ -4,9 +4,11 @@ and the grid connection, its metrics (peak, ramps, spectrum) and mitigations as 
 A synchronous training gang's chips move together, so the waveform is computed per gang, not
 per chip. Each iteration of a gang is a compute phase and an exposed-communication phase, from
 the same step model that sets its MFU (``iteration_profile``, the one place that reads
-``twin.fabric``): period = step time, duty cycle = compute time / step time. Chip activity in
-the two phases is set so that their time-weighted mean is the job's activity in the step model
-(``phase_activities``), so the sub-step waveform only redistributes the step's energy: each
+``twin.fabric``): period = step time, duty cycle = compute time / step time. A gang's
+step-model activity is itself duty x compute activity + (1 - duty) x ``COMM_ACTIVITY`` (set when
+it starts, ``twin.queueing.training_activity``), so the two phases sit at those physical levels
+and their time-weighted mean is the step's activity (``phase_activities``); the sub-step waveform
+only redistributes the step's energy: each
 gang's deviation from its step mean is zero-mean over the step (bins averaged exactly, the
 iteration clipped by the step's ends), and the hall's waveform is its recorded facility power
 plus the summed deviations through the power chain's marginal factor (the plant held at the
@@ -31,17 +33,10 @@ import numpy.typing as npt
 
 from twin import fabric, power, serving, workload
 from twin.jobs import INFERENCE
-from twin.params import KIND_NAMES, GridParams
+from twin.params import COMM_ACTIVITY, KIND_NAMES, GridParams
 
 FloatArray = npt.NDArray[np.float64]
 
-# Chip activity during exposed communication (the compute units wait on the collective; HBM
-# and the links stay busy). 3P: in production DGX-H100 training the compute-heavy phase runs
-# near TDP and the communication-heavy phase near idle power (Choukse et al., "Power
-# Stabilization for AI Training Datacenters", arXiv 2508.14318, 2025, §2 and Fig. 1); ASM: an
-# activity of 0.1 above idle for the links and HBM. The step model's activity is the mean the
-# phases keep, so a communication-heavy gang's low phase can sit above this (``phase_activities``).
-COMM_ACTIVITY = 0.1
 # Energy storage of a rack's power shelves per accelerator. OFF-2: NVIDIA, "How New GB300 NVL72
 # Features Provide Steady Power for AI" (developer blog, 2025): the power supplies store energy
 # to smooth the load and cut peak grid demand by up to 30 %; the per-GPU figure (65 J) is ASM
@@ -86,17 +81,26 @@ def duty_of(phases: tuple[tuple[float, str], ...]) -> float:
     return sum(d for d, a in phases if a == "compute") / total if total > 0 else 1.0
 
 
-def phase_activities(mean: FloatArray, duty: FloatArray) -> tuple[FloatArray, FloatArray]:
+def phase_activities(
+    mean: FloatArray, duty: FloatArray, compute: float | None = None
+) -> tuple[FloatArray, FloatArray]:
     """(compute, communication) activity of gangs whose step-model activity is ``mean`` and
-    whose iteration is ``duty`` compute: the communication phase at ``COMM_ACTIVITY`` (at most
-    the mean) and the compute phase at what keeps the time-weighted mean; where that would
-    exceed 1, compute at 1 and communication at what keeps the mean."""
+    whose iteration is ``duty`` compute. A gang whose mean is duty x ``compute`` + (1 - duty) x
+    ``COMM_ACTIVITY`` (a training gang from its plan, ``compute`` = the training compute
+    activity) gets those two levels exactly. Otherwise (another mean, or no ``compute`` given):
+    communication at ``COMM_ACTIVITY`` (at most the mean) and compute at what keeps the
+    time-weighted mean; where that would exceed 1, compute at 1 and communication at what keeps
+    the mean."""
     d = np.clip(duty, 1e-9, 1.0)
     lo = np.minimum(mean, COMM_ACTIVITY)
     hi = (mean - (1.0 - d) * lo) / d
     over = hi > 1.0
     hi = np.where(over, 1.0, hi)
     lo = np.where(over, (mean - d) / np.maximum(1.0 - d, 1e-12), lo)
+    if compute is not None:
+        rule = np.abs(d * compute + (1.0 - d) * COMM_ACTIVITY - mean) <= 1e-9
+        hi = np.where(rule, compute, hi)
+        lo = np.where(rule, COMM_ACTIVITY, lo)
     return hi, lo
 
 
@@ -127,6 +131,7 @@ class Gangs:
     ckpt: npt.NDArray[np.bool_]  # checkpoints in this step
     slope_w: FloatArray  # rack-input IT power per chip per unit of activity [W]
     key: npt.NDArray[np.int64]  # job id (stagger offsets)
+    compute: float | None = None  # chip activity of busy compute (training.compute_activity) [-]
 
 
 def gang_deviation(g: Gangs, t0: float, dt: int, tau: int, gp: GridParams) -> tuple[FloatArray, FloatArray]:
@@ -149,7 +154,7 @@ def gang_deviation(g: Gangs, t0: float, dt: int, tau: int, gp: GridParams) -> tu
         hi_e = np.clip(edges[None, 1:], start[:, None], (start + s)[:, None])
         frac = (hi_e - lo_e) / tau
         c = c * (1.0 - np.where(g.ckpt[:, None], frac, 0.0))
-    hi, lo = phase_activities(g.mean, g.duty)
+    hi, lo = phase_activities(g.mean, g.duty, g.compute)
     act = lo[:, None] + (hi - lo)[:, None] * c
     w = (g.chips * g.slope_w)[:, None]
     dev = (act - act.mean(axis=1, keepdims=True)) * w
@@ -209,6 +214,7 @@ def pool_gangs(pool: Any, t: int, dt: int, clock: FloatArray, cache: dict[str, A
         a["ckpt_time"][run] == t + dt,
         activity_slope_w(pool, gclock),
         ids,
+        w.p.training.compute_activity,
     )
 
 

@@ -54,6 +54,7 @@ class JobTable:
         "mfu_base": np.float64,
         "rate": np.float64,
         "activity": np.float64,
+        "train_activity": np.float64,  # a batch gang's activity while it trains (its plan)
         "restarts": np.int32,
         "failures": np.int32,
         "preemptions": np.int32,

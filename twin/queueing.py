@@ -28,7 +28,7 @@ from twin.jobs import (
     STOPPED,
     JobTable,
 )
-from twin.params import JOB_CLASSES, KIND_NAMES, FactoryParams, JobClassParams
+from twin.params import COMM_ACTIVITY, JOB_CLASSES, KIND_NAMES, FactoryParams, JobClassParams
 from twin.workstate import JobLog, Queues, Work
 
 
@@ -154,16 +154,20 @@ def _start_batch(w: Work, j: int, kind: int, need: int, spanned: int, t: int) ->
         a["mfu_base"][j] = workload.model_mfu(model, cls)
     # The plan: this placement's pipeline bubble and exposed communication lower the MFU.
     peak = w.acc.peak(jobs.precision[j])
-    mfu = fabric.job_mfu(
-        model,
-        workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[kind]],
-        need,
-        spanned,
-        peak,
-        float(a["mfu_base"][j]),
-        p.hall.system,
-        p.training,
-    )
+    mfu, act = float(a["mfu_base"][j]), p.training.compute_activity
+    if model is not None and mfu > 0:
+        sc = fabric.plan(
+            model,
+            workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[kind]],
+            need,
+            spanned,
+            peak,
+            mfu,
+            p.hall.system,
+            p.training,
+        )
+        mfu, act = sc.mfu, training_activity(sc, p.training.compute_activity)
+    a["train_activity"][j] = act
     # Checkpoints: the class's interval, else the Young/Daly interval of this gang; the gang
     # pauses for each checkpoint's write (its rate is the share of time not writing).
     n_ckpt = model.params if model is not None else float(a["params"][j])
@@ -185,8 +189,16 @@ def _start_batch(w: Work, j: int, kind: int, need: int, spanned: int, t: int) ->
     left = (work - a["done"][j]) / work if work > 0 else 0.0
     est = a["est"][j] if a["est"][j] > 0 else (work / a["rate"][j] if a["rate"][j] > 0 else 0.0)
     a["est_end"][j] = t + restart + est * left * p.scheduler.runtime_estimate_factor
-    a["activity"][j] = RESTART_ACTIVITY if restart > 0 else p.training.activity
+    a["activity"][j] = RESTART_ACTIVITY if restart > 0 else act
     w.running.add(j, t + restart)
+
+
+def training_activity(sc: fabric.Plan, compute_activity: float) -> float:
+    """Mean chip activity of a gang over its step [-]: busy compute (``sc.compute_s``) at
+    ``compute_activity``, the rest of the step (pipeline bubble, exposed TP/PP/DP communication)
+    waiting at ``COMM_ACTIVITY``. A gang of one chip or without a plan computes throughout."""
+    duty = min(1.0, sc.compute_s / sc.step_s) if sc.step_s > 0 else 1.0
+    return duty * compute_activity + (1.0 - duty) * COMM_ACTIVITY
 
 
 def progress_share(a: dict[str, npt.NDArray[Any]], j: Any) -> Any:

@@ -196,7 +196,7 @@ class Router:
             pl = self.pools[i]
             m = self.clusters[i].models.get(model_name)
             rate = job_rate_flop_s(m, code, cls, chips, pl.acc, pl.system, tp)
-            scores[i] = per_unit(self.policy, pl, chips, rate, tp.activity, self.pp, self.price)
+            scores[i] = per_unit(self.policy, pl, chips, rate, tp.compute_activity, self.pp, self.price)
         return sorted(ok, key=lambda i: (scores[i], i))
 
     def pick(self, code: int, cls: JobClassParams, chips: int, model_name: str) -> Work | None:

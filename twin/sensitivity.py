@@ -93,7 +93,7 @@ def tdp_range(
             ]
             for policy in policies:
                 figs = [
-                    routing.per_unit(policy, pl, REFERENCE_GANG, r, tp.activity, pp, price)
+                    routing.per_unit(policy, pl, REFERENCE_GANG, r, tp.compute_activity, pp, price)
                     for pl, r in zip(pools, rates, strict=True)
                 ]
                 pt = _verdict(f"{kind} ({cls.precision})", policy, tdp, pools, figs)

@@ -1,8 +1,10 @@
 """Capacity planning: the smallest integer value of a key (e.g. ``hall.ultraservers``) at which a
 scenario's KPIs meet every constraint (``slo_attainment >= 0.99``, ``peak_facility_mw <= 30``), or
 (``maximize``) the largest: the deployable capacity of a fixed feed, e.g. the most UltraServers a
-substation rating (``power.facility_cap_w``) hosts at ``cap_hit_share <= 0.01``. Maximizing runs
-the same search over the range mirrored (``Planner._at``).
+substation rating (``power.facility_cap_w``) hosts at ``cap_hit_share <= 0.01`` (3P: planners
+size AI campuses by deployable capacity, not installed megawatts; Wilkins et al., "Designing
+Datacenter Power Delivery Hierarchies for the AI Era", arXiv 2026). Maximizing runs the same search
+over the range mirrored (``Planner._at``).
 
 Each KPI is assumed monotone in the key. The range's ends tell each constraint's direction: one that
 fails at the low end and holds at the high end needs a value large enough ("lower-bound"

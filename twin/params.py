@@ -76,8 +76,10 @@ class PowerChainParams:
     # (busway / row PDU). 3P: Google runs its medium-voltage power plane at >= 25 %
     # oversubscription across tens of MW with priority-aware capping (Sakalkar et al., "Data
     # Center Power Oversubscription with a Medium Voltage Power Plane and Priority-Aware
-    # Capping", ASPLOS 2020); inference clusters peak ~30 % below provisioned power (POLCA,
-    # Patel et al., ASPLOS 2024; facts §8.4). ASM default 0 (not oversubscribed).
+    # Capping", ASPLOS 2020, doi 10.1145/3373376.3378533); inference clusters leave ~30 %
+    # headroom for oversubscription (POLCA, Patel et al., ASPLOS 2024; facts §8.4). ASM default 0
+    # (not oversubscribed). The cap slows every busy chip in its scope to one clock: unlike the
+    # priority-aware capping of Sakalkar et al., inference replicas are not spared.
     oversubscription: float = 0.0
     row_oversubscription: float = 0.0
     # A campus's cap on its grid connection (the halls' facility power summed; 0 = none), shared

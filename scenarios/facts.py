@@ -709,6 +709,29 @@ FACTS: tuple[Fact, ...] = (
     _f("power", "row_cap_w", "float", "W", 0, _CAP_W, "Standing IT power cap of every row (0: none)"),
     _f(
         "power",
+        "oversubscription",
+        "float",
+        "-",
+        0,
+        1,
+        "Oversubscription of the hall's IT feed (UPS and distribution): rated at nameplate IT "
+        "/ (1 + ratio), held inside it by a standing IT cap (0: rated at nameplate, no cap)",
+        "3P: >= 25 % on Google's medium-voltage power plane (Sakalkar et al., ASPLOS 2020); "
+        "~30 % headroom in inference clusters (POLCA, ASPLOS 2024); ASM default 0",
+    ),
+    _f(
+        "power",
+        "row_oversubscription",
+        "float",
+        "-",
+        0,
+        1,
+        "Oversubscription of every row's feed: rated at the row's nameplate IT / (1 + ratio), "
+        "held inside it by a standing row cap (0: rated at nameplate, no cap)",
+        "3P: Sakalkar et al., ASPLOS 2020; ASM default 0",
+    ),
+    _f(
+        "power",
         "campus_cap_w",
         "float",
         "W",

@@ -1,5 +1,10 @@
 """Capacity planning: the smallest integer value of a key (e.g. ``hall.ultraservers``) at which a
-scenario's KPIs meet every constraint (``slo_attainment >= 0.99``, ``peak_facility_mw <= 30``).
+scenario's KPIs meet every constraint (``slo_attainment >= 0.99``, ``peak_facility_mw <= 30``), or
+(``maximize``) the largest: the deployable capacity of a fixed feed, e.g. the most UltraServers a
+substation rating (``power.facility_cap_w``) hosts at ``cap_hit_share <= 0.01`` (3P: planners
+size AI campuses by deployable capacity, not installed megawatts; Wilkins et al., "Designing
+Datacenter Power Delivery Hierarchies for the AI Era", arXiv 2026). Maximizing runs the same search
+over the range mirrored (``Planner._at``).
 
 Each KPI is assumed monotone in the key. The range's ends tell each constraint's direction: one that
 fails at the low end and holds at the high end needs a value large enough ("lower-bound"
@@ -130,12 +135,16 @@ class PlanResult:
     constraints: list[Constraint]
     cases: list[CaseResult]
     runs: int = 0
+    maximize: bool = False
 
     @property
     def answer(self) -> int | None:
-        """The smallest value meeting the constraints in every case (None if any case has none)."""
-        vals = [c.answer for c in self.cases]
-        return None if not vals or any(v is None for v in vals) else max(v for v in vals if v is not None)
+        """The smallest value (maximizing: the largest) meeting the constraints in every case
+        (None if any case has none)."""
+        vals = [v for v in (c.answer for c in self.cases) if v is not None]
+        if not vals or len(vals) < len(self.cases):
+            return None
+        return min(vals) if self.maximize else max(vals)
 
 
 class Planner:
@@ -155,6 +164,7 @@ class Planner:
         jobs: int | None = None,
         ray_address: str | None = None,
         on_run: Callable[[int], None] | None = None,
+        maximize: bool = False,
     ) -> None:
         if scenario.variants:
             raise ScenarioError(
@@ -168,11 +178,12 @@ class Planner:
         except ValueError as e:
             raise ScenarioError(f"--minimize {key!r}: {e}") from None
         if any(k == key for k, _ in over):
-            raise ScenarioError(f"--over {key}: is the key being minimized")
+            raise ScenarioError(f"--over {key}: is the key being searched")
         n_cases = math.prod(len(v) for _, v in over)
         if n_cases > MAX_CASES:
             raise ScenarioError(f"--over: {n_cases:,} cases; at most {MAX_CASES:,}")
         self.text, self.origin, self.key = text, origin, key
+        self.maximize = maximize
         self.constraints = constraints
         self.lo, self.hi = lo, hi
         self.duration_s = None if hours is None else int(round(hours * 3600))
@@ -244,23 +255,30 @@ class Planner:
     def failing(self, cr: CaseResult, v: int) -> list[Constraint]:
         return [c for c in self.constraints if not c.holds(cr.rows[v])]
 
+    def _at(self, x: int) -> int:
+        """The key's value at position ``x`` of the search: the value itself when minimizing,
+        mirrored in the range when maximizing (the largest value meeting the constraints is the
+        smallest position), so one search serves both."""
+        return self.lo + self.hi - x if self.maximize else x
+
     def bisect(self) -> PlanResult:
+        at = self._at
         crs = [CaseResult(case) for case in self.cases]
         self.evaluate([(cr, v) for cr in crs for v in (self.lo, self.hi)])
         state: dict[int, tuple[int, int, list[Constraint]]] = {}
         for i, cr in enumerate(crs):
-            lo_row, hi_row = cr.rows[self.lo], cr.rows[self.hi]
+            lo_row, hi_row = cr.rows[at(self.lo)], cr.rows[at(self.hi)]
             up = [c for c in self.constraints if not c.holds(lo_row) and c.holds(hi_row)]
             never = [c for c in self.constraints if not c.holds(lo_row) and not c.holds(hi_row)]
             if never:
                 cr.why = (
                     f"no value in {self.lo}..{self.hi}: {never[0]} fails at both ends "
-                    f"({never[0].shown(hi_row)} at {self.hi})"
+                    f"({never[0].shown(hi_row)} at {at(self.hi)})"
                 )
                 continue
             if not up:
-                cr.answer = self.lo
-                cr.why = f"every constraint holds at the low end of the range ({self.lo})"
+                cr.answer = at(self.lo)
+                cr.why = f"every constraint holds at the {self._end} end of the range ({at(self.lo)})"
                 continue
             state[i] = (self.lo, self.hi, up)
         while any(hi - lo > 1 for lo, hi, _ in state.values()):
@@ -269,54 +287,67 @@ class Planner:
             wanted = []
             for i, (lo, hi, _) in open_.items():
                 probes = sorted({lo + (hi - lo) * j // (k + 1) for j in range(1, k + 1)} - {lo, hi})
-                wanted += [(crs[i], v) for v in probes or [(lo + hi) // 2]]
+                wanted += [(crs[i], at(x)) for x in probes or [(lo + hi) // 2]]
             self.evaluate(wanted)
             for i, (lo, hi, up) in open_.items():
                 cr = crs[i]
-                inside = sorted(v for v in cr.rows if lo < v < hi)
-                ok = [v for v in inside if all(c.holds(cr.rows[v]) for c in up)]
+                inside = sorted(x for x in map(at, cr.rows) if lo < x < hi)
+                ok = [x for x in inside if all(c.holds(cr.rows[at(x)]) for c in up)]
                 new_hi = min(ok, default=hi)
-                new_lo = max([v for v in inside if v < new_hi], default=lo)
-                if any(v > new_hi and not all(c.holds(cr.rows[v]) for c in up) for v in inside):
-                    cr.warning = f"not monotone: a lower-bound constraint fails above {new_hi}"
+                new_lo = max([x for x in inside if x < new_hi], default=lo)
+                if any(x > new_hi and not all(c.holds(cr.rows[at(x)]) for c in up) for x in inside):
+                    side = "below" if self.maximize else "above"
+                    cr.warning = f"not monotone: a constraint that binds fails {side} {at(new_hi)}"
                 state[i] = (new_lo, new_hi, up)
         for i, (_lo, hi, up) in state.items():
             self._conclude(crs[i], hi, up)
-        return PlanResult(self.key, self.constraints, crs, self.runs)
+        return PlanResult(self.key, self.constraints, crs, self.runs, self.maximize)
 
-    def _conclude(self, cr: CaseResult, a: int, up: list[Constraint]) -> None:
+    @property
+    def _end(self) -> str:
+        """The end of the range the search starts from."""
+        return "high" if self.maximize else "low"
+
+    def _conclude(self, cr: CaseResult, x: int, up: list[Constraint]) -> None:
+        at = self._at
+        a = at(x)
         capped = self.failing(cr, a)
-        below = cr.rows[a - 1]
+        below = cr.rows[at(x - 1)]
         cr.binding = [c for c in up if not c.holds(below)]
         if capped:
+            need = "at most" if self.maximize else "at least"
             cr.why = (
-                f"no value in {self.lo}..{self.hi}: {', '.join(map(str, cr.binding))} needs at least {a}, "
+                f"no value in {self.lo}..{self.hi}: {', '.join(map(str, cr.binding))} needs {need} {a}, "
                 f"where {capped[0].shown(cr.rows[a])}"
             )
             return
         cr.answer = a
-        cr.why = "binding at {}: {}".format(a - 1, "; ".join(c.shown(below) for c in cr.binding))
+        cr.why = "binding at {}: {}".format(at(x - 1), "; ".join(c.shown(below) for c in cr.binding))
 
     def sweep_range(self) -> PlanResult:
+        at = self._at
         crs = [CaseResult(case) for case in self.cases]
         self.evaluate([(cr, v) for cr in crs for v in range(self.lo, self.hi + 1)])
         for cr in crs:
-            ok = [v for v in range(self.lo, self.hi + 1) if not self.failing(cr, v)]
+            ok = [x for x in range(self.lo, self.hi + 1) if not self.failing(cr, at(x))]
             if not ok:
-                worst = self.failing(cr, self.hi)
-                cr.why = f"no value in {self.lo}..{self.hi} meets every constraint (at {self.hi}: {worst[0].shown(cr.rows[self.hi])})"
+                worst = self.failing(cr, at(self.hi))
+                cr.why = (
+                    f"no value in {self.lo}..{self.hi} meets every constraint "
+                    f"(at {at(self.hi)}: {worst[0].shown(cr.rows[at(self.hi)])})"
+                )
                 continue
             a = ok[0]
             if ok != list(range(a, ok[-1] + 1)):
                 cr.warning = (
-                    f"not monotone: the constraints hold at {a} but not at every value up to {ok[-1]}"
+                    f"not monotone: the constraints hold at {at(a)} but not at every value up to {at(ok[-1])}"
                 )
-            cr.answer = a
+            cr.answer = at(a)
             if a == self.lo:
-                cr.why = f"every constraint holds at the low end of the range ({self.lo})"
+                cr.why = f"every constraint holds at the {self._end} end of the range ({at(self.lo)})"
             else:
-                cr.binding = self.failing(cr, a - 1)
+                cr.binding = self.failing(cr, at(a - 1))
                 cr.why = "binding at {}: {}".format(
-                    a - 1, "; ".join(c.shown(cr.rows[a - 1]) for c in cr.binding)
+                    at(a - 1), "; ".join(c.shown(cr.rows[at(a - 1)]) for c in cr.binding)
                 )
-        return PlanResult(self.key, self.constraints, crs, self.runs)
+        return PlanResult(self.key, self.constraints, crs, self.runs, self.maximize)

@@ -37,6 +37,7 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
 * goodput = training progress kept / chip time held (chip-weighted), pre-training + fine-tuning.
 * waits over the batch jobs that started (every wait, re-queues after interruptions included).
 * SLO attainment = requests served within both SLOs / requests decided (served + dropped).
+* cap-hit share = time with busy chips below full clock (a power cap binding, or heat) / run time.
 * thermal trips = UltraServers powered off by thermal protection (``thermal_trip`` events);
   tripped UltraServer-hours = UltraServers held off by it, integrated over the steps.
 * Per system (mixed floors, ``per_system``): the same definitions over the system's rows of
@@ -133,6 +134,10 @@ RATIOS: dict[str, tuple[str, str, float]] = {
     "input_tokens_per_day": ("input_tokens", "days", 1.0),
     "usd_per_eflop": ("batch_cost_usd", "job_flop", 1e18),
     "kwh_per_eflop": ("batch_j", "job_flop", 1e18 / 3.6e6),
+    # Cap-hit probability: the share of the run's time in which a power cap (facility, IT feed or
+    # row: the ratings of an oversubscribed chain, ``twin.power.tier_rating_w``) holds busy chips
+    # below full clock. Heat throttling counts too (the clocks do not tell the two apart).
+    "cap_hit_share": ("throttled_hours", "days", 1.0 / 24.0),
 }
 
 # Work KPIs from the jobs, failures, interruptions and service tables.
@@ -339,6 +344,7 @@ KPI_TABLE: tuple[Kpi, ...] = (
     Kpi("busy_fraction", "-", "busy chips [-]", "{:.3f}"),
     Kpi("throttled_hours", "h", "hours with throttling", "{:,.2f}"),
     Kpi("throttled_chip_hours", "chip-h", "throttled chip-hours", "{:,.0f}"),
+    Kpi("cap_hit_share", "-", "cap-hit share of time (cap or heat) [-]", "{:.4f}"),
     Kpi("thermal_trips", "UltraServers", "thermal trips (UltraServers powered off)", "{:,.0f}"),
     Kpi("tripped_ultraserver_h", "UltraServer-h", "tripped UltraServer-hours", "{:,.2f}"),
     Kpi("unmet_heat_mwh", "MWh", "unrejected heat [MWh]", "{:,.2f}"),

@@ -122,7 +122,9 @@ class PowerCap:
     """The power caps of one facility: standing caps ([power] or an open-ended power_cap event),
     the timed ones resolved on top of them (``twin.effects``), a campus's share of its cap for
     this hall, and, when the facility shares a cap with others (``shared_targets``), its IT
-    target over the proportional one and its last step's basis for it."""
+    target over the proportional one and its last step's basis for it. The ratings of an
+    oversubscribed IT feed and row feeds (``power.tier_rating_w``) hold under every cap: no
+    power_cap event lifts them."""
 
     standing_facility_w: float
     standing_row_w: FloatArray
@@ -133,17 +135,36 @@ class PowerCap:
     site_w: float = math.inf  # a campus's share of its cap (``twin.campus``; inf: none)
     it_scale: float = 1.0  # IT target over the proportional share (1: alone under its cap)
     basis: tuple[float, float, float] = field(default=(0.0, 0.0, 0.0))
+    it_rating_w: float = math.inf  # the IT feed's rating [W]; inf: rated at nameplate
+    row_rating_w: FloatArray | None = None  # each row feed's rating [W]; None: at nameplate
 
     @classmethod
-    def standing(cls, pp: PowerChainParams, rows: int) -> PowerCap:
+    def standing(
+        cls,
+        pp: PowerChainParams,
+        rows: int,
+        us_nameplate_w: float = 0.0,
+        us_per_row: npt.ArrayLike | None = None,
+    ) -> PowerCap:
+        """The standing caps of [power], with the ratings of the oversubscribed tiers from the
+        nameplate IT power of one UltraServer ``us_nameplate_w`` (rack input, full load and
+        clock) and the UltraServers in each row ``us_per_row``."""
         fac = effects.no_cap(pp.facility_cap_w)
         row = np.full(rows, effects.no_cap(pp.row_cap_w))
-        return cls(fac, row, fac, row.copy(), fac, bool(np.isfinite(row).any()))
+        it_rating, row_rating = math.inf, None
+        if us_per_row is not None:
+            row_nameplate = us_nameplate_w * np.asarray(us_per_row, dtype=np.float64)
+            it_rating = power.tier_rating_w(float(row_nameplate.sum()), pp.oversubscription)
+            if pp.row_oversubscription > 0:
+                row_rating = row_nameplate * power.tier_rating_w(1.0, pp.row_oversubscription)
+        cap = cls(fac, row, fac, row.copy(), fac, False, it_rating_w=it_rating, row_rating_w=row_rating)
+        cap.resolved(fac, row.copy())
+        return cap
 
     @property
     def capped(self) -> bool:
-        """A facility or a row cap is in force."""
-        return math.isfinite(self.facility_w) or self.rows_capped
+        """A facility, IT feed or row cap is in force."""
+        return math.isfinite(self.facility_w) or self.rows_capped or math.isfinite(self.it_rating_w)
 
     def set_standing(self, what: str, r: int, cap: float) -> None:
         if what == effects.FACILITY_CAP:
@@ -169,8 +190,8 @@ class PowerCap:
         """The caps resolved from the standing ones and the active intervals."""
         self.own_w = facility_w
         self.facility_w = min(facility_w, self.site_w)
-        self.row_w = row_w
-        self.rows_capped = bool(np.isfinite(row_w).any())
+        self.row_w = row_w if self.row_rating_w is None else np.minimum(row_w, self.row_rating_w)
+        self.rows_capped = bool(np.isfinite(self.row_w).any())
 
     def set_site(self, cap_w: float) -> None:
         """A campus's share of its cap for this hall (inf: none)."""
@@ -183,22 +204,23 @@ class PowerCap:
         """The facility cap as IT watts inside a step: at the last step's ratio of IT to
         facility power (the plant of a step comes after its chips); without a last step at
         ``first_ratio()`` (a run's first step: the plant's and the chain's answer to its own
-        IT power); inf without a facility cap or a ratio."""
+        IT power); the IT feed's rating when lower; inf without either."""
         if not math.isfinite(self.facility_w):
-            return math.inf
+            return self.it_rating_w
         if last is not None:
             return self.it_target_w(last.it_w, last.facility_w)
         if first_ratio is not None:
             return self.it_target_w(first_ratio(), 1.0)
-        return math.inf
+        return self.it_rating_w
 
     def it_target_w(self, it_w: float, facility_w: float) -> float:
         """The facility cap as IT watts at an operating point (IT ``it_w``, facility
         ``facility_w``; facility power scales ~ with IT power there), times the share scale when
-        the facility shares a cap with others; inf when uncapped."""
+        the facility shares a cap with others; the IT feed's rating when lower; inf when
+        uncapped."""
         if not math.isfinite(self.facility_w) or facility_w <= 0:
-            return math.inf
-        return self.facility_w * it_w / facility_w * self.it_scale
+            return self.it_rating_w
+        return min(self.facility_w * it_w / facility_w * self.it_scale, self.it_rating_w)
 
 
 def next_clock(

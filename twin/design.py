@@ -103,7 +103,7 @@ def derive(p: FactoryParams) -> Design:
         / 1000.0,
         facility_design_flow_kg_s=float(cooling.loop_flow_kg_s(liquid, cp)),
         chiller_unit_w=design_it / max(cp.chiller_units - cp.chiller_redundancy, 1),
-        ups_rating_w=pp.ups_rating_factor * design_it / pp.pdu_efficiency,
+        ups_rating_w=pp.ups_rating_factor * design_it / (1.0 + pp.oversubscription) / pp.pdu_efficiency,
         throttle_temp_c=cp.throttle_temp_c,
         throttle_full_c=cp.throttle_full_c,
         shutdown_temp_c=cp.shutdown_temp_c,

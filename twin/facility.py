@@ -106,7 +106,9 @@ class Facility:
         # State.
         self.clock = ones
         self._full_clock = True
-        self.cap = capping.PowerCap.standing(self.pp, topo.rows)
+        self.cap = capping.PowerCap.standing(
+            self.pp, topo.rows, d.us_full_load_it_w, np.bincount(topo.us_row, minlength=topo.rows)
+        )
         self.timeline = effects.Timeline()  # the timed effects (``twin.effects``)
         self.row_flow_fraction = np.ones(topo.rows)  # 1 = CDU pumps healthy, 0 = lost
         self.plant = PlantState(

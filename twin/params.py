@@ -68,6 +68,20 @@ class PowerChainParams:
     # (kind "power_cap") set or clear caps during a run.
     facility_cap_w: float = 0.0
     row_cap_w: float = 0.0
+    # Oversubscription of the power chain's tiers: a tier is rated at the nameplate IT power
+    # below it (every UltraServer at full load and full clock, rack input) / (1 + ratio), and a
+    # standing cap holds the tier inside its rating (``twin.power.tier_rating_w``; 0: the tier is
+    # rated at nameplate, no standing cap). ``oversubscription``: the hall's IT feed (UPS and its
+    # distribution; the UPS is sized to the rating); ``row_oversubscription``: every row's feed
+    # (busway / row PDU). 3P: Google runs its medium-voltage power plane at >= 25 %
+    # oversubscription across tens of MW with priority-aware capping (Sakalkar et al., "Data
+    # Center Power Oversubscription with a Medium Voltage Power Plane and Priority-Aware
+    # Capping", ASPLOS 2020, doi 10.1145/3373376.3378533); inference clusters leave ~30 %
+    # headroom for oversubscription (POLCA, Patel et al., ASPLOS 2024; facts §8.4). ASM default 0
+    # (not oversubscribed). The cap slows every busy chip in its scope to one clock: unlike the
+    # priority-aware capping of Sakalkar et al., inference replicas are not spared.
+    oversubscription: float = 0.0
+    row_oversubscription: float = 0.0
     # A campus's cap on its grid connection (the halls' facility power summed; 0 = none), shared
     # among the halls so that every busy chip runs at one clock (``twin.campus``).
     campus_cap_w: float = 0.0

@@ -7,6 +7,7 @@ losses that are reported per stage.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import overload
 
@@ -136,6 +137,14 @@ def rectifier_input_w(
 ) -> FloatArray | float:
     """Rack rectifier input P_in = (P_out + fixed) / eff (3P: Frontier fit in ExaDigiT/RAPS)."""
     return (dc_load_w + p.psu_fixed_w_per_server * servers) / p.psu_efficiency
+
+
+def tier_rating_w(nameplate_w: float, ratio: float) -> float:
+    """Rating of a power-chain tier oversubscribed by ``ratio`` over the nameplate IT power
+    below it: nameplate / (1 + ratio) [W] (3P: Google oversubscribes >= 25 %, Sakalkar et al.,
+    ASPLOS 2020). A tier not oversubscribed (ratio <= 0) is rated at nameplate, which its load
+    cannot exceed: inf (no standing cap)."""
+    return nameplate_w / (1.0 + ratio) if ratio > 0 else math.inf
 
 
 def ups_loss_w(out_w: float, rating_w: float, p: PowerChainParams) -> float:

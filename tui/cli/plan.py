@@ -25,6 +25,14 @@ from tui.cli.errors import fail, guard
     help="The integer scenario key to minimize.",
 )
 @click.option(
+    "--maximize",
+    "max_key",
+    default=None,
+    metavar="KEY",
+    help="Find the largest value of KEY instead (deployable capacity, e.g. hall.ultraservers under "
+    "a fixed power.facility_cap_w).",
+)
+@click.option(
     "--subject-to",
     "constraints",
     multiple=True,
@@ -64,6 +72,7 @@ from tui.cli.errors import fail, guard
 def plan_cmd(
     scenario: str,
     key: str,
+    max_key: str | None,
     constraints: tuple[str, ...],
     over: tuple[str, ...],
     range_: str,
@@ -78,11 +87,18 @@ def plan_cmd(
 ) -> None:
     """Find the smallest value of KEY (default: the number of UltraServers) at which SCENARIO
     meets every --subject-to constraint, and say which constraint binds (fails one below).
+    With --maximize KEY, the largest value instead (the constraint that binds fails one above):
+    the deployable capacity of a fixed power feed. cap_hit_share is the share of time a power
+    cap (the feed's rating, power.facility_cap_w, or an oversubscribed tier's,
+    power.oversubscription) holds busy chips below full clock.
 
     \b
-    Example:
+    Examples:
       twin plan default --hours 24 --subject-to "slo_attainment >= 0.99" \\
           --subject-to "peak_facility_mw <= 30" --over site.climate=temperate,hot
+      # How many UltraServers can a 30 MW substation host, capped at most 1 % of the time?
+      twin plan default --hours 24 --maximize hall.ultraservers --range 1:400 \\
+          --set power.facility_cap_w=30e6 --subject-to "cap_hit_share <= 0.01"
     """
     from scenarios import overrides
     from scenarios import plan as planning
@@ -102,8 +118,26 @@ def plan_cmd(
         if show:
             click.echo(f"\r{n} run(s) done", err=True, nl=False)
 
+    if max_key is not None:
+        if click.get_current_context().get_parameter_source("key") != click.core.ParameterSource.DEFAULT:
+            fail("give --minimize or --maximize, not both")
+        key = max_key
     planner = planning.Planner(
-        spec, text, origin, key, cons, overs, lo, hi, hours, seed, backend, jobs, ray_address, on_run
+        spec,
+        text,
+        origin,
+        key,
+        cons,
+        overs,
+        lo,
+        hi,
+        hours,
+        seed,
+        backend,
+        jobs,
+        ray_address,
+        on_run,
+        maximize=max_key is not None,
     )
     try:
         with sweeps.backend_session(backend, jobs, ray_address):  # one Ray for every round
@@ -128,6 +162,7 @@ def _as_dict(result: Any) -> dict[str, Any]:
         "key": result.key,
         "constraints": [str(c) for c in result.constraints],
         "answer": result.answer,
+        "objective": "maximize" if result.maximize else "minimize",
         "runs": result.runs,
         "cases": [
             {
@@ -143,7 +178,9 @@ def _as_dict(result: Any) -> dict[str, Any]:
 
 
 def _text(result: Any, method: str) -> str:
-    lines = [f"Smallest {result.key} meeting {' and '.join(map(str, result.constraints))}:"]
+    lines = [
+        f"{'Largest' if result.maximize else 'Smallest'} {result.key} meeting {' and '.join(map(str, result.constraints))}:"
+    ]
     for c in result.cases:
         ans = "none" if c.answer is None else str(c.answer)
         lines.append(f"  {c.label}: {ans}  ({c.why})")

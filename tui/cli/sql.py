@@ -115,7 +115,13 @@ def _cancelled() -> None:
     default=None,
     help="Write the result to this file (replaced atomically) instead of stdout.",
 )
-@click.option("--max-rows", type=int, default=200, show_default=True, help="Rows shown in table format.")
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=0),
+    default=200,
+    show_default=True,
+    help="Rows shown in table format (0: the header and the row count).",
+)
 @click.option(
     "--timeout",
     "timeout_s",

@@ -181,7 +181,7 @@ class Session:
         if self.on_chunk is not None:
             self.on_chunk(frames)
 
-    def close(self, status: str = "complete") -> None:
+    def close(self, status: str = "complete", reason: str = "") -> None:
         if not self.closed:
             self.closed = True
             try:
@@ -193,7 +193,7 @@ class Session:
                     self.commit()
             finally:
                 try:
-                    self.writer.close(status)
+                    self.writer.close(status, reason)
                 finally:
                     if self.publisher is not None:
                         self.publisher.close()
@@ -357,6 +357,7 @@ def run(
     t0 = time.perf_counter()
     done = 0
     status = "failed"
+    reason = ""
     session = Session(
         scenario,
         text,
@@ -383,9 +384,12 @@ def run(
     except KeyboardInterrupt:
         status = "stopped"
         raise
+    except Exception as e:  # recorded with the run (``failed``), then on to the caller
+        reason = f"{type(e).__name__}: {str(e).strip()[:500]}"
+        raise
     finally:
         with signals_deferred():  # a second Ctrl-C or SIGTERM must not cut the closing short
-            session.close(status)
+            session.close(status, reason)
     wall = time.perf_counter() - t0
     from storage.reader import open_run_file
 

@@ -34,7 +34,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.errors import StorageError
+from storage.errors import StorageError, StorageIOError
 from storage.runlock import LockedError, RunLock, crash_point
 from storage.sandbox import (
     WRITER_MEMORY,
@@ -134,6 +134,63 @@ def init_schema(con: duckdb.DuckDBPyConnection, run_row: dict[str, Any] | None =
     if run_row is not None:
         upsert_run(con, run_row)
     con.execute("COMMIT")
+
+
+# What an operating system says when it cannot write (strerror texts; DuckDB passes them on in
+# its IO, transaction and fatal errors).
+_ENVIRONMENT_TEXTS = (
+    "No space left on device",
+    "File too large",
+    "Read-only file system",
+    "Permission denied",
+    "Operation not permitted",
+    "Disk quota exceeded",
+    "Too many open files",
+    "Input/output error",
+    "Cannot allocate memory",
+    "Out of Memory",
+    "out of memory",
+    "Could not write file",
+    "Could not read from file",
+    "Could not truncate file",
+    "Could not fsync",
+)
+
+
+def is_environment_error(e: BaseException) -> bool:
+    """Did ``e`` (or what caused it) come from the environment (disk, permissions, memory, limits)
+    rather than from a bug? An ``OSError``, a ``MemoryError``, DuckDB's IO and out-of-memory
+    errors, and any DuckDB error quoting the operating system's reason."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError | MemoryError | StorageIOError):
+            return True
+        if isinstance(cur, duckdb.IOException | duckdb.OutOfMemoryException):
+            return True
+        if isinstance(cur, duckdb.Error) and any(t in str(cur) for t in _ENVIRONMENT_TEXTS):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def error_line(e: BaseException) -> str:
+    """The first line of an error's message (its class name if it has none)."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" if e.filename is not None else e.strerror
+    return " ".join((str(e).strip().splitlines() or [type(e).__name__])[0].split())
+
+
+def failure_key(run_id: str) -> str:
+    """The ``twin_meta`` key of a failed run's reason."""
+    return f"failure:{run_id}"
+
+
+def failure_reason(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
+    """Why a run failed, as recorded when it ended (``None``: no reason recorded)."""
+    rows = con.sql("SELECT value FROM twin_meta WHERE key = ?", params=[failure_key(run_id)]).fetchall()
+    return str(rows[0][0]) if rows else None
 
 
 def upsert_run(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> None:
@@ -410,16 +467,17 @@ class TelemetryWriter:
             self._raise_if_failed()
         self._raise_if_failed()
 
-    def close(self, status: str = "complete") -> None:
+    def close(self, status: str = "complete", reason: str = "") -> None:
         """Commit what is queued, mark the run with ``status`` (``failed`` if a write failed) and
-        the last step in its tables, close the file and release its lock."""
+        the last step in its tables, close the file and release its lock. A failed run's reason
+        (``reason``, else the write error) is kept in ``twin_meta`` under ``failure:<run_id>``."""
         crash_point("close:begin")
         if self._thread.is_alive():
             self.backlog.put(_STOP, 0)
             self._thread.join()
         self.user_sql.close()  # stops a console query still running, and its cursor
         try:
-            self._record_end(status if self._error is None else "failed")
+            self._record_end(status if self._error is None else "failed", reason)
             try:
                 self.con.execute("CHECKPOINT")
             except duckdb.Error:
@@ -429,9 +487,10 @@ class TelemetryWriter:
             self._lock.release()
         self._raise_if_failed()
 
-    def _record_end(self, status: str) -> None:
-        """The final ``runs`` row, its ``sim_time_s`` read back from the tables; on a write error,
-        again with the lock's reserve space freed, then on a fresh connection."""
+    def _record_end(self, status: str, reason: str = "") -> None:
+        """The final ``runs`` row, its ``sim_time_s`` read back from the tables, and a failed run's
+        reason; on a write error, again with the lock's reserve space freed, then on a fresh
+        connection (best effort: the file itself may be what fails)."""
         for attempt in range(3):
             try:
                 if attempt == 2:
@@ -445,6 +504,11 @@ class TelemetryWriter:
                 ).fetchall()
                 self.run.update(status=status, finished_at=utc_now(), sim_time_s=int(row[0][0]))
                 upsert_run(self.con, self.run)
+                why = error_line(self._error) if self._error is not None else reason
+                if status == "failed" and why:
+                    self.con.execute(
+                        "INSERT OR REPLACE INTO twin_meta VALUES (?, ?)", [failure_key(self.run_id), why]
+                    )
                 self.con.execute("COMMIT")
                 return
             except (duckdb.Error, StorageError) as e:
@@ -463,9 +527,15 @@ class TelemetryWriter:
 
     # -------------------------------------------------------------- thread
     def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            why = (str(self._error).strip().splitlines() or [type(self._error).__name__])[0]
-            raise StorageError(f"{self.path}: telemetry write failed: {why}") from self._error
+        """Raise the writer thread's error in the caller: ``StorageIOError`` when the environment
+        failed (a full or read-only disk, a file-size limit, no memory), else the error itself
+        (a bug)."""
+        e = self._error
+        if e is None:
+            return
+        if is_environment_error(e):
+            raise StorageIOError(f"{self.path}: telemetry write failed: {error_line(e)}") from e
+        raise e
 
     def _loop(self) -> None:
         last = time.monotonic()

@@ -35,7 +35,8 @@ What is bad input and what is the environment:
   input, 2; everything else (ENOSPC, EDQUOT, EFBIG, EROFS, EACCES, EPERM, EMFILE, ENFILE, EIO,
   ENOMEM, ...) is the environment, 74;
 - DuckDB: ``IOException`` is 74 unless it says the file is missing or not a database (2);
-  ``OutOfMemoryException`` 74; ``InternalException`` and ``FatalException`` 70; the rest 2;
+  ``OutOfMemoryException`` and any error quoting the operating system's reason (a commit on a
+  full disk) 74; ``InternalException`` and ``FatalException`` 70; the rest 2;
 - Arrow: ``ArrowInvalid`` and the like (a file that is not what it claims) 2, out of memory 74;
 - Ray: every Ray error that is not a run's own error is 74 (the cluster went away);
 - ``MemoryError`` 74; anything else 70.
@@ -144,6 +145,10 @@ def _duckdb_code(e: Exception) -> int | None:
         return EXIT_IO
     if isinstance(e, duckdb.IOException | duckdb.PermissionException):
         return EXIT_BAD_INPUT if any(s in str(e) for s in _DUCKDB_BAD_FILE) else EXIT_IO
+    from storage.writer import is_environment_error
+
+    if is_environment_error(e):  # e.g. a commit that failed on a full disk
+        return EXIT_IO
     return EXIT_BAD_INPUT  # parser, binder, catalog, conversion, invalid input: the query or file
 
 

@@ -319,7 +319,7 @@ def check_output(path: str | Path, overwrite: bool) -> None:
                 f"{p}: another run (process {e}) is writing this file; choose another output"
             ) from None
         except OSError as e:
-            raise StorageError(f"{p}: cannot write here: {e.strerror or e}") from None
+            raise StorageError(f"{p}: cannot write here: {e.strerror or e}") from e
 
 
 def _past(due: float) -> Callable[[], bool]:

@@ -332,8 +332,8 @@ def _read_manifest(d: Path) -> dict[str, Any]:
             return m
         except FileNotFoundError:
             time.sleep(0.05)
-        except (OSError, ValueError) as e:
-            raise StorageError(f"{d}: unreadable live manifest ({e})") from e
+        except (OSError, ValueError, RecursionError) as e:
+            raise StorageError(f"{d}: unreadable live manifest ({str(e)[:200]})") from e
     raise StorageError(f"{d}: the run closed while opening its live view; open the file again")
 
 
@@ -366,12 +366,40 @@ def _create_table(con: duckdb.DuckDBPyConnection, table: str, files: list[str], 
         con.execute(f"CREATE {'TABLE' if snapshot else 'VIEW'} {table} AS {q}")
 
 
+def _check_manifest(d: Path, m: dict[str, Any]) -> None:
+    """``StorageError`` unless the manifest has the shape a writer gives it: a run row (a table
+    whose start, if any, is an ISO 8601 time), parts that are files of the sidecar by relative
+    name, and a whole number of committed seconds."""
+    run, tables, committed = m.get("run"), m.get("tables", {}), m.get("committed_s")
+    why = ""
+    if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
+        why = "no run row"
+    elif not isinstance(tables, dict) or not all(
+        isinstance(v, list)
+        and all(isinstance(f, str) and not os.path.isabs(f) and ".." not in f.split("/") for f in v)
+        for v in tables.values()
+    ):
+        why = "its parts are not files of the live view"
+    elif committed is not None and (
+        not isinstance(committed, int) or isinstance(committed, bool) or committed < 0
+    ):
+        why = f"committed_s {committed!r} is not a number of seconds"
+    elif run.get("start") is not None:
+        try:
+            _dt.datetime.fromisoformat(str(run["start"]))
+        except ValueError:
+            why = f"run start {run['start']!r} is not a time"
+    if why:
+        raise StorageError(f"{d}: damaged live manifest ({why})")
+
+
 def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = None) -> Reading:
     """An in-memory, sandboxed DuckDB over the parts a running writer published (module doc)."""
     d = live_dir(path).resolve()
     m = _read_manifest(d)
-    if m.get("format") != FORMAT:
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise StorageError(f"{d}: not an AI Factory Twin live view")
+    _check_manifest(d, m)
     if m.get("schema_version") != SCHEMA_VERSION:
         raise StorageError(
             f"{path}: run in progress with telemetry schema v{m.get('schema_version')}, this version of "
@@ -410,10 +438,10 @@ def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = 
             if stmt.startswith("CREATE OR REPLACE VIEW"):
                 con.execute(stmt)
         con.execute("SET lock_configuration = true")
-    except duckdb.Error as e:
+    except (duckdb.Error, pa.ArrowException, TypeError, ValueError) as e:  # a damaged sidecar
         con.close()
         raise StorageError(
-            f"{path}: run in progress; its live view could not be read ({str(e).splitlines()[0]})"
+            f"{path}: run in progress; its live view could not be read ({(str(e).splitlines() or [''])[0]})"
         ) from e
     except BaseException:
         con.close()

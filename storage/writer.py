@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import queue
+import shutil
 import threading
 import time
 from collections import deque
@@ -171,7 +172,7 @@ def is_environment_error(e: BaseException) -> bool:
             return True
         if isinstance(cur, duckdb.Error) and any(t in str(cur) for t in _ENVIRONMENT_TEXTS):
             return True
-        cur = cur.__cause__ or cur.__context__
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
     return False
 
 
@@ -394,7 +395,7 @@ class TelemetryWriter:
                 f"{self.path}: another run (process {e}) is writing this file; choose another output"
             ) from None
         except OSError as e:
-            raise StorageError(f"{self.path}: cannot lock for writing: {e.strerror or e}") from None
+            raise StorageError(f"{self.path}: cannot lock for writing: {e.strerror or e}") from e
         try:
             exists = self.path.exists()
             if exists and if_exists == "error":
@@ -425,7 +426,15 @@ class TelemetryWriter:
             stale.unlink(missing_ok=True)
         tmp = folder / f"{base}{os.getpid()}"
         crash_point("create:start")
-        con, _ = open_database(tmp, self.db_limits)
+        try:
+            con, _ = open_database(tmp, self.db_limits)
+        except StorageError as e:  # e.g. a full disk: nothing of the new file stays behind
+            for left in (tmp, Path(str(tmp) + ".wal"), Path(str(tmp) + ".tmp")):
+                if left.is_dir():
+                    shutil.rmtree(left, ignore_errors=True)
+                else:
+                    left.unlink(missing_ok=True)
+            raise StorageError(f"{self.path}: cannot create: {str(e).split(': ', 2)[-1]}") from e.__cause__
         try:
             crash_point("create:connected")
             init_schema(con, self.run)
@@ -447,7 +456,7 @@ class TelemetryWriter:
             os.replace(tmp, self.path)
         except OSError as e:
             tmp.unlink(missing_ok=True)
-            raise StorageError(f"{self.path}: cannot create: {e.strerror or e}") from None
+            raise StorageError(f"{self.path}: cannot create: {e.strerror or e}") from e
         _fsync_dir(folder)
         crash_point("create:renamed")
 

@@ -26,6 +26,13 @@ def _caused(outer: BaseException, cause: BaseException) -> BaseException:
     return outer
 
 
+def _hidden(outer: BaseException, context: BaseException) -> BaseException:
+    """``outer`` raised ``from None`` while handling ``context``."""
+    outer.__context__ = context
+    outer.__suppress_context__ = True
+    return outer
+
+
 def _ray_error() -> Exception:
     cls = type("RaySystemError", (Exception,), {"__module__": "ray.exceptions"})
     return cls("the cluster went away")
@@ -78,6 +85,13 @@ CASES: list[tuple[str, BaseException, int]] = [
         "storage error of a full disk",
         _caused(StorageError("x.duckdb: cannot create"), OSError(errno.ENOSPC, "No space left on device")),
         EXIT_IO,
+    ),
+    (
+        "another run holds the file (its lock's EAGAIN hidden)",
+        _hidden(
+            StorageError("x.duckdb: another run is writing this file"), BlockingIOError(errno.EAGAIN, "")
+        ),
+        EXIT_BAD_INPUT,
     ),
     ("a bug", ValueError("cannot convert float NaN to integer"), EXIT_SOFTWARE),
     ("a bug too", KeyError("pue"), EXIT_SOFTWARE),

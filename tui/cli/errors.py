@@ -119,13 +119,14 @@ def _first_line(e: BaseException) -> str:
 
 
 def _chain(e: BaseException) -> Iterator[BaseException]:
-    """``e``, then what caused it (explicitly or while handling), without loops."""
+    """``e``, then what caused it (``raise ... from``, or the error being handled unless
+    ``from None`` hid it), without loops."""
     seen: set[int] = set()
     cur: BaseException | None = e
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
         yield cur
-        cur = cur.__cause__ or cur.__context__
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
 
 
 def _os_code(e: OSError) -> int:
@@ -139,16 +140,14 @@ def _duckdb_code(e: Exception) -> int | None:
         return None
     if not isinstance(e, duckdb.Error):
         return None
-    if isinstance(e, duckdb.InternalException | duckdb.FatalException):
-        return EXIT_SOFTWARE
-    if isinstance(e, duckdb.OutOfMemoryException):
-        return EXIT_IO
     if isinstance(e, duckdb.IOException | duckdb.PermissionException):
         return EXIT_BAD_INPUT if any(s in str(e) for s in _DUCKDB_BAD_FILE) else EXIT_IO
     from storage.writer import is_environment_error
 
-    if is_environment_error(e):  # e.g. a commit that failed on a full disk
+    if is_environment_error(e):  # e.g. a commit or checkpoint that failed on a full disk
         return EXIT_IO
+    if isinstance(e, duckdb.InternalException | duckdb.FatalException):
+        return EXIT_SOFTWARE
     return EXIT_BAD_INPUT  # parser, binder, catalog, conversion, invalid input: the query or file
 
 
@@ -289,7 +288,7 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (click.ClickException, click.Abort):
+        except (click.ClickException, click.Abort, click.exceptions.Exit):  # Click's own
             raise
         except Exception as e:
             exit_for(e)

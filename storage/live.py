@@ -367,13 +367,19 @@ def _create_table(con: duckdb.DuckDBPyConnection, table: str, files: list[str], 
 
 
 def _check_manifest(d: Path, m: dict[str, Any]) -> None:
-    """``StorageError`` unless the manifest has the shape a writer gives it: a run row (a table
-    whose start, if any, is an ISO 8601 time), parts that are files of the sidecar by relative
+    """``StorageError`` unless the manifest has the shape a writer gives it: a run row (its id,
+    status, system, time step and chips, and a start, if any, in ISO 8601), parts that are files of the sidecar by relative
     name, and a whole number of committed seconds."""
     run, tables, committed = m.get("run"), m.get("tables", {}), m.get("committed_s")
     why = ""
-    if not isinstance(run, dict) or not isinstance(run.get("run_id"), str):
+    if not isinstance(run, dict) or not all(
+        isinstance(run.get(k), str) for k in ("run_id", "status", "system")
+    ):
         why = "no run row"
+    elif not all(
+        isinstance(run.get(k), int) and not isinstance(run.get(k), bool) for k in ("dt_s", "chips_total")
+    ):
+        why = "the run row's dt_s or chips_total is not a whole number"
     elif not isinstance(tables, dict) or not all(
         isinstance(v, list)
         and all(isinstance(f, str) and not os.path.isabs(f) and ".." not in f.split("/") for f in v)

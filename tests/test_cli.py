@@ -289,7 +289,7 @@ def test_a_set_value_with_a_tab_or_unicode_is_recorded_and_reruns(tmp_path: Path
         (["--minimize", "seed"], "--minimize seed: the random seed is not a quantity to plan"),
         (["--minimize", "dt_s"], "--minimize dt_s: the time step is not a quantity to plan"),
         (["--minimize", "site.climate"], "--minimize site.climate: not a whole-number key (enum)"),
-        (["--minimize", "hall.colour"], "--minimize hall.colour: not a scenario key"),
+        (["--minimize", "hall.colour"], "--minimize hall.colour: unknown key"),
     ],
 )
 def test_plan_refuses_bad_hours_and_keys_that_are_no_quantity(args: list[str], needle: str) -> None:

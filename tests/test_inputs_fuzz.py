@@ -1599,7 +1599,19 @@ def _manifest(rng: Any) -> tuple[str, str | bytes, dict[str, str | bytes]]:
     good: dict[str, Any] = {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
-        "run": {"run_id": "r1", "scenario_name": "tiny", "status": "running", "dt_s": 300},
+        "run": {
+            "run_id": "r1",
+            "scenario_name": "tiny",
+            "status": "running",
+            "seed": 1,
+            "dt_s": 300,
+            "duration_s": 3600,
+            "chips_total": 144,
+            "ultraservers": 1,
+            "system": "trn3-gen2",
+            "sim_time_s": 600,
+            "start": "2026-06-29T00:00:00+00:00",
+        },
         "tables": {},
         "committed_s": 600,
     }

@@ -143,7 +143,7 @@ def _check_plannable(key: str) -> None:
     f = F.fact(path)
     hint = "minimize an integer quantity such as hall.ultraservers, services[0].replicas or cooling.chiller_units"
     if f is None:
-        fail(f"--minimize {key}: not a scenario key; {hint}")
+        fail(f"--minimize {key}: unknown key (not a scenario key); {hint}")
     if f.type != "int":
         fail(f"--minimize {key}: not a whole-number key ({f.type}); {hint}")
     if path in _NOT_PLANNABLE or f.section == "telemetry":

@@ -368,8 +368,8 @@ def _create_table(con: duckdb.DuckDBPyConnection, table: str, files: list[str], 
 
 def _check_manifest(d: Path, m: dict[str, Any]) -> None:
     """``StorageError`` unless the manifest has the shape a writer gives it: a run row (its id,
-    status, system, time step and chips, and a start, if any, in ISO 8601), parts that are files of the sidecar by relative
-    name, and a whole number of committed seconds."""
+    status, system, time step and chips, and a start, if any, in ISO 8601), parts that are files
+    of the sidecar by relative name, and a whole number of committed seconds."""
     run, tables, committed = m.get("run"), m.get("tables", {}), m.get("committed_s")
     why = ""
     if not isinstance(run, dict) or not all(

@@ -13,7 +13,9 @@ into place — a kill at any moment leaves no file or a valid run. The output is
 (``storage.runlock``) for the run's life. The database runs in the sandbox of ``storage.sandbox``
 from its creation; its user cursor serves the live SQL console (``TelemetryWriter.user_sql``).
 When a write fails (a full disk), the run is recorded ``failed`` with ``sim_time_s`` equal to the
-last step actually in the tables.
+last step actually in the tables, and why in ``twin_meta`` (key ``failure:<run_id>``, one line:
+``SELECT value FROM twin_meta WHERE key = 'failure:' || run_id``); the caller gets a
+``StorageIOError`` (the environment failed) or the error itself (a bug).
 """
 
 from __future__ import annotations

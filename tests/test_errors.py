@@ -38,6 +38,18 @@ def _ray_error() -> Exception:
     return cls("the cluster went away")
 
 
+def _raised_in_ray() -> Exception:
+    """A bare ``Exception`` raised by code in a ``ray`` package (as Ray's node startup does)."""
+    code = compile(
+        "raise Exception('The current node timed out during startup')", "/x/ray/_private/node.py", "exec"
+    )
+    try:
+        exec(code)
+    except Exception as e:
+        return e
+    raise AssertionError("not raised")
+
+
 def _toml_error() -> Exception:
     try:
         tomllib.loads("a = ")
@@ -76,6 +88,7 @@ CASES: list[tuple[str, BaseException, int]] = [
     ("arrow invalid", pa.ArrowInvalid("Parquet magic bytes not found in footer"), EXIT_BAD_INPUT),
     ("TOML", _toml_error(), EXIT_BAD_INPUT),
     ("ray", _ray_error(), EXIT_IO),
+    ("ray node that did not start", _raised_in_ray(), EXIT_IO),
     ("memory", MemoryError(), EXIT_IO),
     ("scenario", ScenarioError("s.toml: hall.ultraservers: out of range"), EXIT_BAD_INPUT),
     ("query", QueryError("refused: UPDATE statements are not allowed"), EXIT_BAD_INPUT),

@@ -152,7 +152,12 @@ def _duckdb_code(e: Exception) -> int | None:
 
 
 def _is_ray(e: BaseException) -> bool:
-    return type(e).__module__.split(".")[0] == "ray"
+    """A Ray error: of a class of Ray's, or raised inside Ray's own code (Ray raises a bare
+    ``Exception`` when a node does not start)."""
+    if type(e).__module__.split(".")[0] == "ray":
+        return True
+    tb = traceback.extract_tb(e.__traceback__)
+    return bool(tb) and f"{os.sep}ray{os.sep}" in tb[-1].filename
 
 
 def classify(e: BaseException) -> tuple[int, str]:

@@ -1,6 +1,18 @@
-"""Throw a large generated set of hostile inputs at `twin validate` and `twin run`; print figures.
+"""Throw a large generated set of hostile inputs at `twin`; print figures.
 
     python bench/fuzz_inputs.py [--inputs 800] [--timeout 120] [--memory-gib 3]
+    python bench/fuzz_inputs.py --surfaces 100 [--seed 0] [-j 2] [--timeout 60]
+
+``--surfaces N``: N generated cases on each surface of the command line beyond the scenario file
+(``--set`` values, sweep files and tampered finished points, ``twin plan``'s options, output
+targets with a full disk simulated by a file-size limit, corrupt and foreign recordings, tampered
+live manifests; generators in ``tests/test_inputs_fuzz.py``). Each case runs `twin` in a
+subprocess of its own under a timeout and an address-space limit and is classified: clean (an
+exit code of the documented set, one error line, no traceback), traceback (or exit 70, a bug),
+hang, crash (a signal), data lost (an input file changed or vanished), left behind (stray files or
+processes), other. Prints a table per surface and the problem cases.
+
+Without ``--surfaces``:
 
 The inputs come from the generator in ``tests/test_inputs_fuzz.py`` (the scenario fact table and
 valid extremes of it, mutated built-in scenarios, broken weather/price/carbon/trace files, hostile
@@ -125,14 +137,82 @@ def generate(n: int) -> list[object]:
     return cases
 
 
+def surfaces(
+    per_surface: int, seed: int, jobs: int, timeout_s: float, show: int, code_root: Path | None = None
+) -> int:
+    """Run the surface cases, print the table per surface and the problems; 1 if any."""
+    import concurrent.futures as cf
+
+    from tests.test_inputs_fuzz import KINDS, SURFACES, build_cache, run_surface_case, surface_cases
+
+    t0 = time.perf_counter()
+    cases = surface_cases(per_surface, seed)
+    with tempfile.TemporaryDirectory(prefix="fuzz-surfaces-") as top:
+        cache = build_cache(Path(top) / "cache")
+
+        def one(i: int) -> tuple[int, str, str]:
+            d = Path(top) / f"c{i}"
+            d.mkdir()
+            try:
+                o = run_surface_case(cases[i], d, cache, timeout_s, code_root=code_root)
+                return i, o.kind, o.detail
+            except Exception as e:  # the harness itself broke: report, go on
+                return i, "other", f"harness: {type(e).__name__}: {e}"[:300]
+            finally:
+                _rmtree(d)
+
+        results: dict[int, tuple[str, str]] = {}
+        with cf.ThreadPoolExecutor(jobs) as pool:
+            for n, (i, kind, detail) in enumerate(pool.map(one, range(len(cases))), 1):
+                results[i] = (kind, detail)
+                if n % 50 == 0:
+                    print(f"  {n:,} cases, {time.perf_counter() - t0:,.0f} s", file=sys.stderr)
+    table: dict[str, collections.Counter[str]] = {s: collections.Counter() for s in SURFACES}
+    for i, case in enumerate(cases):
+        table[case.surface][results[i][0]] += 1
+    head = f"{'surface':<10} {'tried':>6} " + " ".join(f"{k:>11}" for k in KINDS)
+    print(head)
+    print("-" * len(head))
+    total: collections.Counter[str] = collections.Counter()
+    for s in SURFACES:
+        c = table[s]
+        total.update(c)
+        print(f"{s:<10} {sum(c.values()):>6} " + " ".join(f"{c[k]:>11}" for k in KINDS))
+    print(f"{'all':<10} {sum(total.values()):>6} " + " ".join(f"{total[k]:>11}" for k in KINDS))
+    print(f"wall {time.perf_counter() - t0:,.0f} s, timeout {timeout_s:g} s per case")
+    problems = [(cases[i], results[i]) for i in range(len(cases)) if results[i][0] != "clean"]
+    for case, (kind, detail) in problems[:show]:
+        print(f"- [{case.surface}] {case.label}: {kind}: {' '.join(detail.split())[:240]}")
+    return 1 if problems else 0
+
+
+def _rmtree(d: Path) -> None:
+    import shutil
+    import stat
+
+    for root, dirs, _ in os.walk(d):
+        for name in dirs:
+            try:
+                os.chmod(Path(root) / name, stat.S_IRWXU)
+            except OSError:
+                pass
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--surfaces", type=int, default=0, metavar="N", help="N cases per CLI surface")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the surface cases")
+    ap.add_argument("-j", "--jobs", type=int, default=2, help="surface cases run in parallel")
+    ap.add_argument("--code", type=Path, default=None, help="source tree of the `twin` under test")
     ap.add_argument("--inputs", type=int, default=800)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds before an input counts as a hang")
     ap.add_argument("--memory-gib", type=float, default=3.0, help="address-space limit of the worker")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--show", type=int, default=10, help="print this many problem inputs")
     a = ap.parse_args()
+    if a.surfaces:
+        return surfaces(a.surfaces, a.seed, a.jobs, min(a.timeout, 600.0), a.show, a.code)
     if a.worker:
         _worker(a.memory_gib)
         return 0

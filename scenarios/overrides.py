@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import re
 import tomllib
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,9 @@ from scenarios.spec import Scenario, ScenarioError
 
 MAX_SET_LEN = 4096
 MAX_DEPTH = 8
+# Arrays and inline tables in a value: a scenario key holds at most a list of tables of lists
+# (``[[4, 16]]``); deeper is a mistake, and far deeper exhausts the TOML parser's recursion.
+MAX_VALUE_DEPTH = 16
 _SEGMENT = re.compile(r"^([A-Za-z0-9_-]+)((?:\[\d{1,6}\])*)$")
 _INDEX = re.compile(r"\[(\d+)\]")
 
@@ -44,17 +48,61 @@ class Override:
         return f"--set {self.arg}"
 
 
+def _control_char(text: str) -> str | None:
+    """The first control character of ``text`` (tab aside), as ``U+XXXX``, or ``None``. A value is
+    one line of printable text: a newline, carriage return or other control character would break
+    the comment naming the override in the recorded scenario."""
+    for ch in text:
+        if ch != "\t" and unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            return f"U+{ord(ch):04X}"
+    return None
+
+
+def _nesting(text: str) -> int:
+    """The deepest nesting of brackets and braces in ``text`` outside quoted strings."""
+    depth = deepest = 0
+    quote = ""
+    escaped = False
+    for ch in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\" and quote == '"':
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def parse_value(text: str) -> Any:
     """A TOML value (``32``, ``1e3``, ``true``, ``"x"``, ``[1, 2]``, ``{ min = 1 }``); a bare word
-    that is not TOML is a string. Raises ``ValueError`` for malformed TOML that is clearly meant as
-    such (quotes, brackets, braces)."""
+    that is not TOML is a string. Raises ``ValueError`` for a control character (a newline: a
+    value is one line), nesting deeper than ``MAX_VALUE_DEPTH`` and malformed TOML that is clearly
+    meant as such (quotes, brackets, braces)."""
     s = text.strip()
+    bad = _control_char(s)
+    if bad is not None:
+        raise ValueError(f"the value contains the control character {bad}; a value is one line of text")
+    if _nesting(s) > MAX_VALUE_DEPTH:
+        raise ValueError(f"arrays or tables nested deeper than {MAX_VALUE_DEPTH}")
     try:
-        return tomllib.loads(f"v = {s}")["v"]
+        data = tomllib.loads(f"v = {s}")
     except tomllib.TOMLDecodeError as e:
-        if not s or s[0] in "\"'[{" or "\n" in s:
+        if not s or s[0] in "\"'[{":
             raise ValueError(f"not a TOML value ({e})") from None
         return s
+    except RecursionError:  # pragma: no cover - the depth is capped above
+        raise ValueError("arrays or tables nested too deeply") from None
+    if set(data) != {"v"}:  # e.g. ``1 # x`` is one value, but nothing may follow it
+        raise ValueError("not one TOML value")
+    return data["v"]
 
 
 def parse_path(key: str) -> tuple[str | int, ...]:
@@ -84,12 +132,26 @@ def parse_set(arg: str) -> Override:
         raise ScenarioError(f"--set {shown}: expected KEY=VALUE (e.g. hall.ultraservers=32)")
     key, text = arg.split("=", 1)
     key = key.strip()
+    bad = _control_char(key)
+    if bad is not None:
+        raise ScenarioError(f"--set {_printable(shown)}: the key contains the control character {bad}")
     try:
         path = parse_path(key)
         value = parse_value(text)
     except ValueError as e:
-        raise ScenarioError(f"--set {shown}: {e}") from None
+        raise ScenarioError(f"--set {_printable(shown)}: {e}") from None
     return Override(key, path, value, arg)
+
+
+def _printable(text: str) -> str:
+    """``text`` with control and line-breaking characters escaped (``\\n``, ``\\x01``): safe in
+    one line of a message and in a TOML comment."""
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii")
+        if ch != "\t" and unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+        else ch
+        for ch in text
+    )
 
 
 def make(key: str, value: Any) -> Override:
@@ -211,7 +273,7 @@ def effective_text(text: str, overrides: list[Override], origin: str) -> str:
     import tomlkit
 
     want = apply(tomllib.loads(text), overrides)
-    header = "".join(f"# {o}\n" for o in overrides)
+    header = "".join(f"# {_printable(str(o))}\n" for o in overrides)
     header = f"# Effective scenario: {origin} with\n{header}\n"
     try:
         doc = tomlkit.parse(text)

@@ -181,7 +181,7 @@ class Session:
         if self.on_chunk is not None:
             self.on_chunk(frames)
 
-    def close(self, status: str = "complete") -> None:
+    def close(self, status: str = "complete", reason: str = "") -> None:
         if not self.closed:
             self.closed = True
             try:
@@ -193,7 +193,7 @@ class Session:
                     self.commit()
             finally:
                 try:
-                    self.writer.close(status)
+                    self.writer.close(status, reason)
                 finally:
                     if self.publisher is not None:
                         self.publisher.close()
@@ -318,7 +318,7 @@ def check_output(path: str | Path, overwrite: bool) -> None:
                 f"{p}: another run (process {e}) is writing this file; choose another output"
             ) from None
         except OSError as e:
-            raise StorageError(f"{p}: cannot write here: {e.strerror or e}") from None
+            raise StorageError(f"{p}: cannot write here: {e.strerror or e}") from e
 
 
 def _past(due: float) -> Callable[[], bool]:
@@ -356,6 +356,7 @@ def run(
     t0 = time.perf_counter()
     done = 0
     status = "failed"
+    reason = ""
     session = Session(
         scenario,
         text,
@@ -382,9 +383,12 @@ def run(
     except KeyboardInterrupt:
         status = "stopped"
         raise
+    except Exception as e:  # recorded with the run (``failed``), then on to the caller
+        reason = f"{type(e).__name__}: {str(e).strip()[:500]}"
+        raise
     finally:
         with signals_deferred():  # a second Ctrl-C or SIGTERM must not cut the closing short
-            session.close(status)
+            session.close(status, reason)
     wall = time.perf_counter() - t0
     from storage.reader import open_run_file
 

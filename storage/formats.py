@@ -48,12 +48,39 @@ def dumps(v: Any) -> str:
     return json.dumps(jsonable(v), allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 
+def _iso_interval(v: Any) -> str:
+    """A month-day-nanosecond interval as ISO 8601 (``P1M2DT3.5S``)."""
+    secs = decimal.Decimal(v.nanoseconds) / 1_000_000_000
+    return f"P{v.months}M{v.days}DT{secs.normalize():f}S"
+
+
+def flat_for_csv(table: pa.Table) -> pa.Table:
+    """``table`` with the columns CSV cannot hold as text: every nested one (LIST, STRUCT, MAP,
+    UNION) as JSON (``[1,2]``, ``{"a":1}``), an INTERVAL as ISO 8601 (``P0M1DT0S``); NULL stays
+    an empty cell."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_map(f.type):
+            conv: Any = lambda v: dumps(dict(v))  # noqa: E731 - [(key, value), ...] as an object
+        elif pa.types.is_nested(f.type):
+            conv = dumps
+        elif pa.types.is_interval(f.type):
+            conv = _iso_interval
+        else:
+            continue
+        text = pa.array(
+            [None if v is None else conv(v) for v in table.column(i).to_pylist()], type=pa.string()
+        )
+        table = table.set_column(i, pa.field(f.name, pa.string()), text)
+    return table
+
+
 def write_table(table: pa.Table, fmt: str, out: IO[bytes]) -> None:
-    """Write a query result to a binary stream as csv, json (one array), jsonl or parquet."""
+    """Write a query result to a binary stream as csv (nested values as JSON text), json (one
+    array), jsonl or parquet."""
     if fmt == "csv":
         import pyarrow.csv as pacsv
 
-        pacsv.write_csv(table, out)
+        pacsv.write_csv(flat_for_csv(table), out)
     elif fmt == "json":
         out.write(b"[")
         for i, batch in enumerate(table.to_batches(max_chunksize=10_000)):

@@ -462,7 +462,7 @@ def _read_manifest(d: Path) -> dict[str, Any]:
         except FileNotFoundError:
             time.sleep(0.05)
         except (OSError, ValueError, RecursionError) as e:
-            raise StorageError(f"{where}: unreadable live manifest ({str(e)[:120]})") from None
+            raise StorageError(f"{where}: unreadable live manifest ({str(e)[:120]})") from e
     raise StorageError(f"{d}: the run closed while opening its live view; open the file again")
 
 
@@ -590,10 +590,10 @@ def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = 
             if stmt.startswith("CREATE OR REPLACE VIEW"):
                 con.execute(stmt)
         con.execute("SET lock_configuration = true")
-    except duckdb.Error as e:
+    except (duckdb.Error, pa.ArrowException, TypeError, ValueError) as e:  # a damaged sidecar
         con.close()
         raise StorageError(
-            f"{path}: run in progress; its live view could not be read ({str(e).splitlines()[0]})"
+            f"{path}: run in progress; its live view could not be read ({(str(e).splitlines() or [''])[0]})"
         ) from e
     except BaseException:
         con.close()

@@ -23,10 +23,20 @@ READ_ONLY_TYPES = {"SELECT", "EXPLAIN", "PRAGMA"}
 
 
 def statement_types(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
+    """The type names of the statements of ``sql`` (``SELECT``, ``PRAGMA``, ...); a statement of a
+    type this DuckDB's Python API has no name for (``UPDATE EXTENSIONS``) is ``UNKNOWN``, and
+    refused like every other type that is not read-only."""
     try:
-        return [s.type.name for s in con.extract_statements(sql)]
+        stmts = con.extract_statements(sql)
     except duckdb.Error as e:
         raise QueryError(str(e).strip()) from e
+    out = []
+    for s in stmts:
+        try:
+            out.append(s.type.name)
+        except ValueError:  # "29 is not a valid StatementType"
+            out.append("UNKNOWN")
+    return out
 
 
 def reading_statements(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[str]]:
@@ -37,8 +47,9 @@ def reading_statements(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[s
         raise QueryError("empty query")
     bad = [t for t in types if t not in READ_ONLY_TYPES]
     if bad:
+        what = "statements of this kind are" if bad[0] == "UNKNOWN" else f"{bad[0]} statements are"
         raise QueryError(
-            f"refused: {bad[0]} statements are not allowed; telemetry SQL is read-only "
+            f"refused: {what} not allowed; telemetry SQL is read-only "
             "(SELECT, EXPLAIN, DESCRIBE, SHOW, SUMMARIZE and PRAGMA are)"
         )
     try:

@@ -13,7 +13,9 @@ into place — a kill at any moment leaves no file or a valid run. The output is
 (``storage.runlock``) for the run's life. The database runs in the sandbox of ``storage.sandbox``
 from its creation; its user cursor serves the live SQL console (``TelemetryWriter.user_sql``).
 When a write fails (a full disk), the run is recorded ``failed`` with ``sim_time_s`` equal to the
-last step actually in the tables.
+last step actually in the tables, and why in ``twin_meta`` (key ``failure:<run_id>``, one line:
+``SELECT value FROM twin_meta WHERE key = 'failure:' || run_id``); the caller gets a
+``StorageIOError`` (the environment failed) or the error itself (a bug).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import queue
+import shutil
 import threading
 import time
 from collections import deque
@@ -34,7 +37,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.errors import StorageError
+from storage.errors import StorageError, StorageIOError
 from storage.runlock import LockedError, RunLock, crash_point
 from storage.sandbox import (
     WRITER_MEMORY,
@@ -134,6 +137,63 @@ def init_schema(con: duckdb.DuckDBPyConnection, run_row: dict[str, Any] | None =
     if run_row is not None:
         upsert_run(con, run_row)
     con.execute("COMMIT")
+
+
+# What an operating system says when it cannot write (strerror texts; DuckDB passes them on in
+# its IO, transaction and fatal errors).
+_ENVIRONMENT_TEXTS = (
+    "No space left on device",
+    "File too large",
+    "Read-only file system",
+    "Permission denied",
+    "Operation not permitted",
+    "Disk quota exceeded",
+    "Too many open files",
+    "Input/output error",
+    "Cannot allocate memory",
+    "Out of Memory",
+    "out of memory",
+    "Could not write file",
+    "Could not read from file",
+    "Could not truncate file",
+    "Could not fsync",
+)
+
+
+def is_environment_error(e: BaseException) -> bool:
+    """Did ``e`` (or what caused it) come from the environment (disk, permissions, memory, limits)
+    rather than from a bug? An ``OSError``, a ``MemoryError``, DuckDB's IO and out-of-memory
+    errors, and any DuckDB error quoting the operating system's reason."""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError | MemoryError | StorageIOError):
+            return True
+        if isinstance(cur, duckdb.IOException | duckdb.OutOfMemoryException):
+            return True
+        if isinstance(cur, duckdb.Error) and any(t in str(cur) for t in _ENVIRONMENT_TEXTS):
+            return True
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return False
+
+
+def error_line(e: BaseException) -> str:
+    """The first line of an error's message (its class name if it has none)."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" if e.filename is not None else e.strerror
+    return " ".join((str(e).strip().splitlines() or [type(e).__name__])[0].split())
+
+
+def failure_key(run_id: str) -> str:
+    """The ``twin_meta`` key of a failed run's reason."""
+    return f"failure:{run_id}"
+
+
+def failure_reason(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
+    """Why a run failed, as recorded when it ended (``None``: no reason recorded)."""
+    rows = con.sql("SELECT value FROM twin_meta WHERE key = ?", params=[failure_key(run_id)]).fetchall()
+    return str(rows[0][0]) if rows else None
 
 
 def upsert_run(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> None:
@@ -341,7 +401,7 @@ class TelemetryWriter:
                 f"{self.path}: another run (process {e}) is writing this file; choose another output"
             ) from None
         except OSError as e:
-            raise StorageError(f"{self.path}: cannot lock for writing: {e.strerror or e}") from None
+            raise StorageError(f"{self.path}: cannot lock for writing: {e.strerror or e}") from e
         try:
             exists = self.path.exists()
             if exists and if_exists == "error":
@@ -372,7 +432,15 @@ class TelemetryWriter:
             stale.unlink(missing_ok=True)
         tmp = folder / f"{base}{os.getpid()}"
         crash_point("create:start")
-        con, _ = open_database(tmp, self.db_limits)
+        try:
+            con, _ = open_database(tmp, self.db_limits)
+        except StorageError as e:  # e.g. a full disk: nothing of the new file stays behind
+            for left in (tmp, Path(str(tmp) + ".wal"), Path(str(tmp) + ".tmp")):
+                if left.is_dir():
+                    shutil.rmtree(left, ignore_errors=True)
+                else:
+                    left.unlink(missing_ok=True)
+            raise StorageError(f"{self.path}: cannot create: {str(e).split(': ', 2)[-1]}") from e.__cause__
         try:
             crash_point("create:connected")
             init_schema(con, self.run)
@@ -394,7 +462,7 @@ class TelemetryWriter:
             os.replace(tmp, self.path)
         except OSError as e:
             tmp.unlink(missing_ok=True)
-            raise StorageError(f"{self.path}: cannot create: {e.strerror or e}") from None
+            raise StorageError(f"{self.path}: cannot create: {e.strerror or e}") from e
         _fsync_dir(folder)
         crash_point("create:renamed")
 
@@ -414,16 +482,17 @@ class TelemetryWriter:
             self._raise_if_failed()
         self._raise_if_failed()
 
-    def close(self, status: str = "complete") -> None:
+    def close(self, status: str = "complete", reason: str = "") -> None:
         """Commit what is queued, mark the run with ``status`` (``failed`` if a write failed) and
-        the last step in its tables, close the file and release its lock."""
+        the last step in its tables, close the file and release its lock. A failed run's reason
+        (``reason``, else the write error) is kept in ``twin_meta`` under ``failure:<run_id>``."""
         crash_point("close:begin")
         if self._thread.is_alive():
             self.backlog.put(_STOP, 0)
             self._thread.join()
         self.user_sql.close()  # stops a console query still running, and its cursor
         try:
-            self._record_end(status if self._error is None else "failed")
+            self._record_end(status if self._error is None else "failed", reason)
             try:
                 self.con.execute("CHECKPOINT")
             except duckdb.Error:
@@ -433,9 +502,10 @@ class TelemetryWriter:
             self._lock.release()
         self._raise_if_failed()
 
-    def _record_end(self, status: str) -> None:
-        """The final ``runs`` row, its ``sim_time_s`` read back from the tables; on a write error,
-        again with the lock's reserve space freed, then on a fresh connection."""
+    def _record_end(self, status: str, reason: str = "") -> None:
+        """The final ``runs`` row, its ``sim_time_s`` read back from the tables, and a failed run's
+        reason; on a write error, again with the lock's reserve space freed, then on a fresh
+        connection (best effort: the file itself may be what fails)."""
         for attempt in range(3):
             try:
                 if attempt == 2:
@@ -449,6 +519,11 @@ class TelemetryWriter:
                 ).fetchall()
                 self.run.update(status=status, finished_at=utc_now(), sim_time_s=int(row[0][0]))
                 upsert_run(self.con, self.run)
+                why = error_line(self._error) if self._error is not None else reason
+                if status == "failed" and why:
+                    self.con.execute(
+                        "INSERT OR REPLACE INTO twin_meta VALUES (?, ?)", [failure_key(self.run_id), why]
+                    )
                 self.con.execute("COMMIT")
                 return
             except (duckdb.Error, StorageError) as e:
@@ -467,9 +542,15 @@ class TelemetryWriter:
 
     # -------------------------------------------------------------- thread
     def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            why = (str(self._error).strip().splitlines() or [type(self._error).__name__])[0]
-            raise StorageError(f"{self.path}: telemetry write failed: {why}") from self._error
+        """Raise the writer thread's error in the caller: ``StorageIOError`` when the environment
+        failed (a full or read-only disk, a file-size limit, no memory), else the error itself
+        (a bug)."""
+        e = self._error
+        if e is None:
+            return
+        if is_environment_error(e):
+            raise StorageIOError(f"{self.path}: telemetry write failed: {error_line(e)}") from e
+        raise e
 
     def _loop(self) -> None:
         last = time.monotonic()

@@ -235,3 +235,90 @@ def test_summary_speed_keeps_its_digits_at_every_scale() -> None:
     assert _speed(2.0, 62.1) == f"{2 * 24 / 62.1:.2f} sim-h/s" == "0.77 sim-h/s"
     assert _speed(30.0, 20.0) == "1.5 sim-days/s"
     assert _speed(0.01, 30.0) == f"{0.01 * 1440 / 30:.2f} sim-min/s" == "0.48 sim-min/s"
+
+
+# ---------------------------------------------------------------------- one line for what used to be a traceback
+def _one_line(r: tuple[int, str, str], code: int, needle: str) -> None:
+    got, _, err = r
+    assert got == code, err
+    assert err.count("\n") == 1 and err.startswith("twin: error: ") and needle in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("description=a\rb", "control character U+000D"),
+        ("description=a\x01b", "control character U+0001"),
+        ('description="""a\nb"""', "control character U+000A"),
+        ("hall.ultraservers=2\n[x]", "control character U+000A"),
+        ("description=a\u2028b", "control character U+2028"),
+        ("hall.ultraservers=" + "[" * 600 + "]" * 600, "nested deeper than 16"),
+        ("hall.ultraservers=" + "{ a = " * 17 + "1" + " }" * 17, "nested deeper than 16"),
+    ],
+)
+def test_set_values_that_would_break_the_recorded_scenario_are_refused(
+    tmp_path: Path, value: str, needle: str
+) -> None:
+    out = tmp_path / "o.duckdb"
+    _one_line(invoke("run", "default", "--hours", "0.1", "--out", str(out), "--set", value), 2, needle)
+    assert not out.exists()
+
+
+def test_a_set_value_with_a_tab_or_unicode_is_recorded_and_reruns(tmp_path: Path) -> None:
+    """A description with a tab and non-ASCII text is one line: accepted, recorded in the run's
+    scenario (whose comment names the override) and read back as given."""
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL_TOML)
+    out = tmp_path / "o.duckdb"
+    code, _, err = invoke("run", str(f), "--hours", "0.1", "--out", str(out), "--set", "description=Ω\tok 😀")
+    assert code == 0, err
+    code, stdout, _ = invoke("sql", str(out), "SELECT scenario_toml FROM runs", "--format", "json")
+    import tomllib
+
+    text = json.loads(stdout)[0]["scenario_toml"]
+    assert tomllib.loads(text)["description"] == "Ω\tok 😀"
+    assert "# --set description=Ω\tok 😀\n" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--hours", "nan"], "--hours: must be a positive finite number (got nan)"),
+        (["--hours", "-1"], "--hours: must be a positive finite number"),
+        (["--minimize", "seed"], "--minimize seed: the random seed is not a quantity to plan"),
+        (["--minimize", "dt_s"], "--minimize dt_s: the time step is not a quantity to plan"),
+        (["--minimize", "site.climate"], "--minimize site.climate: not a whole-number key (enum)"),
+        (["--minimize", "hall.colour"], "--minimize hall.colour: unknown key"),
+    ],
+)
+def test_plan_refuses_bad_hours_and_keys_that_are_no_quantity(args: list[str], needle: str) -> None:
+    _one_line(invoke("plan", "default", "--subject-to", "pue <= 2", *args), 2, needle)
+
+
+def test_sql_edge_cases_are_one_line_or_sound_output(small_run: Path, tmp_path: Path) -> None:
+    f = str(small_run)
+    _one_line(invoke("sql", f, "UPDATE EXTENSIONS"), 2, "refused: statements of this kind are not allowed")
+    _one_line(
+        invoke("sql", f, "SELECT 1", "--max-rows", "-5"), 2, "'--max-rows': -5 is not in the range x>=0"
+    )
+    code, stdout, _ = invoke("sql", f, "SELECT 1 AS a", "--max-rows", "0")
+    assert code == 0 and stdout.splitlines()[0].strip() == "a" and "1 not shown" in stdout
+    # CSV has no nested values: lists, structs and maps as JSON text, intervals as ISO 8601.
+    q = "SELECT [1, 2] AS l, {'a': 1, 'b': [NULL, 'x']} AS s, MAP {'k': 1} AS m, INTERVAL '1 day 90 seconds' AS i"
+    code, stdout, err = invoke("sql", f, q, "--format", "csv")
+    assert code == 0, err
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(stdout)))
+    assert rows[0] == ["l", "s", "m", "i"]
+    assert json.loads(rows[1][0]) == [1, 2] and json.loads(rows[1][1]) == {"a": 1, "b": [None, "x"]}
+    assert json.loads(rows[1][2]) == {"k": 1} and rows[1][3] == "P0M1DT90S"
+
+
+def test_output_that_cannot_be_written_is_one_line_with_its_exit_code(small_run: Path) -> None:
+    f = str(small_run)
+    # /proc takes no new files: the path is wrong (2). /dev/full has no space (74).
+    _one_line(invoke("sql", f, "SELECT 1", "--format", "csv", "--out", "/proc/x.csv"), 2, "/proc/")
+    _one_line(invoke("report", f, "--out", "/proc/x.html"), 2, "/proc/")

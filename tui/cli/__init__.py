@@ -1,7 +1,8 @@
 """The ``twin`` command: live TUI by default, plus headless run, validate, sql, replay.
 
 Headless commands never import Textual: the app is imported inside the commands that show it.
-Bad input exits with code 2 and one line naming the file, the key and what is wrong.
+Bad input exits with code 2 and one line naming the file, the key and what is wrong; every other
+error is classified once by the group (``tui.cli.errors``: 74 I/O or environment, 70 a bug).
 
 One module per command group; every command reports bad input through ``tui.cli.errors``.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from tui.cli.errors import OneLineErrors
+from tui.cli.errors import EXIT_CODES_HELP, OneLineErrors
 from tui.cli.export import export_cmd
 from tui.cli.live import live, replay_cmd
 from tui.cli.metrics import METRICS_HELP
@@ -25,7 +26,10 @@ from twin import __version__
 
 
 @click.group(
-    cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]}
+    cls=OneLineErrors,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXIT_CODES_HELP,
 )
 @click.version_option(__version__, "--version", prog_name="twin")
 @click.option(

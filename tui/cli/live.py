@@ -48,13 +48,26 @@ def live(
     from tui.app import TwinApp
 
     app = TwinApp(session=session)
+    reason = ""
     try:
         app.run()
+    except Exception as e:
+        reason = f"{type(e).__name__}: {str(e).strip()[:500]}"
+        raise
     finally:
-        session.close("stopped")
-        if metrics:
-            metrics.close()
+        if not reason and (app.return_code or 0) != 0:
+            reason = "the terminal UI ended on an error"
+        try:
+            # A write error of the session makes it ``failed`` with that reason (and raises it).
+            session.close("failed" if reason else "stopped", reason)
+        finally:
+            if metrics:
+                metrics.close()
     click.echo(f"Session recorded to {path}  (twin sql {path} / twin replay {path})")
+    if reason:
+        from tui.cli.errors import EXIT_SOFTWARE, fail
+
+        fail(f"the live session ended on an error; recorded 'failed' in {path}", code=EXIT_SOFTWARE)
     if app.terminated:
         click.echo("twin: terminated (SIGTERM); the session is recorded 'stopped'", err=True)
         sys.exit(143)

@@ -103,9 +103,10 @@ def plan_cmd(
     from scenarios import overrides
     from scenarios import plan as planning
     from scenarios import sweep as sweeps
+    from scenarios.spec import duration_arg
 
-    if hours is not None and hours <= 0:
-        fail("--hours must be positive")
+    duration_arg(hours, None)  # finite, positive, at most ten years (ScenarioError: one line)
+    _check_plannable(key)
     cons = [planning.parse_constraint(c) for c in constraints]
     lo, hi = planning.parse_range(range_)
     overs = [planning.parse_over(o) for o in over]
@@ -155,6 +156,33 @@ def plan_cmd(
         click.echo(_text(result, method))
     if result.answer is None:
         sys.exit(1)
+
+
+# Integer keys that are no quantity to plan: the run's random seed, its time step and the calendar
+# day it starts on (a KPI is not monotone in them), and how often telemetry is written.
+_NOT_PLANNABLE = {
+    "seed": "the random seed",
+    "dt_s": "the time step",
+    "site.start_day_of_year": "the start day",
+}
+
+
+def _check_plannable(key: str) -> None:
+    """Refuse a --minimize KEY that is not an integer quantity of the scenario (one line, exit 2)."""
+    import re
+
+    from scenarios import facts as F
+
+    path = re.sub(r"\[\d+\]", "", key.strip())
+    f = F.fact(path)
+    hint = "minimize an integer quantity such as hall.ultraservers, services[0].replicas or cooling.chiller_units"
+    if f is None:
+        fail(f"--minimize {key}: unknown key (not a scenario key); {hint}")
+    if f.type != "int":
+        fail(f"--minimize {key}: not a whole-number key ({f.type}); {hint}")
+    if path in _NOT_PLANNABLE or f.section == "telemetry":
+        what = _NOT_PLANNABLE.get(path, "a telemetry interval")
+        fail(f"--minimize {key}: {what} is not a quantity to plan; {hint}")
 
 
 def _as_dict(result: Any) -> dict[str, Any]:

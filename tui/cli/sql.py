@@ -118,7 +118,13 @@ def _cancelled() -> None:
     help="Write the result to this file (written in full, then put in place) instead of stdout.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
-@click.option("--max-rows", type=int, default=200, show_default=True, help="Rows shown in table format.")
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=0),
+    default=200,
+    show_default=True,
+    help="Rows shown in table format (0: the header and the row count).",
+)
 @click.option(
     "--timeout",
     "timeout_s",

@@ -40,9 +40,11 @@ def invoke(*args: object) -> tuple[int, str, str]:
     return r.exit_code, r.stdout, r.stderr
 
 
-def refused(args: list[object], *needles: str) -> str:
+def refused(args: list[object], *needles: str, code_: int = 2) -> str:
+    """Refused in one line with exit ``code_`` (2: the output given is wrong; 74: the file
+    system could not take it)."""
     code, _, err = invoke(*args)
-    assert code == 2, err
+    assert code == code_, err
     assert len(err.strip().splitlines()) == 1 and err.startswith("twin: error: "), err
     for n in needles:
         assert n in err, err
@@ -233,7 +235,7 @@ def test_sweep_out_never_takes_someone_elses_folder(tmp_path: Path) -> None:
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "results.parquet").write_bytes(b"someone's results")
-    refused(["sweep", sweep, "--out", theirs, "-j", "1"], "theirs", "results.parquet but no points")
+    refused(["sweep", sweep, "--out", theirs, "-j", "1"], "theirs", "not a sweep folder")
     assert (theirs / "results.parquet").read_bytes() == b"someone's results"
     assert sorted(x.name for x in theirs.iterdir()) == ["results.parquet"]
     # A stand-in for `--out /`: a folder holding other things.
@@ -342,10 +344,14 @@ def mount(tmp_path: Path):  # type: ignore[no-untyped-def]
 def test_a_read_only_file_system_is_refused_in_one_line(rec: tuple[Path, str], mount) -> None:  # type: ignore[no-untyped-def]
     p, _ = rec
     ro = mount("ro", "ro,size=1m")
-    refused(["sql", p, "SELECT 1", "--format", "csv", "--out", ro / "x.csv"], "Read-only file system")
-    refused(["export", p, ro / "pq"], "Read-only file system")
-    refused(["report", p, "--out", ro / "r.html"], "Read-only file system")
-    refused(["report", p, "--out", p.with_name("r.html"), "--png", ro / "png"], "Read-only file system")
+    refused(
+        ["sql", p, "SELECT 1", "--format", "csv", "--out", ro / "x.csv"], "Read-only file system", code_=74
+    )
+    refused(["export", p, ro / "pq"], "Read-only file system", code_=74)
+    refused(["report", p, "--out", ro / "r.html"], "Read-only file system", code_=74)
+    refused(
+        ["report", p, "--out", p.with_name("r.html"), "--png", ro / "png"], "Read-only file system", code_=74
+    )
     assert list(ro.iterdir()) == [] and not p.with_name("r.html").exists()
 
 
@@ -355,13 +361,16 @@ def test_a_full_disk_leaves_no_plot_page_or_part_behind(rec: tuple[Path, str], m
     and a query result."""
     p, sha = rec
     full = mount("full", "size=160k")
-    refused(["report", p, "--out", full / "r.html", "--png", full / "png"], "No space left on device")
+    refused(
+        ["report", p, "--out", full / "r.html", "--png", full / "png"], "No space left on device", code_=74
+    )
     assert list(full.iterdir()) == []
-    refused(["export", p, full / "pq"], "No space left on device")
+    refused(["export", p, full / "pq"], "No space left on device", code_=74)
     assert list(full.iterdir()) == []
     refused(
         ["sql", p, "SELECT * FROM chip_ts, range(500)", "--format", "csv", "--out", full / "chips.csv"],
         "No space left",
+        code_=74,
     )
     assert list(full.iterdir()) == []
     still_a_recording(p, sha)

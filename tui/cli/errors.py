@@ -171,7 +171,11 @@ def classify(e: BaseException) -> tuple[int, str]:
     if isinstance(e, StorageIOError):
         return EXIT_IO, msg
     if isinstance(e, StorageError):
-        # A file the writer could not create or write for a reason of the environment.
+        # A file the writer could not create or write for a reason of the environment: an output
+        # that could not be written carries the file system's error number (``OutputError``).
+        err_no = getattr(e, "errno", None)
+        if isinstance(err_no, int) and err_no not in _BAD_PATH_ERRNOS:
+            return EXIT_IO, msg
         for c in list(_chain(e))[1:]:
             if isinstance(c, OSError) and _os_code(c) == EXIT_IO:
                 return EXIT_IO, msg

@@ -117,17 +117,13 @@ def sweep_cmd(
         fail("give --runs-dir or --no-files, not both")
     if out is None:
         fail("--out DIR is required to run a sweep (where results and finished points are kept)")
-    from storage.paths import check_output, folder_of
+    from storage.paths import check_output
 
-    # A new or empty folder, or one an earlier run of a sweep made (resumed): never the root or
-    # someone's folder, whose results.parquet the sweep would replace.
-    sweep_dir = folder_of(
-        dirs=("points", "runs"),
-        files=("results.parquet",),
-        hidden=r"\.results\.parquet\.[0-9]+\.tmp",
-        requires={"results.parquet": "points"},
-    )
-    check_output(out, [tp], what="--out", kind="dir", resumable=sweep_dir, make_parent=True)
+    # The sweep folder's own rules (scenarios.sweep: a new or empty folder, or one a sweep made -
+    # its sweep.json - and never the root, home or a system folder; locked while in use) apply
+    # once the sweep file is read; here only: the folder is not the sweep file itself.
+    if Path(out).resolve() == tp.resolve():
+        fail(f"--out {out}: that is the sweep file")
     if runs_dir:
         check_output(
             runs_dir, [tp], what="--runs-dir", kind="dir", resumable=lambda _: None, make_parent=True

@@ -23,8 +23,9 @@ from tui.widgets.plot import BraillePlot
 from twin import grid
 
 
-def _mw(v: float | None, digits: int = 3) -> str:
-    return "–" if v is None or not math.isfinite(v) else f"{v:,.{digits}f}"
+def _w(mw: float | None, unit: str) -> str:
+    """A figure in MW (or MW/s, MW/min) in engineering notation of ``unit`` (W, W/s, W/min)."""
+    return fmt.si(mw * 1e6 if mw is not None else None, unit, 4)
 
 
 def power_source(cols: dict[str, Any]) -> tuple[str, float]:
@@ -43,24 +44,21 @@ def figure_items(cols: dict[str, Any]) -> list[Item]:
         return [("power", "no data in the window", None, "")]
     p = np.asarray(cols["p_w"], dtype=np.float64)
     f = grid_figures(p, tau)
-    where = (
-        f"grid_ts every {tau:g} s (after storage)"
-        if src == "grid_ts"
-        else f"factory_ts facility power per {tau:g} s step (no sub-step recording)"
-    )
+    where = f"grid_ts, {tau:g} s" if src == "grid_ts" else f"factory_ts, {tau:g} s steps"
     items: list[Item] = [
         ("source", where, None, ""),
-        ("peak", f"{_mw(f['grid_peak_mw'])} MW", None, ""),
-        ("mean", f"{_mw(f['grid_mean_mw'])} MW", None, ""),
-        ("peak / average", _mw(f["grid_peak_to_average"], 4), None, ""),
-        ("swing", f"{_mw(f['grid_swing_mw'])} MW", None, ""),
-        ("largest ramp", f"{_mw(f['grid_ramp_mw_per_s'], 4)} MW/s", None, ""),
-        ("largest ramp / min", f"{_mw(f['grid_ramp_mw_per_min'], 4)} MW/min", None, ""),
+        ("peak", _w(f["grid_peak_mw"], "W"), None, ""),
+        ("mean", _w(f["grid_mean_mw"], "W"), None, ""),
+        ("peak/avg", f"{f['grid_peak_to_average']:.4f}", None, ""),
+        ("swing", _w(f["grid_swing_mw"], "W"), None, ""),
+        ("ramp", _w(f["grid_ramp_mw_per_s"], "W/s"), None, ""),
+        ("ramp/min", _w(f["grid_ramp_mw_per_min"], "W/min"), None, ""),
     ]
+    items.append(("variance per band", "", None, "head"))
     for name, (lo, hi) in zip(grid.BAND_NAMES, grid.BANDS_HZ, strict=True):
         v = f["grid_band_" + name + "_mw2"]
         band = f"{lo:g}-{hi:g} Hz" if math.isfinite(hi) else f"> {lo:g} Hz"
-        items.append((f"variance {band}", "not seen (Nyquist)" if v is None else f"{v:.4g} MW²", None, ""))
+        items.append((band, "> Nyquist" if v is None else f"{v:.4g} MW²", None, ""))
     return items
 
 
@@ -76,7 +74,7 @@ def limit_items(cols: dict[str, Any], meta: Meta) -> list[Item]:
     return [
         ("ramp limit", f"{limit:g} MW/min", None, ""),
         ("steps over it", f"{n:,}", None, "warn" if n else ""),
-        ("largest step ramp", f"{_mw(v, 4)} MW/min", None, "warn" if v > limit else ""),
+        ("largest step ramp", f"{v:.4g} MW/min", None, "warn" if v > limit else ""),
     ]
 
 
@@ -127,7 +125,11 @@ class GridScreen(TwinScreen):
             t = cols["time_s"].astype(float) if "time_s" in cols else np.zeros(0)
             p = [cols["p_w"].astype(float)] if "p_w" in cols else []
             plot.set_data(t, p, self.core.t or 0, self.core.window_s)
-            what = "grid_ts" if power_source(cols)[0] == "grid_ts" else "facility power per step"
+            what = (
+                "grid_ts, after the connection's storage"
+                if power_source(cols)[0] == "grid_ts"
+                else "facility power per step (no grid_ts)"
+            )
             plot.border_subtitle = f"last {fmt.window(self.core.window_s)} · {what}"
             self.query_one("#grid-figures", InfoList).show(figure_items(cols))
             self.query_one("#grid-battery", InfoList).show(battery_items(meta))

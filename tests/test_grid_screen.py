@@ -15,7 +15,7 @@ from scenarios.spec import parse
 from storage.kpis import grid_kpis
 from storage.queries import ALARM_FLAGS, panel_sql, ramp_limit, render
 from storage.reader import latest_run_id, open_run_file
-from storage.report import grid_report
+from storage.report import grid_report, load_run, render_html
 from tests.conftest import SMALL_TOML
 from tests.test_tui import replay_app, settle, wait_for
 from tui import fmt
@@ -73,6 +73,14 @@ def test_a_ramp_limit_flags_the_steps_whose_ramp_exceeds_it(per_step: Path) -> N
         rep = grid_report(con, rid)
         assert rep["grid_ramp_breach_steps"] == len(hand)
         assert rep["grid_ramp_step_max_mw_per_min"] == pytest.approx(ramp.max(), rel=1e-9)
+        # The report's grid table (without grid_ts: the limit's rows only) and its timeline.
+        html = render_html([load_run(con, rid, str(per_step))])
+        assert (
+            f'<tr data-kpi="grid_ramp_breach_steps"><td>Steps over the ramp limit</td><td>{len(hand)}</td>'
+            in html
+        )
+        assert '<tr data-kpi="grid_peak_mw"><td>Peak at the connection [MW]</td><td>–</td>' in html
+        assert "grid ramp limit" in html
         # Each alarm episode starts at a step over the limit whose step before was not.
         eps = con.sql(
             panel_sql("alarm_episodes", {"run_id": rid, "lo": -1, "t": 2**62, "ramp_limit_mw_per_min": LIMIT})
@@ -145,5 +153,29 @@ async def test_the_grid_screen_shows_the_connections_figures(recorded: Path) -> 
             await settle(pilot, app)
             hits = [a for a in app.alarms.active if a.alarm == "grid ramp limit"]
             assert len(hits) == 1 and hits[0].value == pytest.approx(ramp[last // 60 - 1], rel=1e-9)
+    finally:
+        con.close()
+
+
+async def test_without_grid_ts_the_screen_reads_facility_power_per_step(per_step: Path) -> None:
+    from tui.widgets.info import InfoList
+
+    con = open_run_file(per_step)
+    try:
+        p = np.array(
+            [r[0] for r in con.sql("SELECT facility_power_w FROM factory_ts ORDER BY time_s").fetchall()]
+        )
+        app = replay_app(con)
+        async with app.run_test(size=(200, 60)) as pilot:
+            await pilot.press("end", "f9")
+            await settle(pilot, app)
+            shown = {k: v for k, v, _, _ in app.screen.query_one("#grid-figures", InfoList).items}
+            assert shown["source"] == "factory_ts, 60 s steps"
+            assert shown["peak"] == fmt.si(p.max(), "W", 4)
+            # One step a minute: the ramp per minute is the largest change between steps.
+            assert shown["ramp/min"] == fmt.si(np.abs(np.diff(p)).max(), "W/min", 4)
+            assert shown["ramp"] == fmt.si(np.abs(np.diff(p)).max() / 60, "W/s", 4)
+            # 60 s samples see up to 1/120 Hz: only the slowest band.
+            assert shown["0.01-0.1 Hz"] == "> Nyquist" and shown["0-0.01 Hz"].endswith("MW²")
     finally:
         con.close()

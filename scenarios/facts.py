@@ -1836,6 +1836,18 @@ FACTS: tuple[Fact, ...] = (
         "3P: Li-ion utility-scale 85 % (NREL ATB 2023)",
     ),
     _pos("grid", "battery_window_s", "float", "s", 86400, "Site battery smooths toward this moving mean"),
+    _f(
+        "grid",
+        "ramp_limit_mw_per_min",
+        "float",
+        "MW/min",
+        0,
+        1e5,
+        "Ramp limit at the grid connection: steps whose ramp (change of the one-minute means, or "
+        "of the step means without grid_ts) exceeds it raise the 'grid ramp limit' alarm (0: off)",
+        "ASM: utilities set ramp limits for large loads case by case in the interconnection "
+        "agreement (ERCOT large-load process, NERC Large Load Task Force 2025); no common figure",
+    ),
     # ------------------------------------------------------------------ events
     _f("events", "at_h", "float", "h", 0, MAX_RUN_H, "When, after the start", default=REQUIRED),
     _enum("events", "kind", EVENT_KINDS, "What happens", default=REQUIRED),

@@ -52,6 +52,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import numpy.typing as npt
 
 from twin import grid
 from twin.catalog import SYSTEMS
@@ -560,7 +561,6 @@ def grid_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     t = [r[0] for r in conn]
     p = np.array([r[1] for r in conn], dtype=np.float64)
     tau = float(t[1] - t[0])
-    m = grid.metrics(p, tau)
     fac = con.sql(
         "SELECT sum(facility_power_w * ?), sum(facility_power_w * ? * price_usd_per_mwh) "
         "FROM factory_ts WHERE run_id = ?",
@@ -569,16 +569,29 @@ def grid_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     fac_j = float(fac[0] or 0.0)
     extra_j = float(p.sum()) * tau - fac_j
     price = float(fac[1]) / fac_j if fac_j > 0 and fac[1] is not None else 0.0  # $/MWh per J
+    return {
+        **grid_figures(p, tau),
+        "grid_mitigation_mwh": extra_j / 3.6e9,
+        "grid_mitigation_usd": extra_j / 3.6e9 * price,
+    }
+
+
+def grid_figures(p_w: npt.NDArray[np.float64], tau: float) -> dict[str, Any]:
+    """Peak [MW], mean [MW], peak-to-average, swing [MW], largest ramps [MW/s, MW/min] and the
+    variance in each frequency band [MW^2] of the connection's power sampled every ``tau``
+    seconds (``twin.grid.metrics``): the run's KPIs and the grid screen's window."""
+    m = grid.metrics(np.asarray(p_w, dtype=np.float64), tau)
+    if not m:
+        return {}
     mw = {k: (v / 1e6 if v is not None else None) for k, v in m.items()}
     out: dict[str, Any] = {
         "grid_interval_s": tau,
         "grid_peak_mw": mw["peak_w"],
+        "grid_mean_mw": mw["mean_w"],
         "grid_peak_to_average": m["peak_to_average"],
         "grid_swing_mw": mw["swing_w"],
         "grid_ramp_mw_per_s": mw["ramp_w_per_s"],
         "grid_ramp_mw_per_min": mw["ramp_w_per_min"],
-        "grid_mitigation_mwh": extra_j / 3.6e9,
-        "grid_mitigation_usd": extra_j / 3.6e9 * price,
     }
     for name in grid.BAND_NAMES:
         v = m["band_" + name + "_w2"]
@@ -598,6 +611,9 @@ GRID_ROWS: list[tuple[str, str, str]] = [
         ("grid_band_" + n + "_mw2", f"Variance {lo:g}-{hi:g} Hz [MW²]", "{:.4g}")
         for n, (lo, hi) in zip(grid.BAND_NAMES, grid.BANDS_HZ, strict=True)
     ),
+    ("grid_ramp_limit_mw_per_min", "Ramp limit [MW/min] (0: none)", "{:.3f}"),
+    ("grid_ramp_breach_steps", "Steps over the ramp limit", "{:,.0f}"),
+    ("grid_ramp_step_max_mw_per_min", "Largest step ramp against the limit [MW/min]", "{:.3f}"),
     ("grid_mitigation_mwh", "Mitigation energy [MWh]", "{:.3f}"),
     ("grid_mitigation_usd", "Mitigation energy cost [$]", "{:,.0f}"),
 ]

@@ -9,6 +9,7 @@ plain columns. Queries only read (SELECT); nothing here writes. No Textual impor
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Mapping
 from typing import Any
 
@@ -327,6 +328,26 @@ cdu AS (  -- every ultraserver_ts sample of the rows that lost flow (1 = full fl
 s AS (
     SELECT time_s, service, slo_attainment
     FROM service_ts WHERE run_id = $run_id AND time_s > $lo AND time_s <= $t),
+gm AS (  -- the connection's one-minute means from grid_ts (recorded with [telemetry] grid_interval_s)
+    SELECT time_s // 60 * 60 AS m, avg(p_w) AS p_w, count(*) AS n
+    FROM grid_ts WHERE $ramp_limit_mw_per_min > 0 AND run_id = $run_id AND hall_id = -1
+      AND time_s >= $lo - 3660 AND time_s <= $t + 3600  -- a step of the longest dt_s either side
+    GROUP BY m),
+gr AS (  -- each whole minute's ramp from the minute before [MW/min], booked to its step
+    SELECT m // (SELECT dt_s FROM runs WHERE run_id = $run_id) * (SELECT dt_s FROM runs WHERE run_id = $run_id)
+           AS time_s,
+           abs(p_w - lag(p_w) OVER w) / 1e6 AS ramp, m - lag(m) OVER w = 60 AS adjacent
+    FROM gm WHERE n = (SELECT max(n) FROM gm)
+    WINDOW w AS (ORDER BY m)),
+fr AS (  -- without grid_ts: the change of facility power from the step before, per minute [MW/min]
+    SELECT time_s, abs(facility_power_w - lag(facility_power_w) OVER w) / (time_s - lag(time_s) OVER w)
+           * 60 / 1e6 AS ramp
+    FROM factory_ts WHERE $ramp_limit_mw_per_min > 0 AND run_id = $run_id AND time_s > $lo - 3600 AND time_s <= $t
+    WINDOW w AS (ORDER BY time_s)),
+ramp AS (
+    SELECT time_s, CASE WHEN EXISTS (SELECT 1 FROM gm) THEN (SELECT max(ramp) FROM gr WHERE gr.time_s = fr.time_s
+                        AND adjacent) ELSE ramp END AS ramp
+    FROM fr WHERE time_s > $lo),
 flags AS (
     SELECT time_s, 'thermal trip' AS alarm, 'factory' AS target, ultraservers_tripped > 0 AS active,
            CAST(ultraservers_tripped AS DOUBLE) AS value FROM f
@@ -339,11 +360,30 @@ flags AS (
     UNION ALL SELECT time_s, 'throttling', 'factory', throttled_chips > 0, throttled_chips FROM f
     UNION ALL SELECT time_s, 'failed hardware', 'factory', chips_failed > 0, chips_failed FROM f
     UNION ALL SELECT time_s, 'SLO breach', 'service:' || service, coalesce(slo_attainment < $slo_alarm, false),
-        slo_attainment FROM s)"""
+        slo_attainment FROM s
+    UNION ALL SELECT time_s, 'grid ramp limit', 'grid', coalesce(ramp > $ramp_limit_mw_per_min, false), ramp
+        FROM ramp)"""
 
 
 TEMPLATES.update(
     {
+        "grid_power": """-- Power at the grid connection over the last $window_s s up to $t: grid_ts (every grid_interval_s,
+-- after the connection's storage) when recorded, else factory_ts facility power per step
+WITH g AS (
+    SELECT time_s, p_w FROM grid_ts
+    WHERE run_id = $run_id AND hall_id = -1 AND time_s > $t - $window_s AND time_s < $t + $dt_s)
+SELECT time_s, p_w, 'grid_ts' AS source FROM g
+UNION ALL
+SELECT time_s, facility_power_w, 'factory_ts' FROM factory_ts
+WHERE NOT EXISTS (SELECT 1 FROM g) AND run_id = $run_id AND time_s > $t - $window_s AND time_s <= $t
+ORDER BY time_s""",
+        "grid_ramp": """-- Steps after $lo up to $t whose ramp at the grid connection exceeds $ramp_limit_mw_per_min MW/min
+-- (the 'grid ramp limit' condition of ALARM_FLAGS) and the largest step ramp [MW/min]
+WITH """
+        + "$alarm_flags"
+        + """
+SELECT count(*) FILTER (WHERE active) AS breach_steps, max(value) AS ramp_max_mw_per_min
+FROM flags WHERE alarm = 'grid ramp limit'""",
         "services": """-- Services at $t: replicas, demand, latency percentiles (against the SLO), KV cache, J/token
 SELECT service_id, service, replicas_running, replicas_starting, replicas_target,
        request_rate_per_s, requests_served / $dt_s AS served_per_s, requests_dropped / $dt_s AS dropped_per_s,
@@ -587,12 +627,14 @@ def panel_sql(name: str, params: Params, **options: Any) -> str:
     if name.endswith("_search"):  # a panel query with a text filter (never computed in memory)
         name = name.removesuffix("_search")
     template = jobs_sql(**options) if name == "jobs" else TEMPLATES[name]
-    if name in ("alarms", "alarm_episodes"):
+    if name in ("alarms", "alarm_episodes", "grid_ramp"):
         base = _JOBS_BASE.split("\n", 2)[2]  # without its two comment lines
         template = template.replace("$alarm_flags", ALARM_FLAGS).replace("$jobs_base", base)
         # Searched back ALARM_LOOKBACK_S from $t unless told where from ($lo: the report's whole run).
         lo = {"lo": params["t"] - ALARM_LOOKBACK_S} if params.get("t") is not None else {}
-        params = {"queue_wait_s": QUEUE_WAIT_ALARM_S, "slo_alarm": SLO_ALARM, **lo, **params}
+        # The connection's ramp limit is the run's scenario's (``ramp_limit``; 0: off).
+        defaults = {"queue_wait_s": QUEUE_WAIT_ALARM_S, "slo_alarm": SLO_ALARM, "ramp_limit_mw_per_min": 0.0}
+        params = {**defaults, **lo, **params}
     if name in ("events", "events_notable") and options.get("text"):
         template = template.replace(
             "WHERE run_id = $run_id AND time_s <= $t",
@@ -602,6 +644,17 @@ def panel_sql(name: str, params: Params, **options: Any) -> str:
         template = template.replace("-- Events log", "-- Events log matching $pattern", 1)
         params = {**params, "pattern": f"%{options['text']}%"}
     return render(template, params)
+
+
+def ramp_limit(con: duckdb.DuckDBPyConnection, run_id: str) -> float:
+    """The run's ramp limit at the grid connection [MW/min] (``[grid] ramp_limit_mw_per_min`` of
+    the scenario text it was made from; 0: none, or text that does not parse)."""
+    rows = con.sql("SELECT scenario_toml FROM runs WHERE run_id = ?", params=[run_id]).fetchall()
+    try:
+        grid = tomllib.loads(str(rows[0][0] or "")).get("grid", {})
+        return float(grid.get("ramp_limit_mw_per_min", 0.0))
+    except (IndexError, tomllib.TOMLDecodeError, AttributeError, TypeError, ValueError):
+        return 0.0
 
 
 def to_cols(tb: Any) -> Cols:

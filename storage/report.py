@@ -31,7 +31,7 @@ from typing import Any
 import duckdb
 
 from storage.kpis import COMPARE_ROWS, GRID_ROWS, grid_kpis, run_kpis
-from storage.queries import panel_sql
+from storage.queries import panel_sql, ramp_limit
 
 MAX_POINTS = 800
 MAX_EVENTS = 300
@@ -174,8 +174,25 @@ def load_run(
         timeline=timeline[:MAX_EVENTS],
         timeline_total=len(timeline),
         markers=markers(timeline, span),
-        grid=grid_kpis(con, run_id),
+        grid=grid_report(con, run_id),
     )
+
+
+def grid_report(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
+    """The grid connection's KPIs (``grid_kpis``; with grid_ts) and, when the scenario sets a
+    ramp limit, the steps over it and the largest step ramp (``grid_ramp``: the alarm's own
+    condition over the whole run)."""
+    out = grid_kpis(con, run_id)
+    limit = ramp_limit(con, run_id)
+    if limit > 0:
+        params = {"run_id": run_id, "lo": -1, "t": 2**62, "ramp_limit_mw_per_min": limit}
+        ((steps, top),) = con.sql(panel_sql("grid_ramp", params)).fetchall()
+        out |= {
+            "grid_ramp_limit_mw_per_min": limit,
+            "grid_ramp_breach_steps": steps,
+            "grid_ramp_step_max_mw_per_min": top,
+        }
+    return out
 
 
 def _bucketed_series(
@@ -214,7 +231,8 @@ def incident_timeline(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[
         .to_arrow_table()
         .to_pylist()
     )
-    episodes = con.sql(panel_sql("alarm_episodes", {"run_id": run_id, "lo": -1, "t": 2**62})).fetchall()
+    params = {"run_id": run_id, "lo": -1, "t": 2**62, "ramp_limit_mw_per_min": ramp_limit(con, run_id)}
+    episodes = con.sql(panel_sql("alarm_episodes", params)).fetchall()
     alarms: list[dict[str, Any]] = []
     for alarm, target, raised, cleared, n, active_s in merge_episodes(episodes):
         detail = alarm if n == 1 else f"{alarm} (intermittent: {n} episodes, {active_s / 3600:,.2f} h active)"
@@ -446,7 +464,7 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
     out.append("</table>")
     if any(r.grid for r in runs):
         out.append(
-            "<h2>Grid connection (sub-step)</h2><table><tr><th>KPI</th>"
+            "<h2>Grid connection</h2><table><tr><th>KPI</th>"
             + "".join(f"<th>{e(r.label)}</th>" for r in runs)
             + "</tr>"
         )

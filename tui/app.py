@@ -37,6 +37,7 @@ from tui.screens.alarms import AlarmsScreen
 from tui.screens.base import TwinScreen
 from tui.screens.energy import EnergyScreen
 from tui.screens.floor import FloorScreen
+from tui.screens.grid import GridScreen
 from tui.screens.help import HelpScreen
 from tui.screens.jobs import JobsScreen
 from tui.screens.messages import ExportTable, OpenJob, OpenSql
@@ -150,6 +151,7 @@ class TwinApp(App[None]):
         "sql": SqlScreen,
         "services": ServicesScreen,
         "alarms": AlarmsScreen,
+        "grid": GridScreen,
     }
     DEFAULT_MODE = "overview"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]  # noqa: RUF012 (typed on App)

@@ -150,6 +150,10 @@ class Meta:
     economizers: int = 0  # its cooling towers or dry coolers
     plant: str = "tower"  # "tower" | "dry" | "hybrid"
     us_hall: tuple[int, ...] = ()  # hall of each UltraServer on a campus (empty: one hall)
+    ramp_limit_mw_per_min: float = 0.0  # the grid connection's ramp limit (0: none)
+    battery_power_w: float = 0.0  # the site battery's ratings at the connection (0: none)
+    battery_energy_j: float = 0.0
+    battery_efficiency: float = 0.0
 
     @property
     def rows(self) -> int:
@@ -183,6 +187,7 @@ def params_for(meta: Meta, t: int | None, **extra: Any) -> dict[str, Any]:
         "servers_per_us": meta.servers_per_us,
         "window_s": DEFAULT_WINDOW_S,
         "dt_s": meta.dt_s,
+        "ramp_limit_mw_per_min": meta.ramp_limit_mw_per_min,
     }
     p.update(extra)
     if "us" in p:
@@ -246,6 +251,20 @@ def _plant_units(params: Any) -> dict[str, Any]:
             "chillers": int(cp.chiller_units),
             "economizers": int(cp.economizer_units),
             "plant": str(cp.plant),
+        }
+    except (AttributeError, TypeError, ValueError):
+        return {}
+
+
+def _grid_facts(params: Any) -> dict[str, Any]:
+    """The grid connection's ramp limit and site battery ratings from the scenario (none: empty)."""
+    try:
+        gp = params.grid
+        return {
+            "ramp_limit_mw_per_min": float(gp.ramp_limit_mw_per_min),
+            "battery_power_w": float(gp.battery_power_w),
+            "battery_energy_j": float(gp.battery_energy_j),
+            "battery_efficiency": float(gp.battery_efficiency),
         }
     except (AttributeError, TypeError, ValueError):
         return {}
@@ -375,6 +394,7 @@ class LiveFeed:
             slos=_service_slos(session.params),
             us_hall=tuple(int(h) for h in getattr(sim, "hall_us", ())),
             **_plant_units(session.params),
+            **_grid_facts(session.params),
         )
         self.lock = threading.Lock()
         cap = min(MAX_HISTORY_ROWS, math.ceil((max(WINDOWS_S) + HOUR_S) / sim.dt_s) + 1)
@@ -749,6 +769,7 @@ class ReplayFeed:
             slos=_service_slos(params),
             us_hall=us_halls(params, nus),
             **_plant_units(params),
+            **_grid_facts(params),
         )
         self.n = len(self.times)
 

@@ -433,6 +433,8 @@ def metrics(p_w: FloatArray, tau: float) -> dict[str, float | None]:
     m = len(x) // per_min
     mins = x[: m * per_min].reshape(m, per_min).mean(axis=1) if m else x[:0]
     ramp_min = float(np.abs(np.diff(mins)).max()) if m > 1 else 0.0
+    if tau > 60.0:  # samples longer than a minute: their largest change per minute
+        ramp_min = ramp_s * 60.0
     out: dict[str, float | None] = {
         "peak_w": float(x.max()),
         "mean_w": mean,

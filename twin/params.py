@@ -597,6 +597,9 @@ class GridParams:
     battery_energy_j: float = 0.0  # [J]
     battery_efficiency: float = 0.85  # 3P: Li-ion round trip 85 % (NREL ATB 2023, utility-scale)
     battery_window_s: float = 300.0  # ASM: smooths toward the five-minute mean
+    # The connection's ramp limit [MW/min] (0: off): steps whose ramp exceeds it raise the
+    # "grid ramp limit" alarm (``storage.queries.ALARM_FLAGS``).
+    ramp_limit_mw_per_min: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ SCREENS: tuple[tuple[str, str, str], ...] = (
     ("f6", "sql", "SQL"),
     ("f7", "services", "Services"),
     ("f8", "alarms", "Alarms"),
+    ("f9", "grid", "Grid"),
 )
 
 

@@ -235,3 +235,36 @@ def test_summary_speed_keeps_its_digits_at_every_scale() -> None:
     assert _speed(2.0, 62.1) == f"{2 * 24 / 62.1:.2f} sim-h/s" == "0.77 sim-h/s"
     assert _speed(30.0, 20.0) == "1.5 sim-days/s"
     assert _speed(0.01, 30.0) == f"{0.01 * 1440 / 30:.2f} sim-min/s" == "0.48 sim-min/s"
+
+
+def test_summary_shows_input_tokens_and_the_inference_cost_split(tmp_path: Path) -> None:
+    """The run summary gives output and input tokens and the all-in inference cost split into
+    prefill and decode: the printed parts add up to the printed total (to the cent), and each
+    part over its tokens is the $/M figure printed next to it."""
+    import re
+
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL_TOML)
+    code, stdout, _ = invoke("run", str(f), "--hours", "2", "--out", str(tmp_path / "s.duckdb"))
+    assert code == 0, stdout
+    line = next(x for x in stdout.splitlines() if x.strip().startswith("inference TCO"))
+    m = re.search(
+        r"\$([\d,.]+) = prefill \$([\d,.]+) \(\$([\d.]+)/M input tokens\) \+ decode \$([\d,.]+) "
+        r"\(\$([\d.]+)/M output tokens\)",
+        line,
+    )
+    assert m, line
+    total, pre, per_in, dec, per_out = (float(g.replace(",", "")) for g in m.groups())
+    assert pre > 0 and dec > 0 and abs(pre + dec - total) <= 0.011
+    tok = next(x for x in stdout.splitlines() if x.strip().startswith("tokens served"))
+    assert "output" in tok and "input (prompt)" in tok
+    import duckdb
+
+    from storage.kpis import run_kpis
+
+    con = duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True)
+    (rid,) = con.sql("SELECT run_id FROM runs").fetchall()[0]
+    k = run_kpis(con, rid)
+    con.close()
+    assert per_in == pytest.approx(pre / (k["input_tokens"] / 1e6), abs=6e-4, rel=0.01)
+    assert per_out == pytest.approx(dec / (k["tokens"] / 1e6), abs=6e-4, rel=0.01)

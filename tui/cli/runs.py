@@ -237,7 +237,8 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
     lines = [
         f"Run {result.run_id}  ({result.status})",
         f"  file              {result.path}",
-        f"  simulated         {days:,.2f} days in {result.wall_s:,.1f} s wall ({_speed(days, result.wall_s)})",
+        f"  simulated         {f'{days:,.2f} days' if days >= 1 else f'{days * 24:,.2f} h'} in {result.wall_s:,.1f} s wall"
+        f" ({_speed(days, result.wall_s)})",
         f"  facility energy   {fmt.energy_mwh(s['facility_mwh'])}   IT {fmt.energy_mwh(s['it_mwh'])}"
         f"   cooling {fmt.energy_mwh(s['cooling_mwh'])}   losses {fmt.energy_mwh(s['loss_mwh'])}",
         (f"  PUE               {s['pue']:.3f}" if s["pue"] else "  PUE               –")

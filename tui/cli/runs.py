@@ -256,7 +256,12 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
         f"  training delivered {fmt.si(s['training_flop'], 'FLOP')}   jobs done {s['jobs_done']}"
         f" of {s.get('jobs_submitted')}   goodput {fmt.pct(s.get('goodput'))}",
         f"  queue wait        p50 {fmt.duration(s['wait_p50_s'])}   p90 {fmt.duration(s.get('wait_p90_s'))}"
-        f"   p99 {fmt.duration(s.get('wait_p99_s'))}",
+        f"   p99 {fmt.duration(s.get('wait_p99_s'))} (started jobs)   still queued {s.get('jobs_queued_at_end') or 0}"
+        + (
+            f" (longest {s['oldest_queued_wait_h']:,.1f} h)"
+            if s.get("oldest_queued_wait_h") is not None
+            else ""
+        ),
         f"  failures          {s.get('failures') or 0} (+{s.get('failures_injected') or 0} injected)"
         f"   preemptions {s.get('preemptions') or 0}   work lost {fmt.pct(s.get('lost_fraction'))}",
         f"  electricity cost  {fmt.money(s['cost_usd'])}   CO2 {s['co2_t']:,.1f} t",

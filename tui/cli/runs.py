@@ -209,6 +209,15 @@ def _speed(days: float, wall_s: float) -> str:
     return f"{r * 24:,.2f} sim-h/s" if r * 24 >= 0.1 else f"{r * 1440:,.2f} sim-min/s"
 
 
+def _eflop(flop: float | None) -> str:
+    """FLOP in EFLOP, the unit of ``twin compare``, at every size (not 180 EFLOP in one run and
+    6.48e+22 FLOP in a longer one)."""
+    if flop is None:
+        return "–"
+    e = flop / 1e18
+    return f"{e:,.0f} EFLOP" if e >= 100 else f"{e:.3g} EFLOP"
+
+
 def _inference_split(s: dict[str, Any]) -> list[str]:
     """Inference's all-in cost split between input and output tokens by the replica time each
     phase takes (``storage.kpis``): the two parts add up to the all-in figure per M output tokens
@@ -253,8 +262,8 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
         if s.get("usd_per_mtok") is not None
         else "  per output token  –",
         *_inference_split(s),
-        f"  training delivered {fmt.si(s['training_flop'], 'FLOP')}   jobs done {s['jobs_done']}"
-        f" of {s.get('jobs_submitted')}   goodput {fmt.pct(s.get('goodput'))}",
+        f"  training delivered {_eflop(s['training_flop'])}   jobs done {s['jobs_done'] or 0:,}"
+        f" of {s.get('jobs_submitted') or 0:,}   goodput {fmt.pct(s.get('goodput'))}",
         f"  queue wait        p50 {fmt.duration(s['wait_p50_s'])}   p90 {fmt.duration(s.get('wait_p90_s'))}"
         f"   p99 {fmt.duration(s.get('wait_p99_s'))} (started jobs)   still queued {s.get('jobs_queued_at_end') or 0}"
         + (

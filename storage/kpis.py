@@ -35,7 +35,9 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
   pre-training job: the batch share of the total cost of ownership that one pre-training job's
   work bears in this run (not the cost of pre-training a model to completion).
 * goodput = training progress kept / chip time held (chip-weighted), pre-training + fine-tuning.
-* waits over the batch jobs that started (every wait, re-queues after interruptions included).
+* waits over the batch jobs that started (every wait, re-queues after interruptions included);
+  the jobs that never started show apart: how many are still queued at the end and the longest
+  wait among them so far (a job starved behind smaller ones leaves the started jobs' waits short).
 * SLO attainment = requests served within both SLOs / requests decided (served + dropped).
 * cap-hit share = time with busy chips below full clock (a power cap binding, or heat) / run time.
 * thermal trips = UltraServers powered off by thermal protection (``thermal_trip`` events);
@@ -150,6 +152,8 @@ _WORK_Q = {
            quantile_cont(wait_s, 0.5) FILTER (WHERE first_start_time_s >= 0) AS wait_p50_s,
            quantile_cont(wait_s, 0.9) FILTER (WHERE first_start_time_s >= 0) AS wait_p90_s,
            quantile_cont(wait_s, 0.99) FILTER (WHERE first_start_time_s >= 0) AS wait_p99_s,
+           count(*) FILTER (WHERE state = 'queued') AS jobs_queued_at_end,
+           max(wait_s) FILTER (WHERE state = 'queued') / 3600 AS oldest_queued_wait_h,
            sum(effective_s * chips) FILTER (WHERE kind IN ('pretrain', 'finetune'))
              / nullif(sum(run_s * chips) FILTER (WHERE kind IN ('pretrain', 'finetune')), 0) AS goodput,
            sum(effective_s * chips) FILTER (WHERE kind IN ('pretrain', 'finetune')) / 3600 AS effective_training_chip_h,
@@ -322,12 +326,12 @@ KPI_TABLE: tuple[Kpi, ...] = (
     Kpi("usd_per_chip_hour", "USD/chip-h", "TCO per chip-hour [$]", "{:.3f}"),
     Kpi("cloud_usd_per_chip_hour", "USD/chip-h", "cloud on-demand per chip-hour [$] (ASM)", "{:.2f}"),
     Kpi("co2_t", "t", "CO2 [t]", "{:,.1f}"),
-    Kpi("tokens", "tokens", "tokens served", "{:.4g}"),
+    Kpi("tokens", "tokens", "output tokens served", "{:.4g}"),
     Kpi("requests_dropped", "requests", "requests dropped", "{:.4g}"),
     Kpi("slo_attainment", "-", "inference SLO attainment [-]", "{:.3f}"),
-    Kpi("j_per_token", "J/token", "energy per token [J]", "{:.3f}"),
-    Kpi("usd_per_mtok", "USD/M tokens", "electricity cost per M tokens [$]", "{:.4f}"),
-    Kpi("usd_per_mtok_all_in", "USD/M tokens", "TCO per M tokens (all-in) [$]", "{:.4f}"),
+    Kpi("j_per_token", "J/token", "energy per output token [J]", "{:.3f}"),
+    Kpi("usd_per_mtok", "USD/M tokens", "electricity per M output tokens [$]", "{:.4f}"),
+    Kpi("usd_per_mtok_all_in", "USD/M tokens", "TCO per M output tokens, all-in [$]", "{:.4f}"),
     Kpi("input_tokens", "tokens", "input (prompt) tokens served", "{:.4g}"),
     Kpi("usd_per_m_input_tokens", "USD/M tokens", "TCO per M input tokens (prefill time) [$]", "{:.4f}"),
     Kpi("usd_per_m_output_tokens", "USD/M tokens", "TCO per M output tokens (decode time) [$]", "{:.4f}"),
@@ -339,6 +343,8 @@ KPI_TABLE: tuple[Kpi, ...] = (
     Kpi("usd_per_pretrain_job", "USD/job", "batch TCO per pre-training job's work [$]", "{:,.0f}"),
     Kpi("wait_mean_min", "min", "mean wait of started jobs [min]", "{:,.1f}"),
     Kpi("wait_p90_min", "min", "p90 wait of started jobs [min]", "{:,.1f}"),
+    Kpi("jobs_queued_at_end", "jobs", "batch jobs still queued at the end", "{:,.0f}"),
+    Kpi("oldest_queued_wait_h", "h", "longest wait of a job still queued [h]", "{:,.1f}"),
     Kpi("goodput", "-", "training goodput [-]", "{:.3f}"),
     Kpi("failures", "failures", "failures", "{:,.0f}"),
     Kpi("preemptions", "preemptions", "preemptions", "{:,.0f}"),

@@ -322,3 +322,36 @@ def test_output_that_cannot_be_written_is_one_line_with_its_exit_code(small_run:
     # /proc takes no new files: the path is wrong (2). /dev/full has no space (74).
     _one_line(invoke("sql", f, "SELECT 1", "--format", "csv", "--out", "/proc/x.csv"), 2, "/proc/")
     _one_line(invoke("report", f, "--out", "/proc/x.html"), 2, "/proc/")
+
+
+def test_summary_shows_input_tokens_and_the_inference_cost_split(tmp_path: Path) -> None:
+    """The run summary gives output and input tokens and the all-in inference cost split into
+    prefill and decode: the printed parts add up to the printed total (to the cent), and each
+    part over its tokens is the $/M figure printed next to it."""
+    import re
+
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL_TOML)
+    code, stdout, _ = invoke("run", str(f), "--hours", "2", "--out", str(tmp_path / "s.duckdb"))
+    assert code == 0, stdout
+    line = next(x for x in stdout.splitlines() if x.strip().startswith("inference TCO"))
+    m = re.search(
+        r"\$([\d,.]+) = prefill \$([\d,.]+) \(\$([\d.]+)/M input tokens\) \+ decode \$([\d,.]+) "
+        r"\(\$([\d.]+)/M output tokens\)",
+        line,
+    )
+    assert m, line
+    total, pre, per_in, dec, per_out = (float(g.replace(",", "")) for g in m.groups())
+    assert pre > 0 and dec > 0 and abs(pre + dec - total) <= 0.011
+    tok = next(x for x in stdout.splitlines() if x.strip().startswith("tokens served"))
+    assert "output" in tok and "input (prompt)" in tok
+    import duckdb
+
+    from storage.kpis import run_kpis
+
+    con = duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True)
+    (rid,) = con.sql("SELECT run_id FROM runs").fetchall()[0]
+    k = run_kpis(con, rid)
+    con.close()
+    assert per_in == pytest.approx(pre / (k["input_tokens"] / 1e6), abs=6e-4, rel=0.01)
+    assert per_out == pytest.approx(dec / (k["tokens"] / 1e6), abs=6e-4, rel=0.01)

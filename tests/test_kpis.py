@@ -137,6 +137,8 @@ def test_work_kpis_by_hand(con: duckdb.DuckDBPyConnection) -> None:
     assert k["wait_mean_s"] == pytest.approx(60.0)  # started jobs only: (30 + 90) / 2
     assert k["wait_mean_min"] == pytest.approx(1.0)
     assert k["jobs_submitted"] == 3 and k["jobs_done"] == 1
+    # The job that never started is not in the waits above but shows apart: one, 500 s so far.
+    assert k["jobs_queued_at_end"] == 1 and k["oldest_queued_wait_h"] == pytest.approx(500 / 3600)
     assert k["slo_attainment"] == pytest.approx(180 / 200)
 
 

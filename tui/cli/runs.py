@@ -209,6 +209,35 @@ def _speed(days: float, wall_s: float) -> str:
     return f"{r * 24:,.2f} sim-h/s" if r * 24 >= 0.1 else f"{r * 1440:,.2f} sim-min/s"
 
 
+def _eflop(flop: float | None) -> str:
+    """FLOP in EFLOP, the unit of ``twin compare``, at every size (not 180 EFLOP in one run and
+    6.48e+22 FLOP in a longer one)."""
+    if flop is None:
+        return "–"
+    e = flop / 1e18
+    return f"{e:,.0f} EFLOP" if e >= 100 else f"{e:.3g} EFLOP"
+
+
+def _inference_split(s: dict[str, Any]) -> list[str]:
+    """Inference's all-in cost split between input and output tokens by the replica time each
+    phase takes (``storage.kpis``): the two parts add up to the all-in figure per M output tokens
+    times the output tokens."""
+    from tui import fmt
+
+    total, inp, out = (
+        s.get(k) for k in ("inference_total_usd", "inference_input_usd", "inference_output_usd")
+    )
+    if total is None or inp is None or out is None or not s.get("tokens"):
+        return []
+    per_in, per_out = s.get("usd_per_m_input_tokens"), s.get("usd_per_m_output_tokens")
+    return [
+        f"  inference TCO     {fmt.money(total)} = prefill {fmt.money(inp)}"
+        + (f" (${per_in:.3f}/M input tokens)" if per_in is not None else "")
+        + f" + decode {fmt.money(out)}"
+        + (f" (${per_out:.3f}/M output tokens)" if per_out is not None else "")
+    ]
+
+
 def _summary_text(result: Any, s: dict[str, Any]) -> str:
     from tui import fmt
 
@@ -217,21 +246,31 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
     lines = [
         f"Run {result.run_id}  ({result.status})",
         f"  file              {result.path}",
-        f"  simulated         {days:,.2f} days in {result.wall_s:,.1f} s wall ({_speed(days, result.wall_s)})",
+        f"  simulated         {f'{days:,.2f} days' if days >= 1 else f'{days * 24:,.2f} h'} in {result.wall_s:,.1f} s wall"
+        f" ({_speed(days, result.wall_s)})",
         f"  facility energy   {fmt.energy_mwh(s['facility_mwh'])}   IT {fmt.energy_mwh(s['it_mwh'])}"
         f"   cooling {fmt.energy_mwh(s['cooling_mwh'])}   losses {fmt.energy_mwh(s['loss_mwh'])}",
-        f"  PUE               {s['pue']:.3f}" if s["pue"] else "  PUE               –",
+        (f"  PUE               {s['pue']:.3f}" if s["pue"] else "  PUE               –")
+        + (f"   WUE {s['wue_l_per_kwh']:.2f} L/kWh IT" if s.get("wue_l_per_kwh") is not None else ""),
         f"  peak facility     {fmt.power(s['peak_facility_w'])}",
         f"  busy chips        {fmt.pct(s['busy_fraction'])}",
-        f"  tokens served     {fmt.si(tokens)} ({fmt.si(s.get('tokens_per_day'))}/day)"
+        f"  tokens served     {fmt.si(tokens)} output ({fmt.si(s.get('tokens_per_day'))}/day)"
+        f" + {fmt.si(s.get('input_tokens'))} input (prompt)"
         f"   dropped requests {fmt.si(s['requests_dropped'])}   SLO met {fmt.pct(s.get('slo_attainment'))}",
-        f"  per token         {fmt.si(s.get('j_per_token'), 'J')}   ${s['usd_per_mtok']:.3f} per M tokens (electricity)"
+        f"  per output token  {fmt.si(s.get('j_per_token'), 'J')}"
+        f"   ${s['usd_per_mtok']:.3f} per M output tokens (electricity)"
         if s.get("usd_per_mtok") is not None
-        else "  per token         –",
-        f"  training delivered {fmt.si(s['training_flop'], 'FLOP')}   jobs done {s['jobs_done']}"
-        f" of {s.get('jobs_submitted')}   goodput {fmt.pct(s.get('goodput'))}",
+        else "  per output token  –",
+        *_inference_split(s),
+        f"  training delivered {_eflop(s['training_flop'])}   jobs done {s['jobs_done'] or 0:,}"
+        f" of {s.get('jobs_submitted') or 0:,}   goodput {fmt.pct(s.get('goodput'))}",
         f"  queue wait        p50 {fmt.duration(s['wait_p50_s'])}   p90 {fmt.duration(s.get('wait_p90_s'))}"
-        f"   p99 {fmt.duration(s.get('wait_p99_s'))}",
+        f"   p99 {fmt.duration(s.get('wait_p99_s'))} (started jobs)   still queued {s.get('jobs_queued_at_end') or 0}"
+        + (
+            f" (longest {s['oldest_queued_wait_h']:,.1f} h)"
+            if s.get("oldest_queued_wait_h") is not None
+            else ""
+        ),
         f"  failures          {s.get('failures') or 0} (+{s.get('failures_injected') or 0} injected)"
         f"   preemptions {s.get('preemptions') or 0}   work lost {fmt.pct(s.get('lost_fraction'))}",
         f"  electricity cost  {fmt.money(s['cost_usd'])}   CO2 {s['co2_t']:,.1f} t",
@@ -239,7 +278,7 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
         f"   energy {fmt.money(s.get('energy_cost_usd'))}   cooling {fmt.money(s.get('cooling_cost_usd'))}"
         f"   other {fmt.money(s.get('other_cost_usd'))}",
         f"  TCO per unit      {fmt.money(s.get('usd_per_chip_hour'))}/chip-h   {fmt.money(s.get('usd_per_mtok_all_in'))}"
-        f"/M tokens   {fmt.money(s.get('usd_per_eflop'))}/EFLOP of batch work"
+        f"/M output tokens (all-in)   {fmt.money(s.get('usd_per_eflop'))}/EFLOP of batch work"
         f"   {fmt.money(s.get('usd_per_pretrain_job'))}/pre-training job's work",
         f"  thermal trips     {s.get('thermal_trips') or 0} UltraServers powered off"
         f"   {s.get('tripped_ultraserver_h') or 0.0:,.2f} tripped UltraServer-hours",
@@ -304,7 +343,7 @@ def compare_cmd(runs: tuple[str, ...], as_json: bool) -> None:
 
 
 def _print_compare(runs: list[str], as_json: bool) -> None:
-    from storage.kpis import COMPARE_ROWS, run_kpis
+    from storage.kpis import COMPARE_ROWS, SYSTEM_ROWS, run_kpis
     from storage.live import open_for_reading
     from storage.reader import latest_run_id
     from storage.recording import reading as reading_errors
@@ -337,24 +376,25 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
         click.echo(dumps({label: kpi_record(kp) for label, kp in cols}))
         return
     width = max(14, *(len(label) for label, _ in cols))
-    header = f"{'KPI':<30}" + "".join(f" {label:>{width}}" for label, _ in cols)
+    lw = max(len(label) for _, label, _ in (*COMPARE_ROWS, *SYSTEM_ROWS))
+    header = f"{'KPI':<{lw}}" + "".join(f" {label:>{width}}" for label, _ in cols)
     if len(cols) == 2:
         header += f" {'ratio':>8}"
     click.echo(header)
     click.echo("-" * len(header))
     for key, label, form in COMPARE_ROWS:
         vals = [kp.get(key) for _, kp in cols]
-        line = f"{label:<30}" + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals)
+        line = f"{label:<{lw}}" + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals)
         if len(cols) == 2:
             a, b = vals
             ratio = f"{b / a:.3f}" if isinstance(a, int | float) and isinstance(b, int | float) and a else "–"
             line += f" {ratio:>8}"
         click.echo(line)
-    _print_systems(cols, width)
+    _print_systems(cols, width, lw)
     _print_tdp_range(texts, [k for _, kp in cols for k in kp.get("systems", {})])
 
 
-def _print_systems(cols: list[tuple[str, dict[str, Any]]], width: int) -> None:
+def _print_systems(cols: list[tuple[str, dict[str, Any]]], width: int, lw: int) -> None:
     """Mixed floors: per system, its share of the work and its cost per unit of work."""
     from storage.kpis import SYSTEM_ROWS
 
@@ -368,7 +408,8 @@ def _print_systems(cols: list[tuple[str, dict[str, Any]]], width: int) -> None:
         for key, label, form in SYSTEM_ROWS:
             vals = [kp.get("systems", {}).get(sysname, {}).get(key) for _, kp in cols]
             click.echo(
-                f"{label:<30}" + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals)
+                f"{label:<{lw}}"
+                + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals)
             )
 
 
@@ -396,9 +437,14 @@ def _print_tdp_range(texts: list[str], system_keys: list[str]) -> None:
         "900 W the earlier assumption)"
     )
     click.echo(
+        "   per TDP: Trainium3's figure over the best GPU's (IT J per unit of work for `energy`, $ for "
+        "`cheapest`; < 1: Trainium3 better), then the system the policy picks"
+    )
+    click.echo(
         f"{'work':<28} {'policy':<9}"
         + "".join(f" {f'{t:,.0f} W':>8}" for t in tdps)
-        + "   system picked (Trn3 / best GPU figure; < 1: Trn3 better)"
+        + "   system picked at "
+        + " / ".join(f"{t:,.0f} W" for t in tdps)
     )
     rows: dict[tuple[str, str], dict[float, sensitivity.Point]] = {}
     for pt in points:

@@ -101,9 +101,11 @@ def scenarios_cmd() -> None:
     """List the built-in scenarios."""
     from scenarios.spec import builtin_names, load
 
-    for name in builtin_names():
+    names = builtin_names()
+    width = max(16, *(len(n) for n in names))
+    for name in names:
         spec, _, _ = load(name)
-        click.echo(f"{name:<16} {spec.description}")
+        click.echo(f"{name:<{width}} {spec.description}")
 
 
 @click.command("hardware")
@@ -133,6 +135,10 @@ def hardware_cmd(sources: bool) -> None:
         if sources:
             for k, v in a.sources.items():
                 click.echo(f"      {k}: {v}")
+    if any(a.tdp_assumed for a in catalog.ACCELERATORS.values()):
+        click.echo(
+            "  * assumed TDP: no published figure (twin hardware --sources gives every number's source)"
+        )
     click.echo()
     click.echo(click.style("Systems (scale-up domains)", bold=True))
     click.echo(

@@ -482,7 +482,7 @@ ORDER BY raised_s, alarm, target""",
 # job id is the service's first replica slot's (the jobs table's, stable over the run).
 _JOBS_BASE = """-- Jobs at $t: batch jobs from their latest start / interrupt / end event up to $t;
 -- inference replicas per service from service_ts at $t (running, queued for chips, stopped slots)
-WITH ev AS (
+WITH ev_recorded AS (
     SELECT CAST(split_part(target, ':', 2) AS INTEGER) AS job_id,
            arg_max(kind, {'t': time_s, 'r': rowid}) AS last_event, max(time_s) AS since_s,
            count(*) FILTER (WHERE kind IN ('job_interrupted', 'job_preempted')) AS restarts,
@@ -491,6 +491,21 @@ WITH ev AS (
     WHERE run_id = $run_id AND time_s <= $t
       AND kind IN ('job_start', 'job_interrupted', 'job_preempted', 'job_end')
     GROUP BY target),
+-- A job that started (or ended) in the warm-up has no event before the recording began: without
+-- an event up to $t, its first start (and its end, when before $t) say where it is. -1 = never.
+ev AS (
+    SELECT j.job_id,
+           coalesce(r.last_event,
+                    CASE WHEN j.end_time_s <> -1 AND j.end_time_s <= $t THEN 'job_end'
+                         WHEN j.first_start_time_s <> -1 AND j.first_start_time_s <= $t THEN 'job_start' END)
+               AS last_event,
+           coalesce(r.since_s,
+                    CASE WHEN j.end_time_s <> -1 AND j.end_time_s <= $t THEN j.end_time_s
+                         WHEN j.first_start_time_s <> -1 AND j.first_start_time_s <= $t
+                         THEN j.first_start_time_s END) AS since_s,
+           r.restarts, r.start_detail
+    FROM jobs j LEFT JOIN ev_recorded r USING (job_id)
+    WHERE j.run_id = $run_id AND j.kind <> 'inference'),
 batch AS (
     SELECT j.job_id,
            CASE WHEN ev.last_event = 'job_end' THEN 'done'

@@ -94,3 +94,34 @@ def test_a_run_cut_before_its_events_says_so(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["run", str(f), "--hours", "0.5", "--out", str(tmp_path / "r.duckdb")])
     assert r.exit_code == 0, r.output
     assert "before 1 of its 1 scheduled events" in r.stderr
+
+
+def test_jobs_running_since_the_warm_up_show_as_running_and_raise_no_queue_alarm(tmp_path: Path) -> None:
+    """The warm-up records no events, so a job that started in it has no `job_start`: the Jobs
+    panel and the queue-wait alarm read its state from its row instead (first start before t,
+    not ended by t). Expected, from the jobs table alone: every such job `running` at the first
+    step, and no 'queue wait' alarm naming one of them."""
+    from storage.queries import panel_sql
+
+    text = "warmup_h = 12\n" + BUSY
+    run(parse(text, "warm.toml"), text, tmp_path / "w.duckdb", duration_s=3600, publish_live=False)
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    try:
+        run_id = con.sql("SELECT run_id FROM runs").fetchall()[0][0]
+        warm = {
+            r[0]
+            for r in con.sql(
+                "SELECT job_id FROM jobs WHERE kind <> 'inference' AND first_start_time_s BETWEEN -43200 AND -1 "
+                "AND (end_time_s = -1 OR end_time_s > 0) AND job_id NOT IN (SELECT CAST(split_part(target, "
+                "':', 2) AS INTEGER) FROM events WHERE time_s <= 0 AND kind LIKE 'job_%')"
+            ).fetchall()
+        }
+        assert len(warm) > 1  # the warm-up left a working hall
+        params = {"run_id": run_id, "t": 0}
+        rows = con.sql(panel_sql("jobs", params, view="all", limit=100_000)).to_arrow_table().to_pylist()
+        state = {r["job_id"]: r["state"] for r in rows if r["kind"] != "inference"}
+        assert {j: state[j] for j in warm} == dict.fromkeys(warm, "running")
+        alarms = con.sql(panel_sql("alarms", params)).to_arrow_table().to_pylist()
+        assert not [a for a in alarms if a["alarm"] == "queue wait" and int(a["target"][4:]) in warm]
+    finally:
+        con.close()

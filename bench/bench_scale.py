@@ -8,6 +8,8 @@ with size, the last the built-in campus as it ships):
     ref30d    the reference factory (64 UltraServers, 9,216 chips), 30 days at dt 60 s
     dt1       9,216 chips, 24 h at dt 1 s
     campus    `ultracluster`: 16 halls, 6,945 UltraServers (1,000,080 chips), 24 h at dt 60 s
+    campus-grid  the same with the grid connection and halls recorded every second
+                 (``telemetry.grid_interval_s = 1``, table ``grid_ts``): its cost against ``campus``
 
 For each case it prints CPU seconds, wall seconds, peak RSS, nanoseconds of CPU per chip-step,
 and the writer ratio: the twin's write path (frames -> Arrow -> committed DuckDB transaction
@@ -54,6 +56,12 @@ CASES: dict[str, tuple[int, int, float, str]] = {
         24.0,
         "the built-in ultracluster campus: 16 halls, 6,945 UltraServers (1,000,080 chips), 24 h, dt 60 s",
     ),
+    "campus-grid": (
+        6945,
+        60,
+        24.0,
+        "the ultracluster campus with 1 s grid recording (grid_ts), 24 h, dt 60 s",
+    ),
 }
 
 
@@ -67,10 +75,12 @@ def _scenario(case: str, scale: float) -> tuple[Any, str, int]:
     from scenarios.spec import load, validate
 
     nus, dt, hours, _ = CASES[case]
-    if case == "campus":  # the built-in scenario as it ships (its own telemetry intervals)
+    if case in ("campus", "campus-grid"):  # the built-in scenario as it ships (its own intervals)
         _, text, _ = load("ultracluster")
         data = tomllib.loads(text)
         data.pop("warmup_h", None)  # the recorded run only, as every revision measures it
+        if case == "campus-grid":  # and the grid connection's view at 1 s (twin.grid)
+            data.setdefault("telemetry", {})["grid_interval_s"] = 1
         duration_s = max(dt, int(round(hours * 3600 * scale / dt)) * dt)
         data["duration_h"] = duration_s / 3600
         return validate(data, f"bench case {case}"), text, duration_s

@@ -51,6 +51,7 @@ import math
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -1097,14 +1098,22 @@ def check_row(row: Any, t: Task) -> str | None:
     return None
 
 
+POINT_FILE_MAX_BYTES = 1 << 20  # a point's row is a few kB
+
+
 def load_row(out_dir: Path, t: Task) -> tuple[dict[str, Any] | None, str | None]:
     """A point's recorded row, or None and what is wrong with its file (None: no file yet)."""
     p = point_file(out_dir, t)
     try:
+        st = os.lstat(p)
+        if not stat.S_ISREG(st.st_mode):  # a pipe would block the read, a link lead elsewhere
+            return None, f"{p}: not a regular file"
+        if st.st_size > POINT_FILE_MAX_BYTES:
+            return None, f"{p}: {st.st_size:,} bytes, more than a point's row ({POINT_FILE_MAX_BYTES:,})"
         row = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None, None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: JSON nested too deep
         return None, f"{p}: unreadable ({_one_line(e)})"
     problem = check_row(row, t)
     if problem:

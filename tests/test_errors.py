@@ -229,3 +229,14 @@ def test_a_run_that_fills_the_disk_is_recorded_failed_with_its_reason(
         main, ["sql", str(out), "SELECT count(*) AS n FROM factory_ts", "--format", "json"]
     )
     assert q.exit_code == 0 and json.loads(q.stdout) == [{"n": 6}]
+
+
+def test_an_empty_out_is_refused_not_the_default() -> None:
+    """`--out ''` would fall back to the default file without a word: refused in one line."""
+    from click.testing import CliRunner
+
+    from tui.cli import main
+
+    for args in (["run", "default", "--hours", "1", "--out", ""], ["rerun", "x.duckdb", "--out", " "]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2 and "an empty path" in r.output, r.output

@@ -605,6 +605,24 @@ def test_check_row_refuses_rows_of_another_point(tmp_path: Path, small: Path) ->
     assert "missing" in (sweep.check_row({k: v for k, v in row.items() if k != "pue"}, t1) or "")
 
 
+def test_a_point_file_that_is_a_pipe_or_too_deep_is_unreadable_not_a_hang(
+    tmp_path: Path, small: Path
+) -> None:
+    """A point file replaced by a FIFO would block its read, one nested thousands deep would blow
+    the JSON decoder's recursion: both are reported as unreadable (and the point runs again)."""
+    f = write_sweep(tmp_path, 'hours = 1\nseeds = [1]\n[sweep.grid]\n"hall.ultraservers" = [1, 2]\n')
+    sw = sweep.load_sweep(f)
+    t1, t2 = sweep.tasks(sw, sweep.points(sw), None)
+    out = tmp_path / "out"
+    sweep.point_file(out, t1).parent.mkdir(parents=True)
+    os.mkfifo(sweep.point_file(out, t1))
+    sweep.point_file(out, t2).write_text("[" * 100_000 + "]" * 100_000)
+    row, why = sweep.load_row(out, t1)
+    assert row is None and "not a regular file" in (why or "")
+    row, why = sweep.load_row(out, t2)
+    assert row is None and "unreadable" in (why or "")
+
+
 # ---------------------------------------------------------------------- validation
 def test_a_run_too_short_for_one_second_is_refused(tmp_path: Path, small: Path) -> None:
     f = write_sweep(tmp_path, 'hours = 1e-9\n[sweep.grid]\n"hall.ultraservers" = [1]\n')

@@ -15,7 +15,7 @@ from tui.cli.errors import EXIT_CODES_HELP, OneLineErrors
 from tui.cli.export import export_cmd
 from tui.cli.live import live, replay_cmd
 from tui.cli.metrics import METRICS_HELP
-from tui.cli.options import SET_HELP
+from tui.cli.options import SET_HELP, nonempty_path
 from tui.cli.plan import plan_cmd
 from tui.cli.report import report_cmd
 from tui.cli.runs import compare_cmd, rerun_cmd, run_cmd
@@ -45,6 +45,7 @@ from twin import __version__
     type=click.Path(dir_okay=False),
     default=None,
     help="Telemetry file to record the live session to (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
+    callback=nonempty_path,
 )
 @click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=SET_HELP)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from pathlib import Path
+from typing import Any
 
 from tui.cli.errors import fail
 
@@ -26,3 +27,13 @@ def duration_s(hours: float | None, days: float | None) -> int | None:
         return duration_arg(hours, days)
     except ScenarioError as e:
         fail(str(e))
+
+
+def nonempty_path(ctx: Any, param: Any, value: str | None) -> str | None:
+    """A click callback: an output path given as an empty string is refused (it would fall back
+    to the default output without saying so)."""
+    import click
+
+    if value is not None and not value.strip():
+        raise click.BadParameter("an empty path; give a file name or leave the option out")
+    return value

@@ -10,7 +10,7 @@ import click
 
 from tui.cli.errors import fail, guard
 from tui.cli.metrics import METRICS_HELP, start_metrics
-from tui.cli.options import SET_HELP, default_out, duration_s
+from tui.cli.options import SET_HELP, default_out, duration_s, nonempty_path
 from tui.cli.signals import stoppable
 
 
@@ -27,6 +27,7 @@ from tui.cli.signals import stoppable
     type=click.Path(dir_okay=False),
     default=None,
     help="Telemetry file (default: twin-runs/<scenario>-<UTC time>-p<pid>.duckdb).",
+    callback=nonempty_path,
 )
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option(
@@ -296,6 +297,7 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
     type=click.Path(dir_okay=False),
     default=None,
     help="Telemetry file of the re-run (default: FILE-rerun.duckdb).",
+    callback=nonempty_path,
 )
 @click.option("--overwrite", is_flag=True, help="Replace --out if it exists.")
 @click.option(
@@ -358,13 +360,14 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
         try:
             with reading_errors(path):
                 run_id = latest_run_id(con)
-                name, text = next(
-                    iter(
-                        con.sql(
-                            "SELECT scenario_name, scenario_toml FROM runs WHERE run_id = ?", params=[run_id]
-                        ).fetchall()
-                    )
-                )
+                found = con.sql(
+                    "SELECT scenario_name, scenario_toml FROM runs WHERE run_id = ?", params=[run_id]
+                ).fetchall()
+                if not found:
+                    from storage.errors import StorageError
+
+                    raise StorageError(f"{path}: holds no row for its run {run_id!r} (damaged or edited)")
+                name, text = found[0]
                 texts.append(text or "")
                 cols.append((f"{name} ({Path(path).name})", run_kpis(con, run_id)))
         finally:

@@ -122,7 +122,7 @@ def _owner_usd_per_gpu_hour(key: str, pue: float = 1.2, price: float = 75.0) -> 
     acc = catalog.accelerator_for(sysm)
     nameplate = catalog.system_full_load_it_w(sysm, acc)
     r = tco.cost_rates(sysm, 1, nameplate, tco.TcoParams())
-    act = TrainingParams().activity
+    act = TrainingParams().compute_activity  # a busy gang computing (the plan's compute level)
     it_w = sysm.chips * routing.chip_it_w(sysm, acc, act, PowerChainParams())
     return tco.usd_per_chip_hour(r, sysm.chips, it_w * pue, price)
 

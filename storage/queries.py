@@ -388,8 +388,8 @@ FROM flags WHERE alarm = 'grid ramp limit'""",
 SELECT service_id, service, replicas_running, replicas_starting, replicas_target,
        request_rate_per_s, requests_served / $dt_s AS served_per_s, requests_dropped / $dt_s AS dropped_per_s,
        requests_queued, ttft_p50_s, ttft_p99_s, tpot_p50_s, tpot_p99_s, slo_attainment, kv_cache_fraction,
-       utilization, tokens_per_s, power_w,
-       power_w / nullif(tokens_per_s, 0) AS energy_per_token_j  -- W / (token/s) = J/token
+       utilization, tokens_per_s, input_tokens_per_s, power_w,
+       power_w / nullif(tokens_per_s, 0) AS energy_per_token_j  -- W / (output token/s) = J per output token
 FROM service_ts
 WHERE run_id = $run_id AND time_s = $t
 ORDER BY service_id""",

@@ -62,6 +62,9 @@ async def test_services_screen_shows_service_ts_against_the_slo(con: Any) -> Non
         )
         assert r["tpot"].endswith("(200 ms)" + (" !" if s["tpot_p99_s"] > 0.2 else ""))
         assert r["jpt"] == f"{s['power_w'] / s['tokens_per_s']:.2f}"  # W / (token/s) = J/token
+        # prompt and output tokens apart, as recorded (prompts are most of the tokens of the mix)
+        tin, tout = s["input_tokens_per_s"], s["tokens_per_s"]
+        assert r["tokens"] == f"{fmt.si(tin, '', 3)}/{fmt.si(tout, '', 3)}" and tin > tout > 0
         assert r["kv"] == fmt.pct(s["kv_cache_fraction"], 0)
         plot = app.screen.query_one("#svc-ttft", BraillePlot)
         n = con.sql(

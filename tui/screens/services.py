@@ -47,7 +47,8 @@ LABELS = {
     "tpot": "TPOT p50/p99 (SLO)",
     "slo": "in SLO",
     "kv": "KV",
-    "jpt": "J/tok",
+    "tokens": "tok/s in/out",
+    "jpt": "J/out tok",
     "util": "util",
 }
 
@@ -84,6 +85,8 @@ def service_rows(cols: dict[str, Any], slos: dict[str, tuple[float, float]]) -> 
         out["tpot"].append(lat("tpot_p50_s", "tpot_p99_s", tpot_slo))
         out["slo"].append(fmt.pct(_f(cols["slo_attainment"][i]), 1))
         out["kv"].append(fmt.pct(_f(cols["kv_cache_fraction"][i]), 0))
+        tin, tout = _f(cols["input_tokens_per_s"][i]), _f(cols["tokens_per_s"][i])
+        out["tokens"].append(f"{fmt.si(tin, '', 3)}/{fmt.si(tout, '', 3)}")
         jpt = _f(cols["energy_per_token_j"][i])
         out["jpt"].append(f"{jpt:.2f}" if math.isfinite(jpt) else "–")
         out["util"].append(fmt.pct(_f(cols["utilization"][i]), 0))

@@ -11,6 +11,7 @@ model keeps counting seconds.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -149,46 +150,31 @@ def migrations() -> list[list[str]]:
     v4.append(cost_by_day_view_sql())
     out.append(v4)
     # v5: mixed floors: system_ts, and the system column of jobs (a no-op on a new file).
-    v5 = _added_tables(5)
-    for table, name in V5_COLUMNS:
-        col = next(c for c in TABLES[table] if c.name == name)
-        v5.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
-        v5.append(comment_sql(table, col))
+    v5 = _added_tables(5) + _added_columns(V5_COLUMNS)
     v5.append(system_summary_view_sql())
     out.append(v5)
     # v6: the cooling plant's units (factory_ts) and each UltraServer's CDU flow (ultraserver_ts).
-    v6 = []
-    for table, names in V6_COLUMNS.items():
-        for name in names:
-            col = next(c for c in TABLES[table] if c.name == name)
-            v6.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
-            v6.append(comment_sql(table, col))
-    out.append(v6)
+    out.append(_added_columns((t, n) for t, names in V6_COLUMNS.items() for n in names))
     # v7: campuses: the hall of each row_ts and system_ts row (a no-op on a new file).
-    v7 = []
-    for table, name in V7_COLUMNS:
-        col = next(c for c in TABLES[table] if c.name == name)
-        v7.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
-        v7.append(comment_sql(table, col))
-    out.append(v7)
+    out.append(_added_columns(V7_COLUMNS))
     # v8: the heat balance of the water in factory_ts (a no-op on a new file).
-    v8 = []
-    for table, name in V8_COLUMNS:
-        col = next(c for c in TABLES[table] if c.name == name)
-        v8.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
-        v8.append(comment_sql(table, col))
-    out.append(v8)
+    out.append(_added_columns(V8_COLUMNS))
     # v9: prompt tokens and the prefill time share of inference in factory_ts (a no-op on a new
     # file; an older file reads NULL for its steps: its input-token KPIs are empty).
-    v9 = []
-    for table, name in V9_COLUMNS:
-        col = next(c for c in TABLES[table] if c.name == name)
-        v9.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
-        v9.append(comment_sql(table, col))
-    out.append(v9)
+    out.append(_added_columns(V9_COLUMNS))
     # v10: sub-step power of the halls and the grid connection (grid_ts).
     out.append(_added_tables(10))
     return out
+
+
+def _added_columns(pairs: Iterable[tuple[str, str]]) -> list[str]:
+    """The statements adding each (table, column) of ``pairs`` to an older file, with its comment."""
+    v: list[str] = []
+    for table, name in pairs:
+        col = next(c for c in TABLES[table] if c.name == name)
+        v.append(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {DUCKDB_TYPES[col.dtype]}")
+        v.append(comment_sql(table, col))
+    return v
 
 
 def _added_tables(version: int) -> list[str]:

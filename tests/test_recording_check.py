@@ -23,30 +23,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
 
 from storage.live import MANIFEST, LivePublisher, live_dir
 from storage.reader import open_run_file
 from storage.recording import HEADERS_END, RecordingError, check_recording
-from tui.cli import main
+from tests.test_outputs_safety import TOML, invoke
 from twin.telemetry import SCHEMA_VERSION
-
-TOML = """
-name = "tiny"
-seed = 5
-dt_s = 300
-duration_h = 2
-
-[hall]
-system = "trn3-gen2"
-ultraservers = 1
-ultraservers_per_row = 1
-"""
-
-
-def invoke(*args: object) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
-    return r.exit_code, r.stdout, r.stderr
 
 
 @pytest.fixture(scope="module")

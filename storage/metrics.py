@@ -66,6 +66,7 @@ FACTORY_GAUGES: tuple[tuple[str, str, str], ...] = (
     ("coolant_supply_c", "coolant_supply_temperature_celsius", "Liquid loop supply to cold plates"),
     ("coolant_return_c", "coolant_return_temperature_celsius", "Liquid loop return (mean)"),
     ("max_chip_temp_c", "max_chip_temperature_celsius", "Hottest chip junction temperature"),
+    ("ultraservers_tripped", "ultraservers_tripped", "UltraServers powered off by thermal protection"),
     ("outdoor_temp_c", "outdoor_temperature_celsius", "Outdoor dry-bulb temperature"),
     ("outdoor_wetbulb_c", "outdoor_wetbulb_temperature_celsius", "Outdoor wet-bulb temperature"),
     ("mean_clock", "mean_clock_ratio", "Mean clock of busy chips (1 = full)"),
@@ -74,6 +75,7 @@ FACTORY_GAUGES: tuple[tuple[str, str, str], ...] = (
     ("running_jobs", "running_jobs", "Batch jobs running"),
     ("requests_queued", "inference_requests_queued", "Inference requests waiting"),
     ("tokens_per_s", "tokens_per_second", "Output tokens per second served by inference"),
+    ("input_tokens_per_s", "input_tokens_per_second", "Prompt tokens per second prefilled by inference"),
     ("requests_per_s", "inference_requests_per_second", "Inference requests arriving per second"),
     (
         "requests_dropped_per_s",

@@ -1,7 +1,7 @@
-"""Benchmark: the model at UltraCluster scale, with full telemetry recorded.
+"""Benchmark: the model at UltraCluster scale, each speed target against its own physical limit.
 
-Five cases (all Trn3 Gen2 UltraServers; the first four the reference factory's workload mix scaled
-with size, the last the built-in campus as it ships):
+Six cases (all Trn3 Gen2 UltraServers; the first four the reference factory's workload mix scaled
+with size, the last two the built-in campus as it ships):
 
     us1000    1,000 UltraServers (144,000 chips), 24 h at dt 15 s
     million   6,944 UltraServers (999,936 chips), 24 h at dt 60 s
@@ -11,23 +11,46 @@ with size, the last the built-in campus as it ships):
     campus-grid  the same with the grid connection and halls recorded every second
                  (``telemetry.grid_interval_s = 1``, table ``grid_ts``): its cost against ``campus``
 
-For each case it prints CPU seconds, wall seconds, peak RSS, nanoseconds of CPU per chip-step,
-and the writer ratio: the twin's write path (frames -> Arrow -> committed DuckDB transaction
-through ``TelemetryWriter``) against a raw DuckDB Arrow insert of the same batches (1.0 = as fast
-as raw). Every case runs in a child process of its own, so CPU and peak RSS are that run's alone
-(``os.wait4`` rusage of the child); the writer ratio is measured in another child afterwards.
+What each case measures, every figure CPU seconds of the case's own child process (``os.wait4``
+rusage or ``time.process_time``: every thread):
 
-    python bench/bench_scale.py [--cases us1000,ref30d] [--scale 0.1] [--rev 3a97e44]
+1. Calibration, in the same child as each measurement: 20 in-place NumPy passes over the case's
+   chips for the case's steps (float64 arrays ``a`` and ``b`` of one value per chip; per step
+   20 x ``np.multiply(a, b, out=a)``, ``b`` a constant a hair above 1). What a model that touched
+   every chip 20 times a step in NumPy, and nothing else, would cost on this machine now. A
+   calibration longer than ~5 CPU-s is timed over its first steps (~2 CPU-s) and scaled
+   linearly, one shorter than 1 CPU-s is repeated and its median taken; the output says which.
+2. Model only: ``scenarios.spec.build_simulation`` then ``sim.advance`` in the run's chunks, frames
+   discarded, no writer: CPU-s, ns per chip-step and the ratio to the calibration. Targets: <= 1.0x
+   at us1000 and million.
+3. Storage per recorded value, on a few chunks of the case's own frames (the last of the model
+   run): the product's write path (``TelemetryWriter`` with the live Parquet parts, as a run wires
+   them) and the cheapest raw write of the same Arrow batches among DuckDB one insert per batch,
+   Parquet parts (snappy, zstd) and Arrow IPC, in the same child (``bench/bench_writepath.py``'s
+   paths). CPU ns and bytes per recorded value (one cell of the model's columns: rows x columns
+   without ``run_id`` and ``ts``); target: product CPU <= 1.5x the cheapest raw path's.
+4. Whole runs (``scenarios.runner.run`` to a file, live parts on): the process's CPU (imports,
+   model, writer and DuckDB threads; the calibration's own CPU taken out) as a ratio to the
+   calibration, and peak RSS. Targets: us1000 <= 1.5x and 1 GB, million <= 1.0x and 2 GB, ref30d
+   and dt1 <= 2x and 1 GB; campus and campus-grid: figures, no target.
 
-``--scale`` shrinks every duration (0.1 = a tenth of the simulated time; the sizes stay).
-``--rev REV`` also runs the same cases against another git revision (checked out with
-``git worktree`` into a temporary folder) and prints both side by side.
-``--profile CASE`` prints a cProfile of one case and the time per model phase instead.
+It ends with a table of every target, the measured value and pass/FAIL.
+
+    python bench/bench_scale.py [--cases us1000,ref30d] [--scale 0.1] [--rev 3a97e44] [--markdown]
+
+``--scale`` shrinks every duration (0.1 = a tenth of the simulated time; the sizes stay; the
+calibration follows the steps). ``--rev REV`` also runs the same cases against another git
+revision (checked out with ``git worktree`` into a temporary folder; this script drives it and
+imports that revision's code), case by case alternating, and prints both side by side with the
+ratio. ``--skip model,storage,run`` leaves parts out. ``--markdown`` prints the final table as a
+GitHub Markdown table. ``--profile CASE`` prints the CPU per model phase (after an untimed
+warm-up) and a cProfile of the model instead (with ``--rev``: of that revision's model).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import subprocess
@@ -65,7 +88,7 @@ CASES: dict[str, tuple[int, int, float, str]] = {
 }
 
 
-# ---------------------------------------------------------------------------------------- child
+# ---------------------------------------------------------------------------------------- cases
 def _scenario(case: str, scale: float) -> tuple[Any, str, int]:
     """The reference scenario resized for ``case``: arrivals and service replicas grow with the
     number of UltraServers so the hall stays as busy as the reference factory."""
@@ -101,124 +124,248 @@ def _scenario(case: str, scale: float) -> tuple[Any, str, int]:
     return validate(data, f"bench case {case}"), text, duration_s
 
 
-def _writer_ratio(
-    frames_list: list[dict[str, dict[str, Any]]], d: Path, reps: int = 3
-) -> tuple[float, float]:
-    """Rows/s through ``TelemetryWriter`` / rows/s of a raw Arrow insert of the same batches.
-
-    Raw: ``INSERT INTO t SELECT * FROM arrow_table``, the Arrow tables built beforehand (not timed),
-    one transaction per batch, into a plain DuckDB file. Twin: frames in, committed out (Arrow
-    conversion, the writer thread, its sandboxed database and its memory limit included). The two
-    alternate ``reps`` times and each side's fastest is taken, so a busy machine slows both alike."""
-    import duckdb
-
-    from storage.schema import migrations
-    from storage.writer import TelemetryWriter, to_arrow
-
-    rows = sum(len(next(iter(c.values()))) for fr in frames_list for c in fr.values() if c)
-    arrow = [{t: to_arrow(t, "bench", c) for t, c in fr.items()} for fr in frames_list]
-    raw_s, twin_s, raw_cpu = float("inf"), float("inf"), float("inf")
-    for rep in range(reps):
-        con = duckdb.connect(str(d / f"raw{rep}.duckdb"))
-        for stmts in migrations():
-            for s in stmts:
-                con.execute(s)
-        t0, c0 = time.perf_counter(), time.process_time()
-        for tables in arrow:
-            con.execute("BEGIN")
-            for name, tb in tables.items():
-                if tb.num_rows == 0:
-                    continue
-                con.register("_b", tb)
-                con.execute(f"INSERT INTO {name} SELECT * FROM _b")
-                con.unregister("_b")
-            con.execute("COMMIT")
-        raw_s = min(raw_s, time.perf_counter() - t0)
-        con.close()  # its last checkpoint (compression) is part of the cost
-        raw_cpu = min(raw_cpu, time.process_time() - c0)
-        run_row = {"run_id": "bench", "scenario_name": "bench", "seed": 0, "dt_s": 60}
-        w = TelemetryWriter(d / f"twin{rep}.duckdb", run_row, if_exists="replace")
-        t0 = time.perf_counter()
-        for i, fr in enumerate(frames_list):
-            w.write(fr, i)
-        w.flush()
-        twin_s = min(twin_s, time.perf_counter() - t0)
-        w.close()
-    return (rows / twin_s) / (rows / raw_s), raw_cpu
+# ---------------------------------------------------------------------------------------- targets
+# (measure, case, limit): the measured value must be <= limit. The measures:
+#   model    model-only CPU / calibration CPU
+#   storage  product CPU per recorded value / the cheapest raw path's
+#   run      whole-run process CPU / calibration CPU
+#   rss      whole-run peak RSS [GB]
+TARGETS: dict[tuple[str, str], float] = {
+    ("model", "us1000"): 1.0,
+    ("model", "million"): 1.0,
+    ("storage", "us1000"): 1.5,
+    ("storage", "million"): 1.5,
+    ("storage", "ref30d"): 1.5,
+    ("storage", "dt1"): 1.5,
+    ("run", "us1000"): 1.5,
+    ("run", "million"): 1.0,
+    ("run", "ref30d"): 2.0,
+    ("run", "dt1"): 2.0,
+    ("rss", "us1000"): 1.0,
+    ("rss", "million"): 2.0,
+    ("rss", "ref30d"): 1.0,
+    ("rss", "dt1"): 1.0,
+}
+MEASURES = {
+    "model": "model CPU / calibration",
+    "storage": "storage CPU/value / cheapest raw",
+    "bytes": "storage bytes/value / smallest raw",
+    "run": "run CPU / calibration",
+    "rss": "run peak RSS GB",
+}
+STORAGE_CHUNKS = 8  # advances of the case's frames the storage paths write
 
 
 def _size(params: Any) -> tuple[int, int]:
     """(chips, UltraServers) of a hall or of every hall of a campus."""
-    halls = params.halls or (params.hall,)
+    halls = getattr(params, "halls", None) or (params.hall,)
     pools = [r for h in halls for r in h.pools()]
     return sum(r.ultraservers * r.system.chips for r in pools), sum(r.ultraservers for r in pools)
 
 
-def child(case: str, scale: float, out: Path, mode: str) -> None:
-    """``mode`` "run": the case recorded to a file; "ratio": the writer ratio on a few chunks of
-    the case's own frames (its own process, so the run's CPU figure holds the run alone)."""
-    from scenarios.runner import run
-    from scenarios.spec import build_simulation
+def _chunk(nus: int) -> int:
+    """Steps per advance, as the runner's at this size (``Session.chunk_steps``)."""
+    return max(1, min(1440, 40_000 // nus))
+
+
+# ---------------------------------------------------------------------------------------- child
+def child(case: str, scale: float, out: Path, mode: str, root: str, storage: bool) -> None:
+    """``mode`` "model": the calibration, the model alone and (``storage``) the storage paths on
+    the model's last chunks of frames; "run": the calibration and the case recorded to a file.
+    The two are separate processes so the run's CPU and peak RSS hold the run alone."""
+    import scale_measure as sm
 
     spec, text, duration_s = _scenario(case, scale)
     params = spec.to_params()
     chips, nus = _size(params)
     steps = -(-duration_s // params.dt_s)
     res: dict[str, Any] = {"case": case, "steps": steps, "chips": chips, "ultraservers": nus}
+    res["calib"] = sm.calibrate(chips, steps)
     with tempfile.TemporaryDirectory() as d:
         if mode == "run":
+            from scenarios.runner import run
+
             c0, w0 = time.process_time(), time.perf_counter()
             r = run(spec, text, Path(d) / "run.duckdb", duration_s=duration_s)
             res["cpu_s"], res["wall_s"] = time.process_time() - c0, time.perf_counter() - w0
             res["pue"], res["facility_mwh"] = r.summary.get("pue"), r.summary.get("facility_mwh")
-            (Path(d) / "run.duckdb").unlink()
         else:
+            from scenarios.spec import build_simulation
+
+            c0 = time.process_time()
             _, sim = build_simulation(spec)
-            chunk = max(1, min(1440, 40_000 // nus))
-            n = max(2, min(10, steps // chunk))
-            # The time series, every tier (jobs and runs are upserts of a few rows).
-            ts = ("factory_ts", "ultraserver_ts", "row_ts", "hall_ts", "service_ts", "chip_ts", "system_ts")
-            frames = [{t: c for t, c in sim.advance(chunk).items() if t in ts} for _ in range(n)]
-            res["writer_ratio"], raw_cpu = _writer_ratio(frames, Path(d))
-            # DuckDB's own CPU to insert and store this run's time-series rows (raw Arrow inserts,
-            # all threads), scaled from the chunks to the whole run: a floor under the case's CPU.
-            res["db_floor_cpu_s"] = raw_cpu * steps / (chunk * n)
+            res["build_cpu_s"] = time.process_time() - c0
+            chunk = _chunk(nus)
+            kept: collections.deque[Any] = collections.deque(maxlen=STORAGE_CHUNKS if storage else 0)
+            done = 0
+            c0, w0 = time.process_time(), time.perf_counter()
+            while done < steps:
+                n = min(chunk, steps - done)
+                kept.append(sim.advance(n))
+                done += n
+            res["model_cpu_s"], res["model_wall_s"] = time.process_time() - c0, time.perf_counter() - w0
+            if storage:
+                while len(kept) < STORAGE_CHUNKS:  # a short case: a few more advances, untimed
+                    kept.append(sim.advance(chunk))
+                frames = list(kept)
+                kept.clear()
+                del sim
+                res["storage"] = sm.storage(frames, Path(d), root)
     out.write_text(json.dumps(res))
 
 
 # ---------------------------------------------------------------------------------------- parent
-def run_case(case: str, scale: float, root: Path, ratio: bool) -> dict[str, Any]:
-    res = _run_child(case, scale, root, "run")
-    if ratio:
-        r = _run_child(case, scale, root, "ratio")
-        res["writer_ratio"], res["db_floor_cpu_s"] = r["writer_ratio"], r["db_floor_cpu_s"]
-    return res
-
-
-def _run_child(case: str, scale: float, root: Path, mode: str) -> dict[str, Any]:
+def _run_child(case: str, scale: float, root: Path, mode: str, storage: bool) -> dict[str, Any]:
+    """One child process; its result, or ``{"error": ...}`` when it failed."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = Path(f.name)
     env = dict(os.environ, PYTHONPATH=str(root))
     # This script (not the revision's copy) drives the child, importing the revision's code.
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", case, "--scale", str(scale)]
     cmd += ["--out", str(out), "--root", str(root), "--mode", mode]
+    if not storage:
+        cmd += ["--skip", "storage"]
+    w0 = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=root, env=env)
     _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
         out.unlink(missing_ok=True)
-        raise SystemExit(f"bench_scale: case {case} failed at {root} (exit {p.returncode})")
+        print(f"bench_scale: case {case} ({mode}) failed at {root} (exit {code})", flush=True)
+        return {"error": f"{mode} failed (exit {code})"}
     res: dict[str, Any] = json.loads(out.read_text())
     out.unlink()
-    res["proc_cpu_s"] = ru.ru_utime + ru.ru_stime  # whole process: imports, writer thread, model
+    # The whole process (imports, model, writer thread, DuckDB's), without the calibration.
+    res["proc_cpu_s"] = ru.ru_utime + ru.ru_stime - res["calib"]["spent_s"]
     res["peak_rss_gb"] = ru.ru_maxrss * 1024 / 1e9  # Linux: kB
+    res["child_wall_s"] = time.perf_counter() - w0
     return res
 
 
-def _fmt(r: dict[str, Any]) -> str:
-    ns = r["cpu_s"] / (r["chips"] * r["steps"]) * 1e9  # the run itself, imports excluded
-    wr = f"{r['writer_ratio']:5.2f} {r['db_floor_cpu_s']:6.1f}" if "writer_ratio" in r else "   -      - "
-    return f"{r['proc_cpu_s']:8.1f} {r['wall_s']:7.1f} {r['peak_rss_gb']:6.2f} {ns:7.1f} {wr}"
+def run_case(case: str, scale: float, root: Path, skip: set[str]) -> dict[str, Any]:
+    """Every measure of ``case`` at ``root``: {"model": child result, "run": child result}."""
+    out: dict[str, Any] = {}
+    if not {"model", "storage"} <= skip:
+        out["model"] = _run_child(case, scale, root, "model", "storage" not in skip)
+    if "run" not in skip:
+        out["run"] = _run_child(case, scale, root, "run", False)
+    return out
+
+
+def measures(r: dict[str, Any], skip: set[str]) -> dict[str, float]:
+    """The values the targets read, from one case's results at one revision."""
+    import scale_measure as sm
+
+    v: dict[str, float] = {}
+    m = r.get("model", {})
+    if "model_cpu_s" in m and "model" not in skip:
+        v["model"] = m["model_cpu_s"] / m["calib"]["cpu_s"]
+    s = sm.storage_summary(m.get("storage", {}))
+    if "x_cpu" in s:
+        v["storage"], v["bytes"] = s["x_cpu"], s["x_bytes"]
+    ru = r.get("run", {})
+    if "proc_cpu_s" in ru:
+        v["run"] = ru["proc_cpu_s"] / ru["calib"]["cpu_s"]
+        v["rss"] = ru["peak_rss_gb"]
+    return v
+
+
+def describe(case: str, label: str, r: dict[str, Any], skip: set[str]) -> list[str]:
+    """The lines of one case at one revision: calibration, model, storage paths, run."""
+    import scale_measure as sm
+
+    lines = []
+    m, ru = r.get("model", {}), r.get("run", {})
+    for part, res in (("model", m), ("run", ru)):
+        if "error" in res:
+            lines.append(f"  {label:<10} {part}: {res['error']}")
+    if "model_cpu_s" in m:
+        c, cpu = m["calib"], m["model_cpu_s"]
+        ns = cpu / (m["chips"] * m["steps"]) * 1e9
+        cal_ns = c["cpu_s"] / (m["chips"] * m["steps"]) * 1e9
+        if "model" not in skip:
+            lines.append(
+                f"  {label:<10} model only   {cpu:8.2f} CPU-s {ns:7.1f} ns/chip-step = {cpu / c['cpu_s']:5.2f}x "
+                f"calibration {c['cpu_s']:.2f} CPU-s ({cal_ns:.1f} ns/chip-step; {sm.calibration_note(c)}); "
+                f"{m['model_wall_s']:.1f} wall-s, build {m['build_cpu_s']:.1f} CPU-s"
+            )
+        st = m.get("storage", {})
+        if "error" in st:
+            lines.append(f"  {label:<10} storage: {st['error']}")
+        elif st:
+            vals = st["values"]
+            lines.append(
+                f"  {label:<10} storage on {STORAGE_CHUNKS} advances: {st['rows']:,} rows, {vals:,} recorded values"
+            )
+            for name, p in st["paths"].items():
+                if "error" in p:
+                    lines.append(f"  {'':<10}   {name:<15} not measured: {p['error']}")
+                    continue
+                prod = st["paths"].get("product", {})
+                if name == "product":
+                    tail = f" (+{p['live'] / vals:.2f} live parts)" if p.get("live") else ""
+                elif "error" not in prod:
+                    tail = f"   product: x{prod['cpu_s'] / p['cpu_s']:.2f} CPU, x{prod['bytes'] / p['bytes']:.2f} bytes"
+                else:
+                    tail = ""
+                lines.append(
+                    f"  {'':<10}   {name:<15} {p['cpu_s'] / vals * 1e9:7.1f} ns CPU/value "
+                    f"{p['bytes'] / vals:6.3f} B/value{tail}"
+                )
+            s = sm.storage_summary(st)
+            if s:
+                lines.append(
+                    f"  {'':<10}   product/cheapest: x{s['x_cpu']:.2f} CPU (against {s['cheapest']}), "
+                    f"x{s['x_bytes']:.2f} bytes (against {s['smallest']})"
+                )
+    if "proc_cpu_s" in ru:
+        c = ru["calib"]
+        ns = ru["cpu_s"] / (ru["chips"] * ru["steps"]) * 1e9
+        lines.append(
+            f"  {label:<10} whole run    {ru['proc_cpu_s']:8.2f} CPU-s (process) = "
+            f"{ru['proc_cpu_s'] / c['cpu_s']:5.2f}x calibration {c['cpu_s']:.2f} CPU-s; run() alone "
+            f"{ru['cpu_s']:.2f} CPU-s ({ns:.1f} ns/chip-step), {ru['wall_s']:.1f} wall-s, "
+            f"peak RSS {ru['peak_rss_gb']:.2f} GB"
+        )
+    return lines
+
+
+def _verdict(key: tuple[str, str], v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    limit = TARGETS.get(key)
+    fmt = f"{v:.2f}" if key[0] == "rss" else f"{v:.2f}x"
+    if limit is None:
+        return fmt
+    return f"{fmt} {'pass' if v <= limit else 'FAIL'}"
+
+
+def table(
+    cases: list[str], labels: list[str], vals: dict[str, list[dict[str, float]]], markdown: bool
+) -> list[str]:
+    """The final table: every target (and every figure without one), per revision, pass/FAIL."""
+    head = ["measure", "case", "target", *labels]
+    if len(labels) == 2:
+        head.append(f"{labels[0]}/{labels[1]}")
+    rows = []
+    for measure in MEASURES:
+        for case in cases:
+            per = [v.get(measure) for v in vals.get(case, [])]
+            if all(x is None for x in per):
+                continue
+            limit = TARGETS.get((measure, case))
+            target = "-" if limit is None else (f"<= {limit:g} GB" if measure == "rss" else f"<= {limit:g}x")
+            row = [MEASURES[measure], case, target, *(_verdict((measure, case), x) for x in per)]
+            if len(labels) == 2:
+                a, b = per
+                row.append(f"{a / b:.2f}" if a is not None and b else "-")
+            rows.append(row)
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(r) + " |" for r in rows]
+        return out
+    w = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    return ["  ".join(str(c).ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in [head, *rows]]
 
 
 def worktree(rev: str) -> Path:
@@ -232,8 +379,10 @@ def worktree(rev: str) -> Path:
     return d
 
 
+# ---------------------------------------------------------------------------------------- profile
 def profile(case: str, scale: float) -> None:
-    """cProfile of the model alone (no telemetry file) for ``case``, top functions by own time."""
+    """CPU per model phase for ``case`` (model alone, no telemetry file) after an untimed
+    warm-up, then a cProfile of a further stretch, top functions by own time."""
     import cProfile
     import pstats
 
@@ -244,99 +393,105 @@ def profile(case: str, scale: float) -> None:
     _, sim = build_simulation(spec)
     chips, nus = _size(params)
     steps = -(-duration_s // params.dt_s)
-    chunk = max(1, min(1440, 40_000 // nus))
+    chunk = _chunk(nus)
+    # The queue's start-up fill (a hall's first hours place a day's backlog) is not the steady cost.
+    warm = max(steps // 10, min(300, steps))
+    _advance(sim, warm, chunk)
+    print(
+        f"{case}: {chips:,} chips, {nus:,} UltraServers; warm-up {warm} steps untimed, "
+        f"then {steps} steps timed per phase"
+    )
+    phases(sim, steps, chips, nus, chunk)
+    more = max(50, steps // 4)
     pr = cProfile.Profile()
-    done = 0
     c0 = time.process_time()
     pr.enable()
-    while done < steps:
-        n = min(chunk, steps - done)
-        sim.advance(n)
-        done += n
+    _advance(sim, more, chunk)
     pr.disable()
     cpu = time.process_time() - c0
     print(
-        f"{case}: {steps} steps, model only under cProfile {cpu:.1f} CPU-s, "
-        f"{cpu / (steps * chips) * 1e9:.1f} ns/chip-step, {cpu / steps * 1e3:.2f} ms/step"
+        f"\ncProfile of {more} further steps: {cpu:.1f} CPU-s under the profiler "
+        f"({cpu / (more * chips) * 1e9:.1f} ns/chip-step, {cpu / more * 1e3:.2f} ms/step)"
     )
     pstats.Stats(pr).sort_stats("tottime").print_stats(25)
-    phases(sim, steps, chips, nus)
-    pstats.Stats(pr).sort_stats("cumulative").print_stats(
-        r"hall.py.*step|pool.py.*(work|after_physics|record|_record_work)|cluster.py.*step|facility.py.*(step|_power_and_heat|_it_power)|thermal.py.*loop_trips|capping|plant.py.*run"
-    )
 
 
-def phases(sim: Any, steps: int, chips: int, nus: int) -> None:
-    """CPU time per model phase over ``steps`` more steps (timers around the phase functions)."""
-    import collections
-
-    cpu: dict[str, float] = collections.defaultdict(float)
-
-    def timed(obj: Any, name: str, label: str) -> None:
-        f = getattr(obj, name)
-
-        def w(*a: Any, **k: Any) -> Any:
-            c = time.process_time()
-            try:
-                return f(*a, **k)
-            finally:
-                cpu[label] += time.process_time() - c
-
-        setattr(obj, name, w)
-
-    from twin import capping, plant
-
-    halls = getattr(sim, "halls", [sim])
-    for h in halls:
-        timed(h.site, "step", "3 site")
-        for pl in h.pools:
-            timed(pl.cluster, "step", "2 work (cluster.step)")
-            timed(pl.facility, "step_it", "4 chips, loops (step_it)")
-            timed(pl.facility, "_it_power", "4a   chip/IT power")
-            timed(pl.facility, "finish_step", "4 next clocks (finish_step)")
-            timed(pl, "record", "5 record (pool.record)")
-            timed(pl, "_record_work", "5a   workload/service rows")
-    timed(plant, "run", "4c plant")
-    timed(capping, "next_clock", "4b   next clocks (capping)")
-    chunk = max(1, min(1440, 40_000 // nus))
-    c0 = time.process_time()
-    done = 0
+def _advance(sim: Any, steps: int, chunk: int) -> list[Any]:
+    """``steps`` steps in advances of ``chunk``; the frames of each advance."""
+    out, done = [], 0
     while done < steps:
         n = min(chunk, steps - done)
-        sim.advance(n)
+        out.append(sim.advance(n))
         done += n
-    total = time.process_time() - c0
-    # Running jobs and replicas at the end (per job-step figures divide by these).
-    jobs = int((sim.jobs.a["state"][: sim.jobs.n] == 1).sum()) if hasattr(sim.jobs, "n") else 0
+    return out
+
+
+def _column_sum(frames: list[Any], table: str, cols: tuple[str, ...]) -> float | None:
+    total, seen = 0.0, False
+    for fr in frames:
+        t = fr.get(table) or {}
+        for c in cols:
+            if c in t:
+                total += float(sum(t[c]))
+                seen = True
+    return total if seen else None
+
+
+def phases(sim: Any, steps: int, chips: int, nus: int, chunk: int) -> None:
+    """CPU time per model phase over ``steps`` steps (timers around the phase functions,
+    ``scale_measure.PHASES``; a phase this revision lacks is named and skipped)."""
+    import scale_measure as sm
+
+    with sm.phase_timers(sim) as tm:
+        c0 = time.process_time()
+        frames = _advance(sim, steps, chunk)
+        total = time.process_time() - c0
+    # Work running per step, averaged over the timed steps: batch jobs plus service replicas.
+    jobs = _column_sum(frames, "factory_ts", ("running_jobs",))
+    reps = _column_sum(frames, "service_ts", ("replicas_running", "replicas_starting"))
+    nj = ((jobs or 0.0) + (reps or 0.0)) / steps
     print(
-        f"per-phase CPU over {steps} steps ({total:.2f} CPU-s, {total / steps * 1e3:.3f} ms/step), "
-        f"{chips:,} chips, {nus:,} UltraServers, ~{jobs} running jobs at the end"
+        f"per-phase CPU over {steps} steps: {total:.2f} CPU-s, {total / steps * 1e3:.3f} ms/step, "
+        f"{total / steps / chips * 1e9:.1f} ns/chip-step; on average {(jobs or 0) / steps:.1f} running "
+        f"jobs + {(reps or 0) / steps:.1f} service replicas = {nj:.1f} job-steps per step"
     )
-    nj = max(jobs, 1)
+    cpu = tm.cpu
+    for n in tm.notes:
+        print(f"  ({n})")
+    nj = max(nj, 1.0)
     print(
-        f"  {'phase':<30} {'ms/step':>8} {'ns/chip-step':>13} {'ns/US-step':>11} {'ns/job-step':>12} {'share':>6}"
+        f"  {'phase':<42} {'ms/step':>8} {'ns/chip-step':>13} {'ns/US-step':>11} {'ns/job-step':>12} {'share':>6}"
     )
-    for label in sorted(cpu):
+    order = [label for label, _, _ in sm.PHASES if label in cpu]
+    for label in order:
         v = cpu[label]
         print(
-            f"  {label:<30} {v / steps * 1e3:8.3f} {v / steps / chips * 1e9:13.1f} "
+            f"  {label:<42} {v / steps * 1e3:8.3f} {v / steps / chips * 1e9:13.2f} "
             f"{v / steps / nus * 1e9:11.0f} {v / steps / nj * 1e9:12.0f} {v / total:6.1%}"
         )
-    rest = total - sum(v for k, v in cpu.items() if k[1] == " ")
-    print(f"  {'events, advance, frames':<30} {rest / steps * 1e3:8.3f}")
+    rest = total - tm.outer  # outside every timed phase
+    print(
+        f"  {'rest (step loop, events, merging, timers)':<42} {rest / steps * 1e3:8.3f} "
+        f"{rest / steps / chips * 1e9:13.2f} {rest / steps / nus * 1e9:11.0f} {rest / steps / nj * 1e9:12.0f} "
+        f"{rest / total:6.1%}"
+    )
+    print("  (indented phases run inside the phase above them; shares of the timed total)")
 
 
+# ---------------------------------------------------------------------------------------- main
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of each case's duration (0 < x <= 1)")
     ap.add_argument("--rev", default="", help="also run against this git revision, side by side")
-    ap.add_argument("--no-ratio", action="store_true", help="skip the writer ratio")
-    ap.add_argument("--profile", default="", metavar="CASE", help="profile the model on one case")
+    ap.add_argument("--skip", default="", help="comma-separated parts to leave out: model, storage, run")
+    ap.add_argument("--no-ratio", action="store_true", help=argparse.SUPPRESS)  # = --skip storage
+    ap.add_argument("--markdown", action="store_true", help="print the final table as GitHub Markdown")
+    ap.add_argument("--profile", default="", metavar="CASE", help="CPU per model phase of one case")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--out", default="", help=argparse.SUPPRESS)
     ap.add_argument("--root", default="", help=argparse.SUPPRESS)
-    ap.add_argument("--mode", default="run", choices=("run", "ratio"), help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default="run", choices=("run", "model"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if not 0 < a.scale <= 1:
         ap.error(f"--scale: expected 0 < x <= 1, got {a.scale}")
@@ -344,26 +499,47 @@ def main() -> None:
     bad = [c for c in cases + ([a.profile] if a.profile else []) if c not in CASES]
     if bad:
         ap.error(f"--cases: unknown case {bad[0]!r}; expected one of {', '.join(CASES)}")
+    skip = {s.strip() for s in a.skip.split(",") if s.strip()} | ({"storage"} if a.no_ratio else set())
+    if skip - {"model", "storage", "run"}:
+        ap.error(
+            f"--skip: unknown part {sorted(skip - {'model', 'storage', 'run'})[0]!r}; expected model, storage, run"
+        )
     if a.child:
         sys.path.insert(0, a.root)
-        child(a.child, a.scale, Path(a.out), a.mode)
+        child(a.child, a.scale, Path(a.out), a.mode, a.root, "storage" not in skip)
         return
+    if a.profile and a.rev:  # that revision's model, timed by this script
+        root = worktree(a.rev)
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--profile", a.profile, "--scale", str(a.scale)]
+        print(f"bench_scale: --profile at {a.rev} ({root})", flush=True)
+        raise SystemExit(subprocess.call(cmd, cwd=root, env=dict(os.environ, PYTHONPATH=str(root))))
     if a.profile:
         profile(a.profile, a.scale)
         return
+    import scale_measure as sm
+
     roots = [("this", ROOT)] + ([(a.rev, worktree(a.rev))] if a.rev else [])
-    print(f"bench_scale: duration scale {a.scale:g}; CPU = whole process (model, writer thread, imports)")
-    head = f"{'CPU-s':>8} {'wall-s':>7} {'RSS-GB':>6} {'ns/c-s':>7} {'wr':>5} {'db-s':>6}"
-    print(f"{'case':<8} {'steps':>7} | " + " | ".join(f"{name[:10]:^44}" for name, _ in roots))
-    print(f"{'':<8} {'':>7} | " + " | ".join(head for _ in roots))
+    print(
+        f"bench_scale: duration scale {a.scale:g}; every figure CPU of the case's own process (all threads)"
+    )
+    print(f"  {sm.CALIBRATION}")
+    if "storage" not in skip:
+        print(f"  storage: {sm.STORAGE_NOTE}")
+    vals: dict[str, list[dict[str, float]]] = {}
     for c in cases:
-        res = [run_case(c, a.scale, root, not a.no_ratio) for _, root in roots]
-        line = f"{c:<8} {res[0]['steps']:>7} | " + " | ".join(_fmt(r) for r in res)
-        if len(res) == 2:
-            line += f" | x{res[1]['proc_cpu_s'] / res[0]['proc_cpu_s']:.2f} faster"
-        print(line, flush=True)
-    print("wr = twin writer rows/s / raw DuckDB Arrow insert rows/s on the same batches")
-    print("db-s = CPU-s DuckDB alone needs to insert and store the run's time series (raw Arrow inserts)")
+        res = [run_case(c, a.scale, root, skip) for _, root in roots]
+        first = next((p for r in res for p in r.values() if "steps" in p), None)
+        size = f"{first['steps']:,} steps, {first['chips']:,} chips" if first else "failed"
+        print(f"\n{c}: {CASES[c][3]}; {size}", flush=True)
+        for (label, _), r in zip(roots, res, strict=True):
+            print("\n".join(describe(c, label, r, skip)), flush=True)
+        vals[c] = [measures(r, skip) for r in res]
+    print()
+    print("\n".join(table(cases, [label for label, _ in roots], vals, a.markdown)))
+    print(
+        "model, run: CPU-s over the calibration's in the same process; storage: CPU (bytes) per recorded "
+        "value of the product over the cheapest (smallest) raw path's; no target (-): figures only"
+    )
 
 
 if __name__ == "__main__":

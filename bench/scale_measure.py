@@ -1,0 +1,296 @@
+"""What ``bench/bench_scale.py`` measures inside a case's child process: the calibration, the
+storage paths on the case's own frames, and the CPU per model phase (``--profile``).
+
+Nothing here imports the twin at module level: the child imports the revision under test first
+(``--rev``), and every model attribute is looked up when measured, so a revision that lacks one
+is reported, not crashed on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# ------------------------------------------------------------------------------- calibration
+CALIBRATION_PASSES = 20  # np.multiply passes over the chips per step
+CALIBRATION_BUDGET_S = 5.0  # longer than this: time a part of the steps and scale linearly
+CALIBRATION_SAMPLE_S = 2.0  # CPU-s the part is sized to
+CALIBRATION_MIN_S = 1.0  # shorter than this: repeated, the median taken
+CALIBRATION_REPEATS = 15
+CALIBRATION = (
+    f"calibration = CPU-s of {CALIBRATION_PASSES} in-place NumPy passes over the case's chips per step, "
+    "for the case's steps (float64 a, b of one value per chip; per step "
+    f"{CALIBRATION_PASSES} x np.multiply(a, b, out=a)), in the case's own process"
+)
+
+
+def calibrate(chips: int, steps: int) -> dict[str, Any]:
+    """The calibration of a case of ``chips`` chips and ``steps`` steps (``CALIBRATION``).
+
+    ``b`` holds one constant a hair above 1, so ``a`` stays finite and normal over any number
+    of steps. When the whole count would take longer than ``CALIBRATION_BUDGET_S``, the first
+    steps (as many as take ~``CALIBRATION_SAMPLE_S``) are timed and the figure scaled linearly
+    to all ``steps``. ``spent_s`` is the CPU the calibration itself used (to take out of the
+    process's figure)."""
+    c_start = time.process_time()
+    a = np.ones(chips)
+    b = np.ones(chips) * (1.0 + 2.0**-30)
+    mul = np.multiply
+
+    def timed(n: int) -> float:
+        c0 = time.process_time()
+        for _ in range(n):
+            for _ in range(CALIBRATION_PASSES):
+                mul(a, b, out=a)
+        return time.process_time() - c0
+
+    probe = min(steps, 10)
+    per_step = max(timed(probe) / probe, 1e-9)
+    if per_step * steps <= CALIBRATION_BUDGET_S:
+        # A short count is repeated (median) so one interruption does not move the ratio.
+        n, times = steps, [timed(steps)]
+        while sum(times) < CALIBRATION_MIN_S and len(times) < CALIBRATION_REPEATS:
+            times.append(timed(steps))
+        cpu = float(np.median(times))
+    else:
+        n, times = min(steps, max(probe, math.ceil(CALIBRATION_SAMPLE_S / per_step))), []
+        cpu = timed(n) * steps / n
+    if not np.isfinite(a).all():  # the constant keeps it finite for any realistic count
+        raise RuntimeError("calibration array overflowed")
+    spent = time.process_time() - c_start
+    return {"cpu_s": cpu, "timed_steps": n, "steps": steps, "repeats": max(1, len(times)), "spent_s": spent}
+
+
+def calibration_note(c: dict[str, Any]) -> str:
+    if c["timed_steps"] >= c["steps"]:
+        k = c.get("repeats", 1)
+        return "all steps timed" + (f", median of {k}" if k > 1 else "")
+    return f"{c['timed_steps']} of {c['steps']} steps timed, scaled linearly"
+
+
+# ------------------------------------------------------------------------------- storage
+RAW_PATHS = ("duckdb/batch", "parquet/snappy", "parquet/zstd", "ipc")
+STORAGE_NOTE = (
+    "recorded value = one cell of the model's columns (rows x columns, without run_id and ts); "
+    "product = TelemetryWriter + LivePublisher as a run wires them (frames in, to_arrow included); "
+    "raw = the same Arrow batches written one DuckDB insert per batch, as Parquet parts "
+    "(snappy, zstd) or as Arrow IPC; each path's fewest CPU-s of the repeats"
+)
+
+
+def _writepath(root: str) -> Any:
+    """``bench/bench_writepath.py`` (this checkout's), without letting it put this checkout's code
+    ahead of ``root``'s on ``sys.path`` (it inserts its own root when imported)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(1, here)
+    import bench_writepath
+
+    own = str(Path(bench_writepath.__file__).resolve().parent.parent)
+    if own != str(Path(root).resolve()):
+        while own in sys.path:
+            sys.path.remove(own)
+    if sys.path[0] != root:
+        sys.path.insert(0, root)
+    return bench_writepath
+
+
+def storage(
+    frames_list: list[dict[str, dict[str, Any]]], d: Path, root: str, reps: int = 2
+) -> dict[str, Any]:
+    """CPU and bytes of the product's write path and of each raw path on the same batches.
+
+    Returns ``values`` (recorded values), ``rows`` and per path ``cpu_s``, ``bytes`` (the file
+    or folder once closed), ``live`` (the product's live parts before close) or ``error`` (a
+    path this revision cannot take, e.g. a writer API that differs). The paths alternate
+    ``reps`` times in this process and each keeps its fewest CPU-s."""
+    import shutil
+
+    wp = _writepath(root)
+    ts = set(wp.TS_TABLES)
+    frames_list = [{t: c for t, c in fr.items() if t in ts and c} for fr in frames_list]
+    out: dict[str, Any] = {"paths": {}}
+    try:
+        batches = wp.to_batches(frames_list)
+    except Exception as e:
+        out["error"] = f"to_arrow failed on this revision: {type(e).__name__}: {e}"
+        return out
+    values = rows = 0
+    for tabs in batches:
+        for tb in tabs.values():
+            rows += tb.num_rows
+            values += tb.num_rows * (tb.num_columns - 2)  # without run_id and ts
+    out["values"], out["rows"] = values, rows
+    paths: dict[str, Callable[..., dict[str, int]]] = {
+        "product": wp.path_writer(True),
+        "duckdb/batch": wp.path_duckdb_batch,
+        "parquet/snappy": wp.path_parquet("snappy"),
+        "parquet/zstd": wp.path_parquet("zstd"),
+        "ipc": wp.path_ipc,
+    }
+    res: dict[str, dict[str, Any]] = {name: {"cpu_s": math.inf} for name in paths}
+    for rep in range(reps):
+        for name, go in paths.items():
+            r = res[name]
+            if "error" in r:
+                continue
+            p = d / f"{rep}-{name.replace('/', '-')}"
+            p.mkdir()
+            c0 = time.process_time()
+            try:
+                sizes = go(batches, frames_list, p)
+            except Exception as e:
+                r["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+                continue
+            finally:
+                cpu = time.process_time() - c0
+                shutil.rmtree(p, ignore_errors=True)
+            r["cpu_s"] = min(r["cpu_s"], cpu)
+            r["bytes"], r["live"] = sizes["file"], sizes.get("live", 0)
+    out["paths"] = res
+    return out
+
+
+def storage_summary(s: dict[str, Any]) -> dict[str, Any]:
+    """The product against the cheapest raw path: ``x_cpu`` (CPU/value), ``x_bytes``
+    (bytes/value) and which raw path each is measured against."""
+    paths, out = s.get("paths", {}), {}
+    raw = {n: r for n, r in paths.items() if n != "product" and "error" not in r}
+    prod = paths.get("product", {})
+    if raw and prod and "error" not in prod:
+        cheap = min(raw, key=lambda n: raw[n]["cpu_s"])
+        small = min(raw, key=lambda n: raw[n]["bytes"])
+        out.update(
+            x_cpu=prod["cpu_s"] / raw[cheap]["cpu_s"],
+            cheapest=cheap,
+            x_bytes=prod["bytes"] / raw[small]["bytes"],
+            smallest=small,
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------- model phases
+# (label, where, attribute): ``where`` names the object the hall steps it through (a module of
+# twin, the hall, a pool, its facility, cluster, racks or trips). The nested ones (label
+# starting with spaces) run inside the phase above them. Older revisions: what they have.
+PHASES: tuple[tuple[str, str, str], ...] = (
+    ("1 events", "hall", "_apply"),
+    ("2 work (Pool.work)", "pool", "work"),
+    ("    Cluster.prepare", "cluster", "prepare"),
+    ("    Cluster.step (older revisions)", "cluster", "step"),
+    ("3 site (SiteModel.step)", "site", "step"),
+    ("4 chips, loops (Facility.step_it)", "facility", "step_it"),
+    ("    chip/IT power (_it_power)", "facility", "_it_power"),
+    ("    cap in step (capping.within_step)", "twin.capping", "within_step"),
+    ("    rack loops (Racks.step)", "racks", "step"),
+    ("    loop trips (Trips.loop_trips)", "trips", "loop_trips"),
+    ("4b work booked (Pool.book)", "pool", "book"),
+    ("4c plant (plant.run)", "twin.plant", "run"),
+    ("4d power chain (power.chain_losses)", "twin.power", "chain_losses"),
+    ("4e next clocks (Facility.finish_step)", "facility", "finish_step"),
+    ("    capping.next_clock", "twin.capping", "next_clock"),
+    ("    step record (steps.record)", "twin.steps", "record"),
+    ("4f grid waveform (GridRecorder.step)", "grid", "step"),
+    ("5 trips to work (Pool.after_physics)", "pool", "after_physics"),
+    ("6 record (Pool.record)", "pool", "record"),
+    ("    site, cost rows (_record_site)", "pool", "_record_site"),
+    ("    workload, service rows (_record_work)", "pool", "_record_work"),
+    ("    chip samples (_record_chips)", "pool", "_record_chips"),
+    ("7 buffers (Hall.begin)", "hall", "begin"),
+    ("7 frames (Hall.end)", "hall", "end"),
+    ("7 campus frames (Campus._merge)", "campus", "_merge"),
+)
+# Phases a model may well not have (no grid recording, a single hall, a newer revision).
+OPTIONAL = frozenset({("grid", "step"), ("cluster", "step"), ("campus", "_merge")})
+
+
+def _objects(sim: Any, where: str) -> list[Any]:
+    """Every object of kind ``where`` in the simulation (a campus: every hall's)."""
+    import importlib
+
+    if where.startswith("twin."):
+        try:
+            return [importlib.import_module(where)]
+        except ImportError:
+            return []
+    if where == "campus":
+        return [sim] if getattr(sim, "halls", None) else []
+    halls = list(getattr(sim, "halls", None) or [sim])
+    if where == "hall":
+        return halls
+    if where == "site":
+        return [h.site for h in halls if hasattr(h, "site")]
+    if where == "grid":
+        return [h.grid for h in halls if getattr(h, "grid", None) is not None]
+    pools = [pl for h in halls for pl in (getattr(h, "pools", None) or [])]
+    if where == "pool":
+        return pools
+    if where in ("cluster", "facility"):
+        return [getattr(pl, where) for pl in pools if hasattr(pl, where)]
+    facs = [pl.facility for pl in pools if hasattr(pl, "facility")]
+    return [getattr(f, where) for f in facs if hasattr(f, where)]
+
+
+@dataclass
+class Timers:
+    """CPU-s per phase label; ``outer``: CPU-s inside any timed phase not itself inside another
+    (the rest of a step is the total less this); ``notes``: phases this revision lacks."""
+
+    cpu: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    outer: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def phase_timers(sim: Any) -> Iterator[Timers]:
+    """Timers around the model's phase functions (``PHASES``) for the duration of the block.
+    Restores every function afterwards."""
+    tm = Timers()
+    cpu = tm.cpu
+    depth = [0]
+    undo: list[Callable[[], None]] = []
+
+    def wrap(obj: Any, name: str, label: str) -> None:
+        f = getattr(obj, name)
+        clock = time.process_time
+
+        def w(*a: Any, **k: Any) -> Any:
+            c = clock()
+            depth[0] += 1
+            try:
+                return f(*a, **k)
+            finally:
+                depth[0] -= 1
+                dt = clock() - c
+                cpu[label] += dt
+                if depth[0] == 0:
+                    tm.outer += dt
+
+        own = name in getattr(obj, "__dict__", {})
+        setattr(obj, name, w)
+        undo.append(
+            (lambda o=obj, n=name, g=f: setattr(o, n, g)) if own else (lambda o=obj, n=name: delattr(o, n))
+        )
+
+    for label, where, name in PHASES:
+        objs = [o for o in _objects(sim, where) if callable(getattr(o, name, None))]
+        if not objs:
+            if (where, name) not in OPTIONAL:
+                tm.notes.append(f"{label.strip()}: not in this revision ({where}.{name}), not timed")
+            continue
+        for o in objs:
+            wrap(o, name, label)
+    try:
+        yield tm
+    finally:
+        for u in reversed(undo):
+            u()

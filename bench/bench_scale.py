@@ -23,12 +23,14 @@ rusage or ``time.process_time``: every thread):
 2. Model only: ``scenarios.spec.build_simulation`` then ``sim.advance`` in the run's chunks, frames
    discarded, no writer: CPU-s, ns per chip-step and the ratio to the calibration. Targets: <= 1.0x
    at us1000 and million.
-3. Storage per recorded value, on a few chunks of the case's own frames (the last of the model
-   run): the product's write path (``TelemetryWriter`` with the live Parquet parts, as a run wires
+3. Storage per recorded value, on the case's own frames (the model run's last 8 advances, and
+   more, untimed, up to 64, until they hold 4 M recorded values): the product's write path (``TelemetryWriter`` with the live Parquet parts, as a run wires
    them) and the cheapest raw write of the same Arrow batches among DuckDB one insert per batch,
    Parquet parts (snappy, zstd) and Arrow IPC, in the same child (``bench/bench_writepath.py``'s
    paths). CPU ns and bytes per recorded value (one cell of the model's columns: rows x columns
-   without ``run_id`` and ``ts``); target: product CPU <= 1.5x the cheapest raw path's.
+   without ``run_id`` and ``ts``); target: product CPU <= 1.5x the cheapest raw path's (bytes
+   against the smallest are printed, no target). A path a revision's storage cannot take (a
+   writer API that differs) is named with its error; the other paths still run.
 4. Whole runs (``scenarios.runner.run`` to a file, live parts on): the process's CPU (imports,
    model, writer and DuckDB threads; the calibration's own CPU taken out) as a ratio to the
    calibration, and peak RSS. Targets: us1000 <= 1.5x and 1 GB, million <= 1.0x and 2 GB, ref30d
@@ -153,7 +155,13 @@ MEASURES = {
     "run": "run CPU / calibration",
     "rss": "run peak RSS GB",
 }
-STORAGE_CHUNKS = 8  # advances of the case's frames the storage paths write
+# The storage paths write the model run's last STORAGE_CHUNKS advances, and more (untimed) until
+# they hold STORAGE_MIN_VALUES recorded values (a campus records its UltraServers only every few
+# steps), at most STORAGE_MAX_CHUNKS advances.
+STORAGE_CHUNKS = 8
+STORAGE_MIN_VALUES = 4_000_000
+STORAGE_MAX_CHUNKS = 64
+TS_TABLES = ("factory_ts", "ultraserver_ts", "row_ts", "hall_ts", "service_ts", "chip_ts", "system_ts")
 
 
 def _size(params: Any) -> tuple[int, int]:
@@ -205,13 +213,39 @@ def child(case: str, scale: float, out: Path, mode: str, root: str, storage: boo
                 done += n
             res["model_cpu_s"], res["model_wall_s"] = time.process_time() - c0, time.perf_counter() - w0
             if storage:
-                while len(kept) < STORAGE_CHUNKS:  # a short case: a few more advances, untimed
-                    kept.append(sim.advance(chunk))
                 frames = list(kept)
                 kept.clear()
+                # A short case, or few rows per advance: more advances, untimed.
+                while len(frames) < STORAGE_CHUNKS or (
+                    _values(frames) < STORAGE_MIN_VALUES and len(frames) < STORAGE_MAX_CHUNKS
+                ):
+                    frames.append(sim.advance(chunk))
+                res["storage_chunks"] = len(frames)
                 del sim
                 res["storage"] = sm.storage(frames, Path(d), root)
+    # Every module of the product came from ``root`` (a --rev run measures that revision alone).
+    mixed = sorted(
+        name
+        for name, mod in list(sys.modules.items())
+        if name.split(".")[0] in ("twin", "storage", "scenarios", "tui")
+        and getattr(mod, "__file__", None)
+        and not Path(mod.__file__).resolve().is_relative_to(Path(root).resolve())
+    )
+    if mixed:
+        raise SystemExit(f"bench_scale: {', '.join(mixed[:3])} imported from outside {root}")
     out.write_text(json.dumps(res))
+
+
+def _values(frames: list[Any]) -> int:
+    """Recorded values in the time-series tables of these frames (a column per model column:
+    ``time_s`` stands for ``ts``, which storage derives from it)."""
+    n = 0
+    for fr in frames:
+        for t in TS_TABLES:
+            cols = fr.get(t)
+            if cols:
+                n += len(next(iter(cols.values()))) * len(cols)
+    return n
 
 
 # ---------------------------------------------------------------------------------------- parent
@@ -295,7 +329,8 @@ def describe(case: str, label: str, r: dict[str, Any], skip: set[str]) -> list[s
         elif st:
             vals = st["values"]
             lines.append(
-                f"  {label:<10} storage on {STORAGE_CHUNKS} advances: {st['rows']:,} rows, {vals:,} recorded values"
+                f"  {label:<10} storage on {m.get('storage_chunks', STORAGE_CHUNKS)} advances: {st['rows']:,} rows, "
+                f"{vals:,} recorded values"
             )
             for name, p in st["paths"].items():
                 if "error" in p:

@@ -156,6 +156,9 @@ def storage(
                 shutil.rmtree(p, ignore_errors=True)
             r["cpu_s"] = min(r["cpu_s"], cpu)
             r["bytes"], r["live"] = sizes["file"], sizes.get("live", 0)
+    for r in res.values():
+        if "error" in r:
+            r.pop("cpu_s", None)
     out["paths"] = res
     return out
 

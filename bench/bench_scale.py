@@ -17,9 +17,12 @@ rusage or ``time.process_time``: every thread):
 1. Calibration, in the same child as each measurement: 20 in-place NumPy passes over the case's
    chips for the case's steps (float64 arrays ``a`` and ``b`` of one value per chip; per step
    20 x ``np.multiply(a, b, out=a)``, ``b`` a constant a hair above 1). What a model that touched
-   every chip 20 times a step in NumPy, and nothing else, would cost on this machine now. A
-   calibration longer than ~5 CPU-s is timed over its first steps (~2 CPU-s) and scaled
-   linearly, one shorter than 1 CPU-s is repeated and its median taken; the output says which.
+   every chip 20 times a step in NumPy, and nothing else, would cost on this machine now. It
+   runs in slices between the model's advances (a whole run's: through the runner's
+   ``on_chunk``, timed by the main thread's own CPU), so model and yardstick see the same load on
+   a shared machine. A calibration longer than ~5 CPU-s is timed over a share of each slice
+   (~2 CPU-s in all) and scaled linearly; one shorter than 1 CPU-s times each slice several
+   times and takes the mean; the output says which.
 2. Model only: ``scenarios.spec.build_simulation`` then ``sim.advance`` in the run's chunks, frames
    discarded, no writer: CPU-s, ns per chip-step and the ratio to the calibration. Targets: <= 1.0x
    at us1000 and million.
@@ -44,7 +47,9 @@ It ends with a table of every target, the measured value and pass/FAIL.
 calibration follows the steps). ``--rev REV`` also runs the same cases against another git
 revision (checked out with ``git worktree`` into a temporary folder; this script drives it and
 imports that revision's code), case by case alternating, and prints both side by side with the
-ratio. ``--skip model,storage,run`` leaves parts out. ``--markdown`` prints the final table as a
+ratio. ``--reps N`` runs every case N times (the revisions alternating) and the table takes
+each measure's median: on a loaded machine one repeat's ratios move by 10-25 %.
+``--skip model,storage,run`` leaves parts out. ``--markdown`` prints the final table as a
 GitHub Markdown table. ``--profile CASE`` prints the CPU per model phase (after an untimed
 warm-up) and a cProfile of the model instead (with ``--rev``: of that revision's model).
 """
@@ -188,30 +193,45 @@ def child(case: str, scale: float, out: Path, mode: str, root: str, storage: boo
     chips, nus = _size(params)
     steps = -(-duration_s // params.dt_s)
     res: dict[str, Any] = {"case": case, "steps": steps, "chips": chips, "ultraservers": nus}
-    res["calib"] = sm.calibrate(chips, steps)
     with tempfile.TemporaryDirectory() as d:
         if mode == "run":
+            import inspect
+
             from scenarios.runner import run
 
-            c0, w0 = time.process_time(), time.perf_counter()
-            r = run(spec, text, Path(d) / "run.duckdb", duration_s=duration_s)
-            res["cpu_s"], res["wall_s"] = time.process_time() - c0, time.perf_counter() - w0
+            # Slices between the run's advances (on_chunk, in the main thread while the writer's
+            # thread works: timed by this thread's CPU alone); a revision without the hook: before.
+            cal = sm.Calibration(chips, steps, time.thread_time)
+            hook: dict[str, Any] = {}
+            if "on_chunk" in inspect.signature(run).parameters:
+                hook["on_chunk"] = lambda fr: cal.after(len(fr.get("factory_ts", {}).get("time_s", ())))
+            else:
+                cal.after(steps)
+            c0, w0, s0 = time.process_time(), time.perf_counter(), cal.spent_s
+            r = run(spec, text, Path(d) / "run.duckdb", duration_s=duration_s, **hook)
+            res["cpu_s"] = time.process_time() - c0 - (cal.spent_s - s0)  # without the slices
+            res["wall_s"] = time.perf_counter() - w0
             res["pue"], res["facility_mwh"] = r.summary.get("pue"), r.summary.get("facility_mwh")
+            res["calib"] = cal.result()
         else:
             from scenarios.spec import build_simulation
 
+            cal = sm.Calibration(chips, steps)
             c0 = time.process_time()
             _, sim = build_simulation(spec)
             res["build_cpu_s"] = time.process_time() - c0
             chunk = _chunk(nus)
             kept: collections.deque[Any] = collections.deque(maxlen=STORAGE_CHUNKS if storage else 0)
-            done = 0
-            c0, w0 = time.process_time(), time.perf_counter()
+            done, cpu, w0 = 0, 0.0, time.perf_counter()
             while done < steps:
                 n = min(chunk, steps - done)
+                c0 = time.process_time()
                 kept.append(sim.advance(n))
+                cpu += time.process_time() - c0
+                cal.after(n)
                 done += n
-            res["model_cpu_s"], res["model_wall_s"] = time.process_time() - c0, time.perf_counter() - w0
+            res["model_cpu_s"], res["model_wall_s"] = cpu, time.perf_counter() - w0
+            res["calib"] = cal.result()
             if storage:
                 frames = list(kept)
                 kept.clear()
@@ -321,7 +341,7 @@ def describe(case: str, label: str, r: dict[str, Any], skip: set[str]) -> list[s
             lines.append(
                 f"  {label:<10} model only   {cpu:8.2f} CPU-s {ns:7.1f} ns/chip-step = {cpu / c['cpu_s']:5.2f}x "
                 f"calibration {c['cpu_s']:.2f} CPU-s ({cal_ns:.1f} ns/chip-step; {sm.calibration_note(c)}); "
-                f"{m['model_wall_s']:.1f} wall-s, build {m['build_cpu_s']:.1f} CPU-s"
+                f"{m['model_wall_s']:.1f} wall-s (calibration slices included), build {m['build_cpu_s']:.1f} CPU-s"
             )
         st = m.get("storage", {})
         if "error" in st:
@@ -363,6 +383,14 @@ def describe(case: str, label: str, r: dict[str, Any], skip: set[str]) -> list[s
             f"peak RSS {ru['peak_rss_gb']:.2f} GB"
         )
     return lines
+
+
+def _median(reps: list[dict[str, float]]) -> dict[str, float]:
+    """Each measure's median over the repeats that have it."""
+    import statistics
+
+    keys = {k for r in reps for k in r}
+    return {k: statistics.median(r[k] for r in reps if k in r) for k in keys}
 
 
 def _verdict(key: tuple[str, str], v: float | None) -> str:
@@ -521,6 +549,7 @@ def main() -> None:
     ap.add_argument("--rev", default="", help="also run against this git revision, side by side")
     ap.add_argument("--skip", default="", help="comma-separated parts to leave out: model, storage, run")
     ap.add_argument("--no-ratio", action="store_true", help=argparse.SUPPRESS)  # = --skip storage
+    ap.add_argument("--reps", type=int, default=1, help="repeat every case; the table takes medians")
     ap.add_argument("--markdown", action="store_true", help="print the final table as GitHub Markdown")
     ap.add_argument("--profile", default="", metavar="CASE", help="CPU per model phase of one case")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
@@ -539,6 +568,8 @@ def main() -> None:
         ap.error(
             f"--skip: unknown part {sorted(skip - {'model', 'storage', 'run'})[0]!r}; expected model, storage, run"
         )
+    if a.reps < 1:
+        ap.error(f"--reps: expected a positive number, got {a.reps}")
     if a.child:
         sys.path.insert(0, a.root)
         child(a.child, a.scale, Path(a.out), a.mode, a.root, "storage" not in skip)
@@ -562,14 +593,21 @@ def main() -> None:
         print(f"  storage: {sm.STORAGE_NOTE}")
     vals: dict[str, list[dict[str, float]]] = {}
     for c in cases:
-        res = [run_case(c, a.scale, root, skip) for _, root in roots]
-        first = next((p for r in res for p in r.values() if "steps" in p), None)
-        size = f"{first['steps']:,} steps, {first['chips']:,} chips" if first else "failed"
-        print(f"\n{c}: {CASES[c][3]}; {size}", flush=True)
-        for (label, _), r in zip(roots, res, strict=True):
-            print("\n".join(describe(c, label, r, skip)), flush=True)
-        vals[c] = [measures(r, skip) for r in res]
+        per: list[list[dict[str, float]]] = [[] for _ in roots]
+        for rep in range(a.reps):  # the revisions alternate, so load slows both alike
+            res = [run_case(c, a.scale, root, skip) for _, root in roots]
+            if rep == 0:
+                first = next((p for r in res for p in r.values() if "steps" in p), None)
+                size = f"{first['steps']:,} steps, {first['chips']:,} chips" if first else "failed"
+                print(f"\n{c}: {CASES[c][3]}; {size}", flush=True)
+            for k, ((label, _), r) in enumerate(zip(roots, res, strict=True)):
+                tag = label if a.reps == 1 else f"{label}#{rep + 1}"
+                print("\n".join(describe(c, tag, r, skip)), flush=True)
+                per[k].append(measures(r, skip))
+        vals[c] = [_median(m) for m in per]
     print()
+    if a.reps > 1:
+        print(f"the median of {a.reps} repeats of each measure:")
     print("\n".join(table(cases, [label for label, _ in roots], vals, a.markdown)))
     print(
         "model, run: CPU-s over the calibration's in the same process; storage: CPU (bytes) per recorded "

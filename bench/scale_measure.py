@@ -24,61 +24,90 @@ import numpy as np
 CALIBRATION_PASSES = 20  # np.multiply passes over the chips per step
 CALIBRATION_BUDGET_S = 5.0  # longer than this: time a part of the steps and scale linearly
 CALIBRATION_SAMPLE_S = 2.0  # CPU-s the part is sized to
-CALIBRATION_MIN_S = 1.0  # shorter than this: repeated, the median taken
-CALIBRATION_REPEATS = 15
+CALIBRATION_MIN_S = 1.0  # shorter than this: every step timed several times, the mean taken
+CALIBRATION_MAX_REPEATS = 15
 CALIBRATION = (
     f"calibration = CPU-s of {CALIBRATION_PASSES} in-place NumPy passes over the case's chips per step, "
     "for the case's steps (float64 a, b of one value per chip; per step "
-    f"{CALIBRATION_PASSES} x np.multiply(a, b, out=a)), in the case's own process"
+    f"{CALIBRATION_PASSES} x np.multiply(a, b, out=a)), in the case's own process, timed in slices "
+    "between the model's advances so both see the same load"
 )
 
 
-def calibrate(chips: int, steps: int) -> dict[str, Any]:
+class Calibration:
     """The calibration of a case of ``chips`` chips and ``steps`` steps (``CALIBRATION``).
 
-    ``b`` holds one constant a hair above 1, so ``a`` stays finite and normal over any number
-    of steps. When the whole count would take longer than ``CALIBRATION_BUDGET_S``, the first
-    steps (as many as take ~``CALIBRATION_SAMPLE_S``) are timed and the figure scaled linearly
-    to all ``steps``. ``spent_s`` is the CPU the calibration itself used (to take out of the
+    ``after(n)`` after each advance of ``n`` model steps times the calibration's ``n`` steps
+    there, so the model and its yardstick run under the same load (a shared machine's CPU-s
+    move with it). ``b`` holds one constant a hair above 1, so ``a`` stays finite and normal
+    over any number of steps. The whole count estimated (a probe of 10 steps) longer than
+    ``CALIBRATION_BUDGET_S``: a share of each slice is timed (~``CALIBRATION_SAMPLE_S`` in all)
+    and the figure scaled linearly to all ``steps``; shorter than ``CALIBRATION_MIN_S``: each
+    slice is timed several times (up to ``CALIBRATION_MAX_REPEATS``) and the mean taken.
+    ``clock``: ``time.process_time``, or ``time.thread_time`` where other threads (the writer's)
+    run at the same time. ``spent_s``: the CPU the calibration used (to take out of the
     process's figure)."""
-    c_start = time.process_time()
-    a = np.ones(chips)
-    b = np.ones(chips) * (1.0 + 2.0**-30)
-    mul = np.multiply
 
-    def timed(n: int) -> float:
-        c0 = time.process_time()
+    def __init__(self, chips: int, steps: int, clock: Callable[[], float] = time.process_time) -> None:
+        self.clock = clock
+        c0 = clock()
+        self.steps = steps
+        self.a = np.ones(chips)
+        self.b = np.ones(chips) * (1.0 + 2.0**-30)
+        probe = min(steps, 10)
+        self.cpu, self.timed = self._run(probe), probe
+        full = max(self.cpu / probe, 1e-9) * steps
+        if full > CALIBRATION_BUDGET_S:
+            self.share = CALIBRATION_SAMPLE_S / full
+        elif full < CALIBRATION_MIN_S:
+            self.share = min(CALIBRATION_MAX_REPEATS, CALIBRATION_MIN_S / full)
+        else:
+            self.share = 1.0
+        self.owed = 0.0
+        self.spent_s = clock() - c0
+
+    def _run(self, n: int) -> float:
+        a, b, mul, clock = self.a, self.b, np.multiply, self.clock
+        c0 = clock()
         for _ in range(n):
             for _ in range(CALIBRATION_PASSES):
                 mul(a, b, out=a)
-        return time.process_time() - c0
+        return clock() - c0
 
-    probe = min(steps, 10)
-    per_step = max(timed(probe) / probe, 1e-9)
-    if per_step * steps <= CALIBRATION_BUDGET_S:
-        # A short count is repeated (median) so one interruption does not move the ratio.
-        n, times = steps, [timed(steps)]
-        while sum(times) < CALIBRATION_MIN_S and len(times) < CALIBRATION_REPEATS:
-            times.append(timed(steps))
-        cpu = float(np.median(times))
-    else:
-        n, times = min(steps, max(probe, math.ceil(CALIBRATION_SAMPLE_S / per_step))), []
-        cpu = timed(n) * steps / n
-    if not np.isfinite(a).all():  # the constant keeps it finite for any realistic count
-        raise RuntimeError("calibration array overflowed")
-    spent = time.process_time() - c_start
-    return {"cpu_s": cpu, "timed_steps": n, "steps": steps, "repeats": max(1, len(times)), "spent_s": spent}
+    def after(self, n: int) -> None:
+        """The calibration's slice for ``n`` model steps just run."""
+        self.owed += n * self.share
+        k = int(self.owed)
+        if k:
+            c = self._run(k)
+            self.cpu, self.timed, self.owed, self.spent_s = (
+                self.cpu + c,
+                self.timed + k,
+                self.owed - k,
+                self.spent_s + c,
+            )
+
+    def result(self) -> dict[str, Any]:
+        if not np.isfinite(self.a).all():  # the constant keeps it finite for any realistic count
+            raise RuntimeError("calibration array overflowed")
+        return {
+            "cpu_s": self.cpu * self.steps / self.timed,
+            "timed_steps": self.timed,
+            "steps": self.steps,
+            "spent_s": self.spent_s,
+        }
 
 
 def calibration_note(c: dict[str, Any]) -> str:
-    if c["timed_steps"] >= c["steps"]:
-        k = c.get("repeats", 1)
-        return "all steps timed" + (f", median of {k}" if k > 1 else "")
-    return f"{c['timed_steps']} of {c['steps']} steps timed, scaled linearly"
+    t, n = c["timed_steps"], c["steps"]
+    if t < n:
+        return f"{t} of {n} steps timed, scaled linearly"
+    if t >= 2 * n:
+        return f"every step timed {t / n:.1f} times, the mean taken"
+    return "all steps timed"
 
 
 # ------------------------------------------------------------------------------- storage
-RAW_PATHS = ("duckdb/batch", "parquet/snappy", "parquet/zstd", "ipc")
 STORAGE_NOTE = (
     "recorded value = one cell of the model's columns (rows x columns, without run_id and ts); "
     "product = TelemetryWriter + LivePublisher as a run wires them (frames in, to_arrow included); "

@@ -249,7 +249,7 @@ def child(case: str, scale: float, out: Path, mode: str, root: str, storage: boo
         for name, mod in list(sys.modules.items())
         if name.split(".")[0] in ("twin", "storage", "scenarios", "tui")
         and getattr(mod, "__file__", None)
-        and not Path(mod.__file__).resolve().is_relative_to(Path(root).resolve())
+        and not Path(str(mod.__file__)).resolve().is_relative_to(Path(root).resolve())
     )
     if mixed:
         raise SystemExit(f"bench_scale: {', '.join(mixed[:3])} imported from outside {root}")

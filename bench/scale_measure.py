@@ -195,7 +195,7 @@ def storage(
 def storage_summary(s: dict[str, Any]) -> dict[str, Any]:
     """The product against the cheapest raw path: ``x_cpu`` (CPU/value), ``x_bytes``
     (bytes/value) and which raw path each is measured against."""
-    paths, out = s.get("paths", {}), {}
+    paths, out = s.get("paths", {}), dict[str, Any]()
     raw = {n: r for n, r in paths.items() if n != "product" and "error" not in r}
     prod = paths.get("product", {})
     if raw and prod and "error" not in prod:
@@ -307,11 +307,16 @@ def phase_timers(sim: Any) -> Iterator[Timers]:
                 if depth[0] == 0:
                     tm.outer += dt
 
-        own = name in getattr(obj, "__dict__", {})
+        own = name in getattr(obj, "__dict__", {})  # a module's function, or an instance's own
         setattr(obj, name, w)
-        undo.append(
-            (lambda o=obj, n=name, g=f: setattr(o, n, g)) if own else (lambda o=obj, n=name: delattr(o, n))
-        )
+
+        def restore() -> None:
+            if own:
+                setattr(obj, name, f)
+            else:  # the class's method shows through again
+                delattr(obj, name)
+
+        undo.append(restore)
 
     for label, where, name in PHASES:
         objs = [o for o in _objects(sim, where) if callable(getattr(o, name, None))]

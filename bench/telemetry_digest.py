@@ -62,9 +62,8 @@ def _hash_value(h: Any, v: Any) -> None:
 def runs(name: str, hours: float, chunk: int) -> Iterator[tuple[str, Iterator[Frames]]]:
     """Each run of built-in ``name`` (its variants, or itself): its tag and its advances' frames."""
     scenario, _text, _origin = spec.load(name)
-    variants = [(str(i), v) for i, v in enumerate(scenario.variants)] or [(None, scenario)]
-    for label, sc in variants:
-        tag = name if label is None else f"{name}[{label}]"
+    variants = [(f"{name}[{i}]", v) for i, v in enumerate(scenario.variants)] or [(name, scenario)]
+    for tag, sc in variants:
         yield tag, _advances(sc, hours, chunk)
 
 

@@ -27,10 +27,10 @@ rusage or ``time.process_time``: every thread):
    discarded, no writer: CPU-s, ns per chip-step and the ratio to the calibration. Targets: <= 1.0x
    at us1000 and million.
 3. Storage per recorded value, on the case's own frames (the model run's last 8 advances, and
-   more, untimed, up to 64, until they hold 4 M recorded values): the product's write path (``TelemetryWriter`` with the live Parquet parts, as a run wires
-   them) and the cheapest raw write of the same Arrow batches among DuckDB one insert per batch,
-   Parquet parts (snappy, zstd) and Arrow IPC, in the same child (``bench/bench_writepath.py``'s
-   paths). CPU ns and bytes per recorded value (one cell of the model's columns: rows x columns
+   more, untimed, up to 64, until they hold 4 M recorded values): the product's write path
+   (``TelemetryWriter`` with the live Parquet parts, as a run wires them) and the cheapest raw
+   write of the same Arrow batches among DuckDB one insert per batch, Parquet parts (snappy,
+   zstd) and Arrow IPC, in the same child (``bench/bench_writepath.py``'s paths). CPU ns and bytes per recorded value (one cell of the model's columns: rows x columns
    without ``run_id`` and ``ts``); target: product CPU <= 1.5x the cheapest raw path's (bytes
    against the smallest are printed, no target). A path a revision's storage cannot take (a
    writer API that differs) is named with its error; the other paths still run.

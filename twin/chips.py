@@ -112,24 +112,32 @@ class Segments:
         UltraServers of ``cpu`` chips, with the chips' spread ``g``, ``hg``."""
         k = len(chips)
         us = chips // cpu
-        new = np.ones(k, dtype=bool)  # a segment starts: another UltraServer or owner
+        new = np.empty(k, dtype=bool)  # a segment starts: another UltraServer or owner
+        new[:1] = True
         np.not_equal(owner[1:], owner[:-1], out=new[1:])
         new[1:] |= us[1:] != us[:-1]
         starts = np.flatnonzero(new)
-        ints = np.stack((us[starts], owner[starts].astype(np.int64), chips[starts]))
-        if not k:
-            return cls(ints, np.zeros((3, 0)))
-        n = np.diff(starts, append=k).astype(np.float64)
-        vals = np.stack((n, np.add.reduceat(g[chips], starts), np.maximum.reduceat(hg[chips], starts)))
+        m = len(starts)
+        ints = np.empty((3, m), dtype=np.int64)
+        ints[0], ints[1], ints[2] = us[starts], owner[starts], chips[starts]
+        vals = np.empty((3, m))
+        if m:
+            vals[0, :-1] = starts[1:] - starts[:-1]
+            vals[0, -1] = k - starts[-1]
+            vals[1] = np.add.reduceat(g[chips], starts)
+            vals[2] = np.maximum.reduceat(hg[chips], starts)
         return cls(ints, vals)
 
     def replaced(self, us: B, new: Segments) -> Segments:
         """These segments with those on the UltraServers marked in ``us`` replaced by ``new``
         (on those UltraServers), in chip order."""
         keep = np.flatnonzero(~us[self.us])
-        ints = np.concatenate((self.ints.take(keep, axis=1), new.ints), axis=1)
+        k = len(keep)
+        m = k + new.ints.shape[1]
+        ints, vals = np.empty((3, m), dtype=np.int64), np.empty((3, m))
+        ints[:, :k], ints[:, k:] = self.ints.take(keep, axis=1), new.ints
+        vals[:, :k], vals[:, k:] = self.vals.take(keep, axis=1), new.vals
         order = np.argsort(ints[2], kind="stable")  # two sorted runs: a merge
-        vals = np.concatenate((self.vals.take(keep, axis=1), new.vals), axis=1)
         return Segments(ints.take(order, axis=1), vals.take(order, axis=1))
 
 
@@ -507,9 +515,9 @@ class ChipPool:
             self._spread, self._segs = (g, hg), None
             self._us_changed[:] = True
         changed = self._us_changed
-        if self._segs is not None and not changed.any():
-            return self._segs
         us = np.flatnonzero(changed)
+        if self._segs is not None and not len(us):
+            return self._segs
         c = self.cpu
         chips = (us[:, None] * c + np.arange(c)).ravel()
         chips = chips[~self._failed[chips]]

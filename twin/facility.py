@@ -1,10 +1,11 @@
 """The facility part of one system's pool: chip clocks and power, rack loops, protection, caps.
 
 ``Facility.step_it`` turns the chips' load (``twin.chips.Load``: utilisation per job and
-UltraServer, per chip when asked) into power, heat and temperatures for one step at its clocks (lowered inside the step by a cap or junction protection); the hall runs the plant and
-the power chain once on its pools' sums (``twin.hall``); ``Facility.finish_step`` then decides the
-chips' clocks for the next step (power capping and thermal throttling), so that the power drawn
-and the work done in a step always use the same clock.
+UltraServer, per chip when asked) into power, heat and temperatures for one step at its clocks
+(lowered inside the step by a cap or junction protection); the hall runs the plant and the power
+chain once on its pools' sums (``twin.hall``); ``Facility.finish_step`` then decides the chips'
+clocks for the next step (power capping and thermal throttling), so that the power drawn and the
+work done in a step always use the same clock.
 
 Heat path (liquid-cooled systems): cold plates -> each UltraServer's rack loop (thermal mass,
 variable-speed flow) -> its row's CDU -> the facility water loop (thermal mass) -> economizer

@@ -2,7 +2,8 @@
 
 ``it_power`` is a function of the chips (``twin.capping.Chips``), the system's host and switch
 figures, the UltraServers powered off, and the step's load (``twin.chips.Load``: utilisation per
-(UltraServer, job) segment, per chip when asked) and clocks; the relations are ``twin.power``.
+segment, the chips of one job on one UltraServer, and per chip when asked) and clocks; the
+relations are ``twin.power``.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import small_params
+from twin.chips import Load
 from twin.facility import Facility
 from twin.hall import Hall
 from twin.itpower import it_power
@@ -168,7 +169,7 @@ def test_ultraserver_it_power_is_the_sum_of_its_servers_by_hand() -> None:
     util = rng.random(topo.chips) * (rng.random(topo.chips) < 0.6)
     util[:8] = 0.0  # idle servers at the start of UltraServer 0
     alive = np.ones(topo.chips, dtype=bool)
-    pw = fac._it_power(util, alive, np.zeros(0, dtype=np.intp), None, fac.chips.ones, True)
+    pw = fac._it_power(Load.of_chips(util, alive), None, fac.chips.ones, True)
     cps = topo.chips_per_server
     g_all = fac.chips.p_scale  # each chip's power factor (its fixed spread)
     for us in range(topo.ultraservers):
@@ -199,7 +200,7 @@ def test_chip_power_on_demand_is_the_power_law_and_dead_chips_draw_nothing() -> 
     alive = np.ones(topo.chips, dtype=bool)
     dead = np.array([5, 200], dtype=np.intp)
     alive[dead], util[dead] = False, 0.0
-    pw = fac._it_power(util, alive, dead, None, fac.chips.ones, True)
+    pw = fac._it_power(Load.of_chips(util, alive), None, fac.chips.ones, True)
     assert pw.full_p is None  # nothing per chip built yet
     chips = np.array([0, 7, 150, 287], dtype=np.int64)
     g = fac.chips.p_scale
@@ -621,10 +622,10 @@ def test_it_power_at_full_clock_from_utilisation_sums_is_the_per_chip_path(
     util = rng.random(n) * (rng.random(n) < 0.7)
     alive = rng.random(n) >= dead_share
     util[~alive] = 0.0
-    dead = np.flatnonzero(~alive)
     on = np.zeros(fac.topo.ultraservers, dtype=bool)
-    fast = it_power(ch, fac.sys, on, util, alive, dead, None, ch.ones, True)
-    slow = it_power(ch, fac.sys, on, util, alive, dead, None, np.ones(n), False)
+    load = Load.of_chips(util, alive)
+    fast = it_power(ch, fac.sys, on, load, None, ch.ones, True)
+    slow = it_power(ch, fac.sys, on, load, None, np.ones(n), False)
     assert fast.full_p is None and slow.full_p is not None
     np.testing.assert_allclose(fast.us_chip_w, slow.us_chip_w, rtol=1e-12)
     np.testing.assert_allclose(fast.us_chip_max_w, slow.us_chip_max_w, rtol=1e-12)

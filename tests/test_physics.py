@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twin import capping, cooling, power
+from twin.chips import Load
 from twin.params import CoolingParams, PowerChainParams
 
 
@@ -282,7 +283,8 @@ def test_shared_cap_basis_is_the_chips_dynamic_rack_power(seed: int, nus: int, f
     acc = SimpleNamespace(tdp_w=_TDP, idle_w=_IDLE)
     fac = SimpleNamespace(acc=acc, pp=PowerChainParams(), cp=CoolingParams())
     us_gact = np.bincount(chip_us, weights=g * util * clock, minlength=nus)
-    it, now, at_full = capping.basis(fac, util, clock, full, 1e6, us_gact, g)  # type: ignore[arg-type]
+    load = Load.of_chips(util, np.ones(len(util), dtype=bool))
+    it, now, at_full = capping.basis(fac, load, clock, full, 1e6, us_gact, g)  # type: ignore[arg-type]
     dyn_rack = power.rack_dynamic_w(power.dynamic_w(_TDP, _IDLE, util) * g, fac.pp)
     k = fac.cp.dvfs_exponent
     assert it == 1e6

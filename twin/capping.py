@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from twin import cooling, effects, power
 from twin.catalog import Accelerator
+from twin.chips import Load
 from twin.params import CoolingParams, PowerChainParams
 from twin.topology import Topology
 
@@ -108,13 +109,22 @@ def spread(rng: np.random.Generator, n: int, sigma_p: float, sigma_r: float) -> 
 class OperatingPoint:
     """A step as the next clocks are solved from it."""
 
-    util: FloatArray  # utilisation at full clock, 0 on unpowered chips [-]
-    alive: BoolArray  # powered chips
+    load: Load  # the chips' utilisation at full clock, 0 on unpowered chips (per chip when asked)
     dyn_full: FloatArray | None  # (P_tdp - P_idle) u [W], or None: derived when needed
     it_w: float  # IT power [W]
     facility_w: float  # the facility power a facility cap is measured against [W]
     us_it: FloatArray  # IT power per UltraServer [W]
     speed: FloatArray  # rack loop pump speed per UltraServer [-]
+
+    @property
+    def util(self) -> FloatArray:
+        """Utilisation of every chip at full clock [-]."""
+        return self.load.util
+
+    @property
+    def alive(self) -> BoolArray:
+        """Powered chips."""
+        return self.load.alive
 
 
 @dataclass
@@ -322,7 +332,7 @@ def within_step(
     cap: PowerCap,
     clock: FloatArray,
     full_clock: bool,
-    util: FloatArray,
+    load: Load,
     dyn_full: FloatArray | None,
     it_w: float,
     us_it: FloatArray,
@@ -340,7 +350,7 @@ def within_step(
     if not over:
         return None
     if dyn_full is None:
-        dyn_full = ch.dynamic_w(util)
+        dyn_full = ch.dynamic_w(load.util)
     f = np.maximum(cap_clock(ch, cap, clock, full_clock, dyn_full, it_w, it_target, us_it), ch.cp.min_clock)
     lowered: FloatArray = np.minimum(clock, f)
     return lowered, dyn_full
@@ -359,7 +369,7 @@ class HasChips(Protocol):
 
 def basis(
     fac: HasChips,
-    util: FloatArray,
+    load: Load,
     clock: FloatArray,
     full_clock: bool,
     it_w: float,
@@ -367,14 +377,16 @@ def basis(
     p_scale: FloatArray | None = None,
 ) -> tuple[float, float, float]:
     """What a shared cap needs of one facility's step: (IT power, its dynamic part at the
-    step's clocks, the dynamic part at full clock) [W at rack input]. ``util`` is the chips'
-    utilisation at full clock (0 on unpowered chips), ``p_scale`` their power factors g (None:
+    step's clocks, the dynamic part at full clock) [W at rack input]. ``load`` holds the chips'
+    utilisation at full clock (0 on unpowered chips; read per chip below full clock only),
+    ``p_scale`` their power factors g (None:
     1), ``us_act`` the sum of g u f per UltraServer at the step's clocks (at full clock the same
     sum, so no pass over the chips)."""
     dp = power.rack_dynamic_w(power.dynamic_w(fac.acc.tdp_w, fac.acc.idle_w, 1.0), fac.pp)
     if full_clock:
         full = dp * float(us_act.sum())
         return it_w, full, full
+    util = load.util
     gu = util if p_scale is None else util * p_scale
     full = dp * float(gu.sum())
     now = dp * float((gu * power.dvfs_power_factor(clock, fac.cp.dvfs_exponent)).sum())

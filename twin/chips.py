@@ -11,12 +11,22 @@ A chip is free when no job owns it, it is in service (no hardware fault, not tri
 UltraServer is not drained. ``ver`` counts the changes to ownership and availability (the
 scheduler runs again only after one); ``fail_ver`` the changes to availability (the counts of
 failed chips are recounted only after one).
+
+The physics reads the chips through a step's ``Load`` (``ChipPool.load``): the powered chips
+of each UltraServer in ``Segments``, runs held by one job (or idle), whose chips share their
+utilisation (a gang's activity, or 0 when idle), so UltraServer sums and maxima cost one pass
+over the segments (a few per UltraServer), not over the chips. The segments of an UltraServer are rebuilt from
+its chips only after one of its chips changed owner or availability. Per-chip utilisation is
+built only when asked (chip samples, clocks below full, junction protection, trips, the live
+view), from the ownership and availability the step saw: the pool keeps what each change
+overwrote since, so a job that ended after the physics still shows the activity it ran at.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -26,9 +36,14 @@ import numpy.typing as npt
 from twin import scheduler
 from twin.topology import Topology
 
-__all__ = ["ChipPool"]
+__all__ = ["ChipPool", "Load", "Segments"]
 
 I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+F64 = npt.NDArray[np.float64]
+B = npt.NDArray[np.bool_]
+# What one change overwrote: (chips, their owners before, their out-of-service flags before).
+Change = tuple[I64, I32, B]
 
 
 def _read_only(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -38,6 +53,199 @@ def _read_only(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
 
 
 _NO_CHIPS = _read_only(np.zeros(0, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class Segments:
+    """The powered chips of a hall in segments: runs of consecutive powered chips of one
+    UltraServer held by one job (or idle), in chip order; a job holding a contiguous block of an
+    UltraServer's chips, as the scheduler places gangs, is one segment there, an UltraServer's
+    idle chips another. The chips of a segment share their utilisation (their job's activity, or
+    0), so a sum over an UltraServer's chips is a sum over its segments of chip count (or sum of
+    g) times utilisation, and its largest h g P is the largest over its segments of their largest
+    h g times their P (``twin.itpower``). Unpowered chips (a hardware fault, a thermal trip) are
+    in none. Stored as two blocks: (UltraServer, job slot or -1, first chip) and (chips, sum of
+    g, largest h g), one column per segment."""
+
+    ints: I64  # (3, segments): UltraServer, job slot (-1: idle), lowest chip
+    vals: F64  # (3, segments): powered chips (a float: a weight), sum of g, largest h g
+
+    @property
+    def us(self) -> I64:
+        """UltraServer of each segment."""
+        out: I64 = self.ints[0]
+        return out
+
+    @property
+    def job(self) -> I64:
+        """Job-table slot of each segment (-1: idle chips)."""
+        out: I64 = self.ints[1]
+        return out
+
+    @property
+    def first(self) -> I64:
+        """Lowest chip of each segment (a segment's chips change owner together)."""
+        out: I64 = self.ints[2]
+        return out
+
+    @property
+    def n(self) -> F64:
+        """Powered chips in each segment."""
+        out: F64 = self.vals[0]
+        return out
+
+    @property
+    def g(self) -> F64:
+        """Sum of the power factors g of each segment's chips."""
+        out: F64 = self.vals[1]
+        return out
+
+    @property
+    def hg(self) -> F64:
+        """Largest h g (h: resistance factor) of each segment's chips."""
+        out: F64 = self.vals[2]
+        return out
+
+    @classmethod
+    def of(cls, chips: I64, owner: I32, cpu: int, g: F64, hg: F64) -> Segments:
+        """The segments of powered ``chips`` (ascending) held by ``owner`` (-1 idle), on
+        UltraServers of ``cpu`` chips, with the chips' spread ``g``, ``hg``."""
+        k = len(chips)
+        us = chips // cpu
+        new = np.empty(k, dtype=bool)  # a segment starts: another UltraServer or owner
+        new[:1] = True
+        np.not_equal(owner[1:], owner[:-1], out=new[1:])
+        new[1:] |= us[1:] != us[:-1]
+        starts = np.flatnonzero(new)
+        m = len(starts)
+        ints = np.empty((3, m), dtype=np.int64)
+        ints[0], ints[1], ints[2] = us[starts], owner[starts], chips[starts]
+        vals = np.empty((3, m))
+        if m:
+            vals[0, :-1] = starts[1:] - starts[:-1]
+            vals[0, -1] = k - starts[-1]
+            vals[1] = np.add.reduceat(g[chips], starts)
+            vals[2] = np.maximum.reduceat(hg[chips], starts)
+        return cls(ints, vals)
+
+    def replaced(self, us: B, new: Segments) -> Segments:
+        """These segments with those on the UltraServers marked in ``us`` replaced by ``new``
+        (on those UltraServers), in chip order."""
+        keep = np.flatnonzero(~us[self.us])
+        k = len(keep)
+        m = k + new.ints.shape[1]
+        ints, vals = np.empty((3, m), dtype=np.int64), np.empty((3, m))
+        ints[:, :k], ints[:, k:] = self.ints.take(keep, axis=1), new.ints
+        vals[:, :k], vals[:, k:] = self.vals.take(keep, axis=1), new.vals
+        order = np.argsort(ints[2], kind="stable")  # two sorted runs: a merge
+        return Segments(ints.take(order, axis=1), vals.take(order, axis=1))
+
+
+class _Changes:
+    """What the changes to ownership and availability overwrote since a load was taken, in
+    order, and the record of the next load's (``later``)."""
+
+    __slots__ = ("later", "log")
+
+    def __init__(self) -> None:
+        self.log: list[Change] = []
+        self.later: _Changes | None = None
+
+
+class Load:
+    """The chips' utilisation in one step (0 on unpowered chips): per segment (``seg``,
+    ``seg_act``) when taken from a chip pool (``ChipPool.load``), per chip (``util``, ``alive``,
+    ``dead``) when asked, as the chips were when the load was taken."""
+
+    def __init__(
+        self,
+        util: F64 | None = None,
+        alive: B | None = None,
+        seg: Segments | None = None,
+        seg_act: F64 | None = None,
+        pool: ChipPool | None = None,
+        changes: _Changes | None = None,
+        slots: int = 0,
+    ) -> None:
+        self.seg, self.seg_act = seg, seg_act  # the segments and their jobs' activity
+        self._util, self._alive = util, alive
+        self._dead: npt.NDArray[np.intp] | None = None
+        self._pool, self._changes, self._slots = pool, changes, slots
+        self._was: tuple[I32, B] | None = None  # the chips as found, once changed since
+
+    @classmethod
+    def of_chips(cls, util: F64, alive: B) -> Load:
+        """A load given chip by chip (``util`` is set to 0 on the chips not ``alive``)."""
+        if not alive.all():
+            util = np.where(alive, util, 0.0)
+        return cls(util, alive)
+
+    @property
+    def util(self) -> F64:
+        """Each chip's utilisation: its job's activity, 0 when idle or unpowered."""
+        if self._util is None:
+            util = self._by_slot().take(self._state()[0])
+            util[self.dead] = 0.0
+            self._util = util
+        return self._util
+
+    @property
+    def alive(self) -> B:
+        """Powered chips."""
+        if self._alive is None:
+            self._alive = ~self._state()[1]
+        return self._alive
+
+    @property
+    def dead(self) -> npt.NDArray[np.intp]:
+        """Unpowered chips (few: failures, trips)."""
+        if self._dead is None:
+            self._dead = np.flatnonzero(~self._alive if self._alive is not None else self._state()[1])
+        return self._dead
+
+    def util_at(self, chips: I64) -> F64:
+        """``util`` of ``chips``, without the whole per-chip array while these chips are as the
+        load found them (others may have changed: jobs ended, chips failed)."""
+        pool = self._pool
+        if self._util is None and pool is not None and pool.unchanged_since(self._changes, chips):
+            out: F64 = np.where(pool.failed[chips], 0.0, self._by_slot().take(pool.owner[chips]))
+            return out
+        got: F64 = self.util[chips]
+        return got
+
+    def _by_slot(self) -> F64:
+        """The activity of each job slot the segments hold, then 0 (slot -1: idle)."""
+        assert self.seg is not None and self.seg_act is not None
+        out = np.zeros(self._slots + 1)
+        out[self.seg.job] = self.seg_act  # idle segments write 0 to the trailing slot
+        return out
+
+    def _log(self) -> list[list[Change]]:
+        """The change logs since the load was taken, oldest first (empty ones left out)."""
+        logs, c = [], self._changes
+        while c is not None:
+            if c.log:
+                logs.append(c.log)
+            c = c.later
+        return logs
+
+    def _state(self) -> tuple[I32, B]:
+        """(owner, out of service) of every chip as when the load was taken: the pool's arrays
+        with what the changes since overwrote put back, newest first."""
+        pool = self._pool
+        assert pool is not None, "a load given chip by chip has its arrays"
+        if self._was is not None:
+            return self._was
+        logs = self._log()
+        if not logs:
+            return pool.owner, pool.failed  # unchanged (read at once, never kept)
+        owner, failed = pool.owner.copy(), pool.failed.copy()
+        for log in reversed(logs):
+            for chips, was_owner, was_failed in reversed(log):
+                owner[chips] = was_owner
+                failed[chips] = was_failed
+        self._was = (owner, failed)
+        return self._was
 
 
 class ChipPool:
@@ -81,6 +289,12 @@ class ChipPool:
         self._fc: tuple[int, I64] = (0, np.zeros(nus, dtype=np.int64))
         # Owned chips grouped by job: (chip order, segment starts, job of each segment).
         self._seg: tuple[I64, I64, I64] | None = None
+        # The physics' segments (``load``): rebuilt on the UltraServers marked since the last.
+        self._segs: Segments | None = None
+        self._us_changed = np.ones(nus, dtype=bool)
+        self._spread: tuple[F64, F64] | None = None  # (g, h g) the segments were built with
+        self._changes: _Changes | None = None  # what changed since the last load was taken
+        self._touched = np.zeros(n, dtype=bool)  # chips changed since then
 
     @property
     def n_free(self) -> int:
@@ -102,6 +316,7 @@ class ChipPool:
             raise ValueError(f"job slot {j} already holds chips")
         c = self.cpu
         need = len(chips)
+        self._changing(chips)
         self._owner[chips] = j
         self._n_alloc += need
         self._placement[j] = chips
@@ -125,6 +340,7 @@ class ChipPool:
         if chips is None:
             chips = np.flatnonzero(self._owner == j).astype(np.int64)
         c = self.cpu
+        self._changing(chips)
         self._owner[chips] = -1
         self._n_alloc -= len(chips)
         if len(chips) and self._service[chips[0]] >= 0:
@@ -153,6 +369,7 @@ class ChipPool:
         later time, an open-ended fault stays open). Returns the job slots holding some of them
         (their owner still: the caller interrupts them)."""
         chips = np.asarray(chips, dtype=np.int64)
+        self._changing(chips)
         self._failed[chips] = True
         if thermal:
             self._tripped[chips] = True
@@ -174,6 +391,7 @@ class ChipPool:
     def repair(self, chips: I64) -> None:
         """Hardware repaired (a chip still tripped stays out until it recovers)."""
         chips = np.asarray(chips, dtype=np.int64)
+        self._changing(chips)
         self._hw_failed[chips] = False
         self._repair_at[chips] = -1
         self._failed[chips] = self._tripped[chips]
@@ -182,6 +400,7 @@ class ChipPool:
     def recover(self, chips: I64) -> None:
         """Thermal trip over (a chip with a hardware fault stays out until repaired)."""
         chips = np.asarray(chips, dtype=np.int64)
+        self._changing(chips)
         self._tripped[chips] = False
         self._failed[chips] = self._hw_failed[chips]
         self._refresh(chips)
@@ -202,6 +421,16 @@ class ChipPool:
         """UltraServer ``u`` takes no new work (``drained``) or is back in service."""
         self._drained[u] = drained
         self._refresh(self.us_chips(u))
+
+    def _changing(self, chips: I64) -> None:
+        """``chips`` are about to change owner or availability: their UltraServers' segments
+        are rebuilt at the next load, and what they were is kept for the last load taken."""
+        if not len(chips):
+            return
+        if self._changes is not None:
+            self._changes.log.append((chips.copy(), self._owner[chips], self._failed[chips]))
+            self._touched[chips] = True
+        self._us_changed[chips // self.cpu] = True
 
     def _refresh(self, chips: I64) -> None:
         """Availability of ``chips`` changed: recompute their free flags and the free counts of
@@ -252,3 +481,47 @@ class ChipPool:
             starts = np.flatnonzero(np.r_[True, ow[1:] != ow[:-1]]).astype(np.int64) if len(ow) else ow[:0]
             self._seg = (order, starts, ow[starts])
         return self._seg
+
+    # ------------------------------------------------------------------ the physics' view
+    def load(self, activity: F64, g: F64, hg: F64) -> Load:
+        """The step's load: the segments of the powered chips and their jobs' ``activity``
+        (the job table's column; idle: 0), with the chips' spread ``g`` and ``hg`` (fixed for
+        a run: the segments keep their sums until their chips change). Per-chip views of it
+        are the chips as now, whatever changes after (``Load``)."""
+        segs = self.segments(g, hg)
+        job = segs.job
+        act = activity[np.maximum(job, 0)]
+        act[job < 0] = 0.0
+        changes = _Changes()
+        if self._changes is not None:
+            self._changes.later = changes
+            for chips, _, _ in self._changes.log:
+                self._touched[chips] = False
+        self._changes = changes
+        return Load(seg=segs, seg_act=act, pool=self, changes=changes, slots=len(activity))
+
+    def unchanged_since(self, changes: _Changes | None, chips: I64) -> bool:
+        """None of ``chips`` changed owner or availability since the load of ``changes`` was
+        taken (False when unsure: a load before the last)."""
+        if changes is None or changes is not self._changes:
+            return False
+        return not changes.log or not self._touched[chips].any()
+
+    def segments(self, g: F64, hg: F64) -> Segments:
+        """The powered chips in segments (``Segments``) with the chips' spread ``g``, ``hg``:
+        those of the UltraServers whose chips changed owner or availability since the last
+        call are rebuilt from their chips."""
+        if self._spread is None or self._spread[0] is not g or self._spread[1] is not hg:
+            self._spread, self._segs = (g, hg), None
+            self._us_changed[:] = True
+        changed = self._us_changed
+        us = np.flatnonzero(changed)
+        if self._segs is not None and not len(us):
+            return self._segs
+        c = self.cpu
+        chips = (us[:, None] * c + np.arange(c)).ravel()
+        chips = chips[~self._failed[chips]]
+        new = Segments.of(chips, self._owner[chips], c, g, hg)
+        self._segs = new if self._segs is None else self._segs.replaced(changed, new)
+        changed[us] = False
+        return self._segs

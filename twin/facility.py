@@ -1,10 +1,11 @@
 """The facility part of one system's pool: chip clocks and power, rack loops, protection, caps.
 
-``Facility.step_it`` turns per-chip utilisation into power, heat and temperatures for one step at
-its clocks (lowered inside the step by a cap or junction protection); the hall runs the plant and
-the power chain once on its pools' sums (``twin.hall``); ``Facility.finish_step`` then decides the
-chips' clocks for the next step (power capping and thermal throttling), so that the power drawn
-and the work done in a step always use the same clock.
+``Facility.step_it`` turns the chips' load (``twin.chips.Load``: utilisation per job and
+UltraServer, per chip when asked) into power, heat and temperatures for one step at its clocks
+(lowered inside the step by a cap or junction protection); the hall runs the plant and the power
+chain once on its pools' sums (``twin.hall``); ``Facility.finish_step`` then decides the chips'
+clocks for the next step (power capping and thermal throttling), so that the power drawn and the
+work done in a step always use the same clock.
 
 Heat path (liquid-cooled systems): cold plates -> each UltraServer's rack loop (thermal mass,
 variable-speed flow) -> its row's CDU -> the facility water loop (thermal mass) -> economizer
@@ -30,6 +31,7 @@ import numpy.typing as npt
 
 from twin import capping, cooling, design, effects, plant, power, rng, steps, thermal
 from twin.catalog import Accelerator, System
+from twin.chips import Load
 from twin.events import Events
 from twin.itpower import ItPower, it_power
 from twin.params import CoolingParams, FactoryParams, PowerChainParams, ScheduledEvent
@@ -255,27 +257,21 @@ class Facility:
         )
 
     # ------------------------------------------------------------------ step
-    def step_it(
-        self, util: FloatArray, alive: BoolArray, t_s: int, dt_s: int, first: Conditions | None = None
-    ) -> ItStep:
+    def step_it(self, load: Load, t_s: int, dt_s: int, first: Conditions | None = None) -> ItStep:
         """The part of a step this facility's own chips decide: timed effects ending, chip and IT
-        power at this step's clocks, the rack loops, junction protection and loop trips. The
-        plant and the power chain come after, once for the hall (``twin.hall``), then
-        ``finish_step``. ``first``: a run's first step's conditions, for the facility cap's first
-        conversion to IT watts (no last step has measured the ratio of IT to facility power)."""
+        power at this step's clocks, the rack loops, junction protection and loop trips, from
+        the chips' ``load`` (``twin.chips.Load``; 0 on unpowered chips). The plant and the power
+        chain come after, once for the hall (``twin.hall``), then ``finish_step``. ``first``: a
+        run's first step's conditions, for the facility cap's first conversion to IT watts (no
+        last step has measured the ratio of IT to facility power)."""
         ev: Events = []
         if self.timeline.end_due(t_s, ev):
             self._resolve(t_s)
         clock = self.clock
-        # Unpowered chips are few (failures, trips): handled by index, not by whole-array masks.
-        dead = np.zeros(0, dtype=np.intp) if alive.all() else np.flatnonzero(~alive)
-        if len(dead):
-            util = util.copy()
-            util[dead] = 0.0
         full_clock = self._full_clock
         # Dynamic power at full clock, (P_tdp - P_idle) u, only where a clock below 1 needs it.
-        dyn_full = None if full_clock else self.chips.dynamic_w(util)
-        th = self._power_and_heat(util, alive, dead, dyn_full, clock, full_clock, dt_s, first, ev)
+        dyn_full = None if full_clock else self.chips.dynamic_w(load.util)
+        th = self._power_and_heat(load, dyn_full, clock, full_clock, dt_s, first, ev)
         ret, coolant, flow_frac, shut, ret0 = th.ret, th.coolant, th.flow_frac, th.shut, th.ret0
         us_it, it_w = th.pw.us_it, th.pw.it_w
         liquid_us = self.lf * us_it
@@ -290,13 +286,12 @@ class Facility:
         # chilled water stores heat).
         inlet_air_c = cooling.crah_supply_air_c(self.plant.chw_supply_c, self.cp)
         tripped_chips, recovered_chips = self.trips.loop_trips(
-            self.cp, self.lf, ret, coolant, flow_frac, alive, shut, t_s, ev, inlet_air_c
+            self.cp, self.lf, ret, coolant, flow_frac, load, shut, t_s, ev, inlet_air_c
         )
         air_heat = it_w - float(liquid_us.sum())
         return ItStep(
             th,
-            util,
-            alive,
+            load,
             th.dyn_full,
             to_fw_w,
             air_heat,
@@ -319,21 +314,19 @@ class Facility:
         """The step after the plant and the power chain: the clocks for the next step (power
         caps and thermal equilibrium; ``facility_w`` is the whole facility's power, which a
         facility cap is measured against) and the step's record."""
-        th, util = part.heat, part.util
+        th, load = part.heat, part.load
         pw, clock, full_clock, coolant, r_us = th.pw, th.clock, th.full_clock, th.coolant, th.r_us
         # Clocks for the next step: power caps and thermal equilibrium.
-        op = self._last = capping.OperatingPoint(
-            util, part.alive, part.dyn_full, pw.it_w, facility_w, pw.us_it, th.speed
-        )
+        op = self._last = capping.OperatingPoint(load, part.dyn_full, pw.it_w, facility_w, pw.us_it, th.speed)
         if self.cap.site_w < math.inf:  # a campus shares its cap among its halls from these
             self.cap.basis = capping.basis(
-                self, util, clock, full_clock, pw.it_w, pw.us_gact, self.chips.p_scale
+                self, load, clock, full_clock, pw.it_w, pw.us_gact, self.chips.p_scale
             )
             self._ran = RanAt(self.clock, self._full_clock, coolant, r_us)
         self._set_clock(
             capping.next_clock(self.chips, self.cap, self.clock, self._full_clock, op, coolant, r_us)
         )
-        throttled = 0 if full_clock else int(((clock < 0.999) & (util > 0)).sum())
+        throttled = 0 if full_clock else int(((clock < 0.999) & (load.util > 0)).sum())
         if (throttled > 0) != self._throttling:
             self._throttling = throttled > 0
             part.events.append(
@@ -358,9 +351,7 @@ class Facility:
 
     def _power_and_heat(
         self,
-        util: FloatArray,
-        alive: BoolArray,
-        dead: npt.NDArray[np.intp],
+        load: Load,
         dyn_full: FloatArray | None,
         clock: FloatArray,
         full_clock: bool,
@@ -370,7 +361,7 @@ class Facility:
     ) -> Heat:
         """Chip and IT power at this step's clocks, the rack loops over the step, and junction
         protection inside the step (re-solved once at the protected clocks)."""
-        pw = self._it_power(util, alive, dead, dyn_full, clock, full_clock)
+        pw = self._it_power(load, dyn_full, clock, full_clock)
         # Power caps inside the step: the clocks were set for the last step's load; when this
         # step's load at those clocks draws more than a cap allows, the chips slow down now
         # (power capping acts within milliseconds to seconds, well inside a step).
@@ -394,31 +385,23 @@ class Facility:
                 )
             it_target = self.cap.in_step_it_target_w(self._last, ratio)
             capped = capping.within_step(
-                self.chips, self.cap, clock, full_clock, util, dyn_full, pw.it_w, pw.us_it, it_target
+                self.chips, self.cap, clock, full_clock, load, dyn_full, pw.it_w, pw.us_it, it_target
             )
             if capped is not None:
                 reclocked = True
                 (clock, dyn_full), full_clock = capped, False
-                pw = self._it_power(util, alive, dead, dyn_full, clock, full_clock)
+                pw = self._it_power(load, dyn_full, clock, full_clock)
 
         pl = self.plant
         th = self.racks.step(pw, clock, full_clock, dyn_full, reclocked, self.row_flow_fraction, pl, dt_s)
         if float(th.us_tj_max.max()) > self.cp.throttle_temp_c:
-            self._protect_in_step(th, util, alive, dead, dt_s, ev)
+            self._protect_in_step(th, load, dt_s, ev)
         if th.protected:
             # The clocks the chips ran at: the next clocks are solved from this operating point.
             self.clock, self._full_clock = th.clock, False
         return th
 
-    def _protect_in_step(
-        self,
-        th: Heat,
-        util: FloatArray,
-        alive: BoolArray,
-        dead: npt.NDArray[np.intp],
-        dt_s: int,
-        ev: Events,
-    ) -> None:
+    def _protect_in_step(self, th: Heat, load: Load, dt_s: int, ev: Events) -> None:
         """Junction protection inside the step: a chip above its throttle curve slows down at
         once (the package settles in seconds, well inside a step); one that is past its
         shutdown temperature even at the lowest thermal clock powers its UltraServer off. The
@@ -427,7 +410,7 @@ class Facility:
         cu = self.topo.chip_us
         dyn_full = th.dyn_full
         if dyn_full is None:
-            dyn_full = th.dyn_full = self.chips.dynamic_w(util)
+            dyn_full = th.dyn_full = self.chips.dynamic_w(load.util)
         ch = self.chips
         tj = cooling.junction_c(th.coolant[cu], th.r_us[cu] * ch.r_scale, th.pw.chip_p)
         prot = thermal.protect(self.cp, ch, cu, tj, th.clock, th.pw.chip_p > 0, dyn_full, th.coolant, th.r_us)
@@ -435,9 +418,9 @@ class Facility:
             return
         th.protected = True
         th.clock, th.shut = prot
-        self.trips.shutdown(th.shut, alive, self.cp.shutdown_temp_c, ev)
+        self.trips.shutdown(th.shut, load.alive, self.cp.shutdown_temp_c, ev)
         th.full_clock = False
-        th.pw = self._it_power(util, alive, dead, dyn_full, th.clock, False)
+        th.pw = self._it_power(load, dyn_full, th.clock, False)
         sec_supply = cooling.loop_supply_c(self.plant.fw_supply_c, self.cp)
         th.ret, th.coolant = self.racks.run(
             th.pw.us_it, th.m, sec_supply, self.plant.chw_supply_c, th.ret0, dt_s
@@ -448,15 +431,7 @@ class Facility:
         return plant.cdu_flow(self.plant_design, self.row_flow_fraction, self.topo.us_row)
 
     def _it_power(
-        self,
-        util: FloatArray,
-        alive: BoolArray,
-        dead: npt.NDArray[np.intp],
-        dyn_full: FloatArray | None,
-        clock: FloatArray,
-        full_clock: bool,
+        self, load: Load, dyn_full: FloatArray | None, clock: FloatArray, full_clock: bool
     ) -> ItPower:
         """Chip, host and switch power at ``clock`` (``twin.itpower.it_power``)."""
-        return it_power(
-            self.chips, self.sys, self.trips.us_tripped, util, alive, dead, dyn_full, clock, full_clock
-        )
+        return it_power(self.chips, self.sys, self.trips.us_tripped, load, dyn_full, clock, full_clock)

@@ -284,7 +284,7 @@ class Hall(Composite):
             bases = [
                 capping.basis(
                     pl.facility,
-                    p.util,
+                    p.load,
                     p.heat.clock,
                     p.heat.full_clock,
                     p.it_w,
@@ -312,7 +312,7 @@ class Hall(Composite):
         # A run's first step has no last step to convert a facility cap into IT watts with: it
         # asks the plant and the chain what this step's IT power would cost instead.
         first = cond if self._last_w == 0.0 else None
-        return pl.facility.step_it(pl.utilisation(), ~pl.chip_failed, self.t_s, self.dt_s, first)
+        return pl.facility.step_it(pl.utilisation(), self.t_s, self.dt_s, first)
 
     def _cdu_flow(self) -> float:
         """The UltraServer loops' summed CDU flow fraction (what the CDU pumps drive) [-]."""

@@ -1,8 +1,9 @@
 """IT power of a step: chips, hosts and switches at the chips' clocks, rectifier losses included.
 
 ``it_power`` is a function of the chips (``twin.capping.Chips``), the system's host and switch
-figures, the UltraServers powered off, and the step's utilisation and clocks; the relations are
-``twin.power``.
+figures, the UltraServers powered off, and the step's load (``twin.chips.Load``: utilisation per
+segment, the chips of one job on one UltraServer, and per chip when asked) and clocks; the
+relations are ``twin.power``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy.typing as npt
 from twin import power
 from twin.capping import Chips
 from twin.catalog import System
+from twin.chips import Load
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -23,11 +25,12 @@ BoolArray = npt.NDArray[np.bool_]
 @dataclass(slots=True)
 class ItPower:
     """IT power of a step. Per-chip power is needed only by chip samples, junction protection,
-    the live view and the services' share: at full clock it is derived from the utilisation when
+    the live view and the services' share: at full clock it is derived from the load when
     first asked (``chip_p``, ``chip_p_at``), not computed every step."""
 
+    load: Load  # the step's utilisation (per segment; per chip when asked)
     full_p: FloatArray | None  # per chip [W], or None: g (P_idle + (P_tdp - P_idle) u) on demand
-    act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
+    act: FloatArray | None  # work rate per chip = utilisation x clock, or None: the utilisation
     us_it: FloatArray  # per UltraServer at rack input [W]
     it_w: float
     psu_loss_w: float
@@ -39,17 +42,29 @@ class ItPower:
     us_gact: FloatArray  # summed g x work rate (g: the chips' power factors) [-]
     idle_w: float = 0.0
     dyn_w: float = 0.0  # P_tdp - P_idle
-    dead: npt.NDArray[np.intp] | None = None  # unpowered chips (utilisation 0 there)
     p_scale: FloatArray | None = None  # g of every chip (None: 1)
+    us_off: BoolArray | None = None  # UltraServers powered off (None: none)
+
+    @property
+    def by_segment(self) -> bool:
+        """The UltraServer figures came from the load's segments (full clock)."""
+        return self.act is None and self.load.seg is not None
+
+    @property
+    def act_chip(self) -> FloatArray:
+        """Work rate per chip = utilisation x clock [-] (at full clock the utilisation)."""
+        return self.load.util if self.act is None else self.act
 
     @property
     def chip_p(self) -> FloatArray:
         """Power of every chip [W] (``power.chip_power_w``; 0 on unpowered chips)."""
         if self.full_p is None:
             # Full clock: the work rate is the utilisation.
-            p = power.chip_power_full_w(self.idle_w, self.dyn_w, self.act_chip, self.p_scale)
-            if self.dead is not None and len(self.dead):
-                p[self.dead] = 0.0
+            load = self.load
+            p = power.chip_power_full_w(self.idle_w, self.dyn_w, load.util, self.p_scale)
+            p[load.dead] = 0.0
+            if self.us_off is not None:
+                p.reshape(len(self.us_off), -1)[self.us_off] = 0.0
             self.full_p = p
         return self.full_p
 
@@ -60,18 +75,46 @@ class ItPower:
             out: FloatArray = self.full_p[chips]
             return out
         g = None if self.p_scale is None else self.p_scale[chips]
-        return power.chip_power_full_w(self.idle_w, self.dyn_w, self.act_chip[chips], g)
+        return power.chip_power_full_w(self.idle_w, self.dyn_w, self.load.util_at(chips), g)
 
 
-def _full_clock_sums(
-    ch: Chips, util: FloatArray, dead: npt.NDArray[np.intp], us_gact: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    """At full clock: each UltraServer's chip power from the sums of g and g u over its powered
-    chips (``power.us_chip_power_full_w``), and its hottest junction's h P from one pass
-    (``power.hottest_chip_power_full_w``)."""
+def _segment_sums(ch: Chips, load: Load) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """At full clock, from the load's segments (``twin.chips.Segments``: chips of one job on one
+    UltraServer share their utilisation u): each UltraServer's summed utilisation, summed g u,
+    chip power from the sums of g and g u over its powered chips
+    (``power.us_chip_power_full_w``), and its hottest junction's h P, the largest over its
+    segments of their largest h g times their P (``power.hottest_chip_power_full_w``: h g P is
+    monotone in h g, so this is the largest over the chips, to the bit)."""
+    seg, act = load.seg, load.seg_act
+    assert seg is not None and act is not None
+    acc, nus = ch.acc, ch.topo.ultraservers
+    dp = acc.tdp_w - acc.idle_w
+    us_act = _sum_per_us(seg.us, act * seg.n, nus)
+    us_gact = _sum_per_us(seg.us, act * seg.g, nus)
+    powered = _sum_per_us(seg.us, seg.g, nus)
+    us_chip_p = power.us_chip_power_full_w(powered, acc.idle_w, dp, us_gact)
+    us_chip_max = np.zeros(nus)  # an UltraServer without a powered chip: 0
+    np.maximum.at(us_chip_max, seg.us, power.hottest_chip_power_full_w(seg.hg, acc.idle_w, dp, act, _NONE))
+    return us_act, us_gact, us_chip_p, us_chip_max
+
+
+_NONE = np.zeros(0, dtype=np.intp)
+
+
+def _sum_per_us(us: npt.NDArray[np.int64], values: FloatArray, nus: int) -> FloatArray:
+    """Sum of per-segment ``values`` over each UltraServer (in segment order)."""
+    return np.bincount(us, weights=values, minlength=nus).astype(np.float64, copy=False)
+
+
+def _full_clock_sums(ch: Chips, util: FloatArray, dead: npt.NDArray[np.intp]) -> tuple[FloatArray, ...]:
+    """``_segment_sums`` of a load given chip by chip (``util`` 0 on the unpowered ``dead``):
+    the sums of g and g u over each UltraServer's powered chips and its hottest junction's h P
+    from one pass over the chips."""
     topo, acc = ch.topo, ch.acc
     nus, c = topo.ultraservers, topo.chips_per_us
     dp = acc.tdp_w - acc.idle_w
+    us_act = topo.per_us(util)
+    us_gact = topo.per_us(util * ch.p_scale)
     powered = ch.us_p_scale
     if len(dead):
         us_dead = topo.chip_us[dead]
@@ -80,16 +123,14 @@ def _full_clock_sums(
         powered = np.where(np.bincount(us_dead, minlength=nus) < c, powered, 0.0)
     us_chip_p = power.us_chip_power_full_w(powered, acc.idle_w, dp, us_gact)
     us_chip_max = topo.max_per_us(power.hottest_chip_power_full_w(ch.hg, acc.idle_w, dp, util, dead))
-    return us_chip_p, us_chip_max
+    return us_act, us_gact, us_chip_p, us_chip_max
 
 
 def it_power(
     ch: Chips,
     sysm: System,
     us_tripped: BoolArray,
-    util: FloatArray,
-    alive: BoolArray,
-    dead: npt.NDArray[np.intp],
+    load: Load,
     dyn_full: FloatArray | None,
     clock: FloatArray,
     full_clock: bool,
@@ -99,24 +140,31 @@ def it_power(
 
     Each chip draws g times the nominal chip's power at its load and runs its junction h R P
     above its coolant (``Chips``: g, h fixed per chip). At full clock (the common step) the
-    UltraServer sums follow from the sums of g and g u over its powered chips (``util`` is 0 on
-    the unpowered, ``dead``; ``_full_clock_sums``) and the per-chip array is built only when
-    asked for (``ItPower.chip_p``)."""
+    UltraServer sums follow from the load's segments (``_segment_sums``; a load given chip by
+    chip: ``_full_clock_sums``) and the per-chip arrays are built only when asked for
+    (``ItPower.chip_p``, ``act_chip``). Below full clock every chip is computed."""
     topo, acc = ch.topo, ch.acc
     c = topo.chips_per_us
-    tripped = us_tripped.any()
+    tripped = bool(us_tripped.any())
     dp = acc.tdp_w - acc.idle_w
-    act_chip = util if full_clock else util * clock
-    us_act = topo.per_us(act_chip)
-    gact = act_chip * ch.p_scale
-    us_gact = topo.per_us(gact)
     chip_p: FloatArray | None = None
-    if full_clock and not tripped:
-        us_chip_p, us_chip_max = _full_clock_sums(ch, util, dead, us_gact)
+    act: FloatArray | None = None
+    if full_clock:
+        if load.seg is not None:
+            us_act, us_gact, us_chip_p, us_chip_max = _segment_sums(ch, load)
+        else:
+            us_act, us_gact, us_chip_p, us_chip_max = _full_clock_sums(ch, load.util, load.dead)
+        if tripped:
+            us_chip_p = np.where(us_tripped, 0.0, us_chip_p)
+            us_chip_max = np.where(us_tripped, 0.0, us_chip_max)
     else:
+        util = load.util
+        act = util * clock
+        us_act = topo.per_us(act)
+        us_gact = topo.per_us(act * ch.p_scale)
         if dyn_full is None:
             dyn_full = ch.dynamic_w(util)
-        chip_p = power.chip_power_w(dyn_full, ch.idle_chip, clock, ch.cp.dvfs_exponent, alive)
+        chip_p = power.chip_power_w(dyn_full, ch.idle_chip, clock, ch.cp.dvfs_exponent, load.alive)
         if tripped:
             chip_p = np.where(us_tripped[topo.chip_us], 0.0, chip_p)
         us_chip_p = topo.per_us(chip_p)
@@ -128,8 +176,9 @@ def it_power(
     us_it = np.where(us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, ch.pp))
     it_w = float(us_it.sum())
     return ItPower(
+        load,
         chip_p,
-        act_chip,
+        act,
         us_it,
         it_w,
         it_w - float(us_dc.sum()),
@@ -139,6 +188,6 @@ def it_power(
         us_gact,
         acc.idle_w,
         dp,
-        dead,
         ch.p_scale,
+        us_tripped.copy() if tripped else None,
     )

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from twin import outages, rng, serving, tco
+from twin.chips import Load
 from twin.cluster import Cluster, WorkStep
 from twin.design import Design, derive
 from twin.events import Events
@@ -65,7 +66,7 @@ class Pool:
         self.jobs: JobTable = self.cluster.jobs
         self.chip_clock = np.ones(n)
         self._chip_power0 = np.zeros(n)
-        self.chip_activity = np.zeros(n)
+        self._chip_activity0 = np.zeros(n)
         self._chip_tj0 = np.full(n, params.cooling.supply_setpoint_c)
         self._ph: FacilityStep | None = None  # the last physics step
         self.facility = Facility(params, self.topo, self.sys, self.acc, self.design)
@@ -83,6 +84,11 @@ class Pool:
         """Power of every chip at the last step [W] (built when asked: the model needs only its
         UltraServer sums)."""
         return self._ph.chip_p if self._ph is not None else self._chip_power0
+
+    @property
+    def chip_activity(self) -> npt.NDArray[np.float64]:
+        """Work rate of every chip at the last step [-] (built when asked)."""
+        return self._ph.act_chip if self._ph is not None else self._chip_activity0
 
     @property
     def chip_hw_failed(self) -> npt.NDArray[np.bool_]:
@@ -108,11 +114,11 @@ class Pool:
         """UltraServers powered off by thermal protection."""
         return self.facility.us_tripped
 
-    def utilisation(self) -> npt.NDArray[np.float64]:
-        """Each chip's utilisation is its job's activity: one gather through the job table, with
-        a trailing 0 that idle chips (owner -1) pick up."""
-        util: npt.NDArray[np.float64] = np.append(self.jobs.a["activity"], 0.0).take(self.chip_owner)
-        return util
+    def utilisation(self) -> Load:
+        """The step's load: each chip's utilisation is its job's activity (0 idle or
+        unpowered), per (UltraServer, job) segment, per chip when asked (``twin.chips.Load``)."""
+        ch = self.facility.chips
+        return self.cluster.pool.load(self.jobs.a["activity"], ch.p_scale, ch.hg)
 
     # ------------------------------------------------------------------ events
     def log(
@@ -189,7 +195,7 @@ class Pool:
         if len(ph.recovered_chips):
             outages.recover_thermal(self.cluster, ph.recovered_chips)
         self.chip_clock = self.facility.clock
-        self.chip_activity, self._ph = ph.act_chip, ph
+        self._ph = ph
 
     # ------------------------------------------------------------------ record
     def record(self, rec: Recorder, i: int, w: WorkStep, ph: FacilityStep) -> None:
@@ -200,16 +206,13 @@ class Pool:
         nus, c = topo.ultraservers, topo.chips_per_us
         # Busy = held by a job and doing work. Only a job's chips have activity; ownership changed
         # since the physics read it only when a job ended or a thermal trip interrupted jobs.
-        busy = ph.act_chip > 0
-        if self._released or len(ph.tripped_chips):
-            busy &= self.chip_owner >= 0
-        us_busy = np.add.reduce(
-            busy.view(np.uint8).reshape(nus, c), axis=1, dtype=np.int64
-        )  # ~2x count_nonzero
+        owner = self.chip_owner if self._released or len(ph.tripped_chips) else None
+        us_busy = ph.us_busy(owner)
         us_failed = self.cluster.failed_counts()[1]
         if ph.full_clock:
             mean_clock, us_clock = 1.0, np.ones(nus)
         else:
+            busy = ph.busy_chips(owner)
             mean_clock = float(ph.clock[busy].mean()) if busy.any() else 1.0
             us_clock = topo.per_us(ph.clock) / c
         rec.factory(

@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from twin import cooling, power
+from twin.chips import Load
 from twin.events import Events
 from twin.itpower import ItPower
 from twin.plant import UNIT_COLUMNS
@@ -45,8 +46,7 @@ class ItStep:
     (``Facility.step_it``)."""
 
     heat: Heat
-    util: FloatArray  # utilisation at full clock, 0 on unpowered chips [-]
-    alive: BoolArray
+    load: Load  # utilisation at full clock, 0 on unpowered chips (per chip when asked) [-]
     dyn_full: FloatArray | None
     to_fw_w: float  # heat handed to the facility water over the step [W]
     air_heat_w: float  # heat into the room air [W]
@@ -62,9 +62,9 @@ class ItStep:
 class FacilityStep:
     """Everything the record needs from one physics step. Per-UltraServer sums and maxima come
     with the step; per-chip junction temperatures are derived on demand (``chip_tj``) from the
-    UltraServer's coolant and resistance, since only sampled steps and the live view read them."""
+    UltraServer's coolant and resistance, since only sampled steps and the live view read them;
+    so is each chip's work rate (``act_chip``) at full clock."""
 
-    act_chip: FloatArray  # work rate per chip = utilisation x clock [-]
     pw: ItPower  # its chip power on demand (``chip_p``, ``chip_p_at``)
     clock: FloatArray  # clock the chips ran at this step [-]
     full_clock: bool  # every chip ran at full clock (``clock`` is all ones)
@@ -109,9 +109,42 @@ class FacilityStep:
     chip_r_scale: FloatArray | None = None  # each chip's resistance factor h (None: 1)
 
     @property
+    def act_chip(self) -> FloatArray:
+        """Work rate per chip = utilisation x clock [-]."""
+        return self.pw.act_chip
+
+    @property
     def chip_p(self) -> FloatArray:
         """Power of every chip [W]."""
         return self.pw.chip_p
+
+    def busy_chips(self, owner: npt.NDArray[np.int32] | None = None) -> BoolArray:
+        """Chips held by a job and doing work in the step: a work rate above 0 (``owner``: the
+        chips' owners now, when jobs may have ended since the physics: their chips no longer
+        count)."""
+        busy = self.act_chip > 0
+        if owner is not None:
+            busy &= owner >= 0
+        return busy
+
+    def us_busy(self, owner: npt.NDArray[np.int32] | None = None) -> npt.NDArray[np.int64]:
+        """``busy_chips`` counted per UltraServer; at full clock from the load's segments (a
+        segment's chips are busy together: its job's activity above 0 and, given ``owner``,
+        its chips still held)."""
+        nus = len(self.us_it)
+        pw = self.pw
+        seg, act = pw.load.seg, pw.load.seg_act
+        if pw.by_segment and seg is not None and act is not None:
+            busy = act > 0
+            if owner is not None:
+                busy &= owner[seg.first] >= 0
+            out: npt.NDArray[np.int64] = np.bincount(seg.us[busy], weights=seg.n[busy], minlength=nus).astype(
+                np.int64
+            )
+            return out
+        chips = self.busy_chips(owner).view(np.uint8).reshape(nus, -1)
+        counts: npt.NDArray[np.int64] = np.add.reduce(chips, axis=1, dtype=np.int64)  # ~2x count_nonzero
+        return counts
 
     def chip_tj(self) -> FloatArray:
         """Junction temperature of every chip [°C] (``cooling.junction_c``, T_j = coolant + h R P)."""
@@ -155,7 +188,6 @@ def record(
     th = part.heat
     pw = th.pw
     return FacilityStep(
-        act_chip=pw.act_chip,
         pw=pw,
         clock=th.clock,
         full_clock=th.full_clock,

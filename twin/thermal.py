@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from twin import cooling
 from twin.capping import Chips
+from twin.chips import Load
 from twin.design import Design
 from twin.events import Events
 from twin.itpower import ItPower
@@ -231,7 +232,7 @@ class Trips:
         ret: FloatArray,
         coolant: FloatArray,
         flow_frac: FloatArray,
-        alive: BoolArray,
+        load: Load,
         shut: IntArray,
         t_s: int,
         ev: Events,
@@ -243,7 +244,8 @@ class Trips:
         hold time). A liquid-cooled UltraServer's air-cooled share (hosts, NICs, power
         supplies) has the air-cooled systems' limit too: it powers off when its inlet air
         (``inlet_air_c``, the CRAH supply) passes ``air_trip_c`` and needs it below
-        ``air_restart_c`` to come back. Returns (chips going off, chips coming back)."""
+        ``air_restart_c`` to come back. ``load``: the step's, whose powered chips go off.
+        Returns (chips going off, chips coming back)."""
         if lf > 0:
             hot_us = ret > cp.loop_trip_c
             cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
@@ -258,7 +260,7 @@ class Trips:
         tripped_chips = recovered_chips = np.zeros(0, dtype=np.int64)
         if newly.any():
             self.us_tripped |= newly
-            mask = newly[self.chip_us] & alive
+            mask = newly[self.chip_us] & load.alive
             self.chip_tripped |= mask
             tripped_chips = np.flatnonzero(mask)
             air = lf > 0 and inlet_air_c is not None and inlet_air_c > cp.air_trip_c
@@ -270,7 +272,9 @@ class Trips:
                 )
                 ev.append(("thermal_trip", f"ultraserver:{u}", f"{why}: powered off"))
         if len(shut):
-            tripped_chips = np.union1d(tripped_chips, np.flatnonzero(np.isin(self.chip_us, shut) & alive))
+            tripped_chips = np.union1d(
+                tripped_chips, np.flatnonzero(np.isin(self.chip_us, shut) & load.alive)
+            )
             self.us_hold_until[shut] = t_s + cp.shutdown_restart_s
             back[shut] = False
         if back.any():

@@ -141,6 +141,9 @@ def _scenario(case: str, scale: float) -> tuple[Any, str, int]:
 #   storage  product CPU per recorded value / the cheapest openable raw path's (DuckDB, Parquet)
 #   run      whole-run process CPU / calibration CPU
 #   rss      whole-run peak RSS [GB]
+#   floor    (no target) the run's recorded values x the cheapest openable raw write's CPU per value,
+#            over the calibration: what storing the default tiers costs however fast the writer and
+#            the model are (a whole-run target below it cannot be met with those tiers)
 TARGETS: dict[tuple[str, str], float] = {
     ("model", "us1000"): 1.0,
     ("model", "million"): 1.0,
@@ -162,6 +165,7 @@ MEASURES = {
     "storage": "storage CPU/value / cheapest raw",
     "bytes": "storage bytes/value / smallest raw",
     "run": "run CPU / calibration",
+    "floor": "storage floor / calibration",
     "rss": "run peak RSS GB",
 }
 # The storage paths write the model run's last STORAGE_CHUNKS advances, and more (untimed) until
@@ -226,15 +230,17 @@ def child(case: str, scale: float, out: Path, mode: str, root: str, storage: boo
             res["build_cpu_s"] = time.process_time() - c0
             chunk = _chunk(nus)
             kept: collections.deque[Any] = collections.deque(maxlen=STORAGE_CHUNKS if storage else 0)
-            done, cpu, w0 = 0, 0.0, time.perf_counter()
+            done, cpu, w0, run_values = 0, 0.0, time.perf_counter(), 0
             while done < steps:
                 n = min(chunk, steps - done)
                 c0 = time.process_time()
                 kept.append(sim.advance(n))
                 cpu += time.process_time() - c0
+                run_values += _values([kept[-1]]) if storage else 0
                 cal.after(n)
                 done += n
             res["model_cpu_s"], res["model_wall_s"] = cpu, time.perf_counter() - w0
+            res["run_values"] = run_values
             res["calib"] = cal.result()
             if storage:
                 frames = list(kept)
@@ -321,6 +327,10 @@ def measures(r: dict[str, Any], skip: set[str]) -> dict[str, float]:
     s = sm.storage_summary(m.get("storage", {}))
     if "x_cpu" in s:
         v["storage"], v["bytes"] = s["x_cpu"], s["x_bytes"]
+        st = m["storage"]
+        cheap_s_per_value = st["paths"][s["cheapest"]]["cpu_s"] / st["values"]
+        if m.get("run_values"):
+            v["floor"] = m["run_values"] * cheap_s_per_value / m["calib"]["cpu_s"]
     ru = r.get("run", {})
     if "proc_cpu_s" in ru:
         v["run"] = ru["proc_cpu_s"] / ru["calib"]["cpu_s"]
@@ -377,6 +387,13 @@ def describe(case: str, label: str, r: dict[str, Any], skip: set[str]) -> list[s
                     f"  {'':<10}   product/cheapest: x{s['x_cpu']:.2f} CPU (against {s['cheapest']}), "
                     f"x{s['x_bytes']:.2f} bytes (against {s['smallest']})"
                 )
+                if m.get("run_values"):
+                    floor = m["run_values"] * st["paths"][s["cheapest"]]["cpu_s"] / vals
+                    lines.append(
+                        f"  {'':<10}   storage floor: the run's {m['run_values']:,} recorded values at "
+                        f"{s['cheapest']}'s CPU/value = {floor:.2f} CPU-s = "
+                        f"{floor / m['calib']['cpu_s']:.2f}x calibration"
+                    )
     if "proc_cpu_s" in ru:
         c = ru["calib"]
         ns = ru["cpu_s"] / (ru["chips"] * ru["steps"]) * 1e9

@@ -74,6 +74,14 @@ _WITH_RUN_ID = "SELECT $1::VARCHAR AS run_id, * FROM _batch"
 STORAGE_COMPATIBILITY = "v1.4.0"
 
 
+# Threads of a run's database. One: the writer is one background thread beside the simulation,
+# and DuckDB's second thread cost more CPU than it saved (inserting and checkpointing the batches
+# of a 144,000-chip run: 15 % less CPU with one thread, file 1 % larger; ``bench/bench_writepath.py``
+# ``writer`` against ``writer/threads-2``). The live console's queries run in sandboxes of their
+# own (``storage.live.LiveUserSql``).
+WRITER_THREADS = 1
+
+
 # Rows of an upsert table (jobs) per INSERT OR REPLACE: a campus's flush may carry every waiting
 # job (tens of thousands), and one statement over them all needed more than the run database's
 # memory limit (33,600 jobs: 64-80 MB; 4,096 at a time: under 40 MB).
@@ -124,6 +132,8 @@ def open_database(
         "temp_directory": f"{path}.tmp",
         "max_temp_directory_size": WRITER_TEMP_MAX,
     }
+    if WRITER_THREADS:
+        config["threads"] = WRITER_THREADS
     try:
         return connect(path, read_only=False, limits=limits, extra_config=config)
     except duckdb.Error as e:

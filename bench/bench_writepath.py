@@ -439,13 +439,21 @@ def main() -> None:
         f"model {model_cpu:.1f} CPU-s, batch_arrow {arrow_cpu:.2f} CPU-s"
     )
     best: dict[str, dict[str, float]] = {}
+    # A run with no telemetry (the product's fixed cost per file: schema, run row, checkpoints).
+    paths["product/empty"] = path_writer(True)
+    rounds = [*chosen, "product/empty"] if "product" in chosen else chosen
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(a.reps):
-            for name in chosen:
+            for name in rounds:
+                if name == "product/empty":
+                    frames_in: list[Frames] = []
+                    batches_in: list[dict[str, pa.Table]] = []
+                else:
+                    frames_in, batches_in = frames, batches
                 d = Path(tmp) / f"{rep}-{name.replace('/', '-')}"
                 d.mkdir()
                 c0, w0 = time.process_time(), time.perf_counter()
-                sizes = paths[name](batches, frames, d)
+                sizes = paths[name](batches_in, frames_in, d)
                 cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                 shutil.rmtree(d)
                 b = best.setdefault(name, {"cpu": float("inf"), "wall": float("inf")})
@@ -480,6 +488,13 @@ def main() -> None:
             need = "met" if x <= 1.5 else f"needs {1 - 1.5 / x:.0%} less"
             file = " (the file; its live parts are deleted when the run closes)" if key == "file" else ""
             print(f"product {what}{file}: {x:.2f}x {ref}; target 1.5x: {need}")
+    if "product/empty" in best:
+        e, p = best["product/empty"], best["product"]
+        print(
+            f"product with no telemetry (fixed per file): {e['cpu']:.2f} CPU-s, {e['file'] / 1e6:.2f} MB; "
+            f"net of it {(p['cpu'] - e['cpu']) / values * 1e9:.1f} ns/value, "
+            f"{(p['file'] - e['file']) / values:.3f} B/value"
+        )
     if "chips/arrays" in best:
         c = best["chips/arrays"]
         flat, arrays = c["flat"] - c["empty"], c["file"] - c["empty"]

@@ -75,10 +75,10 @@ STORAGE_COMPATIBILITY = "v1.4.0"
 
 
 # Threads of a run's database. One: the writer is one background thread beside the simulation,
-# and DuckDB's second thread cost more CPU than it saved (inserting and checkpointing the batches
-# of a 144,000-chip run: 15 % less CPU with one thread, file 1 % larger; ``bench/bench_writepath.py``
-# ``writer`` against ``writer/threads-2``). The live console's queries run in sandboxes of their
-# own (``storage.live.LiveUserSql``).
+# and DuckDB's second thread cost more CPU than it saved and left more part-filled row groups
+# (4 h of a 144,000-chip run, ``bench/bench_writepath.py`` ``writer`` against ``writer/threads-2``:
+# 0.70-0.78 against 0.95-1.02 CPU-s, file 22.6 against 25.4-25.7 MB, wall about the same). The
+# live console's queries run in sandboxes of their own (``storage.live.LiveUserSql``).
 WRITER_THREADS = 1
 
 
@@ -241,8 +241,8 @@ def _fsync_dir(path: Path) -> None:
 
 def batch_arrow(table: str, cols: Mapping[str, Any], start: _dt.datetime = DEFAULT_START) -> pa.Table:
     """One advance's frame of ``table`` as Arrow with the columns of ``batch_schema``: the model's
-    arrays as they are (no copy where the type matches) and ``ts`` computed from ``time_s``;
-    ``run_id``, one value for the whole run, is left to where the batch is stored."""
+    arrays and ``ts`` computed from ``time_s``; ``run_id``, one value for the whole run, is left to
+    where the batch is stored."""
     schema = batch_schema(table)
     arrays: list[Any] = []
     for f in schema:

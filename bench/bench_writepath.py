@@ -2,23 +2,37 @@
 
 The batches are those a real run produces: a scale case of ``bench/bench_scale.py`` (by default
 ``us1000``, 1,000 UltraServers / 144,000 chips at dt 15 s) stepped for ``--hours`` in memory, each
-advance's time-series frames turned into Arrow by ``storage.writer.to_arrow`` (not timed). The
-SAME batches then go through every path, one after another in this process, ``--reps`` times (each
-path's fastest is kept, so a busy machine slows every path alike):
+advance's time-series frames turned into the writer's Arrow batches by
+``storage.writer.batch_arrow`` (not timed; no ``run_id`` column: the DuckDB paths add it as a
+constant, as the writer does). The SAME batches then go through every path, one after another in
+this process, ``--reps`` times (each path's fastest is kept, so a busy machine slows every path
+alike):
 
-    product        TelemetryWriter + LivePublisher, as a run writes (frames in: to_arrow included)
+    product        TelemetryWriter + LivePublisher, as a run writes (frames in: batch_arrow included)
     writer         TelemetryWriter alone (no live parts)
     duckdb/batch   one INSERT + COMMIT per advance's batch, into a plain DuckDB file
     duckdb/big     the batches of a table concatenated, inserted in chunks of ``--big-rows``
+    duckdb/big-1thread   the same with one DuckDB thread (as the writer's database)
     parquet/lz4 | snappy | zstd   one Parquet part per advance and table (what DuckDB views read)
     ipc            Arrow IPC stream files, one per table, batches appended (uncompressed)
 
+and options measured on the same batches (not raw writes: left out of the ratios' references):
+
+    product/live-none | live-snappy   the product with its live parts uncompressed or Snappy
+    writer/256MB   the writer flushing at 256 MB of batches instead of 64 MB (larger inserts)
+    writer/threads-2   the writer's database with two threads instead of one
+    duckdb/f32-states  duckdb/big with the float64 measured states (units -, °C, s, prices) as REAL
+    duckdb/f32-all     duckdb/big with every float64 column as REAL (powers, energies and costs too)
+    chips/arrays   chip_ts alone, as today and as one row per UltraServer and step holding lists
+
 For each: CPU seconds of the whole process (every thread: DuckDB's workers, the writer's), wall
-seconds, bytes on disk once closed (the product: the file, and the live parts it also wrote,
-which are deleted when the run closes), and bytes per recorded value. A recorded value is one
-cell of the model's columns (rows x columns, without ``run_id`` and ``ts``, which storage adds).
-The ratios compare each path with the cheapest raw write of the same batches (least CPU; least
-bytes): the target is the product's storage per recorded value <= 1.5x the cheapest.
+seconds, CPU ns per recorded value, bytes on disk once closed (the product: the file, and the live
+parts it also wrote, which are deleted when the run closes) and bytes per recorded value. A
+recorded value is one cell of the model's columns (rows x columns, without ``run_id`` and ``ts``,
+which storage adds). The ratios compare each path with the raw write of the same batches that
+needs the least CPU (xCPU) and with the smallest (xbytes); the last lines give the product's
+ratios against the target of 1.5x, chip_ts alone in both layouts, and the worst relative error
+of the float64 columns stored as float32.
 
     python bench/bench_writepath.py [--case us1000] [--hours 1] [--reps 2] [--paths product,duckdb/big]
 
@@ -79,11 +93,13 @@ def record_frames(case: str, hours: float) -> tuple[list[Frames], int]:
 
 
 def to_batches(frames: list[Frames]) -> list[dict[str, pa.Table]]:
-    from storage.writer import to_arrow
+    """Each advance's frames as the writer's batches (``storage.writer.batch_arrow``: the model's
+    columns and ``ts``; ``run_id`` is one value per run, added where a path stores it)."""
+    from storage.writer import batch_arrow
 
     out = []
     for fr in frames:
-        tabs = {t: to_arrow(t, RUN_ID, c) for t, c in fr.items()}
+        tabs = {t: batch_arrow(t, c) for t, c in fr.items()}
         out.append({t: tb for t, tb in tabs.items() if tb.num_rows})
     return out
 
@@ -94,11 +110,14 @@ def _du(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.exists() else 0
 
 
-def _raw_db(path: Path) -> duckdb.DuckDBPyConnection:
+def _raw_db(path: Path, threads: int = 0) -> duckdb.DuckDBPyConnection:
     from storage.schema import migrations
     from storage.writer import STORAGE_COMPATIBILITY
 
-    con = duckdb.connect(str(path), config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
+    config: dict[str, Any] = {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+    if threads:
+        config["threads"] = threads
+    con = duckdb.connect(str(path), config=config)
     for stmts in migrations():
         for s in stmts:
             con.execute(s)
@@ -108,7 +127,7 @@ def _raw_db(path: Path) -> duckdb.DuckDBPyConnection:
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, tb: pa.Table) -> None:
     con.register("_b", tb)
-    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _b")
+    con.execute(f"INSERT INTO {table} BY NAME SELECT $1::VARCHAR AS run_id, * FROM _b", [RUN_ID])
     con.unregister("_b")
 
 
@@ -125,11 +144,14 @@ def path_duckdb_batch(batches: list[dict[str, pa.Table]], frames: list[Frames], 
 
 
 def path_duckdb_big(
-    big_rows: int,
+    big_rows: int, threads: int = 0
 ) -> Callable[[list[dict[str, pa.Table]], list[Frames], Path], dict[str, int]]:
+    """The batches of a table concatenated, inserted in chunks of ``big_rows``; ``threads``: the
+    database's threads (0: DuckDB's default, one per core)."""
+
     def go(batches: list[dict[str, pa.Table]], frames: list[Frames], d: Path) -> dict[str, int]:
         f = d / "big.duckdb"
-        con = _raw_db(f)
+        con = _raw_db(f, threads)
         pending: dict[str, list[pa.Table]] = {}
         rows = 0
 
@@ -190,27 +212,123 @@ def path_ipc(batches: list[dict[str, pa.Table]], frames: list[Frames], d: Path) 
     return {"file": _du(root)}
 
 
-def path_writer(live: bool) -> Callable[[list[dict[str, pa.Table]], list[Frames], Path], dict[str, int]]:
-    """The product: frames in (Arrow conversion included), committed, closed."""
+def path_writer(
+    live: bool, codec: str = "", flush_bytes: int = 0, threads: int = -1
+) -> Callable[[list[dict[str, pa.Table]], list[Frames], Path], dict[str, int]]:
+    """The product: frames in (Arrow conversion included), committed, closed. ``codec``: the live
+    parts' Parquet codec instead of ``storage.live.PART_COMPRESSION``; ``flush_bytes``: the
+    writer's flush bound instead of its default; ``threads``: the database's threads instead of
+    ``storage.writer.WRITER_THREADS`` (0: DuckDB's default, one per core)."""
 
     def go(batches: list[dict[str, pa.Table]], frames: list[Frames], d: Path) -> dict[str, int]:
+        import storage.live as live_mod
         from storage.live import LivePublisher, live_dir
         from storage.writer import TelemetryWriter
 
         f = d / ("product.duckdb" if live else "writer.duckdb")
         pub = LivePublisher(f) if live else None
         run_row = {"run_id": RUN_ID, "scenario_name": "bench", "seed": 0, "dt_s": 15}
-        w = TelemetryWriter(f, run_row, if_exists="replace", on_commit=pub.on_commit if pub else None)
-        for i, fr in enumerate(frames):
-            w.write(fr, i)
-        w.flush()
-        live_bytes = _du(live_dir(f))
-        w.close()
+        kw: dict[str, Any] = {"flush_bytes": flush_bytes} if flush_bytes else {}
+        import storage.writer as writer_mod
+
+        was, was_threads = live_mod.PART_COMPRESSION, writer_mod.WRITER_THREADS
+        live_mod.PART_COMPRESSION = codec or was
+        writer_mod.WRITER_THREADS = was_threads if threads < 0 else threads
+        try:
+            w = TelemetryWriter(
+                f, run_row, if_exists="replace", on_commit=pub.on_commit if pub else None, **kw
+            )
+            for i, fr in enumerate(frames):
+                w.write(fr, i)
+            w.flush()
+            live_bytes = _du(live_dir(f))
+            w.close()
+        finally:
+            live_mod.PART_COMPRESSION, writer_mod.WRITER_THREADS = was, was_threads
         if pub is not None:
             pub.close()
         return {"file": _du(f), "live": live_bytes}
 
     return go
+
+
+def _f32_columns(table: str, every: bool) -> list[str]:
+    """The float64 columns of ``table`` stored as float32 by ``duckdb/f32``: ``every`` one, or
+    only the measured states (units "-", °C, s, prices and carbon intensity), not the powers,
+    energies, costs, flows and rates that are summed or compared to 1e-9."""
+    from twin.telemetry import TABLES
+
+    keep = {"-", "°C", "s", "USD/MWh", "g/kWh"}
+    return [c.name for c in TABLES[table] if c.dtype == "float64" and (every or c.unit in keep)]
+
+
+def f32_errors(batches: list[dict[str, pa.Table]]) -> dict[str, float]:
+    """Worst relative error of each float64 column stored as float32, over the batches."""
+    import numpy as np
+
+    worst: dict[str, float] = {}
+    for tabs in batches:
+        for t, tb in tabs.items():
+            for name in _f32_columns(t, True):
+                x = tb.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
+                x = x[np.isfinite(x) & (x != 0)]
+                if len(x):
+                    e = float(np.max(np.abs(x.astype(np.float32).astype(np.float64) - x) / np.abs(x)))
+                    worst[f"{t}.{name}"] = max(worst.get(f"{t}.{name}", 0.0), e)
+    return worst
+
+
+def path_duckdb_f32(every: bool) -> Callable[[list[dict[str, pa.Table]], list[Frames], Path], dict[str, int]]:
+    """``duckdb/big`` with float64 columns stored as REAL (``_f32_columns``)."""
+
+    def go(batches: list[dict[str, pa.Table]], frames: list[Frames], d: Path) -> dict[str, int]:
+        f = d / "f32.duckdb"
+        con = _raw_db(f)
+        for t in TS_TABLES:
+            for name in _f32_columns(t, every):
+                con.execute(f"ALTER TABLE {t} ALTER COLUMN {name} TYPE REAL")
+        con.execute("CHECKPOINT")
+        con.execute("BEGIN")
+        for t in TS_TABLES:
+            parts = [tabs[t] for tabs in batches if t in tabs]
+            if parts:
+                _insert(con, t, pa.concat_tables(parts))
+        con.execute("COMMIT")
+        con.close()
+        return {"file": _du(f)}
+
+    return go
+
+
+def path_chip_arrays(batches: list[dict[str, pa.Table]], frames: list[Frames], d: Path) -> dict[str, int]:
+    """chip_ts alone, twice, each in a DuckDB file of its own (one insert): as today (one row per
+    chip and step) and as one row per UltraServer and step holding a list of its chips' values per
+    column. ``file``: the lists' file; ``flat``: today's; ``empty``: a file with no table."""
+    out: dict[str, int] = {}
+    chips = pa.concat_tables([tabs["chip_ts"] for tabs in batches if "chip_ts" in tabs])
+    lists = ", ".join(
+        f"list({c} ORDER BY chip_id) AS {c}"
+        for c in chips.column_names
+        if c not in ("time_s", "ultraserver_id", "ts")
+    )
+    queries = {
+        "empty": "",
+        "flat": "CREATE TABLE chip_ts AS SELECT $1::VARCHAR AS run_id, * FROM _c",
+        "file": "CREATE TABLE chip_ts AS SELECT $1::VARCHAR AS run_id, time_s, ultraserver_id, "
+        f"any_value(ts) AS ts, {lists} FROM _c GROUP BY ALL ORDER BY time_s, ultraserver_id",
+    }
+    from storage.writer import STORAGE_COMPATIBILITY
+
+    for key, q in queries.items():
+        f = d / f"chips-{key}.duckdb"
+        con = duckdb.connect(str(f), config={"storage_compatibility_version": STORAGE_COMPATIBILITY})
+        if q:
+            con.register("_c", chips)
+            con.execute(q, [RUN_ID])
+            con.unregister("_c")
+        con.close()
+        out[key] = _du(f)
+    return out
 
 
 RUNS: dict[str, list[str]] = {
@@ -273,13 +391,25 @@ def main() -> None:
     paths: dict[str, Callable[[list[dict[str, pa.Table]], list[Frames], Path], dict[str, int]]] = {
         "product": path_writer(True),
         "writer": path_writer(False),
+        "product/live-none": path_writer(True, codec="none"),
+        "product/live-snappy": path_writer(True, codec="snappy"),
+        "writer/256MB": path_writer(False, flush_bytes=256 << 20),
+        "writer/threads-2": path_writer(False, threads=2),
         "duckdb/batch": path_duckdb_batch,
         "duckdb/big": path_duckdb_big(a.big_rows),
+        "duckdb/big-1thread": path_duckdb_big(a.big_rows, threads=1),
+        "duckdb/f32-states": path_duckdb_f32(False),
+        "duckdb/f32-all": path_duckdb_f32(True),
         "parquet/lz4": path_parquet("lz4"),
         "parquet/snappy": path_parquet("snappy"),
         "parquet/zstd": path_parquet("zstd"),
         "ipc": path_ipc,
+        "chips/arrays": path_chip_arrays,
     }
+    # Options of the product and other layouts (not raw writes of the same values: left out of
+    # the cheapest and smallest).
+    variants = {"writer", "product/live-none", "product/live-snappy", "writer/256MB", "writer/threads-2"}
+    variants |= {"duckdb/f32-states", "duckdb/f32-all", "chips/arrays"}
     chosen = [p.strip() for p in a.paths.split(",") if p.strip()] or list(paths)
     bad = [p for p in chosen if p not in paths]
     if bad:
@@ -293,50 +423,94 @@ def main() -> None:
     arrow_cpu = time.process_time() - c0
     rows: dict[str, int] = {}
     values = 0
+    chip_values = 0
     arrow_bytes = 0
     for tabs in batches:
         for t, tb in tabs.items():
             rows[t] = rows.get(t, 0) + tb.num_rows
-            values += tb.num_rows * (tb.num_columns - 2)  # without run_id and ts
+            values += tb.num_rows * (tb.num_columns - 1)  # the model's columns (without ts)
+            chip_values += tb.num_rows * (tb.num_columns - 1) if t == "chip_ts" else 0
             arrow_bytes += tb.nbytes
     total_rows = sum(rows.values())
     print(
         f"bench_writepath: case {a.case}, {a.hours:g} h at dt {dt} s: {len(batches)} batches, "
         f"{total_rows:,} rows ({', '.join(f'{t} {n:,}' for t, n in sorted(rows.items()))}), "
         f"{values:,} recorded values, {arrow_bytes / 1e6:.0f} MB of Arrow; "
-        f"model {model_cpu:.1f} CPU-s, to_arrow {arrow_cpu:.2f} CPU-s"
+        f"model {model_cpu:.1f} CPU-s, batch_arrow {arrow_cpu:.2f} CPU-s"
     )
     best: dict[str, dict[str, float]] = {}
+    # A run with no telemetry (the product's fixed cost per file: schema, run row, checkpoints).
+    paths["product/empty"] = path_writer(True)
+    rounds = [*chosen, "product/empty"] if "product" in chosen else chosen
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(a.reps):
-            for name in chosen:
+            for name in rounds:
+                if name == "product/empty":
+                    frames_in: list[Frames] = []
+                    batches_in: list[dict[str, pa.Table]] = []
+                else:
+                    frames_in, batches_in = frames, batches
                 d = Path(tmp) / f"{rep}-{name.replace('/', '-')}"
                 d.mkdir()
                 c0, w0 = time.process_time(), time.perf_counter()
-                sizes = paths[name](batches, frames, d)
+                sizes = paths[name](batches_in, frames_in, d)
                 cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                 shutil.rmtree(d)
                 b = best.setdefault(name, {"cpu": float("inf"), "wall": float("inf")})
                 b["cpu"], b["wall"] = min(b["cpu"], cpu), min(b["wall"], wall)
-                b["bytes"], b["live"] = sizes["file"], sizes.get("live", 0)
-    raw = [n for n in best if n not in ("product", "writer")]
-    cpu0 = min((best[n]["cpu"] for n in raw), default=float("nan"))
-    bytes0 = min((best[n]["bytes"] for n in raw), default=float("nan"))
+                b.update({k: float(v) for k, v in sizes.items()})
+    table_paths = [n for n in chosen if n != "chips/arrays"]
+    raw = [n for n in table_paths if n not in variants and n != "product"]
+    cheap = min(raw, key=lambda n: best[n]["cpu"], default="")
+    small = min(raw, key=lambda n: best[n]["file"], default="")
     print(
-        f"{'path':<15} {'CPU-s':>7} {'wall-s':>7} {'MB':>7} {'live MB':>8} {'B/value':>8} "
-        f"{'ns CPU/value':>12} {'xCPU':>6} {'xbytes':>7}"
+        f"{'path':<20} {'CPU-s':>6} {'wall-s':>6} {'ns/value':>8} {'MB':>6} {'live MB':>7} "
+        f"{'B/value':>7} {'xCPU':>6} {'xbytes':>6}"
     )
-    for name in chosen:
+    for name in table_paths:
         b = best[name]
+        xcpu = f"{b['cpu'] / best[cheap]['cpu']:6.2f}" if cheap else f"{'':>6}"
+        xbytes = f"{b['file'] / best[small]['file']:6.2f}" if small else f"{'':>6}"
         print(
-            f"{name:<15} {b['cpu']:7.2f} {b['wall']:7.2f} {b['bytes'] / 1e6:7.1f} {b['live'] / 1e6:8.1f} "
-            f"{b['bytes'] / values:8.3f} {b['cpu'] / values * 1e9:12.1f} {b['cpu'] / cpu0:6.2f} "
-            f"{b['bytes'] / bytes0:7.2f}"
+            f"{name:<20} {b['cpu']:6.2f} {b['wall']:6.2f} {b['cpu'] / values * 1e9:8.1f} "
+            f"{b['file'] / 1e6:6.1f} {b.get('live', 0) / 1e6:7.1f} {b['file'] / values:7.3f} {xcpu} {xbytes}"
         )
-    print(
-        "xCPU, xbytes: against the cheapest raw path of this run (least CPU-s; least bytes). "
-        "product = the run's write path (DuckDB file + live Parquet parts, to_arrow included)."
-    )
+    if cheap and small:
+        print(
+            f"xCPU: against the least CPU of the raw writes ({cheap}); xbytes: against the smallest "
+            f"({small}). product = the run's write path (DuckDB file + live Parquet parts, which "
+            "are deleted when the run closes; frames in, their Arrow conversion included)."
+        )
+    if "product" in best and cheap and small:
+        p = best["product"]
+        for what, key, ref in (("CPU", "cpu", cheap), ("bytes", "file", small)):
+            x = p[key] / best[ref][key]
+            need = "met" if x <= 1.5 else f"needs {1 - 1.5 / x:.0%} less"
+            file = " (the file; its live parts are deleted when the run closes)" if key == "file" else ""
+            print(f"product {what}{file}: {x:.2f}x {ref}; target 1.5x: {need}")
+    if "product/empty" in best:
+        e, p = best["product/empty"], best["product"]
+        print(
+            f"product with no telemetry (fixed per file): {e['cpu']:.2f} CPU-s, {e['file'] / 1e6:.2f} MB; "
+            f"net of it {(p['cpu'] - e['cpu']) / values * 1e9:.1f} ns/value, "
+            f"{(p['file'] - e['file']) / values:.3f} B/value"
+        )
+    if "chips/arrays" in best:
+        c = best["chips/arrays"]
+        flat, arrays = c["flat"] - c["empty"], c["file"] - c["empty"]
+        print(
+            f"chip_ts alone ({chip_values:,} values): one row per chip {flat / 1e6:.2f} MB "
+            f"({flat / chip_values:.3f} B/value), lists per UltraServer and step {arrays / 1e6:.2f} MB "
+            f"({arrays / chip_values:.3f} B/value)"
+        )
+    if any(n.startswith("duckdb/f32") for n in chosen):
+        errs = f32_errors(batches)
+        states = {f"{t}.{n}" for t in TS_TABLES for n in _f32_columns(t, False)}
+        for label, names in (("f32-states", states), ("f32-all", set(errs))):
+            worst = max(((errs[n], n) for n in names if n in errs), default=(0.0, ""))
+            print(
+                f"{label}: {len(names)} float64 columns as REAL, worst relative error {worst[0]:.2e} ({worst[1]})"
+            )
 
 
 if __name__ == "__main__":

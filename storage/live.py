@@ -43,7 +43,15 @@ import pyarrow.parquet as pq
 from storage.errors import QueryError, StorageError
 from storage.reader import open_run_file
 from storage.sandbox import SANDBOX_CONFIG, Limits, UserResult, UserSql, UserSqlRunner
-from storage.schema import DUCKDB_TYPES, arrow_schema, columns, comment_sql, migrations
+from storage.schema import (
+    DUCKDB_TYPES,
+    arrow_schema,
+    batch_keys,
+    batch_schema,
+    columns,
+    comment_sql,
+    migrations,
+)
 from storage.writer import latest_per_key
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
@@ -56,9 +64,16 @@ GRACE_S = 300.0  # merged-away parts stay on disk this long for readers that lis
 FORMAT = "ai-factory-twin-live"
 
 
+# The parts' codec: they live only while the run does. LZ4 (``bench/bench_writepath.py``).
+PART_COMPRESSION = "lz4"
+
+
 def _parquet_options(schema: pa.Schema) -> dict[str, Any]:
-    """Fast Parquet for short-lived parts: LZ4, dictionaries only for text (run ids, names)."""
-    return {"compression": "lz4", "use_dictionary": [f.name for f in schema if pa.types.is_string(f.type)]}
+    """Fast Parquet for short-lived parts: ``PART_COMPRESSION``, dictionaries only for text."""
+    return {
+        "compression": PART_COMPRESSION,
+        "use_dictionary": [f.name for f in schema if pa.types.is_string(f.type)],
+    }
 
 
 def _latest_masks(paths: list[Path], keys: tuple[str, ...]) -> list[np.ndarray]:
@@ -98,6 +113,8 @@ class _Part:
 
 class LivePublisher:
     """Publishes a run's committed batches as Parquet parts next to its file (see module doc).
+    The parts carry the batches' columns (``batch_schema``: not ``run_id``, which the manifest's
+    run row holds once and the views add to every row).
 
     Called by the writer thread after every commit (``on_commit``). A failure to publish (disk
     full, directory removed) never fails the run: publishing stops and the sidecar is removed, so
@@ -133,7 +150,8 @@ class LivePublisher:
             for table, tb in tables.items():
                 if table in self.parts and tb.num_rows:
                     part = _Part(self.seq, 0)
-                    self._write(table, part, tb)
+                    # The batch's columns in their order (a table as stored, with run_id, too).
+                    self._write(table, part, tb.select(batch_schema(table).names))
                     self.parts[table].append(part)
                     self._merge(table)
             self._write_manifest(run)
@@ -168,10 +186,10 @@ class LivePublisher:
             merged = _Part(group[-1].seq, group[-1].level + 1)
             d = self._table_dir(table)
             tmp = d / f".{merged.name}.tmp"
-            schema = arrow_schema(table)
+            schema = batch_schema(table)
             # Upsert tables (jobs): only each key's last row survives the merge, as in the file.
             keep = (
-                _latest_masks([d / p.name for p in group], UPSERT_KEYS[table])
+                _latest_masks([d / p.name for p in group], batch_keys(table))
                 if table in UPSERT_KEYS
                 else None
             )
@@ -525,10 +543,15 @@ def _ddl(table: str) -> str:
     return f"CREATE TABLE {table} ({', '.join(f'{c.name} {DUCKDB_TYPES[c.dtype]}' for c in columns(table))})"
 
 
-def _create_table(con: duckdb.DuckDBPyConnection, table: str, files: list[str], snapshot: bool) -> None:
+def _create_table(
+    con: duckdb.DuckDBPyConnection, table: str, files: list[str], snapshot: bool, run_id: str | None
+) -> None:
     """Create ``table`` over its published parts ``files``: a view (a table when ``snapshot``)
-    keeping the latest row per key of an upserted table, or an empty table if none was published."""
-    names = ", ".join(c.name for c in columns(table))
+    keeping the latest row per key of an upserted table, or an empty table if none was published.
+    The parts hold one run's rows without ``run_id`` (``batch_schema``); the view gives every row
+    the manifest's run id."""
+    rid = "NULL" if run_id is None else _sql_str(run_id)
+    names = ", ".join(f"{rid}::VARCHAR AS run_id" if c.name == "run_id" else c.name for c in columns(table))
     if not files:
         con.execute(_ddl(table))
     else:
@@ -538,7 +561,7 @@ def _create_table(con: duckdb.DuckDBPyConnection, table: str, files: list[str], 
         )
         q = f"SELECT {names} FROM {src}"
         if table in UPSERT_KEYS:  # latest row per key wins, as in the file
-            keys = ", ".join(UPSERT_KEYS[table])
+            keys = ", ".join(batch_keys(table))
             q += (
                 f" QUALIFY row_number() OVER (PARTITION BY {keys} "
                 "ORDER BY filename DESC, file_row_number DESC) = 1"
@@ -581,7 +604,8 @@ def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = 
         for table in TABLES:
             if table == "runs":
                 continue
-            _create_table(con, table, [str(d / f) for f in m["tables"].get(table, [])], snapshot)
+            files = [str(d / f) for f in m["tables"].get(table, [])]
+            _create_table(con, table, files, snapshot, run.get("run_id"))
             for c in columns(table):
                 con.execute(comment_sql(table, c))
         for c in columns("runs"):

@@ -104,6 +104,19 @@ def arrow_schema(table: str) -> pa.Schema:
     )
 
 
+def batch_schema(table: str) -> pa.Schema:
+    """The columns a run's batch of ``table`` carries: every stored column but ``run_id``, which is
+    one value for the whole run and is added where the batch is stored (the writer's INSERT, the
+    live view's SELECT) instead of being repeated on every row."""
+    schema = arrow_schema(table)
+    return schema.remove(schema.get_field_index("run_id"))
+
+
+def batch_keys(table: str) -> tuple[str, ...]:
+    """The upsert key of ``table`` within one run (``UPSERT_KEYS`` without ``run_id``)."""
+    return tuple(k for k in UPSERT_KEYS[table] if k != "run_id")
+
+
 def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 

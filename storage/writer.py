@@ -48,10 +48,22 @@ from storage.sandbox import (
     connect,
     parse_memory,
 )
-from storage.schema import DEFAULT_START, arrow_schema, columns, migrations, timestamps
+from storage.schema import (
+    DEFAULT_START,
+    arrow_schema,
+    batch_keys,
+    batch_schema,
+    columns,
+    migrations,
+    timestamps,
+)
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 _STOP = object()
+
+# A batch's rows with the run's id: one constant in the statement, not a column of the batch (a
+# string repeated on every row, built, copied and compared by DuckDB for nothing).
+_WITH_RUN_ID = "SELECT $1::VARCHAR AS run_id, * FROM _batch"
 
 # On-disk format of new files: DuckDB 1.4's, which the 1.4 LTS and 1.5 releases (1.5.x reads
 # storage versions 64-68) and 2.x all open; DuckDB 2.0's own default (999) is unreadable by every
@@ -60,6 +72,14 @@ _STOP = object()
 # (``bench/bench_memory.py``); from 1.4's on, the block cache stays within the limit. Only applies
 # when the file is created.
 STORAGE_COMPATIBILITY = "v1.4.0"
+
+
+# Threads of a run's database. One: the writer is one background thread beside the simulation,
+# and DuckDB's second thread cost more CPU than it saved and left more part-filled row groups
+# (4 h of a 144,000-chip run, ``bench/bench_writepath.py`` ``writer`` against ``writer/threads-2``:
+# 0.70-0.78 against 0.95-1.02 CPU-s, file 22.6 against 25.4-25.7 MB, wall about the same). The
+# live console's queries run in sandboxes of their own (``storage.live.LiveUserSql``).
+WRITER_THREADS = 1
 
 
 # Rows of an upsert table (jobs) per INSERT OR REPLACE: a campus's flush may carry every waiting
@@ -112,6 +132,8 @@ def open_database(
         "temp_directory": f"{path}.tmp",
         "max_temp_directory_size": WRITER_TEMP_MAX,
     }
+    if WRITER_THREADS:
+        config["threads"] = WRITER_THREADS
     try:
         return connect(path, read_only=False, limits=limits, extra_config=config)
     except duckdb.Error as e:
@@ -217,27 +239,28 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def to_arrow(table: str, run_id: str, cols: dict[str, Any], start: _dt.datetime = DEFAULT_START) -> pa.Table:
-    schema = arrow_schema(table)
-    n = None
+def batch_arrow(table: str, cols: Mapping[str, Any], start: _dt.datetime = DEFAULT_START) -> pa.Table:
+    """One advance's frame of ``table`` as Arrow with the columns of ``batch_schema``: the model's
+    arrays and ``ts`` computed from ``time_s``; ``run_id``, one value for the whole run, is left to
+    where the batch is stored."""
+    schema = batch_schema(table)
     arrays: list[Any] = []
     for f in schema:
-        if f.name == "run_id":
-            arrays.append(None)
-            continue
         if f.name == "ts" and "ts" not in cols:
             arrays.append(timestamps(start, cols["time_s"]))
             continue
-        v = cols[f.name]
         # NaN is the model's "no value" (no cap, nothing served); the file stores NULL so that
         # max(), avg() and every reader treat it as missing, not as a number.
-        arr = pa.array(v, type=f.type, from_pandas=pa.types.is_floating(f.type))
-        n = len(arr)
-        arrays.append(arr)
-    n = n or 0
-    # One value repeated in Arrow (a Python list of a million strings costs ~0.3 s per chip sample).
-    arrays[schema.get_field_index("run_id")] = pa.repeat(pa.scalar(run_id, pa.string()), n)
+        arrays.append(pa.array(cols[f.name], type=f.type, from_pandas=pa.types.is_floating(f.type)))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def to_arrow(table: str, run_id: str, cols: dict[str, Any], start: _dt.datetime = DEFAULT_START) -> pa.Table:
+    """``table``'s rows as stored (``arrow_schema``): ``batch_arrow`` with ``run_id`` on every row."""
+    tb = batch_arrow(table, cols, start)
+    at = arrow_schema(table).get_field_index("run_id")
+    field = arrow_schema(table).field(at)
+    return tb.add_column(at, field, pa.repeat(pa.scalar(run_id, pa.string()), tb.num_rows))
 
 
 def frames_nbytes(frames: Mapping[str, Mapping[str, Any]]) -> int:
@@ -337,10 +360,12 @@ class TelemetryWriter:
     Memory: frames wait in ``backlog`` (at most ``max_backlog_bytes``; ``write`` blocks beyond),
     then as Arrow in the writer thread until ``flush_rows`` rows or ``flush_bytes`` bytes (or
     ``flush_interval_s``) are reached and they are committed. The bytes bound memory; the rows
-    bound is set high enough that the bytes govern (about 650,000 rows of the UltraServer and chip
-    series in 64 MB): DuckDB's cost per row falls with the size of an insert, and so does the
-    file's (fewer part-filled row groups; ``bench/bench_writepath.py``, us1000: 500,000 rows a
-    flush 1.02 CPU-s and 29.9 MB, bytes-bound 0.88 CPU-s and 28.6 MB)."""
+    bound is set high enough that the bytes govern (about 1.2 M rows of the UltraServer and chip
+    series in 64 MB, their batches carrying no ``run_id``): DuckDB's cost per row falls with the
+    size of an insert, and so does the file's (fewer part-filled row groups;
+    ``bench/bench_writepath.py``, us1000: 500,000 rows a flush 1.02 CPU-s and 29.9 MB, bytes-bound
+    0.88 CPU-s and 28.6 MB; flushes of 256 MB would save another ~3 % of CPU and 1 % of the file
+    for four times the memory)."""
 
     def __init__(
         self,
@@ -354,8 +379,9 @@ class TelemetryWriter:
         limits: Limits | None = None,
         on_commit: Callable[[dict[str, pa.Table], dict[str, Any]], None] | None = None,
     ) -> None:
-        # Called in the writer thread after every commit with the committed batches and the run row
-        # (storage.live publishes them for readers while the file is locked).
+        # Called in the writer thread after every commit with the committed batches (the columns
+        # of ``batch_schema``: no ``run_id``, the run row's) and the run row (storage.live
+        # publishes them for readers while the file is locked).
         self.on_commit = on_commit
         self.path = Path(path)
         self.run_id = str(run["run_id"])
@@ -573,7 +599,7 @@ class TelemetryWriter:
                     frames, t = item
                     self._sim_time_s = t
                     for table, cols in frames.items():
-                        tb = to_arrow(table, self.run_id, cols, self.start)
+                        tb = batch_arrow(table, cols, self.start)
                         if tb.num_rows:
                             self._buf[table].append(tb)
                             self._rows += tb.num_rows
@@ -614,12 +640,12 @@ class TelemetryWriter:
             pass
 
     def _insert(self, sql: str, tb: pa.Table) -> None:
-        """Run ``sql`` over ``tb`` registered as ``_batch`` (columns go by name, whatever order
-        migrations left)."""
+        """Run ``sql`` over ``tb`` registered as ``_batch`` with the run's id as its parameter
+        (columns go by name, whatever order migrations left)."""
         con = self.con
         con.register("_batch", tb)
         try:
-            con.execute(sql)
+            con.execute(sql, [self.run_id])
         finally:
             try:
                 con.unregister("_batch")
@@ -639,14 +665,14 @@ class TelemetryWriter:
             if table in UPSERT_KEYS:
                 # The latest row of a key wins (a job is written again as it moves on): one row per
                 # key, in chunks, so a statement's memory does not grow with a campus's queue.
-                tb = latest_per_key(tb, UPSERT_KEYS[table])
+                tb = latest_per_key(tb, batch_keys(table))
                 for start in range(0, tb.num_rows, UPSERT_CHUNK_ROWS):
                     self._insert(
-                        f"INSERT OR REPLACE INTO {table} BY NAME SELECT * FROM _batch",
+                        f"INSERT OR REPLACE INTO {table} BY NAME {_WITH_RUN_ID}",
                         tb.slice(start, UPSERT_CHUNK_ROWS),
                     )
             else:
-                self._insert(f"INSERT INTO {table} BY NAME SELECT * FROM _batch", tb)
+                self._insert(f"INSERT INTO {table} BY NAME {_WITH_RUN_ID}", tb)
             committed[table] = tb
             written += tb.num_rows
         self.run["sim_time_s"] = self._sim_time_s

@@ -1,0 +1,144 @@
+"""What the write path stores, row by row: the run's id on every row (a constant the writer and
+the live views add, never a column of the batches), the frames' values unchanged, and the tables'
+columns and types the same in a finished file and in the live view of a running one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow.parquet as pq
+
+from storage.live import LivePublisher, live_dir, open_live
+from storage.schema import columns
+from storage.writer import TelemetryWriter
+from twin.telemetry import TABLES
+
+NP_TYPES = {
+    "int8": np.int8,
+    "int32": np.int32,
+    "int64": np.int64,
+    "float32": np.float32,
+    "float64": np.float64,
+}
+
+
+def frame(table: str, n: int, seed: int, t0: int = 0) -> dict[str, Any]:
+    """``n`` rows of ``table``'s model columns with distinct values (a NaN in every float column:
+    stored as NULL); ``time_s`` counts up from ``t0`` and the first int column after it counts
+    rows, so every row has its own key."""
+    rng = np.random.default_rng(seed)
+    cols: dict[str, Any] = {}
+    for c in TABLES[table]:
+        if c.name == "run_id":
+            continue
+        if c.name == "time_s":
+            cols[c.name] = t0 + 15 * np.arange(n, dtype=np.int64)
+        elif c.dtype == "string":
+            cols[c.name] = [f"{c.name}-{seed}-{i}" for i in range(n)]
+        elif c.dtype == "bool":
+            cols[c.name] = rng.random(n) < 0.5
+        elif c.dtype.startswith("float"):
+            v = rng.normal(1e3, 5e2, n).astype(NP_TYPES[c.dtype])
+            v[n // 2] = np.nan
+            cols[c.name] = v
+        else:
+            cols[c.name] = rng.integers(0, 100, n).astype(NP_TYPES[c.dtype])
+    return cols
+
+
+def run_row(run_id: str) -> dict[str, Any]:
+    return {"run_id": run_id, "scenario_name": "rows", "seed": 1, "dt_s": 15}
+
+
+def assert_rows_equal(
+    con: duckdb.DuckDBPyConnection, table: str, run_id: str, cols: dict[str, Any], key: str
+) -> None:
+    """``table``'s rows of ``run_id`` (ordered by ``key``) are exactly ``cols``, NaN as NULL."""
+    got = con.sql(f"SELECT * FROM {table} WHERE run_id = ? ORDER BY {key}", params=[run_id]).to_arrow_table()
+    n = len(next(iter(cols.values())))
+    assert got.num_rows == n
+    order = np.argsort(np.asarray(cols[key]), kind="stable")
+    for name, v in cols.items():
+        want = [v[i] for i in order]
+        have = got.column(name).to_pylist()
+        for w, h in zip(want, have, strict=True):
+            if isinstance(w, float | np.floating) and np.isnan(w):
+                assert h is None, (table, name)
+            else:
+                assert h == w, (table, name, h, w)
+
+
+def test_two_runs_in_one_file_carry_their_own_id_on_every_row(tmp_path: Path) -> None:
+    """Two runs appended to one file: each table holds each run's rows with that run's id and the
+    values of its frames; a job written twice in a run keeps its latest row, once per run."""
+    f = tmp_path / "two.duckdb"
+    given: dict[str, dict[str, dict[str, Any]]] = {}
+    for k, rid in enumerate(("run-a", "run-b")):
+        w = TelemetryWriter(f, run_row(rid), if_exists="append" if k else "error")
+        us = frame("ultraserver_ts", 40, seed=k)
+        first_jobs = frame("jobs", 6, seed=10 + k)
+        first_jobs["job_id"] = np.arange(6, dtype=np.int32)
+        later_jobs = frame("jobs", 6, seed=20 + k)
+        later_jobs["job_id"] = np.arange(6, dtype=np.int32)
+        w.write({"ultraserver_ts": us, "jobs": first_jobs}, 300)
+        w.flush()  # the first rows of the jobs are committed before they are written again
+        w.write({"jobs": later_jobs}, 600)
+        w.close()
+        given[rid] = {"ultraserver_ts": us, "jobs": later_jobs}
+    con = duckdb.connect(str(f), read_only=True)
+    try:
+        assert con.sql("SELECT run_id, count(*) FROM ultraserver_ts GROUP BY 1 ORDER BY 1").fetchall() == [
+            ("run-a", 40),
+            ("run-b", 40),
+        ]
+        assert con.sql("SELECT count(*) FROM ultraserver_ts WHERE run_id IS NULL").fetchall() == [(0,)]
+        assert con.sql("SELECT run_id, count(*) FROM jobs GROUP BY 1 ORDER BY 1").fetchall() == [
+            ("run-a", 6),
+            ("run-b", 6),
+        ]
+        for rid, tables in given.items():
+            assert_rows_equal(con, "ultraserver_ts", rid, tables["ultraserver_ts"], "time_s")
+            assert_rows_equal(con, "jobs", rid, tables["jobs"], "job_id")
+    finally:
+        con.close()
+
+
+def test_the_live_view_shows_the_runs_rows_as_the_file_stores_them(tmp_path: Path) -> None:
+    """While a run writes, its live view has every table with the file's columns and types, the
+    run's id on every row (its parts do not store it) and the frames' values; after the run the
+    file shows the same rows."""
+    f = tmp_path / "live.duckdb"
+    pub = LivePublisher(f)
+    w = TelemetryWriter(f, run_row("run-live"), if_exists="error", on_commit=pub.on_commit)
+    chips = frame("chip_ts", 30, seed=3)
+    factory = frame("factory_ts", 5, seed=4)
+    try:
+        w.write({"chip_ts": chips, "factory_ts": factory}, 75)
+        w.flush()
+        part = next((live_dir(f) / "table=chip_ts").glob("part-*.parquet"))
+        assert "run_id" not in pq.read_schema(part).names
+        r = open_live(f)
+        try:
+            assert_rows_equal(r.con, "chip_ts", "run-live", chips, "time_s")
+            assert_rows_equal(r.con, "factory_ts", "run-live", factory, "time_s")
+            live_types = {
+                t: r.con.sql(f"SELECT column_name, column_type FROM (DESCRIBE {t})").fetchall()
+                for t in TABLES
+            }
+        finally:
+            r.close()
+    finally:
+        w.close()
+        pub.close()
+    con = duckdb.connect(str(f), read_only=True)
+    try:
+        assert_rows_equal(con, "chip_ts", "run-live", chips, "time_s")
+        for t in TABLES:
+            file_types = con.sql(f"SELECT column_name, column_type FROM (DESCRIBE {t})").fetchall()
+            assert sorted(file_types) == sorted(live_types[t]), t
+            assert {n for n, _ in file_types} == {c.name for c in columns(t)}, t
+    finally:
+        con.close()

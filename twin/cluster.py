@@ -24,7 +24,6 @@ them), so a step in which nothing starts or ends costs no scheduling at all.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -98,15 +97,15 @@ class Cluster(Work):
         w = serving.serve(self.svc, self.jobs, self.pool, 0, arrived, t, dt, clock, 0.0, 0.0)
         return w, ev
 
-    def book(self, w: WorkStep, t: int, dt: int, clock: npt.NDArray[np.float64]) -> tuple[WorkStep, Events]:
+    def book(
+        self, w: WorkStep, t: int, dt: int, clock: npt.NDArray[np.float64], full_clock: bool = False
+    ) -> tuple[WorkStep, Events]:
         """Phase 6 once the step's clocks are known (caps and protection inside the step): batch
-        jobs progress at the clocks their chips ran at, checkpoints fall due, finished jobs end."""
+        jobs progress at the clocks their chips ran at (``full_clock``: all of them 1),
+        checkpoints fall due, finished jobs end."""
         ev: Events = []
-        train_flops, job_flops = batch_progress(self, ev, t, dt, clock)
-        w = dataclasses.replace(
-            w, training_flops=train_flops, job_flops=job_flops, running_jobs=len(self.running.jobs)
-        )
-        return w, ev
+        train_flops, job_flops = batch_progress(self, ev, t, dt, clock, full_clock)
+        return w.booked(train_flops, job_flops, len(self.running.jobs)), ev
 
     # ------------------------------------------------------------------ for callers and tests
     def fail_chips(
@@ -249,18 +248,18 @@ def restart_activity(w: Work, t: int, dt: int) -> None:
 
 
 def batch_progress(
-    w: Work, ev: Events, t: int, dt: int, clock: npt.NDArray[np.float64]
+    w: Work, ev: Events, t: int, dt: int, clock: npt.NDArray[np.float64], full_clock: bool = False
 ) -> tuple[float, float]:
     """Batch jobs progress over [t, t + dt): a gang runs at its slowest chip's clock and makes no
     progress while restarting; checkpoints fall due; finished jobs end. Returns FLOP/s delivered
-    to (training, all batch jobs)."""
+    to (training, all batch jobs). ``full_clock``: every chip ran at clock 1 (no minimum to take)."""
     a = w.jobs.a
     # Batch progress: a gang runs at its slowest chip's clock; no progress while restarting.
     train_flops = job_flops = 0.0
     run = w.running.array(w.jobs)
     if len(run):
         rate = a["rate"][run]
-        if clock.min() < 1.0:
+        if not full_clock and clock.min() < 1.0:
             rate = rate * serving.job_clock(w.pool, run, clock)
         if w.running.restart_until_max > t - dt:  # some gang is (or just stopped) restarting
             rate = np.where(t < a["restart_until"][run], 0.0, rate)

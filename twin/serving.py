@@ -39,6 +39,24 @@ class WorkStep:
     # decode): the split of inference cost between input and output tokens.
     prefill_time_share: float = 0.0
 
+    def booked(self, training_flops: float, job_flops: float, running_jobs: int) -> WorkStep:
+        """This step with its batch work booked (``dataclasses.replace`` of the three, without
+        its per-call look-up of the fields)."""
+        return WorkStep(
+            training_flops,
+            job_flops,
+            self.tokens_per_s,
+            self.requests_per_s,
+            self.requests_served_per_s,
+            self.requests_dropped_per_s,
+            self.requests_queued,
+            running_jobs,
+            self.svc,
+            self.replicas,
+            self.input_tokens_per_s,
+            self.prefill_time_share,
+        )
+
 
 def add_services(w: Work, rng_svc: np.random.Generator) -> int:
     """Each service's model and its pool of replica slots (the autoscaler's maximum); the

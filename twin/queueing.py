@@ -99,7 +99,7 @@ def start(w: Work, ev: Events, j: int, t: int) -> bool:
     need = int(a["chips"][j])
     if need > pool.n_free:
         return False
-    placed = scheduler.place(pool.free, pool.us_free, need, pool.cpu, p.scheduler.placement)
+    placed = scheduler.place(pool.free, pool.us_free, need, pool.cpu, p.scheduler.placement, pool.n_free)
     if placed is None:
         return False
     chips, spanned = placed
@@ -344,12 +344,14 @@ def _backfill(w: Work, ev: Events, t: int, first: int, head_need: int) -> None:
     free = pool.n_free
     if free <= 0:
         return
+    cand = np.asarray(q.queue[first : first + sp.backfill_depth], dtype=np.int64)
+    need = a["chips"][cand].astype(np.int64)
+    if need.min() > free:  # none of the window fits the free chips, whatever the reservation
+        return
     run = w.running.array(w.jobs)
     shadow, extra = scheduler.reservation(
         t, free, head_need, a["est_end"][run], a["chips"][run].astype(np.int64)
     )
-    cand = np.asarray(q.queue[first : first + sp.backfill_depth], dtype=np.int64)
-    need = a["chips"][cand].astype(np.int64)
     work = a["work"][cand]
     left = np.where(work > 0, (work - a["done"][cand]) / np.where(work > 0, work, 1.0), 1.0)
     restart = np.where(a["restarts"][cand] > 0, w.p.training.restart_cost_s, 0)

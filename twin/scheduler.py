@@ -23,11 +23,13 @@ def place(
     need: int,
     chips_per_us: int,
     mode: str = "topology",
+    n_free: int | None = None,
 ) -> tuple[IntArray, int] | None:
     """Chips for a gang of ``need`` and the UltraServers it spans, or None if too few are free.
 
-    ``free`` marks schedulable chips, ``us_free`` counts them per UltraServer."""
-    if need <= 0 or int(us_free.sum()) < need:
+    ``free`` marks schedulable chips, ``us_free`` counts them per UltraServer; ``n_free``: their
+    sum, where the caller keeps it (else it is counted)."""
+    if need <= 0 or (int(us_free.sum()) if n_free is None else n_free) < need:
         return None
     c = chips_per_us
     if mode == "first_fit":

@@ -133,11 +133,12 @@ def serve(
     queued = 0
     for si, svc in enumerate(st.models):
         slots = st.replica_arr[si]
-        up = a["state"][slots] == RUNNING
+        state = a["state"][slots]  # serving changes no replica's state
+        up = state == RUNNING
         warm = up & (a["warm_at"][slots] <= t)
         n_warm, n_up = int(np.count_nonzero(warm)), int(np.count_nonzero(up))
         s = svc.serve(arrived[si], effective_replicas(pool, svc, slots[warm], clock), dt)
-        reps.append((n_warm, n_up - n_warm, int(np.count_nonzero(a["state"][slots] != STOPPED))))
+        reps.append((n_warm, n_up - n_warm, int(np.count_nonzero(state != STOPPED))))
         a["activity"][slots] = np.where(warm, s.activity, np.where(up, services.STARTING_ACTIVITY, 0.0))
         steps.append(s)
         tokens += s.tokens_s

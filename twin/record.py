@@ -210,34 +210,40 @@ class Recorder:
         if kr < 0 and not hall:
             return
         power, busy, failed, tripped, act, tmax, ret, clock = cols[:8]
+        # The sums of a step in two blocks, one reduction per block: each block row is reduced
+        # along its own contiguous axis, the same additions in the same order as one array's.
+        sums = np.stack((power, act, ret, clock))  # float64
+        counts = np.stack((busy, failed, tripped.astype(np.int64)))
         if kr >= 0:
-            st, nus = self._row_start, self._row_nus
+            st = self._row_start
             s = slice(kr * topo.rows, (kr + 1) * topo.rows)
+            rs, rc = np.add.reduceat(sums, st, axis=1), np.add.reduceat(counts, st, axis=1)
+            means = rs[1:] / self._row_nus  # activity, return, clock: over the row's UltraServers
             r = self.r
-            r["power_w"][s] = np.add.reduceat(power, st)
-            r["chips_busy"][s] = np.add.reduceat(busy, st)
-            r["chips_failed"][s] = np.add.reduceat(failed, st)
-            r["ultraservers_tripped"][s] = np.add.reduceat(tripped.astype(np.int32), st)
-            r["activity"][s] = np.add.reduceat(act, st) / nus
+            r["power_w"][s] = rs[0]
+            r["chips_busy"][s] = rc[0]
+            r["chips_failed"][s] = rc[1]
+            r["ultraservers_tripped"][s] = rc[2]
+            r["activity"][s] = means[0]
             r["max_chip_temp_c"][s] = np.maximum.reduceat(tmax, st)
-            r["coolant_return_c"][s] = np.add.reduceat(ret, st) / nus
-            r["clock"][s] = np.add.reduceat(clock, st) / nus
+            r["coolant_return_c"][s] = means[1]
+            r["clock"][s] = means[2]
         if hall:
             # Means as ``ndarray.mean`` takes them: the sum, then over the count.
             n = len(power)
-            add = np.add.reduce
+            hs, hc = np.add.reduce(sums, axis=1), np.add.reduce(counts, axis=1)
             self._h.append(
                 (
                     t,
                     topo.ultraservers,
-                    add(power),
-                    add(busy),
-                    add(failed),
-                    np.count_nonzero(tripped),
-                    add(act) / n,
+                    hs[0],
+                    hc[0],
+                    hc[1],
+                    hc[2],
+                    hs[1] / n,
                     np.maximum.reduce(tmax),
-                    add(ret) / n,
-                    add(clock) / n,
+                    hs[2] / n,
+                    hs[3] / n,
                 )
             )
 

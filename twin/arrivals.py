@@ -55,11 +55,12 @@ def arrivals(st: ArrivalState, w: Work, router: routing.Router | None, ev: Event
     cap = w.training_capacity_chips if router is None else router.capacity
     if cap > 0 and tp.arrivals_per_day > 0:
         f = workload.diurnal_factor(t, tp.diurnal_peak_to_trough, tp.peak_hour, tp.weekend_factor) * dt
-        # Every class's count in one call: the stream draws them in class order, as one call per
-        # class would (a rate of 0 draws nothing either way; the jobs' own draws are other streams).
-        counts = st.rng.poisson(st.rate_s * f).tolist()
-        for ci, (code, cls) in enumerate(st.classes):
-            for _ in range(counts[ci]):
+        # One scalar draw per class (an array of rates costs more in the generator's checks than
+        # the few classes' calls); the classes' rates as Python floats, the same doubles.
+        for ci, ((code, cls), rate) in enumerate(zip(st.classes, st.rate_s.tolist(), strict=True)):
+            lam = rate * f
+            k = int(st.rng.poisson(lam)) if lam > 0 else 0
+            for _ in range(k):
                 chips, model, nominal = next_draw(st, ci, cls, cap)
                 target = w if router is None else router.pick(code, cls, chips, model)
                 if target is None:

@@ -186,6 +186,9 @@ class Recorder:
         # UltraServers per row, as floats: a row's mean divides by it (as by the count, exactly).
         self._row_nus = np.diff(np.r_[self._row_start, topo.ultraservers]).astype(np.float64)
         self.c: list[dict[str, npt.NDArray[Any]]] = []
+        # A step's UltraServer columns the row and hall tiers reduce (``ultraserver``).
+        self._sums = np.zeros((4, n))  # power, activity, return, clock
+        self._counts = np.zeros((3, n), dtype=np.int64)  # busy, failed, tripped
 
     def factory(self, i: int, row: tuple[Any, ...]) -> None:
         """Step ``i``'s ``factory_ts`` row, its values in the order ``order`` names."""
@@ -212,8 +215,9 @@ class Recorder:
         power, busy, failed, tripped, act, tmax, ret, clock = cols[:8]
         # The sums of a step in two blocks, one reduction per block: each block row is reduced
         # along its own contiguous axis, the same additions in the same order as one array's.
-        sums = np.stack((power, act, ret, clock))  # float64
-        counts = np.stack((busy, failed, tripped.astype(np.int64)))
+        sums, counts = self._sums, self._counts
+        sums[0], sums[1], sums[2], sums[3] = power, act, ret, clock
+        counts[0], counts[1], counts[2] = busy, failed, tripped
         if kr >= 0:
             st = self._row_start
             s = slice(kr * topo.rows, (kr + 1) * topo.rows)

@@ -78,11 +78,14 @@ class Cluster(Work):
         self.training_capacity_chips = n - reserved
 
     # ------------------------------------------------------------------ step
-    def prepare(self, t: int, dt: int, clock: npt.NDArray[np.float64]) -> tuple[WorkStep, Events]:
+    def prepare(
+        self, t: int, dt: int, clock: npt.NDArray[np.float64], full_clock: bool = False
+    ) -> tuple[WorkStep, Events]:
         """The work phases before the physics (module docstring, 1-6): what runs where in
         [t, t + dt) and how active it is, and what the services serve at the clocks the step
-        begins with. Batch work is booked after the physics, at the clocks the chips ran at
-        (``book``). Returns the services' step and the events reported."""
+        begins with (``full_clock``: all of them 1). Batch work is booked after the physics, at
+        the clocks the chips ran at (``book``). Returns the services' step and the events
+        reported."""
         ev: Events = []
         self.log.step_failures = 0
         self.log.step_preemptions = 0
@@ -94,7 +97,7 @@ class Cluster(Work):
         arrived = serving.autoscale(self, ev, t, dt)
         queueing.schedule(self, ev, t)
         restart_activity(self, t, dt)
-        w = serving.serve(self.svc, self.jobs, self.pool, 0, arrived, t, dt, clock, 0.0, 0.0)
+        w = serving.serve(self.svc, self.jobs, self.pool, 0, arrived, t, dt, clock, 0.0, 0.0, full_clock)
         return w, ev
 
     def book(

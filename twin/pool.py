@@ -219,7 +219,9 @@ class Pool:
     def work(self, t: int) -> WorkStep:
         """Phase 2: what runs where this step and how active it is (the services served at the
         clocks the step begins with); batch work is booked after the physics (``book``)."""
-        w, work_events = self.cluster.prepare(t, self.dt_s, self.chip_clock)
+        # The shared read-only all-ones clock: nothing capped or hot (no minimum to take).
+        full = self.chip_clock is self.facility.chips.ones
+        w, work_events = self.cluster.prepare(t, self.dt_s, self.chip_clock, full)
         self.log_all(work_events)
         return w
 

@@ -58,6 +58,30 @@ def test_gang_goes_to_the_fullest_ultraserver_that_holds_it() -> None:
     assert spanned == 1 and set(chips // 144) == {0} and free[chips].all()
 
 
+def test_the_last_best_fit_holds_for_the_next_gang_of_its_size() -> None:
+    """A run of gangs of one size placed with the hint (the UltraServer the last one went into)
+    lands where a full best-fit search puts each, on random partly filled halls."""
+    rng = np.random.default_rng(11)
+    c = 16
+    for _ in range(30):
+        start = rng.integers(0, c + 1, 40).tolist()
+        need = int(rng.integers(1, 7))
+        free, us = _free(start, c)
+        hinted = (free.copy(), us.copy())
+        best = -1
+        for _ in range(60):
+            want = scheduler.place(free, us, need, c)
+            got = scheduler.place(*hinted, need, c, best=best)
+            if want is None:
+                assert got is None
+                break
+            assert got is not None and np.array_equal(got[0], want[0]) and got[1] == want[1]
+            for f, u in ((free, us), hinted):  # allocate, as the chip pool does
+                f[want[0]] = False
+                u -= np.bincount(want[0] // c, minlength=len(u))
+            best = int(want[0][0]) // c if want[1] == 1 else -1
+
+
 def test_easy_reservation_by_hand() -> None:
     # 10 free; running jobs end at t=100 (20 chips), 50 (30), 200 (40). A 50-chip head can start
     # when the 50 and 100 jobs have ended: 10 + 30 + 20 = 60 chips, 10 to spare.

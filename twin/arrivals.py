@@ -55,8 +55,10 @@ def arrivals(st: ArrivalState, w: Work, router: routing.Router | None, ev: Event
     cap = w.training_capacity_chips if router is None else router.capacity
     if cap > 0 and tp.arrivals_per_day > 0:
         f = workload.diurnal_factor(t, tp.diurnal_peak_to_trough, tp.peak_hour, tp.weekend_factor) * dt
-        for ci, (code, cls) in enumerate(st.classes):
-            lam = st.rate_s[ci] * f
+        # One scalar draw per class (an array of rates costs more in the generator's checks than
+        # the few classes' calls); the classes' rates as Python floats, the same doubles.
+        for ci, ((code, cls), rate) in enumerate(zip(st.classes, st.rate_s.tolist(), strict=True)):
+            lam = rate * f
             k = int(st.rng.poisson(lam)) if lam > 0 else 0
             for _ in range(k):
                 chips, model, nominal = next_draw(st, ci, cls, cap)

@@ -24,7 +24,6 @@ them), so a step in which nothing starts or ends costs no scheduling at all.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -79,11 +78,14 @@ class Cluster(Work):
         self.training_capacity_chips = n - reserved
 
     # ------------------------------------------------------------------ step
-    def prepare(self, t: int, dt: int, clock: npt.NDArray[np.float64]) -> tuple[WorkStep, Events]:
+    def prepare(
+        self, t: int, dt: int, clock: npt.NDArray[np.float64], full_clock: bool = False
+    ) -> tuple[WorkStep, Events]:
         """The work phases before the physics (module docstring, 1-6): what runs where in
         [t, t + dt) and how active it is, and what the services serve at the clocks the step
-        begins with. Batch work is booked after the physics, at the clocks the chips ran at
-        (``book``). Returns the services' step and the events reported."""
+        begins with (``full_clock``: all of them 1). Batch work is booked after the physics, at
+        the clocks the chips ran at (``book``). Returns the services' step and the events
+        reported."""
         ev: Events = []
         self.log.step_failures = 0
         self.log.step_preemptions = 0
@@ -95,18 +97,18 @@ class Cluster(Work):
         arrived = serving.autoscale(self, ev, t, dt)
         queueing.schedule(self, ev, t)
         restart_activity(self, t, dt)
-        w = serving.serve(self.svc, self.jobs, self.pool, 0, arrived, t, dt, clock, 0.0, 0.0)
+        w = serving.serve(self.svc, self.jobs, self.pool, 0, arrived, t, dt, clock, 0.0, 0.0, full_clock)
         return w, ev
 
-    def book(self, w: WorkStep, t: int, dt: int, clock: npt.NDArray[np.float64]) -> tuple[WorkStep, Events]:
+    def book(
+        self, w: WorkStep, t: int, dt: int, clock: npt.NDArray[np.float64], full_clock: bool = False
+    ) -> tuple[WorkStep, Events]:
         """Phase 6 once the step's clocks are known (caps and protection inside the step): batch
-        jobs progress at the clocks their chips ran at, checkpoints fall due, finished jobs end."""
+        jobs progress at the clocks their chips ran at (``full_clock``: all of them 1),
+        checkpoints fall due, finished jobs end."""
         ev: Events = []
-        train_flops, job_flops = batch_progress(self, ev, t, dt, clock)
-        w = dataclasses.replace(
-            w, training_flops=train_flops, job_flops=job_flops, running_jobs=len(self.running.jobs)
-        )
-        return w, ev
+        train_flops, job_flops = batch_progress(self, ev, t, dt, clock, full_clock)
+        return w.booked(train_flops, job_flops, len(self.running.jobs)), ev
 
     # ------------------------------------------------------------------ for callers and tests
     def fail_chips(
@@ -249,18 +251,18 @@ def restart_activity(w: Work, t: int, dt: int) -> None:
 
 
 def batch_progress(
-    w: Work, ev: Events, t: int, dt: int, clock: npt.NDArray[np.float64]
+    w: Work, ev: Events, t: int, dt: int, clock: npt.NDArray[np.float64], full_clock: bool = False
 ) -> tuple[float, float]:
     """Batch jobs progress over [t, t + dt): a gang runs at its slowest chip's clock and makes no
     progress while restarting; checkpoints fall due; finished jobs end. Returns FLOP/s delivered
-    to (training, all batch jobs)."""
+    to (training, all batch jobs). ``full_clock``: every chip ran at clock 1 (no minimum to take)."""
     a = w.jobs.a
     # Batch progress: a gang runs at its slowest chip's clock; no progress while restarting.
     train_flops = job_flops = 0.0
     run = w.running.array(w.jobs)
     if len(run):
         rate = a["rate"][run]
-        if clock.min() < 1.0:
+        if not full_clock and clock.min() < 1.0:
             rate = rate * serving.job_clock(w.pool, run, clock)
         if w.running.restart_until_max > t - dt:  # some gang is (or just stopped) restarting
             rate = np.where(t < a["restart_until"][run], 0.0, rate)

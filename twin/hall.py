@@ -266,7 +266,9 @@ class Hall(Composite):
             self._share_cap([pl.facility.cap_basis for pl in pools], self._last_w)
         parts = [self._step_it(k, pl, cond) for k, pl in enumerate(pools)]
         # The step's clocks are known (caps and protection inside the step): its batch work, once.
-        works = [pl.book(w, p.heat.clock) for pl, w, p in zip(pools, works, parts, strict=True)]
+        works = [
+            pl.book(w, p.heat.clock, p.heat.full_clock) for pl, w, p in zip(pools, works, parts, strict=True)
+        ]
         it_w = sum(p.it_w for p in parts)
         plant_out = plant.run(
             self.plant_design,
@@ -384,7 +386,7 @@ class Hall(Composite):
     @staticmethod
     def recorded(recs: list[Recorder], i: int, col: str) -> float:
         """A factory_ts column of step ``i`` summed over the pools (IT or facility power)."""
-        return float(sum(r.f[col][i] for r in recs))
+        return float(sum(r.value(i, col) for r in recs))
 
     # ------------------------------------------------------------------ public
     def advance(self, steps: int, stop: Callable[[], bool] | None = None) -> Frames:

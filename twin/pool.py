@@ -16,6 +16,9 @@ site, one plant and one power chain on their sums. The phases a pool takes part 
 
 from __future__ import annotations
 
+from operator import attrgetter, itemgetter
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -28,6 +31,7 @@ from twin.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.facility import Facility, FacilityStep
 from twin.jobs import JobTable
 from twin.params import FactoryParams, ScheduledEvent
+from twin.plant import UNIT_COLUMNS
 from twin.record import Frames, Recorder, columns_of, due
 from twin.topology import Topology, build
 
@@ -36,6 +40,48 @@ EventRow = tuple[int, str, str, str, str, str, float, int]
 # The factory_ts columns the physics step and the work step carry under their own names.
 PHYSICS_COLUMNS = columns_of(FacilityStep)
 WORK_COLUMNS = columns_of(WorkStep)
+# The factory_ts columns ``Pool.record`` derives itself (the pool's counts, the site's conditions
+# and the step's costs), and those of ``Pool._record_work``, in the order it gives them.
+RECORD_COLUMNS = (
+    "time_s",
+    "mean_clock",
+    "chips_allocated",
+    "chips_busy",
+    "chips_failed",
+    "ultraservers_tripped",
+    "activity",
+    "queue_jobs",
+    "coolant_return_c",
+    "max_chip_temp_c",
+    "outdoor_temp_c",
+    "outdoor_wetbulb_c",
+    "outdoor_rh",
+    "price_usd_per_mwh",
+    "carbon_g_per_kwh",
+    "cost_usd",
+    "co2_kg",
+    "energy_j",
+    "capex_usd",
+    "fixed_opex_usd",
+    "water_cost_usd",
+)
+WORK_ROW_COLUMNS = (
+    "chips_free",
+    "chips_drained",
+    "ultraservers_free",
+    "fragmentation",
+    "failures",
+    "preemptions",
+    "inference_power_w",
+    "inference_chips",
+    "energy_per_token_j",
+)
+# A step's factory_ts row, in the order its values come (``Recorder.factory``).
+FACTORY_ORDER = PHYSICS_COLUMNS + UNIT_COLUMNS + WORK_COLUMNS + RECORD_COLUMNS + WORK_ROW_COLUMNS
+_PHYSICS = attrgetter(*PHYSICS_COLUMNS)
+_FACILITY_W = PHYSICS_COLUMNS.index("facility_power_w")
+_UNITS = itemgetter(*UNIT_COLUMNS)
+_WORK = attrgetter(*WORK_COLUMNS)
 
 
 class Pool:
@@ -72,6 +118,13 @@ class Pool:
         self.facility = Facility(params, self.topo, self.sys, self.acc, self.design)
         self._events: list[EventRow] = []
         self._released = False  # a job ended in the step being booked (``book``)
+        # The record's caches: a full clock per UltraServer, the free-chip counts (for the chip
+        # pool's ``ver``) and the failed chips' total (for the counts it was summed from).
+        self._ones_us = np.ones(self.topo.ultraservers)
+        self._counts: tuple[int, int, int, float] = (0, 0, 0, 0.0)
+        self._counts_ver = -1
+        self._failed_of: npt.NDArray[np.int64] | None = None
+        self._failed_sum = 0
 
     # ------------------------------------------------------------------ per-chip views
     @property
@@ -171,15 +224,18 @@ class Pool:
     def work(self, t: int) -> WorkStep:
         """Phase 2: what runs where this step and how active it is (the services served at the
         clocks the step begins with); batch work is booked after the physics (``book``)."""
-        w, work_events = self.cluster.prepare(t, self.dt_s, self.chip_clock)
+        # The shared read-only all-ones clock: nothing capped or hot (no minimum to take).
+        full = self.chip_clock is self.facility.chips.ones
+        w, work_events = self.cluster.prepare(t, self.dt_s, self.chip_clock, full)
         self.log_all(work_events)
         return w
 
-    def book(self, w: WorkStep, clock: npt.NDArray[np.float64]) -> WorkStep:
+    def book(self, w: WorkStep, clock: npt.NDArray[np.float64], full_clock: bool = False) -> WorkStep:
         """Phase 4b: the step's batch work, booked once at the clocks the chips ran at (``clock``:
-        caps and junction protection inside the step included), so work and power use one clock."""
+        caps and junction protection inside the step included; ``full_clock``: all of them 1),
+        so work and power use one clock."""
         allocated = self.cluster.n_alloc
-        w, work_events = self.cluster.book(w, self.t_s, self.dt_s, clock)
+        w, work_events = self.cluster.book(w, self.t_s, self.dt_s, clock, full_clock)
         self._released = self.cluster.n_alloc < allocated  # a job ended (its chips worked till then)
         self.log_all(work_events)
         return w
@@ -200,39 +256,58 @@ class Pool:
     # ------------------------------------------------------------------ record
     def record(self, rec: Recorder, i: int, w: WorkStep, ph: FacilityStep) -> None:
         """Phase 5: this step's rows of the pool (``twin.record``). The physics' and the work's
-        results are copied by their column names; what is left is derived here."""
+        results are copied by their column names; what is left is derived here. The
+        ``factory_ts`` row is one tuple in the order of ``FACTORY_ORDER``."""
         t, dt = self.t_s, self.dt_s
         topo = self.topo
         nus, c = topo.ultraservers, topo.chips_per_us
+        cl = self.cluster
         # Busy = held by a job and doing work. Only a job's chips have activity; ownership changed
         # since the physics read it only when a job ended or a thermal trip interrupted jobs.
         owner = self.chip_owner if self._released or len(ph.tripped_chips) else None
         us_busy = ph.us_busy(owner)
-        us_failed = self.cluster.failed_counts()[1]
+        us_failed = cl.failed_counts()[1]
         if ph.full_clock:
-            mean_clock, us_clock = 1.0, np.ones(nus)
+            mean_clock, us_clock = 1.0, self._ones_us
         else:
             busy = ph.busy_chips(owner)
             mean_clock = float(ph.clock[busy].mean()) if busy.any() else 1.0
             us_clock = topo.per_us(ph.clock) / c
+        phys = _PHYSICS(ph)
+        # The site's conditions and what the step's energy cost: electricity, CO2, ownership.
+        cond, costs = ph.cond, self.costs
+        energy_j = phys[_FACILITY_W] * dt
+        add = np.add.reduce
         rec.factory(
             i,
-            **{k: getattr(ph, k) for k in PHYSICS_COLUMNS},
-            **ph.units,
-            **{k: getattr(w, k) for k in WORK_COLUMNS},
-            time_s=t,
-            mean_clock=mean_clock,
-            chips_allocated=self.cluster.n_alloc,
-            chips_busy=int(us_busy.sum()),
-            chips_failed=int(us_failed.sum()),
-            ultraservers_tripped=int(ph.us_off.sum()),
-            activity=float(ph.us_act.sum()) / topo.chips,
-            queue_jobs=len(self.cluster.queue),
-            coolant_return_c=float(ph.us_return_c.mean()),
-            max_chip_temp_c=float(ph.us_tj_max.max()),
+            phys
+            + _UNITS(ph.units)
+            + _WORK(w)
+            + (
+                t,
+                mean_clock,
+                cl.n_alloc,
+                int(add(us_busy)),
+                self._failed_total(us_failed),
+                int(np.count_nonzero(ph.us_off)),
+                float(add(ph.us_act)) / topo.chips,
+                len(cl.queue),
+                float(add(ph.us_return_c)) / nus,  # the mean, as ``ndarray.mean`` takes it
+                float(np.maximum.reduce(ph.us_tj_max)),
+                cond.drybulb_c,
+                cond.wetbulb_c,
+                cond.rel_humidity,
+                cond.price_usd_per_mwh,
+                cond.carbon_g_per_kwh,
+                energy_j / 3.6e9 * cond.price_usd_per_mwh,
+                energy_j / 3.6e6 * cond.carbon_g_per_kwh / 1000.0,
+                energy_j,
+                costs.capex_usd_per_s * dt,
+                costs.fixed_opex_usd_per_s * dt,
+                ph.water_l * costs.water_usd_per_l,
+            )
+            + self._record_work(rec, w, ph),
         )
-        self._record_site(rec, i, ph)
-        self._record_work(rec, i, w, ph)
         rec.ultraserver(
             i,
             t,
@@ -250,54 +325,40 @@ class Pool:
         if si > 0 and t % si < dt:  # a chip sample is due
             self._record_chips(rec, ph)
 
+    def _failed_total(self, us_failed: npt.NDArray[np.int64]) -> int:
+        """Chips with a hardware fault (the sum of ``us_failed``, recounted when it changed)."""
+        if us_failed is not self._failed_of:
+            self._failed_of, self._failed_sum = us_failed, int(us_failed.sum())
+        return self._failed_sum
+
     def _record_chips(self, rec: Recorder, ph: FacilityStep) -> None:
         """A ``chip_ts`` sample: every chip's job, activity, power, junction, health and clock."""
         rec.chips(
             self.t_s, self.chip_job_ids(), ph.act_chip, ph.chip_p, ph.chip_tj(), self.chip_hw_failed, ph.clock
         )
 
-    def _record_site(self, rec: Recorder, i: int, ph: FacilityStep) -> None:
-        """The site's conditions and what the step's energy cost: electricity, CO2, ownership."""
-        dt, cond = self.dt_s, ph.cond
-        energy_j = ph.facility_power_w * dt
-        rec.factory(
-            i,
-            outdoor_temp_c=cond.drybulb_c,
-            outdoor_wetbulb_c=cond.wetbulb_c,
-            outdoor_rh=cond.rel_humidity,
-            price_usd_per_mwh=cond.price_usd_per_mwh,
-            carbon_g_per_kwh=cond.carbon_g_per_kwh,
-            cost_usd=energy_j / 3.6e9 * cond.price_usd_per_mwh,
-            co2_kg=energy_j / 3.6e6 * cond.carbon_g_per_kwh / 1000.0,
-            energy_j=energy_j,
-            capex_usd=self.costs.capex_usd_per_s * dt,
-            fixed_opex_usd=self.costs.fixed_opex_usd_per_s * dt,
-            water_cost_usd=ph.water_l * self.costs.water_usd_per_l,
-        )
-
-    def _record_work(self, rec: Recorder, i: int, w: WorkStep, ph: FacilityStep) -> None:
-        """The workload columns of ``factory_ts`` the work step does not carry, and this step's
-        ``service_ts`` rows. Energy per token: the facility power attributed to inference
-        replicas (their chips' share of IT, grossed up by PUE)."""
+    def _record_work(self, rec: Recorder, w: WorkStep, ph: FacilityStep) -> tuple[Any, ...]:
+        """The workload columns of ``factory_ts`` the work step does not carry (in the order of
+        ``WORK_ROW_COLUMNS``), and this step's ``service_ts`` rows. Energy per token: the
+        facility power attributed to inference replicas (their chips' share of IT, grossed up
+        by PUE)."""
         cl = self.cluster
         gross = ph.facility_power_w / ph.chip_power_w if ph.chip_power_w > 0 else 0.0  # = IT per chip W x PUE
         svc_w = serving.service_power_w(cl, ph.pw.chip_p_at, gross)
         inf_w = float(svc_w.sum())
-        free, drained, whole, frag = cl.us_counts()
-        rec.factory(
-            i,
-            chips_free=free,
-            chips_drained=drained,
-            ultraservers_free=whole,
-            fragmentation=frag,
-            failures=cl.step_failures,
-            preemptions=cl.step_preemptions,
-            inference_power_w=inf_w,
-            inference_chips=serving.replica_chips(cl),
-            energy_per_token_j=inf_w / w.tokens_per_s if w.tokens_per_s > 0 else float("nan"),
-        )
+        pool = cl.pool
+        if self._counts_ver != pool.ver:  # free chips change only with ownership or availability
+            self._counts, self._counts_ver = cl.us_counts(), pool.ver
         if w.svc:
-            rec.services(i, self.t_s, self.dt_s, w, svc_w)
+            rec.services(self.t_s, self.dt_s, w, svc_w)
+        return (
+            *self._counts,
+            cl.step_failures,
+            cl.step_preemptions,
+            inf_w,
+            serving.replica_chips(cl),
+            inf_w / w.tokens_per_s if w.tokens_per_s > 0 else float("nan"),
+        )
 
     # ------------------------------------------------------------------ advances
     def recorder(self, steps: int) -> Recorder:
@@ -313,6 +374,8 @@ class Pool:
                 "row_ts": due(times, self.dt_s, p.row_interval_s),
                 "hall_ts": due(times, self.dt_s, p.hall_interval_s),
             },
+            times=times,
+            order=FACTORY_ORDER,
         )
 
     def frames(self, rec: Recorder, ran: int | None = None) -> Frames:

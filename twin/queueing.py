@@ -99,7 +99,17 @@ def start(w: Work, ev: Events, j: int, t: int) -> bool:
     need = int(a["chips"][j])
     if need > pool.n_free:
         return False
-    placed = scheduler.place(pool.free, pool.us_free, need, pool.cpu, p.scheduler.placement)
+    q = w.queues
+    ver, size, best = q.last_fit
+    placed = scheduler.place(
+        pool.free,
+        pool.us_free,
+        need,
+        pool.cpu,
+        p.scheduler.placement,
+        pool.n_free,
+        best if ver == pool.ver and size == need else -1,
+    )
     if placed is None:
         return False
     chips, spanned = placed
@@ -107,6 +117,8 @@ def start(w: Work, ev: Events, j: int, t: int) -> bool:
     si = int(a["service"][j]) if kind == INFERENCE else -1
     pool.allocate(j, chips, si)
     c = pool.cpu
+    if spanned == 1:  # the best fit of the next gang of this size while nothing else changes
+        q.last_fit = (pool.ver, need, int(chips[0]) // c)
     w.log.last_us[j] = (
         str(int(chips[0]) // c) if spanned == 1 else ",".join(str(u) for u in np.unique(chips // c))
     )
@@ -311,9 +323,18 @@ def schedule(w: Work, ev: Events, t: int) -> None:
     a = w.jobs.a
     policy = sp.policy
     head_need = -1
-    while q.rqueue:
+    if policy != "priority":
+        # Nothing but starts in this loop (no preemption): the started head is cut off once
+        # (popping each from the front was O(requests) apiece: a campus's initial replicas).
+        rq, k = q.rqueue, 0
+        while k < len(rq) and start(w, ev, rq[k], t):
+            k += 1
+        if k < len(rq):
+            head_need = int(a["chips"][rq[k]])
+        del rq[:k]
+    while q.rqueue and policy == "priority":
         j = q.rqueue[0]
-        if start(w, ev, j, t) or (policy == "priority" and preempt_for(w, ev, j, t) and start(w, ev, j, t)):
+        if start(w, ev, j, t) or (preempt_for(w, ev, j, t) and start(w, ev, j, t)):
             q.rqueue.pop(0)
             continue
         head_need = int(a["chips"][j])
@@ -344,12 +365,14 @@ def _backfill(w: Work, ev: Events, t: int, first: int, head_need: int) -> None:
     free = pool.n_free
     if free <= 0:
         return
+    cand = np.asarray(q.queue[first : first + sp.backfill_depth], dtype=np.int64)
+    need = a["chips"][cand].astype(np.int64)
+    if need.min() > free:  # none of the window fits the free chips, whatever the reservation
+        return
     run = w.running.array(w.jobs)
     shadow, extra = scheduler.reservation(
         t, free, head_need, a["est_end"][run], a["chips"][run].astype(np.int64)
     )
-    cand = np.asarray(q.queue[first : first + sp.backfill_depth], dtype=np.int64)
-    need = a["chips"][cand].astype(np.int64)
     work = a["work"][cand]
     left = np.where(work > 0, (work - a["done"][cand]) / np.where(work > 0, work, 1.0), 1.0)
     restart = np.where(a["restarts"][cand] > 0, w.p.training.restart_cost_s, 0)

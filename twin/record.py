@@ -1,6 +1,15 @@
-"""Per-advance telemetry buffers: each telemetry table's numeric columns preallocated for the
-steps of one advance (``twin.telemetry`` lays them out), filled step by step, cut to the steps
-run and handed out as frames (``table -> column -> array``)."""
+"""Per-advance telemetry buffers: each telemetry table's numeric columns for the steps of one
+advance (``twin.telemetry`` lays them out), filled step by step, cut to the steps run and
+handed out as frames (``table -> column -> array``).
+
+The per-step scalars (a ``factory_ts`` row, a ``hall_ts`` row, a service's ``service_ts`` row)
+are kept as one tuple per step in a fixed column order (``FACTORY_ORDER`` and the like) and
+turned into typed columns once per advance: a step writes one tuple instead of a buffer element
+per column. Every value passes through float64 on the way (exact for the counts and times a
+step records, far below 2**53; float32 columns round from the same double as a direct store
+would), so the frames are those of storing each value in its column directly. The
+per-UltraServer and per-row columns are written into preallocated arrays; each tier's time
+column is filled when the buffers are laid out, the steps' times being known."""
 
 from __future__ import annotations
 
@@ -11,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from twin import telemetry
-from twin.cluster import WorkStep
+from twin.serving import WorkStep
 from twin.topology import Topology
 
 Frames = dict[str, dict[str, Any]]
@@ -58,8 +67,70 @@ def buffers(table: str, rows: int, skip: tuple[str, ...] = ()) -> dict[str, Any]
     }
 
 
+def _numeric(table: str) -> tuple[str, ...]:
+    return tuple(c.name for c in telemetry.TABLES[table] if c.dtype in _NP_DTYPES)
+
+
+def _columns(table: str, order: tuple[str, ...], rows: list[Any], n: int) -> dict[str, Any]:
+    """Typed columns (in ``table``'s order) of ``n`` per-step tuples whose values follow
+    ``order``; a numeric column outside ``order`` is zero."""
+    m = np.array(rows[:n], dtype=np.float64).reshape(n, len(order))
+    at = {name: k for k, name in enumerate(order)}
+    out: dict[str, Any] = {}
+    for c in telemetry.TABLES[table]:
+        if c.dtype not in _NP_DTYPES:
+            continue
+        k = at.get(c.name)
+        dtype = _NP_DTYPES[c.dtype]
+        out[c.name] = np.zeros(n, dtype=dtype) if k is None else m[:, k].astype(dtype)
+    return out
+
+
+# ``hall_ts``: what a step records of the hall's UltraServers, in this order (``Recorder.ultraserver``).
+HALL_ORDER = (
+    "time_s",
+    "ultraservers",
+    "power_w",
+    "chips_busy",
+    "chips_failed",
+    "ultraservers_tripped",
+    "activity",
+    "max_chip_temp_c",
+    "coolant_return_c",
+    "clock",
+)
+# ``service_ts``: a service's row of a step, in this order (``Recorder.services``).
+SERVICE_ORDER = (
+    "time_s",
+    "service_id",
+    "requests_arrived",
+    "requests_served",
+    "requests_dropped",
+    "requests_queued",
+    "request_rate_per_s",
+    "replicas_running",
+    "replicas_starting",
+    "replicas_target",
+    "tokens_per_s",
+    "input_tokens_per_s",
+    "ttft_p50_s",
+    "ttft_p90_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_p90_s",
+    "tpot_p99_s",
+    "slo_met",
+    "slo_attainment",
+    "occupancy",
+    "kv_cache_fraction",
+    "utilization",
+    "power_w",
+)
+
+
 class Recorder:
-    """Preallocated per-advance telemetry buffers, laid out from ``twin.telemetry``."""
+    """Per-advance telemetry buffers, laid out from ``twin.telemetry``. ``order``: the
+    ``factory_ts`` columns of a step's row (``factory``) in the order its values come."""
 
     _US_COLS = (
         "power_w",
@@ -79,80 +150,106 @@ class Recorder:
         topo: Topology,
         services: tuple[str, ...] = (),
         tiers: dict[str, npt.NDArray[np.bool_]] | None = None,
+        times: npt.NDArray[np.int64] | None = None,
+        order: tuple[str, ...] = (),
     ) -> None:
         self.topo = topo
+        self.steps = steps
         every = np.ones(steps, dtype=bool)
         tiers = tiers or {}
+        times = np.zeros(steps, dtype=np.int64) if times is None else times
         # Slot of each step in a tier's buffers (-1: not recorded that step).
         self.slot = {t: np.where(m, np.cumsum(m) - 1, -1) for t in TIERS for m in (tiers.get(t, every),)}
-        n_us, n_row, n_hall = (int((self.slot[t] >= 0).sum()) for t in TIERS)
+        self._us_slot: list[int] = self.slot["ultraserver_ts"].tolist()
+        self._row_slot: list[int] = self.slot["row_ts"].tolist()
+        self._hall_due: list[bool] = (self.slot["hall_ts"] >= 0).tolist()
+        n_us, n_row = (int((self.slot[t] >= 0).sum()) for t in TIERS[:2])
         self.svc_names = services
-        ns = steps * len(services)
-        self.s: dict[str, Any] = buffers("service_ts", ns)
-        self.s["service_id"] = np.tile(np.arange(len(services), dtype=np.int32), steps)
-        self.s["service"] = list(services) * steps
-        self.f = buffers("factory_ts", steps)
-        self.f["chips_total"][:] = topo.chips
-        m = n_us * topo.ultraservers
+        self.order = order
+        self._at = {name: k for k, name in enumerate(order)}
+        self._f: list[Any] = [None] * steps  # a factory_ts row per step
+        self._h: list[tuple[Any, ...]] = []  # hall_ts rows of the steps it is due
+        self._s: list[tuple[Any, ...]] = []  # service_ts rows, step by step
+        n, nr = topo.ultraservers, topo.rows
+        m = n_us * n
         self.u: dict[str, npt.NDArray[Any]] = buffers("ultraserver_ts", m)
-        self.u["ultraserver_id"] = np.tile(np.arange(topo.ultraservers, dtype=np.int32), n_us)
+        self.u["ultraserver_id"] = np.tile(np.arange(n, dtype=np.int32), n_us)
         self.u["row_id"] = np.tile(topo.us_row, n_us)
-        self.r: dict[str, npt.NDArray[Any]] = buffers("row_ts", n_row * topo.rows)
-        self.r["row_id"] = np.tile(np.arange(topo.rows, dtype=np.int32), n_row)
-        self.r["ultraservers"] = np.tile(
-            np.bincount(topo.us_row, minlength=topo.rows).astype(np.int32), n_row
-        )
-        self.h: dict[str, npt.NDArray[Any]] = buffers("hall_ts", n_hall)
-        self.h["ultraservers"][:] = topo.ultraservers
+        self.u["time_s"] = np.repeat(times[self.slot["ultraserver_ts"] >= 0], n)
+        self._u_bufs = [self.u[name] for name in self._US_COLS]
+        self.r: dict[str, npt.NDArray[Any]] = buffers("row_ts", n_row * nr)
+        self.r["row_id"] = np.tile(np.arange(nr, dtype=np.int32), n_row)
+        self.r["ultraservers"] = np.tile(np.bincount(topo.us_row, minlength=nr).astype(np.int32), n_row)
+        self.r["time_s"] = np.repeat(times[self.slot["row_ts"] >= 0], nr)
         # First UltraServer of each row (UltraServers are numbered row by row).
         self._row_start = np.flatnonzero(np.r_[True, topo.us_row[1:] != topo.us_row[:-1]])
-        self._row_nus = np.diff(np.r_[self._row_start, topo.ultraservers])  # UltraServers per row
+        # UltraServers per row, as floats: a row's mean divides by it (as by the count, exactly).
+        self._row_nus = np.diff(np.r_[self._row_start, topo.ultraservers]).astype(np.float64)
         self.c: list[dict[str, npt.NDArray[Any]]] = []
+        # A step's UltraServer columns the row and hall tiers reduce (``ultraserver``).
+        self._sums = np.zeros((4, n))  # power, activity, return, clock
+        self._counts = np.zeros((3, n), dtype=np.int64)  # busy, failed, tripped
 
-    def factory(self, i: int, **values: float) -> None:
-        for name, v in values.items():
-            self.f[name][i] = v
+    def factory(self, i: int, row: tuple[Any, ...]) -> None:
+        """Step ``i``'s ``factory_ts`` row, its values in the order ``order`` names."""
+        self._f[i] = row
+
+    def value(self, i: int, col: str) -> float:
+        """A ``factory_ts`` value of step ``i`` as recorded."""
+        return float(self._f[i][self._at[col]])
 
     def ultraserver(self, i: int, t: int, *cols: npt.NDArray[Any]) -> None:
         """Step ``i``'s UltraServer rows and the row and hall aggregates of them, in each tier
         due this step. Counts and power are summed, temperatures reduced by max, activity,
         clock and return temperature averaged (over chips, chips and UltraServers)."""
         topo = self.topo
-        k = int(self.slot["ultraserver_ts"][i])
+        k = self._us_slot[i]
         if k >= 0:
             n = topo.ultraservers
             s = slice(k * n, (k + 1) * n)
-            self.u["time_s"][s] = t
-            for name, col in zip(self._US_COLS, cols, strict=True):
-                self.u[name][s] = col
-        kr, kh = int(self.slot["row_ts"][i]), int(self.slot["hall_ts"][i])
-        if kr < 0 and kh < 0:
+            for buf, col in zip(self._u_bufs, cols, strict=True):
+                buf[s] = col
+        kr, hall = self._row_slot[i], self._hall_due[i]
+        if kr < 0 and not hall:
             return
         power, busy, failed, tripped, act, tmax, ret, clock = cols[:8]
+        # The sums of a step in two blocks, one reduction per block: each block row is reduced
+        # along its own contiguous axis, the same additions in the same order as one array's.
+        sums, counts = self._sums, self._counts
+        sums[0], sums[1], sums[2], sums[3] = power, act, ret, clock
+        counts[0], counts[1], counts[2] = busy, failed, tripped
         if kr >= 0:
-            st, nus = self._row_start, self._row_nus
+            st = self._row_start
             s = slice(kr * topo.rows, (kr + 1) * topo.rows)
+            rs, rc = np.add.reduceat(sums, st, axis=1), np.add.reduceat(counts, st, axis=1)
+            means = rs[1:] / self._row_nus  # activity, return, clock: over the row's UltraServers
             r = self.r
-            r["time_s"][s] = t
-            r["power_w"][s] = np.add.reduceat(power, st)
-            r["chips_busy"][s] = np.add.reduceat(busy, st)
-            r["chips_failed"][s] = np.add.reduceat(failed, st)
-            r["ultraservers_tripped"][s] = np.add.reduceat(tripped.astype(np.int32), st)
-            r["activity"][s] = np.add.reduceat(act, st) / nus
+            r["power_w"][s] = rs[0]
+            r["chips_busy"][s] = rc[0]
+            r["chips_failed"][s] = rc[1]
+            r["ultraservers_tripped"][s] = rc[2]
+            r["activity"][s] = means[0]
             r["max_chip_temp_c"][s] = np.maximum.reduceat(tmax, st)
-            r["coolant_return_c"][s] = np.add.reduceat(ret, st) / nus
-            r["clock"][s] = np.add.reduceat(clock, st) / nus
-        if kh >= 0:
-            h = self.h
-            h["time_s"][kh] = t
-            h["power_w"][kh] = power.sum()
-            h["chips_busy"][kh] = busy.sum()
-            h["chips_failed"][kh] = failed.sum()
-            h["ultraservers_tripped"][kh] = np.count_nonzero(tripped)
-            h["activity"][kh] = act.mean()
-            h["max_chip_temp_c"][kh] = tmax.max()
-            h["coolant_return_c"][kh] = ret.mean()
-            h["clock"][kh] = clock.mean()
+            r["coolant_return_c"][s] = means[1]
+            r["clock"][s] = means[2]
+        if hall:
+            # Means as ``ndarray.mean`` takes them: the sum, then over the count.
+            n = len(power)
+            hs, hc = np.add.reduce(sums, axis=1), np.add.reduce(counts, axis=1)
+            self._h.append(
+                (
+                    t,
+                    topo.ultraservers,
+                    hs[0],
+                    hc[0],
+                    hc[1],
+                    hc[2],
+                    hs[1] / n,
+                    np.maximum.reduce(tmax),
+                    hs[2] / n,
+                    hs[3] / n,
+                )
+            )
 
     def chips(
         self,
@@ -179,52 +276,60 @@ class Recorder:
             }
         )
 
-    def services(self, i: int, t: int, dt: int, w: WorkStep, power_w: npt.NDArray[np.float64]) -> None:
-        """One ``service_ts`` row per service for step ``i``."""
-        s = self.s
-        k0 = i * len(self.svc_names)
+    def services(self, t: int, dt: int, w: WorkStep, power_w: npt.NDArray[np.float64]) -> None:
+        """One ``service_ts`` row per service for the next step (``SERVICE_ORDER``)."""
+        rows = self._s
         for k, (st, (warm, starting, active)) in enumerate(zip(w.svc, w.replicas, strict=True)):
-            r = k0 + k
-            s["time_s"][r] = t
-            s["requests_arrived"][r] = st.arrived
-            s["requests_served"][r] = st.served
-            s["requests_dropped"][r] = st.dropped
-            s["requests_queued"][r] = st.queued
-            s["request_rate_per_s"][r] = st.arrived / dt
-            s["replicas_running"][r] = warm
-            s["replicas_starting"][r] = starting
-            s["replicas_target"][r] = active
-            s["tokens_per_s"][r] = st.tokens_s
-            s["input_tokens_per_s"][r] = st.input_tokens_s
-            s["ttft_p50_s"][r], s["ttft_p90_s"][r], s["ttft_p99_s"][r] = st.ttft_s
-            s["tpot_p50_s"][r], s["tpot_p90_s"][r], s["tpot_p99_s"][r] = st.tpot_s
-            s["slo_met"][r] = st.slo_met
             decided = st.served + st.dropped
-            s["slo_attainment"][r] = st.slo_met / decided if decided else np.nan
-            s["occupancy"][r] = st.occupancy
-            s["kv_cache_fraction"][r] = st.kv_fraction
-            s["utilization"][r] = st.utilization
-            s["power_w"][r] = power_w[k]
+            rows.append(
+                (
+                    t,
+                    k,
+                    st.arrived,
+                    st.served,
+                    st.dropped,
+                    st.queued,
+                    st.arrived / dt,
+                    warm,
+                    starting,
+                    active,
+                    st.tokens_s,
+                    st.input_tokens_s,
+                    *st.ttft_s,
+                    *st.tpot_s,
+                    st.slo_met,
+                    st.slo_met / decided if decided else np.nan,
+                    st.occupancy,
+                    st.kv_fraction,
+                    st.utilization,
+                    power_w[k],
+                )
+            )
 
     def frames(self, ran: int | None = None) -> Frames:
         """The buffers as frames; ``ran``: only the first ``ran`` steps were run (an advance that
         stopped early), the rows of the others are cut off."""
-        if ran is not None and ran < len(self.f["time_s"]):
+        ran = self.steps if ran is None else min(ran, self.steps)
+        if ran < self.steps:
             self._cut(ran)
-        out: Frames = {"factory_ts": self.f, "ultraserver_ts": self.u, "row_ts": self.r, "hall_ts": self.h}
+        f = _columns("factory_ts", self.order, self._f, ran)
+        f["chips_total"][:] = self.topo.chips
+        h = _columns("hall_ts", HALL_ORDER, self._h, len(self._h))
+        out: Frames = {"factory_ts": f, "ultraserver_ts": self.u, "row_ts": self.r, "hall_ts": h}
         if self.svc_names:
-            out["service_ts"] = self.s
+            ns = len(self.svc_names)
+            s = _columns("service_ts", SERVICE_ORDER, self._s, ran * ns)
+            s["service"] = list(self.svc_names) * ran
+            out["service_ts"] = s
         if self.c:
             out["chip_ts"] = {k: np.concatenate([c[k] for c in self.c]) for k in self.c[0]}
         return out
 
     def _cut(self, ran: int) -> None:
         topo = self.topo
-        per_step = {"ultraserver_ts": topo.ultraservers, "row_ts": topo.rows, "hall_ts": 1}
-        for name, buf in (("ultraserver_ts", self.u), ("row_ts", self.r), ("hall_ts", self.h)):
+        per_step = {"ultraserver_ts": topo.ultraservers, "row_ts": topo.rows}
+        for name, buf in (("ultraserver_ts", self.u), ("row_ts", self.r)):
             rows = int((self.slot[name][:ran] >= 0).sum()) * per_step[name]
             for k in buf:
                 buf[k] = buf[k][:rows]
-        self.f = {k: v[:ran] for k, v in self.f.items()}
-        ns = ran * len(self.svc_names)
-        self.s = {k: v[:ns] for k, v in self.s.items()}
+        self._h = self._h[: int((self.slot["hall_ts"][:ran] >= 0).sum())]

@@ -23,11 +23,17 @@ def place(
     need: int,
     chips_per_us: int,
     mode: str = "topology",
+    n_free: int | None = None,
+    best: int = -1,
 ) -> tuple[IntArray, int] | None:
     """Chips for a gang of ``need`` and the UltraServers it spans, or None if too few are free.
 
-    ``free`` marks schedulable chips, ``us_free`` counts them per UltraServer."""
-    if need <= 0 or int(us_free.sum()) < need:
+    ``free`` marks schedulable chips, ``us_free`` counts them per UltraServer; ``n_free``: their
+    sum, where the caller keeps it (else it is counted). ``best``: an UltraServer the caller
+    knows to be the best fit for ``need`` while it still holds it (the one the last gang of the
+    same size went into, nothing else changed since: it had the fewest free chips that held the
+    gang, so with fewer it has still; no search then)."""
+    if need <= 0 or (int(us_free.sum()) if n_free is None else n_free) < need:
         return None
     c = chips_per_us
     if mode == "first_fit":
@@ -36,7 +42,10 @@ def place(
     if need <= c:
         # Best fit: the fewest free chips that still hold the gang, lowest index on ties. Those
         # too full are lifted above any count (one masked pass and argmin, no gather).
-        us = int(np.argmin(np.where(us_free >= need, us_free, c + 1)))
+        if best >= 0 and us_free[best] >= need:
+            us = best
+        else:
+            us = int(np.argmin(np.where(us_free >= need, us_free, c + 1)))
         if us_free[us] >= need:
             return np.flatnonzero(free[us * c : (us + 1) * c])[:need].astype(np.int64) + us * c, 1
     order = np.argsort(-us_free, kind="stable")

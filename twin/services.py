@@ -204,7 +204,13 @@ class ServiceModel:
             wait = (q0 + self.u_wait * (q1 - q0)) / cap_rate
         else:
             wait = workload.queue_wait_s(self.u_wait, min(util, 0.95), 1.0 / self.capacity_per_replica)
-        ttft = wait + self.prefill_i + self.handoff_i + step
+        # ttft = wait + prefill + hand-over + step, added in place in that order (``wait`` is this
+        # step's own array); no hand-over to add where prefill is not disaggregated (x + 0 = x).
+        ttft = wait
+        ttft += self.prefill_i
+        if share > 0:
+            ttft += self.handoff_i
+        ttft += step
         if share > 0:
             # Decode replicas decode only; prefill replicas are busy f_p / share of their time.
             tpot = np.full(SAMPLE, step)
@@ -212,10 +218,18 @@ class ServiceModel:
             act = share * sp.prefill_activity * busy_p + (1.0 - share) * sp.decode_activity * min(n, 1.0)
         else:
             # Prefills of other requests landing on the replica while this one decodes.
+            # m = rate out tpot_base; stalls = max(m + z sqrt(m), 0); tpot = step + stalls
+            # prefill / out: the same operations in the same order, in place.
             tpot_base = step / (1.0 - f_p)
-            m = rate * self.out_i * tpot_base
-            stalls = np.maximum(m + self.z * np.sqrt(m), 0.0)
-            tpot = step + stalls * roof.prefill_s / self.out_i
+            m = rate * self.out_i
+            m *= tpot_base
+            tpot = np.sqrt(m)
+            tpot *= self.z
+            tpot += m
+            np.maximum(tpot, 0.0, out=tpot)
+            tpot *= roof.prefill_s
+            tpot /= self.out_i
+            tpot += step
             act = f_p * sp.prefill_activity + (1.0 - f_p) * sp.decode_activity * min(n, 1.0)
         met = float(np.count_nonzero((ttft <= sp.ttft_slo_s) & (tpot <= sp.tpot_slo_s))) / SAMPLE
         ts = np.sort(ttft)

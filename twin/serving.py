@@ -39,6 +39,24 @@ class WorkStep:
     # decode): the split of inference cost between input and output tokens.
     prefill_time_share: float = 0.0
 
+    def booked(self, training_flops: float, job_flops: float, running_jobs: int) -> WorkStep:
+        """This step with its batch work booked (``dataclasses.replace`` of the three, without
+        its per-call look-up of the fields)."""
+        return WorkStep(
+            training_flops,
+            job_flops,
+            self.tokens_per_s,
+            self.requests_per_s,
+            self.requests_served_per_s,
+            self.requests_dropped_per_s,
+            self.requests_queued,
+            running_jobs,
+            self.svc,
+            self.replicas,
+            self.input_tokens_per_s,
+            self.prefill_time_share,
+        )
+
 
 def add_services(w: Work, rng_svc: np.random.Generator) -> int:
     """Each service's model and its pool of replica slots (the autoscaler's maximum); the
@@ -103,10 +121,11 @@ def serve(
     clock: npt.NDArray[np.float64],
     train_flops: float,
     job_flops: float,
+    full_clock: bool = False,
 ) -> WorkStep:
     """Warm replicas serve this step's requests; starting ones load weights. Sets each
     replica's activity; returns the work's step with the batch figures given (and the number
-    of batch jobs running)."""
+    of batch jobs running). ``full_clock``: every chip at clock 1 (no minimum to take)."""
     a = jobs.a
     steps: list[services.ServiceStep] = []
     reps: list[tuple[int, int, int]] = []
@@ -115,11 +134,12 @@ def serve(
     queued = 0
     for si, svc in enumerate(st.models):
         slots = st.replica_arr[si]
-        up = a["state"][slots] == RUNNING
+        state = a["state"][slots]  # serving changes no replica's state
+        up = state == RUNNING
         warm = up & (a["warm_at"][slots] <= t)
         n_warm, n_up = int(np.count_nonzero(warm)), int(np.count_nonzero(up))
-        s = svc.serve(arrived[si], effective_replicas(pool, svc, slots[warm], clock), dt)
-        reps.append((n_warm, n_up - n_warm, int(np.count_nonzero(a["state"][slots] != STOPPED))))
+        s = svc.serve(arrived[si], effective_replicas(pool, svc, slots[warm], clock, full_clock), dt)
+        reps.append((n_warm, n_up - n_warm, int(np.count_nonzero(state != STOPPED))))
         a["activity"][slots] = np.where(warm, s.activity, np.where(up, services.STARTING_ACTIVITY, 0.0))
         steps.append(s)
         tokens += s.tokens_s
@@ -148,13 +168,18 @@ def serve(
 
 
 def effective_replicas(
-    pool: ChipPool, svc: services.ServiceModel, warm: npt.NDArray[np.int64], clock: npt.NDArray[np.float64]
+    pool: ChipPool,
+    svc: services.ServiceModel,
+    warm: npt.NDArray[np.int64],
+    clock: npt.NDArray[np.float64],
+    full_clock: bool = False,
 ) -> float:
     """Warm replicas in full-clock equivalents. A capped or hot replica runs its compute-bound
     work (prefill, and decode's matrix products at large batch) at its clock while HBM
-    streaming and the collectives keep their pace (``Roofline.requests_per_s_at``)."""
+    streaming and the collectives keep their pace (``Roofline.requests_per_s_at``).
+    ``full_clock``: every chip at clock 1."""
     n = len(warm)
-    if n == 0 or clock.min() >= 1.0:
+    if n == 0 or full_clock or clock.min() >= 1.0:
         return float(n)
     f = np.maximum(job_clock(pool, warm, clock), 1e-3)
     return float(np.sum(svc.roof.requests_per_s_at(f)) / svc.capacity_per_replica)

@@ -42,6 +42,9 @@ class Queues:
     rqueue: list[int] = field(default_factory=list)
     changed: bool = True
     seen_ver: int = -1
+    # (chip pool ``ver``, chips, UltraServer) of the last gang placed in one UltraServer: while
+    # the pool is at that version, the best fit of a gang of that size (``scheduler.place``).
+    last_fit: tuple[int, int, int] = (-1, 0, -1)
 
 
 @dataclass(eq=False)

@@ -95,7 +95,13 @@ def record_frames(case: str, hours: float) -> tuple[list[Frames], int]:
 def to_batches(frames: list[Frames]) -> list[dict[str, pa.Table]]:
     """Each advance's frames as the writer's batches (``storage.writer.batch_arrow``: the model's
     columns and ``ts``; ``run_id`` is one value per run, added where a path stores it)."""
-    from storage.writer import batch_arrow
+    try:
+        from storage.writer import batch_arrow
+    except ImportError:  # a revision whose batches carried run_id (``bench_scale.py --rev``)
+        from storage.writer import to_arrow
+
+        def batch_arrow(table: str, cols: Any) -> pa.Table:
+            return to_arrow(table, RUN_ID, cols).drop_columns(["run_id"])
 
     out = []
     for fr in frames:

@@ -237,9 +237,13 @@ def path_writer(
         kw: dict[str, Any] = {"flush_bytes": flush_bytes} if flush_bytes else {}
         import storage.writer as writer_mod
 
-        was, was_threads = live_mod.PART_COMPRESSION, writer_mod.WRITER_THREADS
-        live_mod.PART_COMPRESSION = codec or was
-        writer_mod.WRITER_THREADS = was_threads if threads < 0 else threads
+        # (A revision without these knobs runs as it is: ``bench_scale.py --rev``.)
+        was = getattr(live_mod, "PART_COMPRESSION", None)
+        was_threads = getattr(writer_mod, "WRITER_THREADS", None)
+        if was is not None:
+            live_mod.PART_COMPRESSION = codec or was
+        if was_threads is not None:
+            writer_mod.WRITER_THREADS = was_threads if threads < 0 else threads
         try:
             w = TelemetryWriter(
                 f, run_row, if_exists="replace", on_commit=pub.on_commit if pub else None, **kw
@@ -250,7 +254,10 @@ def path_writer(
             live_bytes = _du(live_dir(f))
             w.close()
         finally:
-            live_mod.PART_COMPRESSION, writer_mod.WRITER_THREADS = was, was_threads
+            if was is not None:
+                live_mod.PART_COMPRESSION = was
+            if was_threads is not None:
+                writer_mod.WRITER_THREADS = was_threads
         if pub is not None:
             pub.close()
         return {"file": _du(f), "live": live_bytes}

@@ -87,6 +87,10 @@ class JobTable:
         self.precision: list[str] = []
         self.a: dict[str, npt.NDArray[Any]] = {k: np.zeros(capacity, dtype=t) for k, t in self.FIELDS.items()}
         self._free: list[int] = []  # evicted slots, reused lowest first
+        # Moves with every change of a slot's state or ``warm_at`` made for a replica (its
+        # request, start, stop; a slot added): the services' replica views
+        # (``twin.serving``) hold while it stays put.
+        self.replica_ver = 0
 
     def add(self, name: str, precision: str, **values: float) -> int:
         """Add a job in a free slot and return the slot (unset fields: zero; start/end/service
@@ -115,7 +119,10 @@ class JobTable:
             self.a[k][j] = v
         self.a["id"][j] = self.next_id * self.id_stride + self.id_offset
         self.next_id += 1
-        self.a["inf"][j] = self.a["kind"][j] == INFERENCE
+        inf = self.a["kind"][j] == INFERENCE
+        self.a["inf"][j] = inf
+        if inf:
+            self.replica_ver += 1
         return j
 
     def number(self, stride: int, offset: int) -> None:

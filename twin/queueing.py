@@ -67,6 +67,7 @@ def request_replica(q: Queues, jobs: JobTable, log: JobLog, j: int, t: int, warm
     a["state"][j] = QUEUED
     a["queued_since"][j] = t
     a["warm_at"][j] = -1 if warm else 0  # -1: starts warm (the run's initial replicas)
+    jobs.replica_ver += 1
 
     # Priority first, then arrival. ``key=`` evaluates O(log n) slots, not the whole queue: a
     # campus requests thousands of initial replicas, and a listed queue made that quadratic.
@@ -88,6 +89,7 @@ def stop_replica(w: Work, j: int, t: int) -> None:
     a["state"][j] = STOPPED
     a["end"][j] = t
     a["activity"][j] = 0.0
+    w.jobs.replica_ver += 1
     w.log.dirty.add(j)
 
 
@@ -153,6 +155,7 @@ def _start_replica(w: Work, j: int, si: int, t: int) -> None:
     sp = w.p.services[si]
     a["warm_at"][j] = t if a["warm_at"][j] == -1 else t + int(round(sp.startup_s))
     a["activity"][j] = services.STARTING_ACTIVITY
+    w.jobs.replica_ver += 1
 
 
 def _start_batch(w: Work, j: int, kind: int, need: int, spanned: int, t: int) -> None:
@@ -202,7 +205,9 @@ def _start_batch(w: Work, j: int, kind: int, need: int, spanned: int, t: int) ->
     est = a["est"][j] if a["est"][j] > 0 else (work / a["rate"][j] if a["rate"][j] > 0 else 0.0)
     a["est_end"][j] = t + restart + est * left * p.scheduler.runtime_estimate_factor
     a["activity"][j] = RESTART_ACTIVITY if restart > 0 else act
-    w.running.add(j, t + restart)
+    # A gang without a restart is never restarting (``t < restart_until`` never holds for it): it
+    # leaves the latest restart end alone, so the restart phases skip steps with none under way.
+    w.running.add(j, t + restart if restart > 0 else -1)
 
 
 def training_activity(sc: fabric.Plan, compute_activity: float) -> float:

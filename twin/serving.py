@@ -5,6 +5,7 @@ is ``twin.services``."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -98,12 +99,10 @@ def replica_slots(sp: ServiceParams) -> int:
 def autoscale(w: Work, ev: Events, t: int, dt: int) -> list[int]:
     """Requests arriving at each service this step, and the autoscaler's replica decisions."""
     arrived = []
-    a = w.jobs.a
     for si, svc in enumerate(w.svc.models):
         k = svc.arrivals(t, dt)
         arrived.append(k)
-        slots = w.svc.replica_arr[si]
-        active = int(np.count_nonzero(a["state"][slots] != STOPPED))
+        active = replica_views(w.svc, w.jobs, t)[si][3]
         want = svc.desired_replicas(t, dt, k, active)
         if want != active:
             scale(w, ev, si, want, active, t)
@@ -132,15 +131,19 @@ def serve(
     tokens = in_tokens = req = served = dropped = 0.0
     prefill_chips = warm_chips = 0.0
     queued = 0
+    views = replica_views(st, jobs, t)  # serving changes no replica's state
+    fresh, st.view_fresh = st.view_fresh, False
     for si, svc in enumerate(st.models):
-        slots = st.replica_arr[si]
-        state = a["state"][slots]  # serving changes no replica's state
-        up = state == RUNNING
-        warm = up & (a["warm_at"][slots] <= t)
-        n_warm, n_up = int(np.count_nonzero(warm)), int(np.count_nonzero(up))
-        s = svc.serve(arrived[si], effective_replicas(pool, svc, slots[warm], clock, full_clock), dt)
-        reps.append((n_warm, n_up - n_warm, int(np.count_nonzero(state != STOPPED))))
-        a["activity"][slots] = np.where(warm, s.activity, np.where(up, services.STARTING_ACTIVITY, 0.0))
+        warm_slots, n_warm, n_up, n_active = views[si]
+        s = svc.serve(arrived[si], effective_replicas(pool, svc, warm_slots, clock, full_clock), dt)
+        reps.append((n_warm, n_up - n_warm, n_active))
+        if fresh:  # views built again: every slot (warm ones serve, starting ones load, the rest idle)
+            slots = st.replica_arr[si]
+            up = a["state"][slots] == RUNNING
+            warm = up & (a["warm_at"][slots] <= t)
+            a["activity"][slots] = np.where(warm, s.activity, np.where(up, services.STARTING_ACTIVITY, 0.0))
+        else:  # only the warm ones' activity moves while no replica changes
+            a["activity"][warm_slots] = s.activity
         steps.append(s)
         tokens += s.tokens_s
         in_tokens += s.input_tokens_s
@@ -165,6 +168,30 @@ def serve(
         in_tokens,
         prefill_chips / warm_chips if warm_chips > 0 else 0.0,
     )
+
+
+def replica_views(
+    st: ServiceState, jobs: JobTable, t: int
+) -> list[tuple[npt.NDArray[np.int64], int, int, int]]:
+    """Per service at ``t``: (warm replicas' slots, warm, running, not stopped), built again only
+    when a replica changed (the job table's ``replica_ver``) or the next starting one warms up."""
+    if st.view_ver == jobs.replica_ver and t < st.view_until:
+        return st.views
+    a = jobs.a
+    views = []
+    until = math.inf
+    for slots in st.replica_arr:
+        state = a["state"][slots]
+        up = state == RUNNING
+        warm_at = a["warm_at"][slots]
+        warm = up & (warm_at <= t)
+        starting = up & ~warm
+        if starting.any():
+            until = min(until, float(warm_at[starting].min()))
+        n_warm, n_up = int(np.count_nonzero(warm)), int(np.count_nonzero(up))
+        views.append((slots[warm], n_warm, n_up, int(np.count_nonzero(state != STOPPED))))
+    st.views, st.view_ver, st.view_until, st.view_fresh = views, jobs.replica_ver, until, True
+    return views
 
 
 def effective_replicas(

@@ -10,6 +10,7 @@ phases that move jobs between the queues and the chips take it whole.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -57,7 +58,7 @@ class Running:
     arr: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     train: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     stale: bool = False
-    restart_until_max: int = -1  # latest end of a restart so far
+    restart_until_max: int = -1  # latest end of a restart so far (gangs started without one: none)
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -119,6 +120,12 @@ class ServiceState:
     chips: tuple[I64, I64] | None = None
     chips_ver: int = -1
     n: int = 0  # services
+    # Per service: (warm slots, warm, running, not stopped), as of the job table's
+    # ``replica_ver`` ``view_ver`` and valid until ``view_until`` (the next replica to warm up).
+    views: list[tuple[I64, int, int, int]] = field(default_factory=list)
+    view_ver: int = -1
+    view_until: float = -math.inf
+    view_fresh: bool = False  # built again since ``serve`` last set every slot's activity
 
 
 @dataclass(eq=False)

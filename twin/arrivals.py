@@ -139,10 +139,19 @@ def add_job(
     k = workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[code]]
     base = workload.model_mfu(m, cls)
     tp = w.p.training
-    rate = routing.job_rate_flop_s(m, code, cls, chips, w.acc, w.p.hall.system, tp)
+    key = (model_name, code, chips, id(cls))
+    if key not in w.job_rates:  # (here, on the reference hardware): pure functions of the key
+        w.job_rates[key] = (
+            [routing.job_rate_flop_s(m, code, cls, chips, w.acc, w.p.hall.system, tp), math.nan],
+            cls,
+        )
+    rates = w.job_rates[key][0]
+    rate = rates[0]
     if math.isnan(work):
-        ref, ref_sys = workload.REFERENCE_ACCELERATOR, workload.REFERENCE_SYSTEM
-        work = nominal_s * routing.job_rate_flop_s(m, code, cls, chips, ref, ref_sys, tp)
+        if math.isnan(rates[1]):
+            ref, ref_sys = workload.REFERENCE_ACCELERATOR, workload.REFERENCE_SYSTEM
+            rates[1] = routing.job_rate_flop_s(m, code, cls, chips, ref, ref_sys, tp)
+        work = nominal_s * rates[1]
     nominal_s = work / rate
     j = w.jobs.add(
         model_name,

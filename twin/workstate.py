@@ -146,3 +146,7 @@ class Work:
     # The largest gang the hall can ever run once every initial replica is placed (a bigger one
     # would block a FIFO queue for good).
     training_capacity_chips: int = 0
+    # A batch gang's FLOP/s on its best placement here and on the reference hardware (NaN: not
+    # yet needed), by (model, kind, chips, id of the class, which the entry holds so the id stays
+    # its own): fixed for a run (``twin.arrivals.add_job``).
+    job_rates: dict[tuple[str, int, int, int], tuple[list[float], object]] = field(default_factory=dict)

@@ -24,6 +24,8 @@ KIND_CODE = {name: i for i, name in enumerate(KIND_NAMES)}
 SOURCES = ("synthetic", "trace", "service", "manual")
 RESTART_ACTIVITY = 0.1  # chips of a gang reloading its checkpoint (ASM)
 NEVER = np.iinfo(np.int64).max // 2
+# Fields ``JobTable.add`` sets for every job it adds (whatever ``values`` hold besides).
+_SET_ON_ADD = frozenset(("start", "first_start", "end", "service", "ckpt_every", "source", "id", "inf"))
 
 
 class JobTable:
@@ -98,8 +100,10 @@ class JobTable:
         ``a["id"][slot]``, the next in sequence."""
         if self._free:
             j = self._free.pop()
-            for arr in self.a.values():
-                arr[j] = 0
+            # The evicted job's row back to zero, but for the fields set below in any case.
+            for k, arr in self.a.items():
+                if k not in values and k not in _SET_ON_ADD:
+                    arr[j] = 0
             self.names[j] = name
             self.precision[j] = precision
         else:

@@ -11,6 +11,7 @@ submit time, or priority then submit time); replica requests always go first. Pl
 from __future__ import annotations
 
 import bisect
+import math
 from typing import Any
 
 import numpy as np
@@ -163,31 +164,40 @@ def _start_batch(w: Work, j: int, kind: int, need: int, spanned: int, t: int) ->
     interval and write time, rate, restart cost and estimated end."""
     jobs, p = w.jobs, w.p
     a = jobs.a
-    cls = job_class(p, kind)
-    model = w.models.get(jobs.names[j])
+    name, precision = jobs.names[j], jobs.precision[j]
+    model = w.models.get(name)
     if a["mfu_base"][j] <= 0:
-        a["mfu_base"][j] = workload.model_mfu(model, cls)
-    # The plan: this placement's pipeline bubble and exposed communication lower the MFU.
-    peak = w.acc.peak(jobs.precision[j])
-    mfu, act = float(a["mfu_base"][j]), p.training.compute_activity
-    if model is not None and mfu > 0:
-        sc = fabric.plan(
-            model,
-            workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[kind]],
-            need,
-            spanned,
-            peak,
-            mfu,
-            p.hall.system,
-            p.training,
-        )
-        mfu, act = sc.mfu, training_activity(sc, p.training.compute_activity)
+        a["mfu_base"][j] = workload.model_mfu(model, job_class(p, kind))
+    base = float(a["mfu_base"][j])
+    key = (name, kind, need, spanned, precision, base)
+    got = w.start_plans.get(key)
+    if got is None:  # pure functions of the key for a run: worked out once
+        # The plan: this placement's pipeline bubble and exposed communication lower the MFU.
+        peak = w.acc.peak(precision)
+        mfu, act = base, p.training.compute_activity
+        if model is not None and mfu > 0:
+            sc = fabric.plan(
+                model,
+                workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[kind]],
+                need,
+                spanned,
+                peak,
+                mfu,
+                p.hall.system,
+                p.training,
+            )
+            mfu, act = sc.mfu, training_activity(sc, p.training.compute_activity)
+        # Checkpoints' write time: of the model's parameters (a job without one: its own, below).
+        write = fabric.checkpoint_write_s(model.params, need, p.training) if model is not None else math.nan
+        got = w.start_plans[key] = (peak, mfu, act, write)
+    peak, mfu, act, write_s = got
     a["train_activity"][j] = act
     # Checkpoints: the class's interval, else the Young/Daly interval of this gang; the gang
     # pauses for each checkpoint's write (its rate is the share of time not writing).
-    n_ckpt = model.params if model is not None else float(a["params"][j])
-    write_s = fabric.checkpoint_write_s(n_ckpt, need, p.training)
+    if model is None:
+        write_s = fabric.checkpoint_write_s(float(a["params"][j]), need, p.training)
     if a["ckpt_every"][j] < 0:
+        cls = job_class(p, kind)
         fixed = cls.checkpoint_interval_s if cls is not None else None
         if fixed is None:
             fixed = fabric.checkpoint_interval_s(write_s, need, p.failures.chip_hazard_per_h, p.training)

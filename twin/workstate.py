@@ -23,12 +23,14 @@ from twin.chips import ChipPool
 from twin.joblog import JobLog
 from twin.jobs import FINETUNE, PRETRAIN, JobTable
 from twin.models import ModelSpec
-from twin.params import FactoryParams
+from twin.params import KIND_NAMES, FactoryParams
 from twin.topology import Topology
 
 __all__ = ["Drains", "JobLog", "Queues", "Running", "ServiceState", "Work"]
 
 I64 = npt.NDArray[np.int64]
+# Which job kinds train (pre-training and fine-tuning), by kind code.
+_TRAINS = np.isin(np.arange(len(KIND_NAMES)), (PRETRAIN, FINETUNE))
 
 
 @dataclass(eq=False)
@@ -82,8 +84,7 @@ class Running:
         """The running batch jobs' slots, in start order (``train``: which train)."""
         if self.stale:
             self.arr = np.fromiter(self.jobs, dtype=np.int64, count=len(self.jobs))
-            kinds = jobs.a["kind"][self.arr]
-            self.train = (kinds == PRETRAIN) | (kinds == FINETUNE)
+            self.train = _TRAINS[jobs.a["kind"][self.arr]]
             self.stale = False
         return self.arr
 

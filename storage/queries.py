@@ -661,6 +661,53 @@ def panel_sql(name: str, params: Params, **options: Any) -> str:
     return render(template, params)
 
 
+# The queue alarm over a whole run: each wait of a batch job (from its submission, or from an
+# interruption or preemption, to its next start) that outlasts QUEUE_WAIT_ALARM_S holds the alarm
+# from the threshold on (the console raises it for the job waiting longest at the time shown: the
+# same condition). A start from before the recording (the warm-up) is the jobs table's first start.
+_QUEUE_WAITS = """
+WITH starts AS (
+    SELECT CAST(split_part(target, ':', 2) AS INTEGER) AS job_id, time_s FROM events
+    WHERE run_id = $1 AND kind = 'job_start'
+    UNION
+    SELECT job_id, first_start_time_s FROM jobs
+    WHERE run_id = $1 AND kind <> 'inference' AND first_start_time_s <> -1),
+waits AS (
+    SELECT job_id, submit_time_s AS since_s FROM jobs WHERE run_id = $1 AND kind <> 'inference'
+    UNION ALL
+    SELECT CAST(split_part(target, ':', 2) AS INTEGER), time_s FROM events
+    WHERE run_id = $1 AND kind IN ('job_interrupted', 'job_preempted'))
+SELECT w.job_id, w.since_s + $2 AS raised_s, s.time_s AS started_s
+FROM waits w ASOF LEFT JOIN starts s ON w.job_id = s.job_id AND s.time_s >= w.since_s
+WHERE coalesce(s.time_s, $3) - w.since_s > $2
+ORDER BY raised_s, w.job_id"""
+
+
+def queue_wait_episodes(
+    con: duckdb.DuckDBPyConnection, run_id: str, end_s: int, wait_s: int = QUEUE_WAIT_ALARM_S
+) -> list[tuple[int, int | None, int, int, float]]:
+    """The queue alarm's episodes of a run recorded up to ``end_s``: (raised_s, cleared_s or None
+    while still active at the end, the job that raised it, jobs over the threshold in the
+    episode, the longest wait in it [s]). An episode lasts while at least one wait is over (the
+    alarm holds strictly after a wait passes the threshold and before the job starts)."""
+    rows = con.sql(_QUEUE_WAITS, params=[run_id, wait_s, end_s]).fetchall()
+    out: list[tuple[int, int | None, int, int, float]] = []
+    cur: list[Any] | None = None  # raised, cleared (None: open), job, jobs, longest
+    for job, raised, started in rows:
+        waited = (end_s if started is None else started) - (raised - wait_s)
+        if cur is not None and (cur[1] is None or raised < cur[1]):
+            cur[1] = None if cur[1] is None or started is None else max(cur[1], started)
+            cur[3] += 1
+            cur[4] = max(cur[4], waited)
+            continue
+        if cur is not None:
+            out.append((cur[0], cur[1], cur[2], cur[3], cur[4]))
+        cur = [raised, started, job, 1, waited]
+    if cur is not None:
+        out.append((cur[0], cur[1], cur[2], cur[3], cur[4]))
+    return out
+
+
 def ramp_limit(con: duckdb.DuckDBPyConnection, run_id: str) -> float:
     """The run's ramp limit at the grid connection [MW/min] (``[grid] ramp_limit_mw_per_min`` of
     the scenario text it was made from; 0: none, or text that does not parse)."""

@@ -31,7 +31,7 @@ from typing import Any
 import duckdb
 
 from storage.kpis import COMPARE_ROWS, GRID_ROWS, grid_kpis, run_kpis
-from storage.queries import panel_sql, ramp_limit
+from storage.queries import panel_sql, queue_wait_episodes, ramp_limit
 
 MAX_POINTS = 800
 MAX_EVENTS = 300
@@ -221,7 +221,8 @@ def _bucketed_series(
 
 def incident_timeline(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
     """Every event of the run but the routine job events, and every alarm raised and cleared
-    (``alarm_episodes``), in time order (an alarm raised after the events of its step)."""
+    (``alarm_episodes``; the queue alarm: ``queue_wait_episodes``), in time order (an alarm raised
+    after the events of its step)."""
     events = (
         con.sql(
             "SELECT time_s, kind, target, detail, source FROM events "
@@ -237,6 +238,17 @@ def incident_timeline(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[
     for alarm, target, raised, cleared, n, active_s in merge_episodes(episodes):
         detail = alarm if n == 1 else f"{alarm} (intermittent: {n} episodes, {active_s / 3600:,.2f} h active)"
         row = {"target": target, "detail": detail, "source": "alarm"}
+        alarms.append({"time_s": int(raised), "kind": "alarm raised", **row})
+        if cleared is not None:
+            alarms.append({"time_s": int(cleared), "kind": "alarm cleared", **row})
+    end = con.sql("SELECT sim_time_s FROM runs WHERE run_id = ?", params=[run_id]).fetchall()
+    for raised, cleared, job, n, longest in queue_wait_episodes(con, run_id, int(end[0][0]) if end else 0):
+        detail = (
+            "queue wait"
+            if n == 1
+            else f"queue wait ({n} jobs over the threshold, longest {longest / 3600:,.1f} h)"
+        )
+        row = {"target": f"job:{job}", "detail": detail, "source": "alarm"}
         alarms.append({"time_s": int(raised), "kind": "alarm raised", **row})
         if cleared is not None:
             alarms.append({"time_s": int(cleared), "kind": "alarm cleared", **row})

@@ -520,3 +520,26 @@ async def test_f8_and_the_header_show_the_trips_that_the_floor_shows(recordings:
                 assert f"⚠ {len(got)}" in status_text(app), clock
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_report_queue_alarm_episodes_match_the_console_alarm_at_every_half_hour(
+    name: str, recordings: dict[str, Path]
+) -> None:
+    """The report's queue alarm (``queue_wait_episodes``, intervals from the job events) against
+    the console's (``alarms`` at one time, from each job's state then), sampled every 30 min."""
+    from storage.queries import queue_wait_episodes
+
+    con = open_run_file(recordings[name])
+    try:
+        run_id = latest_run_id(con)
+        end = int(con.sql("SELECT sim_time_s FROM runs").fetchall()[0][0])
+        episodes = queue_wait_episodes(con, run_id, end)
+        for t in range(0, end + 1, 1800):
+            inside = any(raised < t and (cleared is None or t < cleared) for raised, cleared, *_ in episodes)
+            console = any(a == "queue wait" for a, _ in _active(con, run_id, t))
+            assert inside == console, (name, t, episodes)
+    finally:
+        con.close()
+    if name == "cooling-failure":  # a gang of 1,024 chips waits ~18 h on this 2,304-chip hall
+        assert episodes and episodes[0][3] >= 1

@@ -24,7 +24,7 @@ import numpy as np
 
 from scenarios.spec import Scenario, ScenarioError, build_simulation, prepare
 from storage.errors import StorageError
-from storage.live import LivePublisher, LiveUserSql
+from storage.live import LiveUserSql
 from storage.reader import kpi_summary
 from storage.runlock import crash_point
 from storage.sandbox import Limits
@@ -88,15 +88,15 @@ class Session:
         self.run_id = f"{scenario.name}-s{self.seed}-{stamp}-p{os.getpid()}-{next(_RUN_SEQ)}"
         # Other processes read the run while it is written through Parquet parts next to the file
         # (published from the writer's first commit on, once it holds the file).
-        self.publisher = LivePublisher(self.out) if publish_live else None
         self.writer = TelemetryWriter(
             self.out,
             self._run_row(text),
             flush_interval_s=flush_interval_s,
             if_exists="replace" if overwrite else "error",
             limits=sql_limits,
-            on_commit=self.publisher.on_commit if self.publisher else None,
+            live=publish_live,
         )
+        self.publisher = self.writer.publisher if publish_live else None
         if self.publisher is not None:
             # The console's queries get a sandbox of their own with the user's limits; the run's
             # database keeps its small one (storage.sandbox.WRITER_MEMORY).
@@ -192,11 +192,7 @@ class Session:
                     self._held.append(self.sim.advance(0))
                     self.commit()
             finally:
-                try:
-                    self.writer.close(status, reason)
-                finally:
-                    if self.publisher is not None:
-                        self.publisher.close()
+                self.writer.close(status, reason)
 
 
 def concat_frames(parts: list[Frames], only: tuple[str, ...] | None = None) -> Frames:

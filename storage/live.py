@@ -41,6 +41,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.errors import QueryError, StorageError
+from storage.parts import SUFFIX as PARTS_SUFFIX
+from storage.parts import parts_dir, run_dir_name
 from storage.reader import open_run_file
 from storage.sandbox import SANDBOX_CONFIG, Limits, UserResult, UserSql, UserSqlRunner
 from storage.schema import (
@@ -105,6 +107,7 @@ def _jsonable_run(run: dict[str, Any]) -> dict[str, Any]:
 class _Part:
     seq: int  # last commit sequence number the part holds
     level: int
+    rows: int = 0
 
     @property
     def name(self) -> str:
@@ -121,11 +124,19 @@ class LivePublisher:
     readers report the run as unreadable until it ends instead of showing stale data as current.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, run_id: str | None = None, manifest: bool = True) -> None:
         # Nothing touches the disk before the first commit: by then the writer holds the file, so
         # a sidecar found here was left behind by a killed run, not published by a live one.
         self.dir = live_dir(path)
         self.recording = Path(path).name
+        # ``run_id`` given: the parts are the recording's own (``storage.parts``: kept in
+        # ``FILE.parts/run_id=<run>/`` when the run closes, stored by the writer through ``store``
+        # and ``committed``, whose errors are the run's); the sidecar holds only the manifest
+        # (``manifest``: published for live readers).
+        self.durable = run_id is not None
+        self.publish = manifest or not self.durable
+        self.part_dir = parts_dir(path) / run_dir_name(run_id) if run_id is not None else self.dir
+        self.part_dir_rel = f"{self.recording}{PARTS_SUFFIX}/{self.part_dir.name}" if self.durable else None
         self.created = False
         self.seq = 0
         self.parts: dict[str, list[_Part]] = {t: [] for t in TABLES if t != "runs"}
@@ -134,26 +145,65 @@ class LivePublisher:
         self.closed = False
 
     # ---------------------------------------------------------------- writer thread
+    def store(self, tables: dict[str, pa.Table]) -> list[str]:
+        """Write one commit's batches as parts (merging as they accumulate), before the transaction
+        that lists them; the tables whose parts changed. Errors are the run's (a durable store)."""
+        if not self.created:
+            self._create_dirs()
+        self.seq += 1
+        changed = []
+        for table, tb in tables.items():
+            if table in self.parts and tb.num_rows:
+                part = _Part(self.seq, 0, tb.num_rows)
+                # The batch's columns in their order (a table as stored, with run_id, too).
+                self._write(table, part, tb.select(batch_schema(table).names))
+                self.parts[table].append(part)
+                self._merge(table)
+                changed.append(table)
+        return changed
+
+    def listing(self, table: str) -> list[tuple[str, int]]:
+        """``table``'s parts as ``(path relative to the run's folder, rows)``."""
+        return [(f"table={table}/{p.name}", p.rows) for p in self.parts[table]]
+
+    def committed(self, run: dict[str, Any]) -> None:
+        """After the transaction that lists the stored parts: publish the manifest (best effort:
+        live readers only) and delete the parts merged away long enough ago."""
+        if self.publish and self.error is None:
+            try:
+                if not self.dir.is_dir():
+                    self._create_sidecar()
+                self._write_manifest(run)
+            except Exception as e:
+                self.error = e
+                if self.dir.is_dir() and not self.dir.is_symlink():
+                    shutil.rmtree(self.dir, ignore_errors=True)
+        self._collect()
+
+    def _create_sidecar(self) -> None:
+        if os.path.lexists(self.dir):  # left behind by a run that was killed?
+            why = leftover_problem(self.dir, self.recording)
+            if why is not None:  # not provably ours: kept, and nothing is published
+                raise StorageError(f"{self.dir}: {why}; not replaced")
+            shutil.rmtree(self.dir)
+        self.dir.mkdir(mode=0o700)
+
+    def _create_dirs(self) -> None:
+        if self.durable:
+            self.part_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self._create_sidecar()
+        self.created = True
+
     def on_commit(self, tables: dict[str, pa.Table], run: dict[str, Any]) -> None:
+        """After a commit of a file that keeps its time series in DuckDB: publish its batches as
+        parts for live readers (best effort)."""
         if self.error is not None or self.closed:
             return
         try:
             if not self.created:
-                if os.path.lexists(self.dir):  # left behind by a run that was killed?
-                    why = leftover_problem(self.dir, self.recording)
-                    if why is not None:  # not provably ours: kept, and nothing is published
-                        raise StorageError(f"{self.dir}: {why}; not replaced")
-                    shutil.rmtree(self.dir)
-                self.dir.mkdir(mode=0o700)
-                self.created = True
-            self.seq += 1
-            for table, tb in tables.items():
-                if table in self.parts and tb.num_rows:
-                    part = _Part(self.seq, 0)
-                    # The batch's columns in their order (a table as stored, with run_id, too).
-                    self._write(table, part, tb.select(batch_schema(table).names))
-                    self.parts[table].append(part)
-                    self._merge(table)
+                self._create_dirs()
+            self.store(tables)
             self._write_manifest(run)
             self._collect()
         except Exception as e:  # publishing is best effort; the run goes on
@@ -162,14 +212,19 @@ class LivePublisher:
                 shutil.rmtree(self.dir, ignore_errors=True)
 
     def close(self) -> None:
-        """Remove the sidecar (the file itself is readable again once its writer has closed)."""
+        """Remove the sidecar (the file itself is readable again once its writer has closed) and,
+        of a durable store, the parts merged away."""
         self.closed = True
-        if self.created and self.dir.is_dir():
+        if self.durable:
+            for _, p in self._doomed:
+                p.unlink(missing_ok=True)
+            self._doomed = []
+        if self.dir.is_dir() and not self.dir.is_symlink() and (self.created or self.durable):
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # ---------------------------------------------------------------- internals
     def _table_dir(self, table: str) -> Path:
-        d = self.dir / f"table={table}"
+        d = self.part_dir / f"table={table}"
         d.mkdir(exist_ok=True)
         return d
 
@@ -183,7 +238,7 @@ class LivePublisher:
         parts = self.parts[table]
         while len(parts) >= FANOUT and len({p.level for p in parts[-FANOUT:]}) == 1:
             group = parts[-FANOUT:]
-            merged = _Part(group[-1].seq, group[-1].level + 1)
+            merged = _Part(group[-1].seq, group[-1].level + 1, sum(p.rows for p in group))
             d = self._table_dir(table)
             tmp = d / f".{merged.name}.tmp"
             schema = batch_schema(table)
@@ -209,6 +264,7 @@ class LivePublisher:
                                 n = tb.num_rows
                                 tb = tb.filter(pa.array(keep[k][at : at + n]))
                                 at += n
+                                merged.rows -= n - tb.num_rows
                             buf.append(tb)
                             size += tb.nbytes
                             if size >= ROW_GROUP_BYTES:
@@ -234,6 +290,8 @@ class LivePublisher:
             "run": _jsonable_run(run),
             "tables": {t: [f"table={t}/{p.name}" for p in ps] for t, ps in self.parts.items()},
         }
+        if self.part_dir_rel is not None:
+            manifest["dir"] = self.part_dir_rel
         tmp = self.dir / f".{MANIFEST}.tmp"
         tmp.write_text(json.dumps(manifest))
         _replace_atomically(tmp, self.dir / MANIFEST)
@@ -359,6 +417,7 @@ MANIFEST_KEYS: dict[str, tuple[type, ...]] = {
     "file": (str,),
     "seq": (int,),
     "committed_s": (int, type(None)),
+    "dir": (str,),
 }
 _REQUIRED = ("format", "schema_version", "run", "tables")
 _TYPE_WORDS = {str: "text", int: "an integer", dict: "an object", type(None): "null"}
@@ -448,10 +507,19 @@ def check_manifest(d: Path, m: Any, recording: str | None = None) -> dict[str, A
                 raise StorageError(
                     f"{where}: tables.{table}: {part!r:.80} is not a part name ({prefix}part-<seq>-<level>.parquet)"
                 )
+    base = parts_base(d, m)
     # Only now is anything named in it touched: the folders and parts must be what they seem.
+    if base != d:
+        for q in (base.parent, base):
+            try:
+                st = os.lstat(q)
+            except OSError as e:
+                raise StorageError(f"{where}: its parts' folder {q}: {e.strerror or e}") from None
+            if not stat.S_ISDIR(st.st_mode):
+                raise StorageError(f"{q}: not a plain folder")
     for table, parts in m["tables"].items():
         for part in parts:
-            for q in (d / f"table={table}", d / part):
+            for q in (base / f"table={table}", base / part):
                 try:
                     st = os.lstat(q)
                 except FileNotFoundError:
@@ -463,6 +531,21 @@ def check_manifest(d: Path, m: Any, recording: str | None = None) -> dict[str, A
                 if not (stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)):
                     raise StorageError(f"{q}: not a plain {'folder' if folder else 'file'}")
     return m
+
+
+def parts_base(d: Path, m: dict[str, Any]) -> Path:
+    """The folder the manifest's parts are named in: the sidecar ``d`` itself, or (``dir``) the
+    run's folder of the recording's parts (``storage.parts``), which must be exactly that."""
+    if "dir" not in m:
+        return d
+    recording = d.name.removesuffix(".live")
+    try:
+        want = f"{recording}{PARTS_SUFFIX}/{run_dir_name(str(m['run'].get('run_id')))}"
+    except StorageError as e:
+        raise StorageError(f"{d / MANIFEST}: {e}") from None
+    if m["dir"] != want:
+        raise StorageError(f"{d / MANIFEST}: dir {m['dir']!r:.80} is not {want!r}")
+    return d.parent / want
 
 
 def _read_manifest(d: Path) -> dict[str, Any]:
@@ -574,8 +657,8 @@ def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = 
     sidecar = live_dir(path)
     if sidecar.is_symlink() or not sidecar.is_dir():
         raise StorageError(f"{sidecar}: not a plain folder, so not a live view")
-    d = sidecar.resolve()
-    m = _read_manifest(d)  # checked (``check_manifest``) before any part is touched
+    m = _read_manifest(sidecar.resolve())  # checked (``check_manifest``) before any part is touched
+    d = parts_base(sidecar.resolve(), m)
     # The sandbox of every telemetry database, except that reading the published parts needs file
     # access, which is then limited to their directory (before the configuration is locked).
     config = {k: v for k, v in SANDBOX_CONFIG.items() if k != "enable_external_access"}

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from storage.errors import StorageError
 from storage.kpis import run_kpis
+from storage.parts import access_config, check_listed, is_parts_backed, listed
 from storage.recording import RecordingError, check_contents, check_recording
 from storage.sandbox import Limits, UserSql, connect
 
@@ -29,8 +30,12 @@ def open_run_file(
     reads with ``tables``, default all of them); raise a ``StorageError`` with a clear reason
     otherwise."""
     p = check_recording(path)
+    # File access to the recording's parts folder only (its time series; ``storage.parts``).
+    cfg, dirs = access_config(p)
     try:
-        con, _ = connect(p, read_only=True, limits=limits or Limits())
+        con, _ = connect(
+            p, read_only=True, limits=limits or Limits(), extra_config=cfg, allowed_directories=dirs
+        )
     except duckdb.IOException as e:
         msg = str(e)
         if "lock" in msg.lower():
@@ -42,6 +47,8 @@ def open_run_file(
         raise RecordingError(f"{p}: cannot open: {str(e).splitlines()[0]}") from e
     try:
         check_contents(con, p, tables)
+        if is_parts_backed(con):
+            check_listed(p, listed(con))
     except BaseException:
         con.close()
         raise

@@ -116,12 +116,24 @@ def connect(
     read_only: bool,
     limits: Limits,
     extra_config: dict[str, Any] | None = None,
+    allowed_directories: list[str] | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
     """Open (or create) a database in the sandbox with the memory limit of ``limits``:
-    ``(connection, user cursor)``; the configuration is locked for every connection of it."""
+    ``(connection, user cursor)``; the configuration is locked for every connection of it.
+    ``allowed_directories``: the only file access granted (a recording's parts,
+    ``storage.parts.access_config``), set before external access is turned off."""
     config = {**SANDBOX_CONFIG, "memory_limit": f"{limits.memory_bytes}B", **(extra_config or {})}
+    if allowed_directories:
+        del config["enable_external_access"]
     con = duckdb.connect(str(path), read_only=read_only, config=config)
     try:
+        if allowed_directories:
+            con.execute(
+                "SET allowed_directories = ["
+                + ", ".join("'" + d.replace("'", "''") + "'" for d in allowed_directories)
+                + "]"
+            )
+            con.execute("SET enable_external_access = false")
         _lock_configuration(con)
         user = con.cursor()
     except BaseException:

@@ -177,6 +177,16 @@ def migrations() -> list[list[str]]:
     out.append(_added_columns(V9_COLUMNS))
     # v10: sub-step power of the halls and the grid connection (grid_ts).
     out.append(_added_tables(10))
+    # v11: the parts that hold the time series of a file created from v11 on (``storage.parts``;
+    # an older file keeps its tables, and this list stays empty).
+    out.append(
+        [
+            "CREATE TABLE IF NOT EXISTS twin_parts (run_id VARCHAR, table_name VARCHAR, path VARCHAR, "
+            "rows BIGINT, PRIMARY KEY (run_id, table_name, path))",
+            "COMMENT ON TABLE twin_parts IS 'The Parquet parts (paths relative to FILE.parts) that hold "
+            "each run''s rows of each time-series view'",
+        ]
+    )
     return out
 
 

@@ -27,7 +27,7 @@ import shutil
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage.errors import StorageError, StorageIOError
+from storage.parts import (
+    CATALOG,
+    PART_TABLES,
+    access_config,
+    catalog,
+    is_parts_backed,
+    listed,
+    part_rel,
+    remove_unlisted,
+    replace_view,
+)
 from storage.runlock import LockedError, RunLock, crash_point
 from storage.sandbox import (
     WRITER_MEMORY,
@@ -119,10 +130,11 @@ def utc_now() -> str:
 
 
 def open_database(
-    path: str | Path, limits: Limits
+    path: str | Path, limits: Limits, runs: tuple[str, ...] = ()
 ) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
     """Create or open a writable telemetry database in the sandbox: ``(connection, user cursor)``.
-    The one place a writable database is opened; per-file options go in ``config``."""
+    The one place a writable database is opened; per-file options go in ``config``. File access:
+    the recording's parts only (``storage.parts``), with the folders of ``runs`` (about to write)."""
     # DuckDB's own temporary directory beside the file (its default, ``FILE.tmp``, removed when the
     # database closes): with none, a database at its memory limit cannot set aside a buffer it
     # has no room for and a long run fails ("Unused blocks cannot be offloaded to disk") when its
@@ -134,8 +146,10 @@ def open_database(
     }
     if WRITER_THREADS:
         config["threads"] = WRITER_THREADS
+    search, dirs = access_config(path, runs)
+    config.update(search)
     try:
-        return connect(path, read_only=False, limits=limits, extra_config=config)
+        return connect(path, read_only=False, limits=limits, extra_config=config, allowed_directories=dirs)
     except duckdb.Error as e:
         raise StorageError(f"{path}: cannot open for writing: {str(e).strip().splitlines()[0]}") from e
 
@@ -152,6 +166,12 @@ def init_schema(con: duckdb.DuckDBPyConnection, run_row: dict[str, Any] | None =
     for stmts in migrations()[have:]:
         for s in stmts:
             con.execute(s)
+    if have == 0:
+        # A new file keeps its time series as Parquet parts behind views (``storage.parts``): the
+        # tables the migrations made give way to views, empty until the first commit.
+        for table in PART_TABLES:
+            con.execute(f"DROP TABLE {table}")
+            replace_view(con, table, {})
     con.execute(
         "INSERT OR REPLACE INTO twin_meta VALUES ('schema_version', ?), ('format', 'ai-factory-twin')",
         [str(SCHEMA_VERSION)],
@@ -377,12 +397,11 @@ class TelemetryWriter:
         flush_bytes: int = 64 << 20,
         if_exists: str = "append",
         limits: Limits | None = None,
-        on_commit: Callable[[dict[str, pa.Table], dict[str, Any]], None] | None = None,
+        live: bool = False,
     ) -> None:
-        # Called in the writer thread after every commit with the committed batches (the columns
-        # of ``batch_schema``: no ``run_id``, the run row's) and the run row (storage.live
-        # publishes them for readers while the file is locked).
-        self.on_commit = on_commit
+        # ``live``: publish what is committed for readers in other processes while the file is
+        # locked (``storage.live``): the parts' manifest, and of a file that keeps its time series
+        # in DuckDB (created before schema v11), copies of the batches as parts.
         self.path = Path(path)
         self.run_id = str(run["run_id"])
         self.flush_rows = flush_rows
@@ -403,8 +422,20 @@ class TelemetryWriter:
         # User SQL on this database (its limit); ``storage.live.LiveUserSql`` replaces it in a
         # live session with a sandbox of its own per query.
         self.user_sql: UserSqlRunner = UserSql(user_cur, self.db_limits, strict=True)
-        if on_commit is not None:
-            on_commit({}, dict(self.run))
+        from storage.live import LivePublisher  # (it reads what this module writes)
+
+        # The time series as Parquet parts (``storage.parts``), or in DuckDB tables (an older file).
+        self.parts_backed = is_parts_backed(self.con)
+        self.publisher: LivePublisher | None = None
+        if self.parts_backed:
+            # What a killed run left that no view reads (we hold the lock).
+            remove_unlisted(self.path, listed(self.con))
+            self.publisher = LivePublisher(self.path, run_id=self.run_id, manifest=live)
+            self.publisher.store({})  # the run's folder, so the first manifest names it
+            self.publisher.committed(dict(self.run))
+        elif live:
+            self.publisher = LivePublisher(self.path)
+            self.publisher.on_commit({}, dict(self.run))
         self.backlog = Backlog(max_backlog_bytes)
         self._buf: dict[str, list[pa.Table]] = {t: [] for t in TABLES if t != "runs"}
         self._rows = 0
@@ -437,7 +468,7 @@ class TelemetryWriter:
             if not exists or if_exists == "replace":
                 self._create()
             crash_point("writer:open")
-            self.con, user_cur = open_database(self.path, self.db_limits)
+            self.con, user_cur = open_database(self.path, self.db_limits, (self.run_id,))
             try:
                 if exists and if_exists != "replace":
                     init_schema(self.con, self.run)
@@ -525,7 +556,11 @@ class TelemetryWriter:
                 pass  # e.g. a full disk: the write-ahead log keeps what was committed
         finally:
             self.con.close()
-            self._lock.release()
+            try:
+                if self.publisher is not None:
+                    self.publisher.close()
+            finally:
+                self._lock.release()
         self._raise_if_failed()
 
     def _record_end(self, status: str, reason: str = "") -> None:
@@ -536,7 +571,7 @@ class TelemetryWriter:
             try:
                 if attempt == 2:
                     self.con.close()
-                    self.con, _ = open_database(self.path, self.db_limits)
+                    self.con, _ = open_database(self.path, self.db_limits, (self.run_id,))
                 self.con.execute("BEGIN")
                 # The end of the last step in the tables (a step's time_s is its start).
                 row = self.con.sql(
@@ -655,13 +690,17 @@ class TelemetryWriter:
     def _flush_once(self) -> None:
         con = self.con
         crash_point("flush:begin")
+        batches = {t: pa.concat_tables(ps) for t, ps in self._buf.items() if ps}
+        changed: list[str] = []
+        if self.parts_backed:
+            # The parts first (each renamed into place whole), then the transaction that lists them.
+            assert self.publisher is not None
+            changed = self.publisher.store({t: tb for t, tb in batches.items() if t in PART_TABLES})
+            crash_point("flush:parts")
         con.execute("BEGIN")
         written = 0
         committed: dict[str, pa.Table] = {}
-        for table, parts in self._buf.items():
-            if not parts:
-                continue
-            tb = pa.concat_tables(parts)
+        for table, tb in batches.items():
             if table in UPSERT_KEYS:
                 # The latest row of a key wins (a job is written again as it moves on): one row per
                 # key, in chunks, so a statement's memory does not grow with a campus's queue.
@@ -671,10 +710,19 @@ class TelemetryWriter:
                         f"INSERT OR REPLACE INTO {table} BY NAME {_WITH_RUN_ID}",
                         tb.slice(start, UPSERT_CHUNK_ROWS),
                     )
-            else:
+            elif not self.parts_backed:
                 self._insert(f"INSERT INTO {table} BY NAME {_WITH_RUN_ID}", tb)
             committed[table] = tb
             written += tb.num_rows
+        for table in changed:
+            assert self.publisher is not None
+            rows = [
+                (self.run_id, table, part_rel(self.run_id, table, p.split("/")[-1]), n)
+                for p, n in self.publisher.listing(table)
+            ]
+            con.execute(f"DELETE FROM {CATALOG} WHERE run_id = ? AND table_name = ?", [self.run_id, table])
+            con.executemany(f"INSERT INTO {CATALOG} VALUES (?, ?, ?, ?)", rows)
+            replace_view(con, table, catalog(con, table))
         self.run["sim_time_s"] = self._sim_time_s
         self._upsert_run()
         crash_point("flush:inserted")
@@ -686,8 +734,11 @@ class TelemetryWriter:
         self._rows = 0
         self._buf_bytes = 0
         crash_point("flush:committed")
-        if self.on_commit is not None:
-            self.on_commit(committed, dict(self.run))
+        if self.parts_backed:
+            assert self.publisher is not None
+            self.publisher.committed(dict(self.run))
+        elif self.publisher is not None:
+            self.publisher.on_commit(committed, dict(self.run))
 
     def _upsert_run(self) -> None:
         upsert_run(self.con, self.run)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 # v8: the heat balance of the water in ``factory_ts`` (``V8_COLUMNS``).
 # v9: prompt tokens and the prefill time share of inference in ``factory_ts`` (``V9_COLUMNS``).
 # v10: sub-step power of the halls and the grid connection, ``grid_ts``.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,212 @@
+"""Where a recording keeps its time series: Parquet parts beside the DuckDB file, behind views.
+
+    FILE                                   DuckDB: runs, jobs, twin_meta, twin_parts, and one view
+                                           per time-series table (factory_ts, ultraserver_ts, ...)
+    FILE.parts/run_id=<run>/table=<table>/part-<seq>-<level>.parquet
+
+A run's writer stores each commit's rows of a time-series table as one Parquet part (the columns
+of ``storage.schema.batch_schema``: not ``run_id``, which the folder's name and the view carry
+once) and merges small parts into larger ones as the run goes on (``storage.live``). Parquet
+because it is what the rows cost to write: on the same batches DuckDB's own insert takes about
+five times the CPU of a Parquet part and leaves a larger file (``bench/bench_writepath.py``).
+
+``twin_parts`` lists, for every run and table, the parts that hold its rows; it is changed in the
+same DuckDB transaction as ``runs.sim_time_s`` and the views, so the file always names exactly the
+parts of what it says is committed. A part is written (and renamed into place) before the
+transaction that lists it, and a merged-away part is deleted only after the transaction that
+stops listing it; a run killed at any moment leaves a file whose views read everything committed,
+and at worst parts no view reads (removed the next time a run writes to the file).
+
+The views name their parts relative to ``FILE.parts`` (DuckDB's ``file_search_path``), so the file
+and its folder move together. Other tools:
+
+    duckdb FILE  ->  SET file_search_path = 'FILE.parts'; SELECT ... FROM ultraserver_ts
+    polars       ->  pl.scan_parquet('FILE.parts/*/table=ultraserver_ts/*.parquet', hive_partitioning=True)
+    pandas       ->  pd.read_parquet('FILE.parts/run_id=<run>/table=ultraserver_ts')
+
+A file that an earlier version created (schema v10 or older: its time series are DuckDB tables)
+keeps them as tables when a run is appended to it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import duckdb
+
+from storage.errors import StorageError
+from storage.schema import DUCKDB_TYPES, columns, comment_sql
+from twin.telemetry import TABLES, UPSERT_KEYS
+
+SUFFIX = ".parts"
+CATALOG = "twin_parts"
+# The tables stored as parts: every time series (the upserted jobs and the runs stay in DuckDB).
+PART_TABLES = tuple(t for t in TABLES if t != "runs" and t not in UPSERT_KEYS)
+RUN_DIR = re.compile(r"run_id=([A-Za-z0-9][A-Za-z0-9._+-]{0,199})")
+PART_NAME = re.compile(r"part-[0-9]{9}-[0-9]{1,3}\.parquet")
+
+
+def parts_dir(path: str | Path) -> Path:
+    """The folder of a recording's parts: ``FILE.parts`` beside ``FILE``."""
+    p = Path(path)
+    return p.with_name(p.name + SUFFIX)
+
+
+def run_dir_name(run_id: str) -> str:
+    """The folder of one run's parts (``run_id=<run>``, the Hive-style name other readers turn into
+    a ``run_id`` column); ``StorageError`` for a run id that cannot name a folder safely."""
+    name = f"run_id={run_id}"
+    if not RUN_DIR.fullmatch(name):
+        raise StorageError(
+            f"run id {run_id!r:.80} cannot name its parts' folder (letters, digits, '.', '_', '+', '-'; "
+            "up to 200 characters, not starting with a sign or dot)"
+        )
+    return name
+
+
+def part_rel(run_id: str, table: str, part: str) -> str:
+    """A part's path as the views and ``twin_parts`` name it: relative to ``FILE.parts``."""
+    return f"{run_dir_name(run_id)}/table={table}/{part}"
+
+
+def check_part_rel(rel: str) -> tuple[str, str] | None:
+    """``(run folder, table)`` of a path named in ``twin_parts`` if it is one the writer names
+    (``run_id=<run>/table=<table>/part-<seq>-<level>.parquet``: no absolute path, no ``..``)."""
+    bits = rel.split("/")
+    if len(bits) != 3 or not RUN_DIR.fullmatch(bits[0]) or not PART_NAME.fullmatch(bits[2]):
+        return None
+    table = bits[1].removeprefix("table=")
+    if not bits[1].startswith("table=") or table not in PART_TABLES:
+        return None
+    return bits[0], table
+
+
+def run_folders(path: str | Path) -> list[str]:
+    """The run folders found in ``FILE.parts`` (plain folders with a run folder's name; a symbolic
+    link or anything else is left out, so no file access is ever granted through it)."""
+    d = parts_dir(path)
+    try:
+        with os.scandir(d) as it:
+            return sorted(e.name for e in it if RUN_DIR.fullmatch(e.name) and e.is_dir(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def access_config(path: str | Path, runs: Iterable[str] = ()) -> tuple[dict[str, str], list[str]]:
+    """What a connection to ``FILE`` needs to read its parts and nothing else: DuckDB settings for
+    the connection (``file_search_path``) and the directories to allow once it is open (the parts
+    folder, and each run folder as the views name it, relative), before external access is turned
+    off. ``runs``: more run ids to allow (a run about to write its first part)."""
+    d = parts_dir(path)
+    if not (d.is_dir() and not d.is_symlink()) and not list(runs):
+        return {}, []
+    base = str(d.resolve() if d.exists() else Path(os.path.abspath(d)))
+    names = set(run_folders(path)) | {run_dir_name(r) for r in runs}
+    return {"file_search_path": base}, [base + os.sep, *(f"{n}/" for n in sorted(names))]
+
+
+def is_parts_backed(con: duckdb.DuckDBPyConnection) -> bool:
+    """Does the file keep its time series as parts (its ``factory_ts`` is a view)?"""
+    rows = con.sql(
+        "SELECT count(*) FROM duckdb_views() WHERE view_name = 'factory_ts' AND database_name = current_database()"
+    ).fetchall()
+    return bool(rows[0][0])
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def view_sql(table: str, parts: Mapping[str, list[str]]) -> str:
+    """The view of ``table`` over its parts, ``{run_id: [relative path, ...]}`` (runs without parts
+    left out): every stored column in the schema's order, each run's rows given its id. With no
+    parts at all, an empty relation of the same columns and types."""
+    cols = columns(table)
+    empty = ", ".join(f"CAST(NULL AS {DUCKDB_TYPES[c.dtype]}) AS {c.name}" for c in cols)
+    selects = [f"SELECT {empty} WHERE false"]
+    for run_id, files in sorted(parts.items()):
+        if not files:
+            continue
+        names = ", ".join(
+            f"{_sql_str(run_id)}::VARCHAR AS run_id" if c.name == "run_id" else c.name for c in cols
+        )
+        src = ", ".join(_sql_str(f) for f in files)
+        selects.append(f"SELECT {names} FROM read_parquet([{src}], hive_partitioning = false)")
+    # The empty relation first fixes the columns' types; UNION ALL keeps every row.
+    return f"CREATE OR REPLACE VIEW {table} AS " + " UNION ALL ".join(selects)
+
+
+def replace_view(con: duckdb.DuckDBPyConnection, table: str, parts: Mapping[str, list[str]]) -> None:
+    """(Re)create the view of ``table`` over ``parts`` with its columns' comments (a replaced view
+    loses them)."""
+    con.execute(view_sql(table, parts))
+    for c in columns(table):
+        con.execute(comment_sql(table, c))
+
+
+def catalog(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, list[str]]:
+    """The parts ``twin_parts`` lists for ``table``, by run, in the order they were written."""
+    out: dict[str, list[str]] = {}
+    for run_id, rel in con.sql(
+        f"SELECT run_id, path FROM {CATALOG} WHERE table_name = ? ORDER BY run_id, path", params=[table]
+    ).fetchall():
+        out.setdefault(str(run_id), []).append(str(rel))
+    return out
+
+
+def listed(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Every part path ``twin_parts`` lists (relative to ``FILE.parts``)."""
+    return {str(r[0]) for r in con.sql(f"SELECT path FROM {CATALOG}").fetchall()}
+
+
+def remove_unlisted(path: str | Path, keep: set[str]) -> int:
+    """Delete what a killed run left in ``FILE.parts`` that no view reads: parts not in ``keep``
+    and the temporary names of parts, in run folders of the writer's naming only (anything else
+    there is not ours and stays). Only while holding the recording's run lock. Returns the count."""
+    d = parts_dir(path)
+    n = 0
+    for run in run_folders(path):
+        for tdir in _entries(d / run):
+            if not (tdir.name.startswith("table=") and tdir.is_dir(follow_symlinks=False)):
+                continue
+            for f in _entries(Path(tdir.path)):
+                rel = f"{run}/{tdir.name}/{f.name}"
+                ours = PART_NAME.fullmatch(f.name) or re.fullmatch(
+                    r"\.part-[0-9]{9}-[0-9]{1,3}\.parquet\.tmp", f.name
+                )
+                if ours and rel not in keep and f.is_file(follow_symlinks=False):
+                    os.unlink(f.path)
+                    n += 1
+    return n
+
+
+def _entries(d: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(d) as it:
+            return list(it)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def check_listed(path: str | Path, rels: Iterable[str]) -> None:
+    """Every path ``twin_parts`` lists is a part name of the writer's and a plain file in
+    ``FILE.parts`` (not a link); ``StorageError`` naming the first that is not."""
+    d = parts_dir(path)
+    for rel in rels:
+        if check_part_rel(rel) is None:
+            raise StorageError(f"{path}: {CATALOG} lists {rel!r:.100}, which is not a part name")
+        run, tdir, _ = rel.split("/")
+        for q, is_dir in ((d, True), (d / run, True), (d / run / tdir, True), (d / rel, False)):
+            try:
+                st = os.lstat(q)
+            except FileNotFoundError:
+                raise StorageError(f"{path}: its part {rel} is missing from {d}") from None
+            except OSError as e:
+                raise StorageError(f"{q}: cannot read: {e.strerror or e}") from None
+            # A symbolic link (to anywhere) is neither a plain folder nor a plain file.
+            if not (stat.S_ISDIR(st.st_mode) if is_dir else stat.S_ISREG(st.st_mode)):
+                raise StorageError(f"{q}: not a plain {'folder' if is_dir else 'file'}")

@@ -44,8 +44,10 @@ from twin.telemetry import TABLES, UPSERT_KEYS
 
 SUFFIX = ".parts"
 CATALOG = "twin_parts"
-# The tables stored as parts: every time series (the upserted jobs and the runs stay in DuckDB).
-PART_TABLES = tuple(t for t in TABLES if t != "runs" and t not in UPSERT_KEYS)
+# The tables stored as parts: the time series (``*_ts``). The runs, the upserted jobs and the event
+# logs (a few rows a step at most, read in the order they were written) stay DuckDB tables.
+PART_TABLES = tuple(t for t in TABLES if t.endswith("_ts") and t not in UPSERT_KEYS)
+BASE_KEY = "parts_dir"  # twin_meta: the folder the stored views name their parts in
 RUN_DIR = re.compile(r"run_id=([A-Za-z0-9][A-Za-z0-9._+-]{0,199})")
 PART_NAME = re.compile(r"part-[0-9]{9}-[0-9]{1,3}\.parquet")
 
@@ -96,17 +98,16 @@ def run_folders(path: str | Path) -> list[str]:
         return []
 
 
-def access_config(path: str | Path, runs: Iterable[str] = ()) -> tuple[dict[str, str], list[str]]:
-    """What a connection to ``FILE`` needs to read its parts and nothing else: DuckDB settings for
-    the connection (``file_search_path``) and the directories to allow once it is open (the parts
-    folder, and each run folder as the views name it, relative), before external access is turned
-    off. ``runs``: more run ids to allow (a run about to write its first part)."""
+def base_of(path: str | Path) -> str:
+    """``FILE.parts`` as an absolute path (the folder it is in resolved: how the views name it)."""
     d = parts_dir(path)
-    if not (d.is_dir() and not d.is_symlink()) and not list(runs):
-        return {}, []
-    base = str(d.resolve() if d.exists() else Path(os.path.abspath(d)))
-    names = set(run_folders(path)) | {run_dir_name(r) for r in runs}
-    return {"file_search_path": base}, [base + os.sep, *(f"{n}/" for n in sorted(names))]
+    return os.path.join(os.path.realpath(d.parent), d.name)
+
+
+def access_config(path: str | Path) -> list[str]:
+    """The only directory a connection to ``FILE`` may read (and a writer write) files in: its
+    parts folder, allowed before external access is turned off (``storage.sandbox.connect``)."""
+    return [base_of(path) + os.sep]
 
 
 def is_parts_backed(con: duckdb.DuckDBPyConnection) -> bool:
@@ -121,10 +122,11 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def view_sql(table: str, parts: Mapping[str, list[str]]) -> str:
-    """The view of ``table`` over its parts, ``{run_id: [relative path, ...]}`` (runs without parts
-    left out): every stored column in the schema's order, each run's rows given its id. With no
-    parts at all, an empty relation of the same columns and types."""
+def view_sql(table: str, parts: Mapping[str, list[str]], base: str, temp: bool = False) -> str:
+    """The view of ``table`` over its parts, ``{run_id: [path relative to FILE.parts, ...]}`` (runs
+    without parts left out), named absolute under ``base``: every stored column in the schema's
+    order, each run's rows given its id. With no parts at all, an empty relation of the same
+    columns and types. ``temp``: a temporary view (a reader's, over a recording that moved)."""
     cols = columns(table)
     empty = ", ".join(f"CAST(NULL AS {DUCKDB_TYPES[c.dtype]}) AS {c.name}" for c in cols)
     selects = [f"SELECT {empty} WHERE false"]
@@ -134,16 +136,18 @@ def view_sql(table: str, parts: Mapping[str, list[str]]) -> str:
         names = ", ".join(
             f"{_sql_str(run_id)}::VARCHAR AS run_id" if c.name == "run_id" else c.name for c in cols
         )
-        src = ", ".join(_sql_str(f) for f in files)
+        src = ", ".join(_sql_str(f"{base}/{f}") for f in files)
         selects.append(f"SELECT {names} FROM read_parquet([{src}], hive_partitioning = false)")
     # The empty relation first fixes the columns' types; UNION ALL keeps every row.
-    return f"CREATE OR REPLACE VIEW {table} AS " + " UNION ALL ".join(selects)
+    return f"CREATE OR REPLACE {'TEMP ' if temp else ''}VIEW {table} AS " + " UNION ALL ".join(selects)
 
 
-def replace_view(con: duckdb.DuckDBPyConnection, table: str, parts: Mapping[str, list[str]]) -> None:
+def replace_view(
+    con: duckdb.DuckDBPyConnection, table: str, parts: Mapping[str, list[str]], base: str
+) -> None:
     """(Re)create the view of ``table`` over ``parts`` with its columns' comments (a replaced view
     loses them)."""
-    con.execute(view_sql(table, parts))
+    con.execute(view_sql(table, parts, base))
     for c in columns(table):
         con.execute(comment_sql(table, c))
 
@@ -210,3 +214,19 @@ def check_listed(path: str | Path, rels: Iterable[str]) -> None:
             # A symbolic link (to anywhere) is neither a plain folder nor a plain file.
             if not (stat.S_ISDIR(st.st_mode) if is_dir else stat.S_ISREG(st.st_mode)):
                 raise StorageError(f"{q}: not a plain {'folder' if is_dir else 'file'}")
+
+
+def stored_base(con: duckdb.DuckDBPyConnection) -> str | None:
+    rows = con.sql("SELECT value FROM twin_meta WHERE key = ?", params=[BASE_KEY]).fetchall()
+    return str(rows[0][0]) if rows else None
+
+
+def follow_move(con: duckdb.DuckDBPyConnection, path: str | Path) -> None:
+    """A reader's views of a recording that moved (or was copied) since it was written: the stored
+    views name the parts where they were written, so temporary views of the same names name them
+    where they are now (``FILE.parts`` beside ``FILE``)."""
+    base = base_of(path)
+    if stored_base(con) in (None, base):
+        return
+    for table in PART_TABLES:
+        con.execute(view_sql(table, catalog(con, table), base, temp=True))

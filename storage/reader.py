@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from storage.errors import StorageError
 from storage.kpis import run_kpis
-from storage.parts import access_config, check_listed, is_parts_backed, listed
+from storage.parts import access_config, check_listed, follow_move, is_parts_backed, listed
 from storage.recording import RecordingError, check_contents, check_recording
 from storage.sandbox import Limits, UserSql, connect
 
@@ -30,12 +30,9 @@ def open_run_file(
     reads with ``tables``, default all of them); raise a ``StorageError`` with a clear reason
     otherwise."""
     p = check_recording(path)
-    # File access to the recording's parts folder only (its time series; ``storage.parts``).
-    cfg, dirs = access_config(p)
     try:
-        con, _ = connect(
-            p, read_only=True, limits=limits or Limits(), extra_config=cfg, allowed_directories=dirs
-        )
+        # File access to the recording's parts folder only (its time series; ``storage.parts``).
+        con, _ = connect(p, read_only=True, limits=limits or Limits(), allowed_directories=access_config(p))
     except duckdb.IOException as e:
         msg = str(e)
         if "lock" in msg.lower():
@@ -49,6 +46,7 @@ def open_run_file(
         check_contents(con, p, tables)
         if is_parts_backed(con):
             check_listed(p, listed(con))
+            follow_move(con, p)
     except BaseException:
         con.close()
         raise

@@ -39,15 +39,18 @@ import pyarrow.compute as pc
 
 from storage.errors import StorageError, StorageIOError
 from storage.parts import (
+    BASE_KEY,
     CATALOG,
     PART_TABLES,
     access_config,
+    base_of,
     catalog,
     is_parts_backed,
     listed,
     part_rel,
     remove_unlisted,
     replace_view,
+    stored_base,
 )
 from storage.runlock import LockedError, RunLock, crash_point
 from storage.sandbox import (
@@ -130,11 +133,11 @@ def utc_now() -> str:
 
 
 def open_database(
-    path: str | Path, limits: Limits, runs: tuple[str, ...] = ()
+    path: str | Path, limits: Limits
 ) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
     """Create or open a writable telemetry database in the sandbox: ``(connection, user cursor)``.
     The one place a writable database is opened; per-file options go in ``config``. File access:
-    the recording's parts only (``storage.parts``), with the folders of ``runs`` (about to write)."""
+    the recording's parts folder only (``storage.parts``)."""
     # DuckDB's own temporary directory beside the file (its default, ``FILE.tmp``, removed when the
     # database closes): with none, a database at its memory limit cannot set aside a buffer it
     # has no room for and a long run fails ("Unused blocks cannot be offloaded to disk") when its
@@ -146,10 +149,10 @@ def open_database(
     }
     if WRITER_THREADS:
         config["threads"] = WRITER_THREADS
-    search, dirs = access_config(path, runs)
-    config.update(search)
     try:
-        return connect(path, read_only=False, limits=limits, extra_config=config, allowed_directories=dirs)
+        return connect(
+            path, read_only=False, limits=limits, extra_config=config, allowed_directories=access_config(path)
+        )
     except duckdb.Error as e:
         raise StorageError(f"{path}: cannot open for writing: {str(e).strip().splitlines()[0]}") from e
 
@@ -171,7 +174,7 @@ def init_schema(con: duckdb.DuckDBPyConnection, run_row: dict[str, Any] | None =
         # tables the migrations made give way to views, empty until the first commit.
         for table in PART_TABLES:
             con.execute(f"DROP TABLE {table}")
-            replace_view(con, table, {})
+            replace_view(con, table, {}, "")
     con.execute(
         "INSERT OR REPLACE INTO twin_meta VALUES ('schema_version', ?), ('format', 'ai-factory-twin')",
         [str(SCHEMA_VERSION)],
@@ -430,6 +433,10 @@ class TelemetryWriter:
         if self.parts_backed:
             # What a killed run left that no view reads (we hold the lock).
             remove_unlisted(self.path, listed(self.con))
+            # The views name the parts where they are now (the file may have moved since a run
+            # was last appended): every view is rewritten at the first commit.
+            self._base = base_of(self.path)
+            self._moved = stored_base(self.con) != self._base
             self.publisher = LivePublisher(self.path, run_id=self.run_id, manifest=live)
             self.publisher.store({})  # the run's folder, so the first manifest names it
             self.publisher.committed(dict(self.run))
@@ -468,7 +475,7 @@ class TelemetryWriter:
             if not exists or if_exists == "replace":
                 self._create()
             crash_point("writer:open")
-            self.con, user_cur = open_database(self.path, self.db_limits, (self.run_id,))
+            self.con, user_cur = open_database(self.path, self.db_limits)
             try:
                 if exists and if_exists != "replace":
                     init_schema(self.con, self.run)
@@ -571,7 +578,7 @@ class TelemetryWriter:
             try:
                 if attempt == 2:
                     self.con.close()
-                    self.con, _ = open_database(self.path, self.db_limits, (self.run_id,))
+                    self.con, _ = open_database(self.path, self.db_limits)
                 self.con.execute("BEGIN")
                 # The end of the last step in the tables (a step's time_s is its start).
                 row = self.con.sql(
@@ -714,6 +721,9 @@ class TelemetryWriter:
                 self._insert(f"INSERT INTO {table} BY NAME {_WITH_RUN_ID}", tb)
             committed[table] = tb
             written += tb.num_rows
+        if self._moved:
+            changed = sorted(set(changed) | set(PART_TABLES))
+            con.execute("INSERT OR REPLACE INTO twin_meta VALUES (?, ?)", [BASE_KEY, self._base])
         for table in changed:
             assert self.publisher is not None
             rows = [
@@ -721,12 +731,14 @@ class TelemetryWriter:
                 for p, n in self.publisher.listing(table)
             ]
             con.execute(f"DELETE FROM {CATALOG} WHERE run_id = ? AND table_name = ?", [self.run_id, table])
-            con.executemany(f"INSERT INTO {CATALOG} VALUES (?, ?, ?, ?)", rows)
-            replace_view(con, table, catalog(con, table))
+            if rows:
+                con.executemany(f"INSERT INTO {CATALOG} VALUES (?, ?, ?, ?)", rows)
+            replace_view(con, table, catalog(con, table), self._base)
         self.run["sim_time_s"] = self._sim_time_s
         self._upsert_run()
         crash_point("flush:inserted")
         con.execute("COMMIT")
+        self._moved = False
         for parts in self._buf.values():
             parts.clear()
         self.flushes += 1

@@ -128,12 +128,19 @@ def connect(
     con = duckdb.connect(str(path), read_only=read_only, config=config)
     try:
         if allowed_directories:
-            con.execute(
-                "SET allowed_directories = ["
-                + ", ".join("'" + d.replace("'", "''") + "'" for d in allowed_directories)
-                + "]"
-            )
-            con.execute("SET enable_external_access = false")
+            try:
+                con.execute(
+                    "SET allowed_directories = ["
+                    + ", ".join("'" + d.replace("'", "''") + "'" for d in allowed_directories)
+                    + "]"
+                )
+                con.execute("SET enable_external_access = false")
+            except duckdb.InvalidInputException:
+                # A database this process already holds open shares its (locked) configuration:
+                # it must be sandboxed already.
+                row = con.sql("SELECT current_setting('enable_external_access')").fetchall()
+                if not (row and row[0][0] is False):
+                    raise
         _lock_configuration(con)
         user = con.cursor()
     except BaseException:

@@ -429,6 +429,8 @@ class TelemetryWriter:
 
         # The time series as Parquet parts (``storage.parts``), or in DuckDB tables (an older file).
         self.parts_backed = is_parts_backed(self.con)
+        self._base = ""
+        self._moved = False
         self.publisher: LivePublisher | None = None
         if self.parts_backed:
             # What a killed run left that no view reads (we hold the lock).
@@ -717,7 +719,7 @@ class TelemetryWriter:
                         f"INSERT OR REPLACE INTO {table} BY NAME {_WITH_RUN_ID}",
                         tb.slice(start, UPSERT_CHUNK_ROWS),
                     )
-            elif not self.parts_backed:
+            elif not (self.parts_backed and table in PART_TABLES):
                 self._insert(f"INSERT INTO {table} BY NAME {_WITH_RUN_ID}", tb)
             committed[table] = tb
             written += tb.num_rows

@@ -85,7 +85,7 @@ def test_a_version_5_file_gains_the_plant_unit_columns() -> None:
     from storage.writer import init_schema
     from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION
 
-    assert SCHEMA_VERSION == len(migrations()) == 10
+    assert SCHEMA_VERSION == len(migrations()) == 11
     assert V6_COLUMNS == {"factory_ts": PLANT_UNIT_COLUMNS, "ultraserver_ts": ("cdu_flow_fraction",)}
     added: dict[str, list[str]] = {t: list(names) for t, names in V6_COLUMNS.items()}
     for table, name in (*V7_COLUMNS, *V8_COLUMNS, *V9_COLUMNS):
@@ -105,7 +105,7 @@ def test_a_version_5_file_gains_the_plant_unit_columns() -> None:
         cols = [r[0] for r in con.sql(f"DESCRIBE {table}").fetchall()]
         assert cols == [*old[table], *names]
         assert sorted(cols) == sorted(c.name for c in columns(table))
-    assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [("10",)]
+    assert con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall() == [("11",)]
     con.execute("INSERT INTO factory_ts BY NAME SELECT 'r' AS run_id, 0 AS time_s, 2 AS chillers_running")
     assert con.sql("SELECT chillers_running, chillers_failed FROM factory_ts").fetchall() == [(2, None)]
 

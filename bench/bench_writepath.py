@@ -232,7 +232,11 @@ def path_writer(
         from storage.writer import TelemetryWriter
 
         f = d / ("product.duckdb" if live else "writer.duckdb")
-        pub = LivePublisher(f) if live else None
+        import inspect
+
+        # From schema v11 the writer owns its publisher (``live=``); before, the caller wired one.
+        owns = "live" in inspect.signature(TelemetryWriter).parameters
+        pub = LivePublisher(f) if live and not owns else None
         run_row = {"run_id": RUN_ID, "scenario_name": "bench", "seed": 0, "dt_s": 15}
         kw: dict[str, Any] = {"flush_bytes": flush_bytes} if flush_bytes else {}
         import storage.writer as writer_mod
@@ -245,9 +249,11 @@ def path_writer(
         if was_threads is not None:
             writer_mod.WRITER_THREADS = was_threads if threads < 0 else threads
         try:
-            w = TelemetryWriter(
-                f, run_row, if_exists="replace", on_commit=pub.on_commit if pub else None, **kw
-            )
+            if owns:
+                kw["live"] = live
+            elif pub is not None:
+                kw["on_commit"] = pub.on_commit
+            w = TelemetryWriter(f, run_row, if_exists="replace", **kw)
             for i, fr in enumerate(frames):
                 w.write(fr, i)
             w.flush()
@@ -260,7 +266,8 @@ def path_writer(
                 writer_mod.WRITER_THREADS = was_threads
         if pub is not None:
             pub.close()
-        return {"file": _du(f), "live": live_bytes}
+        # The recording: the file and (from schema v11) the Parquet parts of its time series.
+        return {"file": _du(f) + _du(Path(str(f) + ".parts")), "live": live_bytes}
 
     return go
 

@@ -122,11 +122,20 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+# Characters a glob gives meaning to: a parts folder whose path holds one is named part by part.
+_GLOB = re.compile(r"[*?\[\]{}]")
+
+
 def view_sql(table: str, parts: Mapping[str, list[str]], base: str, temp: bool = False) -> str:
     """The view of ``table`` over its parts, ``{run_id: [path relative to FILE.parts, ...]}`` (runs
     without parts left out), named absolute under ``base``: every stored column in the schema's
     order, each run's rows given its id. With no parts at all, an empty relation of the same
-    columns and types. ``temp``: a temporary view (a reader's, over a recording that moved)."""
+    columns and types. ``temp``: a temporary view (a reader's, over a recording that moved).
+
+    Each run's rows are the parts in its table folder that ``twin_parts`` lists (a glob filtered by
+    file name), so the view stays the same while the run commits and merges parts; only a run's
+    first part of a table changes it (``storage.writer``). Under a folder whose name a glob would
+    misread, the view names the parts one by one instead (and changes at every commit)."""
     cols = columns(table)
     empty = ", ".join(f"CAST(NULL AS {DUCKDB_TYPES[c.dtype]}) AS {c.name}" for c in cols)
     selects = [f"SELECT {empty} WHERE false"]
@@ -136,10 +145,26 @@ def view_sql(table: str, parts: Mapping[str, list[str]], base: str, temp: bool =
         names = ", ".join(
             f"{_sql_str(run_id)}::VARCHAR AS run_id" if c.name == "run_id" else c.name for c in cols
         )
-        src = ", ".join(_sql_str(f"{base}/{f}") for f in files)
-        selects.append(f"SELECT {names} FROM read_parquet([{src}], hive_partitioning = false)")
+        if by_glob(base):
+            folder = f"{base}/{run_dir_name(run_id)}/table={table}"
+            listed_sql = (
+                f"SELECT {_sql_str(base + '/')} || path FROM {CATALOG} "
+                f"WHERE run_id = {_sql_str(run_id)} AND table_name = {_sql_str(table)}"
+            )
+            selects.append(
+                f"SELECT {names} FROM read_parquet({_sql_str(folder + '/*.parquet')}, "
+                f"hive_partitioning = false, filename = true) WHERE filename IN ({listed_sql})"
+            )
+        else:
+            src = ", ".join(_sql_str(f"{base}/{f}") for f in files)
+            selects.append(f"SELECT {names} FROM read_parquet([{src}], hive_partitioning = false)")
     # The empty relation first fixes the columns' types; UNION ALL keeps every row.
     return f"CREATE OR REPLACE {'TEMP ' if temp else ''}VIEW {table} AS " + " UNION ALL ".join(selects)
+
+
+def by_glob(base: str) -> bool:
+    """Do the views find their parts by a glob under ``base`` (its name has no glob character)?"""
+    return not _GLOB.search(base)
 
 
 def replace_view(

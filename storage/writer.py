@@ -44,6 +44,7 @@ from storage.parts import (
     PART_TABLES,
     access_config,
     base_of,
+    by_glob,
     catalog,
     is_parts_backed,
     listed,
@@ -431,6 +432,7 @@ class TelemetryWriter:
         self.parts_backed = is_parts_backed(self.con)
         self._base = ""
         self._moved = False
+        self._in_view: set[str] = set()  # tables whose view reads this run's parts
         self.publisher: LivePublisher | None = None
         if self.parts_backed:
             # What a killed run left that no view reads (we hold the lock).
@@ -725,9 +727,13 @@ class TelemetryWriter:
             written += tb.num_rows
         if self._moved:
             changed = sorted(set(changed) | set(PART_TABLES))
+            self._in_view.clear()
             con.execute("INSERT OR REPLACE INTO twin_meta VALUES (?, ?)", [BASE_KEY, self._base])
         for table in changed:
             assert self.publisher is not None
+            # The view changes only with the run's first part of the table (or every commit where
+            # the parts are named one by one: ``storage.parts.view_sql``).
+            new_in_view = table not in self._in_view or not by_glob(self._base)
             rows = [
                 (self.run_id, table, part_rel(self.run_id, table, p.split("/")[-1]), n)
                 for p, n in self.publisher.listing(table)
@@ -735,7 +741,9 @@ class TelemetryWriter:
             con.execute(f"DELETE FROM {CATALOG} WHERE run_id = ? AND table_name = ?", [self.run_id, table])
             if rows:
                 con.executemany(f"INSERT INTO {CATALOG} VALUES (?, ?, ?, ?)", rows)
-            replace_view(con, table, catalog(con, table), self._base)
+            if new_in_view:
+                replace_view(con, table, catalog(con, table), self._base)
+                self._in_view.add(table)
         self.run["sim_time_s"] = self._sim_time_s
         self._upsert_run()
         crash_point("flush:inserted")

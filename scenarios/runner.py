@@ -422,8 +422,10 @@ def read_recording(path: str | Path) -> Recording:
             params=[run_id],
         ).fetchall()[0]
         rows = con.sql(
-            "SELECT time_s, kind, arg, value, duration_s FROM events "
-            "WHERE run_id = ? AND source = 'operator' ORDER BY time_s, rowid",
+            # Written order within a step: row_number() OVER () keeps it (DuckDB preserves the
+            # order of a scan and a WHERE); a view over parts has no rowid.
+            "SELECT time_s, kind, arg, value, duration_s FROM (SELECT *, row_number() OVER () AS n "
+            "FROM events WHERE run_id = ? AND source = 'operator') ORDER BY time_s, n",
             params=[run_id],
         ).fetchall()
     finally:

@@ -153,8 +153,8 @@ def load_run(
     if job_events:
         events = (
             con.sql(
-                "SELECT time_s, ts, kind, target, detail, source FROM events "
-                f"WHERE run_id = ? AND {ROUTINE_KINDS_SQL} ORDER BY time_s, rowid LIMIT {MAX_EVENTS}",
+                "SELECT time_s, ts, kind, target, detail, source FROM (SELECT *, row_number() OVER () AS n "
+                f"FROM events WHERE run_id = ? AND {ROUTINE_KINDS_SQL}) ORDER BY time_s, n LIMIT {MAX_EVENTS}",
                 params=[run_id],
             )
             .to_arrow_table()
@@ -225,8 +225,10 @@ def incident_timeline(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[
     after the events of its step)."""
     events = (
         con.sql(
-            "SELECT time_s, kind, target, detail, source FROM events "
-            f"WHERE run_id = ? AND NOT ({ROUTINE_KINDS_SQL}) ORDER BY time_s, rowid",
+            # Written order within a step (a view over parts has no rowid; DuckDB keeps a scan's
+            # order through WHERE and row_number() OVER ()).
+            "SELECT time_s, kind, target, detail, source FROM (SELECT *, row_number() OVER () AS n "
+            f"FROM events WHERE run_id = ? AND NOT ({ROUTINE_KINDS_SQL})) ORDER BY time_s, n",
             params=[run_id],
         )
         .to_arrow_table()

@@ -673,6 +673,10 @@ class TelemetryWriter:
             self.con.execute("ROLLBACK")
         except duckdb.Error:
             pass
+        if self.parts_backed and self.publisher is not None:
+            # The parts stored for the failed transaction: no view reads them (a retry stores its
+            # batches again), so they go; the parts the file lists stay.
+            self.publisher.abort()
 
     def _insert(self, sql: str, tb: pa.Table) -> None:
         """Run ``sql`` over ``tb`` registered as ``_batch`` with the run's id as its parameter
@@ -727,6 +731,8 @@ class TelemetryWriter:
         self._upsert_run()
         crash_point("flush:inserted")
         con.execute("COMMIT")
+        if self.publisher is not None and self.parts_backed:
+            self.publisher.settle()  # what it stored is listed now: never taken back
         for parts in self._buf.values():
             parts.clear()
         self.flushes += 1

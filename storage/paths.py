@@ -2,9 +2,9 @@
 
 ``check_output`` is called by every command with an output before anything is written: the output
 is compared with each of the command's inputs (the same path once links are resolved, the same
-file through a hard link: ``st_dev``/``st_ino``, or a sidecar of an input), the names of a
-recording's sidecars are reserved (``SIDECARS``: an output never takes the name of a sidecar of an
-existing recording), the root folder is refused, and an existing output needs ``overwrite``
+file through a hard link: ``st_dev``/``st_ino``, or a sidecar of an input or inside one), the names
+of a recording's sidecars are reserved (``SIDECARS``: an output never takes the name of a sidecar
+of an existing recording, nor goes inside one), the root folder is refused, and an existing output needs ``overwrite``
 (a folder also needs to hold only what the command itself would have written there).
 ``check_run_output`` adds what a run's own sidecars need: a sidecar already beside the output is
 only ever reused or removed when it is provably this program's leftover.

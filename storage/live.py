@@ -22,6 +22,7 @@ so user SQL can no more reach other files than on a finished recording.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -141,6 +142,9 @@ class LivePublisher:
         self.seq = 0
         self.parts: dict[str, list[_Part]] = {t: [] for t in TABLES if t != "runs"}
         self._doomed: list[tuple[float, Path]] = []
+        # The parts and doomed count as of the last commit, while parts stored since then wait for
+        # the transaction that lists them (``None``: nothing pending).
+        self._pending: tuple[dict[str, list[_Part]], int] | None = None
         self.error: BaseException | None = None
         self.closed = False
 
@@ -150,6 +154,8 @@ class LivePublisher:
         that lists them; the tables whose parts changed. Errors are the run's (a durable store)."""
         if not self.created:
             self._create_dirs()
+        if self._pending is None:
+            self._pending = ({t: list(ps) for t, ps in self.parts.items()}, len(self._doomed))
         self.seq += 1
         changed = []
         for table, tb in tables.items():
@@ -166,9 +172,35 @@ class LivePublisher:
         """``table``'s parts as ``(path relative to the run's folder, rows)``."""
         return [(f"table={table}/{p.name}", p.rows) for p in self.parts[table]]
 
+    def settle(self) -> None:
+        """The transaction that lists the parts stored so far has committed: they are the file's."""
+        self._pending = None
+
+    def abort(self) -> None:
+        """The transaction that was to list the parts stored since the last commit failed: forget
+        them and delete their files (and a part cut short), so that the folder holds what the file
+        lists; a part the file lists stays, even one a merge in the failed store had doomed."""
+        if self._pending is None:
+            return
+        parts, doomed = self._pending
+        self._pending = None
+        listed = {(t, p.name) for t, ps in parts.items() for p in ps}
+        gone = [self.part_dir / f"table={t}" / p.name for t, ps in self.parts.items() for p in ps]
+        gone += [p for _, p in self._doomed[doomed:]]
+        self.parts, self._doomed = parts, self._doomed[:doomed]
+        for t in self.parts:
+            d = self.part_dir / f"table={t}"
+            with contextlib.suppress(OSError):
+                gone += [Path(e.path) for e in _scan(d) if _OWN_TMP.fullmatch(e.name)]
+        for p in gone:
+            if (p.parent.name.removeprefix("table="), p.name) not in listed:
+                with contextlib.suppress(OSError):
+                    p.unlink(missing_ok=True)
+
     def committed(self, run: dict[str, Any]) -> None:
         """After the transaction that lists the stored parts: publish the manifest (best effort:
         live readers only) and delete the parts merged away long enough ago."""
+        self.settle()
         if self.publish and self.error is None:
             try:
                 if not self.dir.is_dir():

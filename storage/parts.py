@@ -50,6 +50,8 @@ PART_TABLES = tuple(t for t in TABLES if t.endswith("_ts") and t not in UPSERT_K
 BASE_KEY = "parts_dir"  # twin_meta: the folder the stored views name their parts in
 RUN_DIR = re.compile(r"run_id=([A-Za-z0-9][A-Za-z0-9._+-]{0,199})")
 PART_NAME = re.compile(r"part-[0-9]{9}-[0-9]{1,3}\.parquet")
+# A part being written, before its rename into place.
+_OWN_TMP = re.compile(r"\.part-[0-9]{9}-[0-9]{1,3}\.parquet\.tmp")
 
 
 def parts_dir(path: str | Path) -> Path:
@@ -204,13 +206,60 @@ def remove_unlisted(path: str | Path, keep: set[str]) -> int:
                 continue
             for f in _entries(Path(tdir.path)):
                 rel = f"{run}/{tdir.name}/{f.name}"
-                ours = PART_NAME.fullmatch(f.name) or re.fullmatch(
-                    r"\.part-[0-9]{9}-[0-9]{1,3}\.parquet\.tmp", f.name
-                )
+                ours = PART_NAME.fullmatch(f.name) or _OWN_TMP.fullmatch(f.name)
                 if ours and rel not in keep and f.is_file(follow_symlinks=False):
                     os.unlink(f.path)
                     n += 1
+            _rmdir_if_empty(Path(tdir.path))  # a table no view reads any more
+        _rmdir_if_empty(d / run)  # e.g. the run of a replaced file
     return n
+
+
+def _rmdir_if_empty(d: Path) -> None:
+    try:
+        d.rmdir()
+    except OSError:  # not empty (or already gone)
+        pass
+
+
+def leftover_problem(path: str | Path) -> str | None:
+    """Why ``FILE.parts`` beside the run output ``path`` is not provably a parts folder this program
+    wrote (``None``: it is absent, or holds only run folders of table folders of parts and their
+    temporary names, no links), which a run may then clean up as its own."""
+    d = parts_dir(path)
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot read: {e.strerror or e}"
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a folder"
+    try:
+        for run in _scan(d):
+            if not (RUN_DIR.fullmatch(run.name) and run.is_dir(follow_symlinks=False)):
+                return f"holds {run.name}, which a run does not write"
+            for tdir in _scan(Path(run.path)):
+                if not (
+                    tdir.name.startswith("table=")
+                    and tdir.name.removeprefix("table=") in PART_TABLES
+                    and tdir.is_dir(follow_symlinks=False)
+                ):
+                    return f"holds {run.name}/{tdir.name}, which a run does not write"
+                for f in _scan(Path(tdir.path)):
+                    if not (
+                        (PART_NAME.fullmatch(f.name) or _OWN_TMP.fullmatch(f.name))
+                        and f.is_file(follow_symlinks=False)
+                    ):
+                        return f"holds {run.name}/{tdir.name}/{f.name}, which a run does not write"
+    except OSError as e:
+        return f"cannot read: {e.strerror or e}"
+    return None
+
+
+def _scan(d: Path) -> list[os.DirEntry[str]]:
+    with os.scandir(d) as it:
+        return list(it)
 
 
 def _entries(d: Path) -> list[os.DirEntry[str]]:

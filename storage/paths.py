@@ -2,9 +2,9 @@
 
 ``check_output`` is called by every command with an output before anything is written: the output
 is compared with each of the command's inputs (the same path once links are resolved, the same
-file through a hard link: ``st_dev``/``st_ino``, or a sidecar of an input), the names of a
-recording's sidecars are reserved (``SIDECARS``: an output never takes the name of a sidecar of an
-existing recording), the root folder is refused, and an existing output needs ``overwrite``
+file through a hard link: ``st_dev``/``st_ino``, or a sidecar of an input or inside one), the names
+of a recording's sidecars are reserved (``SIDECARS``: an output never takes the name of a sidecar
+of an existing recording, nor goes inside one), the root folder is refused, and an existing output needs ``overwrite``
 (a folder also needs to hold only what the command itself would have written there).
 ``check_run_output`` adds what a run's own sidecars need: a sidecar already beside the output is
 only ever reused or removed when it is provably this program's leftover.
@@ -34,8 +34,9 @@ from storage.errors import StorageError
 from storage.recording import is_duckdb_file
 
 # The files and folders a recording ``X`` may have beside it: its live view (``storage.live``),
-# its run lock (``storage.runlock``), DuckDB's temporary folder and its write-ahead log.
-SIDECARS = (".live", ".lock", ".tmp", ".wal")
+# its run lock (``storage.runlock``), its time series' parts (``storage.parts``), DuckDB's
+# temporary folder and its write-ahead log.
+SIDECARS = (".live", ".lock", ".parts", ".tmp", ".wal")
 # The temporary name a run creates its file under (``storage.writer.TelemetryWriter._create``).
 _CREATING = re.compile(r"\.(?P<name>.+)\.creating-[0-9]+(\.wal)?")
 # What DuckDB puts in its temporary folder.
@@ -96,8 +97,18 @@ def _inside(child: Path, folder: Path) -> bool:
 
 
 def reserved_by(path: str | Path) -> Path | None:
-    """The existing recording whose sidecar name ``path`` has (``None``: no such recording)."""
+    """The existing recording whose sidecar name ``path`` has, or whose sidecar ``path`` is inside
+    (``None``: no such recording)."""
     p = Path(path)
+    for q in (p, *_resolved(p).parents):
+        base = _sidecar_of(q)
+        if base is not None:
+            return base
+    return None
+
+
+def _sidecar_of(p: Path) -> Path | None:
+    """The existing recording whose sidecar name ``p`` has."""
     for suffix in SIDECARS:
         if p.name.endswith(suffix) and len(p.name) > len(suffix):
             base = p.with_name(p.name[: -len(suffix)])
@@ -139,16 +150,17 @@ def check_output(
             how = "" if _resolved(p) == _resolved(i) else " (a link to it)"
             raise OutputError(f"{label}: is the input {i}{how}; choose another output")
         for side in sidecars(i):
-            if _resolved(p) == _resolved(side):
+            if _inside(p, side):
+                where = "is" if _resolved(p) == _resolved(side) else "is inside"
                 raise OutputError(
-                    f"{label}: is the {side.name[len(i.name) :]} sidecar of the input {i}; choose another name"
+                    f"{label}: {where} the {side.name[len(i.name) :]} sidecar of the input {i}; choose another name"
                 )
         if kind == "dir" and resumable is None and os.path.lexists(p) and _inside(i, p):
             raise OutputError(f"{label}: holds the input {i}; choose another folder")
     base = reserved_by(p)
     if base is not None:
         raise OutputError(
-            f"{label}: the name of a sidecar of the recording {base} (names ending in "
+            f"{label}: the name of a sidecar of the recording {base}, or inside one (names ending in "
             f"{', '.join(SIDECARS)} are reserved for it); choose another name"
         )
     try:
@@ -251,17 +263,22 @@ def check_run_output(
 ) -> Path:
     """``check_output`` for a run's file, and its sidecars: one already there is reused or removed
     by the run only when it is provably this program's leftover (a run lock, DuckDB's temporary
-    folder, a live view whose manifest names this file, the write-ahead log of the file being
-    replaced); anything else is refused."""
+    folder, a live view whose manifest names this file, a parts folder of only run, table and part
+    names, the write-ahead log of the file being replaced); anything else is refused."""
     from storage.live import leftover_problem
 
     p = check_output(out, inputs, overwrite=overwrite, what=what, kind="file", make_parent=True)
     label = f"{what} {p}" if what else str(p)
-    live, lock, tmp, wal = sidecars(p)
+    from storage.parts import leftover_problem as parts_problem
+
+    live, lock, parts, tmp, wal = sidecars(p)
     if os.path.lexists(live):
         why = leftover_problem(live, p.name)
         if why is not None:
             raise OutputError(f"{label}: {live} is in the way ({why}); move it away")
+    why = parts_problem(p)
+    if why is not None:
+        raise OutputError(f"{label}: {parts} is in the way ({why}); move it away")
     if os.path.lexists(lock) and not _is_own_lock(lock):
         raise OutputError(f"{label}: {lock} is in the way (not a run lock); move it away")
     if os.path.lexists(wal) and not (os.path.isfile(p) and os.path.isfile(wal) and not os.path.islink(wal)):

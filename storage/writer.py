@@ -684,6 +684,11 @@ class TelemetryWriter:
             self.con.execute("ROLLBACK")
         except duckdb.Error:
             pass
+        if self.parts_backed and self.publisher is not None:
+            # The parts stored for the failed transaction: no view reads them (a retry stores its
+            # batches again), so they go; the parts the file lists stay.
+            self.publisher.abort()
+            self._in_view.clear()  # the views that transaction replaced are as they were
 
     def _insert(self, sql: str, tb: pa.Table) -> None:
         """Run ``sql`` over ``tb`` registered as ``_batch`` with the run's id as its parameter
@@ -749,6 +754,8 @@ class TelemetryWriter:
         crash_point("flush:inserted")
         con.execute("COMMIT")
         self._moved = False
+        if self.publisher is not None and self.parts_backed:
+            self.publisher.settle()  # what it stored is listed now: never taken back
         for parts in self._buf.values():
             parts.clear()
         self.flushes += 1

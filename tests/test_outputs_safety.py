@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from storage.errors import StorageError
+from storage.parts import parts_dir
 from storage.paths import SIDECARS, OutputError, atomic_dir, atomic_file, check_output, check_run_output
 from storage.reader import open_run_file
 from tui.cli import main
@@ -57,7 +58,21 @@ def digest(p: Path) -> str:
 
 def still_a_recording(p: Path, sha: str) -> None:
     assert digest(p) == sha
-    open_run_file(p).close()
+    open_run_file(p).close()  # also checks that every part the file lists is in FILE.parts
+
+
+def copy_recording(src: Path, dest: Path) -> Path:
+    """A recording is its file and its parts folder (``FILE.parts``): copy both."""
+    shutil.copy(src, dest)
+    shutil.copytree(parts_dir(src), parts_dir(dest))
+    return dest
+
+
+def tree(p: Path) -> list[tuple[str, bytes]] | None:
+    """Every file under ``p`` with its bytes (``None``: nothing there)."""
+    if not os.path.lexists(p):
+        return None
+    return sorted((str(f.relative_to(p)), f.read_bytes()) for f in p.rglob("*") if f.is_file())
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +88,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def rec(recording: Path, tmp_path: Path) -> tuple[Path, str]:
     """A copy of the recording in this test's folder, and its digest."""
-    p = tmp_path / "week.duckdb"
-    shutil.copy(recording, p)
+    p = copy_recording(recording, tmp_path / "week.duckdb")
     return p, digest(p)
 
 
@@ -110,7 +124,7 @@ def test_sql_out_needs_overwrite_to_replace_a_file(rec: tuple[Path, str], tmp_pa
     assert code == 0, err
     assert other.read_text().split() == ['"one"', "1"]
     # Only the output is new in the folder: no temporary file left.
-    assert sorted(x.name for x in tmp_path.iterdir()) == ["other.csv", "week.duckdb"]
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["other.csv", "week.duckdb", "week.duckdb.parts"]
 
 
 def test_rerun_and_run_onto_their_inputs_are_refused(rec: tuple[Path, str], tmp_path: Path) -> None:
@@ -129,8 +143,16 @@ def test_export_into_its_input_or_a_sidecar_is_refused(rec: tuple[Path, str], tm
     p, sha = rec
     refused(["export", p, p], "week.duckdb")  # Click refuses a file as DIR first
     for suffix in SIDECARS:
-        refused(["export", p, f"{p}{suffix}"], f"week.duckdb{suffix}", "sidecar")
-        assert not Path(f"{p}{suffix}").exists()
+        side = Path(f"{p}{suffix}")
+        before = tree(side)  # the parts folder is there (the recording's rows), the others not
+        assert (before is not None) == (suffix == ".parts")
+        refused(["export", p, side], f"week.duckdb{suffix}", "sidecar")
+        assert tree(side) == before
+    # Nor into one: a folder inside the parts folder.
+    parts = parts_dir(p)
+    before = tree(parts)
+    refused(["export", p, parts / "pq"], "inside the .parts sidecar", "week.duckdb")
+    assert tree(parts) == before
     still_a_recording(p, sha)
 
 
@@ -138,21 +160,66 @@ def test_export_into_its_input_or_a_sidecar_is_refused(rec: tuple[Path, str], tm
 def test_sidecar_names_of_a_recording_are_reserved(
     rec: tuple[Path, str], tmp_path: Path, suffix: str
 ) -> None:
-    """``X.live``, ``X.lock``, ``X.tmp``, ``X.wal`` belong to the recording X: no command writes
-    there, whether X is its input or not."""
+    """``X.live``, ``X.lock``, ``X.parts``, ``X.tmp``, ``X.wal`` belong to the recording X: no
+    command writes there, whether X is its input or not."""
     p, sha = rec
     side = f"{p}{suffix}"
+    before = tree(Path(side))  # only X.parts exists: the recording's rows
     scen = tmp_path / "tiny.toml"
     scen.write_text(TOML)
     refused(["report", p, "--out", side], "sidecar", "week.duckdb")
     refused(["sql", p, "SELECT 1", "--format", "csv", "--out", side], "sidecar")
     refused(["run", scen, "--out", side, "--hours", "1"], "sidecar")
     refused(["--scenario", scen, "--out", side], "sidecar")  # the live session, before its screen
-    other = tmp_path / "other.duckdb"
-    shutil.copy(p, other)
+    other = copy_recording(p, tmp_path / "other.duckdb")
     refused(["rerun", other, "--out", side], "sidecar", "week.duckdb")
-    assert not os.path.lexists(side)
+    assert tree(Path(side)) == before and (before is not None) == (suffix == ".parts")
     still_a_recording(p, sha)
+
+
+def test_no_output_goes_into_a_recordings_parts_folder(rec: tuple[Path, str], tmp_path: Path) -> None:
+    """An output inside ``X.parts`` would be taken for X's parts, or delete them: refused whether
+    X is the command's input or not, and X's parts stay as they were."""
+    p, sha = rec
+    parts = parts_dir(p)
+    before = tree(parts)
+    run_folder = next(parts.iterdir())
+    scen = tmp_path / "tiny.toml"
+    scen.write_text(TOML)
+    other = copy_recording(p, tmp_path / "other.duckdb")
+    refused(["report", p, "--out", parts / "r.html"], "inside the .parts sidecar", "week.duckdb")
+    refused(["report", other, "--out", run_folder / "r.html"], "sidecar", "week.duckdb")
+    refused(["sql", other, "SELECT 1", "--format", "csv", "--out", run_folder / "x.csv"], "sidecar")
+    refused(["run", scen, "--out", parts / "new.duckdb", "--hours", "1"], "sidecar", "week.duckdb")
+    refused(["export", other, run_folder / "pq"], "sidecar", "week.duckdb")
+    assert tree(parts) == before
+    still_a_recording(p, sha)
+
+
+def test_a_run_never_takes_a_parts_folder_it_did_not_write(tmp_path: Path) -> None:
+    """A folder named like a run output's parts folder but holding someone's files is refused and
+    kept; a parts folder holding only what runs write (a killed run's) is taken over."""
+    scen = tmp_path / "tiny.toml"
+    scen.write_text(TOML)
+    out = tmp_path / "w.duckdb"
+    theirs = parts_dir(out)
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    refused(["run", scen, "--out", out, "--hours", "1"], "w.duckdb.parts", "notes.txt", "move it away")
+    assert tree(theirs) == [("notes.txt", b"mine")] and not out.exists()
+    (theirs / "notes.txt").unlink()
+    # What a killed run leaves: a run folder with a part no file lists.
+    stale = theirs / "run_id=old" / "table=factory_ts" / "part-000000001-0.parquet"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"PAR1")
+    code, _, err = invoke("run", scen, "--out", out, "--hours", "1")
+    assert code == 0, err
+    assert not (theirs / "run_id=old").exists()  # removed with its part
+    con = open_run_file(out)
+    try:
+        assert con.sql("SELECT count(*) FROM factory_ts").fetchall() == [(12,)]
+    finally:
+        con.close()
 
 
 def test_a_sidecar_is_removed_only_when_it_is_provably_a_leftover(tmp_path: Path) -> None:
@@ -213,7 +280,7 @@ def test_export_overwrite_replaces_only_an_earlier_export(rec: tuple[Path, str],
     (mine / "thesis.tex").write_text("years of work")
     refused(["export", p, mine, "--overwrite"], "thesis.tex", "not replaced")
     assert (mine / "thesis.tex").read_text() == "years of work"
-    assert sorted(x.name for x in tmp_path.iterdir()) == ["mine", "pq", "week.duckdb"]
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["mine", "pq", "week.duckdb", "week.duckdb.parts"]
 
 
 def test_report_png_folder_is_an_output_too(rec: tuple[Path, str], tmp_path: Path) -> None:

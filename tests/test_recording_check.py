@@ -25,9 +25,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from storage.live import MANIFEST, LivePublisher, live_dir
+from storage.parts import parts_dir
 from storage.reader import open_run_file
 from storage.recording import HEADERS_END, RecordingError, check_recording
-from tests.test_outputs_safety import TOML, invoke
+from tests.test_outputs_safety import TOML, copy_recording, invoke
 from twin.telemetry import SCHEMA_VERSION
 
 
@@ -42,7 +43,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _duckdb_edit(src: Path, dest: Path, *sql: str) -> Path:
-    shutil.copy(src, dest)
+    copy_recording(src, dest)
     con = duckdb.connect(str(dest))
     for s in sql:
         con.execute(s)
@@ -84,7 +85,7 @@ def _bad_files(good: Path, d: Path) -> dict[str, tuple[Path, str]]:
     gone = "DELETE FROM twin_meta WHERE key = 'schema_version'"
     out["no version"] = (_duckdb_edit(good, d / "noversion.duckdb", gone), "no schema version")
     drop = [f"DROP VIEW IF EXISTS {v}" for v in ("run_summary", "system_summary", "cost_by_day")] + [
-        "DROP TABLE factory_ts"
+        "DROP VIEW factory_ts"  # a time series is a view over the file's parts
     ]
     out["table missing"] = (_duckdb_edit(good, d / "notable.duckdb", *drop), "without its table factory_ts")
     out["directory"] = (d, "directory")
@@ -118,6 +119,38 @@ def test_a_file_that_is_not_a_recording_is_refused_in_one_line(
         if name != "directory":  # Click names a folder argument itself
             assert str(f) in err and expect in err, (name, err)
         assert list(out.iterdir()) == [], name  # nothing written
+
+
+def test_a_missing_parts_folder_or_part_is_one_line_naming_the_file_and_the_part(
+    recording: Path, tmp_path: Path
+) -> None:
+    """A recording is FILE and FILE.parts: a file copied without its parts folder, or with a part
+    it lists deleted, is refused by every command in one line naming the file and the part it
+    lacks (never an empty or partial answer)."""
+    con = open_run_file(recording)
+    try:
+        listed = sorted(str(r[0]) for r in con.sql("SELECT path FROM twin_parts").fetchall())
+    finally:
+        con.close()
+    assert listed and all((parts_dir(recording) / rel).is_file() for rel in listed)  # the premise
+    alone = tmp_path / "alone" / "r.duckdb"  # the file without its folder
+    alone.parent.mkdir()
+    shutil.copy(recording, alone)
+    (tmp_path / "short").mkdir()
+    short = copy_recording(recording, tmp_path / "short" / "r.duckdb")  # one part deleted
+    gone = listed[-1]
+    (parts_dir(short) / gone).unlink()
+    out = tmp_path / "out"
+    out.mkdir()
+    for f in (alone, short):
+        for command, args in COMMANDS.items():
+            code, _, err = invoke(*args(f, out))
+            assert code == 2, (command, err)
+            assert len(err.strip().splitlines()) == 1 and err.startswith("twin: error: "), (command, err)
+            assert str(f) in err and "is missing" in err, (command, err)
+            # Without the folder, any part it lists is missing; else the one deleted.
+            assert any(rel in err for rel in (listed if f == alone else [gone])), (command, err)
+        assert list(out.iterdir()) == [], command  # nothing written
 
 
 def test_a_damaged_block_is_one_line_naming_the_file(recording: Path, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import pytest
 from scenarios.runner import Session, run
 from scenarios.spec import parse
 from storage.errors import StorageError
+from storage.parts import parts_dir
 from storage.reader import open_run_file
 
 TWIN = str(Path(sys.executable).parent / "twin")
@@ -49,6 +50,7 @@ POINTS = (
     "create:renamed",
     "writer:open",
     "flush:begin",
+    "flush:parts",  # the parts written, the transaction that lists them not begun
     "flush:inserted",
     "flush:committed",
 )
@@ -73,6 +75,20 @@ def _state(path: Path) -> tuple[str, str, int, int] | None:
     finally:
         con.close()
     return run_id, status, sim_t, last
+
+
+def _parts_beside(path: Path) -> tuple[set[str], set[str], set[str]]:
+    """(files in FILE.parts, parts the file lists, run folders the file's runs may have) of a
+    valid twin file; every path relative to FILE.parts."""
+    d = parts_dir(path)
+    on_disk = {str(f.relative_to(d)) for f in d.rglob("*") if not f.is_dir()} if d.exists() else set()
+    con = open_run_file(path)
+    try:
+        listed = {str(r[0]) for r in con.sql("SELECT path FROM twin_parts").fetchall()}
+        runs = {f"run_id={r[0]}" for r in con.sql("SELECT run_id FROM runs").fetchall()}
+    finally:
+        con.close()
+    return on_disk, listed, runs
 
 
 def _complete(out: Path, overwrite: bool) -> None:
@@ -116,14 +132,23 @@ def test_kill_at_every_point_of_startup_leaves_no_file_or_a_valid_running_run(tm
                 assert status == "running" and sim_t == last, (point, state)
             with pytest.raises(StorageError, match="already exists"):
                 Session(parse(TOML, "tiny.toml"), TOML, out)
-        # The next run is not blocked by anything the killed one left, and cleans up after it.
+            on_disk, listed, _ = _parts_beside(out)
+            assert listed <= on_disk, f"{point}: a listed part is missing"  # (open_run_file checks)
+            if point == "flush:parts":  # killed between writing the parts and listing them
+                assert on_disk - listed, f"{point}: the unlisted parts should be there to clean up"
+        # The next run is not blocked by anything the killed one left, and cleans up after it:
+        # beside the file only its parts folder, holding exactly the parts it lists, in the
+        # folder of its one run.
         _complete(out, overwrite=True)
         left = sorted(
             q.name
             for q in tmp_path.iterdir()
             if q.name.startswith(f".{out.name}") or q.name.startswith(f"{out.name}.")
         )
-        assert left == [], f"{point}: left {left}"
+        assert left == [f"{out.name}.parts"], f"{point}: left {left}"
+        on_disk, listed, runs = _parts_beside(out)
+        assert on_disk == listed and len(runs) == 1, (point, on_disk - listed)
+        assert {q.name for q in parts_dir(out).iterdir()} == runs, point
     assert len(cases) == len(POINTS) + sum(p.startswith(("session:", "create:")) for p in POINTS)
     assert valid + absent == len(cases)
     print(f"\nkills tried {len(cases)}, files valid {valid}, no file {absent}, invalid 0")
@@ -234,6 +259,76 @@ def test_a_failed_write_records_what_was_committed(tmp_path: Path, monkeypatch: 
     assert status == "failed" and sim_t == last == 20 * 300
 
 
+def _fail_at(monkeypatch: pytest.MonkeyPatch, flush: int, error: BaseException) -> None:
+    """Raise ``error`` once, in the ``flush``-th flush, after its parts are stored and its
+    transaction holds its rows, before it commits."""
+    import storage.writer as W
+
+    real = W.crash_point
+    seen = {"n": 0}
+
+    def failing(name: str) -> None:
+        real(name)
+        if name == "flush:inserted":
+            seen["n"] += 1
+            if seen["n"] == flush:
+                raise error
+
+    monkeypatch.setattr(W, "crash_point", failing)
+
+
+def test_a_failed_flush_that_merged_parts_keeps_every_listed_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 16th flush merges the 16 single parts of a table into one before its transaction;
+    when that transaction fails, the 16 parts are still the ones the file lists: they stay, the
+    merged part goes, and the failed run reads back the 15 flushes committed (15 steps)."""
+    from storage.live import FANOUT
+
+    _fail_at(monkeypatch, FANOUT, OSError(28, "No space left on device"))
+    out = tmp_path / "m.duckdb"
+    s = Session(parse(TOML, "tiny.toml"), TOML, out, flush_interval_s=3600)
+    for _ in range(FANOUT - 1):
+        s.advance(1)
+        s.writer.flush()
+    s.advance(1)
+    with pytest.raises(StorageError, match="No space left"):
+        s.writer.flush()
+    with pytest.raises(StorageError, match="telemetry write failed"):
+        s.close("complete")
+    _, status, sim_t, last = _state(out) or ("", "", 0, 0)
+    assert status == "failed" and sim_t == last == (FANOUT - 1) * 300
+    on_disk, listed, _ = _parts_beside(out)
+    assert on_disk == listed, sorted(on_disk ^ listed)
+    con = open_run_file(out)
+    try:
+        assert con.sql("SELECT count(*) FROM factory_ts").fetchall() == [(FANOUT - 1,)]
+    finally:
+        con.close()
+
+
+def test_a_flush_retried_after_running_out_of_memory_stores_its_rows_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer retries a flush whose transaction ran out of memory (a console query may have
+    held it); the parts stored for the first try are dropped with it, so every step's row is in
+    the file once: 12 steps, 12 rows of factory_ts, 12 distinct times."""
+    _fail_at(monkeypatch, 2, duckdb.OutOfMemoryException("Out of Memory Error: test"))
+    out = tmp_path / "o.duckdb"
+    s = Session(parse(TOML, "tiny.toml"), TOML, out, flush_interval_s=3600)
+    for _ in range(3):
+        s.advance(4)
+        s.writer.flush()
+    s.close("complete")
+    con = open_run_file(out)
+    try:
+        assert con.sql("SELECT count(*), count(DISTINCT time_s) FROM factory_ts").fetchall() == [(12, 12)]
+    finally:
+        con.close()
+    on_disk, listed, _ = _parts_beside(out)
+    assert on_disk == listed, sorted(on_disk ^ listed)
+
+
 def test_full_disk_leaves_a_truthful_failed_run(tmp_path: Path) -> None:
     """A real full disk (a 4 MB tmpfs): flushes of 100 steps until one fails; the run is 'failed'
     and its sim_time_s is the end of the last step the tables hold, which is at least every flush
@@ -263,6 +358,9 @@ def test_full_disk_leaves_a_truthful_failed_run(tmp_path: Path) -> None:
         assert status == "failed" and sim_t == last and committed <= sim_t < s.sim.t_s
         assert committed > 0, "the disk should hold a few flushes before it fills"
         assert not (disk / "full.duckdb.lock").exists()
+        # No part cut short by the full disk, nor one the failed transaction never listed.
+        on_disk, listed, _ = _parts_beside(out)
+        assert on_disk == listed, sorted(on_disk - listed)
     finally:
         # A handle a background thread still holds makes a plain umount fail with EBUSY, and a
         # mount left behind breaks pytest's clean-up of old temporary folders: detach it lazily.

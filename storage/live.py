@@ -55,7 +55,7 @@ from storage.schema import (
     comment_sql,
     migrations,
 )
-from storage.writer import latest_per_key
+from storage.upsert import latest_per_key
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 MANIFEST = "manifest.json"

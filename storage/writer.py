@@ -33,11 +33,10 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from storage.errors import StorageError, StorageIOError
+from storage.live import LivePublisher
 from storage.parts import (
     BASE_KEY,
     CATALOG,
@@ -72,6 +71,7 @@ from storage.schema import (
     migrations,
     timestamps,
 )
+from storage.upsert import latest_per_key
 from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 _STOP = object()
@@ -101,32 +101,6 @@ WRITER_THREADS = 1
 # job (tens of thousands), and one statement over them all needed more than the run database's
 # memory limit (33,600 jobs: 64-80 MB; 4,096 at a time: under 40 MB).
 UPSERT_CHUNK_ROWS = 4096
-
-
-def last_of_each(keys: Any) -> npt.NDArray[np.intp]:
-    """Positions of each key's last row, ascending. The one rule of the upsert tables: a job is
-    written again as it moves on, and its latest row wins (the runner's held frames, the writer's
-    flushes, the live view's merges)."""
-    k = np.asarray(keys)
-    first_from_end = np.unique(k[::-1], return_index=True)[1]
-    return np.sort(len(k) - 1 - first_from_end)
-
-
-def latest_per_key(tb: pa.Table, keys: tuple[str, ...]) -> pa.Table:
-    """The last row of each key, in the order those rows came (later rows of a key are newer)."""
-    if tb.num_rows <= 1:
-        return tb
-    # One integer per key: each key column's codes (text dictionary-encoded), combined.
-    codes = np.zeros(tb.num_rows, dtype=np.int64)
-    for name in keys:
-        col = tb.column(name).combine_chunks()
-        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            inv = pc.dictionary_encode(col).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        else:
-            inv = np.unique(col.to_numpy(zero_copy_only=False), return_inverse=True)[1].astype(np.int64)
-        codes = codes * (int(inv.max()) + 1) + inv
-    idx = last_of_each(codes)
-    return tb if len(idx) == tb.num_rows else tb.take(pa.array(idx))
 
 
 def utc_now() -> str:
@@ -426,7 +400,6 @@ class TelemetryWriter:
         # User SQL on this database (its limit); ``storage.live.LiveUserSql`` replaces it in a
         # live session with a sandbox of its own per query.
         self.user_sql: UserSqlRunner = UserSql(user_cur, self.db_limits, strict=True)
-        from storage.live import LivePublisher  # (it reads what this module writes)
 
         # The time series as Parquet parts (``storage.parts``), or in DuckDB tables (an older file).
         self.parts_backed = is_parts_backed(self.con)

@@ -648,9 +648,12 @@ def check_case(case: Case, d: Path) -> Outcome:
         if nan:
             return Outcome("meaningless run", f"{', '.join(nan[:5])} not finite")
     left = _listing(d) - before
-    # The run's own files: out.duckdb, out-<variant>.duckdb, or under twin-runs/ (the default).
+    # The run's own files: out.duckdb, out-<variant>.duckdb (each with its parts' folder, .parts),
+    # or under twin-runs/ (the default).
     outside = {
-        p for p in left if not (re.fullmatch(r"out(-[\w.-]+)?\.duckdb", p) or p.startswith("twin-runs"))
+        p
+        for p in left
+        if not (re.fullmatch(r"out(-[\w.-]+)?\.duckdb(\.parts(/.*)?)?", p) or p.startswith("twin-runs"))
     }
     if outside:
         return Outcome("file left", f"written outside the output: {sorted(outside)[:3]}")

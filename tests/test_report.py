@@ -124,4 +124,6 @@ def test_report_bad_input_exits_2_and_writes_nothing(small_run: Path, tmp_path: 
     r = CliRunner().invoke(main, ["report", str(small_run), "--out", str(out)])
     assert r.exit_code == 2 and "already exists" in r.stderr and out.read_text() == "keep"
     # Nothing but the kept output and the recording (its file and its parts' folder).
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["r.html", small_run.name, small_run.name + ".parts"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["r.html", small_run.name, small_run.name + ".parts"]
+    )

@@ -96,17 +96,45 @@ def run_folders(path: str | Path) -> list[str]:
         return []
 
 
-def access_config(path: str | Path, runs: Iterable[str] = ()) -> tuple[dict[str, str], list[str]]:
+def access_config(path: str | Path, runs: Iterable[str] = ()) -> tuple[dict[str, str], list[str], list[str]]:
     """What a connection to ``FILE`` needs to read its parts and nothing else: DuckDB settings for
-    the connection (``file_search_path``) and the directories to allow once it is open (the parts
-    folder, and each run folder as the views name it, relative), before external access is turned
-    off. ``runs``: more run ids to allow (a run about to write its first part)."""
+    the connection (``file_search_path``), the directories and the files to allow once it is open,
+    before external access is turned off. ``runs``: the run ids about to write parts.
+
+    DuckDB checks a relative name (as the views give their parts) against the allowed lists as if
+    it were relative to the working directory, and then opens it in ``file_search_path``. So a
+    relative entry also allows that name in the working directory: only the part files found in
+    ``FILE.parts`` are allowed by relative name (a file of the same name elsewhere is never
+    reached, since its part exists in the search path), and a whole run folder only for a run that
+    writes (``runs``; its connection's user SQL cannot name files, ``storage.sqlguard``). The
+    folder itself is allowed by its absolute name."""
     d = parts_dir(path)
-    if not (d.is_dir() and not d.is_symlink()) and not list(runs):
-        return {}, []
+    runs = list(runs)
+    if not (d.is_dir() and not d.is_symlink()) and not runs:
+        return {}, [], []
     base = str(d.resolve() if d.exists() else Path(os.path.abspath(d)))
-    names = set(run_folders(path)) | {run_dir_name(r) for r in runs}
-    return {"file_search_path": base}, [base + os.sep, *(f"{n}/" for n in sorted(names))]
+    dirs = [base + os.sep, *(f"{run_dir_name(r)}/" for r in sorted(set(runs)))]
+    return {"file_search_path": base}, dirs, found_parts(path)
+
+
+def found_parts(path: str | Path) -> list[str]:
+    """Every part in ``FILE.parts`` as the views name it (relative): plain files with a part's name
+    in plain table folders of plain run folders (no symbolic link is followed or listed)."""
+    d = parts_dir(path)
+    out = []
+    for run in run_folders(path):
+        for tdir in _entries(d / run):
+            table = tdir.name.removeprefix("table=")
+            if not (
+                tdir.name.startswith("table=") and table in PART_TABLES and tdir.is_dir(follow_symlinks=False)
+            ):
+                continue
+            out += [
+                f"{run}/{tdir.name}/{f.name}"
+                for f in _entries(Path(tdir.path))
+                if PART_NAME.fullmatch(f.name) and f.is_file(follow_symlinks=False)
+            ]
+    return sorted(out)
 
 
 def is_parts_backed(con: duckdb.DuckDBPyConnection) -> bool:

@@ -31,10 +31,15 @@ def open_run_file(
     otherwise."""
     p = check_recording(path)
     # File access to the recording's parts folder only (its time series; ``storage.parts``).
-    cfg, dirs = access_config(p)
+    cfg, dirs, paths = access_config(p)
     try:
         con, _ = connect(
-            p, read_only=True, limits=limits or Limits(), extra_config=cfg, allowed_directories=dirs
+            p,
+            read_only=True,
+            limits=limits or Limits(),
+            extra_config=cfg,
+            allowed_directories=dirs,
+            allowed_paths=paths,
         )
     except duckdb.IOException as e:
         msg = str(e)

@@ -117,22 +117,22 @@ def connect(
     limits: Limits,
     extra_config: dict[str, Any] | None = None,
     allowed_directories: list[str] | None = None,
+    allowed_paths: list[str] | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
     """Open (or create) a database in the sandbox with the memory limit of ``limits``:
     ``(connection, user cursor)``; the configuration is locked for every connection of it.
-    ``allowed_directories``: the only file access granted (a recording's parts,
+    ``allowed_directories``, ``allowed_paths``: the only file access granted (a recording's parts,
     ``storage.parts.access_config``), set before external access is turned off."""
     config = {**SANDBOX_CONFIG, "memory_limit": f"{limits.memory_bytes}B", **(extra_config or {})}
-    if allowed_directories:
+    granted = {"allowed_directories": allowed_directories or [], "allowed_paths": allowed_paths or []}
+    if any(granted.values()):
         del config["enable_external_access"]
     con = duckdb.connect(str(path), read_only=read_only, config=config)
     try:
-        if allowed_directories:
-            con.execute(
-                "SET allowed_directories = ["
-                + ", ".join("'" + d.replace("'", "''") + "'" for d in allowed_directories)
-                + "]"
-            )
+        if any(granted.values()):
+            for name, entries in granted.items():
+                if entries:
+                    con.execute(f"SET {name} = [" + ", ".join(_sql_str(e) for e in entries) + "]")
             con.execute("SET enable_external_access = false")
         _lock_configuration(con)
         user = con.cursor()
@@ -140,6 +140,10 @@ def connect(
         con.close()
         raise
     return con, user
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
 
 
 def _lock_configuration(con: duckdb.DuckDBPyConnection) -> None:

@@ -219,6 +219,14 @@ class LivePublisher:
             for _, p in self._doomed:
                 p.unlink(missing_ok=True)
             self._doomed = []
+            # The upserted tables' parts were for live readers only (the file holds those rows).
+            for table in UPSERT_KEYS:
+                for part in self.parts.get(table, []):
+                    (self.part_dir / f"table={table}" / part.name).unlink(missing_ok=True)
+                try:
+                    (self.part_dir / f"table={table}").rmdir()
+                except OSError:
+                    pass
         if self.dir.is_dir() and not self.dir.is_symlink() and (self.created or self.durable):
             shutil.rmtree(self.dir, ignore_errors=True)
 

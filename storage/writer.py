@@ -146,10 +146,17 @@ def open_database(
     }
     if WRITER_THREADS:
         config["threads"] = WRITER_THREADS
-    search, dirs = access_config(path, runs)
+    search, dirs, paths = access_config(path, runs)
     config.update(search)
     try:
-        return connect(path, read_only=False, limits=limits, extra_config=config, allowed_directories=dirs)
+        return connect(
+            path,
+            read_only=False,
+            limits=limits,
+            extra_config=config,
+            allowed_directories=dirs,
+            allowed_paths=paths,
+        )
     except duckdb.Error as e:
         raise StorageError(f"{path}: cannot open for writing: {str(e).strip().splitlines()[0]}") from e
 
@@ -695,7 +702,12 @@ class TelemetryWriter:
         if self.parts_backed:
             # The parts first (each renamed into place whole), then the transaction that lists them.
             assert self.publisher is not None
-            changed = self.publisher.store({t: tb for t, tb in batches.items() if t in PART_TABLES})
+            # Live readers also get the upserted rows (jobs) as parts of the run's folder: the
+            # file keeps them in DuckDB, which no other process can open while the run writes.
+            # They are not the recording's (not listed; removed when the run closes).
+            shown = PART_TABLES + (tuple(UPSERT_KEYS) if self.publisher.publish else ())
+            stored = self.publisher.store({t: tb for t, tb in batches.items() if t in shown})
+            changed = [t for t in stored if t in PART_TABLES]
             crash_point("flush:parts")
         con.execute("BEGIN")
         written = 0

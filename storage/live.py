@@ -42,8 +42,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.errors import QueryError, StorageError
+from storage.parts import PART_TABLES, parts_dir, run_dir_name
 from storage.parts import SUFFIX as PARTS_SUFFIX
-from storage.parts import parts_dir, run_dir_name
 from storage.reader import open_run_file
 from storage.sandbox import SANDBOX_CONFIG, Limits, UserResult, UserSql, UserSqlRunner
 from storage.schema import (
@@ -251,6 +251,14 @@ class LivePublisher:
             for _, p in self._doomed:
                 p.unlink(missing_ok=True)
             self._doomed = []
+            # The parts of the tables the file keeps in DuckDB were for live readers only.
+            for table in (t for t in self.parts if t not in PART_TABLES):
+                for part in self.parts.get(table, []):
+                    (self.part_dir / f"table={table}" / part.name).unlink(missing_ok=True)
+                try:
+                    (self.part_dir / f"table={table}").rmdir()
+                except OSError:
+                    pass
         if self.dir.is_dir() and not self.dir.is_symlink() and (self.created or self.durable):
             shutil.rmtree(self.dir, ignore_errors=True)
 

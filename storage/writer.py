@@ -684,7 +684,14 @@ class TelemetryWriter:
         if self.parts_backed:
             # The parts first (each renamed into place whole), then the transaction that lists them.
             assert self.publisher is not None
-            changed = self.publisher.store({t: tb for t, tb in batches.items() if t in PART_TABLES})
+            # Live readers also get the rows the file keeps in DuckDB tables (jobs, events, failures,
+            # interruptions) as parts of the run's folder: no other process can open the file while
+            # the run writes. They are not the recording's (not listed; removed when the run closes).
+            shown = (
+                batches if self.publisher.publish else {t: batches[t] for t in PART_TABLES if t in batches}
+            )
+            stored = self.publisher.store(shown)
+            changed = [t for t in stored if t in PART_TABLES]
             crash_point("flush:parts")
         con.execute("BEGIN")
         written = 0

@@ -2,7 +2,8 @@
 probe (imported by ``tests/test_sandbox.py``; the processes fork from a server that has already
 imported DuckDB and the twin, so each probe costs a run, not an interpreter start).
 
-A probe: start a small live run (``Session``), commit some steps, snapshot ``duckdb_settings()``,
+A probe: start a small live run (``Session``), commit some steps, plant links to the canary in the
+run's folder of parts (``link.csv``, ``table=factory_ts/link.parquet``), snapshot ``duckdb_settings()``,
 run each statement through ``session.writer.user_sql`` (the object the SQL console calls), then
 again with only the statement-type check (DuckDB's own sandbox alone), snapshot again, advance and close the run, and read the file back. What comes back is plain data.
 """
@@ -27,10 +28,10 @@ ultraservers_per_row = 1
 """
 
 
-def probe(args: tuple[str, str, list[str]]) -> dict[str, Any]:
-    """``(scratch dir, run file, statements)`` -> outcome per statement, settings changed, final
-    status and rows of the run."""
-    scratch, out, stmts = args
+def probe(args: tuple[str, str, list[str], str]) -> dict[str, Any]:
+    """``(scratch dir, run file, statements, canary)`` -> outcome per statement, settings changed,
+    final status and rows of the run, and the parts its file lists."""
+    scratch, out, stmts, canary = args
     os.chdir(scratch)  # relative paths in the statements land here
     from scenarios.runner import Session
     from scenarios.spec import parse
@@ -45,6 +46,9 @@ def probe(args: tuple[str, str, list[str]]) -> dict[str, Any]:
         try:
             s.advance(6)
             s.writer.flush()
+            run_parts = Path(f"{out}.parts") / f"run_id={s.writer.run_id}"
+            (run_parts / "link.csv").symlink_to(canary)
+            (run_parts / "table=factory_ts" / "link.parquet").symlink_to(canary)
             cur = s.writer.cursor()
             before = cur.sql("SELECT name, value FROM duckdb_settings()").fetchall()
             # The console's path, then DuckDB's sandbox alone (only the statement-type check).
@@ -70,6 +74,7 @@ def probe(args: tuple[str, str, list[str]]) -> dict[str, Any]:
             res["status"], res["steps"] = con.sql(
                 "SELECT status, (SELECT count(*) FROM factory_ts) FROM runs"
             ).fetchall()[0]
+            res["listed"] = sorted(r[0] for r in con.sql("SELECT path FROM twin_parts").fetchall())
         finally:
             con.close()
     except BaseException:

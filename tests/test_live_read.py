@@ -42,7 +42,12 @@ def test_the_live_view_holds_exactly_what_is_committed(
     for _ in range(40):
         s.advance(9)
         s.writer.flush()  # one commit each
-    files = {t: len(list((live_dir(path) / f"table={t}").glob("*.parquet"))) for t in ("factory_ts",)}
+    # The run's parts are the recording's own, in its folder of FILE.parts; the manifest names it.
+    run_parts = tmp_path / "run.duckdb.parts" / f"run_id={s.writer.run_id}"
+    manifest = json.loads((live_dir(path) / MANIFEST).read_text())
+    assert manifest["dir"] == f"run.duckdb.parts/run_id={s.writer.run_id}"
+    assert sorted(q.name for q in live_dir(path).iterdir()) == [MANIFEST]
+    files = {t: len(list((run_parts / f"table={t}").glob("*.parquet"))) for t in ("factory_ts",)}
     r = open_live(path)
     try:
         assert r.in_progress and r.committed_s == 40 * 9 * spec.dt_s
@@ -52,20 +57,24 @@ def test_the_live_view_holds_exactly_what_is_committed(
         assert status == "running"
         ((dupes,),) = r.con.sql("SELECT count(*) - count(DISTINCT job_id) FROM jobs").fetchall()
         assert dupes == 0
-        listed = json.loads((live_dir(path) / MANIFEST).read_text())["tables"]["factory_ts"]
+        listed = manifest["tables"]["factory_ts"]
         assert len(listed) <= 3 * (4 - 1) + 1  # 40 commits in base 4: at most 3 parts per level
         # A merged part gathers its commits into row groups of up to ROW_GROUP_BYTES: these small
         # commits make one row group, not one per commit (a footer that grows with the run).
         merged = [n for n in listed if not n.endswith("-0.parquet")]
         assert merged
         for n in merged:
-            assert pq.ParquetFile(live_dir(path) / n).num_row_groups == 1, n
+            assert pq.ParquetFile(run_parts / n).num_row_groups == 1, n
     finally:
         r.close()
     assert files["factory_ts"] >= len(listed)  # merged-away parts wait out their grace period
     snap = open_live(path, snapshot=True)  # the replay's copy outlives the sidecar
     s.close()
     assert not live_dir(path).exists()  # removed when the run closes
+    # The parts the manifest listed stay as the recording's; those merged away are deleted.
+    assert sorted(f"table=factory_ts/{q.name}" for q in (run_parts / "table=factory_ts").iterdir()) == sorted(
+        listed
+    )
     try:
         for t, want in got.items():
             assert _stats(snap.con, t) == pytest.approx(want, rel=1e-12), t
@@ -79,7 +88,9 @@ def test_the_live_view_holds_exactly_what_is_committed(
         con.close()
 
 
-def test_the_live_view_is_sandboxed_to_its_sidecar(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]
+def test_the_live_view_is_sandboxed_to_its_runs_parts(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]
+    """The live view reads the run's folder of FILE.parts and nothing else: not a file beside it,
+    not the recording itself, not another run's folder, not through a link planted in its own."""
     from storage.errors import QueryError
     from storage.reader import user_query
 
@@ -90,12 +101,21 @@ def test_the_live_view_is_sandboxed_to_its_sidecar(tmp_path: Path, small_scenari
     s = Session(spec, text, path)
     s.advance(30)
     s.writer.flush()
+    run_parts = tmp_path / "run.duckdb.parts" / f"run_id={s.writer.run_id}"
+    other = tmp_path / "run.duckdb.parts" / "run_id=other"  # another run's folder
+    other.mkdir()
+    (other / "x.csv").write_text("a\n2\n")
+    (run_parts / "link.csv").symlink_to(secret)
     r = open_live(path)
     try:
         for q in (
             f"SELECT * FROM read_csv('{secret}')",
             "SELECT * FROM read_text('/etc/passwd')",
-            f"SELECT * FROM read_parquet('{live_dir(path)}/../secret.csv')",
+            f"SELECT * FROM read_csv('{run_parts}/../../secret.csv')",
+            f"SELECT * FROM read_csv('{other}/x.csv')",
+            f"SELECT * FROM read_csv('{run_parts}/link.csv')",
+            f"SELECT * FROM read_blob('{path}')",
+            "SELECT * FROM read_csv('../secret.csv')",
         ):
             with pytest.raises(QueryError, match=r"Permission|disabled"):
                 user_query(r.con, q)
@@ -103,17 +123,19 @@ def test_the_live_view_is_sandboxed_to_its_sidecar(tmp_path: Path, small_scenari
             "SET enable_external_access = true",
             f"ATTACH '{tmp_path / 'x.duckdb'}'",
             "CREATE TABLE t AS SELECT 1",
+            f"COPY (SELECT 1) TO '{run_parts}/w.csv'",
         ):
             with pytest.raises(QueryError):
                 user_query(r.con, q)
         # External tools read the parts directly.
         n = user_query(
-            r.con, f"SELECT count(*) AS n FROM read_parquet('{live_dir(path)}/table=factory_ts/*.parquet')"
+            r.con, f"SELECT count(*) AS n FROM read_parquet('{run_parts}/table=factory_ts/*.parquet')"
         )
         assert n.to_pylist() == [{"n": 30}]
     finally:
         r.close()
         s.close()
+    assert not (run_parts / "w.csv").exists()
 
 
 def test_a_publishing_failure_does_not_fail_the_run(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]

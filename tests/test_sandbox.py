@@ -92,6 +92,15 @@ STATEMENTS = [
     "SELECT current_setting('temp_directory')",
     "SELECT * FROM 'x.csv'",
     "SELECT * FROM read_csv('{canary}', header = false, columns = {{'a': 'VARCHAR'}})",
+    # The recording's parts folder: DuckDB's file access reaches it, nothing may go beyond or into it.
+    "SELECT * FROM read_text('{parts}/../../canary/canary.csv')",
+    "SELECT * FROM read_text('{parts}/*/link.csv')",
+    "SELECT * FROM read_csv('{parts}/*/table=factory_ts/link.parquet')",
+    "SELECT * FROM read_text('{parts}/*/table=factory_ts/*')",
+    "SELECT * FROM read_text('../canary/canary.csv')",
+    "COPY (SELECT 1) TO '{parts}/w.csv'",
+    "COPY factory_ts TO '{parts}/run_id=x' (FORMAT parquet, PARTITION_BY (time_s))",
+    "SELECT * FROM glob('{parts}/**')",
 ]
 
 
@@ -123,6 +132,7 @@ def _probes() -> list[tuple[str, list[str]]]:
             f"SELECT * FROM {f}()",
             f"SELECT * FROM {f}('{{canary}}')",
             f"SELECT * FROM {f}('{{canary}}', '{{scratch}}/w-{f}')",
+            f"SELECT * FROM {f}('{{canary}}', '{{parts}}/w-{f}')",
         ]
     for f in cat["pragma"]:
         generated += [f"PRAGMA {f}", f"PRAGMA {f}('{{canary}}')", f"CALL {f}('{{scratch}}/w-{f}')"]
@@ -171,18 +181,28 @@ def test_hostile_sql_through_the_live_console(tmp_path: Path, pool: Any) -> None
         scratch, runs = tmp_path / f"s{i}", tmp_path / f"r{i}"
         scratch.mkdir()
         runs.mkdir()
-        sql = [s.format(canary=canary, scratch=scratch) for s in stmts]
-        jobs.append((str(scratch), str(runs / "live.duckdb"), sql))
+        out = runs / "live.duckdb"
+        sql = [s.format(canary=canary, scratch=scratch, parts=f"{out}.parts") for s in stmts]
+        jobs.append((str(scratch), str(out), sql, str(canary)))
     results = pool.map(sandbox_probe.probe, jobs, chunksize=1)
     tally: Counter[str] = Counter()
-    for (name, _), (scratch, out, sql), res in zip(probes, jobs, results, strict=True):
+    for (name, _), (scratch, out, sql, _), res in zip(probes, jobs, results, strict=True):
         assert res["error"] is None, f"{name}: {res['error']}"
         assert res["status"] == "complete" and res["steps"] == 12, f"{name}: the run did not complete: {res}"
         assert res["changed"] == [], f"{name}: settings changed: {res['changed']}"
         assert files_under(Path(scratch)) == {}, f"{name}: wrote {sorted(files_under(Path(scratch)))}"
-        assert sorted(os.listdir(Path(out).parent)) == ["live.duckdb"], (
+        # The recording is its file and its parts folder (the live sidecar went with the run), and
+        # the folder holds the parts the file lists and the planted links, nothing written by SQL.
+        assert sorted(os.listdir(Path(out).parent)) == ["live.duckdb", "live.duckdb.parts"], (
             f"{name}: {os.listdir(Path(out).parent)}"
         )
+        parts = Path(f"{out}.parts")
+        in_folder = sorted(
+            str(q.relative_to(parts)) for q in parts.rglob("*") if q.is_file() or q.is_symlink()
+        )
+        planted = {q for q in in_folder if q.endswith(("/link.csv", "/link.parquet"))}
+        assert len(planted) == 2 and res["listed"], f"{name}: {in_folder}"
+        assert [q for q in in_folder if q not in planted] == res["listed"], f"{name}: {in_folder}"
         for stmt, (kind, text), (e_kind, e_text) in zip(sql, res["outcomes"], res["engine"], strict=True):
             assert secret not in text, f"{name}: {stmt} read the canary: {text[:200]}"
             assert secret not in e_text, (
@@ -410,3 +430,78 @@ async def test_sigterm_ends_a_live_session(tmp_path: Path, small_scenario: Any) 
             assert app.terminated and not app.is_running
     finally:
         s.close("stopped")
+
+
+def test_twin_sql_reaches_the_recordings_parts_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished recording's connection may read FILE.parts (its views do): user SQL through
+    ``twin sql`` still reads no file outside it (an absolute path, ``..``, a link planted inside
+    it, a folder of a run's name in the working directory) and writes nothing into it."""
+    from click.testing import CliRunner
+
+    from storage.parts import parts_dir
+    from storage.writer import TelemetryWriter
+    from tests.test_writepath_rows import frame
+    from tui.cli import main
+
+    secret = secrets.token_hex(16)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.csv").write_text(f"a\n{secret}\n")
+    f = tmp_path / "rec" / "rec.duckdb"
+    f.parent.mkdir()
+    w = TelemetryWriter(f, {"run_id": "r1", "dt_s": 60})
+    w.write({"factory_ts": frame("factory_ts", 5, seed=1)}, 300)
+    w.close()
+    parts = parts_dir(f)
+    (parts / "run_id=r1" / "link.csv").symlink_to(outside / "secret.csv")
+    (parts / "run_id=r1" / "table=factory_ts" / "link.parquet").symlink_to(outside / "secret.csv")
+    (parts / "run_id=r9").symlink_to(outside, target_is_directory=True)  # a run folder that is a link
+    # The working directory holds a folder of the run's name (DuckDB checks a relative name against
+    # the working directory before it looks in the parts folder).
+    decoy = tmp_path / "cwd"
+    (decoy / "run_id=r1" / "table=factory_ts").mkdir(parents=True)
+    (decoy / "run_id=r1" / "secret.csv").write_text(f"a\n{secret}\n")
+    (decoy / "secret.csv").write_text(f"a\n{secret}\n")
+    monkeypatch.chdir(decoy)
+    before = files_under(parts, outside, decoy)
+
+    def twin_sql(q: str) -> tuple[int, str]:
+        r = CliRunner().invoke(main, ["sql", str(f), q], catch_exceptions=False)
+        return r.exit_code, r.stdout + r.stderr
+
+    code, out = twin_sql("SELECT count(*) AS n FROM factory_ts")
+    assert code == 0 and "5" in out, out  # the views read the parts
+    code, out = twin_sql(
+        f"SELECT count(*) AS n FROM read_parquet('{parts}/*/table=factory_ts/part-*.parquet')"
+    )
+    assert code == 0 and "5" in out, out  # and so may user SQL, by the folder's absolute name
+    for q in (
+        "SELECT * FROM read_csv('/etc/passwd')",
+        f"SELECT * FROM read_csv('{outside}/secret.csv')",
+        "SELECT * FROM read_csv('../outside/secret.csv')",
+        "SELECT * FROM read_csv('../../outside/secret.csv')",
+        f"SELECT * FROM read_csv('{parts}/../outside/secret.csv')",
+        f"SELECT * FROM read_csv('{parts}/run_id=r1/../../../outside/secret.csv')",
+        "SELECT * FROM read_csv('run_id=r1/link.csv')",
+        f"SELECT * FROM read_csv('{parts}/run_id=r1/link.csv')",
+        "SELECT * FROM read_csv('run_id=r1/table=factory_ts/link.parquet')",
+        f"SELECT * FROM read_csv('{parts}/run_id=r9/secret.csv')",
+        "SELECT * FROM read_csv('run_id=r9/secret.csv')",
+        "SELECT * FROM read_csv('run_id=r1/secret.csv')",
+        "SELECT * FROM read_csv('secret.csv')",
+        f"SELECT * FROM read_csv('{decoy}/run_id=r1/secret.csv')",
+    ):
+        code, out = twin_sql(q)
+        assert code == 2 and secret not in out, (q, out)
+        assert "Permission" in out or "disabled" in out, (q, out)
+    for q in (
+        f"COPY (SELECT 1) TO '{parts}/w.csv'",
+        f"COPY factory_ts TO '{parts}/run_id=r1/table=factory_ts/part-000000099-0.parquet'",
+        "COPY (SELECT 1) TO 'run_id=r1/w.csv'",
+        f"EXPORT DATABASE '{parts}/x'",
+    ):
+        code, out = twin_sql(q)
+        assert code == 2 and "refused" in out, (q, out)
+    assert files_under(parts, outside, decoy) == before

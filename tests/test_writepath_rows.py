@@ -11,7 +11,8 @@ import duckdb
 import numpy as np
 import pyarrow.parquet as pq
 
-from storage.live import LivePublisher, live_dir, open_live
+from storage.live import MANIFEST, live_dir, open_live
+from storage.reader import open_run_file
 from storage.schema import columns
 from storage.writer import TelemetryWriter
 from twin.telemetry import TABLES
@@ -88,7 +89,16 @@ def test_two_runs_in_one_file_carry_their_own_id_on_every_row(tmp_path: Path) ->
         w.write({"jobs": later_jobs}, 600)
         w.close()
         given[rid] = {"ultraserver_ts": us, "jobs": later_jobs}
-    con = duckdb.connect(str(f), read_only=True)
+    # Each run's time series are Parquet parts in its own folder beside the file, without run_id
+    # (the folder's name carries it); the jobs stay in the file.
+    for rid in given:
+        parts = sorted(
+            (tmp_path / "two.duckdb.parts" / f"run_id={rid}" / "table=ultraserver_ts").glob("*.parquet")
+        )
+        assert parts and "run_id" not in pq.read_schema(parts[0]).names
+        assert sum(pq.ParquetFile(q).metadata.num_rows for q in parts) == 40
+        assert not (tmp_path / "two.duckdb.parts" / f"run_id={rid}" / "table=jobs").exists()
+    con = open_run_file(f)  # sets the parts' folder as DuckDB's file search path
     try:
         assert con.sql("SELECT run_id, count(*) FROM ultraserver_ts GROUP BY 1 ORDER BY 1").fetchall() == [
             ("run-a", 40),
@@ -111,14 +121,17 @@ def test_the_live_view_shows_the_runs_rows_as_the_file_stores_them(tmp_path: Pat
     run's id on every row (its parts do not store it) and the frames' values; after the run the
     file shows the same rows."""
     f = tmp_path / "live.duckdb"
-    pub = LivePublisher(f)
-    w = TelemetryWriter(f, run_row("run-live"), if_exists="error", on_commit=pub.on_commit)
+    w = TelemetryWriter(f, run_row("run-live"), if_exists="error", live=True)
     chips = frame("chip_ts", 30, seed=3)
     factory = frame("factory_ts", 5, seed=4)
     try:
         w.write({"chip_ts": chips, "factory_ts": factory}, 75)
         w.flush()
-        part = next((live_dir(f) / "table=chip_ts").glob("part-*.parquet"))
+        # The sidecar holds the manifest; it names the run's folder of the recording's parts.
+        assert sorted(q.name for q in live_dir(f).iterdir()) == [MANIFEST]
+        part = next(
+            (tmp_path / "live.duckdb.parts" / "run_id=run-live" / "table=chip_ts").glob("part-*.parquet")
+        )
         assert "run_id" not in pq.read_schema(part).names
         r = open_live(f)
         try:
@@ -132,8 +145,8 @@ def test_the_live_view_shows_the_runs_rows_as_the_file_stores_them(tmp_path: Pat
             r.close()
     finally:
         w.close()
-        pub.close()
-    con = duckdb.connect(str(f), read_only=True)
+    assert not live_dir(f).exists()  # the sidecar goes with the run; the parts stay
+    con = open_run_file(f)
     try:
         assert_rows_equal(con, "chip_ts", "run-live", chips, "time_s")
         for t in TABLES:

@@ -1,4 +1,4 @@
-"""The writer's backlog is bounded in bytes: a slow sink holds the producer back (back-pressure)
+"""The writer's backlog is bounded in bytes: a slow store of the parts holds the producer back (back-pressure)
 instead of letting memory grow, and everything handed over is committed once the sink catches up.
 
 No test here depends on the machine's speed: the slow sink is a gate the test opens, and the test
@@ -50,13 +50,8 @@ def test_frames_nbytes_counts_arrays_exactly() -> None:
 
 
 def test_a_slow_sink_holds_the_producer_back_and_loses_nothing(tmp_path: Path) -> None:
-    gate = threading.Event()  # the "disk": every commit waits until the test opens it
+    gate = threading.Event()  # the "disk": every commit's parts wait until the test opens it
     commits: list[int] = []
-
-    def slow_sink(tables: dict[str, Any], run: dict[str, Any]) -> None:
-        if tables:
-            commits.append(sum(t.num_rows for t in tables.values()))
-            gate.wait(WAIT_S)
 
     frame_rows, n_frames = 500, 40
     one = frames_nbytes(_factory_frame(0, frame_rows))
@@ -68,8 +63,17 @@ def test_a_slow_sink_holds_the_producer_back_and_loses_nothing(tmp_path: Path) -
         flush_rows=frame_rows,
         flush_interval_s=0.01,
         max_backlog_bytes=bound,
-        on_commit=slow_sink,
     )
+    assert w.publisher is not None  # a new file stores its time series as parts, commit by commit
+    store = w.publisher.store
+
+    def slow_store(tables: dict[str, Any]) -> list[str]:
+        if tables:
+            commits.append(sum(t.num_rows for t in tables.values()))
+            gate.wait(WAIT_S)
+        return store(tables)
+
+    w.publisher.store = slow_store  # type: ignore[method-assign]
     handed = []
 
     def produce() -> None:
@@ -108,10 +112,11 @@ def test_a_slow_sink_holds_the_producer_back_and_loses_nothing(tmp_path: Path) -
 def test_a_failed_writer_releases_a_waiting_producer_with_the_error(tmp_path: Path) -> None:
     gate = threading.Event()
 
-    def failing_sink(tables: dict[str, Any], run: dict[str, Any]) -> None:
+    def failing_store(tables: dict[str, Any]) -> list[str]:
         if tables:
             gate.wait(WAIT_S)
             raise OSError("disk gone")
+        return []
 
     one = frames_nbytes(_factory_frame(0, 100))
     w = TelemetryWriter(
@@ -120,8 +125,9 @@ def test_a_failed_writer_releases_a_waiting_producer_with_the_error(tmp_path: Pa
         flush_rows=100,
         flush_interval_s=0.01,
         max_backlog_bytes=2 * one,
-        on_commit=failing_sink,
     )
+    assert w.publisher is not None
+    w.publisher.store = failing_store  # type: ignore[method-assign]
     errors: list[BaseException] = []
 
     def produce() -> None:

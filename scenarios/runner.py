@@ -28,7 +28,8 @@ from storage.live import LiveUserSql
 from storage.reader import kpi_summary
 from storage.runlock import crash_point
 from storage.sandbox import Limits
-from storage.writer import TelemetryWriter, last_of_each
+from storage.upsert import last_of_each
+from storage.writer import TelemetryWriter
 from twin import __version__
 from twin.params import ScheduledEvent
 from twin.sim import Frames, Simulation, steps_for

@@ -281,7 +281,7 @@ def test_a_failed_write_names_its_cause_and_keeps_what_was_committed(
 def test_latest_per_key_keeps_each_keys_last_row_in_arrival_order(keys: list[tuple[str, int]]) -> None:
     import pyarrow as pa
 
-    from storage.writer import latest_per_key
+    from storage.upsert import latest_per_key
 
     tb = pa.table(
         {"run_id": [k[0] for k in keys], "job_id": [k[1] for k in keys], "pos": list(range(len(keys)))}

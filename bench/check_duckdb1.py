@@ -25,7 +25,9 @@ _READER = r"""
 import json, sys, duckdb
 con = duckdb.connect(sys.argv[1], read_only=True)
 tables = [r[0] for r in con.sql(
-    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() ORDER BY 1").fetchall()]
+    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() UNION ALL "
+    "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND NOT internal "
+    "ORDER BY 1").fetchall()]
 out = {"version": duckdb.__version__,
        "rows": {t: con.sql(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in tables},
        "comment": con.sql("SELECT comment FROM duckdb_columns() WHERE table_name = 'factory_ts' "
@@ -80,7 +82,7 @@ def main() -> int:
         ok = got["rows"] == want and got["comment"] and abs(got["pue"] - pue) <= 1e-12 * abs(pue)
         print(
             f"DuckDB {got['version']} read {path.name}: {sum(got['rows'].values()):,} rows in "
-            f"{len(got['rows'])} tables, comment {got['comment']!r}, PUE {got['pue']:.4f} "
+            f"{len(got['rows'])} tables and views (the time series: views over FILE.parts), comment {got['comment']!r}, PUE {got['pue']:.4f} "
             f"(DuckDB {duckdb.__version__}: {pue:.4f}) -> {'ok' if ok else 'MISMATCH'}"
         )
         return 0 if ok else 1

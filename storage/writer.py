@@ -728,7 +728,8 @@ class TelemetryWriter:
                 con.executemany(f"INSERT INTO {CATALOG} VALUES (?, ?, ?, ?)", rows)
             if new_in_view:
                 replace_view(con, table, catalog(con, table), self._base)
-                self._in_view.add(table)
+                if rows:  # (a view made before the run's first part of the table does not read it)
+                    self._in_view.add(table)
         self.run["sim_time_s"] = self._sim_time_s
         self._upsert_run()
         crash_point("flush:inserted")

@@ -155,3 +155,28 @@ def test_the_live_view_shows_the_runs_rows_as_the_file_stores_them(tmp_path: Pat
             assert {n for n, _ in file_types} == {c.name for c in columns(t)}, t
     finally:
         con.close()
+
+
+def test_a_commit_with_nothing_before_the_first_rows_leaves_every_row_readable(tmp_path: Path) -> None:
+    """A flush with nothing to store (before the first frames, as the writer's timer does) makes
+    the views before the run has any part; the rows committed later are still read: each
+    table's count equals what was written, in the finished file and in a second run appended to
+    it (whose views must take both runs)."""
+    path = tmp_path / "empty-first.duckdb"
+    written = {"factory_ts": 5, "ultraserver_ts": 7}
+    runs: list[str] = []
+    for run_id in ("first", "second"):
+        w = TelemetryWriter(path, run_row(run_id), if_exists="append")
+        w.flush()  # nothing queued: a commit of the run row alone
+        w.write({t: frame(t, n, seed=3) for t, n in written.items()}, 100)
+        w.flush()
+        w.write({t: frame(t, n, seed=4, t0=1000) for t, n in written.items()}, 200)
+        w.close()
+        runs.append(run_id)
+        con = open_run_file(path)
+        try:
+            for t, n in written.items():
+                got = dict(con.sql(f"SELECT run_id, count(*) FROM {t} GROUP BY 1").fetchall())
+                assert got == {r: 2 * n for r in runs}, (t, run_id)
+        finally:
+            con.close()

@@ -174,9 +174,7 @@ def replace_view(
 ) -> None:
     """(Re)create the view of ``table`` over ``parts`` with its columns' comments (a replaced view
     loses them)."""
-    con.execute(view_sql(table, parts, base))
-    for c in columns(table):
-        con.execute(comment_sql(table, c))
+    con.execute(";\n".join([view_sql(table, parts, base), *(comment_sql(table, c) for c in columns(table))]))
 
 
 def catalog(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, list[str]]:

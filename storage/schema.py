@@ -190,6 +190,26 @@ def migrations() -> list[list[str]]:
     return out
 
 
+def new_file_sql(views: Iterable[str]) -> list[str]:
+    """The statements that give a new file this version's schema at once (what replaying
+    ``migrations`` from v1 leaves, without the no-op steps): every table but ``views`` (made by the
+    caller as views, ``storage.parts``) with all its columns and their comments, then the views of
+    ``storage.kpis`` and ``twin_parts``. ``tests/test_storage.py`` checks the two agree."""
+    skip = set(views)
+    out = ["CREATE TABLE IF NOT EXISTS twin_meta (key VARCHAR PRIMARY KEY, value VARCHAR)"]
+    for table in TABLES:
+        if table in skip:
+            continue
+        cols = [f"{c.name} {DUCKDB_TYPES[c.dtype]}" for c in columns(table)]
+        if table in UPSERT_KEYS:
+            cols.append(f"PRIMARY KEY ({', '.join(UPSERT_KEYS[table])})")
+        out.append(f"CREATE TABLE {table} ({', '.join(cols)})")
+        out.extend(comment_sql(table, c) for c in columns(table))
+    out += [run_summary_view_sql(), cost_by_day_view_sql(), system_summary_view_sql()]
+    out += migrations()[-1]  # v11: twin_parts
+    return out
+
+
 def _added_columns(pairs: Iterable[tuple[str, str]]) -> list[str]:
     """The statements adding each (table, column) of ``pairs`` to an older file, with its comment."""
     v: list[str] = []

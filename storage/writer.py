@@ -69,6 +69,7 @@ from storage.schema import (
     batch_schema,
     columns,
     migrations,
+    new_file_sql,
     timestamps,
 )
 from storage.upsert import latest_per_key
@@ -141,15 +142,16 @@ def init_schema(con: duckdb.DuckDBPyConnection, run_row: dict[str, Any] | None =
     if have > SCHEMA_VERSION:
         con.execute("ROLLBACK")
         raise StorageError(f"file has telemetry schema v{have}; this version writes v{SCHEMA_VERSION}")
-    for stmts in migrations()[have:]:
-        for s in stmts:
-            con.execute(s)
     if have == 0:
-        # A new file keeps its time series as Parquet parts behind views (``storage.parts``): the
-        # tables the migrations made give way to views, empty until the first commit.
-        for table in PART_TABLES:
-            con.execute(f"DROP TABLE {table}")
+        # A new file: this version's schema at once, its time series as views over Parquet parts
+        # (``storage.parts``), empty until the first commit.
+        for table in PART_TABLES:  # (first: the summary views read them)
             replace_view(con, table, {}, "")
+        con.execute(";\n".join(new_file_sql(PART_TABLES)))
+    else:
+        for stmts in migrations()[have:]:
+            for s in stmts:
+                con.execute(s)
     con.execute(
         "INSERT OR REPLACE INTO twin_meta VALUES ('schema_version', ?), ('format', 'ai-factory-twin')",
         [str(SCHEMA_VERSION)],

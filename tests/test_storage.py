@@ -289,3 +289,45 @@ def test_latest_per_key_keeps_each_keys_last_row_in_arrival_order(keys: list[tup
     got = latest_per_key(tb, ("run_id", "job_id")).column("pos").to_pylist()
     last = {k: i for i, k in enumerate(keys)}  # brute force: a dict keeps the last position of each key
     assert got == sorted(last.values())
+
+
+def test_a_new_file_has_the_schema_the_migrations_build() -> None:
+    """A new file gets this version's schema at once (``storage.schema.new_file_sql``), not by
+    replaying every migration from v1: the same objects, the same columns in the same order with
+    the same types and comments, and the same keys as the replay gives (the time series as views
+    over parts instead of tables)."""
+    import duckdb
+
+    from storage.parts import PART_TABLES
+    from storage.schema import migrations
+    from storage.writer import init_schema
+
+    new = duckdb.connect()
+    init_schema(new)
+    replayed = duckdb.connect()
+    for stmts in migrations():
+        for s in stmts:
+            replayed.execute(s)
+
+    def catalog(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[object, ...]]]:
+        return {
+            "columns": con.sql(
+                "SELECT table_name, column_index, column_name, data_type, comment FROM duckdb_columns() "
+                "WHERE database_name = current_database() ORDER BY table_name, column_index"
+            ).fetchall(),
+            "objects": con.sql(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() UNION ALL "
+                "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() "
+                "AND NOT internal ORDER BY 1"
+            ).fetchall(),
+            "keys": con.sql(
+                "SELECT table_name, constraint_type, constraint_column_names::VARCHAR FROM duckdb_constraints() "
+                "WHERE database_name = current_database() AND constraint_type = 'PRIMARY KEY' ORDER BY 1"
+            ).fetchall(),
+        }
+
+    got, want = catalog(new), catalog(replayed)
+    assert got["columns"] == want["columns"] and got["objects"] == want["objects"]
+    assert got["keys"] == want["keys"]
+    views = {r[0] for r in new.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    assert set(PART_TABLES) <= views and "factory_ts" in PART_TABLES

@@ -223,7 +223,8 @@ def _rmdir_if_empty(d: Path) -> None:
 def leftover_problem(path: str | Path) -> str | None:
     """Why ``FILE.parts`` beside the run output ``path`` is not provably a parts folder this program
     wrote (``None``: it is absent, or holds only run folders of table folders of parts and their
-    temporary names, no links), which a run may then clean up as its own."""
+    temporary names, no links; a table folder of the recorded time series or of the live-only
+    parts of the other tables), which a run may then clean up as its own."""
     d = parts_dir(path)
     try:
         st = os.lstat(d)
@@ -240,7 +241,8 @@ def leftover_problem(path: str | Path) -> str | None:
             for tdir in _scan(Path(run.path)):
                 if not (
                     tdir.name.startswith("table=")
-                    and tdir.name.removeprefix("table=") in PART_TABLES
+                    and tdir.name.removeprefix("table=") in TABLES
+                    and tdir.name != "table=runs"
                     and tdir.is_dir(follow_symlinks=False)
                 ):
                     return f"holds {run.name}/{tdir.name}, which a run does not write"

@@ -263,8 +263,11 @@ def test_sweep_results_are_data(tmp_path: Path, small: Path) -> None:
     out = tmp_path / "out"
     code, stdout, err = invoke("sweep", str(f), "--out", str(out), "-j", "2", "--report")
     assert code == 0, err
+    # Each run: its file and the Parquet parts of its time series beside it (``storage.parts``).
     assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(
-        f"{t.key}.duckdb" for t in sweep.tasks(sweep.load_sweep(f), sweep.points(sweep.load_sweep(f)), None)
+        f"{t.key}.duckdb{ext}"
+        for t in sweep.tasks(sweep.load_sweep(f), sweep.points(sweep.load_sweep(f)), None)
+        for ext in ("", ".parts")
     )
     table = pq.read_table(out / "results.parquet")
     rows = table.to_pylist()
@@ -495,7 +498,9 @@ def test_sigterm_stops_a_sweep_politely(tmp_path: Path, small: Path) -> None:
     assert [r["status"] for r in rows] == ["complete", "stopped"] + ["pending"] * 4
     # It was stopped as it was about to create its run file: there is none (test_sweep_signals
     # stops runs further in, whose files are closed ``stopped``).
-    assert rows[1]["run_file"] is None and len(list((out / "runs").iterdir())) == 1
+    # One run recorded (its file and its parts' folder), the stopped point's none.
+    assert rows[1]["run_file"] is None
+    assert sorted(p.suffix for p in (out / "runs").iterdir()) == [".duckdb", ".parts"]
     # Resumed: the stopped point runs again, the finished one does not.
     code, _, err = invoke("sweep", str(f), "--out", str(out), "-j", "1", "--no-files")
     assert code == 0 and "1 run(s) already done; 5 to go" in err, err

@@ -954,7 +954,7 @@ def test_replay_of_a_bad_file_is_a_clear_message(tmp_path: Path) -> None:
     broken = tmp_path / "broken.duckdb"
     run(parse(TINY, "tiny.toml"), TINY, broken, duration_s=3600)
     c = duckdb.connect(str(broken))
-    c.execute("DROP TABLE factory_ts CASCADE")
+    c.execute("DROP VIEW factory_ts CASCADE")
     c.close()
     cases[broken] = "without its table factory_ts"
     for path, msg in cases.items():

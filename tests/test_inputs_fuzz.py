@@ -17,6 +17,7 @@ import math
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -997,7 +998,6 @@ class SurfaceOutcome:
 
 def build_cache(d: Path) -> dict[str, Path]:
     """A finished recording and a finished sweep directory, made once and copied into each case."""
-    import shutil
 
     d.mkdir(parents=True, exist_ok=True)
     (d / "tiny.toml").write_text(TINY_TOML, encoding="utf-8")
@@ -1069,7 +1069,6 @@ def _tamper_sweep(out: Path, how: str, rng: Any) -> None:
 def materialise(case: SurfaceCase, d: Path, cache: dict[str, Path]) -> None:
     """Create the case's files in ``d``."""
     import random
-    import shutil
     import sqlite3
 
     for name, content in case.files.items():
@@ -1084,6 +1083,8 @@ def materialise(case: SurfaceCase, d: Path, cache: dict[str, Path]) -> None:
         recipe, _, arg = content[1:].partition(":")
         rng = random.Random(arg)
         rec = cache["rec"].read_bytes() if recipe.startswith("REC") else b""
+        if recipe.startswith("REC"):  # the recording's time series: its parts' folder beside it
+            shutil.copytree(Path(f"{cache['rec']}.parts"), Path(f"{p}.parts"))
         if recipe == "REC":
             p.write_bytes(rec)
         elif recipe == "REC_TRUNC":
@@ -1741,31 +1742,55 @@ def test_a_full_disk_is_74_with_one_line_and_nothing_half_written(
     outcome = run_surface_case(case, tmp_path, surface_cache)
     assert (outcome.kind, outcome.code) == ("clean", 74), outcome
     assert "File too large" in outcome.detail
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb", "r.duckdb.parts"]
 
 
-def test_a_run_on_a_full_disk_is_74_and_its_file_says_failed(tmp_path: Path) -> None:
-    """The run's own file meets the limit (1.6 MB: room to create the file, about 1.3 MB, not for
-    three days of one UltraServer, about 4 MB): exit 74 with one line; the file opens with
+def test_a_run_on_a_full_disk_is_74_and_its_file_says_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills while the run writes its time series: from the fourth Parquet part on,
+    writing one fails as the operating system says when a disk is full (ENOSPC). (A file-size
+    limit no longer stands for a full disk: the rows go to many parts, none near a limit the
+    DuckDB file itself could pass.) Expected: exit 74 with one line; the file opens with
     everything committed before the failure (factory_ts holds exactly the steps up to the
-    recorded sim_time_s, fewer than three days; how many depends on when the writer flushed) and
-    records the run 'failed' with its reason."""
+    recorded sim_time_s, fewer than three days; how many depends on when the writer flushed),
+    records the run 'failed' with its reason, and its parts folder holds exactly the parts the
+    file lists."""
+    import errno
+
     import duckdb
+    import pyarrow.parquet as pq
 
+    from storage.parts import listed, parts_dir
     from storage.writer import failure_reason
+    from tui.cli import main
 
+    real = pq.write_table
+    calls = {"n": 0}
+
+    def write_table(*args: Any, **kwargs: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(pq, "write_table", write_table)
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "tiny.toml").write_text(TINY_TOML, encoding="utf-8")
-    args = ["run", "tiny.toml", "--days", "3", "--out", "out.duckdb"]
-    outcome = run_surface_case(
-        SurfaceCase("output", "run on a full disk", args, fsize=1_600_000), tmp_path, {}
-    )
-    assert (outcome.kind, outcome.code) == ("clean", 74), outcome
-    assert "telemetry write failed" in outcome.detail and "File too large" in outcome.detail
+    r = CliRunner().invoke(main, ["run", "tiny.toml", "--days", "3", "--out", "out.duckdb"])
+    assert r.exit_code == 74, (r.exit_code, r.stderr)
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and "telemetry write failed" in err and "No space left" in err
     con = duckdb.connect(str(tmp_path / "out.duckdb"), read_only=True)
     try:
         ((status, run_id, sim_time_s),) = con.sql("SELECT status, run_id, sim_time_s FROM runs").fetchall()
         steps = con.sql("SELECT count(*) FROM factory_ts").fetchall()[0][0]
-        assert status == "failed" and "File too large" in (failure_reason(con, run_id) or "")
+        assert status == "failed" and "No space left" in (failure_reason(con, run_id) or "")
+        files = {
+            str(f.relative_to(parts_dir(tmp_path / "out.duckdb")))
+            for f in parts_dir(tmp_path / "out.duckdb").rglob("*.parquet")
+        }
+        assert files == listed(con)
     finally:
         con.close()
     assert 0 <= sim_time_s < 3 * 86400 and steps == sim_time_s // 300

@@ -124,6 +124,9 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+# The writer's part names as a glob (``PART_NAME``): nothing else in a table folder is ever opened
+# (a temporary name, a stray copy, a link planted there).
+PART_GLOB = "part-" + "[0-9]" * 9 + "-*.parquet"
 # Characters a glob gives meaning to: a parts folder whose path holds one is named part by part.
 _GLOB = re.compile(r"[*?\[\]{}]")
 
@@ -154,7 +157,7 @@ def view_sql(table: str, parts: Mapping[str, list[str]], base: str, temp: bool =
                 f"WHERE run_id = {_sql_str(run_id)} AND table_name = {_sql_str(table)}"
             )
             selects.append(
-                f"SELECT {names} FROM read_parquet({_sql_str(folder + '/*.parquet')}, "
+                f"SELECT {names} FROM read_parquet({_sql_str(folder + '/' + PART_GLOB)}, "
                 f"hive_partitioning = false, filename = true) WHERE filename IN ({listed_sql})"
             )
         else:

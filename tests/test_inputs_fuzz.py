@@ -1159,6 +1159,12 @@ def _is_output(rel: str) -> bool:
     return rel.split(os.sep)[0].startswith("out")
 
 
+def _exempt(rel: str, exempt: set[str] | frozenset[str]) -> bool:
+    """Is ``rel`` a target the command was asked to replace, or inside its parts' folder (a
+    recording's time series, ``FILE.parts``)?"""
+    return rel in exempt or any(rel == f"{e}.parts" or rel.startswith(f"{e}.parts{os.sep}") for e in exempt)
+
+
 def classify_surface(
     code: int | None,
     stderr: str,
@@ -1176,7 +1182,9 @@ def classify_surface(
         return SurfaceOutcome("hang", "timeout", code)
     if code < 0:
         return SurfaceOutcome("crash", f"signal {-code}: {tail}", code)
-    lost = sorted(p for p, h in before.items() if not _is_output(p) and p not in exempt and after.get(p) != h)
+    lost = sorted(
+        p for p, h in before.items() if not _is_output(p) and not _exempt(p, exempt) and after.get(p) != h
+    )
     if lost:
         return SurfaceOutcome("data lost", f"{lost[:3]} (exit {code}: {tail})", code)
     if "Traceback" in stderr or code == 70:
@@ -1187,7 +1195,7 @@ def classify_surface(
     if code not in (0, 130, 141, 143) and len(errors) != 1:
         return SurfaceOutcome("other", f"exit {code}, {len(errors)} error lines: {tail}", code)
     new = sorted(p for p in after if p not in before)
-    stray = [p for p in new if p not in exempt and (not _is_output(p) or code not in (0, 1))]
+    stray = [p for p in new if not _exempt(p, exempt) and (not _is_output(p) or code not in (0, 1))]
     # A refused command leaves no output behind (a failed run's own file may stay: exit 1/74).
     if code == 74:
         stray = [p for p in stray if not _is_output(p)]

@@ -459,14 +459,17 @@ def main() -> None:
         f"model {model_cpu:.1f} CPU-s, batch_arrow {arrow_cpu:.2f} CPU-s"
     )
     best: dict[str, dict[str, float]] = {}
-    # A run with no telemetry (the product's fixed cost per file: schema, run row, checkpoints).
+    # A run recording one row of each table (the product's fixed cost per file: schema and views,
+    # run row, first commit, checkpoints).
     paths["product/empty"] = path_writer(True)
     rounds = [*chosen, "product/empty"] if "product" in chosen else chosen
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(a.reps):
             for name in rounds:
                 if name == "product/empty":
-                    frames_in: list[Frames] = []
+                    frames_in: list[Frames] = [
+                        {t: {k: v[:1] for k, v in c.items()} for t, c in frames[0].items()}
+                    ]
                     batches_in: list[dict[str, pa.Table]] = []
                 else:
                     frames_in, batches_in = frames, batches
@@ -481,7 +484,9 @@ def main() -> None:
                 b.update({k: float(v) for k, v in sizes.items()})
     table_paths = [n for n in chosen if n != "chips/arrays"]
     raw = [n for n in table_paths if n not in variants and n != "product"]
-    cheap = min(raw, key=lambda n: best[n]["cpu"], default="")
+    # The target's yardstick: the cheapest raw write a recording could be (DuckDB or Parquet, which
+    # DuckDB 1.x/2.x, polars and pandas all open); Arrow IPC is printed but is not one.
+    cheap = min((n for n in raw if n != "ipc"), key=lambda n: best[n]["cpu"], default="")
     small = min(raw, key=lambda n: best[n]["file"], default="")
     print(
         f"{'path':<20} {'CPU-s':>6} {'wall-s':>6} {'ns/value':>8} {'MB':>6} {'live MB':>7} "
@@ -497,21 +502,21 @@ def main() -> None:
         )
     if cheap and small:
         print(
-            f"xCPU: against the least CPU of the raw writes ({cheap}); xbytes: against the smallest "
-            f"({small}). product = the run's write path (DuckDB file + live Parquet parts, which "
-            "are deleted when the run closes; frames in, their Arrow conversion included)."
+            f"xCPU: against the least CPU of the openable raw writes ({cheap}); xbytes: against the "
+            f"smallest ({small}). product = the run's write path (the DuckDB file and its Parquet "
+            "parts, live manifest on; frames in, their Arrow conversion included)."
         )
     if "product" in best and cheap and small:
         p = best["product"]
         for what, key, ref in (("CPU", "cpu", cheap), ("bytes", "file", small)):
             x = p[key] / best[ref][key]
             need = "met" if x <= 1.5 else f"needs {1 - 1.5 / x:.0%} less"
-            file = " (the file; its live parts are deleted when the run closes)" if key == "file" else ""
+            file = " (the file and its parts)" if key == "file" else ""
             print(f"product {what}{file}: {x:.2f}x {ref}; target 1.5x: {need}")
     if "product/empty" in best:
         e, p = best["product/empty"], best["product"]
         print(
-            f"product with no telemetry (fixed per file): {e['cpu']:.2f} CPU-s, {e['file'] / 1e6:.2f} MB; "
+            f"product recording one row per table (fixed per file): {e['cpu']:.2f} CPU-s, {e['file'] / 1e6:.2f} MB; "
             f"net of it {(p['cpu'] - e['cpu']) / values * 1e9:.1f} ns/value, "
             f"{(p['file'] - e['file']) / values:.3f} B/value"
         )

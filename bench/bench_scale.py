@@ -172,6 +172,7 @@ MEASURES = {
     "floor": "storage floor / calibration",
     "rss": "run peak RSS GB",
 }
+STORAGE_REPS = 4
 # The storage paths write the model run's last STORAGE_CHUNKS advances, and more (untimed) until
 # they hold STORAGE_MIN_VALUES recorded values (a campus records its UltraServers only every few
 # steps), at most STORAGE_MAX_CHUNKS advances.
@@ -256,7 +257,9 @@ def child(case: str, scale: float, out: Path, mode: str, root: str, storage: boo
                     frames.append(sim.advance(chunk))
                 res["storage_chunks"] = len(frames)
                 del sim
-                res["storage"] = sm.storage(frames, Path(d), root)
+                # Each path's fewest CPU-s of 4: the sample's raw writes take 0.05-0.2 CPU-s, and
+                # with 2 the ratio moved by up to ±50 % between repeats on a loaded machine.
+                res["storage"] = sm.storage(frames, Path(d), root, reps=STORAGE_REPS)
     # Every module of the product came from ``root`` (a --rev run measures that revision alone).
     mixed = sorted(
         name

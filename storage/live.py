@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 from storage.errors import QueryError, StorageError
 from storage.parts import PART_TABLES, parts_dir, run_dir_name
 from storage.parts import SUFFIX as PARTS_SUFFIX
-from storage.reader import open_run_file
+from storage.reader import READ_THREADS, open_run_file
 from storage.sandbox import SANDBOX_CONFIG, Limits, UserResult, UserSql, UserSqlRunner
 from storage.schema import (
     DUCKDB_TYPES,
@@ -703,6 +703,7 @@ def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = 
     # access, which is then limited to their directory (before the configuration is locked).
     config = {k: v for k, v in SANDBOX_CONFIG.items() if k != "enable_external_access"}
     config["memory_limit"] = f"{(limits or Limits()).memory_bytes}B"
+    config["threads"] = READ_THREADS  # the same sums as the finished file gives (storage.reader)
     con = duckdb.connect(":memory:", config=config)
     try:
         con.execute(f"SET allowed_directories = [{_sql_str(str(d) + os.sep)}]")

@@ -21,6 +21,8 @@ from storage.parts import access_config, check_listed, follow_move, is_parts_bac
 from storage.recording import RecordingError, check_contents, check_recording
 from storage.sandbox import Limits, UserSql, connect
 
+READ_THREADS = 1
+
 
 def open_run_file(
     path: str | Path, limits: Limits | None = None, tables: Iterable[str] | None = None
@@ -32,7 +34,16 @@ def open_run_file(
     p = check_recording(path)
     try:
         # File access to the recording's parts folder only (its time series; ``storage.parts``).
-        con, _ = connect(p, read_only=True, limits=limits or Limits(), allowed_directories=access_config(p))
+        # One thread: a sum over several Parquet parts (or row groups) then adds in one order, so
+        # the same recording gives the same KPIs to the last bit on every read (with more, the
+        # partial sums of parallel scans meet in whatever order the threads finish).
+        con, _ = connect(
+            p,
+            read_only=True,
+            limits=limits or Limits(),
+            extra_config={"threads": READ_THREADS},
+            allowed_directories=access_config(p),
+        )
     except duckdb.IOException as e:
         msg = str(e)
         if "lock" in msg.lower():

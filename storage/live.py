@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.errors import QueryError, StorageError
-from storage.parts import PART_TABLES, parts_dir, run_dir_name
+from storage.parts import PART_NAME, PART_TABLES, folder_problem, parts_dir, run_dir_name, scan
 from storage.parts import SUFFIX as PARTS_SUFFIX
 from storage.reader import READ_THREADS, open_run_file
 from storage.sandbox import SANDBOX_CONFIG, Limits, UserResult, UserSql, UserSqlRunner
@@ -152,8 +152,7 @@ class LivePublisher:
     def store(self, tables: dict[str, pa.Table]) -> list[str]:
         """Write one commit's batches as parts (merging as they accumulate), before the transaction
         that lists them; the tables whose parts changed. Errors are the run's (a durable store)."""
-        if not self.created:
-            self._create_dirs()
+        self.prepare()
         if self._pending is None:
             self._pending = ({t: list(ps) for t, ps in self.parts.items()}, len(self._doomed))
         self.seq += 1
@@ -167,6 +166,11 @@ class LivePublisher:
                 self._merge(table)
                 changed.append(table)
         return changed
+
+    def prepare(self) -> None:
+        """Create the parts' folder (a durable store's run folder, or the sidecar) if not yet there."""
+        if not self.created:
+            self._create_dirs()
 
     def listing(self, table: str) -> list[tuple[str, int]]:
         """``table``'s parts as ``(path relative to the run's folder, rows)``."""
@@ -191,7 +195,7 @@ class LivePublisher:
         for t in self.parts:
             d = self.part_dir / f"table={t}"
             with contextlib.suppress(OSError):
-                gone += [Path(e.path) for e in _scan(d) if _OWN_TMP.fullmatch(e.name)]
+                gone += [Path(e.path) for e in scan(d) if _OWN_TMP.fullmatch(e.name)]
         for p in gone:
             if (p.parent.name.removeprefix("table="), p.name) not in listed:
                 with contextlib.suppress(OSError):
@@ -233,8 +237,6 @@ class LivePublisher:
         if self.error is not None or self.closed:
             return
         try:
-            if not self.created:
-                self._create_dirs()
             self.store(tables)
             self._write_manifest(run)
             self._collect()
@@ -461,7 +463,6 @@ MANIFEST_KEYS: dict[str, tuple[type, ...]] = {
 }
 _REQUIRED = ("format", "schema_version", "run", "tables")
 _TYPE_WORDS = {str: "text", int: "an integer", dict: "an object", type(None): "null"}
-_PART = re.compile(r"part-[0-9]{9}-[0-9]{1,3}\.parquet")
 # A run-row value of each column type (``_jsonable_run``: instants as ISO text).
 _RUN_TYPES: dict[str, tuple[type, ...]] = {
     "int8": (int,),
@@ -542,7 +543,7 @@ def check_manifest(d: Path, m: Any, recording: str | None = None) -> dict[str, A
             if (
                 not isinstance(part, str)
                 or not part.startswith(prefix)
-                or not _PART.fullmatch(part[len(prefix) :])
+                or not PART_NAME.fullmatch(part[len(prefix) :])
             ):
                 raise StorageError(
                     f"{where}: tables.{table}: {part!r:.80} is not a part name ({prefix}part-<seq>-<level>.parquet)"
@@ -612,39 +613,29 @@ def _read_manifest(d: Path) -> dict[str, Any]:
 _OWN_TMP = re.compile(r"\.(manifest\.json|part-[0-9]{9}-[0-9]{1,3}\.parquet)\.tmp")
 
 
-def _scan(d: str | Path) -> list[os.DirEntry[str]]:
-    with os.scandir(d) as it:
-        return list(it)
-
-
 def leftover_problem(d: Path, recording: str) -> str | None:
     """Why the sidecar ``d`` is not provably a live view this program left for ``recording``
     (``None``: it is, and may be removed): a plain folder whose manifest is valid and names
     ``recording``, holding nothing but what a run writes there. (Its run is over: the caller
     holds the recording's lock.)"""
-    try:
-        st = os.lstat(d)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        return f"cannot read: {e.strerror or e}"
-    if not stat.S_ISDIR(st.st_mode):
-        return "not a folder"
+    why = folder_problem(d)
+    if why is not None or not os.path.lexists(d):
+        return why
     try:
         m = json.loads((d / MANIFEST).read_text()) if (d / MANIFEST).is_file() else None
         if m is not None:
             check_manifest(d, m, recording)
-        for entry in _scan(d):
+        for entry in scan(d):
             if entry.name == MANIFEST and entry.is_file(follow_symlinks=False):
                 continue
             if _OWN_TMP.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
                 continue
             table = entry.name.removeprefix("table=")
             if entry.name.startswith("table=") and table in TABLES and entry.is_dir(follow_symlinks=False):
-                for part in _scan(entry.path):
+                for part in scan(entry.path):
                     if not (
                         part.is_file(follow_symlinks=False)
-                        and (_PART.fullmatch(part.name) or _OWN_TMP.fullmatch(part.name))
+                        and (PART_NAME.fullmatch(part.name) or _OWN_TMP.fullmatch(part.name))
                     ):
                         return f"holds {entry.name}/{part.name}, which a run does not write"
                 continue
@@ -653,7 +644,7 @@ def leftover_problem(d: Path, recording: str) -> str | None:
         return f"unreadable ({str(e)[:120]})"
     except StorageError as e:
         return str(e).removeprefix(f"{d / MANIFEST}: ")
-    if m is None and _scan(d):
+    if m is None and scan(d):
         return "no manifest naming its recording"
     return None
 

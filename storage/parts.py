@@ -77,27 +77,27 @@ def part_rel(run_id: str, table: str, part: str) -> str:
     return f"{run_dir_name(run_id)}/table={table}/{part}"
 
 
-def check_part_rel(rel: str) -> tuple[str, str] | None:
-    """``(run folder, table)`` of a path named in ``twin_parts`` if it is one the writer names
-    (``run_id=<run>/table=<table>/part-<seq>-<level>.parquet``: no absolute path, no ``..``)."""
+def is_part_rel(rel: str) -> bool:
+    """Is ``rel`` (named in ``twin_parts``) a path the writer names
+    (``run_id=<run>/table=<table>/part-<seq>-<level>.parquet``: no absolute path, no ``..``)?"""
     bits = rel.split("/")
-    if len(bits) != 3 or not RUN_DIR.fullmatch(bits[0]) or not PART_NAME.fullmatch(bits[2]):
-        return None
-    table = bits[1].removeprefix("table=")
-    if not bits[1].startswith("table=") or table not in PART_TABLES:
-        return None
-    return bits[0], table
+    return (
+        len(bits) == 3
+        and bool(RUN_DIR.fullmatch(bits[0]))
+        and bits[1].startswith("table=")
+        and bits[1].removeprefix("table=") in PART_TABLES
+        and bool(PART_NAME.fullmatch(bits[2]))
+    )
 
 
 def run_folders(path: str | Path) -> list[str]:
     """The run folders found in ``FILE.parts`` (plain folders with a run folder's name; a symbolic
     link or anything else is left out, so no file access is ever granted through it)."""
-    d = parts_dir(path)
-    try:
-        with os.scandir(d) as it:
-            return sorted(e.name for e in it if RUN_DIR.fullmatch(e.name) and e.is_dir(follow_symlinks=False))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    return sorted(
+        e.name
+        for e in _entries(parts_dir(path))
+        if RUN_DIR.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
+    )
 
 
 def base_of(path: str | Path) -> str:
@@ -229,19 +229,14 @@ def leftover_problem(path: str | Path) -> str | None:
     temporary names, no links; a table folder of the recorded time series or of the live-only
     parts of the other tables), which a run may then clean up as its own."""
     d = parts_dir(path)
+    why = folder_problem(d)
+    if why is not None or not os.path.lexists(d):
+        return why
     try:
-        st = os.lstat(d)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        return f"cannot read: {e.strerror or e}"
-    if not stat.S_ISDIR(st.st_mode):
-        return "not a folder"
-    try:
-        for run in _scan(d):
+        for run in scan(d):
             if not (RUN_DIR.fullmatch(run.name) and run.is_dir(follow_symlinks=False)):
                 return f"holds {run.name}, which a run does not write"
-            for tdir in _scan(Path(run.path)):
+            for tdir in scan(Path(run.path)):
                 if not (
                     tdir.name.startswith("table=")
                     and tdir.name.removeprefix("table=") in TABLES
@@ -249,7 +244,7 @@ def leftover_problem(path: str | Path) -> str | None:
                     and tdir.is_dir(follow_symlinks=False)
                 ):
                     return f"holds {run.name}/{tdir.name}, which a run does not write"
-                for f in _scan(Path(tdir.path)):
+                for f in scan(Path(tdir.path)):
                     if not (
                         (PART_NAME.fullmatch(f.name) or _OWN_TMP.fullmatch(f.name))
                         and f.is_file(follow_symlinks=False)
@@ -260,17 +255,29 @@ def leftover_problem(path: str | Path) -> str | None:
     return None
 
 
-def _scan(d: Path) -> list[os.DirEntry[str]]:
+def scan(d: str | Path) -> list[os.DirEntry[str]]:
+    """The entries of the folder ``d`` (the directory handle closed at once)."""
     with os.scandir(d) as it:
         return list(it)
 
 
 def _entries(d: Path) -> list[os.DirEntry[str]]:
+    """``scan``, with nothing for a folder that is not there."""
     try:
-        with os.scandir(d) as it:
-            return list(it)
+        return scan(d)
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+def folder_problem(d: Path) -> str | None:
+    """Why ``d`` is not a plain folder (a link or a file is not; ``None``: it is, or it is not there)."""
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot read: {e.strerror or e}"
+    return None if stat.S_ISDIR(st.st_mode) else "not a folder"
 
 
 def check_listed(path: str | Path, rels: Iterable[str]) -> None:
@@ -278,7 +285,7 @@ def check_listed(path: str | Path, rels: Iterable[str]) -> None:
     ``FILE.parts`` (not a link); ``StorageError`` naming the first that is not."""
     d = parts_dir(path)
     for rel in rels:
-        if check_part_rel(rel) is None:
+        if not is_part_rel(rel):
             raise StorageError(f"{path}: {CATALOG} lists {rel!r:.100}, which is not a part name")
         run, tdir, _ = rel.split("/")
         for q, is_dir in ((d, True), (d / run, True), (d / run / tdir, True), (d / rel, False)):

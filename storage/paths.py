@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO
 
 from storage.errors import StorageError
+from storage.parts import scan
 from storage.recording import is_duckdb_file
 
 # The files and folders a recording ``X`` may have beside it: its live view (``storage.live``),
@@ -56,12 +57,6 @@ def sidecars(path: str | Path) -> list[Path]:
     """The sidecars of the recording ``path`` (``SIDECARS``), whether they exist or not."""
     p = Path(path)
     return [p.with_name(p.name + s) for s in SIDECARS]
-
-
-def _scan(d: str | Path) -> list[os.DirEntry[str]]:
-    """The entries of the folder ``d`` (the directory handle closed at once)."""
-    with os.scandir(d) as it:
-        return list(it)
 
 
 def _entries(d: str | Path) -> bool:
@@ -214,7 +209,7 @@ def folder_of(
 
     def problem(d: Path) -> str | None:
         try:
-            entries = _scan(d)
+            entries = scan(d)
         except OSError as e:
             return f"cannot read: {e.strerror or e}"
         names = {entry.name for entry in entries}
@@ -253,7 +248,7 @@ def _is_own_temp(p: Path) -> bool:
         st = os.lstat(p)
         if not stat.S_ISDIR(st.st_mode):
             return False
-        return all(_DUCKDB_TEMP.fullmatch(e.name) and e.is_file(follow_symlinks=False) for e in _scan(p))
+        return all(_DUCKDB_TEMP.fullmatch(e.name) and e.is_file(follow_symlinks=False) for e in scan(p))
     except OSError:
         return False
 

@@ -442,7 +442,7 @@ class TelemetryWriter:
             self._base = base_of(self.path)
             self._moved = stored_base(self.con) != self._base
             self.publisher = LivePublisher(self.path, run_id=self.run_id, manifest=live)
-            self.publisher.store({})  # the run's folder, so the first manifest names it
+            self.publisher.prepare()  # the run's folder, so the first manifest names it
             self.publisher.committed(dict(self.run))
         elif live:
             self.publisher = LivePublisher(self.path)

@@ -232,19 +232,7 @@ def test_a_signal_while_a_run_closes_waits_for_the_close(tmp_path: Path) -> None
 def test_a_failed_write_records_what_was_committed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A write failing in the third flush (as on a full disk): the run is 'failed' and its
     sim_time_s is the end of the last step actually in the tables."""
-    import storage.writer as W
-
-    real = W.crash_point
-    seen = {"n": 0}
-
-    def failing(name: str) -> None:
-        real(name)
-        if name == "flush:inserted":
-            seen["n"] += 1
-            if seen["n"] == 3:
-                raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(W, "crash_point", failing)
+    _fail_at(monkeypatch, 3, OSError(28, "No space left on device"))
     s = Session(parse(TOML, "tiny.toml"), TOML, tmp_path / "f.duckdb", flush_interval_s=3600)
     s.advance(10)
     s.writer.flush()

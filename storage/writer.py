@@ -45,12 +45,12 @@ from storage.parts import (
     access_config,
     base_of,
     by_glob,
-    catalog,
+    empty_views_sql,
     is_parts_backed,
     listed,
     part_rel,
     remove_unlisted,
-    replace_view,
+    replace_views,
     stored_base,
 )
 from storage.runlock import LockedError, RunLock, crash_point
@@ -158,20 +158,29 @@ def init_schema(con: duckdb.DuckDBPyConnection, run_row: dict[str, Any] | None =
     if have == 0:
         # A new file: this version's schema at once, its time series as views over Parquet parts
         # (``storage.parts``), empty until the first commit.
-        for table in PART_TABLES:  # (first: the summary views read them)
-            replace_view(con, table, {}, "")
-        con.execute(";\n".join(new_file_sql(PART_TABLES)))
+        con.execute(_new_file_script())
     else:
         for stmts in migrations()[have:]:
             for s in stmts:
                 con.execute(s)
-    con.execute(
-        "INSERT OR REPLACE INTO twin_meta VALUES ('schema_version', ?), ('format', 'ai-factory-twin')",
-        [str(SCHEMA_VERSION)],
-    )
+        con.execute(_META_SQL)
     if run_row is not None:
         upsert_run(con, run_row)
     con.execute("COMMIT")
+
+
+_META_SQL = (
+    f"INSERT OR REPLACE INTO twin_meta VALUES ('schema_version', '{SCHEMA_VERSION}'), "
+    "('format', 'ai-factory-twin')"
+)
+
+
+@functools.cache
+def _new_file_script() -> str:
+    """A new file's schema as one script, built once per process: the time series as views over
+    Parquet parts (``storage.parts``), empty until the first commit (first: the summary views read
+    them), every other table, the summary views, and the schema version."""
+    return ";\n".join([empty_views_sql(), *new_file_sql(PART_TABLES), _META_SQL])
 
 
 # What an operating system says when it cannot write (strerror texts; DuckDB passes them on in
@@ -781,13 +790,12 @@ class TelemetryWriter:
                     [v for row in new for v in row],
                 )
             listed_tables = {t for t in changed if now[t]}
-        for table in changed:
-            # The view changes only with the run's first part of the table (or every commit where
-            # the parts are named one by one: ``storage.parts.view_sql``).
-            if table not in self._in_view or not by_glob(self._base):
-                replace_view(con, table, catalog(con, table), self._base)
-                if table in listed_tables:  # (a view made before the run's first part does not read it)
-                    self._in_view.add(table)
+        # A view changes only with the run's first part of its table (or every commit where the
+        # parts are named one by one: ``storage.parts.view_sql``).
+        stale = [t for t in changed if t not in self._in_view or not by_glob(self._base)]
+        replace_views(con, stale, self._base)
+        # (A view made before the run's first part of its table does not read it.)
+        self._in_view.update(t for t in stale if t in listed_tables)
         self.run["sim_time_s"] = self._sim_time_s
         self._upsert_run()
         crash_point("flush:inserted")

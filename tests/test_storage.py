@@ -331,3 +331,68 @@ def test_a_new_file_has_the_schema_the_migrations_build() -> None:
     assert got["keys"] == want["keys"]
     views = {r[0] for r in new.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     assert set(PART_TABLES) <= views and "factory_ts" in PART_TABLES
+
+
+def test_a_file_started_from_the_process_template_reads_as_one_built_from_scratch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second new file of a process starts as a copy of the first's checkpointed schema
+    (``storage.writer._template``), without running the schema's statements again; a reader sees
+    the same objects, columns, types, comments, keys, views and rows as in a file built from
+    scratch, and both use the small blocks of ``BLOCK_SIZE``."""
+    import storage.writer as w
+
+    monkeypatch.setattr(w, "_TEMPLATES", {})  # this process has made no file yet
+    # One step of factory_ts: zeros but its time (120 s) and IT power (1.5 MW).
+    step = {c.name: np.zeros(1, dtype=c.dtype) for c in TABLES["factory_ts"] if c.dtype != "string"}
+    step.update(time_s=np.array([120]), it_power_w=np.array([1.5e6]))
+
+    def record(name: str) -> Path:
+        path = tmp_path / name
+        writer = TelemetryWriter(path, {"run_id": "r1", "scenario_name": "s", "seed": 1, "dt_s": 60})
+        writer.write({"factory_ts": step}, 180)
+        writer.close()
+        return path
+
+    scratch = record("scratch.duckdb")
+    assert w._template() is not None
+
+    def no_schema(*_: object, **__: object) -> None:
+        raise AssertionError("a file started from the template ran the schema's statements")
+
+    monkeypatch.setattr(w, "init_schema", no_schema)
+    copied = record("copied.duckdb")
+
+    def seen(path: Path) -> dict[str, list[tuple[object, ...]]]:
+        con = open_run_file(path)
+        try:
+            db = "database_name = current_database()"
+            return {
+                "columns": con.sql(
+                    "SELECT table_name, column_index, column_name, data_type, comment FROM duckdb_columns() "
+                    f"WHERE {db} ORDER BY ALL"
+                ).fetchall(),
+                "views": con.sql(
+                    f"SELECT view_name, replace(sql, ?, 'FILE') FROM duckdb_views() WHERE {db} AND NOT internal "
+                    "ORDER BY ALL",
+                    params=[path.name],
+                ).fetchall(),
+                "keys": con.sql(
+                    "SELECT table_name, constraint_type, constraint_column_names::VARCHAR "
+                    f"FROM duckdb_constraints() WHERE {db} ORDER BY ALL"
+                ).fetchall(),
+                "runs": con.sql(
+                    "SELECT * EXCLUDE (started_at, finished_at) FROM runs ORDER BY ALL"
+                ).fetchall(),
+                "meta": con.sql("SELECT * FROM twin_meta WHERE key <> 'parts_dir' ORDER BY ALL").fetchall(),
+                "parts": con.sql("SELECT * FROM twin_parts ORDER BY ALL").fetchall(),
+                "rows": con.sql("SELECT time_s, it_power_w FROM factory_ts").fetchall(),
+                "block": con.sql("SELECT block_size FROM pragma_database_size()").fetchall(),
+            }
+        finally:
+            con.close()
+
+    a, b = seen(scratch), seen(copied)
+    assert a == b
+    assert a["rows"] == [(120, 1.5e6)] and a["block"] == [(w.BLOCK_SIZE,)]
+    assert sum(1 for r in a["columns"] if r[4]) > 200  # the comments came along

@@ -8,8 +8,9 @@ flush is one committed transaction that also advances ``runs.sim_time_s``, so a 
 moment leaves a readable file with everything committed so far and ``status = 'running'``.
 
 A new file is born complete: it is created under a temporary name in the same folder, its schema
-and ``runs`` row are committed in one transaction and checkpointed, and only then is it renamed
-into place — a kill at any moment leaves no file or a valid run. The output is locked
+(after a process's first new file, a copy of that file's) and ``runs`` row are committed and
+checkpointed, and only then is it renamed into place — a kill at any moment leaves no file or a
+valid run. The output is locked
 (``storage.runlock``) for the run's life. The database runs in the sandbox of ``storage.sandbox``
 from its creation; its user cursor serves the live SQL console (``TelemetryWriter.user_sql``).
 When a write fails (a full disk), the run is recorded ``failed`` with ``sim_time_s`` equal to the
@@ -542,8 +543,9 @@ class TelemetryWriter:
             raise
 
     def _create(self) -> None:
-        """Create the file under a temporary name beside it, schema and run row in one
-        transaction, checkpointed and closed, then renamed into place (replacing an old file)."""
+        """Create the file under a temporary name beside it: its schema (the process's template
+        once there is one, ``_template``) and run row committed, checkpointed and closed, then
+        renamed into place (replacing an old file)."""
         folder = self.path.parent
         base = f".{self.path.name}.creating-"
         for stale in folder.glob(base + "*"):  # left by a run killed while creating (we hold the lock)

@@ -33,21 +33,25 @@ from twin.params import COMM_ACTIVITY, JOB_CLASSES, KIND_NAMES, FactoryParams, J
 from twin.workstate import JobLog, Queues, Work
 
 
-def key(q: Queues, jobs: JobTable, j: int) -> tuple[float, ...]:
-    """Queue order of the job in slot ``j``: the policy's, ties by arrival (job id)."""
+def keys(q: Queues, jobs: JobTable, js: list[int]) -> list[tuple[float, ...]]:
+    """Queue order of the jobs in slots ``js``: the policy's, ties by arrival (job id)."""
     a = jobs.a
+    jj = np.asarray(js, dtype=np.int64)
+    submit, ids = a["submit"][jj].tolist(), a["id"][jj].tolist()
     if q.policy == "priority":
-        return (-float(a["priority"][j]), float(a["submit"][j]), float(a["id"][j]))
-    return (float(a["submit"][j]), float(a["id"][j]))
+        prio = a["priority"][jj].tolist()
+        return [(-float(p), float(s), float(i)) for p, s, i in zip(prio, submit, ids, strict=True)]
+    return [(float(s), float(i)) for s, i in zip(submit, ids, strict=True)]
 
 
-def enqueue(q: Queues, jobs: JobTable, j: int) -> None:
+def enqueue(q: Queues, jobs: JobTable, js: list[int]) -> None:
+    """Jobs ``js`` join the batch queue, each in its place in the policy's order."""
     if len(q.queue) != len(q.keys):
         rebuild_queue(q, jobs)
-    k = key(q, jobs, j)
-    i = bisect.bisect_right(q.keys, k)
-    q.keys.insert(i, k)
-    q.queue.insert(i, j)
+    for j, k in zip(js, keys(q, jobs, js), strict=True):
+        i = bisect.bisect_right(q.keys, k)
+        q.keys.insert(i, k)
+        q.queue.insert(i, j)
     q.changed = True
 
 
@@ -57,7 +61,7 @@ def rebuild_queue(q: Queues, jobs: JobTable) -> None:
     for j in q.queue:
         if a["queued_since"][j] == 0 and a["state"][j] == QUEUED and a["submit"][j] > 0:
             a["queued_since"][j] = a["submit"][j]
-    pairs = sorted((key(q, jobs, j), j) for j in q.queue)
+    pairs = sorted(zip(keys(q, jobs, q.queue), q.queue, strict=True))
     q.keys = [k for k, _ in pairs]
     q.queue[:] = [j for _, j in pairs]
     q.changed = True
@@ -86,7 +90,7 @@ def stop_replica(w: Work, j: int, t: int) -> None:
     if a["state"][j] == QUEUED:
         w.queues.rqueue.remove(j)
     elif a["state"][j] == RUNNING:
-        release(w, j, t)
+        release(w, [j], t)
     a["state"][j] = STOPPED
     a["end"][j] = t
     a["activity"][j] = 0.0
@@ -112,6 +116,7 @@ def start(w: Work, ev: Events, j: int, t: int) -> bool:
         p.scheduler.placement,
         pool.n_free,
         best if ver == pool.ver and size == need else -1,
+        pool.us_hist,
     )
     if placed is None:
         return False
@@ -240,20 +245,23 @@ def job_class(p: FactoryParams, kind: int) -> JobClassParams | None:
     return p.training.job_class(name) if name in JOB_CLASSES else None
 
 
-def release(w: Work, j: int, t_end: int) -> None:
-    """Give a job's chips back to the pool (those not failed or drained become free) and book
-    the time it held them."""
+def release(w: Work, js: list[int], t_end: int) -> npt.NDArray[np.int64]:
+    """Give the chips of jobs ``js`` back to the pool (those not failed or drained become free)
+    and book the time each held them; returns their slots as an array."""
     a = w.jobs.a
-    w.pool.release(j)
-    a["run_s"][j] += t_end - a["start"][j]
-    a["prog_s"][j] += max(0, t_end - a["restart_until"][j]) * progress_share(a, j)
-    w.running.discard(j)
+    w.pool.release_many(js)
+    jj = np.asarray(js, dtype=np.int64)
+    a["run_s"][jj] += t_end - a["start"][jj]
+    a["prog_s"][jj] += np.maximum(0, t_end - a["restart_until"][jj]) * progress_share(a, jj)
+    for j in js:
+        w.running.discard(j)
+    return jj
 
 
 def interrupt(w: Work, ev: Events, j: int, t: int, reason: str, cause: str, by: int = -1) -> None:
     jobs, log = w.jobs, w.log
     a = jobs.a
-    release(w, j, t)
+    release(w, [j], t)
     lost = float(a["done"][j] - a["ckpt_done"][j])
     lost_s = float(a["prog_s"][j] - a["ckpt_prog_s"][j])
     a["lost"][j] += lost
@@ -276,7 +284,7 @@ def interrupt(w: Work, ev: Events, j: int, t: int, reason: str, cause: str, by: 
     else:
         a["state"][j] = QUEUED
         a["queued_since"][j] = t
-        enqueue(w.queues, jobs, j)
+        enqueue(w.queues, jobs, [j])
     log.dirty.add(j)
     what = "preempted" if reason == "preemption" else "interrupted"
     by_s = f" by job:{by_id}" if by >= 0 else f" ({cause})"
@@ -289,15 +297,20 @@ def interrupt(w: Work, ev: Events, j: int, t: int, reason: str, cause: str, by: 
     )
 
 
-def finish(w: Work, ev: Events, j: int, t_end: int) -> None:
-    a = w.jobs.a
-    release(w, j, t_end)
-    a["state"][j] = DONE
-    a["end"][j] = t_end
-    a["activity"][j] = 0.0
-    a["rate"][j] = 0.0
-    w.log.dirty.add(j)
-    ev.append(("job_end", f"job:{w.jobs.id_of(j)}", f"{w.jobs.names[j]} done, {a['work'][j]:.3g} FLOP"))
+def finish(w: Work, ev: Events, js: list[int], t_end: int) -> None:
+    """Jobs ``js`` done at ``t_end``: their chips back to the pool, their rows final, a
+    ``job_end`` event each (in their order)."""
+    jobs = w.jobs
+    a = jobs.a
+    jj = release(w, js, t_end)
+    a["state"][jj] = DONE
+    a["end"][jj] = t_end
+    a["activity"][jj] = 0.0
+    a["rate"][jj] = 0.0
+    w.log.dirty.update(js)
+    names = jobs.names
+    for j, jid, work in zip(js, a["id"][jj].tolist(), a["work"][jj].tolist(), strict=True):
+        ev.append(("job_end", f"job:{jid}", f"{names[j]} done, {work:.3g} FLOP"))
 
 
 def preempt_for(w: Work, ev: Events, j: int, t: int) -> bool:

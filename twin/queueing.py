@@ -98,131 +98,200 @@ def stop_replica(w: Work, j: int, t: int) -> None:
     w.log.dirty.add(j)
 
 
-def start(w: Work, ev: Events, j: int, t: int) -> bool:
-    """Start job ``j`` at ``t`` if its chips can be placed: allocate them, then set it up as a
-    replica (``_start_replica``) or a batch gang (``_start_batch``); False when it cannot start."""
-    pool, jobs, p = w.pool, w.jobs, w.p
-    a = jobs.a
+# A gang placed by ``claim`` and not yet set up (``begin``): (job slot, its chips, UltraServers
+# spanned).
+Placed = tuple[int, npt.NDArray[np.int64], int]
+
+
+def claim(w: Work, j: int, placed: list[Placed]) -> bool:
+    """Place job ``j``'s gang and give it its chips (``twin.scheduler``, the chip pool), noted in
+    ``placed`` for ``begin``; False when it cannot be placed now."""
+    pool, a = w.pool, w.jobs.a
     need = int(a["chips"][j])
     if need > pool.n_free:
         return False
     q = w.queues
     ver, size, best = q.last_fit
-    placed = scheduler.place(
+    got = scheduler.place(
         pool.free,
         pool.us_free,
         need,
         pool.cpu,
-        p.scheduler.placement,
+        w.p.scheduler.placement,
         pool.n_free,
         best if ver == pool.ver and size == need else -1,
         pool.us_hist,
     )
-    if placed is None:
+    if got is None:
         return False
-    chips, spanned = placed
-    kind = int(a["kind"][j])
-    si = int(a["service"][j]) if kind == INFERENCE else -1
-    pool.allocate(j, chips, si)
-    c = pool.cpu
+    chips, spanned = got
+    pool.allocate(j, chips, int(a["service"][j]) if a["kind"][j] == INFERENCE else -1)
     if spanned == 1:  # the best fit of the next gang of this size while nothing else changes
-        q.last_fit = (pool.ver, need, int(chips[0]) // c)
-    w.log.last_us[j] = (
-        str(int(chips[0]) // c) if spanned == 1 else ",".join(str(u) for u in np.unique(chips // c))
-    )
-    a["state"][j] = RUNNING
-    a["start"][j] = t
-    if a["first_start"][j] < 0:
-        a["first_start"][j] = t
-    a["wait"][j] += t - a["queued_since"][j]
-    a["spanned"][j] = spanned
-    a["end"][j] = -1
-    if kind == INFERENCE:
-        _start_replica(w, j, si, t)
-    else:
-        _start_batch(w, j, kind, need, spanned, t)
-    w.log.dirty.add(j)
-    ev.append(
-        (
-            "job_start",
-            f"job:{jobs.id_of(j)}",
-            f"{jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s) [{w.log.last_us[j]}]"
-            + (f", MFU {a['mfu'][j]:.3f}" if kind != INFERENCE else ""),
-        )
-    )
+        q.last_fit = (pool.ver, need, int(chips[0]) // pool.cpu)
+    placed.append((j, chips, spanned))
     return True
 
 
-def _start_replica(w: Work, j: int, si: int, t: int) -> None:
-    """A replica starting on its chips: it loads its weights (warm after the service's start-up
-    time, at once when it was warm before)."""
+def begin(w: Work, ev: Events, placed: list[Placed], t: int) -> None:
+    """The gangs ``placed`` (in order; then emptied) start at ``t`` on their chips: set up as
+    replicas (``_start_replicas``) or batch gangs (``_start_batch``), a ``job_start`` event
+    each."""
+    if not placed:
+        return
+    jobs, log, c = w.jobs, w.log, w.pool.cpu
+    a = jobs.a
+    js = [j for j, _, _ in placed]
+    jj = np.asarray(js, dtype=np.int64)
+    where = [
+        str(int(chips[0]) // c) if spanned == 1 else _us_list(chips // c) for _, chips, spanned in placed
+    ]
+    a["state"][jj] = RUNNING
+    a["start"][jj] = t
+    first = a["first_start"][jj]
+    a["first_start"][jj] = np.where(first < 0, t, first)
+    a["wait"][jj] += t - a["queued_since"][jj]
+    a["spanned"][jj] = [spanned for _, _, spanned in placed]
+    a["end"][jj] = -1
+    inf = a["kind"][jj] == INFERENCE
+    mfu: dict[int, float] = {}
+    if inf.any():
+        _start_replicas(w, jj[inf], t)
+    if not inf.all():
+        batch = ~inf
+        mfu = dict(zip(jj[batch].tolist(), _start_batch(w, jj[batch], t).tolist(), strict=True))
+    log.dirty.update(js)
+    names = jobs.names
+    for (j, chips, spanned), jid, at in zip(placed, a["id"][jj].tolist(), where, strict=True):
+        log.last_us[j] = at
+        ev.append(
+            (
+                "job_start",
+                f"job:{jid}",
+                f"{names[j]} on {len(chips)} chips, {spanned} UltraServer(s) [{at}]"
+                + (f", MFU {mfu[j]:.3f}" if j in mfu else ""),
+            )
+        )
+    placed.clear()
+
+
+def _us_list(us: npt.NDArray[np.int64]) -> str:
+    """The UltraServers ``us`` of a gang's chips, ascending, each once ("3,7,12"), from the
+    runs of chips on one UltraServer (a sort of every chip's took longer than the start)."""
+    runs = us[1:][us[1:] != us[:-1]].tolist()
+    return ",".join(map(str, sorted({int(us[0]), *runs})))
+
+
+def _start_replicas(w: Work, jj: npt.NDArray[np.int64], t: int) -> None:
+    """Replicas starting on their chips: each loads its weights (warm after its service's
+    start-up time, at once when it was warm before)."""
     a = w.jobs.a
-    a["restart_until"][j] = t
-    sp = w.p.services[si]
-    a["warm_at"][j] = t if a["warm_at"][j] == -1 else t + int(round(sp.startup_s))
-    a["activity"][j] = services.STARTING_ACTIVITY
-    w.jobs.replica_ver += 1
+    a["restart_until"][jj] = t
+    startup = [int(round(w.p.services[si].startup_s)) for si in a["service"][jj].tolist()]
+    warm = a["warm_at"][jj]
+    a["warm_at"][jj] = np.where(warm == -1, t, t + np.asarray(startup, dtype=np.int64))
+    a["activity"][jj] = services.STARTING_ACTIVITY
+    w.jobs.replica_ver += len(jj)
 
 
-def _start_batch(w: Work, j: int, kind: int, need: int, spanned: int, t: int) -> None:
-    """A batch gang starting: its MFU on this placement (its parallelism plan), checkpoint
-    interval and write time, rate, restart cost and estimated end."""
+def _start_batch(w: Work, jj: npt.NDArray[np.int64], t: int) -> npt.NDArray[np.float64]:
+    """Batch gangs starting: each one's MFU on its placement (its parallelism plan), checkpoint
+    interval and write time, rate, restart cost and estimated end; returns their MFU."""
     jobs, p = w.jobs, w.p
     a = jobs.a
-    name, precision = jobs.names[j], jobs.precision[j]
-    model = w.models.get(name)
-    if a["mfu_base"][j] <= 0:
-        a["mfu_base"][j] = workload.model_mfu(model, job_class(p, kind))
-    base = float(a["mfu_base"][j])
-    key = (name, kind, need, spanned, precision, base)
-    got = w.start_plans.get(key)
-    if got is None:  # pure functions of the key for a run: worked out once
-        # The plan: this placement's pipeline bubble and exposed communication lower the MFU.
-        peak = w.acc.peak(precision)
-        mfu, act = base, p.training.compute_activity
-        if model is not None and mfu > 0:
-            sc = fabric.plan(
-                model,
-                workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[kind]],
-                need,
-                spanned,
-                peak,
-                mfu,
-                p.hall.system,
-                p.training,
-            )
-            mfu, act = sc.mfu, training_activity(sc, p.training.compute_activity)
-        # Checkpoints' write time: of the model's parameters (a job without one: its own, below).
-        write = fabric.checkpoint_write_s(model.params, need, p.training) if model is not None else math.nan
-        got = w.start_plans[key] = (peak, mfu, act, write)
-    peak, mfu, act, write_s = got
-    a["train_activity"][j] = act
+    kinds = a["kind"][jj].tolist()
+    for i in np.flatnonzero(a["mfu_base"][jj] <= 0).tolist():
+        a["mfu_base"][jj[i]] = workload.model_mfu(w.models.get(jobs.names[jj[i]]), job_class(p, kinds[i]))
+    need = a["chips"][jj].astype(np.int64)
+    plans = w.start_plans
+    keys = zip(
+        [jobs.names[j] for j in jj.tolist()],
+        kinds,
+        need.tolist(),
+        a["spanned"][jj].tolist(),
+        [jobs.precision[j] for j in jj.tolist()],
+        a["mfu_base"][jj].tolist(),
+        strict=True,
+    )
+    peak, mfu, act, write_s, every_s = (
+        np.array(col) for col in zip(*[plans.get(k) or _plan(w, k) for k in keys], strict=True)
+    )
     # Checkpoints: the class's interval, else the Young/Daly interval of this gang; the gang
-    # pauses for each checkpoint's write (its rate is the share of time not writing).
-    if model is None:
-        write_s = fabric.checkpoint_write_s(float(a["params"][j]), need, p.training)
-    if a["ckpt_every"][j] < 0:
-        cls = job_class(p, kind)
-        fixed = cls.checkpoint_interval_s if cls is not None else None
-        if fixed is None:
-            fixed = fabric.checkpoint_interval_s(write_s, need, p.failures.chip_hazard_per_h, p.training)
-        a["ckpt_every"][j] = fixed
-    every = int(a["ckpt_every"][j])
-    a["ckpt_eff"][j] = every / (every + write_s) if every > 0 else 1.0
-    a["mfu"][j] = mfu
-    a["rate"][j] = workload.training_rate_flop_s(need, peak, mfu) * a["ckpt_eff"][j]
-    a["ckpt_time"][j] = t
-    a["ckpt_due"][j] = t + every if every > 0 else NEVER
-    restart = p.training.restart_cost_s if a["restarts"][j] > 0 else 0
-    a["restart_until"][j] = t + restart
-    work = float(a["work"][j])
-    left = (work - a["done"][j]) / work if work > 0 else 0.0
-    est = a["est"][j] if a["est"][j] > 0 else (work / a["rate"][j] if a["rate"][j] > 0 else 0.0)
-    a["est_end"][j] = t + restart + est * left * p.scheduler.runtime_estimate_factor
-    a["activity"][j] = RESTART_ACTIVITY if restart > 0 else act
+    # pauses for each checkpoint's write (its rate is the share of time not writing). A job
+    # without a catalogued model writes its own parameters.
+    for i in np.flatnonzero(np.isnan(write_s)).tolist():
+        n = int(need[i])
+        write_s[i] = fabric.checkpoint_write_s(float(a["params"][jj[i]]), n, p.training)
+        if math.isnan(every_s[i]):
+            every_s[i] = fabric.checkpoint_interval_s(
+                float(write_s[i]), n, p.failures.chip_hazard_per_h, p.training
+            )
+    every = a["ckpt_every"][jj]
+    unset = every < 0
+    if unset.any():
+        a["ckpt_every"][jj[unset]] = every_s[unset]
+        every = a["ckpt_every"][jj]
+    writes = every > 0
+    eff = np.ones(len(jj))
+    eff[writes] = every[writes] / (every[writes] + write_s[writes])
+    a["train_activity"][jj] = act
+    a["ckpt_eff"][jj] = eff
+    a["mfu"][jj] = mfu
+    rate = workload.training_rate_flop_s(need, peak, mfu) * eff  # type: ignore[arg-type]
+    a["rate"][jj] = rate
+    a["ckpt_time"][jj] = t
+    a["ckpt_due"][jj] = np.where(writes, t + every, NEVER)
+    restart = np.where(a["restarts"][jj] > 0, p.training.restart_cost_s, 0)
+    a["restart_until"][jj] = t + restart
+    work, done, est = a["work"][jj], a["done"][jj], a["est"][jj]
+    has = work > 0
+    left = np.where(has, (work - done) / np.where(has, work, 1.0), 0.0)
+    est = np.where(est > 0, est, np.where(rate > 0, work / np.where(rate > 0, rate, 1.0), 0.0))
+    a["est_end"][jj] = t + restart + est * left * p.scheduler.runtime_estimate_factor
+    a["activity"][jj] = np.where(restart > 0, RESTART_ACTIVITY, act)
     # A gang without a restart is never restarting (``t < restart_until`` never holds for it): it
     # leaves the latest restart end alone, so the restart phases skip steps with none under way.
-    w.running.add(j, t + restart if restart > 0 else -1)
+    for j, r in zip(jj.tolist(), restart.tolist(), strict=True):
+        w.running.add(j, t + r if r > 0 else -1)
+    out: npt.NDArray[np.float64] = mfu
+    return out
+
+
+def _plan(w: Work, key: tuple[str, int, int, int, str, float]) -> tuple[float, float, float, float, float]:
+    """A batch gang's start on a placement, by (model, kind, chips, UltraServers spanned,
+    precision, base MFU): (peak FLOP/s, MFU, training activity, checkpoint write time [s],
+    checkpoint interval [s] unless set; NaN: a job without a catalogued model, its own). The
+    plan's pipeline bubble and exposed communication lower the MFU; the interval is the class's,
+    else the Young/Daly interval of the gang. Pure functions of the key for a run: worked out
+    once (``Work.start_plans``)."""
+    name, kind, need, spanned, precision, base = key
+    p, model = w.p, w.models.get(name)
+    peak = w.acc.peak(precision)
+    mfu, act = base, p.training.compute_activity
+    if model is not None and mfu > 0:
+        sc = fabric.plan(
+            model,
+            workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[kind]],
+            need,
+            spanned,
+            peak,
+            mfu,
+            p.hall.system,
+            p.training,
+        )
+        mfu, act = sc.mfu, training_activity(sc, p.training.compute_activity)
+    write = fabric.checkpoint_write_s(model.params, need, p.training) if model is not None else math.nan
+    cls = job_class(p, kind)
+    fixed = cls.checkpoint_interval_s if cls is not None else None
+    hazard = p.failures.chip_hazard_per_h
+    every: float = (
+        fixed
+        if fixed is not None
+        else fabric.checkpoint_interval_s(write, need, hazard, p.training)
+        if model is not None
+        else math.nan
+    )
+    got = w.start_plans[key] = (peak, mfu, act, write, every)
+    return got
 
 
 def training_activity(sc: fabric.Plan, compute_activity: float) -> float:
@@ -341,6 +410,10 @@ def preempt_for(w: Work, ev: Events, j: int, t: int) -> bool:
 
 
 def schedule(w: Work, ev: Events, t: int) -> None:
+    """Start what can start now: replica requests first, then the batch queue in order (with
+    preemption under the priority policy), then EASY backfill behind a blocked head. Gangs are
+    placed one after another; their set-up (``begin``) waits until something reads the running
+    jobs (preemption, the backfill reservation) or the end, in the order they were placed."""
     q, pool, sp = w.queues, w.pool, w.p.scheduler
     if len(q.queue) != len(q.keys):
         rebuild_queue(q, w.jobs)
@@ -350,19 +423,29 @@ def schedule(w: Work, ev: Events, t: int) -> None:
     q.seen_ver = pool.ver
     a = w.jobs.a
     policy = sp.policy
+    placed: list[Placed] = []
+
+    def start_or_preempt(j: int) -> bool:
+        if claim(w, j, placed):
+            return True
+        if policy != "priority":
+            return False
+        begin(w, ev, placed, t)  # preemption weighs the running jobs as set up
+        return preempt_for(w, ev, j, t) and claim(w, j, placed)
+
     head_need = -1
     if policy != "priority":
         # Nothing but starts in this loop (no preemption): the started head is cut off once
         # (popping each from the front was O(requests) apiece: a campus's initial replicas).
         rq, k = q.rqueue, 0
-        while k < len(rq) and start(w, ev, rq[k], t):
+        while k < len(rq) and claim(w, rq[k], placed):
             k += 1
         if k < len(rq):
             head_need = int(a["chips"][rq[k]])
         del rq[:k]
     while q.rqueue and policy == "priority":
         j = q.rqueue[0]
-        if start(w, ev, j, t) or (preempt_for(w, ev, j, t) and start(w, ev, j, t)):
+        if start_or_preempt(j):
             q.rqueue.pop(0)
             continue
         head_need = int(a["chips"][j])
@@ -371,15 +454,14 @@ def schedule(w: Work, ev: Events, t: int) -> None:
     if head_need < 0:
         while q.queue:
             j = q.queue[0]
-            if start(w, ev, j, t) or (
-                policy == "priority" and preempt_for(w, ev, j, t) and start(w, ev, j, t)
-            ):
+            if start_or_preempt(j):
                 q.queue.pop(0)
                 q.keys.pop(0)
                 continue
             head_need = int(a["chips"][j])
             first = 1
             break
+    begin(w, ev, placed, t)  # the backfill reservation reads the running jobs' estimated ends
     if policy == "fifo" or head_need < 0 or len(q.queue) <= first:
         return
     _backfill(w, ev, t, first, head_need)
@@ -406,18 +488,19 @@ def _backfill(w: Work, ev: Events, t: int, first: int, head_need: int) -> None:
     restart = np.where(a["restarts"][cand] > 0, w.p.training.restart_cost_s, 0)
     end = t + a["est"][cand] * sp.runtime_estimate_factor * left + restart
     ok = (need <= free) & ((end <= shadow) | (need <= extra))
-    started: set[int] = set()
+    placed: list[Placed] = []
     for k in np.flatnonzero(ok).tolist():
         if free <= 0:
             break
         nk = int(need[k])
         fits_time = end[k] <= shadow
-        if nk <= free and (fits_time or nk <= extra) and start(w, ev, int(cand[k]), t):
-            started.add(int(cand[k]))
+        if nk <= free and (fits_time or nk <= extra) and claim(w, int(cand[k]), placed):
             free -= nk
             if not fits_time:
                 extra -= nk
-    if started:
+    if placed:
+        started = {j for j, _, _ in placed}
+        begin(w, ev, placed, t)
         # Only the window the candidates came from changes: rebuilding the whole queue here made
         # every step cost O(queue) (11 ms a step at 90,000 queued jobs).
         hi = first + len(cand)

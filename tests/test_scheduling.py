@@ -13,7 +13,7 @@ from scenarios.spec import load
 from tests.conftest import job_history, small_params
 from twin import arrivals, fabric, queueing, scheduler
 from twin.hall import Hall
-from twin.jobs import DONE, EVAL, PRETRAIN, QUEUED, RUNNING
+from twin.jobs import DONE, EVAL, PRETRAIN, QUEUED, RUNNING, STOPPED
 from twin.models import MODELS
 from twin.params import FailureParams, ScheduledEvent, SchedulerParams, TrainingParams
 
@@ -363,11 +363,11 @@ def test_jobs_table_keeps_the_placement_of_finished_jobs() -> None:
     assert rows["ultraservers_spanned"][list(rows["job_id"]).index(j)] == 2
 
 
-def _busy_pair() -> tuple[Hall, Hall]:
+def _busy_pair(ultraservers: int = 3) -> tuple[Hall, Hall]:
     """Two identical busy halls (same seed, same steps): jobs queued and running on scattered
     chips, one chip failed under a job."""
     p = small_params(
-        ultraservers=3,
+        ultraservers=ultraservers,
         training=TrainingParams(arrivals_per_day=3000.0),
         failures=FailureParams(chip_hazard_per_h=0.05),
     )
@@ -435,3 +435,36 @@ def test_jobs_arriving_together_equal_jobs_arriving_one_by_one() -> None:
     got = [arrivals.add_jobs(cl, [r], t)[0] for r in rows]
     assert arrivals.add_jobs(many.pool.cluster, rows, t) == got
     _same_work(one, many)
+
+
+def test_gangs_set_up_together_equal_gangs_set_up_one_by_one() -> None:
+    """``queueing.begin`` of several placed gangs (batch jobs of several sizes, one restarting
+    after an interruption, and a replica) leaves the job table, the running order, the chip
+    pool and the events as setting each up right after its placement."""
+    one, many = _busy_pair(ultraservers=8)
+    t = one.t_s
+    for h in (one, many):
+        cl = h.pool.cluster
+        victim = next(iter(cl.running))
+        queueing.interrupt(cl, [], victim, t, "failure", "test")  # back in the queue, restarts
+        for chips in (1, 4, 32, 144, 200):
+            _add(h, chips, 2.0)
+        replica = cl.replicas[0][0]
+        queueing.stop_replica(cl, replica, t)  # stopped, then asked for again: it loads anew
+        assert cl.jobs.a["state"][replica] == STOPPED
+        queueing.request_replica(cl.queues, cl.jobs, cl.log, replica, t)
+    js = many.pool.cluster.queues.rqueue + many.pool.cluster.queue
+    assert len(js) >= 6
+    ev_one: list = []
+    for j in js:
+        placed: list = []
+        assert queueing.claim(one.pool.cluster, j, placed)
+        queueing.begin(one.pool.cluster, ev_one, placed, t)
+    ev_many: list = []
+    placed = []
+    for j in js:
+        assert queueing.claim(many.pool.cluster, j, placed)
+    queueing.begin(many.pool.cluster, ev_many, placed, t)
+    assert ev_many == ev_one and len(ev_one) == len(js) and not placed
+    _same_work(one, many)
+    assert (one.jobs.a["state"][js] == RUNNING).all()

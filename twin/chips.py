@@ -315,7 +315,7 @@ class ChipPool:
     def allocate(self, j: int, chips: I64, service: int = -1) -> None:
         """Give free ``chips`` to the job in slot ``j`` (a replica of ``service`` if >= 0).
         ValueError if a chip is not free (owned, out of service or drained)."""
-        if not self._free[chips].all():
+        if np.count_nonzero(self._free[chips]) < len(chips):  # (a count: ``all`` costs more)
             raise ValueError(f"job slot {j}: chips not free: {chips[~self._free[chips]].tolist()}")
         if j in self._placement:
             raise ValueError(f"job slot {j} already holds chips")
@@ -354,15 +354,15 @@ class ChipPool:
             self._changing(chips, one)
             self._owner[chips] = -1
             self._n_alloc -= len(chips)
-            if (self._service[chips] >= 0).any():
+            if np.count_nonzero(self._service[chips] >= 0):
                 self._service[chips] = -1
                 self.svc_ver += 1
             self._seg = None
             ok = ~self._failed[chips]
-            if self._drained.any():
+            if np.count_nonzero(self._drained):
                 ok &= ~self._drained[chips // c]
             self._free[chips] = ok
-            self._count_free(chips if ok.all() else chips[ok], 1, one)
+            self._count_free(chips if np.count_nonzero(ok) == len(ok) else chips[ok], 1, one)
         self.ver += 1
         return chips
 

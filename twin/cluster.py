@@ -278,7 +278,7 @@ def batch_progress(
             a["ckpt_done"][jj] = a["done"][jj]
             a["ckpt_prog_s"][jj] = a["prog_s"][jj] + np.maximum(
                 0, t + dt - a["restart_until"][jj]
-            ) * queueing.progress_share(a, jj)
+            ) * queueing.progress_share(a["ckpt_eff"][jj])
             a["ckpt_time"][jj] = t + dt
             a["ckpt_due"][jj] = t + dt + a["ckpt_every"][jj]
         fin = done >= a["work"][run] * (1 - 1e-12)

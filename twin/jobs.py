@@ -29,6 +29,20 @@ NEVER = np.iinfo(np.int64).max // 2
 _SET_ON_ADD = frozenset(("start", "first_start", "end", "service", "ckpt_every", "source", "id", "inf"))
 
 
+Rows = slice | npt.NDArray[np.int64]
+
+
+def rows(slots: list[int]) -> Rows:
+    """An index of the job-table rows ``slots`` (in order): a slice when they are consecutive
+    ascending (one job; new slots), whose reads and writes cost a fraction of a gather's, else
+    an array."""
+    n = len(slots)
+    lo = slots[0] if n else 0
+    if n and slots[-1] - lo + 1 == n and (n <= 2 or slots == list(range(lo, lo + n))):
+        return slice(lo, lo + n)
+    return np.asarray(slots, dtype=np.int64)
+
+
 class JobTable:
     """Struct-of-arrays job store over reusable slots; grows by doubling while more jobs are
     live than it has slots."""
@@ -111,9 +125,10 @@ class JobTable:
         reused = [self._free.pop() for _ in range(min(n, len(self._free)))]
         if reused:
             # The evicted jobs' rows back to zero, but for the fields set below in any case.
+            at = reused[0] if len(reused) == 1 else rows(reused)
             for k, arr in a.items():
                 if k not in values and k not in _SET_ON_ADD:
-                    arr[reused] = 0
+                    arr[at] = 0
             for i, j in enumerate(reused):
                 self.names[j] = names[i]
                 self.precision[j] = precisions[i]
@@ -131,13 +146,15 @@ class JobTable:
             self.precision.extend(precisions[len(reused) :])
             self.n += new
         slots = reused + list(range(self.n - new, self.n))
-        jj = np.asarray(slots, dtype=np.int64)
+        # One job (most steps of a small hall): a scalar index and values, the cheapest writes.
+        jj: int | Rows = slots[0] if n == 1 else rows(slots)
         for k in ("start", "first_start", "end", "service", "ckpt_every"):
             a[k][jj] = -1
         a["source"][jj] = SOURCES.index("manual")
         for k, v in values.items():
-            a[k][jj] = v
-        a["id"][jj] = (self.next_id + np.arange(n, dtype=np.int64)) * self.id_stride + self.id_offset
+            a[k][jj] = v[0] if n == 1 else v
+        ids = [(self.next_id + i) * self.id_stride + self.id_offset for i in range(n)]
+        a["id"][jj] = ids[0] if n == 1 else ids
         self.next_id += n
         inf = a["kind"][jj] == INFERENCE
         a["inf"][jj] = inf

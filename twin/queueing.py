@@ -28,6 +28,8 @@ from twin.jobs import (
     RUNNING,
     STOPPED,
     JobTable,
+    Rows,
+    rows,
 )
 from twin.params import COMM_ACTIVITY, JOB_CLASSES, KIND_NAMES, FactoryParams, JobClassParams
 from twin.workstate import JobLog, Queues, Work
@@ -141,7 +143,7 @@ def begin(w: Work, ev: Events, placed: list[Placed], t: int) -> None:
     jobs, log, c = w.jobs, w.log, w.pool.cpu
     a = jobs.a
     js = [j for j, _, _ in placed]
-    jj = np.asarray(js, dtype=np.int64)
+    jj = rows(js)
     where = [
         str(int(chips[0]) // c) if spanned == 1 else _us_list(chips // c) for _, chips, spanned in placed
     ]
@@ -152,13 +154,13 @@ def begin(w: Work, ev: Events, placed: list[Placed], t: int) -> None:
     a["wait"][jj] += t - a["queued_since"][jj]
     a["spanned"][jj] = [spanned for _, _, spanned in placed]
     a["end"][jj] = -1
-    inf = a["kind"][jj] == INFERENCE
+    inf = (a["kind"][jj] == INFERENCE).tolist()
     mfu: dict[int, float] = {}
-    if inf.any():
-        _start_replicas(w, jj[inf], t)
-    if not inf.all():
-        batch = ~inf
-        mfu = dict(zip(jj[batch].tolist(), _start_batch(w, jj[batch], t).tolist(), strict=True))
+    if any(inf):
+        _start_replicas(w, [j for j, i in zip(js, inf, strict=True) if i], t)
+    if not all(inf):
+        batch = [j for j, i in zip(js, inf, strict=True) if not i]
+        mfu = dict(zip(batch, _start_batch(w, batch, t), strict=True))
     log.dirty.update(js)
     names = jobs.names
     for (j, chips, spanned), jid, at in zip(placed, a["id"][jj].tolist(), where, strict=True):
@@ -181,79 +183,98 @@ def _us_list(us: npt.NDArray[np.int64]) -> str:
     return ",".join(map(str, sorted({int(us[0]), *runs})))
 
 
-def _start_replicas(w: Work, jj: npt.NDArray[np.int64], t: int) -> None:
+def _start_replicas(w: Work, js: list[int], t: int) -> None:
     """Replicas starting on their chips: each loads its weights (warm after its service's
     start-up time, at once when it was warm before)."""
     a = w.jobs.a
+    jj = rows(js)
     a["restart_until"][jj] = t
     startup = [int(round(w.p.services[si].startup_s)) for si in a["service"][jj].tolist()]
     warm = a["warm_at"][jj]
     a["warm_at"][jj] = np.where(warm == -1, t, t + np.asarray(startup, dtype=np.int64))
     a["activity"][jj] = services.STARTING_ACTIVITY
-    w.jobs.replica_ver += len(jj)
+    w.jobs.replica_ver += len(js)
 
 
-def _start_batch(w: Work, jj: npt.NDArray[np.int64], t: int) -> npt.NDArray[np.float64]:
+def _start_batch(w: Work, js: list[int], t: int) -> list[float]:
     """Batch gangs starting: each one's MFU on its placement (its parallelism plan), checkpoint
-    interval and write time, rate, restart cost and estimated end; returns their MFU."""
+    interval and write time, rate, restart cost and estimated end; returns their MFU. Each job
+    in plain Python numbers (a handful of jobs a step; NumPy's overhead on short arrays cost
+    more), the table read and written a column at a time."""
     jobs, p = w.jobs, w.p
-    a = jobs.a
-    kinds = a["kind"][jj].tolist()
-    for i in np.flatnonzero(a["mfu_base"][jj] <= 0).tolist():
-        a["mfu_base"][jj[i]] = workload.model_mfu(w.models.get(jobs.names[jj[i]]), job_class(p, kinds[i]))
-    need = a["chips"][jj].astype(np.int64)
-    plans = w.start_plans
-    keys = zip(
-        [jobs.names[j] for j in jj.tolist()],
-        kinds,
-        need.tolist(),
-        a["spanned"][jj].tolist(),
-        [jobs.precision[j] for j in jj.tolist()],
-        a["mfu_base"][jj].tolist(),
-        strict=True,
-    )
-    peak, mfu, act, write_s, every_s = (
-        np.array(col) for col in zip(*[plans.get(k) or _plan(w, k) for k in keys], strict=True)
-    )
-    # Checkpoints: the class's interval, else the Young/Daly interval of this gang; the gang
-    # pauses for each checkpoint's write (its rate is the share of time not writing). A job
-    # without a catalogued model writes its own parameters.
-    for i in np.flatnonzero(np.isnan(write_s)).tolist():
-        n = int(need[i])
-        write_s[i] = fabric.checkpoint_write_s(float(a["params"][jj[i]]), n, p.training)
-        if math.isnan(every_s[i]):
-            every_s[i] = fabric.checkpoint_interval_s(
-                float(write_s[i]), n, p.failures.chip_hazard_per_h, p.training
-            )
-    every = a["ckpt_every"][jj]
-    unset = every < 0
-    if unset.any():
-        a["ckpt_every"][jj[unset]] = every_s[unset]
-        every = a["ckpt_every"][jj]
-    writes = every > 0
-    eff = np.ones(len(jj))
-    eff[writes] = every[writes] / (every[writes] + write_s[writes])
-    a["train_activity"][jj] = act
-    a["ckpt_eff"][jj] = eff
-    a["mfu"][jj] = mfu
-    rate = workload.training_rate_flop_s(need, peak, mfu) * eff  # type: ignore[arg-type]
-    a["rate"][jj] = rate
+    tp, a, plans = p.training, jobs.a, w.start_plans
+    jj = rows(js)
+    got = {k: a[k][jj].tolist() for k in _START_READS}
+    put: dict[str, list[Any]] = {k: [] for k in _START_WRITES}
+    factor = p.scheduler.runtime_estimate_factor
+    for i, j in enumerate(js):
+        kind, need, base, name = got["kind"][i], got["chips"][i], got["mfu_base"][i], jobs.names[j]
+        if base <= 0:
+            base = workload.model_mfu(w.models.get(name), job_class(p, kind))
+        key = (name, kind, need, got["spanned"][i], jobs.precision[j], base)
+        peak, mfu, act, write_s, every_s = plans.get(key) or _plan(w, key)
+        # Checkpoints: the class's interval, else the Young/Daly interval of this gang; the gang
+        # pauses for each checkpoint's write (its rate is the share of time not writing). A job
+        # without a catalogued model writes its own parameters.
+        if math.isnan(write_s):
+            write_s = fabric.checkpoint_write_s(got["params"][i], need, tp)
+            if math.isnan(every_s):
+                every_s = fabric.checkpoint_interval_s(write_s, need, p.failures.chip_hazard_per_h, tp)
+        every = got["ckpt_every"][i]
+        if every < 0:
+            every = int(every_s)  # (stored whole seconds)
+        eff = every / (every + write_s) if every > 0 else 1.0
+        rate = workload.training_rate_flop_s(need, peak, mfu) * eff
+        restart = tp.restart_cost_s if got["restarts"][i] > 0 else 0
+        work = got["work"][i]
+        left = (work - got["done"][i]) / work if work > 0 else 0.0
+        est = got["est"][i]
+        est = est if est > 0 else (work / rate if rate > 0 else 0.0)
+        put["mfu_base"].append(base)
+        put["train_activity"].append(act)
+        put["ckpt_every"].append(every)
+        put["ckpt_eff"].append(eff)
+        put["mfu"].append(mfu)
+        put["rate"].append(rate)
+        put["ckpt_due"].append(t + every if every > 0 else NEVER)
+        put["restart_until"].append(t + restart)
+        put["est_end"].append(t + restart + est * left * factor)
+        put["activity"].append(RESTART_ACTIVITY if restart > 0 else act)
+        # A gang without a restart is never restarting (``t < restart_until`` never holds for
+        # it): it leaves the latest restart end alone, so the restart phases skip steps with none
+        # under way.
+        w.running.add(j, t + restart if restart > 0 else -1)
+    for k, v in put.items():
+        a[k][jj] = v
     a["ckpt_time"][jj] = t
-    a["ckpt_due"][jj] = np.where(writes, t + every, NEVER)
-    restart = np.where(a["restarts"][jj] > 0, p.training.restart_cost_s, 0)
-    a["restart_until"][jj] = t + restart
-    work, done, est = a["work"][jj], a["done"][jj], a["est"][jj]
-    has = work > 0
-    left = np.where(has, (work - done) / np.where(has, work, 1.0), 0.0)
-    est = np.where(est > 0, est, np.where(rate > 0, work / np.where(rate > 0, rate, 1.0), 0.0))
-    a["est_end"][jj] = t + restart + est * left * p.scheduler.runtime_estimate_factor
-    a["activity"][jj] = np.where(restart > 0, RESTART_ACTIVITY, act)
-    # A gang without a restart is never restarting (``t < restart_until`` never holds for it): it
-    # leaves the latest restart end alone, so the restart phases skip steps with none under way.
-    for j, r in zip(jj.tolist(), restart.tolist(), strict=True):
-        w.running.add(j, t + r if r > 0 else -1)
-    out: npt.NDArray[np.float64] = mfu
-    return out
+    return put["mfu"]
+
+
+# The job-table columns a batch gang's start reads and writes (``_start_batch``).
+_START_READS = (
+    "kind",
+    "chips",
+    "spanned",
+    "mfu_base",
+    "ckpt_every",
+    "params",
+    "restarts",
+    "work",
+    "done",
+    "est",
+)
+_START_WRITES = (
+    "mfu_base",
+    "train_activity",
+    "ckpt_every",
+    "ckpt_eff",
+    "mfu",
+    "rate",
+    "ckpt_due",
+    "restart_until",
+    "est_end",
+    "activity",
+)
 
 
 def _plan(w: Work, key: tuple[str, int, int, int, str, float]) -> tuple[float, float, float, float, float]:
@@ -302,11 +323,11 @@ def training_activity(sc: fabric.Plan, compute_activity: float) -> float:
     return duty * compute_activity + (1.0 - duty) * COMM_ACTIVITY
 
 
-def progress_share(a: dict[str, npt.NDArray[Any]], j: Any) -> Any:
+def progress_share(eff: Any) -> Any:
     """Share of a running batch job's time (restart done) that makes progress: all but its
-    checkpoint writes (1 for replicas and jobs that never checkpoint; 0 in the table: unset)."""
-    eff = a["ckpt_eff"][j]
-    return np.where(eff > 0, eff, 1.0) if isinstance(j, np.ndarray) else (float(eff) if eff > 0 else 1.0)
+    checkpoint writes, from its ``ckpt_eff`` (one value or an array; 1 for replicas and jobs that
+    never checkpoint; 0 in the table: unset)."""
+    return np.where(eff > 0, eff, 1.0) if isinstance(eff, np.ndarray) else (eff if eff > 0 else 1.0)
 
 
 def job_class(p: FactoryParams, kind: int) -> JobClassParams | None:
@@ -314,14 +335,20 @@ def job_class(p: FactoryParams, kind: int) -> JobClassParams | None:
     return p.training.job_class(name) if name in JOB_CLASSES else None
 
 
-def release(w: Work, js: list[int], t_end: int) -> npt.NDArray[np.int64]:
+def release(w: Work, js: list[int], t_end: int) -> Rows:
     """Give the chips of jobs ``js`` back to the pool (those not failed or drained become free)
-    and book the time each held them; returns their slots as an array."""
+    and book the time each held them; returns the index of their rows (``twin.jobs.rows``)."""
     a = w.jobs.a
     w.pool.release_many(js)
-    jj = np.asarray(js, dtype=np.int64)
-    a["run_s"][jj] += t_end - a["start"][jj]
-    a["prog_s"][jj] += np.maximum(0, t_end - a["restart_until"][jj]) * progress_share(a, jj)
+    jj = rows(js)
+    run_s, prog_s = a["run_s"][jj].tolist(), a["prog_s"][jj].tolist()
+    for i, (start, until, eff) in enumerate(
+        zip(a["start"][jj].tolist(), a["restart_until"][jj].tolist(), a["ckpt_eff"][jj].tolist(), strict=True)
+    ):
+        run_s[i] += t_end - start
+        prog_s[i] += max(0, t_end - until) * progress_share(eff)
+    a["run_s"][jj] = run_s
+    a["prog_s"][jj] = prog_s
     for j in js:
         w.running.discard(j)
     return jj

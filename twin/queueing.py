@@ -38,7 +38,7 @@ from twin.workstate import JobLog, Queues, Work
 def keys(q: Queues, jobs: JobTable, js: list[int]) -> list[tuple[float, ...]]:
     """Queue order of the jobs in slots ``js``: the policy's, ties by arrival (job id)."""
     a = jobs.a
-    jj = np.asarray(js, dtype=np.int64)
+    jj = rows(js)
     submit, ids = a["submit"][jj].tolist(), a["id"][jj].tolist()
     if q.policy == "priority":
         prio = a["priority"][jj].tolist()

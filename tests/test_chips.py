@@ -28,6 +28,7 @@ def recount(p: ChipPool) -> None:
     np.testing.assert_array_equal(
         p.us_free, np.bincount(chip_us, weights=free, minlength=US).astype(np.int64)
     )
+    np.testing.assert_array_equal(p.us_hist, np.bincount(p.us_free, minlength=CPU + 1))
     assert p.n_free == int(free.sum())
     assert p.n_alloc == int((p.owner >= 0).sum())
     np.testing.assert_array_equal(p.failed, p.hw_failed | p.tripped)
@@ -78,10 +79,14 @@ def test_kept_counts_equal_a_recount_after_any_sequence(seq: list[tuple]) -> Non
             if placed is not None:
                 p.allocate(next_job, placed[0], service=next_job % 2 - 1)
                 next_job += 1
-        elif kind == "release":
+        elif kind == "release":  # one job, or several at once
             if p.placement:
                 jobs = sorted(p.placement)
-                p.release(jobs[op[1] % len(jobs)])
+                picked = jobs[op[1] % len(jobs) :: 1 + op[1] % 3]
+                if len(picked) == 1:
+                    p.release(picked[0])
+                else:
+                    p.release_many(picked)
         elif kind == "fail":
             chips = np.array(op[1], dtype=np.int64)
             hit = p.fail(chips, op[2], thermal=op[3])
@@ -180,3 +185,39 @@ def test_callers_read_the_pool_but_cannot_write_it() -> None:
     with pytest.raises(AttributeError):
         p.n_free = 0  # type: ignore[misc]
     assert p.owner[0] == 0 and not p.free[0] and p.us_free[0] == CPU - 2  # the views follow the pool
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 2 * CPU), min_size=1, max_size=8), st.data())
+def test_releasing_jobs_together_equals_releasing_them_one_by_one(
+    sizes: list[int], data: st.DataObject
+) -> None:
+    """The pool after ``release_many`` of some jobs equals the pool after releasing them one by
+    one in the same order: owners, free flags and counts, the count histogram, replicas'
+    services and the chips handed back."""
+    pools = pool(), pool()
+    for p in pools:
+        for j, need in enumerate(sizes):
+            placed = scheduler.place(p.free, p.us_free, need, CPU)
+            if placed is not None:
+                p.allocate(j, placed[0], service=j % 2 - 1)
+        # A chip of a job fails and the last UltraServer is drained: neither comes free.
+        p.fail(p.placement[min(p.placement)][:1], 30)
+        p.set_drained(US - 1, True)
+    slots = data.draw(st.permutations(sorted(pools[0].placement)))
+    slots = slots[: data.draw(st.integers(0, len(slots)))]
+    one_by_one = [pools[0].release(j) for j in slots]
+    together = pools[1].release_many(slots)
+    want = np.concatenate(one_by_one) if one_by_one else np.zeros(0, dtype=np.int64)
+    assert together.tolist() == want.tolist()
+    a, b = pools
+    for x, y in [
+        (a.owner, b.owner),
+        (a.free, b.free),
+        (a.us_free, b.us_free),
+        (a.us_hist, b.us_hist),
+        (a.service, b.service),
+    ]:
+        np.testing.assert_array_equal(x, y)
+    assert (a.n_free, a.n_alloc, sorted(a.placement)) == (b.n_free, b.n_alloc, sorted(b.placement))
+    recount(b)

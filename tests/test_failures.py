@@ -61,8 +61,7 @@ def test_failure_count_of_a_long_run_is_within_the_poisson_band() -> None:
 def test_cause_mix_follows_the_llama3_counts() -> None:
     table = failures.cause_table(FailureParams())
     rng = np.random.default_rng(5)
-    alive = np.ones(100_000, dtype=bool)
-    d = failures.draw(alive, 20_000, table, 0.5, rng)
+    d = failures.draw(np.zeros(0, dtype=np.int64), 100_000, 20_000, table, 0.5, rng)
     share = np.bincount(d.cause, minlength=5) / 20_000
     expect = np.array([196, 72, 49, 48, 54]) / 419
     assert np.abs(share - expect).max() < Z_999 * np.sqrt(expect * (1 - expect) / 20_000).max()
@@ -211,3 +210,19 @@ def test_thermal_recovery_does_not_repair_broken_hardware() -> None:
     assert sim.pool.chip_repair_at[0] == 3600
     cl.repair_chips(chips[:2])
     assert not sim.pool.chip_failed.any() and cl.n_free == 144
+
+
+def test_failures_strike_the_chip_a_choice_among_those_in_service_picks() -> None:
+    """``failures.draw`` from the chips out of service picks, draw for draw, the chips a choice
+    among the list of chips in service picks with the same stream; never one out of service."""
+    table = failures.cause_table(FailureParams())
+    for seed in range(40):
+        gen = np.random.default_rng(seed)
+        n = int(gen.integers(1, 5000))
+        out = np.flatnonzero(gen.random(n) < gen.choice([0.0, 0.01, 0.5, 0.99]))
+        alive = np.setdiff1d(np.arange(n), out)
+        k = int(gen.integers(0, n + 2))
+        d = failures.draw(out, n, k, table, 0.5, np.random.default_rng(seed))
+        want = np.random.default_rng(seed).choice(alive, size=min(k, len(alive)), replace=False)
+        assert d.chips.tolist() == want.tolist()
+        assert not np.isin(d.chips, out).any()

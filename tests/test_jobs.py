@@ -13,6 +13,7 @@ from scenarios.spec import parse
 from tests.conftest import SMALL_TOML, job_history, small_params
 from twin import workload
 from twin.hall import Hall
+from twin.jobs import FREE, JobTable
 from twin.models import MODELS
 from twin.params import JOB_CLASSES, KIND_NAMES, FailureParams, TrainingParams
 
@@ -179,3 +180,34 @@ def test_finished_jobs_leave_memory_once_recorded() -> None:
     }
     done = set(hist["job_id"][hist["state"] == "done"].tolist())
     assert ends == done
+
+
+def test_adding_jobs_together_equals_adding_them_one_by_one() -> None:
+    """``JobTable.add_many`` leaves the table as adding the same jobs one by one does (slots
+    reused lowest first, then new ones; the table grown by doubling; ids in sequence; the
+    evicted jobs' rows back to zero), over random runs of arrivals and evictions."""
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        one, many = JobTable(capacity=2), JobTable(capacity=2)
+        for _ in range(12):
+            live = [j for j in range(one.n) if one.a["state"][j] != FREE]
+            if live and rng.random() < 0.4:  # some recorded jobs leave
+                gone = rng.choice(live, size=int(rng.integers(1, len(live) + 1)), replace=False).tolist()
+                for t in (one, many):
+                    t.a["done"][gone] = 1.0  # a field add() does not set: must be zero again
+                    t.evict(gone)
+            k = int(rng.integers(0, 6))
+            cols = {
+                "kind": rng.integers(0, len(KIND_NAMES), k).tolist(),
+                "chips": rng.integers(1, 300, k).tolist(),
+                "work": rng.random(k).tolist(),
+                "priority": rng.integers(0, 3, k).tolist(),
+            }
+            names = [f"m{i}" for i in rng.integers(0, 4, k)]
+            precisions = ["fp8"] * k
+            got = [one.add(names[i], precisions[i], **{c: v[i] for c, v in cols.items()}) for i in range(k)]
+            assert many.add_many(names, precisions, cols) == got
+            assert (one.n, one.next_id, one.replica_ver) == (many.n, many.next_id, many.replica_ver)
+            assert (one.names, one.precision) == (many.names, many.precision)
+            for f, col in one.a.items():
+                np.testing.assert_array_equal(col, many.a[f], err_msg=f)

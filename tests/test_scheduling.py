@@ -4,15 +4,16 @@ law on the queue, and the backfill-vs-FIFO built-in scenario."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
 
 from scenarios.spec import load
 from tests.conftest import job_history, small_params
-from twin import fabric, queueing, scheduler
+from twin import arrivals, fabric, queueing, scheduler
 from twin.hall import Hall
-from twin.jobs import EVAL, PRETRAIN, QUEUED, RUNNING
+from twin.jobs import DONE, EVAL, PRETRAIN, QUEUED, RUNNING, STOPPED
 from twin.models import MODELS
 from twin.params import FailureParams, ScheduledEvent, SchedulerParams, TrainingParams
 
@@ -80,6 +81,49 @@ def test_the_last_best_fit_holds_for_the_next_gang_of_its_size() -> None:
                 f[want[0]] = False
                 u -= np.bincount(want[0] // c, minlength=len(u))
             best = int(want[0][0]) // c if want[1] == 1 else -1
+
+
+def _place_by_definition(free: np.ndarray, us: np.ndarray, need: int, c: int) -> tuple[list[int], int] | None:
+    """Topology placement spelt out UltraServer by UltraServer: a gang that fits in one goes
+    into the one with the fewest free chips that hold it (lowest index on ties), taking its
+    lowest free chips; a bigger one (or one no UltraServer holds) takes whole free sets,
+    UltraServers with the most free chips first (lowest index on ties), the last only the lowest
+    chips it still needs."""
+    if need > int(us.sum()):
+        return None
+    holds = [u for u in range(len(us)) if us[u] >= need]
+    if need <= c and holds:
+        u = min(holds, key=lambda v: (us[v], v))
+        return [u * c + i for i in range(c) if free[u * c + i]][:need], 1
+    chips: list[int] = []
+    spanned = 0
+    for u in sorted(range(len(us)), key=lambda v: (-us[v], v)):
+        if len(chips) >= need:
+            break
+        chips += [u * c + i for i in range(c) if free[u * c + i]][: need - len(chips)]
+        spanned += 1
+    return chips, spanned
+
+
+def test_placement_equals_its_definition_on_random_halls() -> None:
+    """Best fit found from the count histogram (kept by the chip pool, or counted here) equals
+    the placement spelt out UltraServer by UltraServer, on random halls with scattered free
+    chips, whole free UltraServers and full ones, for gangs of every size."""
+    rng = np.random.default_rng(5)
+    c = 8
+    for _ in range(300):
+        n_us = int(rng.integers(1, 12))
+        p_free = rng.choice([0.0, 0.3, 0.8, 1.0], size=n_us)
+        free = (rng.random((n_us, c)) < p_free[:, None]).ravel()
+        us = free.reshape(n_us, c).sum(axis=1).astype(np.int64)
+        for need in range(1, n_us * c + 2):
+            want = _place_by_definition(free, us, need, c)
+            for hist in (None, np.bincount(us, minlength=c + 1)):
+                got = scheduler.place(free, us, need, c, hist=hist)
+                if want is None:
+                    assert got is None
+                else:
+                    assert got is not None and got[0].tolist() == want[0] and got[1] == want[1]
 
 
 def test_easy_reservation_by_hand() -> None:
@@ -173,7 +217,7 @@ def test_no_chip_in_two_jobs_and_allocations_add_up(policy: str) -> None:
         queued = np.flatnonzero(a["state"][: sim.jobs.n] == QUEUED)
         assert sorted(cl.queue + cl.rqueue) == sorted(queued.tolist())
         q = cl.queues
-        assert q.keys == [queueing.key(q, cl.jobs, j) for j in q.queue] == sorted(q.keys)
+        assert q.keys == queueing.keys(q, cl.jobs, q.queue) == sorted(q.keys)
         assert (f["chips_allocated"] + f["chips_free"] + f["chips_failed"] == f["chips_total"]).all()
     assert seen_failed  # failures and repairs happened: the kept counts followed them
 
@@ -317,3 +361,110 @@ def test_jobs_table_keeps_the_placement_of_finished_jobs() -> None:
     assert rows["state"][list(rows["job_id"]).index(j)] == "done"
     assert by_id[j] == "0,1" and by_id[k] in ("0", "1")
     assert rows["ultraservers_spanned"][list(rows["job_id"]).index(j)] == 2
+
+
+def _busy_pair(ultraservers: int = 3) -> tuple[Hall, Hall]:
+    """Two identical busy halls (same seed, same steps): jobs queued and running on scattered
+    chips, one chip failed under a job."""
+    p = small_params(
+        ultraservers=ultraservers,
+        training=TrainingParams(arrivals_per_day=3000.0),
+        failures=FailureParams(chip_hazard_per_h=0.05),
+    )
+    halls = Hall(p), Hall(p)
+    for h in halls:
+        for _ in range(3):  # finished jobs' slots are freed an advance after they are recorded
+            h.advance(30)
+    return halls
+
+
+def _same_work(a: Hall, b: Hall) -> None:
+    ca, cb = a.pool.cluster, b.pool.cluster
+    for f, col in ca.jobs.a.items():
+        np.testing.assert_array_equal(col, cb.jobs.a[f], err_msg=f)
+    for x, y in [
+        (ca.pool.owner, cb.pool.owner),
+        (ca.pool.free, cb.pool.free),
+        (ca.pool.us_hist, cb.pool.us_hist),
+    ]:
+        np.testing.assert_array_equal(x, y)
+    assert (ca.queue, ca.queues.keys, list(ca.running), ca.log.dirty) == (
+        cb.queue,
+        cb.queues.keys,
+        list(cb.running),
+        cb.log.dirty,
+    )
+    assert (ca.jobs.names, ca.n_free, ca.n_alloc) == (cb.jobs.names, cb.n_free, cb.n_alloc)
+
+
+def test_jobs_finishing_together_equal_jobs_finishing_one_by_one() -> None:
+    """``queueing.finish`` of the step's finished jobs at once leaves the job table, the chip
+    pool, the running set and the events as finishing them one by one in the same order."""
+    one, many = _busy_pair()
+    js = list(one.pool.cluster.running)[::2]
+    assert len(js) >= 3
+    t = one.t_s
+    ev_one: list = []
+    for j in js:
+        queueing.finish(one.pool.cluster, ev_one, [j], t)
+    ev_many: list = []
+    queueing.finish(many.pool.cluster, ev_many, js, t)
+    assert ev_many == ev_one and [e[0] for e in ev_one] == ["job_end"] * len(js)
+    _same_work(one, many)
+    assert (one.jobs.a["state"][js] == DONE).all() and not set(js) & set(one.pool.cluster.placement)
+
+
+def test_jobs_arriving_together_equal_jobs_arriving_one_by_one() -> None:
+    """``arrivals.add_jobs`` of a step's arrivals at once leaves the job table and the queue as
+    adding them one by one in the same order (evicted slots reused, then new ones)."""
+    one, many = _busy_pair()
+    cl = one.pool.cluster
+    rng = np.random.default_rng(2)
+    tp = cl.p.training
+    rows = []
+    for i in range(9):
+        code = int(rng.choice([PRETRAIN, EVAL]))
+        cls = queueing.job_class(cl.p, code)
+        assert cls is not None
+        work = float(rng.random() * 1e20) if i % 3 == 0 else math.nan
+        rows.append(
+            (code, cls, int(rng.integers(1, 300)), cls.models[0], 600.0 * (i + 1), work, i % 2 - 1, 0)
+        )
+    assert tp.arrivals_per_day > 0
+    t = one.t_s
+    got = [arrivals.add_jobs(cl, [r], t)[0] for r in rows]
+    assert arrivals.add_jobs(many.pool.cluster, rows, t) == got
+    _same_work(one, many)
+
+
+def test_gangs_set_up_together_equal_gangs_set_up_one_by_one() -> None:
+    """``queueing.begin`` of several placed gangs (batch jobs of several sizes, one restarting
+    after an interruption, and a replica) leaves the job table, the running order, the chip
+    pool and the events as setting each up right after its placement."""
+    one, many = _busy_pair(ultraservers=8)
+    t = one.t_s
+    for h in (one, many):
+        cl = h.pool.cluster
+        victim = next(iter(cl.running))
+        queueing.interrupt(cl, [], victim, t, "failure", "test")  # back in the queue, restarts
+        for chips in (1, 4, 32, 144, 200):
+            _add(h, chips, 2.0)
+        replica = cl.replicas[0][0]
+        queueing.stop_replica(cl, replica, t)  # stopped, then asked for again: it loads anew
+        assert cl.jobs.a["state"][replica] == STOPPED
+        queueing.request_replica(cl.queues, cl.jobs, cl.log, replica, t)
+    js = many.pool.cluster.queues.rqueue + many.pool.cluster.queue
+    assert len(js) >= 6
+    ev_one: list = []
+    for j in js:
+        placed: list = []
+        assert queueing.claim(one.pool.cluster, j, placed)
+        queueing.begin(one.pool.cluster, ev_one, placed, t)
+    ev_many: list = []
+    placed = []
+    for j in js:
+        assert queueing.claim(many.pool.cluster, j, placed)
+    queueing.begin(many.pool.cluster, ev_many, placed, t)
+    assert ev_many == ev_one and len(ev_one) == len(js) and not placed
+    _same_work(one, many)
+    assert (one.jobs.a["state"][js] == RUNNING).all()

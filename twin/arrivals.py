@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +34,8 @@ class ArrivalState:
     classes: list[tuple[int, JobClassParams]]
     rate_s: npt.NDArray[np.float64]
     rng_cls: list[np.random.Generator]
-    draws: list[workload.JobDraws | None] = field(default_factory=list)
+    # Each class's buffered draws: (chips, model, nominal run length [s]) of the next jobs.
+    draws: list[tuple[list[int], list[str], list[float]] | None] = field(default_factory=list)
     draw_pos: list[int] = field(default_factory=list)
     trace_next: int = 0
 
@@ -50,9 +52,16 @@ class ArrivalState:
 
 def arrivals(st: ArrivalState, w: Work, router: routing.Router | None, ev: Events, t: int, dt: int) -> None:
     """Jobs arriving in [t, t + dt) join ``w``'s queue, or on a mixed floor the queue of the
-    system its router picks (``twin.routing``; ``w`` is then the floor's front door)."""
+    system its router picks (``twin.routing``; ``w`` is then the floor's front door). Each
+    system's arrivals join it together, in the order they arrived (nothing a router reads
+    changes with them: it ranks by free chips)."""
     tp = w.p.training
     cap = w.training_capacity_chips if router is None else router.capacity
+    to: dict[int, tuple[Work, list[Arrival]]] = {}
+
+    def arrive(target: Work, row: Arrival) -> None:
+        to.setdefault(id(target), (target, []))[1].append(row)
+
     if cap > 0 and tp.arrivals_per_day > 0:
         f = workload.diurnal_factor(t, tp.diurnal_peak_to_trough, tp.peak_hour, tp.weekend_factor) * dt
         # One scalar draw per class (an array of rates costs more in the generator's checks than
@@ -72,7 +81,7 @@ def arrivals(st: ArrivalState, w: Work, router: routing.Router | None, ev: Event
                         )
                     )
                     continue
-                add_job(target, code, cls, chips, model, nominal, math.nan, t, -1, 0)
+                arrive(target, (code, cls, chips, model, nominal, math.nan, -1, 0))
     tr = tp.trace
     if tr is not None:
         n = len(tr.submit_s)
@@ -93,84 +102,95 @@ def arrivals(st: ArrivalState, w: Work, router: routing.Router | None, ev: Event
             if target is None:
                 ev.append(("job_rejected", f"trace:{r}", f"{chips} chips: no system on the floor may run it"))
                 continue
-            add_job(
-                target,
+            row = (
                 code,
                 tcls,
                 chips,
                 model,
                 float(tr.duration_s[r]),
                 float(tr.work_flop[r]),
-                t,
                 int(tr.priority[r]),
                 1,
             )
+            arrive(target, row)
+    for target, rows in to.values():
+        add_jobs(target, rows, t)
 
 
 def next_draw(st: ArrivalState, ci: int, cls: JobClassParams, cap: int) -> tuple[int, str, float]:
     """Next job of class ``ci`` from a buffer drawn in batches (same stream, fewer calls)."""
     buf = st.draws[ci]
-    if buf is None or st.draw_pos[ci] >= len(buf.nominal_s):
-        buf = st.draws[ci] = workload.draw_jobs(cls, DRAW_BATCH, st.rng_cls[ci], cap)
+    if buf is None or st.draw_pos[ci] >= len(buf[0]):
+        d = workload.draw_jobs(cls, DRAW_BATCH, st.rng_cls[ci], cap)
+        buf = st.draws[ci] = (d.chips.tolist(), d.model, d.nominal_s.tolist())
         st.draw_pos[ci] = 0
     i = st.draw_pos[ci]
     st.draw_pos[ci] = i + 1
-    return int(buf.chips[i]), buf.model[i], float(buf.nominal_s[i])
+    return buf[0][i], buf[1][i], buf[2][i]
 
 
-def add_job(
-    w: Work,
-    code: int,
-    cls: JobClassParams,
-    chips: int,
-    model_name: str,
-    nominal_s: float,
-    work: float,
-    t: int,
-    priority: int,
-    source: int,
-) -> int:
-    """A batch job: the given work, or D from its nominal run length — the time it takes on
+# An arriving batch job: (kind code, class, chips, model, nominal run length [s], work [FLOP]
+# (NaN: from the nominal run length), priority (-1: the class's), source code).
+Arrival = tuple[int, JobClassParams, int, str, float, float, int, int]
+
+
+def add_jobs(w: Work, rows: list[Arrival], t: int) -> list[int]:
+    """Batch jobs arriving at ``t`` join ``w``'s job table and queue, in order; returns their
+    slots. Each asks the given work, or D from its nominal run length — the time it takes on
     its ideal placement on the reference hardware (Trainium3 in 144-chip UltraServers), so
     the same scenario asks the same FLOP of any hall and the hardware decides how long the
     job runs."""
-    m = w.models.get(model_name)
-    n_act = m.active_params if m is not None else 1e9
-    k = workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[code]]
-    base = workload.model_mfu(m, cls)
     tp = w.p.training
-    key = (model_name, code, chips, id(cls))
-    if key not in w.job_rates:  # (here, on the reference hardware): pure functions of the key
-        w.job_rates[key] = (
-            [routing.job_rate_flop_s(m, code, cls, chips, w.acc, w.p.hall.system, tp), math.nan],
-            cls,
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "kind",
+            "chips",
+            "params",
+            "tokens",
+            "work",
+            "priority",
+            "preemptible",
+            "ckpt_every",
+            "mfu_base",
+            "est",
+            "nominal",
+            "source",
         )
-    rates = w.job_rates[key][0]
-    rate = rates[0]
-    if math.isnan(work):
-        if math.isnan(rates[1]):
-            ref, ref_sys = workload.REFERENCE_ACCELERATOR, workload.REFERENCE_SYSTEM
-            rates[1] = routing.job_rate_flop_s(m, code, cls, chips, ref, ref_sys, tp)
-        work = nominal_s * rates[1]
-    nominal_s = work / rate
-    j = w.jobs.add(
-        model_name,
-        cls.precision,
-        kind=code,
-        chips=chips,
-        params=n_act,
-        tokens=work / (k * n_act),
-        work=work,
-        submit=t,
-        queued_since=t,
-        priority=priority if priority >= 0 else cls.priority,
-        preemptible=cls.preemptible,
-        ckpt_every=-1 if cls.checkpoint_interval_s is None else cls.checkpoint_interval_s,
-        mfu_base=base,
-        est=nominal_s,
-        nominal=nominal_s,
-        source=source,
-    )
-    queueing.enqueue(w.queues, w.jobs, j)
-    w.log.dirty.add(j)
-    return j
+    }
+    names, precisions = [], []
+    for code, cls, chips, model_name, nominal_s, work, priority, source in rows:
+        m = w.models.get(model_name)
+        n_act = m.active_params if m is not None else 1e9
+        key = (model_name, code, chips, id(cls))
+        if key not in w.job_rates:  # (here, on the reference hardware): pure functions of the key
+            w.job_rates[key] = (
+                [routing.job_rate_flop_s(m, code, cls, chips, w.acc, w.p.hall.system, tp), math.nan],
+                cls,
+            )
+        rates = w.job_rates[key][0]
+        if math.isnan(work):
+            if math.isnan(rates[1]):
+                ref, ref_sys = workload.REFERENCE_ACCELERATOR, workload.REFERENCE_SYSTEM
+                rates[1] = routing.job_rate_flop_s(m, code, cls, chips, ref, ref_sys, tp)
+            work = nominal_s * rates[1]
+        nominal_s = work / rates[0]
+        names.append(model_name)
+        precisions.append(cls.precision)
+        cols["kind"].append(code)
+        cols["chips"].append(chips)
+        cols["params"].append(n_act)
+        cols["tokens"].append(work / (workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[code]] * n_act))
+        cols["work"].append(work)
+        cols["priority"].append(priority if priority >= 0 else cls.priority)
+        cols["preemptible"].append(cls.preemptible)
+        cols["ckpt_every"].append(-1 if cls.checkpoint_interval_s is None else cls.checkpoint_interval_s)
+        cols["mfu_base"].append(workload.model_mfu(m, cls))
+        cols["est"].append(nominal_s)
+        cols["nominal"].append(nominal_s)
+        cols["source"].append(source)
+    cols["submit"] = cols["queued_since"] = [t] * len(rows)
+    js = w.jobs.add_many(names, precisions, cols)
+    queueing.enqueue(w.queues, w.jobs, js)
+    w.log.dirty.update(js)
+    return js

@@ -265,6 +265,10 @@ class ChipPool:
         self._drained = np.zeros(nus, dtype=bool)  # UltraServers taking no new work
         self._free = np.ones(n, dtype=bool)
         self._us_free = np.full(nus, self.cpu, dtype=np.int64)
+        # UltraServers by free-chip count (index 0..cpu): the best fit of a gang is the fewest
+        # free chips that hold it, found here without a pass over every UltraServer.
+        self._us_hist = np.zeros(self.cpu + 1, dtype=np.int64)
+        self._us_hist[self.cpu] = nus
         self.owner, self.failed, self.hw_failed, self.tripped = (
             _read_only(self._owner),
             _read_only(self._failed),
@@ -277,6 +281,7 @@ class ChipPool:
             _read_only(self._drained),
         )
         self.free, self.us_free = _read_only(self._free), _read_only(self._us_free)
+        self.us_hist = _read_only(self._us_hist)
         self._n_free = n
         self._n_alloc = 0
         self._placement: dict[int, I64] = {}
@@ -310,57 +315,79 @@ class ChipPool:
     def allocate(self, j: int, chips: I64, service: int = -1) -> None:
         """Give free ``chips`` to the job in slot ``j`` (a replica of ``service`` if >= 0).
         ValueError if a chip is not free (owned, out of service or drained)."""
-        if not self._free[chips].all():
+        if np.count_nonzero(self._free[chips]) < len(chips):  # (a count: ``all`` costs more)
             raise ValueError(f"job slot {j}: chips not free: {chips[~self._free[chips]].tolist()}")
         if j in self._placement:
             raise ValueError(f"job slot {j} already holds chips")
         c = self.cpu
-        need = len(chips)
-        self._changing(chips)
+        one = int(chips[0]) // c == int(chips[-1]) // c  # a job's chips: one run per UltraServer
+        self._changing(chips, one)
         self._owner[chips] = j
-        self._n_alloc += need
+        self._n_alloc += len(chips)
         self._placement[j] = chips
         self._seg = None
         self._free[chips] = False
-        first, last = int(chips[0]) // c, int(chips[-1]) // c
-        if first == last:
-            self._us_free[first] -= need
-        else:
-            self._us_free -= np.bincount(chips // c, minlength=len(self._us_free))
-        self._n_free -= need
+        self._count_free(chips, -1, one)
         if service >= 0:
             self._service[chips] = service
             self.svc_ver += 1
         self.ver += 1
 
     def release(self, j: int) -> I64:
-        """Take back the chips of job slot ``j`` (those in service and not drained become free);
-        returns them."""
-        chips = self._placement.pop(j, None)
-        if chips is None:
-            chips = np.flatnonzero(self._owner == j).astype(np.int64)
-        c = self.cpu
-        self._changing(chips)
-        self._owner[chips] = -1
-        self._n_alloc -= len(chips)
-        if len(chips) and self._service[chips[0]] >= 0:
-            self._service[chips] = -1
-            self.svc_ver += 1
-        self._seg = None
-        ok = ~self._failed[chips]
-        if self._drained.any():
-            ok &= ~self._drained[chips // c]
-        self._free[chips] = ok
-        back = chips[ok]
-        if len(back):
-            first, last = int(back[0]) // c, int(back[-1]) // c
-            if first == last:  # one UltraServer (most jobs): no pass over every UltraServer
-                self._us_free[first] += len(back)
-            else:
-                self._us_free += np.bincount(back // c, minlength=len(self._us_free))
-            self._n_free += len(back)
+        """Take back the chips of job slot ``j`` (``release_many`` of one)."""
+        return self.release_many([j])
+
+    def release_many(self, slots: list[int]) -> I64:
+        """Take back the chips of the job ``slots`` (those in service and not drained become
+        free); returns them, slot after slot."""
+        if not slots:
+            return _NO_CHIPS
+        parts = []
+        for j in slots:
+            got = self._placement.pop(j, None)
+            parts.append(np.flatnonzero(self._owner == j).astype(np.int64) if got is None else got)
+        chips = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if len(chips):
+            c = self.cpu
+            # One job's chips on one UltraServer (most jobs): no pass over every UltraServer.
+            one = len(parts) == 1 and int(chips[0]) // c == int(chips[-1]) // c
+            self._changing(chips, one)
+            self._owner[chips] = -1
+            self._n_alloc -= len(chips)
+            if np.count_nonzero(self._service[chips] >= 0):
+                self._service[chips] = -1
+                self.svc_ver += 1
+            self._seg = None
+            ok = ~self._failed[chips]
+            if np.count_nonzero(self._drained):
+                ok &= ~self._drained[chips // c]
+            self._free[chips] = ok
+            self._count_free(chips if np.count_nonzero(ok) == len(ok) else chips[ok], 1, one)
         self.ver += 1
         return chips
+
+    def _count_free(self, chips: I64, sign: int, one: bool) -> None:
+        """``chips`` became free (``sign`` 1) or taken (-1): the free counts of their
+        UltraServers (``one``: all on one), the count histogram and the total."""
+        if not len(chips):
+            return
+        c, uf, hist = self.cpu, self._us_free, self._us_hist
+        if one:
+            u = int(chips[0]) // c
+            k = int(uf[u])
+            hist[k] -= 1
+            k += sign * len(chips)
+            hist[k] += 1
+            uf[u] = k
+        else:
+            d = np.bincount(chips // c, minlength=len(uf))
+            us = np.flatnonzero(d)
+            old = uf[us]
+            new = old + sign * d[us]
+            np.subtract.at(hist, old, 1)
+            np.add.at(hist, new, 1)
+            uf[us] = new
+        self._n_free += sign * len(chips)
 
     # ------------------------------------------------------------------ availability
     def fail(self, chips: I64, repair_at: int, thermal: bool = False) -> list[int]:
@@ -422,15 +449,19 @@ class ChipPool:
         self._drained[u] = drained
         self._refresh(self.us_chips(u))
 
-    def _changing(self, chips: I64) -> None:
-        """``chips`` are about to change owner or availability: their UltraServers' segments
-        are rebuilt at the next load, and what they were is kept for the last load taken."""
+    def _changing(self, chips: I64, one: bool = False) -> None:
+        """``chips`` (``one``: all on one UltraServer) are about to change owner or
+        availability: their UltraServers' segments are rebuilt at the next load, and what they
+        were is kept for the last load taken."""
         if not len(chips):
             return
         if self._changes is not None:
             self._changes.log.append((chips.copy(), self._owner[chips], self._failed[chips]))
             self._touched[chips] = True
-        self._us_changed[chips // self.cpu] = True
+        if one:
+            self._us_changed[int(chips[0]) // self.cpu] = True
+        else:
+            self._us_changed[chips // self.cpu] = True
 
     def _refresh(self, chips: I64) -> None:
         """Availability of ``chips`` changed: recompute their free flags and the free counts of
@@ -445,6 +476,7 @@ class ChipPool:
         for u in np.unique(chip_us[chips]):
             self._us_free[u] = int(np.count_nonzero(self._free[u * c : (u + 1) * c]))
         self._n_free = int(self._us_free.sum())
+        self._us_hist[:] = np.bincount(self._us_free, minlength=c + 1)
 
     # ------------------------------------------------------------------ reading
     def us_chips(self, u: int) -> I64:

@@ -124,7 +124,7 @@ class Cluster(Work):
         outages.recover_thermal(self, chips)
 
     def _enqueue(self, j: int) -> None:
-        queueing.enqueue(self.queues, self.jobs, j)
+        queueing.enqueue(self.queues, self.jobs, [j])
 
     # Read-only views of the slices under the names callers know.
     @property
@@ -278,12 +278,11 @@ def batch_progress(
             a["ckpt_done"][jj] = a["done"][jj]
             a["ckpt_prog_s"][jj] = a["prog_s"][jj] + np.maximum(
                 0, t + dt - a["restart_until"][jj]
-            ) * queueing.progress_share(a, jj)
+            ) * queueing.progress_share(a["ckpt_eff"][jj])
             a["ckpt_time"][jj] = t + dt
             a["ckpt_due"][jj] = t + dt + a["ckpt_every"][jj]
         fin = done >= a["work"][run] * (1 - 1e-12)
         if fin.any():
-            for j in run[fin].tolist():
-                queueing.finish(w, ev, int(j), t + dt)
+            queueing.finish(w, ev, run[fin].tolist(), t + dt)
 
     return train_flops, job_flops

@@ -53,15 +53,20 @@ def expected_failures(chips_in_service: float, hazard_per_h: float, dt_s: float)
 
 
 def draw(
-    alive: npt.NDArray[np.bool_],
+    out: npt.NDArray[np.int64],
+    n: int,
     k: int,
     table: CauseTable,
     repair_sigma: float,
     rng: np.random.Generator,
 ) -> FailureDraw:
-    """Where ``k`` failures strike among the chips in service, their causes and repair times."""
-    k = min(k, int(np.count_nonzero(alive)))
-    chips = rng.choice(np.flatnonzero(alive), size=k, replace=False).astype(np.int64)
+    """Where ``k`` failures strike among the chips in service (of chips 0..``n - 1``, all but
+    those ``out`` of service, ascending), their causes and repair times."""
+    k = min(k, n - len(out))
+    # The i-th chip in service (as a choice among their list would pick, the same draws): i plus
+    # the chips out of service before it (a list of every chip in service cost 8 MB a draw).
+    rank = rng.choice(n - len(out), size=k, replace=False).astype(np.int64)
+    chips = rank + np.searchsorted(out - np.arange(len(out)), rank, side="right")
     cause = np.minimum(np.searchsorted(table.cum_weight, rng.random(k), side="right"), len(table.names) - 1)
     # Log-normal with the cause's mean: exp(sigma z - sigma^2 / 2) has mean 1.
     spread = np.exp(repair_sigma * rng.standard_normal(k) - 0.5 * repair_sigma**2)

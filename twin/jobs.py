@@ -9,6 +9,7 @@ live jobs, not the run's history (that is in the ``jobs`` table of the run file)
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,6 +27,20 @@ RESTART_ACTIVITY = 0.1  # chips of a gang reloading its checkpoint (ASM)
 NEVER = np.iinfo(np.int64).max // 2
 # Fields ``JobTable.add`` sets for every job it adds (whatever ``values`` hold besides).
 _SET_ON_ADD = frozenset(("start", "first_start", "end", "service", "ckpt_every", "source", "id", "inf"))
+
+
+Rows = slice | npt.NDArray[np.int64]
+
+
+def rows(slots: list[int]) -> Rows:
+    """An index of the job-table rows ``slots`` (in order): a slice when they are consecutive
+    ascending (one job; new slots), whose reads and writes cost a fraction of a gather's, else
+    an array."""
+    n = len(slots)
+    lo = slots[0] if n else 0
+    if n and slots[-1] - lo + 1 == n and (n <= 2 or slots == list(range(lo, lo + n))):
+        return slice(lo, lo + n)
+    return np.asarray(slots, dtype=np.int64)
 
 
 class JobTable:
@@ -95,39 +110,56 @@ class JobTable:
         self.replica_ver = 0
 
     def add(self, name: str, precision: str, **values: float) -> int:
-        """Add a job in a free slot and return the slot (unset fields: zero; start/end/service
-        -1, checkpoint interval -1 = the class default, base MFU 0 = the model's). Its id is
-        ``a["id"][slot]``, the next in sequence."""
-        if self._free:
-            j = self._free.pop()
-            # The evicted job's row back to zero, but for the fields set below in any case.
-            for k, arr in self.a.items():
+        """Add a job in a free slot and return the slot (``add_many`` of one)."""
+        return self.add_many([name], [precision], {k: [v] for k, v in values.items()})[0]
+
+    def add_many(
+        self, names: list[str], precisions: list[str], values: Mapping[str, Sequence[Any]]
+    ) -> list[int]:
+        """Add jobs in free slots (evicted ones lowest first, then new ones) and return the
+        slots; column ``k`` of job ``i`` is ``values[k][i]`` (unset fields: zero;
+        start/end/service -1, checkpoint interval -1 = the class default, base MFU 0 = the
+        model's). Their ids are ``a["id"][slot]``, the next in sequence, in order."""
+        n = len(names)
+        a = self.a
+        reused = [self._free.pop() for _ in range(min(n, len(self._free)))]
+        if reused:
+            # The evicted jobs' rows back to zero, but for the fields set below in any case.
+            at = reused[0] if len(reused) == 1 else rows(reused)
+            for k, arr in a.items():
                 if k not in values and k not in _SET_ON_ADD:
-                    arr[j] = 0
-            self.names[j] = name
-            self.precision[j] = precision
-        else:
-            if self.n == len(self.a["kind"]):
-                for k, arr in self.a.items():
-                    grown = np.zeros(2 * len(arr), dtype=arr.dtype)
+                    arr[at] = 0
+            for i, j in enumerate(reused):
+                self.names[j] = names[i]
+                self.precision[j] = precisions[i]
+        new = n - len(reused)
+        if new:
+            cap = len(a["kind"])
+            while self.n + new > cap:
+                cap *= 2
+            if cap > len(a["kind"]):
+                for k, arr in a.items():
+                    grown = np.zeros(cap, dtype=arr.dtype)
                     grown[: self.n] = arr[: self.n]
-                    self.a[k] = grown
-            j = self.n
-            self.n += 1
-            self.names.append(name)
-            self.precision.append(precision)
+                    a[k] = grown
+            self.names.extend(names[len(reused) :])
+            self.precision.extend(precisions[len(reused) :])
+            self.n += new
+        slots = reused + list(range(self.n - new, self.n))
+        # One job (most steps of a small hall): a scalar index and values, the cheapest writes.
+        jj: int | Rows = slots[0] if n == 1 else rows(slots)
         for k in ("start", "first_start", "end", "service", "ckpt_every"):
-            self.a[k][j] = -1
-        self.a["source"][j] = SOURCES.index("manual")
+            a[k][jj] = -1
+        a["source"][jj] = SOURCES.index("manual")
         for k, v in values.items():
-            self.a[k][j] = v
-        self.a["id"][j] = self.next_id * self.id_stride + self.id_offset
-        self.next_id += 1
-        inf = self.a["kind"][j] == INFERENCE
-        self.a["inf"][j] = inf
-        if inf:
-            self.replica_ver += 1
-        return j
+            a[k][jj] = v[0] if n == 1 else v
+        ids = [(self.next_id + i) * self.id_stride + self.id_offset for i in range(n)]
+        a["id"][jj] = ids[0] if n == 1 else ids
+        self.next_id += n
+        inf = a["kind"][jj] == INFERENCE
+        a["inf"][jj] = inf
+        self.replica_ver += int(np.count_nonzero(inf))
+        return slots
 
     def number(self, stride: int, offset: int) -> None:
         """Number this table's jobs ``k x stride + offset`` (k = 0, 1, ...), the jobs already

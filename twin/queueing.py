@@ -28,26 +28,32 @@ from twin.jobs import (
     RUNNING,
     STOPPED,
     JobTable,
+    Rows,
+    rows,
 )
 from twin.params import COMM_ACTIVITY, JOB_CLASSES, KIND_NAMES, FactoryParams, JobClassParams
 from twin.workstate import JobLog, Queues, Work
 
 
-def key(q: Queues, jobs: JobTable, j: int) -> tuple[float, ...]:
-    """Queue order of the job in slot ``j``: the policy's, ties by arrival (job id)."""
+def keys(q: Queues, jobs: JobTable, js: list[int]) -> list[tuple[float, ...]]:
+    """Queue order of the jobs in slots ``js``: the policy's, ties by arrival (job id)."""
     a = jobs.a
+    jj = rows(js)
+    submit, ids = a["submit"][jj].tolist(), a["id"][jj].tolist()
     if q.policy == "priority":
-        return (-float(a["priority"][j]), float(a["submit"][j]), float(a["id"][j]))
-    return (float(a["submit"][j]), float(a["id"][j]))
+        prio = a["priority"][jj].tolist()
+        return [(-float(p), float(s), float(i)) for p, s, i in zip(prio, submit, ids, strict=True)]
+    return [(float(s), float(i)) for s, i in zip(submit, ids, strict=True)]
 
 
-def enqueue(q: Queues, jobs: JobTable, j: int) -> None:
+def enqueue(q: Queues, jobs: JobTable, js: list[int]) -> None:
+    """Jobs ``js`` join the batch queue, each in its place in the policy's order."""
     if len(q.queue) != len(q.keys):
         rebuild_queue(q, jobs)
-    k = key(q, jobs, j)
-    i = bisect.bisect_right(q.keys, k)
-    q.keys.insert(i, k)
-    q.queue.insert(i, j)
+    for j, k in zip(js, keys(q, jobs, js), strict=True):
+        i = bisect.bisect_right(q.keys, k)
+        q.keys.insert(i, k)
+        q.queue.insert(i, j)
     q.changed = True
 
 
@@ -57,7 +63,7 @@ def rebuild_queue(q: Queues, jobs: JobTable) -> None:
     for j in q.queue:
         if a["queued_since"][j] == 0 and a["state"][j] == QUEUED and a["submit"][j] > 0:
             a["queued_since"][j] = a["submit"][j]
-    pairs = sorted((key(q, jobs, j), j) for j in q.queue)
+    pairs = sorted(zip(keys(q, jobs, q.queue), q.queue, strict=True))
     q.keys = [k for k, _ in pairs]
     q.queue[:] = [j for _, j in pairs]
     q.changed = True
@@ -86,7 +92,7 @@ def stop_replica(w: Work, j: int, t: int) -> None:
     if a["state"][j] == QUEUED:
         w.queues.rqueue.remove(j)
     elif a["state"][j] == RUNNING:
-        release(w, j, t)
+        release(w, [j], t)
     a["state"][j] = STOPPED
     a["end"][j] = t
     a["activity"][j] = 0.0
@@ -94,130 +100,219 @@ def stop_replica(w: Work, j: int, t: int) -> None:
     w.log.dirty.add(j)
 
 
-def start(w: Work, ev: Events, j: int, t: int) -> bool:
-    """Start job ``j`` at ``t`` if its chips can be placed: allocate them, then set it up as a
-    replica (``_start_replica``) or a batch gang (``_start_batch``); False when it cannot start."""
-    pool, jobs, p = w.pool, w.jobs, w.p
-    a = jobs.a
+# A gang placed by ``claim`` and not yet set up (``begin``): (job slot, its chips, UltraServers
+# spanned).
+Placed = tuple[int, npt.NDArray[np.int64], int]
+
+
+def claim(w: Work, j: int, placed: list[Placed]) -> bool:
+    """Place job ``j``'s gang and give it its chips (``twin.scheduler``, the chip pool), noted in
+    ``placed`` for ``begin``; False when it cannot be placed now."""
+    pool, a = w.pool, w.jobs.a
     need = int(a["chips"][j])
     if need > pool.n_free:
         return False
     q = w.queues
     ver, size, best = q.last_fit
-    placed = scheduler.place(
+    got = scheduler.place(
         pool.free,
         pool.us_free,
         need,
         pool.cpu,
-        p.scheduler.placement,
+        w.p.scheduler.placement,
         pool.n_free,
         best if ver == pool.ver and size == need else -1,
+        pool.us_hist,
     )
-    if placed is None:
+    if got is None:
         return False
-    chips, spanned = placed
-    kind = int(a["kind"][j])
-    si = int(a["service"][j]) if kind == INFERENCE else -1
-    pool.allocate(j, chips, si)
-    c = pool.cpu
+    chips, spanned = got
+    pool.allocate(j, chips, int(a["service"][j]) if a["kind"][j] == INFERENCE else -1)
     if spanned == 1:  # the best fit of the next gang of this size while nothing else changes
-        q.last_fit = (pool.ver, need, int(chips[0]) // c)
-    w.log.last_us[j] = (
-        str(int(chips[0]) // c) if spanned == 1 else ",".join(str(u) for u in np.unique(chips // c))
-    )
-    a["state"][j] = RUNNING
-    a["start"][j] = t
-    if a["first_start"][j] < 0:
-        a["first_start"][j] = t
-    a["wait"][j] += t - a["queued_since"][j]
-    a["spanned"][j] = spanned
-    a["end"][j] = -1
-    if kind == INFERENCE:
-        _start_replica(w, j, si, t)
-    else:
-        _start_batch(w, j, kind, need, spanned, t)
-    w.log.dirty.add(j)
-    ev.append(
-        (
-            "job_start",
-            f"job:{jobs.id_of(j)}",
-            f"{jobs.names[j]} on {len(chips)} chips, {spanned} UltraServer(s) [{w.log.last_us[j]}]"
-            + (f", MFU {a['mfu'][j]:.3f}" if kind != INFERENCE else ""),
-        )
-    )
+        q.last_fit = (pool.ver, need, int(chips[0]) // pool.cpu)
+    placed.append((j, chips, spanned))
     return True
 
 
-def _start_replica(w: Work, j: int, si: int, t: int) -> None:
-    """A replica starting on its chips: it loads its weights (warm after the service's start-up
-    time, at once when it was warm before)."""
-    a = w.jobs.a
-    a["restart_until"][j] = t
-    sp = w.p.services[si]
-    a["warm_at"][j] = t if a["warm_at"][j] == -1 else t + int(round(sp.startup_s))
-    a["activity"][j] = services.STARTING_ACTIVITY
-    w.jobs.replica_ver += 1
-
-
-def _start_batch(w: Work, j: int, kind: int, need: int, spanned: int, t: int) -> None:
-    """A batch gang starting: its MFU on this placement (its parallelism plan), checkpoint
-    interval and write time, rate, restart cost and estimated end."""
-    jobs, p = w.jobs, w.p
+def begin(w: Work, ev: Events, placed: list[Placed], t: int) -> None:
+    """The gangs ``placed`` (in order; then emptied) start at ``t`` on their chips: set up as
+    replicas (``_start_replicas``) or batch gangs (``_start_batch``), a ``job_start`` event
+    each."""
+    if not placed:
+        return
+    jobs, log, c = w.jobs, w.log, w.pool.cpu
     a = jobs.a
-    name, precision = jobs.names[j], jobs.precision[j]
-    model = w.models.get(name)
-    if a["mfu_base"][j] <= 0:
-        a["mfu_base"][j] = workload.model_mfu(model, job_class(p, kind))
-    base = float(a["mfu_base"][j])
-    key = (name, kind, need, spanned, precision, base)
-    got = w.start_plans.get(key)
-    if got is None:  # pure functions of the key for a run: worked out once
-        # The plan: this placement's pipeline bubble and exposed communication lower the MFU.
-        peak = w.acc.peak(precision)
-        mfu, act = base, p.training.compute_activity
-        if model is not None and mfu > 0:
-            sc = fabric.plan(
-                model,
-                workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[kind]],
-                need,
-                spanned,
-                peak,
-                mfu,
-                p.hall.system,
-                p.training,
+    js = [j for j, _, _ in placed]
+    jj = rows(js)
+    where = [
+        str(int(chips[0]) // c) if spanned == 1 else _us_list(chips // c) for _, chips, spanned in placed
+    ]
+    a["state"][jj] = RUNNING
+    a["start"][jj] = t
+    first = a["first_start"][jj]
+    a["first_start"][jj] = np.where(first < 0, t, first)
+    a["wait"][jj] += t - a["queued_since"][jj]
+    a["spanned"][jj] = [spanned for _, _, spanned in placed]
+    a["end"][jj] = -1
+    inf = (a["kind"][jj] == INFERENCE).tolist()
+    mfu: dict[int, float] = {}
+    if any(inf):
+        _start_replicas(w, [j for j, i in zip(js, inf, strict=True) if i], t)
+    if not all(inf):
+        batch = [j for j, i in zip(js, inf, strict=True) if not i]
+        mfu = dict(zip(batch, _start_batch(w, batch, t), strict=True))
+    log.dirty.update(js)
+    names = jobs.names
+    for (j, chips, spanned), jid, at in zip(placed, a["id"][jj].tolist(), where, strict=True):
+        log.last_us[j] = at
+        ev.append(
+            (
+                "job_start",
+                f"job:{jid}",
+                f"{names[j]} on {len(chips)} chips, {spanned} UltraServer(s) [{at}]"
+                + (f", MFU {mfu[j]:.3f}" if j in mfu else ""),
             )
-            mfu, act = sc.mfu, training_activity(sc, p.training.compute_activity)
-        # Checkpoints' write time: of the model's parameters (a job without one: its own, below).
-        write = fabric.checkpoint_write_s(model.params, need, p.training) if model is not None else math.nan
-        got = w.start_plans[key] = (peak, mfu, act, write)
-    peak, mfu, act, write_s = got
-    a["train_activity"][j] = act
-    # Checkpoints: the class's interval, else the Young/Daly interval of this gang; the gang
-    # pauses for each checkpoint's write (its rate is the share of time not writing).
-    if model is None:
-        write_s = fabric.checkpoint_write_s(float(a["params"][j]), need, p.training)
-    if a["ckpt_every"][j] < 0:
-        cls = job_class(p, kind)
-        fixed = cls.checkpoint_interval_s if cls is not None else None
-        if fixed is None:
-            fixed = fabric.checkpoint_interval_s(write_s, need, p.failures.chip_hazard_per_h, p.training)
-        a["ckpt_every"][j] = fixed
-    every = int(a["ckpt_every"][j])
-    a["ckpt_eff"][j] = every / (every + write_s) if every > 0 else 1.0
-    a["mfu"][j] = mfu
-    a["rate"][j] = workload.training_rate_flop_s(need, peak, mfu) * a["ckpt_eff"][j]
-    a["ckpt_time"][j] = t
-    a["ckpt_due"][j] = t + every if every > 0 else NEVER
-    restart = p.training.restart_cost_s if a["restarts"][j] > 0 else 0
-    a["restart_until"][j] = t + restart
-    work = float(a["work"][j])
-    left = (work - a["done"][j]) / work if work > 0 else 0.0
-    est = a["est"][j] if a["est"][j] > 0 else (work / a["rate"][j] if a["rate"][j] > 0 else 0.0)
-    a["est_end"][j] = t + restart + est * left * p.scheduler.runtime_estimate_factor
-    a["activity"][j] = RESTART_ACTIVITY if restart > 0 else act
-    # A gang without a restart is never restarting (``t < restart_until`` never holds for it): it
-    # leaves the latest restart end alone, so the restart phases skip steps with none under way.
-    w.running.add(j, t + restart if restart > 0 else -1)
+        )
+    placed.clear()
+
+
+def _us_list(us: npt.NDArray[np.int64]) -> str:
+    """The UltraServers ``us`` of a gang's chips, ascending, each once ("3,7,12"), from the
+    runs of chips on one UltraServer (a sort of every chip's took longer than the start)."""
+    runs = us[1:][us[1:] != us[:-1]].tolist()
+    return ",".join(map(str, sorted({int(us[0]), *runs})))
+
+
+def _start_replicas(w: Work, js: list[int], t: int) -> None:
+    """Replicas starting on their chips: each loads its weights (warm after its service's
+    start-up time, at once when it was warm before)."""
+    a = w.jobs.a
+    jj = rows(js)
+    a["restart_until"][jj] = t
+    startup = [int(round(w.p.services[si].startup_s)) for si in a["service"][jj].tolist()]
+    warm = a["warm_at"][jj]
+    a["warm_at"][jj] = np.where(warm == -1, t, t + np.asarray(startup, dtype=np.int64))
+    a["activity"][jj] = services.STARTING_ACTIVITY
+    w.jobs.replica_ver += len(js)
+
+
+def _start_batch(w: Work, js: list[int], t: int) -> list[float]:
+    """Batch gangs starting: each one's MFU on its placement (its parallelism plan), checkpoint
+    interval and write time, rate, restart cost and estimated end; returns their MFU. Each job
+    in plain Python numbers (a handful of jobs a step; NumPy's overhead on short arrays cost
+    more), the table read and written a column at a time."""
+    jobs, p = w.jobs, w.p
+    tp, a, plans = p.training, jobs.a, w.start_plans
+    jj = rows(js)
+    got = {k: a[k][jj].tolist() for k in _START_READS}
+    put: dict[str, list[Any]] = {k: [] for k in _START_WRITES}
+    factor = p.scheduler.runtime_estimate_factor
+    for i, j in enumerate(js):
+        kind, need, base, name = got["kind"][i], got["chips"][i], got["mfu_base"][i], jobs.names[j]
+        if base <= 0:
+            base = workload.model_mfu(w.models.get(name), job_class(p, kind))
+        key = (name, kind, need, got["spanned"][i], jobs.precision[j], base)
+        peak, mfu, act, write_s, every_s = plans.get(key) or _plan(w, key)
+        # Checkpoints: the class's interval, else the Young/Daly interval of this gang; the gang
+        # pauses for each checkpoint's write (its rate is the share of time not writing). A job
+        # without a catalogued model writes its own parameters.
+        if math.isnan(write_s):
+            write_s = fabric.checkpoint_write_s(got["params"][i], need, tp)
+            if math.isnan(every_s):
+                every_s = fabric.checkpoint_interval_s(write_s, need, p.failures.chip_hazard_per_h, tp)
+        every = got["ckpt_every"][i]
+        if every < 0:
+            every = int(every_s)  # (stored whole seconds)
+        eff = every / (every + write_s) if every > 0 else 1.0
+        rate = workload.training_rate_flop_s(need, peak, mfu) * eff
+        restart = tp.restart_cost_s if got["restarts"][i] > 0 else 0
+        work = got["work"][i]
+        left = (work - got["done"][i]) / work if work > 0 else 0.0
+        est = got["est"][i]
+        est = est if est > 0 else (work / rate if rate > 0 else 0.0)
+        put["mfu_base"].append(base)
+        put["train_activity"].append(act)
+        put["ckpt_every"].append(every)
+        put["ckpt_eff"].append(eff)
+        put["mfu"].append(mfu)
+        put["rate"].append(rate)
+        put["ckpt_due"].append(t + every if every > 0 else NEVER)
+        put["restart_until"].append(t + restart)
+        put["est_end"].append(t + restart + est * left * factor)
+        put["activity"].append(RESTART_ACTIVITY if restart > 0 else act)
+        # A gang without a restart is never restarting (``t < restart_until`` never holds for
+        # it): it leaves the latest restart end alone, so the restart phases skip steps with none
+        # under way.
+        w.running.add(j, t + restart if restart > 0 else -1)
+    for k, v in put.items():
+        a[k][jj] = v
+    a["ckpt_time"][jj] = t
+    return put["mfu"]
+
+
+# The job-table columns a batch gang's start reads and writes (``_start_batch``).
+_START_READS = (
+    "kind",
+    "chips",
+    "spanned",
+    "mfu_base",
+    "ckpt_every",
+    "params",
+    "restarts",
+    "work",
+    "done",
+    "est",
+)
+_START_WRITES = (
+    "mfu_base",
+    "train_activity",
+    "ckpt_every",
+    "ckpt_eff",
+    "mfu",
+    "rate",
+    "ckpt_due",
+    "restart_until",
+    "est_end",
+    "activity",
+)
+
+
+def _plan(w: Work, key: tuple[str, int, int, int, str, float]) -> tuple[float, float, float, float, float]:
+    """A batch gang's start on a placement, by (model, kind, chips, UltraServers spanned,
+    precision, base MFU): (peak FLOP/s, MFU, training activity, checkpoint write time [s],
+    checkpoint interval [s] unless set; NaN: a job without a catalogued model, its own). The
+    plan's pipeline bubble and exposed communication lower the MFU; the interval is the class's,
+    else the Young/Daly interval of the gang. Pure functions of the key for a run: worked out
+    once (``Work.start_plans``)."""
+    name, kind, need, spanned, precision, base = key
+    p, model = w.p, w.models.get(name)
+    peak = w.acc.peak(precision)
+    mfu, act = base, p.training.compute_activity
+    if model is not None and mfu > 0:
+        sc = fabric.plan(
+            model,
+            workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[kind]],
+            need,
+            spanned,
+            peak,
+            mfu,
+            p.hall.system,
+            p.training,
+        )
+        mfu, act = sc.mfu, training_activity(sc, p.training.compute_activity)
+    write = fabric.checkpoint_write_s(model.params, need, p.training) if model is not None else math.nan
+    cls = job_class(p, kind)
+    fixed = cls.checkpoint_interval_s if cls is not None else None
+    hazard = p.failures.chip_hazard_per_h
+    every: float = (
+        fixed
+        if fixed is not None
+        else fabric.checkpoint_interval_s(write, need, hazard, p.training)
+        if model is not None
+        else math.nan
+    )
+    got = w.start_plans[key] = (peak, mfu, act, write, every)
+    return got
 
 
 def training_activity(sc: fabric.Plan, compute_activity: float) -> float:
@@ -228,11 +323,11 @@ def training_activity(sc: fabric.Plan, compute_activity: float) -> float:
     return duty * compute_activity + (1.0 - duty) * COMM_ACTIVITY
 
 
-def progress_share(a: dict[str, npt.NDArray[Any]], j: Any) -> Any:
+def progress_share(eff: Any) -> Any:
     """Share of a running batch job's time (restart done) that makes progress: all but its
-    checkpoint writes (1 for replicas and jobs that never checkpoint; 0 in the table: unset)."""
-    eff = a["ckpt_eff"][j]
-    return np.where(eff > 0, eff, 1.0) if isinstance(j, np.ndarray) else (float(eff) if eff > 0 else 1.0)
+    checkpoint writes, from its ``ckpt_eff`` (one value or an array; 1 for replicas and jobs that
+    never checkpoint; 0 in the table: unset)."""
+    return np.where(eff > 0, eff, 1.0) if isinstance(eff, np.ndarray) else (eff if eff > 0 else 1.0)
 
 
 def job_class(p: FactoryParams, kind: int) -> JobClassParams | None:
@@ -240,20 +335,29 @@ def job_class(p: FactoryParams, kind: int) -> JobClassParams | None:
     return p.training.job_class(name) if name in JOB_CLASSES else None
 
 
-def release(w: Work, j: int, t_end: int) -> None:
-    """Give a job's chips back to the pool (those not failed or drained become free) and book
-    the time it held them."""
+def release(w: Work, js: list[int], t_end: int) -> Rows:
+    """Give the chips of jobs ``js`` back to the pool (those not failed or drained become free)
+    and book the time each held them; returns the index of their rows (``twin.jobs.rows``)."""
     a = w.jobs.a
-    w.pool.release(j)
-    a["run_s"][j] += t_end - a["start"][j]
-    a["prog_s"][j] += max(0, t_end - a["restart_until"][j]) * progress_share(a, j)
-    w.running.discard(j)
+    w.pool.release_many(js)
+    jj = rows(js)
+    run_s, prog_s = a["run_s"][jj].tolist(), a["prog_s"][jj].tolist()
+    for i, (start, until, eff) in enumerate(
+        zip(a["start"][jj].tolist(), a["restart_until"][jj].tolist(), a["ckpt_eff"][jj].tolist(), strict=True)
+    ):
+        run_s[i] += t_end - start
+        prog_s[i] += max(0, t_end - until) * progress_share(eff)
+    a["run_s"][jj] = run_s
+    a["prog_s"][jj] = prog_s
+    for j in js:
+        w.running.discard(j)
+    return jj
 
 
 def interrupt(w: Work, ev: Events, j: int, t: int, reason: str, cause: str, by: int = -1) -> None:
     jobs, log = w.jobs, w.log
     a = jobs.a
-    release(w, j, t)
+    release(w, [j], t)
     lost = float(a["done"][j] - a["ckpt_done"][j])
     lost_s = float(a["prog_s"][j] - a["ckpt_prog_s"][j])
     a["lost"][j] += lost
@@ -276,7 +380,7 @@ def interrupt(w: Work, ev: Events, j: int, t: int, reason: str, cause: str, by: 
     else:
         a["state"][j] = QUEUED
         a["queued_since"][j] = t
-        enqueue(w.queues, jobs, j)
+        enqueue(w.queues, jobs, [j])
     log.dirty.add(j)
     what = "preempted" if reason == "preemption" else "interrupted"
     by_s = f" by job:{by_id}" if by >= 0 else f" ({cause})"
@@ -289,15 +393,20 @@ def interrupt(w: Work, ev: Events, j: int, t: int, reason: str, cause: str, by: 
     )
 
 
-def finish(w: Work, ev: Events, j: int, t_end: int) -> None:
-    a = w.jobs.a
-    release(w, j, t_end)
-    a["state"][j] = DONE
-    a["end"][j] = t_end
-    a["activity"][j] = 0.0
-    a["rate"][j] = 0.0
-    w.log.dirty.add(j)
-    ev.append(("job_end", f"job:{w.jobs.id_of(j)}", f"{w.jobs.names[j]} done, {a['work'][j]:.3g} FLOP"))
+def finish(w: Work, ev: Events, js: list[int], t_end: int) -> None:
+    """Jobs ``js`` done at ``t_end``: their chips back to the pool, their rows final, a
+    ``job_end`` event each (in their order)."""
+    jobs = w.jobs
+    a = jobs.a
+    jj = release(w, js, t_end)
+    a["state"][jj] = DONE
+    a["end"][jj] = t_end
+    a["activity"][jj] = 0.0
+    a["rate"][jj] = 0.0
+    w.log.dirty.update(js)
+    names = jobs.names
+    for j, jid, work in zip(js, a["id"][jj].tolist(), a["work"][jj].tolist(), strict=True):
+        ev.append(("job_end", f"job:{jid}", f"{names[j]} done, {work:.3g} FLOP"))
 
 
 def preempt_for(w: Work, ev: Events, j: int, t: int) -> bool:
@@ -328,6 +437,10 @@ def preempt_for(w: Work, ev: Events, j: int, t: int) -> bool:
 
 
 def schedule(w: Work, ev: Events, t: int) -> None:
+    """Start what can start now: replica requests first, then the batch queue in order (with
+    preemption under the priority policy), then EASY backfill behind a blocked head. Gangs are
+    placed one after another; their set-up (``begin``) waits until something reads the running
+    jobs (preemption, the backfill reservation) or the end, in the order they were placed."""
     q, pool, sp = w.queues, w.pool, w.p.scheduler
     if len(q.queue) != len(q.keys):
         rebuild_queue(q, w.jobs)
@@ -337,19 +450,29 @@ def schedule(w: Work, ev: Events, t: int) -> None:
     q.seen_ver = pool.ver
     a = w.jobs.a
     policy = sp.policy
+    placed: list[Placed] = []
+
+    def start_or_preempt(j: int) -> bool:
+        if claim(w, j, placed):
+            return True
+        if policy != "priority":
+            return False
+        begin(w, ev, placed, t)  # preemption weighs the running jobs as set up
+        return preempt_for(w, ev, j, t) and claim(w, j, placed)
+
     head_need = -1
     if policy != "priority":
         # Nothing but starts in this loop (no preemption): the started head is cut off once
         # (popping each from the front was O(requests) apiece: a campus's initial replicas).
         rq, k = q.rqueue, 0
-        while k < len(rq) and start(w, ev, rq[k], t):
+        while k < len(rq) and claim(w, rq[k], placed):
             k += 1
         if k < len(rq):
             head_need = int(a["chips"][rq[k]])
         del rq[:k]
     while q.rqueue and policy == "priority":
         j = q.rqueue[0]
-        if start(w, ev, j, t) or (preempt_for(w, ev, j, t) and start(w, ev, j, t)):
+        if start_or_preempt(j):
             q.rqueue.pop(0)
             continue
         head_need = int(a["chips"][j])
@@ -358,15 +481,14 @@ def schedule(w: Work, ev: Events, t: int) -> None:
     if head_need < 0:
         while q.queue:
             j = q.queue[0]
-            if start(w, ev, j, t) or (
-                policy == "priority" and preempt_for(w, ev, j, t) and start(w, ev, j, t)
-            ):
+            if start_or_preempt(j):
                 q.queue.pop(0)
                 q.keys.pop(0)
                 continue
             head_need = int(a["chips"][j])
             first = 1
             break
+    begin(w, ev, placed, t)  # the backfill reservation reads the running jobs' estimated ends
     if policy == "fifo" or head_need < 0 or len(q.queue) <= first:
         return
     _backfill(w, ev, t, first, head_need)
@@ -393,18 +515,19 @@ def _backfill(w: Work, ev: Events, t: int, first: int, head_need: int) -> None:
     restart = np.where(a["restarts"][cand] > 0, w.p.training.restart_cost_s, 0)
     end = t + a["est"][cand] * sp.runtime_estimate_factor * left + restart
     ok = (need <= free) & ((end <= shadow) | (need <= extra))
-    started: set[int] = set()
+    placed: list[Placed] = []
     for k in np.flatnonzero(ok).tolist():
         if free <= 0:
             break
         nk = int(need[k])
         fits_time = end[k] <= shadow
-        if nk <= free and (fits_time or nk <= extra) and start(w, ev, int(cand[k]), t):
-            started.add(int(cand[k]))
+        if nk <= free and (fits_time or nk <= extra) and claim(w, int(cand[k]), placed):
             free -= nk
             if not fits_time:
                 extra -= nk
-    if started:
+    if placed:
+        started = {j for j, _, _ in placed}
+        begin(w, ev, placed, t)
         # Only the window the candidates came from changes: rebuilding the whole queue here made
         # every step cost O(queue) (11 ms a step at 90,000 queued jobs).
         hi = first + len(cand)

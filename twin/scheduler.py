@@ -25,39 +25,52 @@ def place(
     mode: str = "topology",
     n_free: int | None = None,
     best: int = -1,
+    hist: npt.NDArray[np.int64] | None = None,
 ) -> tuple[IntArray, int] | None:
     """Chips for a gang of ``need`` and the UltraServers it spans, or None if too few are free.
 
     ``free`` marks schedulable chips, ``us_free`` counts them per UltraServer; ``n_free``: their
-    sum, where the caller keeps it (else it is counted). ``best``: an UltraServer the caller
-    knows to be the best fit for ``need`` while it still holds it (the one the last gang of the
-    same size went into, nothing else changed since: it had the fewest free chips that held the
-    gang, so with fewer it has still; no search then)."""
+    sum, where the caller keeps it (else it is counted); ``hist``: the UltraServers with each
+    count 0..``chips_per_us`` of free chips, where the caller keeps it (else it is counted).
+    ``best``: an UltraServer the caller knows to be the best fit for ``need`` while it still
+    holds it (the one the last gang of the same size went into, nothing else changed since: it
+    had the fewest free chips that held the gang, so with fewer it has still; no search then)."""
     if need <= 0 or (int(us_free.sum()) if n_free is None else n_free) < need:
         return None
     c = chips_per_us
     if mode == "first_fit":
-        chips = np.flatnonzero(free)[:need].astype(np.int64)
-        return chips, int(len(np.unique(chips // c)))
+        first = np.flatnonzero(free)[:need].astype(np.int64)
+        return first, int(len(np.unique(first // c)))
+    if hist is None:
+        hist = np.bincount(us_free, minlength=c + 1)
     if need <= c:
-        # Best fit: the fewest free chips that still hold the gang, lowest index on ties. Those
-        # too full are lifted above any count (one masked pass and argmin, no gather).
+        # Best fit: the fewest free chips that still hold the gang (the first count from
+        # ``need`` up that some UltraServer has), lowest index on ties.
         if best >= 0 and us_free[best] >= need:
-            us = best
+            u = best
         else:
-            us = int(np.argmin(np.where(us_free >= need, us_free, c + 1)))
-        if us_free[us] >= need:
-            return np.flatnonzero(free[us * c : (us + 1) * c])[:need].astype(np.int64) + us * c, 1
-    order = np.argsort(-us_free, kind="stable")
-    taken: list[IntArray] = []
+            k = need + int((hist[need:] > 0).argmax())
+            u = int((us_free == k).argmax()) if hist[k] > 0 else -1
+        if u >= 0:
+            chips: IntArray = free[u * c : (u + 1) * c].nonzero()[0][:need] + u * c
+            return chips, 1
+    # The fewest UltraServers: the emptiest first, lowest index on ties; each gives all its free
+    # chips, the last its lowest ones still needed.
+    groups: list[IntArray] = []
     left = need
-    for us in order:
-        if left <= 0 or us_free[us] <= 0:
+    for k in (hist[1:].nonzero()[0][::-1] + 1).tolist():
+        with_k = (us_free == k).nonzero()[0][: -(-left // k)]
+        groups.append(with_k)
+        left -= len(with_k) * k
+        if left <= 0:
             break
-        chips = np.flatnonzero(free[us * c : (us + 1) * c])[:left].astype(np.int64) + int(us) * c
-        taken.append(chips)
-        left -= len(chips)
-    return np.concatenate(taken), len(taken)
+    us = groups[0] if len(groups) == 1 else np.concatenate(groups)
+    if len(groups) == 1 and k == c:  # whole UltraServers (most big gangs): their chips in order
+        chips = (us[:, None] * c + np.arange(c)).ravel()[:need]
+    else:
+        row, col = free.reshape(-1, c)[us].nonzero()
+        chips = (us[row] * c + col)[:need]
+    return chips, len(us)
 
 
 def reservation(

@@ -149,11 +149,12 @@ class Work:
     training_capacity_chips: int = 0
     # A batch gang's FLOP/s on its best placement here and on the reference hardware (NaN: not
     # yet needed), by (model, kind, chips, id of the class, which the entry holds so the id stays
-    # its own): fixed for a run (``twin.arrivals.add_job``).
+    # its own): fixed for a run (``twin.arrivals.add_jobs``).
     job_rates: dict[tuple[str, int, int, int], tuple[list[float], object]] = field(default_factory=dict)
     # A batch gang's start on a placement, by (model, kind, chips, UltraServers spanned,
-    # precision, base MFU): (peak FLOP/s, MFU, training activity, checkpoint write time [s];
-    # NaN: a job without a catalogued model, its own). Fixed for a run (``twin.queueing``).
-    start_plans: dict[tuple[str, int, int, int, str, float], tuple[float, float, float, float]] = field(
-        default_factory=dict
+    # precision, base MFU): (peak FLOP/s, MFU, training activity, checkpoint write time [s],
+    # checkpoint interval [s]; NaN: a job without a catalogued model, its own). Fixed for a run
+    # (``twin.queueing``).
+    start_plans: dict[tuple[str, int, int, int, str, float], tuple[float, float, float, float, float]] = (
+        field(default_factory=dict)
     )

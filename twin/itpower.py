@@ -9,6 +9,7 @@ relations are ``twin.power``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -172,8 +173,11 @@ def it_power(
     us_host_p = power.us_host_power_w(
         us_act, c, topo.servers_per_us, sysm.host_w_per_server, sysm.host_idle_fraction
     )
-    us_dc = np.where(us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
-    us_it = np.where(us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, ch.pp))
+    us_dc = us_chip_p + us_host_p + sysm.switch_w
+    us_it = cast(FloatArray, power.rectifier_input_w(us_dc, topo.servers_per_us, ch.pp))
+    if tripped:  # a tripped UltraServer draws nothing
+        us_dc = np.where(us_tripped, 0.0, us_dc)
+        us_it = np.where(us_tripped, 0.0, us_it)
     it_w = float(us_it.sum())
     return ItPower(
         load,

@@ -319,7 +319,7 @@ class Pool:
             ph.us_tj_max,
             ph.us_return_c,
             us_clock,
-            self.facility.row_flow_fraction[topo.us_row],
+            self.facility.racks.us_flow(self.facility.row_flow_fraction)[0],
         )
         si = self.p.chip_sample_interval_s
         if si > 0 and t % si < dt:  # a chip sample is due

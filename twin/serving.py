@@ -20,7 +20,7 @@ from twin.params import ServiceParams
 from twin.workstate import ServiceState, Work
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class WorkStep:
     """What the work did this step (the physics reads activities from the job table)."""
 

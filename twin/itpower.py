@@ -178,14 +178,15 @@ def it_power(
     if tripped:  # a tripped UltraServer draws nothing
         us_dc = np.where(us_tripped, 0.0, us_dc)
         us_it = np.where(us_tripped, 0.0, us_it)
-    it_w = float(us_it.sum())
+    add = np.add.reduce  # = .sum(), without its Python wrapper (every step)
+    it_w = float(add(us_it))
     return ItPower(
         load,
         chip_p,
         act,
         us_it,
         it_w,
-        it_w - float(us_dc.sum()),
+        it_w - float(add(us_dc)),
         us_chip_p,
         us_chip_max,
         us_act,

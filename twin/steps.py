@@ -140,7 +140,8 @@ class FacilityStep:
             busy = act > 0
             if owner is not None:
                 busy &= owner[seg.first] >= 0
-            out: npt.NDArray[np.int64] = np.bincount(seg.us[busy], weights=seg.n[busy], minlength=nus).astype(
+            # Chip counts as float weights (0 where not busy): exact in any order of addition.
+            out: npt.NDArray[np.int64] = np.bincount(seg.us, weights=seg.n * busy, minlength=nus).astype(
                 np.int64
             )
             return out
@@ -203,7 +204,7 @@ def record(
         us_r_k_per_w=th.r_us,
         chip_us=chip_us,
         it_power_w=pw.it_w,
-        chip_power_w=float(pw.us_chip_w.sum()),
+        chip_power_w=float(np.add.reduce(pw.us_chip_w)),  # = .sum(), without its Python wrapper
         psu_loss_w=pw.psu_loss_w,
         pdu_loss_w=losses.pdu_w,
         ups_loss_w=losses.ups_w,

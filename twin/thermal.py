@@ -28,6 +28,7 @@ BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
 _NO_US = np.zeros(0, dtype=np.int64)  # no UltraServer shut down (read-only)
 _NO_US.setflags(write=False)
+_NO_CHIPS = _NO_US  # no chip going off or coming back (read-only)
 
 
 def rack_loops(
@@ -259,16 +260,22 @@ class Trips:
         Returns (chips going off, chips coming back)."""
         if lf > 0:
             hot_us = ret > cp.loop_trip_c
-            cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
             if inlet_air_c is not None and lf < 1:
                 hot_us = hot_us | (inlet_air_c > cp.air_trip_c)
-                cool_us = cool_us & (inlet_air_c < cp.air_restart_c)
         else:
             hot_us = coolant > cp.air_trip_c
-            cool_us = coolant < cp.air_restart_c
-        newly = hot_us & ~self.us_tripped
-        back = cool_us & self.us_tripped & (self.us_hold_until <= t_s)
-        tripped_chips = recovered_chips = np.zeros(0, dtype=np.int64)
+        any_tripped = bool(self.us_tripped.any())
+        newly = hot_us & ~self.us_tripped if any_tripped else hot_us
+        back = None  # none to bring back while none is off (the common step)
+        if any_tripped:
+            if lf > 0:
+                cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
+                if inlet_air_c is not None and lf < 1:
+                    cool_us = cool_us & (inlet_air_c < cp.air_restart_c)
+            else:
+                cool_us = coolant < cp.air_restart_c
+            back = cool_us & self.us_tripped & (self.us_hold_until <= t_s)
+        tripped_chips = recovered_chips = _NO_CHIPS
         if newly.any():
             self.us_tripped |= newly
             mask = newly[self.chip_us] & load.alive
@@ -287,8 +294,9 @@ class Trips:
                 tripped_chips, np.flatnonzero(np.isin(self.chip_us, shut) & load.alive)
             )
             self.us_hold_until[shut] = t_s + cp.shutdown_restart_s
-            back[shut] = False
-        if back.any():
+            if back is not None:
+                back[shut] = False
+        if back is not None and back.any():
             self.us_tripped &= ~back
             mask = back[self.chip_us] & self.chip_tripped
             self.chip_tripped &= ~mask

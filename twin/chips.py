@@ -217,7 +217,10 @@ class Load:
         load found them (others may have changed: jobs ended, chips failed)."""
         pool = self._pool
         if self._util is None and pool is not None and pool.unchanged_since(self._changes, chips):
-            out: F64 = np.where(pool.failed[chips], 0.0, self._by_slot().take(pool.owner[chips]))
+            out: F64 = self._by_slot().take(pool.owner[chips])
+            failed = pool.failed[chips]
+            if failed.any():  # (few are: a chip's fault or trip releases its job)
+                out[failed] = 0.0
             return out
         got: F64 = self.util[chips]
         return got

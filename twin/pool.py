@@ -344,7 +344,7 @@ class Pool:
         by PUE)."""
         cl = self.cluster
         gross = ph.facility_power_w / ph.chip_power_w if ph.chip_power_w > 0 else 0.0  # = IT per chip W x PUE
-        svc_w = serving.service_power_w(cl, ph.pw.chip_p_at, gross)
+        svc_w = serving.service_power_w(cl, ph.pw, gross)
         inf_w = float(np.add.reduce(svc_w))
         pool = cl.pool
         if self._counts_ver != pool.ver:  # free chips change only with ownership or availability

@@ -6,8 +6,8 @@ is ``twin.services``."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +18,9 @@ from twin.events import Events
 from twin.jobs import INFERENCE, QUEUED, RUNNING, SOURCES, STOPPED, JobTable
 from twin.params import ServiceParams
 from twin.workstate import ServiceState, Work
+
+if TYPE_CHECKING:
+    from twin.itpower import ItPower
 
 
 @dataclass(slots=True)
@@ -240,21 +243,20 @@ def scale(w: Work, ev: Events, si: int, want: int, active: int, t: int) -> None:
     ev.append(("autoscale", w.svc.models[si].p.name, f"{active} -> {want} replicas"))
 
 
-def service_power_w(
-    w: Work, chip_p_at: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]], gross: float
-) -> npt.NDArray[np.float64]:
-    """Facility power attributed to each service: its replicas' chip power (``chip_p_at``: the
-    power of the chips given), grossed up by ``gross`` (IT per chip watt x PUE)."""
+def service_power_w(w: Work, pw: ItPower, gross: float) -> npt.NDArray[np.float64]:
+    """Facility power attributed to each service: its replicas' chip power (``pw.chip_p_at``),
+    grossed up by ``gross`` (IT per chip watt x PUE)."""
     st, pool = w.svc, w.pool
     if not st.n:
         return st.power_w
     if st.chips is None or st.chips_ver != pool.svc_ver:  # until a replica's chips change
         chips = [pool.placement[j] for ids in st.replicas for j in ids if j in pool.placement]
         idx = np.concatenate(chips) if chips else np.zeros(0, dtype=np.int64)
-        st.chips = (idx, pool.service[idx].astype(np.int64))
+        g = None if pw.p_scale is None else pw.p_scale[idx]  # fixed for a run
+        st.chips = (idx, pool.service[idx].astype(np.int64), g)
         st.chips_ver = pool.svc_ver
-    idx, svc = st.chips
-    per = np.bincount(svc, weights=chip_p_at(idx), minlength=st.n)
+    idx, svc, g = st.chips
+    per = np.bincount(svc, weights=pw.chip_p_at(idx, g), minlength=st.n)
     st.power_w = np.asarray(per * gross, dtype=np.float64)
     return st.power_w
 

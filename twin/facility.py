@@ -275,8 +275,7 @@ class Facility:
         dyn_full = None if full_clock else self.chips.dynamic_w(load.util)
         th = self._power_and_heat(load, dyn_full, clock, full_clock, dt_s, first, ev)
         ret, coolant, flow_frac, shut, ret0 = th.ret, th.coolant, th.flow_frac, th.shut, th.ret0
-        us_it, it_w = th.pw.us_it, th.pw.it_w
-        liquid_us = self.lf * us_it
+        it_w, liquid_us = th.pw.it_w, th.liquid_us
         # Heat handed to the facility water over the step = heat in - heat stored in the loops
         # (negative when loops colder than their supply draw heat from the facility water).
         loops_stored_w = cooling.loop_stored_w(self.design.us_loop_mass_kg, ret, ret0, dt_s)
@@ -424,9 +423,10 @@ class Facility:
         self.trips.shutdown(th.shut, load.alive, self.cp.shutdown_temp_c, ev)
         th.full_clock = False
         th.pw = self._it_power(load, dyn_full, th.clock, False)
+        th.liquid_us = self.lf * th.pw.us_it
         sec_supply = cooling.loop_supply_c(self.plant.fw_supply_c, self.cp)
         th.ret, th.coolant = self.racks.run(
-            th.pw.us_it, th.m, sec_supply, self.plant.chw_supply_c, th.ret0, dt_s
+            th.liquid_us, th.m, sec_supply, self.plant.chw_supply_c, th.ret0, dt_s
         )
         th.us_tj_max = cooling.junction_c(th.coolant, th.r_us, th.pw.us_chip_max_w)
 

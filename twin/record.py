@@ -236,26 +236,31 @@ class Recorder:
 
         def staged(tier: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
             ks = stage[self.slot[tier][:ran] >= 0]
+            if len(ks) == len(self._t):  # every step staged (ks = 0, 1, ...): no copy
+                return self._vals, self._cnts, ks
             return self._vals[ks], self._cnts[ks], ks
+
+        def put(buf: npt.NDArray[Any], values: npt.NDArray[Any]) -> None:
+            buf.reshape(values.shape)[:] = values  # one pass, typed as the buffer
 
         v, c, _ = staged("ultraserver_ts")
         for j, name in enumerate(self._VALS):
-            self.u[name][:] = v[:, j].ravel()
+            put(self.u[name], v[:, j])
         for j, name in enumerate(self._CNTS):
-            self.u[name][:] = c[:, j].ravel()
+            put(self.u[name], c[:, j])
         v, c, _ = staged("row_ts")
         if len(v):
             st, r = self._row_start, self.r
             rs, rc = np.add.reduceat(v[:, :4], st, axis=2), np.add.reduceat(c, st, axis=2)
             means = rs[:, 1:] / self._row_nus  # activity, return, clock: over the row's UltraServers
-            r["power_w"][:] = rs[:, 0].ravel()
-            r["chips_busy"][:] = rc[:, 0].ravel()
-            r["chips_failed"][:] = rc[:, 1].ravel()
-            r["ultraservers_tripped"][:] = rc[:, 2].ravel()
-            r["activity"][:] = means[:, 0].ravel()
-            r["max_chip_temp_c"][:] = np.maximum.reduceat(v[:, 4], st, axis=1).ravel()
-            r["coolant_return_c"][:] = means[:, 1].ravel()
-            r["clock"][:] = means[:, 2].ravel()
+            put(r["power_w"], rs[:, 0])
+            put(r["chips_busy"], rc[:, 0])
+            put(r["chips_failed"], rc[:, 1])
+            put(r["ultraservers_tripped"], rc[:, 2])
+            put(r["activity"], means[:, 0])
+            put(r["max_chip_temp_c"], np.maximum.reduceat(v[:, 4], st, axis=1))
+            put(r["coolant_return_c"], means[:, 1])
+            put(r["clock"], means[:, 2])
         v, c, ks = staged("hall_ts")
         # Means as ``ndarray.mean`` takes them: the sum, then over the count.
         n = topo.ultraservers

@@ -37,6 +37,7 @@ class Heat:
     protected: bool  # clocks lowered inside the step (a power cap or junction protection)
     dyn_full: FloatArray | None  # (P_tdp - P_idle) u [W], where the step derived it
     m: FloatArray  # rack loop mass flow [kg/s]
+    liquid_us: FloatArray  # heat into each rack loop: the liquid share of its IT power [W]
 
 
 @dataclass(slots=True)

@@ -105,12 +105,13 @@ class Racks:
         # Pump speed and mass flow: variable-speed flow holds the design temperature rise; a row
         # whose CDU pumps are lost has no flow.
         flow_frac, r_us = self.us_flow(row_flow_fraction)
-        speed = cooling.loop_pump_speed(self.lf * pw.us_it, self.liquid_design_w)
+        liquid_us = self.lf * pw.us_it
+        speed = cooling.loop_pump_speed(liquid_us, self.liquid_design_w)
         if not self._flow[2]:  # x 1 where every CDU is healthy: the same speeds
             speed = speed * flow_frac
         m = self.d.us_design_flow_kg_s * speed
         ret0 = self.return_c
-        ret, coolant = self.run(pw.us_it, m, sec_supply, plant.chw_supply_c, ret0, dt_s)
+        ret, coolant = self.run(liquid_us, m, sec_supply, plant.chw_supply_c, ret0, dt_s)
         us_tj_max = cooling.junction_c(coolant, r_us, pw.us_chip_max_w)
         return Heat(
             pw,
@@ -127,6 +128,7 @@ class Racks:
             reclocked,
             dyn_full,
             m,
+            liquid_us,
         )
 
     def coolant_now(
@@ -141,16 +143,17 @@ class Racks:
 
     def run(
         self,
-        us_it: FloatArray,
+        liquid_us: FloatArray,
         m: FloatArray,
         sec_supply: float,
         chw_supply_c: float,
         ret0: FloatArray,
         dt_s: int,
     ) -> tuple[FloatArray, FloatArray]:
-        """``rack_loops`` over ``dt_s`` from ``ret0`` with the liquid share of ``us_it``."""
+        """``rack_loops`` over ``dt_s`` from ``ret0`` with ``liquid_us`` (the liquid share of
+        each UltraServer's IT power) into the loops."""
         return rack_loops(
-            self.cp, self.lf, self.d.us_loop_mass_kg, chw_supply_c, self.lf * us_it, m, sec_supply, ret0, dt_s
+            self.cp, self.lf, self.d.us_loop_mass_kg, chw_supply_c, liquid_us, m, sec_supply, ret0, dt_s
         )
 
     def r_us(self, flow_frac: FloatArray) -> FloatArray:

@@ -2,14 +2,15 @@
 advance (``twin.telemetry`` lays them out), filled step by step, cut to the steps run and
 handed out as frames (``table -> column -> array``).
 
-The per-step scalars (a ``factory_ts`` row, a ``hall_ts`` row, a service's ``service_ts`` row)
-are kept as one tuple per step in a fixed column order (``FACTORY_ORDER`` and the like) and
-turned into typed columns once per advance: a step writes one tuple instead of a buffer element
-per column. Every value passes through float64 on the way (exact for the counts and times a
-step records, far below 2**53; float32 columns round from the same double as a direct store
-would), so the frames are those of storing each value in its column directly. The
-per-UltraServer and per-row columns are written into preallocated arrays; each tier's time
-column is filled when the buffers are laid out, the steps' times being known."""
+The per-step scalars (a ``factory_ts`` row, a service's ``service_ts`` row) are kept as one
+tuple per step in a fixed column order (``FACTORY_ORDER`` and the like) and turned into typed
+columns once per advance: a step writes one tuple instead of a buffer element per column. Every
+value passes through float64 on the way (exact for the counts and times a step records, far
+below 2**53; float32 columns round from the same double as a direct store would), so the frames
+are those of storing each value in its column directly. A step's per-UltraServer columns are
+staged in one block and the UltraServer, row and hall tiers made from the staged steps once per
+advance (``Recorder._tiers``) into preallocated arrays; each tier's time column is filled when
+the buffers are laid out, the steps' times being known."""
 
 from __future__ import annotations
 

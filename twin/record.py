@@ -190,10 +190,11 @@ class Recorder:
         # UltraServers per row, as floats: a row's mean divides by it (as by the count, exactly).
         self._row_nus = np.diff(np.r_[self._row_start, topo.ultraservers]).astype(np.float64)
         self.c: list[dict[str, npt.NDArray[Any]]] = []
-        # The staged UltraServer columns (``_VALS``, ``_CNTS``) and time of each step staged.
+        # The staged UltraServer columns (``_VALS``, ``_CNTS``; column, step staged, UltraServer)
+        # and the time of each step staged.
         k = int(due.sum())
-        self._vals = np.zeros((k, len(self._VALS), n))
-        self._cnts = np.zeros((k, len(self._CNTS), n), dtype=np.int64)
+        self._vals = np.zeros((len(self._VALS), k, n))
+        self._cnts = np.zeros((len(self._CNTS), k, n), dtype=np.int64)
         self._t = np.zeros(k, dtype=np.int64)
 
     def factory(self, i: int, row: tuple[Any, ...]) -> None:
@@ -223,9 +224,9 @@ class Recorder:
         k = self._stage_at[i]
         if k < 0:
             return
-        v, c = self._vals[k], self._cnts[k]
-        v[0], v[1], v[2], v[3], v[4], v[5] = power, act, ret, clock, tmax, cdu_flow
-        c[0], c[1], c[2] = busy, failed, tripped
+        v, c = self._vals, self._cnts
+        v[0, k], v[1, k], v[2, k], v[3, k], v[4, k], v[5, k] = power, act, ret, clock, tmax, cdu_flow
+        c[0, k], c[1, k], c[2, k] = busy, failed, tripped
         self._t[k] = t
 
     def _tiers(self, ran: int) -> dict[str, Any]:
@@ -239,44 +240,44 @@ class Recorder:
             ks = stage[self.slot[tier][:ran] >= 0]
             if len(ks) == len(self._t):  # every step staged (ks = 0, 1, ...): no copy
                 return self._vals, self._cnts, ks
-            return self._vals[ks], self._cnts[ks], ks
+            return self._vals[:, ks], self._cnts[:, ks], ks
 
         def put(buf: npt.NDArray[Any], values: npt.NDArray[Any]) -> None:
             buf.reshape(values.shape)[:] = values  # one pass, typed as the buffer
 
         v, c, _ = staged("ultraserver_ts")
         for j, name in enumerate(self._VALS):
-            put(self.u[name], v[:, j])
+            put(self.u[name], v[j])
         for j, name in enumerate(self._CNTS):
-            put(self.u[name], c[:, j])
+            put(self.u[name], c[j])
         v, c, _ = staged("row_ts")
-        if len(v):
+        if v.shape[1]:
             st, r = self._row_start, self.r
-            rs, rc = np.add.reduceat(v[:, :4], st, axis=2), np.add.reduceat(c, st, axis=2)
-            means = rs[:, 1:] / self._row_nus  # activity, return, clock: over the row's UltraServers
-            put(r["power_w"], rs[:, 0])
-            put(r["chips_busy"], rc[:, 0])
-            put(r["chips_failed"], rc[:, 1])
-            put(r["ultraservers_tripped"], rc[:, 2])
-            put(r["activity"], means[:, 0])
-            put(r["max_chip_temp_c"], np.maximum.reduceat(v[:, 4], st, axis=1))
-            put(r["coolant_return_c"], means[:, 1])
-            put(r["clock"], means[:, 2])
+            rs, rc = np.add.reduceat(v[:4], st, axis=2), np.add.reduceat(c, st, axis=2)
+            means = rs[1:] / self._row_nus  # activity, return, clock: over the row's UltraServers
+            put(r["power_w"], rs[0])
+            put(r["chips_busy"], rc[0])
+            put(r["chips_failed"], rc[1])
+            put(r["ultraservers_tripped"], rc[2])
+            put(r["activity"], means[0])
+            put(r["max_chip_temp_c"], np.maximum.reduceat(v[4], st, axis=1))
+            put(r["coolant_return_c"], means[1])
+            put(r["clock"], means[2])
         v, c, ks = staged("hall_ts")
         # Means as ``ndarray.mean`` takes them: the sum, then over the count.
         n = topo.ultraservers
-        hs, hc = np.add.reduce(v[:, :4], axis=2), np.add.reduce(c, axis=2)
+        hs, hc = np.add.reduce(v[:4], axis=2), np.add.reduce(c, axis=2)
         cols = (
             self._t[ks],
             np.full(len(ks), n),
-            hs[:, 0],
-            hc[:, 0],
-            hc[:, 1],
-            hc[:, 2],
-            hs[:, 1] / n,
-            np.maximum.reduce(v[:, 4], axis=1, initial=-np.inf),  # -inf: none (no step due)
-            hs[:, 2] / n,
-            hs[:, 3] / n,
+            hs[0],
+            hc[0],
+            hc[1],
+            hc[2],
+            hs[1] / n,
+            np.maximum.reduce(v[4], axis=1, initial=-np.inf),  # -inf: none (no step due)
+            hs[2] / n,
+            hs[3] / n,
         )
         return _typed("hall_ts", HALL_ORDER, np.stack(cols, axis=1).astype(np.float64, copy=False))
 

@@ -125,6 +125,7 @@ class Pool:
         self._counts_ver = -1
         self._failed_of: npt.NDArray[np.int64] | None = None
         self._failed_sum = 0
+        self._staging: tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]] | None = None  # ``Recorder``'s
 
     # ------------------------------------------------------------------ per-chip views
     @property
@@ -365,7 +366,7 @@ class Pool:
         """The buffers of the next ``steps`` steps, each tier due at its own interval."""
         p = self.p
         times = self.t_s + self.dt_s * np.arange(steps, dtype=np.int64)
-        return Recorder(
+        rec = Recorder(
             steps,
             self.topo,
             tuple(s.name for s in p.services),
@@ -376,7 +377,10 @@ class Pool:
             },
             times=times,
             order=FACTORY_ORDER,
+            staging=self._staging,
         )
+        self._staging = rec.staging
+        return rec
 
     def frames(self, rec: Recorder, ran: int | None = None) -> Frames:
         """The frames of the steps recorded in ``rec`` (its first ``ran``: an advance that stopped

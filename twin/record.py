@@ -157,7 +157,10 @@ class Recorder:
         tiers: dict[str, npt.NDArray[np.bool_]] | None = None,
         times: npt.NDArray[np.int64] | None = None,
         order: tuple[str, ...] = (),
+        staging: tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]] | None = None,
     ) -> None:
+        """``staging``: the last advance's ``staging`` blocks, taken again when they have room
+        (their memory is in use already: no fresh pages to fault in every advance)."""
         self.topo = topo
         self.steps = steps
         every = np.ones(steps, dtype=bool)
@@ -193,8 +196,10 @@ class Recorder:
         # The staged UltraServer columns (``_VALS``, ``_CNTS``; column, step staged, UltraServer)
         # and the time of each step staged.
         k = int(due.sum())
-        self._vals = np.zeros((len(self._VALS), k, n))
-        self._cnts = np.zeros((len(self._CNTS), k, n), dtype=np.int64)
+        if staging is None or staging[0].shape[1] < k or staging[0].shape[2] != n:
+            staging = (np.empty((len(self._VALS), k, n)), np.empty((len(self._CNTS), k, n), dtype=np.int64))
+        self.staging = staging  # every staged step's columns are written before they are read
+        self._vals, self._cnts = staging[0][:, :k], staging[1][:, :k]
         self._t = np.zeros(k, dtype=np.int64)
 
     def factory(self, i: int, row: tuple[Any, ...]) -> None:

@@ -105,7 +105,7 @@ def spread(rng: np.random.Generator, n: int, sigma_p: float, sigma_r: float) -> 
     return 1.0 + sigma_p * z[0], 1.0 + sigma_r * z[1]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class OperatingPoint:
     """A step as the next clocks are solved from it."""
 

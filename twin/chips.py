@@ -128,17 +128,26 @@ class Segments:
             vals[2] = np.maximum.reduceat(hg[chips], starts)
         return cls(ints, vals)
 
-    def replaced(self, us: B, new: Segments) -> Segments:
-        """These segments with those on the UltraServers marked in ``us`` replaced by ``new``
-        (on those UltraServers), in chip order."""
-        keep = np.flatnonzero(~us[self.us])
-        k = len(keep)
-        m = k + new.ints.shape[1]
-        ints, vals = np.empty((3, m), dtype=np.int64), np.empty((3, m))
-        ints[:, :k], ints[:, k:] = self.ints.take(keep, axis=1), new.ints
-        vals[:, :k], vals[:, k:] = self.vals.take(keep, axis=1), new.vals
-        order = np.argsort(ints[2], kind="stable")  # two sorted runs: a merge
-        return Segments(ints.take(order, axis=1), vals.take(order, axis=1))
+    def replaced(self, marked: I64, new: Segments) -> Segments:
+        """These segments with those on the UltraServers ``marked`` (ascending) replaced by
+        ``new`` (on those UltraServers), in chip order. An UltraServer's segments are one run of
+        columns, in both: each marked UltraServer's run is cut out and its new run put in (no
+        pass over the other UltraServers' segments but one copy)."""
+        old_us, new_us = self.us, new.us
+        lo = np.searchsorted(old_us, marked).tolist()
+        hi = np.searchsorted(old_us, marked, side="right").tolist()
+        at = np.searchsorted(new_us, marked).tolist()
+        at.append(len(new_us))
+        ints: list[I64] = []
+        vals: list[F64] = []
+        prev = 0
+        for k, (a, b) in enumerate(zip(lo, hi, strict=True)):
+            ints += (self.ints[:, prev:a], new.ints[:, at[k] : at[k + 1]])
+            vals += (self.vals[:, prev:a], new.vals[:, at[k] : at[k + 1]])
+            prev = b
+        ints.append(self.ints[:, prev:])
+        vals.append(self.vals[:, prev:])
+        return Segments(np.concatenate(ints, axis=1), np.concatenate(vals, axis=1))
 
 
 class _Changes:
@@ -208,7 +217,10 @@ class Load:
         load found them (others may have changed: jobs ended, chips failed)."""
         pool = self._pool
         if self._util is None and pool is not None and pool.unchanged_since(self._changes, chips):
-            out: F64 = np.where(pool.failed[chips], 0.0, self._by_slot().take(pool.owner[chips]))
+            out: F64 = self._by_slot().take(pool.owner[chips])
+            failed = pool.failed[chips]
+            if failed.any():  # (few are: a chip's fault or trip releases its job)
+                out[failed] = 0.0
             return out
         got: F64 = self.util[chips]
         return got
@@ -522,8 +534,7 @@ class ChipPool:
         are the chips as now, whatever changes after (``Load``)."""
         segs = self.segments(g, hg)
         job = segs.job
-        act = activity[np.maximum(job, 0)]
-        act[job < 0] = 0.0
+        act = np.where(job >= 0, activity[job], 0.0)  # idle (-1): 0, not the last slot's
         changes = _Changes()
         if self._changes is not None:
             self._changes.later = changes
@@ -554,6 +565,6 @@ class ChipPool:
         chips = (us[:, None] * c + np.arange(c)).ravel()
         chips = chips[~self._failed[chips]]
         new = Segments.of(chips, self._owner[chips], c, g, hg)
-        self._segs = new if self._segs is None else self._segs.replaced(changed, new)
+        self._segs = new if self._segs is None else self._segs.replaced(us, new)
         changed[us] = False
         return self._segs

@@ -113,6 +113,8 @@ class Facility:
         )
         self.timeline = effects.Timeline()  # the timed effects (``twin.effects``)
         self.row_flow_fraction = np.ones(topo.rows)  # 1 = CDU pumps healthy, 0 = lost
+        self._cdu_flow_of: FloatArray | None = None  # the rows' fractions ``cdu_flow`` summed
+        self._cdu_flow = 0.0
         self.plant = PlantState(
             chillers_up=cp.chiller_units,
             towers_up=cp.economizer_units,
@@ -273,12 +275,12 @@ class Facility:
         dyn_full = None if full_clock else self.chips.dynamic_w(load.util)
         th = self._power_and_heat(load, dyn_full, clock, full_clock, dt_s, first, ev)
         ret, coolant, flow_frac, shut, ret0 = th.ret, th.coolant, th.flow_frac, th.shut, th.ret0
-        us_it, it_w = th.pw.us_it, th.pw.it_w
-        liquid_us = self.lf * us_it
+        it_w, liquid_us = th.pw.it_w, th.liquid_us
         # Heat handed to the facility water over the step = heat in - heat stored in the loops
         # (negative when loops colder than their supply draw heat from the facility water).
         loops_stored_w = cooling.loop_stored_w(self.design.us_loop_mass_kg, ret, ret0, dt_s)
-        to_fw_w = float(liquid_us.sum()) - loops_stored_w
+        liquid_w = float(np.add.reduce(liquid_us))  # = .sum(), without its Python wrapper
+        to_fw_w = liquid_w - loops_stored_w
         self.racks.return_c = ret
 
         us_off = self.trips.us_tripped.copy()  # powered off during this step
@@ -288,7 +290,7 @@ class Facility:
         tripped_chips, recovered_chips = self.trips.loop_trips(
             self.cp, self.lf, ret, coolant, flow_frac, load, shut, t_s, ev, inlet_air_c
         )
-        air_heat = it_w - float(liquid_us.sum())
+        air_heat = it_w - liquid_w
         return ItStep(
             th,
             load,
@@ -371,7 +373,7 @@ class Facility:
             # facility power, asked of the plant and the chain (``first``: its conditions).
             ratio = None
             if first is not None:
-                d, flow = self.plant_design, self._cdu_flow()
+                d, flow = self.plant_design, self.cdu_flow()
                 ratio = partial(
                     plant.it_per_facility_w,
                     d,
@@ -421,14 +423,20 @@ class Facility:
         self.trips.shutdown(th.shut, load.alive, self.cp.shutdown_temp_c, ev)
         th.full_clock = False
         th.pw = self._it_power(load, dyn_full, th.clock, False)
+        th.liquid_us = self.lf * th.pw.us_it
         sec_supply = cooling.loop_supply_c(self.plant.fw_supply_c, self.cp)
         th.ret, th.coolant = self.racks.run(
-            th.pw.us_it, th.m, sec_supply, self.plant.chw_supply_c, th.ret0, dt_s
+            th.liquid_us, th.m, sec_supply, self.plant.chw_supply_c, th.ret0, dt_s
         )
         th.us_tj_max = cooling.junction_c(th.coolant, th.r_us, th.pw.us_chip_max_w)
 
-    def _cdu_flow(self) -> float:
-        return plant.cdu_flow(self.plant_design, self.row_flow_fraction, self.topo.us_row)
+    def cdu_flow(self) -> float:
+        """The loops' summed CDU flow fraction (``plant.cdu_flow``), summed again only when the
+        rows' flows are replaced (a CDU fault began or ended)."""
+        rff = self.row_flow_fraction
+        if rff is not self._cdu_flow_of:
+            self._cdu_flow_of, self._cdu_flow = rff, plant.cdu_flow(self.plant_design, rff, self.topo.us_row)
+        return self._cdu_flow
 
     def _it_power(
         self, load: Load, dyn_full: FloatArray | None, clock: FloatArray, full_clock: bool

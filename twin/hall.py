@@ -319,8 +319,7 @@ class Hall(Composite):
     def _cdu_flow(self) -> float:
         """The UltraServer loops' summed CDU flow fraction (what the CDU pumps drive) [-]."""
         if len(self.pools) == 1:
-            f = self.pools[0].facility
-            return plant.cdu_flow(self.plant_design, f.row_flow_fraction, f.topo.us_row)
+            return self.pools[0].facility.cdu_flow()
         rff = np.concatenate([pl.facility.row_flow_fraction for pl in self.pools])
         return plant.cdu_flow(self.plant_design, rff, self.topo.us_row)
 

@@ -9,6 +9,7 @@ relations are ``twin.power``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -68,13 +69,15 @@ class ItPower:
             self.full_p = p
         return self.full_p
 
-    def chip_p_at(self, chips: npt.NDArray[np.int64]) -> FloatArray:
+    def chip_p_at(self, chips: npt.NDArray[np.int64], g: FloatArray | None = None) -> FloatArray:
         """Power of ``chips`` [W], without the whole per-chip array where it is not built yet
-        (``chips`` held by jobs: powered, so never among the unpowered)."""
+        (``chips`` held by jobs: powered, so never among the unpowered). ``g``: their power
+        factors (``p_scale[chips]``) where the caller keeps them."""
         if self.full_p is not None:
             out: FloatArray = self.full_p[chips]
             return out
-        g = None if self.p_scale is None else self.p_scale[chips]
+        if g is None and self.p_scale is not None:
+            g = self.p_scale[chips]
         return power.chip_power_full_w(self.idle_w, self.dyn_w, self.load.util_at(chips), g)
 
 
@@ -172,16 +175,20 @@ def it_power(
     us_host_p = power.us_host_power_w(
         us_act, c, topo.servers_per_us, sysm.host_w_per_server, sysm.host_idle_fraction
     )
-    us_dc = np.where(us_tripped, 0.0, us_chip_p + us_host_p + sysm.switch_w)
-    us_it = np.where(us_tripped, 0.0, power.rectifier_input_w(us_dc, topo.servers_per_us, ch.pp))
-    it_w = float(us_it.sum())
+    us_dc = us_chip_p + us_host_p + sysm.switch_w
+    us_it = cast(FloatArray, power.rectifier_input_w(us_dc, topo.servers_per_us, ch.pp))
+    if tripped:  # a tripped UltraServer draws nothing
+        us_dc = np.where(us_tripped, 0.0, us_dc)
+        us_it = np.where(us_tripped, 0.0, us_it)
+    add = np.add.reduce  # = .sum(), without its Python wrapper (every step)
+    it_w = float(add(us_it))
     return ItPower(
         load,
         chip_p,
         act,
         us_it,
         it_w,
-        it_w - float(us_dc.sum()),
+        it_w - float(add(us_dc)),
         us_chip_p,
         us_chip_max,
         us_act,

@@ -125,6 +125,7 @@ class Pool:
         self._counts_ver = -1
         self._failed_of: npt.NDArray[np.int64] | None = None
         self._failed_sum = 0
+        self._staging: tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]] | None = None  # ``Recorder``'s
 
     # ------------------------------------------------------------------ per-chip views
     @property
@@ -319,7 +320,7 @@ class Pool:
             ph.us_tj_max,
             ph.us_return_c,
             us_clock,
-            self.facility.row_flow_fraction[topo.us_row],
+            self.facility.racks.us_flow(self.facility.row_flow_fraction)[0],
         )
         si = self.p.chip_sample_interval_s
         if si > 0 and t % si < dt:  # a chip sample is due
@@ -344,8 +345,8 @@ class Pool:
         by PUE)."""
         cl = self.cluster
         gross = ph.facility_power_w / ph.chip_power_w if ph.chip_power_w > 0 else 0.0  # = IT per chip W x PUE
-        svc_w = serving.service_power_w(cl, ph.pw.chip_p_at, gross)
-        inf_w = float(svc_w.sum())
+        svc_w = serving.service_power_w(cl, ph.pw, gross)
+        inf_w = float(np.add.reduce(svc_w))
         pool = cl.pool
         if self._counts_ver != pool.ver:  # free chips change only with ownership or availability
             self._counts, self._counts_ver = cl.us_counts(), pool.ver
@@ -365,7 +366,7 @@ class Pool:
         """The buffers of the next ``steps`` steps, each tier due at its own interval."""
         p = self.p
         times = self.t_s + self.dt_s * np.arange(steps, dtype=np.int64)
-        return Recorder(
+        rec = Recorder(
             steps,
             self.topo,
             tuple(s.name for s in p.services),
@@ -376,7 +377,10 @@ class Pool:
             },
             times=times,
             order=FACTORY_ORDER,
+            staging=self._staging,
         )
+        self._staging = rec.staging
+        return rec
 
     def frames(self, rec: Recorder, ran: int | None = None) -> Frames:
         """The frames of the steps recorded in ``rec`` (its first ``ran``: an advance that stopped

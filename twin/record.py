@@ -2,14 +2,15 @@
 advance (``twin.telemetry`` lays them out), filled step by step, cut to the steps run and
 handed out as frames (``table -> column -> array``).
 
-The per-step scalars (a ``factory_ts`` row, a ``hall_ts`` row, a service's ``service_ts`` row)
-are kept as one tuple per step in a fixed column order (``FACTORY_ORDER`` and the like) and
-turned into typed columns once per advance: a step writes one tuple instead of a buffer element
-per column. Every value passes through float64 on the way (exact for the counts and times a
-step records, far below 2**53; float32 columns round from the same double as a direct store
-would), so the frames are those of storing each value in its column directly. The
-per-UltraServer and per-row columns are written into preallocated arrays; each tier's time
-column is filled when the buffers are laid out, the steps' times being known."""
+The per-step scalars (a ``factory_ts`` row, a service's ``service_ts`` row) are kept as one
+tuple per step in a fixed column order (``FACTORY_ORDER`` and the like) and turned into typed
+columns once per advance: a step writes one tuple instead of a buffer element per column. Every
+value passes through float64 on the way (exact for the counts and times a step records, far
+below 2**53; float32 columns round from the same double as a direct store would), so the frames
+are those of storing each value in its column directly. A step's per-UltraServer columns are
+staged in one block and the UltraServer, row and hall tiers made from the staged steps once per
+advance (``Recorder._tiers``) into preallocated arrays; each tier's time column is filled when
+the buffers are laid out, the steps' times being known."""
 
 from __future__ import annotations
 
@@ -74,7 +75,13 @@ def _numeric(table: str) -> tuple[str, ...]:
 def _columns(table: str, order: tuple[str, ...], rows: list[Any], n: int) -> dict[str, Any]:
     """Typed columns (in ``table``'s order) of ``n`` per-step tuples whose values follow
     ``order``; a numeric column outside ``order`` is zero."""
-    m = np.array(rows[:n], dtype=np.float64).reshape(n, len(order))
+    return _typed(table, order, np.array(rows[:n], dtype=np.float64).reshape(n, len(order)))
+
+
+def _typed(table: str, order: tuple[str, ...], m: npt.NDArray[np.float64]) -> dict[str, Any]:
+    """Typed columns (in ``table``'s order) of the rows of ``m``, its columns in the order
+    ``order`` names; a numeric column outside ``order`` is zero."""
+    n = len(m)
     at = {name: k for k, name in enumerate(order)}
     out: dict[str, Any] = {}
     for c in telemetry.TABLES[table]:
@@ -130,19 +137,17 @@ SERVICE_ORDER = (
 
 class Recorder:
     """Per-advance telemetry buffers, laid out from ``twin.telemetry``. ``order``: the
-    ``factory_ts`` columns of a step's row (``factory``) in the order its values come."""
+    ``factory_ts`` columns of a step's row (``factory``) in the order its values come.
 
-    _US_COLS = (
-        "power_w",
-        "chips_busy",
-        "chips_failed",
-        "tripped",
-        "activity",
-        "max_chip_temp_c",
-        "coolant_return_c",
-        "clock",
-        "cdu_flow_fraction",
-    )
+    A step's UltraServer columns are kept as they come (float64 and int64 blocks, one per
+    step that a per-entity tier is due) and the tiers are made from them once per advance
+    (``frames``): the UltraServer rows typed, the rows' and the hall's sums and maxima in
+    one reduction over the advance's steps, the same additions in the same order as step by
+    step (each step's columns reduced along their own contiguous axis)."""
+
+    # The staged columns: floats and counts (``ultraserver``), the tier's column of each.
+    _VALS = ("power_w", "activity", "coolant_return_c", "clock", "max_chip_temp_c", "cdu_flow_fraction")
+    _CNTS = ("chips_busy", "chips_failed", "tripped")
 
     def __init__(
         self,
@@ -152,7 +157,10 @@ class Recorder:
         tiers: dict[str, npt.NDArray[np.bool_]] | None = None,
         times: npt.NDArray[np.int64] | None = None,
         order: tuple[str, ...] = (),
+        staging: tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]] | None = None,
     ) -> None:
+        """``staging``: the last advance's ``staging`` blocks, taken again when they have room
+        (their memory is in use already: no fresh pages to fault in every advance)."""
         self.topo = topo
         self.steps = steps
         every = np.ones(steps, dtype=bool)
@@ -160,15 +168,15 @@ class Recorder:
         times = np.zeros(steps, dtype=np.int64) if times is None else times
         # Slot of each step in a tier's buffers (-1: not recorded that step).
         self.slot = {t: np.where(m, np.cumsum(m) - 1, -1) for t in TIERS for m in (tiers.get(t, every),)}
-        self._us_slot: list[int] = self.slot["ultraserver_ts"].tolist()
-        self._row_slot: list[int] = self.slot["row_ts"].tolist()
-        self._hall_due: list[bool] = (self.slot["hall_ts"] >= 0).tolist()
+        # Slot of each step in the staged blocks (-1: no tier due that step).
+        due = np.logical_or.reduce([self.slot[t] >= 0 for t in TIERS])
+        self._stage = np.where(due, np.cumsum(due) - 1, -1)
+        self._stage_at: list[int] = self._stage.tolist()
         n_us, n_row = (int((self.slot[t] >= 0).sum()) for t in TIERS[:2])
         self.svc_names = services
         self.order = order
         self._at = {name: k for k, name in enumerate(order)}
         self._f: list[Any] = [None] * steps  # a factory_ts row per step
-        self._h: list[tuple[Any, ...]] = []  # hall_ts rows of the steps it is due
         self._s: list[tuple[Any, ...]] = []  # service_ts rows, step by step
         n, nr = topo.ultraservers, topo.rows
         m = n_us * n
@@ -176,7 +184,6 @@ class Recorder:
         self.u["ultraserver_id"] = np.tile(np.arange(n, dtype=np.int32), n_us)
         self.u["row_id"] = np.tile(topo.us_row, n_us)
         self.u["time_s"] = np.repeat(times[self.slot["ultraserver_ts"] >= 0], n)
-        self._u_bufs = [self.u[name] for name in self._US_COLS]
         self.r: dict[str, npt.NDArray[Any]] = buffers("row_ts", n_row * nr)
         self.r["row_id"] = np.tile(np.arange(nr, dtype=np.int32), n_row)
         self.r["ultraservers"] = np.tile(np.bincount(topo.us_row, minlength=nr).astype(np.int32), n_row)
@@ -186,9 +193,14 @@ class Recorder:
         # UltraServers per row, as floats: a row's mean divides by it (as by the count, exactly).
         self._row_nus = np.diff(np.r_[self._row_start, topo.ultraservers]).astype(np.float64)
         self.c: list[dict[str, npt.NDArray[Any]]] = []
-        # A step's UltraServer columns the row and hall tiers reduce (``ultraserver``).
-        self._sums = np.zeros((4, n))  # power, activity, return, clock
-        self._counts = np.zeros((3, n), dtype=np.int64)  # busy, failed, tripped
+        # The staged UltraServer columns (``_VALS``, ``_CNTS``; column, step staged, UltraServer)
+        # and the time of each step staged.
+        k = int(due.sum())
+        if staging is None or staging[0].shape[1] < k or staging[0].shape[2] != n:
+            staging = (np.empty((len(self._VALS), k, n)), np.empty((len(self._CNTS), k, n), dtype=np.int64))
+        self.staging = staging  # every staged step's columns are written before they are read
+        self._vals, self._cnts = staging[0][:, :k], staging[1][:, :k]
+        self._t = np.zeros(k, dtype=np.int64)
 
     def factory(self, i: int, row: tuple[Any, ...]) -> None:
         """Step ``i``'s ``factory_ts`` row, its values in the order ``order`` names."""
@@ -198,58 +210,81 @@ class Recorder:
         """A ``factory_ts`` value of step ``i`` as recorded."""
         return float(self._f[i][self._at[col]])
 
-    def ultraserver(self, i: int, t: int, *cols: npt.NDArray[Any]) -> None:
-        """Step ``i``'s UltraServer rows and the row and hall aggregates of them, in each tier
-        due this step. Counts and power are summed, temperatures reduced by max, activity,
-        clock and return temperature averaged (over chips, chips and UltraServers)."""
-        topo = self.topo
-        k = self._us_slot[i]
-        if k >= 0:
-            n = topo.ultraservers
-            s = slice(k * n, (k + 1) * n)
-            for buf, col in zip(self._u_bufs, cols, strict=True):
-                buf[s] = col
-        kr, hall = self._row_slot[i], self._hall_due[i]
-        if kr < 0 and not hall:
+    def ultraserver(
+        self,
+        i: int,
+        t: int,
+        power: npt.NDArray[np.float64],
+        busy: npt.NDArray[np.int64],
+        failed: npt.NDArray[np.int64],
+        tripped: npt.NDArray[np.bool_],
+        act: npt.NDArray[np.float64],
+        tmax: npt.NDArray[np.float64],
+        ret: npt.NDArray[np.float64],
+        clock: npt.NDArray[np.float64],
+        cdu_flow: npt.NDArray[np.float64],
+    ) -> None:
+        """Step ``i``'s UltraServer columns (at time ``t``), kept when a tier is due this step;
+        its UltraServer rows and the row and hall aggregates of them come with the frames."""
+        k = self._stage_at[i]
+        if k < 0:
             return
-        power, busy, failed, tripped, act, tmax, ret, clock = cols[:8]
-        # The sums of a step in two blocks, one reduction per block: each block row is reduced
-        # along its own contiguous axis, the same additions in the same order as one array's.
-        sums, counts = self._sums, self._counts
-        sums[0], sums[1], sums[2], sums[3] = power, act, ret, clock
-        counts[0], counts[1], counts[2] = busy, failed, tripped
-        if kr >= 0:
-            st = self._row_start
-            s = slice(kr * topo.rows, (kr + 1) * topo.rows)
-            rs, rc = np.add.reduceat(sums, st, axis=1), np.add.reduceat(counts, st, axis=1)
+        v, c = self._vals, self._cnts
+        v[0, k], v[1, k], v[2, k], v[3, k], v[4, k], v[5, k] = power, act, ret, clock, tmax, cdu_flow
+        c[0, k], c[1, k], c[2, k] = busy, failed, tripped
+        self._t[k] = t
+
+    def _tiers(self, ran: int) -> dict[str, Any]:
+        """The UltraServer and row tiers' buffers of the first ``ran`` steps filled from the
+        staged columns, and the hall tier's columns. Counts and power are summed, temperatures
+        reduced by max, activity, clock and return temperature averaged (over chips, chips and
+        UltraServers)."""
+        topo, stage = self.topo, self._stage[:ran]
+
+        def staged(tier: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+            ks = stage[self.slot[tier][:ran] >= 0]
+            if len(ks) == len(self._t):  # every step staged (ks = 0, 1, ...): no copy
+                return self._vals, self._cnts, ks
+            return self._vals[:, ks], self._cnts[:, ks], ks
+
+        def put(buf: npt.NDArray[Any], values: npt.NDArray[Any]) -> None:
+            buf.reshape(values.shape)[:] = values  # one pass, typed as the buffer
+
+        v, c, _ = staged("ultraserver_ts")
+        for j, name in enumerate(self._VALS):
+            put(self.u[name], v[j])
+        for j, name in enumerate(self._CNTS):
+            put(self.u[name], c[j])
+        v, c, _ = staged("row_ts")
+        if v.shape[1]:
+            st, r = self._row_start, self.r
+            rs, rc = np.add.reduceat(v[:4], st, axis=2), np.add.reduceat(c, st, axis=2)
             means = rs[1:] / self._row_nus  # activity, return, clock: over the row's UltraServers
-            r = self.r
-            r["power_w"][s] = rs[0]
-            r["chips_busy"][s] = rc[0]
-            r["chips_failed"][s] = rc[1]
-            r["ultraservers_tripped"][s] = rc[2]
-            r["activity"][s] = means[0]
-            r["max_chip_temp_c"][s] = np.maximum.reduceat(tmax, st)
-            r["coolant_return_c"][s] = means[1]
-            r["clock"][s] = means[2]
-        if hall:
-            # Means as ``ndarray.mean`` takes them: the sum, then over the count.
-            n = len(power)
-            hs, hc = np.add.reduce(sums, axis=1), np.add.reduce(counts, axis=1)
-            self._h.append(
-                (
-                    t,
-                    topo.ultraservers,
-                    hs[0],
-                    hc[0],
-                    hc[1],
-                    hc[2],
-                    hs[1] / n,
-                    np.maximum.reduce(tmax),
-                    hs[2] / n,
-                    hs[3] / n,
-                )
-            )
+            put(r["power_w"], rs[0])
+            put(r["chips_busy"], rc[0])
+            put(r["chips_failed"], rc[1])
+            put(r["ultraservers_tripped"], rc[2])
+            put(r["activity"], means[0])
+            put(r["max_chip_temp_c"], np.maximum.reduceat(v[4], st, axis=1))
+            put(r["coolant_return_c"], means[1])
+            put(r["clock"], means[2])
+        v, c, ks = staged("hall_ts")
+        # Means as ``ndarray.mean`` takes them: the sum, then over the count.
+        n = topo.ultraservers
+        hs, hc = np.add.reduce(v[:4], axis=2), np.add.reduce(c, axis=2)
+        cols = (
+            self._t[ks],
+            np.full(len(ks), n),
+            hs[0],
+            hc[0],
+            hc[1],
+            hc[2],
+            hs[1] / n,
+            np.maximum.reduce(v[4], axis=1, initial=-np.inf),  # -inf: none (no step due)
+            hs[2] / n,
+            hs[3] / n,
+        )
+        return _typed("hall_ts", HALL_ORDER, np.stack(cols, axis=1).astype(np.float64, copy=False))
 
     def chips(
         self,
@@ -314,7 +349,7 @@ class Recorder:
             self._cut(ran)
         f = _columns("factory_ts", self.order, self._f, ran)
         f["chips_total"][:] = self.topo.chips
-        h = _columns("hall_ts", HALL_ORDER, self._h, len(self._h))
+        h = self._tiers(ran)
         out: Frames = {"factory_ts": f, "ultraserver_ts": self.u, "row_ts": self.r, "hall_ts": h}
         if self.svc_names:
             ns = len(self.svc_names)
@@ -332,4 +367,3 @@ class Recorder:
             rows = int((self.slot[name][:ran] >= 0).sum()) * per_step[name]
             for k in buf:
                 buf[k] = buf[k][:rows]
-        self._h = self._h[: int((self.slot["hall_ts"][:ran] >= 0).sum())]

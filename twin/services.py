@@ -32,7 +32,7 @@ PCT = (0.5, 0.9, 0.99)
 STARTING_ACTIVITY = 0.1  # chips of a replica loading weights (ASM)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ServiceStep:
     arrived: int
     served: int

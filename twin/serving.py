@@ -6,8 +6,8 @@ is ``twin.services``."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -19,8 +19,11 @@ from twin.jobs import INFERENCE, QUEUED, RUNNING, SOURCES, STOPPED, JobTable
 from twin.params import ServiceParams
 from twin.workstate import ServiceState, Work
 
+if TYPE_CHECKING:
+    from twin.itpower import ItPower
 
-@dataclass(frozen=True)
+
+@dataclass(slots=True)
 class WorkStep:
     """What the work did this step (the physics reads activities from the job table)."""
 
@@ -41,8 +44,22 @@ class WorkStep:
     prefill_time_share: float = 0.0
 
     def booked(self, training_flops: float, job_flops: float, running_jobs: int) -> WorkStep:
-        """This step with its batch work booked."""
-        return replace(self, training_flops=training_flops, job_flops=job_flops, running_jobs=running_jobs)
+        """This step with its batch work booked (built directly: ``dataclasses.replace`` costs
+        several times as much, every step)."""
+        return WorkStep(
+            training_flops,
+            job_flops,
+            self.tokens_per_s,
+            self.requests_per_s,
+            self.requests_served_per_s,
+            self.requests_dropped_per_s,
+            self.requests_queued,
+            running_jobs,
+            self.svc,
+            self.replicas,
+            self.input_tokens_per_s,
+            self.prefill_time_share,
+        )
 
 
 def add_services(w: Work, rng_svc: np.random.Generator) -> int:
@@ -226,21 +243,20 @@ def scale(w: Work, ev: Events, si: int, want: int, active: int, t: int) -> None:
     ev.append(("autoscale", w.svc.models[si].p.name, f"{active} -> {want} replicas"))
 
 
-def service_power_w(
-    w: Work, chip_p_at: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]], gross: float
-) -> npt.NDArray[np.float64]:
-    """Facility power attributed to each service: its replicas' chip power (``chip_p_at``: the
-    power of the chips given), grossed up by ``gross`` (IT per chip watt x PUE)."""
+def service_power_w(w: Work, pw: ItPower, gross: float) -> npt.NDArray[np.float64]:
+    """Facility power attributed to each service: its replicas' chip power (``pw.chip_p_at``),
+    grossed up by ``gross`` (IT per chip watt x PUE)."""
     st, pool = w.svc, w.pool
     if not st.n:
         return st.power_w
     if st.chips is None or st.chips_ver != pool.svc_ver:  # until a replica's chips change
         chips = [pool.placement[j] for ids in st.replicas for j in ids if j in pool.placement]
         idx = np.concatenate(chips) if chips else np.zeros(0, dtype=np.int64)
-        st.chips = (idx, pool.service[idx].astype(np.int64))
+        g = None if pw.p_scale is None else pw.p_scale[idx]  # fixed for a run
+        st.chips = (idx, pool.service[idx].astype(np.int64), g)
         st.chips_ver = pool.svc_ver
-    idx, svc = st.chips
-    per = np.bincount(svc, weights=chip_p_at(idx), minlength=st.n)
+    idx, svc, g = st.chips
+    per = np.bincount(svc, weights=pw.chip_p_at(idx, g), minlength=st.n)
     st.power_w = np.asarray(per * gross, dtype=np.float64)
     return st.power_w
 

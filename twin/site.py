@@ -194,7 +194,7 @@ def tou_price_usd_per_mwh(tariff: TouTariff, time_s: float) -> float:
     return tariff.peak_usd_per_mwh if tou_is_peak(tariff, time_s) else tariff.offpeak_usd_per_mwh
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Conditions:
     """What the site offers at one step."""
 

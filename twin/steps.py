@@ -13,7 +13,6 @@ from twin import cooling, power
 from twin.chips import Load
 from twin.events import Events
 from twin.itpower import ItPower
-from twin.plant import UNIT_COLUMNS
 from twin.site import Conditions
 
 FloatArray = npt.NDArray[np.float64]
@@ -38,6 +37,7 @@ class Heat:
     protected: bool  # clocks lowered inside the step (a power cap or junction protection)
     dyn_full: FloatArray | None  # (P_tdp - P_idle) u [W], where the step derived it
     m: FloatArray  # rack loop mass flow [kg/s]
+    liquid_us: FloatArray  # heat into each rack loop: the liquid share of its IT power [W]
 
 
 @dataclass(slots=True)
@@ -58,12 +58,14 @@ class ItStep:
     loops_stored_w: float = 0.0  # heat the rack loops stored over the step (rate) [W]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FacilityStep:
     """Everything the record needs from one physics step. Per-UltraServer sums and maxima come
     with the step; per-chip junction temperatures are derived on demand (``chip_tj``) from the
     UltraServer's coolant and resistance, since only sampled steps and the live view read them;
-    so is each chip's work rate (``act_chip``) at full clock."""
+    so is each chip's work rate (``act_chip``) at full clock. Not written after ``record``
+    builds it (not frozen: a frozen dataclass of this size costs several microseconds a step to
+    build)."""
 
     pw: ItPower  # its chip power on demand (``chip_p``, ``chip_p_at``)
     clock: FloatArray  # clock the chips ran at this step [-]
@@ -98,7 +100,8 @@ class FacilityStep:
     unrejected_fraction: float
     chilled_water_supply_c: float
     facility_cap_w: float  # NaN: none
-    units: dict[str, float]  # the plant's units (``plant.UNIT_COLUMNS``)
+    # The plant's figures (``plant.run``), its units' (``plant.UNIT_COLUMNS``) among them.
+    units: dict[str, float]
     throttled_chips: int
     protected: bool  # a power cap or junction protection lowered clocks inside this step
     cond: Conditions
@@ -138,7 +141,8 @@ class FacilityStep:
             busy = act > 0
             if owner is not None:
                 busy &= owner[seg.first] >= 0
-            out: npt.NDArray[np.int64] = np.bincount(seg.us[busy], weights=seg.n[busy], minlength=nus).astype(
+            # Chip counts as float weights (0 where not busy): exact in any order of addition.
+            out: npt.NDArray[np.int64] = np.bincount(seg.us, weights=seg.n * busy, minlength=nus).astype(
                 np.int64
             )
             return out
@@ -201,7 +205,7 @@ def record(
         us_r_k_per_w=th.r_us,
         chip_us=chip_us,
         it_power_w=pw.it_w,
-        chip_power_w=float(pw.us_chip_w.sum()),
+        chip_power_w=float(np.add.reduce(pw.us_chip_w)),  # = .sum(), without its Python wrapper
         psu_loss_w=pw.psu_loss_w,
         pdu_loss_w=losses.pdu_w,
         ups_loss_w=losses.ups_w,
@@ -220,7 +224,7 @@ def record(
         unrejected_fraction=plant_out["unrejected_fraction"],
         chilled_water_supply_c=plant_out["chilled_water_supply_c"],
         facility_cap_w=facility_cap_w if math.isfinite(facility_cap_w) else math.nan,
-        units={k: plant_out[k] for k in UNIT_COLUMNS},
+        units=plant_out,
         throttled_chips=throttled,
         cond=cond,
         us_off=part.us_off,

@@ -8,7 +8,7 @@ junctions (``shutdown``) or their coolant (``loop_trips``) and brings them back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,9 @@ from twin.steps import Heat
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
+_NO_US = np.zeros(0, dtype=np.int64)  # no UltraServer shut down (read-only)
+_NO_US.setflags(write=False)
+_NO_CHIPS = _NO_US  # no chip going off or coming back (read-only)
 
 
 def rack_loops(
@@ -60,21 +63,26 @@ class Racks:
     d: Design
     us_row: npt.NDArray[np.int32]
     return_c: FloatArray  # rack loop return per UltraServer [°C]
+    # ``us_flow``'s rows' fractions and (health, resistance, all healthy) per UltraServer.
+    _flow_of: FloatArray | None = field(default=None, init=False, repr=False)
+    _flow: tuple[FloatArray, FloatArray, bool] = field(init=False, repr=False)
 
     @property
     def liquid_design_w(self) -> float:
         """Heat into one loop at design [W]."""
         return max(self.lf * self.d.us_full_load_dc_w, 1.0)
 
-    def flow(
-        self, us_it: FloatArray, row_flow_fraction: FloatArray
-    ) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """(CDU pump health, pump speed, mass flow [kg/s]) per UltraServer at IT power ``us_it``:
-        variable-speed flow holds the design temperature rise; a row whose CDU pumps are lost
-        has no flow."""
-        flow_frac = row_flow_fraction[self.us_row]
-        speed = cooling.loop_pump_speed(self.lf * us_it, self.liquid_design_w) * flow_frac
-        return flow_frac, speed, self.d.us_design_flow_kg_s * speed
+    def us_flow(self, row_flow_fraction: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """(CDU pump health, junction-to-coolant resistance [K/W]) per UltraServer at the rows'
+        ``row_flow_fraction``: derived again only for another array (a CDU fault began or
+        ended; the rows' fractions are replaced, never written in place). Read-only."""
+        if row_flow_fraction is not self._flow_of:
+            flow_frac = row_flow_fraction[self.us_row]
+            r_us = self.r_us(flow_frac)
+            flow_frac.setflags(write=False)
+            r_us.setflags(write=False)
+            self._flow_of, self._flow = row_flow_fraction, (flow_frac, r_us, bool(flow_frac.min() >= 1.0))
+        return self._flow[0], self._flow[1]
 
     def step(
         self,
@@ -94,12 +102,17 @@ class Racks:
         UltraServer is its highest-power chip's (one coolant, one resistance per UltraServer):
         per-chip temperatures are needed only when that is hot. ``return_c`` is left as it was."""
         sec_supply = cooling.loop_supply_c(plant.fw_supply_c, self.cp)
-        flow_frac, speed, m = self.flow(pw.us_it, row_flow_fraction)
+        # Pump speed and mass flow: variable-speed flow holds the design temperature rise; a row
+        # whose CDU pumps are lost has no flow.
+        flow_frac, r_us = self.us_flow(row_flow_fraction)
+        liquid_us = self.lf * pw.us_it
+        speed = cooling.loop_pump_speed(liquid_us, self.liquid_design_w)
+        if not self._flow[2]:  # x 1 where every CDU is healthy: the same speeds
+            speed = speed * flow_frac
+        m = self.d.us_design_flow_kg_s * speed
         ret0 = self.return_c
-        ret, coolant = self.run(pw.us_it, m, sec_supply, plant.chw_supply_c, ret0, dt_s)
-        r_us = self.r_us(flow_frac)
+        ret, coolant = self.run(liquid_us, m, sec_supply, plant.chw_supply_c, ret0, dt_s)
         us_tj_max = cooling.junction_c(coolant, r_us, pw.us_chip_max_w)
-        shut = np.zeros(0, dtype=np.int64)
         return Heat(
             pw,
             clock,
@@ -110,11 +123,12 @@ class Racks:
             us_tj_max,
             speed,
             flow_frac,
-            shut,
+            _NO_US,
             ret0,
             reclocked,
             dyn_full,
             m,
+            liquid_us,
         )
 
     def coolant_now(
@@ -123,22 +137,23 @@ class Racks:
         """(coolant the cold plates see [°C], their resistance [K/W]) per UltraServer right after
         the CDU flow changed from pump speed ``speed``: the loops at their current temperatures
         (stagnant loops are one mixed volume)."""
-        flow_frac = row_flow_fraction[self.us_row]
+        flow_frac, r_us = self.us_flow(row_flow_fraction)
         sec = cooling.loop_supply_c(fw_supply_c, self.cp)
-        return cooling.plate_coolant_c(sec, self.return_c, speed * flow_frac > 0), self.r_us(flow_frac)
+        return cooling.plate_coolant_c(sec, self.return_c, speed * flow_frac > 0), r_us
 
     def run(
         self,
-        us_it: FloatArray,
+        liquid_us: FloatArray,
         m: FloatArray,
         sec_supply: float,
         chw_supply_c: float,
         ret0: FloatArray,
         dt_s: int,
     ) -> tuple[FloatArray, FloatArray]:
-        """``rack_loops`` over ``dt_s`` from ``ret0`` with the liquid share of ``us_it``."""
+        """``rack_loops`` over ``dt_s`` from ``ret0`` with ``liquid_us`` (the liquid share of
+        each UltraServer's IT power) into the loops."""
         return rack_loops(
-            self.cp, self.lf, self.d.us_loop_mass_kg, chw_supply_c, self.lf * us_it, m, sec_supply, ret0, dt_s
+            self.cp, self.lf, self.d.us_loop_mass_kg, chw_supply_c, liquid_us, m, sec_supply, ret0, dt_s
         )
 
     def r_us(self, flow_frac: FloatArray) -> FloatArray:
@@ -248,16 +263,22 @@ class Trips:
         Returns (chips going off, chips coming back)."""
         if lf > 0:
             hot_us = ret > cp.loop_trip_c
-            cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
             if inlet_air_c is not None and lf < 1:
                 hot_us = hot_us | (inlet_air_c > cp.air_trip_c)
-                cool_us = cool_us & (inlet_air_c < cp.air_restart_c)
         else:
             hot_us = coolant > cp.air_trip_c
-            cool_us = coolant < cp.air_restart_c
-        newly = hot_us & ~self.us_tripped
-        back = cool_us & self.us_tripped & (self.us_hold_until <= t_s)
-        tripped_chips = recovered_chips = np.zeros(0, dtype=np.int64)
+        any_tripped = bool(self.us_tripped.any())
+        newly = hot_us & ~self.us_tripped if any_tripped else hot_us
+        back = None  # none to bring back while none is off (the common step)
+        if any_tripped:
+            if lf > 0:
+                cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
+                if inlet_air_c is not None and lf < 1:
+                    cool_us = cool_us & (inlet_air_c < cp.air_restart_c)
+            else:
+                cool_us = coolant < cp.air_restart_c
+            back = cool_us & self.us_tripped & (self.us_hold_until <= t_s)
+        tripped_chips = recovered_chips = _NO_CHIPS
         if newly.any():
             self.us_tripped |= newly
             mask = newly[self.chip_us] & load.alive
@@ -276,8 +297,9 @@ class Trips:
                 tripped_chips, np.flatnonzero(np.isin(self.chip_us, shut) & load.alive)
             )
             self.us_hold_until[shut] = t_s + cp.shutdown_restart_s
-            back[shut] = False
-        if back.any():
+            if back is not None:
+                back[shut] = False
+        if back is not None and back.any():
             self.us_tripped &= ~back
             mask = back[self.chip_us] & self.chip_tripped
             self.chip_tripped &= ~mask

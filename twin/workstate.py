@@ -118,7 +118,7 @@ class ServiceState:
     replicas: list[list[int]] = field(default_factory=list)
     replica_arr: list[I64] = field(default_factory=list)
     power_w: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
-    chips: tuple[I64, I64] | None = None
+    chips: tuple[I64, I64, npt.NDArray[np.float64] | None] | None = None  # chips, service, power factor
     chips_ver: int = -1
     n: int = 0  # services
     # Per service: (warm slots, warm, running, not stopped), as of the job table's

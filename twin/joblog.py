@@ -68,6 +68,7 @@ def job_rows(
     waits and work done move on) when due (every ``every`` seconds; every call when 0)."""
     a = jobs.a
     ids = _rows_due(log, jobs, live, every, t)
+    slots = ids.tolist()  # (Python ints: the per-job lists below index by them)
     st_all = a["state"][ids]
     log.evict_next = ids[(st_all == DONE) & (a["kind"][ids] != INFERENCE)].tolist()
     st = a["state"][ids]
@@ -78,10 +79,10 @@ def job_rows(
     prog_s = a["prog_s"][ids] + np.where(on, np.maximum(0, t - a["restart_until"][ids]) * eff, 0)
     return {
         "job_id": jobs.ids(ids).astype(np.int32),
-        "kind": [KIND_NAMES[int(k)] for k in a["kind"][ids]],
-        "name": [jobs.names[j] for j in ids],
+        "kind": [KIND_NAMES[k] for k in a["kind"][ids].tolist()],
+        "name": [jobs.names[j] for j in slots],
         "chips": a["chips"][ids],
-        "precision": [jobs.precision[j] for j in ids],
+        "precision": [jobs.precision[j] for j in slots],
         "priority": a["priority"][ids],
         "params": a["params"][ids],
         "tokens": a["tokens"][ids],
@@ -92,19 +93,19 @@ def job_rows(
         "first_start_time_s": a["first_start"][ids],
         "start_time_s": a["start"][ids],
         "end_time_s": a["end"][ids],
-        "state": [STATE_NAMES[int(s)] for s in st],
+        "state": [STATE_NAMES[s] for s in st.tolist()],
         "wait_s": wait,
         "run_s": run_s,
         "effective_s": prog_s,
         "lost_s": a["lost_s"][ids],
         "estimate_s": a["nominal"][ids],
         "ultraservers_spanned": a["spanned"][ids],
-        "ultraservers": [log.last_us.get(int(j), "") for j in ids],
+        "ultraservers": [log.last_us.get(j, "") for j in slots],
         "mfu": a["mfu"][ids],
         "restarts": a["restarts"][ids],
         "failures": a["failures"][ids],
         "preemptions": a["preemptions"][ids],
-        "source": [SOURCES[int(s)] for s in a["source"][ids]],
+        "source": [SOURCES[s] for s in a["source"][ids].tolist()],
         "system": [system] * len(ids),
     }
 

@@ -24,6 +24,7 @@ overwrote since, so a job that ended after the physics still shows the activity 
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -299,6 +300,10 @@ class ChipPool:
         self._placement: dict[int, I64] = {}
         self.placement: Mapping[int, I64] = MappingProxyType(self._placement)  # chips of each job
         self.next_repair = math.inf  # earliest timed repair
+        # Timed repairs as set: (time, order, chips), earliest first; an entry whose chips were
+        # repaired or given a later time since is passed over when its time comes.
+        self._repairs: list[tuple[int, int, I64]] = []
+        self._repair_seq = 0
         self.ver = 0  # bumped by every change of ownership or availability
         self.fail_ver = 0  # bumped by every change of availability
         self.svc_ver = 0  # bumped when a replica's chips are allocated or released
@@ -422,7 +427,9 @@ class ChipPool:
             self._repair_at[chips] = new
             self._hw_failed[chips] = True
             if repair_at >= 0:
-                self.next_repair = min(self.next_repair, repair_at)
+                self._repair_seq += 1
+                heapq.heappush(self._repairs, (repair_at, self._repair_seq, chips.copy()))
+                self.next_repair = self._repairs[0][0]
         owners = np.unique(self._owner[chips])
         self._refresh(chips)
         return [int(j) for j in owners[owners >= 0]]
@@ -448,12 +455,15 @@ class ChipPool:
         """Repair the chips whose repair time has come by ``t``; returns them."""
         if t < self.next_repair:
             return _NO_CHIPS
-        ra = self._repair_at
-        due = np.flatnonzero((ra >= 0) & (ra <= t))
+        heap, got = self._repairs, []
+        while heap and heap[0][0] <= t:
+            got.append(heapq.heappop(heap)[2])
+        chips = np.unique(np.concatenate(got)) if got else _NO_CHIPS
+        ra = self._repair_at[chips]
+        due = chips[(ra >= 0) & (ra <= t)]
         if len(due):
             self.repair(due)
-        pending = ra[ra >= 0]
-        self.next_repair = float(pending.min()) if len(pending) else math.inf
+        self.next_repair = heap[0][0] if heap else math.inf
         return due
 
     def set_drained(self, u: int, drained: bool) -> None:

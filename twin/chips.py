@@ -330,25 +330,49 @@ class ChipPool:
 
     # ------------------------------------------------------------------ allocation
     def allocate(self, j: int, chips: I64, service: int = -1) -> None:
-        """Give free ``chips`` to the job in slot ``j`` (a replica of ``service`` if >= 0).
-        ValueError if a chip is not free (owned, out of service or drained)."""
+        """Give free ``chips`` to the job in slot ``j`` (a replica of ``service`` if >= 0):
+        ``take`` then ``own``. ValueError if a chip is not free (owned, out of service or
+        drained) or the slot holds chips already."""
+        self.take(j, chips)
+        self.own([j], [chips], [service])
+
+    def take(self, j: int, chips: I64) -> None:
+        """The first half of an allocation: free ``chips`` are job slot ``j``'s and leave the
+        free chips at once (the mask, the counts), so the next gang's placement finds them
+        taken; their owner and service are written by ``own``, which must follow before the
+        pool is read otherwise (a step's gangs are taken one by one as they are placed and
+        owned together). ValueError if a chip is not free or the slot holds chips already."""
         if np.count_nonzero(self._free[chips]) < len(chips):  # (a count: ``all`` costs more)
             raise ValueError(f"job slot {j}: chips not free: {chips[~self._free[chips]].tolist()}")
         if j in self._placement:
             raise ValueError(f"job slot {j} already holds chips")
-        c = self.cpu
-        one = int(chips[0]) // c == int(chips[-1]) // c  # a job's chips: one run per UltraServer
-        self._changing(chips, one)
-        self._owner[chips] = j
-        self._n_alloc += len(chips)
         self._placement[j] = chips
-        self._seg = None
         self._free[chips] = False
-        self._count_free(chips, -1, one)
-        if service >= 0:
-            self._service[chips] = service
-            self.svc_ver += 1
+        c = self.cpu
+        self._count_free(chips, -1, int(chips[0]) // c == int(chips[-1]) // c)  # (one run per US)
         self.ver += 1
+
+    def own(self, slots: list[int], chips: list[I64], services: list[int]) -> None:
+        """The second half of the allocations of job ``slots`` (``take``): their ``chips`` are
+        theirs in the owner array, a replica's (``services`` >= 0) its service's."""
+        if not slots:
+            return
+        c = self.cpu
+        if len(slots) == 1:
+            ch, owner = chips[0], slots[0]
+            one = int(ch[0]) // c == int(ch[-1]) // c
+        else:
+            ch = np.concatenate(chips)
+            owner = np.repeat(np.asarray(slots, dtype=np.int32), [len(x) for x in chips])
+            one = False
+        self._changing(ch, one)
+        self._owner[ch] = owner
+        self._n_alloc += len(ch)
+        self._seg = None
+        for x, s in zip(chips, services, strict=True):
+            if s >= 0:
+                self._service[x] = s
+                self.svc_ver += 1
 
     def release(self, j: int) -> I64:
         """Take back the chips of job slot ``j`` (``release_many`` of one)."""

@@ -106,8 +106,8 @@ Placed = tuple[int, npt.NDArray[np.int64], int]
 
 
 def claim(w: Work, j: int, placed: list[Placed]) -> bool:
-    """Place job ``j``'s gang and give it its chips (``twin.scheduler``, the chip pool), noted in
-    ``placed`` for ``begin``; False when it cannot be placed now."""
+    """Place job ``j``'s gang and take its chips (``twin.scheduler``, the chip pool's ``take``),
+    noted in ``placed`` for ``begin`` (which owns them); False when it cannot be placed now."""
     pool, a = w.pool, w.jobs.a
     need = int(a["chips"][j])
     if need > pool.n_free:
@@ -127,7 +127,7 @@ def claim(w: Work, j: int, placed: list[Placed]) -> bool:
     if got is None:
         return False
     chips, spanned = got
-    pool.allocate(j, chips, int(a["service"][j]) if a["kind"][j] == INFERENCE else -1)
+    pool.take(j, chips)  # (owned in ``begin``, all the step's gangs together)
     if spanned == 1:  # the best fit of the next gang of this size while nothing else changes
         q.last_fit = (pool.ver, need, int(chips[0]) // pool.cpu)
     placed.append((j, chips, spanned))
@@ -135,15 +135,20 @@ def claim(w: Work, j: int, placed: list[Placed]) -> bool:
 
 
 def begin(w: Work, ev: Events, placed: list[Placed], t: int) -> None:
-    """The gangs ``placed`` (in order; then emptied) start at ``t`` on their chips: set up as
-    replicas (``_start_replicas``) or batch gangs (``_start_batch``), a ``job_start`` event
-    each."""
+    """The gangs ``placed`` (in order; then emptied) own their chips (``ChipPool.own``) and
+    start at ``t``: set up as replicas (``_start_replicas``) or batch gangs (``_start_batch``), a
+    ``job_start`` event each."""
     if not placed:
         return
     jobs, log, c = w.jobs, w.log, w.pool.cpu
     a = jobs.a
     js = [j for j, _, _ in placed]
     jj = rows(js)
+    inf = (a["kind"][jj] == INFERENCE).tolist()
+    service = a["service"][jj].tolist()
+    w.pool.own(
+        js, [chips for _, chips, _ in placed], [s if i else -1 for s, i in zip(service, inf, strict=True)]
+    )
     where = [
         str(int(chips[0]) // c) if spanned == 1 else _us_list(chips // c) for _, chips, spanned in placed
     ]
@@ -154,7 +159,6 @@ def begin(w: Work, ev: Events, placed: list[Placed], t: int) -> None:
     a["wait"][jj] += t - a["queued_since"][jj]
     a["spanned"][jj] = [spanned for _, _, spanned in placed]
     a["end"][jj] = -1
-    inf = (a["kind"][jj] == INFERENCE).tolist()
     mfu: dict[int, float] = {}
     if any(inf):
         _start_replicas(w, [j for j, i in zip(js, inf, strict=True) if i], t)

@@ -34,7 +34,7 @@ from twin import arrivals, failures, joblog, outages, queueing, routing, service
 from twin.catalog import Accelerator
 from twin.chips import ChipPool
 from twin.events import Events
-from twin.jobs import RESTART_ACTIVITY, JobTable
+from twin.jobs import RESTART_ACTIVITY, JobTable, rows
 from twin.models import registry
 from twin.params import FactoryParams
 from twin.rng import Streams
@@ -238,16 +238,22 @@ class Cluster(Work):
 def restart_activity(w: Work, t: int, dt: int) -> None:
     """Gangs restarting after an interruption run at ``RESTART_ACTIVITY`` until their restart
     ends, then at their training activity (from their plan, ``twin.queueing``): set before the
-    physics reads the step's activities."""
-    if w.running.restart_until_max > t - dt:  # some gang is (or just stopped) restarting
+    physics reads the step's activities. Only the gangs whose restart had not ended a step ago
+    (``Running.restarting``; the others run at their training activity since their start or
+    the step their restart ended), each step in order."""
+    restarting = w.running.restarting
+    for j in [j for j, until in restarting.items() if until <= t - dt]:
+        del restarting[j]
+    if restarting:
         a = w.jobs.a
-        run = w.running.array(w.jobs)
-        if len(run):
-            restarting = t < a["restart_until"][run]
-            train = a["train_activity"][run]
-            a["activity"][run] = np.where(
-                restarting, RESTART_ACTIVITY, np.where(train > 0, train, a["activity"][run])
-            )
+        js = list(restarting)
+        jj = rows(js)
+        train = a["train_activity"][jj]
+        a["activity"][jj] = np.where(
+            t < np.fromiter(restarting.values(), dtype=np.int64, count=len(js)),
+            RESTART_ACTIVITY,
+            np.where(train > 0, train, a["activity"][jj]),
+        )
 
 
 def batch_progress(
@@ -264,7 +270,7 @@ def batch_progress(
         rate = a["rate"][run]
         if not full_clock and clock.min() < 1.0:
             rate = rate * serving.job_clock(w.pool, run, clock)
-        if w.running.restart_until_max > t - dt:  # some gang is (or just stopped) restarting
+        if w.running.restarting:  # some gang is (or just stopped) restarting
             rate = np.where(t < a["restart_until"][run], 0.0, rate)
         done = a["done"][run]
         delivered = np.minimum(rate * dt, a["work"][run] - done)

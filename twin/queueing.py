@@ -245,9 +245,8 @@ def _start_batch(w: Work, js: list[int], t: int) -> list[float]:
         put["est_end"].append(t + restart + est * left * factor)
         put["activity"].append(RESTART_ACTIVITY if restart > 0 else act)
         # A gang without a restart is never restarting (``t < restart_until`` never holds for
-        # it): it leaves the latest restart end alone, so the restart phases skip steps with none
-        # under way.
-        w.running.add(j, t + restart if restart > 0 else -1)
+        # it): the restart phases leave it alone.
+        w.running.add(j, t + restart if restart > 0 else None)
     for k, v in put.items():
         a[k][jj] = v
     a["ckpt_time"][jj] = t

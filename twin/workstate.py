@@ -60,7 +60,9 @@ class Running:
     arr: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     train: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     stale: bool = False
-    restart_until_max: int = -1  # latest end of a restart so far (gangs started without one: none)
+    # The gangs restarting (or whose restart ended in the last step), with when it ends: the
+    # gangs whose activity ``twin.cluster.restart_activity`` sets.
+    restarting: dict[int, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -71,14 +73,17 @@ class Running:
     def __contains__(self, j: object) -> bool:
         return j in self.jobs
 
-    def add(self, j: int, restart_until: int) -> None:
+    def add(self, j: int, restart_until: int | None) -> None:
+        """Gang ``j`` runs, restarting until ``restart_until`` (None: not restarting)."""
         self.jobs[j] = None
         self.stale = True
-        self.restart_until_max = max(self.restart_until_max, restart_until)
+        if restart_until is not None:
+            self.restarting[j] = restart_until
 
     def discard(self, j: int) -> None:
         if self.jobs.pop(j, 0) is None:
             self.stale = True
+            self.restarting.pop(j, None)
 
     def array(self, jobs: JobTable) -> I64:
         """The running batch jobs' slots, in start order (``train``: which train)."""

@@ -100,10 +100,14 @@ def test_kept_counts_equal_a_recount_after_any_sequence(seq: list[tuple]) -> Non
             p.recover(np.array(op[1], dtype=np.int64))
         elif kind == "drain":
             p.set_drained(op[1], op[2])
-        elif kind == "due":
+        elif kind == "due":  # exactly the chips whose repair time has come, by a scan
+            want = np.flatnonzero((p.repair_at >= 0) & (p.repair_at <= op[1])).tolist()
             due = p.repairs_due(op[1])
+            assert due.tolist() == want
             assert not ((p.repair_at >= 0) & (p.repair_at <= op[1])).any()
             assert not p.hw_failed[due].any()
+            # No timed repair is earlier than the next one the pool will look for.
+            assert (p.repair_at[p.repair_at >= 0] >= p.next_repair).all()
         else:  # allocating a chip that is not free is refused and changes nothing
             chip = op[1]
             if not p.free[chip]:
@@ -219,5 +223,36 @@ def test_releasing_jobs_together_equals_releasing_them_one_by_one(
         (a.service, b.service),
     ]:
         np.testing.assert_array_equal(x, y)
+    assert (a.n_free, a.n_alloc, sorted(a.placement)) == (b.n_free, b.n_alloc, sorted(b.placement))
+    recount(b)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 2 * CPU), st.booleans()), min_size=1, max_size=8))
+def test_gangs_taken_one_by_one_and_owned_together_equal_gangs_allocated_one_by_one(
+    gangs: list[tuple[int, bool]],
+) -> None:
+    """Placing each gang and taking its chips (``take``), then owning them all at once
+    (``own``), leaves the pool as allocating each right after its placement: the same chips
+    (each placement sees the chips taken before it), owners, free flags and counts, services."""
+    a, b = pool(), pool()
+    for p in (a, b):
+        p.fail(np.array([CPU + 1], dtype=np.int64), 30)  # a hole: not every gang is one run
+    took: list[tuple[int, np.ndarray, int]] = []
+    for j, (need, replica) in enumerate(gangs):
+        service = j % 3 if replica else -1
+        got_a = scheduler.place(a.free, a.us_free, need, CPU)
+        got_b = scheduler.place(b.free, b.us_free, need, CPU)
+        assert (got_a is None) == (got_b is None)
+        if got_a is None or got_b is None:
+            continue
+        assert got_a[0].tolist() == got_b[0].tolist()
+        a.allocate(j, got_a[0], service)
+        b.take(j, got_b[0])
+        took.append((j, got_b[0], service))
+    b.own([j for j, _, _ in took], [c for _, c, _ in took], [s for _, _, s in took])
+    for x, y in [(a.owner, b.owner), (a.free, b.free), (a.us_free, b.us_free), (a.us_hist, b.us_hist)]:
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(a.service, b.service)
     assert (a.n_free, a.n_alloc, sorted(a.placement)) == (b.n_free, b.n_alloc, sorted(b.placement))
     recount(b)

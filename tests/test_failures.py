@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import small_params
 from twin import fabric, failures
 from twin.hall import Hall
-from twin.jobs import PRETRAIN, QUEUED, RUNNING
+from twin.jobs import PRETRAIN, QUEUED, RESTART_ACTIVITY, RUNNING
 from twin.models import MODELS
 from twin.params import FAILURE_CAUSES, FailureCause, FailureParams, ScheduledEvent, TrainingParams
 
@@ -226,3 +226,30 @@ def test_failures_strike_the_chip_a_choice_among_those_in_service_picks() -> Non
         want = np.random.default_rng(seed).choice(alive, size=min(k, len(alive)), replace=False)
         assert d.chips.tolist() == want.tolist()
         assert not np.isin(d.chips, out).any()
+
+
+def test_gangs_run_at_restart_activity_until_their_restart_ends_then_at_their_training_activity() -> None:
+    """Every step, every running batch gang's activity is ``RESTART_ACTIVITY`` while the step
+    begins before its restart ends, else its training activity (the plan's), whether or not
+    other gangs restart: on a busy hall with frequent failures (restarts of 10 min, steps of
+    1 min), step after step."""
+    p = small_params(
+        ultraservers=3,
+        training=TrainingParams(arrivals_per_day=3000.0),
+        failures=FailureParams(chip_hazard_per_h=0.05),
+    )
+    sim = Hall(p)
+    cl = sim.pool.cluster
+    a = cl.jobs.a
+    seen_restart = seen_done = 0
+    for _ in range(240):
+        t = sim.t_s  # the step's start: its activities are set for it
+        sim.advance(1)
+        run = np.fromiter(cl.running, dtype=np.int64)
+        train = a["train_activity"][run]
+        restarting = t < a["restart_until"][run]
+        want = np.where(restarting, RESTART_ACTIVITY, train)
+        np.testing.assert_array_equal(a["activity"][run], want)
+        seen_restart += int(restarting.sum())
+        seen_done += int(((~restarting) & (a["restarts"][run] > 0)).sum())
+    assert seen_restart > 0 and seen_done > 0  # both cases met

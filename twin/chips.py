@@ -358,6 +358,7 @@ class ChipPool:
         if not slots:
             return
         c = self.cpu
+        owner: int | npt.NDArray[np.int32]
         if len(slots) == 1:
             ch, owner = chips[0], slots[0]
             one = int(ch[0]) // c == int(ch[-1]) // c
@@ -484,7 +485,7 @@ class ChipPool:
             got.append(heapq.heappop(heap)[2])
         chips = np.unique(np.concatenate(got)) if got else _NO_CHIPS
         ra = self._repair_at[chips]
-        due = chips[(ra >= 0) & (ra <= t)]
+        due: I64 = chips[(ra >= 0) & (ra <= t)]
         if len(due):
             self.repair(due)
         self.next_repair = heap[0][0] if heap else math.inf

@@ -34,6 +34,7 @@ def recount(p: ChipPool) -> None:
     np.testing.assert_array_equal(p.failed, p.hw_failed | p.tripped)
     n_out, hw = p.failed_counts()
     assert n_out == int(p.failed.sum())
+    assert p.out.tolist() == np.flatnonzero(p.failed).tolist()
     np.testing.assert_array_equal(hw, np.bincount(chip_us[p.hw_failed], minlength=US))
     assert (p.repair_at[~p.hw_failed] == -1).all()
     # Placements and owners agree, and the owner groups cover exactly the owned chips.

@@ -308,6 +308,8 @@ class ChipPool:
         self.fail_ver = 0  # bumped by every change of availability
         self.svc_ver = 0  # bumped when a replica's chips are allocated or released
         self._fc_ver = -1
+        self._out = np.zeros(0, dtype=np.int64)  # chips out of service, ascending
+        self._hw_us = np.zeros(nus, dtype=np.int64)  # chips with a hardware fault per UltraServer
         self._fc: tuple[int, I64] = (0, np.zeros(nus, dtype=np.int64))
         # Owned chips grouped by job: (chip order, segment starts, job of each segment).
         self._seg: tuple[I64, I64, I64] | None = None
@@ -438,17 +440,18 @@ class ChipPool:
         later time, an open-ended fault stays open). Returns the job slots holding some of them
         (their owner still: the caller interrupts them)."""
         chips = np.asarray(chips, dtype=np.int64)
+        was = self._out_before(chips)
         self._changing(chips)
         self._failed[chips] = True
         if thermal:
             self._tripped[chips] = True
         else:
-            was = self._hw_failed[chips]
+            hw = self._hw_failed[chips]
             old = self._repair_at[chips]
             new = np.full(len(chips), repair_at, dtype=np.int64)
             if repair_at >= 0:
-                new = np.where(was & (old >= 0), np.maximum(old, repair_at), new)
-                new = np.where(was & (old < 0), -1, new)
+                new = np.where(hw & (old >= 0), np.maximum(old, repair_at), new)
+                new = np.where(hw & (old < 0), -1, new)
             self._repair_at[chips] = new
             self._hw_failed[chips] = True
             if repair_at >= 0:
@@ -456,25 +459,51 @@ class ChipPool:
                 heapq.heappush(self._repairs, (repair_at, self._repair_seq, chips.copy()))
                 self.next_repair = self._repairs[0][0]
         owners = np.unique(self._owner[chips])
+        self._out_after(was)
         self._refresh(chips)
         return [int(j) for j in owners[owners >= 0]]
 
     def repair(self, chips: I64) -> None:
         """Hardware repaired (a chip still tripped stays out until it recovers)."""
         chips = np.asarray(chips, dtype=np.int64)
+        was = self._out_before(chips)
         self._changing(chips)
         self._hw_failed[chips] = False
         self._repair_at[chips] = -1
         self._failed[chips] = self._tripped[chips]
+        self._out_after(was)
         self._refresh(chips)
 
     def recover(self, chips: I64) -> None:
         """Thermal trip over (a chip with a hardware fault stays out until repaired)."""
         chips = np.asarray(chips, dtype=np.int64)
+        was = self._out_before(chips)
         self._changing(chips)
         self._tripped[chips] = False
         self._failed[chips] = self._hw_failed[chips]
+        self._out_after(was)
         self._refresh(chips)
+
+    def _out_before(self, chips: I64) -> tuple[I64, B, B]:
+        """``chips`` (each once) with their out-of-service and hardware-fault flags, before a
+        change of availability (for ``_out_after``)."""
+        cu = np.unique(chips)
+        return cu, self._failed[cu], self._hw_failed[cu]
+
+    def _out_after(self, was: tuple[I64, B, B]) -> None:
+        """The chips out of service (``out``) and the hardware faults per UltraServer after
+        the change of the chips in ``was`` (``_out_before``): those that changed, not a pass
+        over every chip."""
+        cu, was_out, was_hw = was
+        now_out, now_hw = self._failed[cu], self._hw_failed[cu]
+        if (now_out != was_out).any():
+            self._out = np.setdiff1d(
+                np.union1d(self._out, cu[now_out & ~was_out]), cu[was_out & ~now_out], assume_unique=True
+            )
+        if (now_hw != was_hw).any():
+            chip_us = self.topo.chip_us
+            np.add.at(self._hw_us, chip_us[cu[now_hw & ~was_hw]], 1)
+            np.subtract.at(self._hw_us, chip_us[cu[was_hw & ~now_hw]], 1)
 
     def repairs_due(self, t: int) -> I64:
         """Repair the chips whose repair time has come by ``t``; returns them."""
@@ -532,11 +561,14 @@ class ChipPool:
     def failed_counts(self) -> tuple[int, I64]:
         """(chips out of service, chips with a hardware fault in each UltraServer)."""
         if self._fc_ver != self.fail_ver:
-            nus = self.topo.ultraservers
-            hw = np.bincount(self.topo.chip_us[np.flatnonzero(self._hw_failed)], minlength=nus)
-            self._fc = (int(np.count_nonzero(self._failed)), hw.astype(np.int64))
+            self._fc = (len(self._out), self._hw_us.copy())
             self._fc_ver = self.fail_ver
         return self._fc
+
+    @property
+    def out(self) -> I64:
+        """The chips out of service, ascending (a hardware fault or a thermal trip)."""
+        return _read_only(self._out)
 
     def us_counts(self) -> tuple[int, int, int, float]:
         """(free chips, drained idle chips, whole free UltraServers, fragmentation)."""

@@ -54,7 +54,7 @@ def random_failures(
     k = int(rng.poisson(lam)) if lam > 0 else 0
     if k == 0:
         return
-    d = failures.draw(np.flatnonzero(pool.failed), w.topo.chips, k, table, fp.repair_sigma, rng)
+    d = failures.draw(pool.out, w.topo.chips, k, table, fp.repair_sigma, rng)
     topo = w.topo
     for chip, ci, rep in zip(d.chips.tolist(), d.cause.tolist(), d.repair_s.tolist(), strict=True):
         cause = table.names[ci]

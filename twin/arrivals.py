@@ -140,57 +140,73 @@ def add_jobs(w: Work, rows: list[Arrival], t: int) -> list[int]:
     its ideal placement on the reference hardware (Trainium3 in 144-chip UltraServers), so
     the same scenario asks the same FLOP of any hall and the hardware decides how long the
     job runs."""
+    if not rows:
+        return []
     tp = w.p.training
-    cols: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "kind",
-            "chips",
-            "params",
-            "tokens",
-            "work",
-            "priority",
-            "preemptible",
-            "ckpt_every",
-            "mfu_base",
-            "est",
-            "nominal",
-            "source",
-        )
-    }
+    got: list[tuple[Any, ...]] = []
     names, precisions = [], []
     for code, cls, chips, model_name, nominal_s, work, priority, source in rows:
-        m = w.models.get(model_name)
-        n_act = m.active_params if m is not None else 1e9
         key = (model_name, code, chips, id(cls))
-        if key not in w.job_rates:  # (here, on the reference hardware): pure functions of the key
-            w.job_rates[key] = (
-                [routing.job_rate_flop_s(m, code, cls, chips, w.acc, w.p.hall.system, tp), math.nan],
+        fixed = w.job_rates.get(key)
+        if fixed is None:  # pure functions of the key
+            m = w.models.get(model_name)
+            n_act = m.active_params if m is not None else 1e9
+            rate = routing.job_rate_flop_s(m, code, cls, chips, w.acc, w.p.hall.system, tp)
+            fixed = w.job_rates[key] = (
+                [rate, math.nan],  # FLOP/s here, and on the reference hardware once needed
                 cls,
+                n_act,
+                workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[code]] * n_act,  # FLOP per token
+                workload.model_mfu(m, cls),
             )
-        rates = w.job_rates[key][0]
+        rates, _, n_act, per_token, mfu_base = fixed
         if math.isnan(work):
             if math.isnan(rates[1]):
                 ref, ref_sys = workload.REFERENCE_ACCELERATOR, workload.REFERENCE_SYSTEM
-                rates[1] = routing.job_rate_flop_s(m, code, cls, chips, ref, ref_sys, tp)
+                rates[1] = routing.job_rate_flop_s(
+                    w.models.get(model_name), code, cls, chips, ref, ref_sys, tp
+                )
             work = nominal_s * rates[1]
         nominal_s = work / rates[0]
         names.append(model_name)
         precisions.append(cls.precision)
-        cols["kind"].append(code)
-        cols["chips"].append(chips)
-        cols["params"].append(n_act)
-        cols["tokens"].append(work / (workload.FLOP_PER_PARAM_TOKEN[KIND_NAMES[code]] * n_act))
-        cols["work"].append(work)
-        cols["priority"].append(priority if priority >= 0 else cls.priority)
-        cols["preemptible"].append(cls.preemptible)
-        cols["ckpt_every"].append(-1 if cls.checkpoint_interval_s is None else cls.checkpoint_interval_s)
-        cols["mfu_base"].append(workload.model_mfu(m, cls))
-        cols["est"].append(nominal_s)
-        cols["nominal"].append(nominal_s)
-        cols["source"].append(source)
+        every = cls.checkpoint_interval_s
+        got.append(
+            (
+                code,
+                chips,
+                n_act,
+                work / per_token,
+                work,
+                priority if priority >= 0 else cls.priority,
+                cls.preemptible,
+                -1 if every is None else every,
+                mfu_base,
+                nominal_s,
+                nominal_s,
+                source,
+            )
+        )
+    cols: dict[str, Any] = dict(zip(_ADD_COLUMNS, zip(*got, strict=True), strict=True))
     cols["submit"] = cols["queued_since"] = [t] * len(rows)
     js = w.jobs.add_many(names, precisions, cols)
     queueing.enqueue(w.queues, w.jobs, js)
     w.log.dirty.update(js)
     return js
+
+
+# The job-table columns of an arriving job (``add_jobs``), in the order of its row.
+_ADD_COLUMNS = (
+    "kind",
+    "chips",
+    "params",
+    "tokens",
+    "work",
+    "priority",
+    "preemptible",
+    "ckpt_every",
+    "mfu_base",
+    "est",
+    "nominal",
+    "source",
+)

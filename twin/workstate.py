@@ -152,10 +152,13 @@ class Work:
     # The largest gang the hall can ever run once every initial replica is placed (a bigger one
     # would block a FIFO queue for good).
     training_capacity_chips: int = 0
-    # A batch gang's FLOP/s on its best placement here and on the reference hardware (NaN: not
-    # yet needed), by (model, kind, chips, id of the class, which the entry holds so the id stays
-    # its own): fixed for a run (``twin.arrivals.add_jobs``).
-    job_rates: dict[tuple[str, int, int, int], tuple[list[float], object]] = field(default_factory=dict)
+    # An arriving batch job's fixed facts by (model, kind, chips, id of the class): its gang's
+    # FLOP/s on its best placement here and on the reference hardware (NaN: not yet needed), the
+    # class (held so the id stays its own), the model's active parameters, FLOP per token and
+    # the base MFU. Fixed for a run (``twin.arrivals.add_jobs``).
+    job_rates: dict[tuple[str, int, int, int], tuple[list[float], object, float, float, float]] = field(
+        default_factory=dict
+    )
     # A batch gang's start on a placement, by (model, kind, chips, UltraServers spanned,
     # precision, base MFU): (peak FLOP/s, MFU, training activity, checkpoint write time [s],
     # checkpoint interval [s]; NaN: a job without a catalogued model, its own). Fixed for a run

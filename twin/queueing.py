@@ -344,14 +344,8 @@ def release(w: Work, js: list[int], t_end: int) -> Rows:
     a = w.jobs.a
     w.pool.release_many(js)
     jj = rows(js)
-    run_s, prog_s = a["run_s"][jj].tolist(), a["prog_s"][jj].tolist()
-    for i, (start, until, eff) in enumerate(
-        zip(a["start"][jj].tolist(), a["restart_until"][jj].tolist(), a["ckpt_eff"][jj].tolist(), strict=True)
-    ):
-        run_s[i] += t_end - start
-        prog_s[i] += max(0, t_end - until) * progress_share(eff)
-    a["run_s"][jj] = run_s
-    a["prog_s"][jj] = prog_s
+    a["run_s"][jj] += t_end - a["start"][jj]
+    a["prog_s"][jj] += np.maximum(0, t_end - a["restart_until"][jj]) * progress_share(a["ckpt_eff"][jj])
     for j in js:
         w.running.discard(j)
     return jj

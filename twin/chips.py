@@ -1,7 +1,8 @@
 """The chip pool: who owns each chip, which chips are out of service, and the free-chip counts.
 
 ``ChipPool`` is the one place that writes a hall's per-chip state. Its methods are the only
-mutators for allocation (``allocate``), release (``release``), hardware failure (``fail``),
+mutators for allocation (``allocate``; or ``take`` as each gang is placed, then ``own`` for a
+step's gangs together), release (``release``), hardware failure (``fail``),
 repair (``repair``, ``repairs_due``), thermal trips (``fail(..., thermal=True)``) and recovery
 (``recover``), and drains (``set_drained``); everyone else reads the arrays. The free-chip
 bookkeeping (``free``, ``us_free``, ``n_free``, ``n_alloc``) is kept incrementally by these
@@ -9,8 +10,9 @@ methods, so a step in which nothing starts or ends costs no recount.
 
 A chip is free when no job owns it, it is in service (no hardware fault, not tripped) and its
 UltraServer is not drained. ``ver`` counts the changes to ownership and availability (the
-scheduler runs again only after one); ``fail_ver`` the changes to availability (the counts of
-failed chips are recounted only after one).
+scheduler runs again only after one); ``fail_ver`` the changes to availability. The chips out
+of service (``out``) and the hardware faults per UltraServer are kept as they change, like the
+free counts.
 
 The physics reads the chips through a step's ``Load`` (``ChipPool.load``): the powered chips
 of each UltraServer in ``Segments``, runs held by one job (or idle), whose chips share their

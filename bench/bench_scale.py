@@ -556,6 +556,19 @@ def phases(sim: Any, steps: int, chips: int, nus: int, chunk: int) -> None:
         f"{total / steps / chips * 1e9:.1f} ns/chip-step; on average {(jobs or 0) / steps:.1f} running "
         f"jobs + {(reps or 0) / steps:.1f} service replicas = {nj:.1f} job-steps per step"
     )
+    # How many steps carry a discrete event (a job start or end, a failure, ...): the steps a pass
+    # over several quiet steps could not cover.
+    ev_times: set[float] = set()
+    n_ev = 0
+    for fr in frames:
+        ts = (fr.get("events") or {}).get("time_s")
+        if ts is not None:
+            n_ev += len(ts)
+            ev_times.update(float(x) for x in ts)
+    print(
+        f"  {n_ev / steps:.2f} event rows a step, on {len(ev_times) / steps:.1%} of the steps "
+        f"(the rest are quiet: no start, end, failure, cap or alarm)"
+    )
     cpu = tm.cpu
     for n in tm.notes:
         print(f"  ({n})")

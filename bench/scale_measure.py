@@ -276,8 +276,8 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("7 frames (Hall.end)", "hall", "end"),
     ("7 campus frames (Campus._merge)", "campus", "_merge"),
 )
-# Phases a model may well not have (no grid recording, a single hall, a newer revision).
-OPTIONAL = frozenset({("grid", "step"), ("cluster", "step"), ("campus", "_merge")})
+# Phases a model may well not have (no grid recording, a single hall, an older or newer revision).
+OPTIONAL = frozenset({("grid", "step"), ("cluster", "step"), ("campus", "_merge"), ("pool", "_record_site")})
 
 
 def _objects(sim: Any, where: str) -> list[Any]:

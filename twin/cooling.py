@@ -40,7 +40,9 @@ def pump_speed(load_w: float, design_w: float) -> float:
 
 def loop_pump_speed(load_w: FloatArray, design_w: float) -> FloatArray:
     """``pump_speed`` of many loops [-]."""
-    out: FloatArray = np.clip(load_w / design_w, MIN_FLOW, 1.0)
+    out: FloatArray = load_w / design_w
+    np.maximum(out, MIN_FLOW, out=out)  # = np.clip, without its dispatch (every step)
+    np.minimum(out, 1.0, out=out)
     return out
 
 

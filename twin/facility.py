@@ -345,7 +345,6 @@ class Facility:
             fw_supply_c,
             sec_supply_c,
             self.cap.facility_w,
-            self.topo.chip_us,
             throttled,
             cond,
             self.chips.r_scale,

@@ -152,10 +152,9 @@ class Pool:
 
     def chip_job_ids(self) -> npt.NDArray[np.int32]:
         """The job id on each chip (-1 idle); ``chip_owner`` holds job-table slots."""
-        owner = self.chip_owner
-        out: npt.NDArray[np.int32] = np.where(owner >= 0, self.jobs.a["id"][np.maximum(owner, 0)], -1).astype(
-            np.int32
-        )
+        # The ids by slot, then -1: an idle chip's slot -1 takes the last.
+        ids = np.append(self.jobs.a["id"], -1).astype(np.int32, copy=False)
+        out: npt.NDArray[np.int32] = ids.take(self.chip_owner)
         return out
 
     @property
@@ -186,8 +185,12 @@ class Pool:
             self._events.append((self.t_s, kind, target, detail, source, ev.target, ev.value, ev.duration_s))
 
     def log_all(self, events: Events) -> None:
-        for kind, target, detail in events:
-            self.log(kind, target, detail)
+        """Record the events a phase reported (``log`` of each, in one pass)."""
+        if events:
+            t = self.t_s
+            self._events += [
+                (t, kind, target, detail, "model", "", 0.0, 0) for kind, target, detail in events
+            ]
 
     def apply(self, ev: ScheduledEvent, source: str) -> None:
         """Phase 1 for one event (target in the pool's own numbering): apply it, record it and
@@ -408,13 +411,14 @@ class Pool:
 
 def event_table(ev: list[EventRow]) -> dict[str, object]:
     """The events table's columns from its rows."""
+    t, kind, target, detail, source, arg, value, duration = zip(*ev, strict=True) if ev else ((),) * 8
     return {
-        "time_s": np.array([e[0] for e in ev], dtype=np.int64),
-        "kind": [e[1] for e in ev],
-        "target": [e[2] for e in ev],
-        "detail": [e[3] for e in ev],
-        "source": [e[4] for e in ev],
-        "arg": [e[5] for e in ev],
-        "value": np.array([e[6] for e in ev], dtype=np.float64),
-        "duration_s": np.array([e[7] for e in ev], dtype=np.int64),
+        "time_s": np.array(t, dtype=np.int64),
+        "kind": list(kind),
+        "target": list(target),
+        "detail": list(detail),
+        "source": list(source),
+        "arg": list(arg),
+        "value": np.array(value, dtype=np.float64),
+        "duration_s": np.array(duration, dtype=np.int64),
     }

@@ -357,7 +357,8 @@ class Recorder:
             s["service"] = list(self.svc_names) * ran
             out["service_ts"] = s
         if self.c:
-            out["chip_ts"] = {k: np.concatenate([c[k] for c in self.c]) for k in self.c[0]}
+            c = self.c
+            out["chip_ts"] = c[0] if len(c) == 1 else {k: np.concatenate([s[k] for s in c]) for k in c[0]}
         return out
 
     def _cut(self, ran: int) -> None:

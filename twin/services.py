@@ -84,6 +84,7 @@ class ServiceModel:
         self.handoff_i = inp * (self.roof.kv_transfer_s_per_token if sp.prefill_replica_share > 0 else 0.0)
         self.out_i = np.maximum(out, 1.0)
         self.u_wait = u_wait
+        self.tail_wait = 1.0 - u_wait  # their tail probabilities (``workload.queue_wait_s``)
         self.z = workload.normal_quantiles(u_z)
         self.q_idx = [min(SAMPLE - 1, int(q * SAMPLE)) for q in PCT]
         self.capacity_per_replica = self.roof.requests_per_s
@@ -203,7 +204,7 @@ class ServiceModel:
         if q0 > 0 or q1 > 0:
             wait = (q0 + self.u_wait * (q1 - q0)) / cap_rate
         else:
-            wait = workload.queue_wait_s(self.u_wait, min(util, 0.95), 1.0 / self.capacity_per_replica)
+            wait = workload.queue_wait_s(self.tail_wait, min(util, 0.95), 1.0 / self.capacity_per_replica)
         # ttft = wait + prefill + hand-over + step, added in place in that order (``wait`` is this
         # step's own array); no hand-over to add where prefill is not disaggregated (x + 0 = x).
         ttft = wait

@@ -77,7 +77,6 @@ class FacilityStep:
     us_tj_max: FloatArray  # hottest junction per UltraServer [°C]
     us_coolant_c: FloatArray  # coolant the cold plates saw [°C]
     us_r_k_per_w: FloatArray  # junction-to-coolant resistance [K/W]
-    chip_us: npt.NDArray[np.int32]
     it_power_w: float
     chip_power_w: float
     psu_loss_w: float
@@ -152,11 +151,15 @@ class FacilityStep:
 
     def chip_tj(self) -> FloatArray:
         """Junction temperature of every chip [°C] (``cooling.junction_c``, T_j = coolant + h R P)."""
-        u = self.chip_us
-        r = self.us_r_k_per_w[u]
+        # Per UltraServer (its chips consecutive): its coolant and resistance broadcast over them.
+        nus = len(self.us_coolant_c)
+        r = self.us_r_k_per_w[:, None]
         if self.chip_r_scale is not None:
-            r = r * self.chip_r_scale
-        return cooling.junction_c(self.us_coolant_c[u], r, self.chip_p)
+            r = r * self.chip_r_scale.reshape(nus, -1)
+        out: FloatArray = cooling.junction_c(
+            self.us_coolant_c[:, None], r, self.chip_p.reshape(nus, -1)
+        ).ravel()
+        return out
 
     @property
     def cooling_power_w(self) -> float:
@@ -183,7 +186,6 @@ def record(
     fw_supply_c: float,
     coolant_supply_c: float,
     facility_cap_w: float,
-    chip_us: npt.NDArray[np.int32],
     throttled: int,
     cond: Conditions,
     chip_r_scale: FloatArray | None = None,
@@ -203,7 +205,6 @@ def record(
         us_tj_max=th.us_tj_max,
         us_coolant_c=th.coolant,
         us_r_k_per_w=th.r_us,
-        chip_us=chip_us,
         it_power_w=pw.it_w,
         chip_power_w=float(np.add.reduce(pw.us_chip_w)),  # = .sum(), without its Python wrapper
         psu_loss_w=pw.psu_loss_w,

@@ -478,11 +478,14 @@ def decode_occupancy(roof: Roofline, rate_per_replica: float, output_tokens: flo
     return min(n, float(roof.batch)), f_p
 
 
-def queue_wait_s(u: FloatArray, rho: float, service_s: float) -> FloatArray:
-    """Waiting time at probabilities ``u`` for a replica as an M/M/1 queue at utilisation ``rho``
-    with mean service ``service_s``: P(W > t) = rho · exp(-(1 - rho) t / service_s)."""
+def queue_wait_s(tail: FloatArray, rho: float, service_s: float) -> FloatArray:
+    """Waiting time at tail probabilities ``tail`` = P(W > t) (1 - u at probabilities u) for a
+    replica as an M/M/1 queue at utilisation ``rho`` with mean service ``service_s``:
+    P(W > t) = rho · exp(-(1 - rho) t / service_s)."""
     if rho <= 0:
-        return np.zeros_like(u)
-    tail = 1.0 - u
-    w = service_s / (1.0 - rho) * np.log(np.maximum(rho / tail, 1.0))
-    return np.asarray(w, dtype=np.float64)
+        return np.zeros_like(tail)
+    w: FloatArray = rho / tail
+    np.maximum(w, 1.0, out=w)
+    np.log(w, out=w)
+    w *= service_s / (1.0 - rho)
+    return w

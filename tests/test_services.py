@@ -295,3 +295,57 @@ def test_replica_requests_wait_by_priority_then_arrival_whatever_order_they_come
     a = cl.jobs.a
     expect = sorted(ids, key=lambda j: (-int(a["priority"][j]), int(a["id"][j])))
     assert cl.rqueue == expect
+
+
+def test_cached_service_power_equals_the_sum_over_the_replicas_chips_through_changes() -> None:
+    """The services' power, kept per replica chips until a replica starts or stops or a chip
+    fails or is repaired, equals each step the sum of the chip power over the chips each
+    service's replicas hold now, in chip order, grossed up by facility / chip power."""
+    from twin import serving
+
+    a = ServiceParams(
+        name="chat",
+        replicas=2,
+        autoscale=True,
+        replicas_min=1,
+        replicas_max=8,
+        startup_s=120.0,
+        scale_interval_s=60.0,
+        scale_down_delay_s=300.0,
+        mean_requests_per_s=5.0,
+        **FLAT,
+    )
+    b = dataclasses.replace(a, name="code", autoscale=False, replicas=3)
+    sim = Hall(
+        small_params(
+            ultraservers=2,
+            services=(a, b),
+            failures=FailureParams(chip_hazard_per_h=5e-3),
+            training=TrainingParams(arrivals_per_day=200.0),
+        )
+    )
+    pool = sim.pool
+    cl, cp = pool.cluster, pool.cluster.pool
+    seen_svc, seen_fail = set(), set()
+    for k in range(90):
+        if k == 5:
+            cap = cl.services[0].capacity_per_replica
+            sim.inject("inference_surge", "chat", value=cap * 4.0 / 5.0, duration_s=1200)
+        if k in (10, 40):
+            sim.inject("fail_server", str(k // 10), duration_s=600)  # down, then repaired
+        sim.advance(1)
+        ph = pool._ph
+        assert ph is not None
+        gross = ph.facility_power_w / ph.chip_power_w
+        got = serving.service_power_w(cl, ph.pw, gross).copy()
+        want = np.zeros(2)
+        for si, slots in enumerate(cl.svc.replicas):
+            held = [cp.placement[j] for j in slots if j in cp.placement]
+            if held:
+                chips = np.concatenate(held)
+                want[si] = np.add.accumulate(ph.chip_p[chips])[-1]  # every chip's power, in order
+        np.testing.assert_array_equal(got, want * gross)
+        seen_svc.add(cp.svc_ver)
+        seen_fail.add(cp.fail_ver)
+    # Replicas started and stopped and chips failed and were repaired along the way.
+    assert len(seen_svc) > 3 and len(seen_fail) > 2

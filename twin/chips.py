@@ -215,13 +215,16 @@ class Load:
             self._dead = np.flatnonzero(~self._alive if self._alive is not None else self._state()[1])
         return self._dead
 
-    def util_at(self, chips: I64) -> F64:
+    def util_at(self, chips: I64, owner: I32 | None = None, failed: B | None = None) -> F64:
         """``util`` of ``chips``, without the whole per-chip array while these chips are as the
-        load found them (others may have changed: jobs ended, chips failed)."""
+        load found them (others may have changed: jobs ended, chips failed). ``owner``,
+        ``failed``: the pool's ``owner[chips]`` and ``failed[chips]`` as they are now, where the
+        caller keeps them (no gather over the hall's chips)."""
         pool = self._pool
         if self._util is None and pool is not None and pool.unchanged_since(self._changes, chips):
-            out: F64 = self._by_slot().take(pool.owner[chips])
-            failed = pool.failed[chips]
+            out: F64 = self._by_slot().take(pool.owner[chips] if owner is None else owner)
+            if failed is None:
+                failed = pool.failed[chips]
             if failed.any():  # (few are: a chip's fault or trip releases its job)
                 out[failed] = 0.0
             return out

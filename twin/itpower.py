@@ -69,16 +69,23 @@ class ItPower:
             self.full_p = p
         return self.full_p
 
-    def chip_p_at(self, chips: npt.NDArray[np.int64], g: FloatArray | None = None) -> FloatArray:
+    def chip_p_at(
+        self,
+        chips: npt.NDArray[np.int64],
+        g: FloatArray | None = None,
+        owner: npt.NDArray[np.int32] | None = None,
+        failed: BoolArray | None = None,
+    ) -> FloatArray:
         """Power of ``chips`` [W], without the whole per-chip array where it is not built yet
         (``chips`` held by jobs: powered, so never among the unpowered). ``g``: their power
-        factors (``p_scale[chips]``) where the caller keeps them."""
+        factors (``p_scale[chips]``), ``owner``, ``failed``: their owners and out-of-service
+        flags now (``Load.util_at``), where the caller keeps them."""
         if self.full_p is not None:
             out: FloatArray = self.full_p[chips]
             return out
         if g is None and self.p_scale is not None:
             g = self.p_scale[chips]
-        return power.chip_power_full_w(self.idle_w, self.dyn_w, self.load.util_at(chips), g)
+        return power.chip_power_full_w(self.idle_w, self.dyn_w, self.load.util_at(chips, owner, failed), g)
 
 
 def _segment_sums(ch: Chips, load: Load) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:

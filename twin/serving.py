@@ -5,6 +5,7 @@ is ``twin.services``."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -253,11 +254,18 @@ def service_power_w(w: Work, pw: ItPower, gross: float) -> npt.NDArray[np.float6
         chips = [pool.placement[j] for ids in st.replicas for j in ids if j in pool.placement]
         idx = np.concatenate(chips) if chips else np.zeros(0, dtype=np.int64)
         g = None if pw.p_scale is None else pw.p_scale[idx]  # fixed for a run
-        st.chips = (idx, pool.service[idx].astype(np.int64), g)
-        st.chips_ver = pool.svc_ver
-    idx, svc, g = st.chips
-    per = np.bincount(svc, weights=pw.chip_p_at(idx, g), minlength=st.n)
-    st.power_w = np.asarray(per * gross, dtype=np.float64)
+        # The replicas' chips come service by service: each service's are one run of them.
+        ends = np.searchsorted(pool.service[idx], np.arange(st.n + 1)).astype(np.int64)
+        st.chips = (idx, ends, g, pool.owner[idx])
+        st.chips_ver, st.failed_ver = pool.svc_ver, -1
+    idx, ends, g, owner = st.chips
+    if st.failed_ver != pool.fail_ver:  # until a chip fails, is repaired or recovers
+        st.chips_failed, st.failed_ver = pool.failed[idx], pool.fail_ver
+    p = pw.chip_p_at(idx, g, owner, st.chips_failed)
+    # Each service's chips summed one after another, in chip order (as a bincount adds them).
+    acc = np.add.accumulate
+    per = [float(acc(p[a:b])[-1]) if b > a else 0.0 for a, b in itertools.pairwise(ends.tolist())]
+    st.power_w = np.asarray(per, dtype=np.float64) * gross
     return st.power_w
 
 

@@ -123,8 +123,13 @@ class ServiceState:
     replicas: list[list[int]] = field(default_factory=list)
     replica_arr: list[I64] = field(default_factory=list)
     power_w: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
-    chips: tuple[I64, I64, npt.NDArray[np.float64] | None] | None = None  # chips, service, power factor
+    # The replicas' chips (service after service), where each service's begin (n + 1 offsets),
+    # their power factors and their owners (the replicas' slots): as of the pool's ``svc_ver``
+    # ``chips_ver``; which of them are out of service: as of its ``fail_ver`` ``failed_ver``.
+    chips: tuple[I64, I64, npt.NDArray[np.float64] | None, npt.NDArray[np.int32]] | None = None
     chips_ver: int = -1
+    chips_failed: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    failed_ver: int = -1
     n: int = 0  # services
     # Per service: (warm slots, warm, running, not stopped), as of the job table's
     # ``replica_ver`` ``view_ver`` and valid until ``view_until`` (the next replica to warm up).

@@ -118,7 +118,7 @@ def test_segment_sums_equal_the_per_chip_step_after_any_sequence(seed: int, seq:
     p = ChipPool(ch.topo)
     slot = 0
     activity = rng.random(SLOTS + 1) * (rng.random(SLOTS + 1) < 0.8)
-    taken: list[tuple[Load, np.ndarray, np.ndarray]] = []
+    taken: list[tuple[Load, np.ndarray, np.ndarray, np.ndarray]] = []
     probe: tuple[Load, np.ndarray] | None = None  # the last load taken, no per-chip view built
     for op in [*seq, ("load", seed)]:
         kind = op[0]
@@ -155,12 +155,17 @@ def test_segment_sums_equal_the_per_chip_step_after_any_sequence(seed: int, seq:
             assert load.seg is not None
             check_segments(p, load.seg, ch.p_scale, ch.hg)
             check_sums(ch, load, p, activity, r.random(US) < 0.2)
-            taken.append((kept, _util(p, activity), ~p.failed))
+            taken.append((kept, _util(p, activity), ~p.failed, p.owner.copy()))
             probe = (p.load(activity, ch.p_scale, ch.hg), _util(p, activity))
     # Every load's per chip views are the chips as they were: a chip a job held then still
     # shows its activity after the job ended, a chip that failed since still counts as powered.
-    for view, util, alive in reversed(taken):
+    for view, util, alive, owner in reversed(taken):
         chips = np.arange(0, N, 3, dtype=np.int64)
+        # Every chip whose owner or power differs from then is among those it names changed.
+        moved = view.changed()
+        assert moved is not None
+        differs = (owner != p.owner) | (alive == p.failed)
+        assert np.isin(np.flatnonzero(differs), moved).all()
         np.testing.assert_array_equal(view.util_at(chips), util[chips])
         np.testing.assert_array_equal(view.util, util)
         np.testing.assert_array_equal(view.alive, alive)
@@ -220,3 +225,29 @@ def test_busy_chips_and_power_of_a_running_hall_match_its_chips() -> None:
         assert int(f["factory_ts"]["chips_busy"][-1]) == int(busy.sum())
         np.testing.assert_allclose(sim.pool.chip_power.reshape(4, -1).sum(axis=1), ph.us_chip_w, rtol=1e-12)
         np.testing.assert_allclose(sim.pool.chip_tj.reshape(4, -1).max(axis=1), ph.us_tj_max, rtol=1e-12)
+
+
+def test_busy_chips_per_ultraserver_from_the_segments_equal_the_chip_by_chip_count() -> None:
+    """The busy chips of each UltraServer the step record counts from the load's segments (held
+    by a job still, with work above 0) equal the count chip by chip, step after step while jobs
+    start and end (some after the physics read their chips) and chips fail and are repaired."""
+    from twin.params import TrainingParams
+
+    sim = Hall(
+        small_params(
+            ultraservers=3,
+            failures=FailureParams(chip_hazard_per_h=2e-3),
+            training=TrainingParams(arrivals_per_day=400.0),
+        )
+    )
+    pool, ended = sim.pool, 0
+    for _ in range(120):
+        sim.advance(1)
+        ph = pool._ph
+        assert ph is not None and ph.pw.by_segment
+        owner = pool.chip_owner
+        got = ph.us_busy(owner)
+        want = ((ph.act_chip > 0) & (owner >= 0)).reshape(len(got), -1).sum(axis=1)
+        np.testing.assert_array_equal(got, want)
+        ended += pool._released
+    assert ended > 3  # jobs did end after the physics read their chips

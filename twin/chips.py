@@ -231,6 +231,16 @@ class Load:
         got: F64 = self.util[chips]
         return got
 
+    def changed(self) -> I64 | None:
+        """The chips that changed owner or availability since the load was taken (each change's
+        chips, in order; a chip may repeat), or None for a load given chip by chip."""
+        if self._pool is None:
+            return None
+        parts = [chips for log in self._log() for chips, _, _ in log]
+        if not parts:
+            return _NO_CHIPS
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
     def _by_slot(self) -> F64:
         """The activity of each job slot the segments hold, then 0 (slot -1: idle)."""
         assert self.seg is not None and self.seg_act is not None

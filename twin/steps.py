@@ -131,15 +131,23 @@ class FacilityStep:
 
     def us_busy(self, owner: npt.NDArray[np.int32] | None = None) -> npt.NDArray[np.int64]:
         """``busy_chips`` counted per UltraServer; at full clock from the load's segments (a
-        segment's chips are busy together: its job's activity above 0 and, given ``owner``,
-        its chips still held)."""
+        segment's chips are busy together: its job's activity above 0 and, given ``owner`` (the
+        chip pool's owners now), its chips still held: looked up only for the segments whose
+        first chip changed since the load, the others' are as the load found them)."""
         nus = len(self.us_it)
         pw = self.pw
         seg, act = pw.load.seg, pw.load.seg_act
         if pw.by_segment and seg is not None and act is not None:
             busy = act > 0
             if owner is not None:
-                busy &= owner[seg.first] >= 0
+                first = seg.first
+                moved = pw.load.changed()
+                if moved is None:
+                    busy &= owner[first] >= 0
+                elif len(moved) and len(first):
+                    k = np.minimum(np.searchsorted(first, moved), len(first) - 1)
+                    k = k[first[k] == moved]  # the segments a changed chip begins
+                    busy[k] &= owner[first[k]] >= 0
             # Chip counts as float weights (0 where not busy): exact in any order of addition.
             out: npt.NDArray[np.int64] = np.bincount(seg.us, weights=seg.n * busy, minlength=nus).astype(
                 np.int64

@@ -130,7 +130,7 @@ def test_segment_sums_equal_the_per_chip_step_after_any_sequence(seed: int, seq:
             else:
                 placed = scheduler.place(p.free, p.us_free, op[1], CPU, op[2])
             if placed is not None:
-                p.allocate(slot, placed[0])
+                p.allocate(slot, placed[0], slot % 3 - 1)  # some replicas (of 0, 1)
                 slot += 1
         elif kind == "release" and p.placement:
             jobs = sorted(p.placement)
@@ -148,6 +148,11 @@ def test_segment_sums_equal_the_per_chip_step_after_any_sequence(seed: int, seq:
             if probe is not None:  # the chips it names as they were, without its whole arrays
                 chips = np.arange(0, N, 3, dtype=np.int64)
                 np.testing.assert_array_equal(probe[0].util_at(chips), probe[1][chips])
+                # The replicas' chips: whether they changed read from the changed chips alone.
+                rep = np.flatnonzero(p.service >= 0)
+                changes = probe[0]._changes
+                assert p.unchanged_since(changes, rep, replicas=True) == p.unchanged_since(changes, rep)
+                np.testing.assert_array_equal(probe[0].util_at(rep, replicas=True), probe[1][rep])
             r = np.random.default_rng(op[1])
             activity = r.random(SLOTS + 1) * (r.random(SLOTS + 1) < 0.8)
             kept = p.load(activity, ch.p_scale, ch.hg)  # its per-chip views are asked at the end

@@ -215,13 +215,16 @@ class Load:
             self._dead = np.flatnonzero(~self._alive if self._alive is not None else self._state()[1])
         return self._dead
 
-    def util_at(self, chips: I64, owner: I32 | None = None, failed: B | None = None) -> F64:
+    def util_at(
+        self, chips: I64, owner: I32 | None = None, failed: B | None = None, replicas: bool = False
+    ) -> F64:
         """``util`` of ``chips``, without the whole per-chip array while these chips are as the
         load found them (others may have changed: jobs ended, chips failed). ``owner``,
         ``failed``: the pool's ``owner[chips]`` and ``failed[chips]`` as they are now, where the
-        caller keeps them (no gather over the hall's chips)."""
+        caller keeps them (no gather over the hall's chips); ``replicas``: ``chips`` are every
+        chip the replicas hold (``ChipPool.unchanged_since``)."""
         pool = self._pool
-        if self._util is None and pool is not None and pool.unchanged_since(self._changes, chips):
+        if self._util is None and pool is not None and pool.unchanged_since(self._changes, chips, replicas):
             out: F64 = self._by_slot().take(pool.owner[chips] if owner is None else owner)
             if failed is None:
                 failed = pool.failed[chips]
@@ -625,12 +628,20 @@ class ChipPool:
         self._changes = changes
         return Load(seg=segs, seg_act=act, pool=self, changes=changes, slots=len(activity))
 
-    def unchanged_since(self, changes: _Changes | None, chips: I64) -> bool:
+    def unchanged_since(self, changes: _Changes | None, chips: I64, replicas: bool = False) -> bool:
         """None of ``chips`` changed owner or availability since the load of ``changes`` was
-        taken (False when unsure: a load before the last)."""
+        taken (False when unsure: a load before the last). ``replicas``: ``chips`` are every chip
+        a replica holds (``service`` >= 0), so whether the changed chips are held by one now
+        tells (no gather over the hall's chips)."""
         if changes is None or changes is not self._changes:
             return False
-        return not changes.log or not self._touched[chips].any()
+        log = changes.log
+        if not log:
+            return True
+        if replicas:
+            moved = log[0][0] if len(log) == 1 else np.concatenate([c for c, _, _ in log])
+            return not np.count_nonzero(self._service[moved] >= 0)
+        return not self._touched[chips].any()
 
     def segments(self, g: F64, hg: F64) -> Segments:
         """The powered chips in segments (``Segments``) with the chips' spread ``g``, ``hg``:

@@ -75,17 +75,21 @@ class ItPower:
         g: FloatArray | None = None,
         owner: npt.NDArray[np.int32] | None = None,
         failed: BoolArray | None = None,
+        replicas: bool = False,
     ) -> FloatArray:
         """Power of ``chips`` [W], without the whole per-chip array where it is not built yet
         (``chips`` held by jobs: powered, so never among the unpowered). ``g``: their power
         factors (``p_scale[chips]``), ``owner``, ``failed``: their owners and out-of-service
-        flags now (``Load.util_at``), where the caller keeps them."""
+        flags now, where the caller keeps them; ``replicas``: ``chips`` are every replica's
+        (``Load.util_at``)."""
         if self.full_p is not None:
             out: FloatArray = self.full_p[chips]
             return out
         if g is None and self.p_scale is not None:
             g = self.p_scale[chips]
-        return power.chip_power_full_w(self.idle_w, self.dyn_w, self.load.util_at(chips, owner, failed), g)
+        return power.chip_power_full_w(
+            self.idle_w, self.dyn_w, self.load.util_at(chips, owner, failed, replicas), g
+        )
 
 
 def _segment_sums(ch: Chips, load: Load) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:

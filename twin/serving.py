@@ -261,7 +261,7 @@ def service_power_w(w: Work, pw: ItPower, gross: float) -> npt.NDArray[np.float6
     idx, ends, g, owner = st.chips
     if st.failed_ver != pool.fail_ver:  # until a chip fails, is repaired or recovers
         st.chips_failed, st.failed_ver = pool.failed[idx], pool.fail_ver
-    p = pw.chip_p_at(idx, g, owner, st.chips_failed)
+    p = pw.chip_p_at(idx, g, owner, st.chips_failed, replicas=True)
     # Each service's chips summed one after another, in chip order (as a bincount adds them).
     acc = np.add.accumulate
     per = [float(acc(p[a:b])[-1]) if b > a else 0.0 for a, b in itertools.pairwise(ends.tolist())]

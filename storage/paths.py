@@ -26,7 +26,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -193,40 +193,6 @@ def check_output(
     if not make_parent and not parent.is_dir():
         raise OutputError(f"{label}: no such directory {parent}")
     return p
-
-
-def folder_of(
-    dirs: Iterable[str] = (),
-    files: Iterable[str] = (),
-    hidden: str = "",
-    requires: Mapping[str, str] | None = None,
-) -> Callable[[Path], str | None]:
-    """A ``resumable`` check: the folder holds only the folders ``dirs``, the files ``files`` and
-    hidden files matching ``hidden``, no links; an entry named in ``requires`` only beside the
-    entry it maps to (e.g. a sweep's results only beside its points)."""
-    want_dirs, want_files = set(dirs), set(files)
-    pattern = re.compile(hidden) if hidden else None
-
-    def problem(d: Path) -> str | None:
-        try:
-            entries = scan(d)
-        except OSError as e:
-            return f"cannot read: {e.strerror or e}"
-        names = {entry.name for entry in entries}
-        for entry in entries:
-            if entry.name in want_dirs and entry.is_dir(follow_symlinks=False):
-                continue
-            if (entry.name in want_files or (pattern and pattern.fullmatch(entry.name))) and entry.is_file(
-                follow_symlinks=False
-            ):
-                continue
-            return f"holds {entry.name}, which this command does not write"
-        for name, needed in (requires or {}).items():
-            if name in names and needed not in names:
-                return f"holds {name} but no {needed}, so this command did not make it"
-        return None
-
-    return problem
 
 
 def _is_own_lock(p: Path) -> bool:

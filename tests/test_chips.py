@@ -85,16 +85,16 @@ def test_kept_counts_equal_a_recount_after_any_sequence(seq: list[tuple]) -> Non
                 jobs = sorted(p.placement)
                 picked = jobs[op[1] % len(jobs) :: 1 + op[1] % 3]
                 if len(picked) == 1:
-                    p.release(picked[0])
+                    p.release([picked[0]])
                 else:
-                    p.release_many(picked)
+                    p.release(picked)
         elif kind == "fail":
             chips = np.array(op[1], dtype=np.int64)
             hit = p.fail(chips, op[2], thermal=op[3])
             owners = {int(j) for j in p.owner[chips] if j >= 0}
             assert set(hit) == owners
             for j in hit:  # the jobs are interrupted: their chips come back (failed ones do not)
-                p.release(j)
+                p.release([j])
         elif kind == "repair":
             p.repair(np.array(op[1], dtype=np.int64))
         elif kind == "recover":
@@ -147,7 +147,7 @@ def test_a_failed_chip_stays_out_after_its_job_releases_it_until_repaired_and_re
     p.allocate(0, np.arange(CPU, dtype=np.int64))
     assert p.fail(np.array([1, 2], dtype=np.int64), 30) == [0]
     p.fail(np.array([2], dtype=np.int64), -1, thermal=True)
-    p.release(0)
+    p.release([0])
     assert p.us_free[0] == CPU - 2 and p.next_repair == 30
     assert p.repairs_due(29).tolist() == []
     assert p.repairs_due(30).tolist() == [1, 2]
@@ -162,7 +162,7 @@ def test_chips_released_on_a_drained_ultraserver_stay_out_until_undrained() -> N
     p.allocate(0, np.arange(2, dtype=np.int64))
     p.set_drained(0, True)
     assert p.us_free[0] == 0
-    p.release(0)
+    p.release([0])
     assert p.us_free[0] == 0 and not p.free[:CPU].any()
     p.set_drained(0, False)
     assert p.us_free[0] == CPU
@@ -197,7 +197,7 @@ def test_callers_read_the_pool_but_cannot_write_it() -> None:
 def test_releasing_jobs_together_equals_releasing_them_one_by_one(
     sizes: list[int], data: st.DataObject
 ) -> None:
-    """The pool after ``release_many`` of some jobs equals the pool after releasing them one by
+    """The pool after ``release`` of some jobs equals the pool after releasing them one by
     one in the same order: owners, free flags and counts, the count histogram, replicas'
     services and the chips handed back."""
     pools = pool(), pool()
@@ -211,8 +211,8 @@ def test_releasing_jobs_together_equals_releasing_them_one_by_one(
         p.set_drained(US - 1, True)
     slots = data.draw(st.permutations(sorted(pools[0].placement)))
     slots = slots[: data.draw(st.integers(0, len(slots)))]
-    one_by_one = [pools[0].release(j) for j in slots]
-    together = pools[1].release_many(slots)
+    one_by_one = [pools[0].release([j]) for j in slots]
+    together = pools[1].release(slots)
     want = np.concatenate(one_by_one) if one_by_one else np.zeros(0, dtype=np.int64)
     assert together.tolist() == want.tolist()
     a, b = pools

@@ -134,12 +134,12 @@ def test_segment_sums_equal_the_per_chip_step_after_any_sequence(seed: int, seq:
                 slot += 1
         elif kind == "release" and p.placement:
             jobs = sorted(p.placement)
-            p.release(jobs[op[1] % len(jobs)])
+            p.release([jobs[op[1] % len(jobs)]])
         elif kind == "fail":
             hit = p.fail(np.array(op[1], dtype=np.int64), op[2], thermal=op[3])
             if op[4]:  # the jobs are interrupted (or not yet: owned chips may be unpowered)
                 for j in hit:
-                    p.release(j)
+                    p.release([j])
         elif kind == "repair":
             p.repair(np.array(op[1], dtype=np.int64))
         elif kind == "recover":
@@ -193,10 +193,10 @@ def test_segments_stay_consistent_with_the_owners_over_many_cycles() -> None:
                 slot += 1
         if p.placement and rng.random() < 0.6:
             jobs = sorted(p.placement)
-            p.release(jobs[int(rng.integers(len(jobs)))])
+            p.release([jobs[int(rng.integers(len(jobs)))]])
         if rng.random() < 0.05:
             for j in p.fail(rng.integers(0, N, 2), -1):
-                p.release(j)
+                p.release([j])
         if rng.random() < 0.05:
             p.repair(np.flatnonzero(p.hw_failed)[:1])
         seg = p.load(np.ones(slot + 1), ch.p_scale, ch.hg).seg

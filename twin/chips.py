@@ -395,11 +395,7 @@ class ChipPool:
                 self._service[x] = s
                 self.svc_ver += 1
 
-    def release(self, j: int) -> I64:
-        """Take back the chips of job slot ``j`` (``release_many`` of one)."""
-        return self.release_many([j])
-
-    def release_many(self, slots: list[int]) -> I64:
+    def release(self, slots: list[int]) -> I64:
         """Take back the chips of the job ``slots`` (those in service and not drained become
         free); returns them, slot after slot."""
         if not slots:

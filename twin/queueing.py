@@ -342,7 +342,7 @@ def release(w: Work, js: list[int], t_end: int) -> Rows:
     """Give the chips of jobs ``js`` back to the pool (those not failed or drained become free)
     and book the time each held them; returns the index of their rows (``twin.jobs.rows``)."""
     a = w.jobs.a
-    w.pool.release_many(js)
+    w.pool.release(js)
     jj = rows(js)
     a["run_s"][jj] += t_end - a["start"][jj]
     a["prog_s"][jj] += np.maximum(0, t_end - a["restart_until"][jj]) * progress_share(a["ckpt_eff"][jj])
@@ -531,8 +531,3 @@ def _backfill(w: Work, ev: Events, t: int, first: int, head_need: int) -> None:
         keep = [i for i in range(first, hi) if q.queue[i] not in started]
         q.queue[first:hi] = [q.queue[i] for i in keep]
         q.keys[first:hi] = [q.keys[i] for i in keep]
-
-
-def running_array(w: Work) -> npt.NDArray[np.int64]:
-    """The running batch jobs' slots, in start order."""
-    return w.running.array(w.jobs)

@@ -122,15 +122,6 @@ def diurnal_phase(time_s: float) -> float:
     return math.cos(2 * math.pi * ((time_s % DAY_S) / HOUR_S - 15.0) / 24.0)
 
 
-def outdoor_base_temp_c(p: SiteParams, time_s: float) -> float:
-    """Deterministic dry-bulb temperature [°C]: annual mean + seasonal + diurnal cosines."""
-    return (
-        p.mean_temp_c
-        + p.seasonal_amplitude_k * seasonal_phase(p, time_s)
-        + p.diurnal_amplitude_k * diurnal_phase(time_s)
-    )
-
-
 def synthetic_weather(
     p: SiteParams, time_s: float, anomaly_k: float = 0.0, depression_anomaly_k: float = 0.0
 ) -> tuple[float, float]:

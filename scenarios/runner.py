@@ -34,9 +34,13 @@ from twin import __version__
 from twin.params import ScheduledEvent
 from twin.sim import Frames, Simulation, steps_for
 
-# Steps per advance: about this many UltraServer rows per chunk keeps batches large and the
-# progress bar lively.
-_ROWS_PER_CHUNK = 40_000
+# Steps per advance: about this many rows of the per-UltraServer and per-chip tables per chunk
+# (``Session.chunk_steps``). Each advance and each batch the writer converts has a fixed cost
+# (~5-8 ms for the eleven tables' frames, however few their rows), so small chunks cost a large
+# hall dearly: at 40,000 rows a 1 M-chip hall advanced 5 steps at a time and a whole day cost
+# ~20 % more process CPU than at 400,000 (57 steps; bench/bench_scale.py). A chunk of 400,000
+# rows of ~16 columns is ~50 MB of buffers.
+_ROWS_PER_CHUNK = 400_000
 # A headless run hands its steps over (to the writer, and to ``on_chunk``: the metrics endpoint)
 # at least this often in wall time, as the live console commits them (tui.console.simloop).
 COMMIT_S = 1.0
@@ -145,7 +149,19 @@ class Session:
 
     @property
     def chunk_steps(self) -> int:
-        return max(1, min(1440, _ROWS_PER_CHUNK // self.sim.topo.ultraservers))
+        """Steps per advance: about ``_ROWS_PER_CHUNK`` rows of ``ultraserver_ts`` and ``chip_ts``
+        (at most 1440). A chip sample is all the hall's chips at once, so a chunk holds at least the
+        steps between two samples (one sample, whatever its size) but not many samples of a large
+        hall: memory stays bounded by one sample plus the rows around it."""
+        p, topo = self.params, self.sim.topo
+        dt = p.dt_s
+        us_rows = topo.ultraservers * min(1.0, dt / max(p.ultraserver_interval_s, 1))
+        n = _ROWS_PER_CHUNK / max(us_rows, 1.0)
+        iv = p.chip_sample_interval_s
+        if iv > 0:
+            every = max(1.0, iv / dt)  # steps from one chip sample to the next
+            n = min(n, max(_ROWS_PER_CHUNK / (us_rows + topo.chips / every), every))
+        return max(1, min(1440, int(n)))
 
     def advance(self, steps: int, *, hold_steps: int = 0, stop: Callable[[], bool] | None = None) -> Frames:
         """Run ``steps`` steps and hand their frames to the writer.

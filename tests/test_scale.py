@@ -151,3 +151,49 @@ def test_params_default_records_every_tier_every_step() -> None:
     q = dataclasses.replace(p, dt_s=15)
     f = _run(Hall(q), 8, 8)
     assert len(f["ultraserver_ts"]["time_s"]) == 8 * 2
+
+
+@pytest.mark.parametrize(
+    ("ultraservers", "chips_per_us", "dt", "us_iv", "chip_iv", "rows"),
+    [
+        (6944, 144, 60, 1, 3600, 400_000),  # a million chips, hourly samples
+        (6944, 144, 60, 1, 60, 400_000),  # a million chips sampled every step
+        (64, 144, 60, 1, 3600, 400_000),  # the reference factory
+        (64, 144, 1, 1, 3600, 400_000),  # dt 1 s
+        (1000, 144, 15, 300, 900, 50_000),  # UltraServer rows every 20th step
+        (5, 144, 60, 1, 0, 100),  # no chip samples
+    ],
+)
+def test_a_runs_chunk_holds_about_its_rows_and_at_most_one_large_chip_sample(
+    monkeypatch: pytest.MonkeyPatch,
+    ultraservers: int,
+    chips_per_us: int,
+    dt: int,
+    us_iv: int,
+    chip_iv: int,
+    rows: int,
+) -> None:
+    # The rows a chunk of n steps holds: n x the UltraServer rows a step records, plus the chip
+    # samples due in it (a sample every chip_iv / dt steps: at most ceil(n dt / chip_iv) of them),
+    # each all the hall's chips. A chunk may exceed the row budget by one sample, never by more.
+    from types import SimpleNamespace
+
+    import scenarios.runner as runner
+
+    monkeypatch.setattr(runner, "_ROWS_PER_CHUNK", rows)
+    chips = ultraservers * chips_per_us
+    session = SimpleNamespace(
+        params=SimpleNamespace(dt_s=dt, ultraserver_interval_s=us_iv, chip_sample_interval_s=chip_iv),
+        sim=SimpleNamespace(topo=SimpleNamespace(ultraservers=ultraservers, chips=chips)),
+    )
+    n = runner.Session.chunk_steps.fget(session)  # type: ignore[attr-defined]
+
+    def held(k: int) -> float:
+        us_rows = k * ultraservers * min(1.0, dt / us_iv)
+        samples = -(-k * dt // chip_iv) if chip_iv else 0
+        return us_rows + samples * chips
+
+    assert 1 <= n <= 1440
+    assert held(n) <= rows + (chips if chip_iv else 0)
+    if n < 1440:  # the largest such chunk: one step more breaks the bound (or adds a sample)
+        assert held(n + 1) > rows or (chip_iv and -(-(n + 1) * dt // chip_iv) > 1)

@@ -189,9 +189,13 @@ def _size(params: Any) -> tuple[int, int]:
     return sum(r.ultraservers * r.system.chips for r in pools), sum(r.ultraservers for r in pools)
 
 
-def _chunk(nus: int) -> int:
-    """Steps per advance, as the runner's at this size (``Session.chunk_steps``)."""
-    return max(1, min(1440, 40_000 // nus))
+def _chunk(params: Any, sim: Any) -> int:
+    """Steps per advance, as the measured revision's runner takes them (``Session.chunk_steps``)."""
+    from types import SimpleNamespace
+
+    from scenarios.runner import Session
+
+    return int(Session.chunk_steps.fget(SimpleNamespace(params=params, sim=sim)))
 
 
 # ---------------------------------------------------------------------------------------- child
@@ -231,9 +235,9 @@ def child(case: str, scale: float, out: Path, mode: str, root: str, storage: boo
 
             cal = sm.Calibration(chips, steps)
             c0 = time.process_time()
-            _, sim = build_simulation(spec)
+            built, sim = build_simulation(spec)
             res["build_cpu_s"] = time.process_time() - c0
-            chunk = _chunk(nus)
+            chunk = _chunk(built, sim)
             kept: collections.deque[Any] = collections.deque(maxlen=STORAGE_CHUNKS if storage else 0)
             done, cpu, w0, run_values = 0, 0.0, time.perf_counter(), 0
             while done < steps:
@@ -491,10 +495,10 @@ def profile(case: str, scale: float) -> None:
 
     spec, _, duration_s = _scenario(case, scale)
     params = spec.to_params()
-    _, sim = build_simulation(spec)
+    built, sim = build_simulation(spec)
     chips, nus = _size(params)
     steps = -(-duration_s // params.dt_s)
-    chunk = _chunk(nus)
+    chunk = _chunk(built, sim)
     # The queue's start-up fill (a hall's first hours place a day's backlog) is not the steady cost.
     warm = max(steps // 10, min(300, steps))
     _advance(sim, warm, chunk)

@@ -281,6 +281,18 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("7 frames (Hall.end)", "hall", "end"),
     ("7 campus frames (Campus._merge)", "campus", "_merge"),
 )
+# The phases that carry state from one step to the next through a non-linear or integer update
+# (weather anomalies, request queues and the autoscaler's estimate, rack-loop and plant
+# temperatures, the clocks a step hands the next): a pass over several steps that gives the same
+# results as stepping one by one still runs these once a step, in order.
+RECURRENCES: tuple[str, ...] = (
+    "3 site (SiteModel.step)",
+    "      requests (serving.autoscale)",
+    "      services (serving.serve)",
+    "    rack loops (Racks.step)",
+    "4c plant (plant.run)",
+    "    capping.next_clock",
+)
 # Phases a model may well not have (no grid recording, a single hall, an older or newer revision).
 OPTIONAL = frozenset({("grid", "step"), ("cluster", "step"), ("campus", "_merge"), ("pool", "_record_site")})
 

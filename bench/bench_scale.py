@@ -65,7 +65,6 @@ warm-up) and a cProfile of the model instead (with ``--rev``: of that revision's
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import subprocess
@@ -199,10 +198,11 @@ MEASURES = {
     "rss": "run peak RSS GB",
 }
 STORAGE_REPS = 4
-# The storage paths write the model run's last STORAGE_CHUNKS advances, and more (untimed) until
-# they hold STORAGE_MIN_VALUES recorded values (a campus records its UltraServers only every few
-# steps), at most STORAGE_MAX_CHUNKS advances.
-STORAGE_CHUNKS = 8
+# The storage paths write the advances that follow the timed run (untimed; none of the run's
+# frames is held while it is timed, so the model's memory is its own): at least STORAGE_CHUNKS
+# advances holding at least STORAGE_MIN_VALUES recorded values (a campus records its
+# UltraServers only every few steps), at most STORAGE_MAX_CHUNKS advances.
+STORAGE_CHUNKS = 2
 STORAGE_MIN_VALUES = 4_000_000
 STORAGE_MAX_CHUNKS = 64
 TS_TABLES = ("factory_ts", "ultraserver_ts", "row_ts", "hall_ts", "service_ts", "chip_ts", "system_ts")
@@ -264,22 +264,21 @@ def child(case: str, scale: float, out: Path, mode: str, root: str, storage: boo
             built, sim = build_simulation(spec)
             res["build_cpu_s"] = time.process_time() - c0
             chunk = _chunk(built, sim)
-            kept: collections.deque[Any] = collections.deque(maxlen=STORAGE_CHUNKS if storage else 0)
             done, cpu, w0, run_values = 0, 0.0, time.perf_counter(), 0
             while done < steps:
                 n = min(chunk, steps - done)
                 c0 = time.process_time()
-                kept.append(sim.advance(n))
+                fr = sim.advance(n)
                 cpu += time.process_time() - c0
-                run_values += _values([kept[-1]]) if storage else 0
+                run_values += _values([fr]) if storage else 0
+                del fr
                 cal.after(n)
                 done += n
             res["model_cpu_s"], res["model_wall_s"] = cpu, time.perf_counter() - w0
             res["run_values"] = run_values
             res["calib"] = cal.result()
             if storage:
-                frames = list(kept)
-                kept.clear()
+                frames: list[Any] = []
                 # A short case, or few rows per advance: more advances, untimed.
                 while len(frames) < STORAGE_CHUNKS or (
                     _values(frames) < STORAGE_MIN_VALUES and len(frames) < STORAGE_MAX_CHUNKS

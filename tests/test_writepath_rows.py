@@ -180,3 +180,31 @@ def test_a_commit_with_nothing_before_the_first_rows_leaves_every_row_readable(t
                 assert got == {r: 2 * n for r in runs}, (t, run_id)
         finally:
             con.close()
+
+
+def test_batches_turn_nan_into_null_and_keep_every_other_value_as_pandas_semantics_do() -> None:
+    # The writer's conversion takes a float column as it is when it holds no NaN and masks its
+    # NaNs otherwise; the reference is Arrow's own NaN-as-null conversion of the same arrays. Each
+    # column gets one of: clean, a NaN, +inf and -inf (their sum is NaN, yet no value is), both.
+    import pyarrow as pa
+
+    from storage.writer import batch_arrow, batch_schema
+
+    for table in ("ultraserver_ts", "factory_ts", "chip_ts"):
+        cols = frame(table, 64, seed=3)
+        floats = [c.name for c in TABLES[table] if c.dtype.startswith("float")]
+        for k, name in enumerate(floats):
+            v = np.asarray(cols[name]).copy()
+            v[v.size // 2] = v[0]  # no NaN unless this column's case puts one
+            if k % 4 in (1, 3):
+                v[5] = np.nan
+            if k % 4 in (2, 3):
+                v[7], v[9] = np.inf, -np.inf
+            cols[name] = v
+        got = batch_arrow(table, cols)
+        schema = batch_schema(table)
+        for name in floats:
+            want = pa.array(cols[name], type=schema.field(name).type, from_pandas=True)
+            assert got.column(name).combine_chunks().equals(want), (table, name)
+            assert got.column(name).null_count == int(np.isnan(cols[name]).sum())
+        assert any(np.isinf(cols[n]).any() for n in floats) and any(np.isnan(cols[n]).any() for n in floats)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,14 @@ import pytest
 from scenarios.spec import Scenario, parse
 from twin import catalog
 from twin.params import FactoryParams, HallParams, ServiceParams
+
+# The tests that press Ctrl-C on a child (SIGINT to `twin sql`, a live session, a sweep) need the
+# child to take it. A suite started as a background job of a non-interactive shell (`pytest &` in
+# a script) inherits SIGINT ignored, and an ignored signal stays ignored in every child across
+# exec, so those children never saw the key. A handler of this process's own is reset to the
+# default in each child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SMALL_TOML = """
 name = "small"

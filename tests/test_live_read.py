@@ -18,6 +18,7 @@ import storage.live as live
 from scenarios.runner import Session
 from storage.live import MANIFEST, live_dir, open_for_reading, open_live
 from storage.reader import open_run_file
+from storage.schema import batch_schema
 from tests.conftest import SMALL_TOML
 from twin.telemetry import TABLES
 
@@ -263,4 +264,49 @@ def test_merged_job_parts_keep_each_jobs_newest_row(tmp_path: Path, monkeypatch:
         assert sorted(tb.column("job_id").to_pylist()) == list(range(50)), n
     last = pq.read_table(live_dir(tmp_path / "run.duckdb") / sorted(parts)[-1], columns=["done_flop"])
     assert set(last.column(0).to_pylist()) == {16.0}
+    pub.close()
+
+
+def test_a_commits_part_as_large_as_a_merged_row_group_is_never_merged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small commits merge four at a time (FANOUT 4 here); a commit whose part holds at least
+    ROW_GROUP_BYTES stays as it was written (a merge would only copy its row groups into another
+    file), and the small parts after it merge among themselves. Every committed row is listed
+    exactly once, whatever merged."""
+    import pyarrow as pa
+
+    from storage.live import LivePublisher
+    from storage.schema import arrow_schema
+
+    schema = arrow_schema("factory_ts")
+    t0 = 0
+
+    def batch(n: int) -> pa.Table:
+        nonlocal t0
+        cols = {f.name: pa.nulls(n, f.type) for f in schema}
+        cols["run_id"] = pa.array(["r"] * n)
+        cols["time_s"] = pa.array(range(t0, t0 + n), pa.int64())
+        t0 += n
+        return pa.table(cols, schema=schema)
+
+    monkeypatch.setattr(live, "FANOUT", 4)
+    # "Large": the stored columns of a 100-row batch, whatever their width.
+    monkeypatch.setattr(live, "ROW_GROUP_BYTES", batch(100).select(batch_schema("factory_ts").names).nbytes)
+    t0 = 0
+    pub = LivePublisher(tmp_path / "run.duckdb")
+    sizes = [10, 10, 10, 10, 200, 10, 10, 10, 100, 10, 10, 10, 10, 300, 150]
+    for n in sizes:
+        pub.on_commit({"factory_ts": batch(n)}, {"run_id": "r"})
+    assert pub.error is None
+    listed = json.loads((live_dir(tmp_path / "run.duckdb") / MANIFEST).read_text())["tables"]["factory_ts"]
+    # By commit (1-based): 1-4 merged (level 1, seq 4); 5 large; 6-8 small, stranded before the
+    # large 9; 10-13 merged (seq 13); 14 and 15 large.
+    want = ["part-000000004-1", "part-000000005-0"]
+    want += [f"part-{k:09d}-0" for k in (6, 7, 8, 9)]
+    want += ["part-000000013-1", "part-000000014-0", "part-000000015-0"]
+    assert [n.split("/")[-1].removesuffix(".parquet") for n in listed] == want
+    d = live_dir(tmp_path / "run.duckdb")
+    got = sorted(t for n in listed for t in pq.read_table(d / n, columns=["time_s"]).column(0).to_pylist())
+    assert got == list(range(sum(sizes)))
     pub.close()

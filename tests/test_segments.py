@@ -256,3 +256,35 @@ def test_busy_chips_per_ultraserver_from_the_segments_equal_the_chip_by_chip_cou
         np.testing.assert_array_equal(got, want)
         ended += pool._released
     assert ended > 3  # jobs did end after the physics read their chips
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_replacing_the_marked_ultraservers_segments_equals_a_rebuild(seed: int) -> None:
+    """``Segments.replaced``: the segments of a hall whose marked UltraServers changed (owners,
+    failures; an UltraServer may lose or regain every chip, the first and the last among them)
+    equal the segments built afresh from every chip."""
+    rng = np.random.default_rng(seed)
+    nus, c = 9, 8
+    g, hg = 1 + rng.random(nus * c), 1 + rng.random(nus * c)
+
+    def segs(owner: np.ndarray, failed: np.ndarray, us: np.ndarray) -> Segments:
+        chips = (us[:, None] * c + np.arange(c)).ravel()
+        chips = chips[~failed[chips]]
+        return Segments.of(chips, owner[chips], c, g, hg)
+
+    owner = rng.integers(-1, 4, nus * c).astype(np.int32)
+    failed = rng.random(nus * c) < 0.1
+    failed[rng.integers(0, nus) * c + np.arange(c)] = True  # an UltraServer with no powered chip
+    every = np.arange(nus)
+    old = segs(owner, failed, every)
+    marked = np.flatnonzero(rng.random(nus) < 0.4)
+    for u in marked.tolist():
+        at = slice(u * c, (u + 1) * c)
+        owner[at] = rng.integers(-1, 6, c)
+        failed[at] = rng.random(c) < (1.0 if rng.random() < 0.2 else 0.15)
+    new = segs(owner, failed, marked)
+    got = old.replaced(marked, new)
+    fresh = segs(owner, failed, every)
+    np.testing.assert_array_equal(got.ints, fresh.ints)
+    np.testing.assert_array_equal(got.vals, fresh.vals)

@@ -284,7 +284,10 @@ def test_replacing_the_marked_ultraservers_segments_equals_a_rebuild(seed: int) 
         owner[at] = rng.integers(-1, 6, c)
         failed[at] = rng.random(c) < (1.0 if rng.random() < 0.2 else 0.15)
     new = segs(owner, failed, marked)
-    got = old.replaced(marked, new)
     fresh = segs(owner, failed, every)
-    np.testing.assert_array_equal(got.ints, fresh.ints)
-    np.testing.assert_array_equal(got.vals, fresh.vals)
+    # Both ways of putting the runs in place (run by run for a few, one gather for many).
+    lo, hi = np.searchsorted(old.us, marked), np.searchsorted(old.us, marked, side="right")
+    at = np.searchsorted(new.us, marked)
+    for got in (old.replaced(marked, new), old._spliced(new, lo, hi, at), old._gathered(new, lo, hi, at)):
+        np.testing.assert_array_equal(got.ints, fresh.ints)
+        np.testing.assert_array_equal(got.vals, fresh.vals)

@@ -73,6 +73,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -572,25 +573,27 @@ def profile(case: str, scale: float) -> None:
     pstats.Stats(pr).sort_stats("tottime").print_stats(25)
 
 
-def _advance(sim: Any, steps: int, chunk: int) -> list[Any]:
-    """``steps`` steps in advances of ``chunk``; the frames of each advance."""
-    out, done = [], 0
+def _advance(sim: Any, steps: int, chunk: int, each: Callable[[Any], None] | None = None) -> float:
+    """``steps`` steps in advances of ``chunk``, each advance's frames handed to ``each`` and
+    dropped before the next, as the bench's model measure and a run do (held, a million-chip
+    hall's chip samples would each be memory touched for the first time, ~6 ms of CPU a MB on
+    the CI machines, a cost the model does not pay otherwise). The CPU-s of the advances alone."""
+    cpu, done = 0.0, 0
     while done < steps:
         n = min(chunk, steps - done)
-        out.append(sim.advance(n))
+        c0 = time.process_time()
+        fr = sim.advance(n)
+        cpu += time.process_time() - c0
         done += n
-    return out
+        if each is not None:
+            each(fr)
+        del fr
+    return cpu
 
 
-def _column_sum(frames: list[Any], table: str, cols: tuple[str, ...]) -> float | None:
-    total, seen = 0.0, False
-    for fr in frames:
-        t = fr.get(table) or {}
-        for c in cols:
-            if c in t:
-                total += float(sum(t[c]))
-                seen = True
-    return total if seen else None
+def _column_sum(fr: Any, table: str, cols: tuple[str, ...]) -> float:
+    t = fr.get(table) or {}
+    return sum(float(sum(t[c])) for c in cols if c in t)
 
 
 def phases(sim: Any, steps: int, chips: int, nus: int, chunk: int) -> None:
@@ -598,30 +601,24 @@ def phases(sim: Any, steps: int, chips: int, nus: int, chunk: int) -> None:
     ``scale_measure.PHASES``; a phase this revision lacks is named and skipped)."""
     import scale_measure as sm
 
-    # Each advance's frames are summed and dropped before the next, as the bench's model measure
-    # and a run do: held, a million-chip hall's chip samples would each be memory touched for the
-    # first time (~6 ms of CPU a MB on the CI machines), a cost the model does not pay otherwise.
     jobs = reps = 0.0
     ev_times: set[float] = set()
     n_ev = 0
+
+    def tally(fr: Any) -> None:
+        nonlocal jobs, reps, n_ev
+        # Work running per step, averaged over the timed steps: batch jobs plus service replicas.
+        jobs += _column_sum(fr, "factory_ts", ("running_jobs",))
+        reps += _column_sum(fr, "service_ts", ("replicas_running", "replicas_starting"))
+        # How many steps carry a discrete event (a job start or end, a failure, ...): the steps a
+        # pass over several quiet steps could not cover.
+        ts = (fr.get("events") or {}).get("time_s")
+        if ts is not None:
+            n_ev += len(ts)
+            ev_times.update(float(x) for x in ts)
+
     with sm.phase_timers(sim) as tm:
-        total, done = 0.0, 0
-        while done < steps:
-            n = min(chunk, steps - done)
-            c0 = time.process_time()
-            fr = sim.advance(n)
-            total += time.process_time() - c0
-            done += n
-            # Work running per step, averaged over the timed steps: batch jobs plus service replicas.
-            jobs += _column_sum([fr], "factory_ts", ("running_jobs",)) or 0.0
-            reps += _column_sum([fr], "service_ts", ("replicas_running", "replicas_starting")) or 0.0
-            # How many steps carry a discrete event (a job start or end, a failure, ...): the steps
-            # a pass over several quiet steps could not cover.
-            ts = (fr.get("events") or {}).get("time_s")
-            if ts is not None:
-                n_ev += len(ts)
-                ev_times.update(float(x) for x in ts)
-            del fr
+        total = _advance(sim, steps, chunk, tally)
     nj = (jobs + reps) / steps
     print(
         f"per-phase CPU over {steps} steps: {total:.2f} CPU-s, {total / steps * 1e3:.3f} ms/step, "

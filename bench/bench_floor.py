@@ -15,8 +15,8 @@ import dataclasses
 import time
 
 from scenarios.spec import load
-from twin import sim as model
-from twin.params import FactoryParams
+from twin.compose import sim as model
+from twin.spec.params import FactoryParams
 
 
 def _speed(p: FactoryParams, days: float) -> float:

@@ -1,11 +1,11 @@
-"""Benchmark and report: the grid's view of the `ultracluster` campus (``twin.grid``).
+"""Benchmark and report: the grid's view of the `ultracluster` campus (``twin.compose.grid``).
 
 Runs the built-in campus (its first ``--halls`` halls, ``--hours`` recorded after ``--warmup``
 hours) with and without the sub-step recording (``telemetry.grid_interval_s = 1``), prints the
 wall time of each and their ratio (the target: at most 1.5x), then the grid connection's peak
 to average, largest ramps and band variances without and with each mitigation: the power floor
 and staggered checkpoint stalls (runs of their own), rack power-shelf storage and a site
-battery (on the recorded waveform, ``twin.grid.Connection``), each with its energy and $ cost.
+battery (on the recorded waveform, ``twin.compose.grid.Connection``), each with its energy and $ cost.
 
     python bench/bench_grid.py [--halls 2] [--hours 1] [--warmup 6] [--twin-run]
 """
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from scenarios.spec import build_simulation, parse
-from twin import grid
-from twin.params import GridParams
+from twin.compose import grid
+from twin.spec.params import GridParams
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -28,8 +28,8 @@ from typing import Any
 
 from scenarios.runner import Session
 from scenarios.spec import load
-from twin.hall import Hall
-from twin.sim import steps_for
+from twin.compose.hall import Hall
+from twin.compose.sim import steps_for
 
 
 def rss_mb() -> float:

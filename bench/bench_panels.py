@@ -40,7 +40,7 @@ def main() -> None:
     from storage import queries as Q
     from storage.live import open_for_reading
     from storage.reader import latest_run_id
-    from tui.feed import DEFAULT_WINDOW_S, PanelReq, ReplayFeed, params_for
+    from tui.console.feed import DEFAULT_WINDOW_S, PanelReq, ReplayFeed, params_for
 
     reading = open_for_reading(a.file, snapshot=True)
     con = reading.con

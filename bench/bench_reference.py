@@ -20,8 +20,8 @@ from scenarios.runner import run
 from scenarios.spec import load, validate
 from storage.schema import migrations
 from storage.writer import to_arrow
-from twin.hall import Hall
-from twin.sim import steps_for
+from twin.compose.hall import Hall
+from twin.compose.sim import steps_for
 
 
 def main() -> None:

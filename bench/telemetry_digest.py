@@ -41,7 +41,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from scenarios import spec
-from twin.sim import steps_for
+from twin.compose.sim import steps_for
 
 Frames = dict[str, dict[str, Any]]
 META = "__meta__"

@@ -3,7 +3,7 @@
 Each ``Fact`` gives a key's type, unit, physical bounds, default, one-line description and the
 source of its default. The pydantic models in ``scenarios.spec`` are generated from this table, and
 so are ``twin schema`` (JSON Schema for editors) and the README's key tables
-(``python -m scenarios.facts --readme``). Model defaults stay in ``twin.params`` (the model's own
+(``python -m scenarios.facts --readme``). Model defaults stay in ``twin.spec.params`` (the model's own
 dataclasses); the table reads them from there, so a default exists in exactly one place.
 
 Bounds are physical, not guessed from names: hours of the day lie in [0, 24), fractions in [0, 1],
@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.schema import DEFAULT_START
-from twin import campus, catalog, floorplan, params, routing, tco
-from twin.sim import EVENT_KINDS
-from twin.workload import TOKEN_PROFILES
+from twin.compose import campus, floorplan
+from twin.compose.sim import EVENT_KINDS
+from twin.spec import catalog, params, tco
+from twin.work import routing
+from twin.work.workload import TOKEN_PROFILES
 
 # ---------------------------------------------------------------------- resource limits
 MAX_CHIPS = 1_000_000  # accelerators in one hall (model arrays are per chip; ~200 MB at the limit)
@@ -85,7 +87,7 @@ CLIMATE_NAMES = tuple(CLIMATES)
 # A safe file stem: scenario and variant names become file names under twin-runs/.
 NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_CHARS - 1}}}$"
 
-PARAMS = object()  # default: the model's, from the section's twin.params dataclass
+PARAMS = object()  # default: the model's, from the section's twin.spec.params dataclass
 NONE = object()  # optional key without a default value (catalog, preset or derived)
 
 
@@ -136,7 +138,7 @@ class Section:
     name: str
     title: str  # how it is written in TOML: "[cooling]", "[[services]]", "top level"
     doc: str
-    dataclass: Any = None  # the twin.params dataclass (or instance) holding its defaults
+    dataclass: Any = None  # the twin.spec.params dataclass (or instance) holding its defaults
 
 
 def _hour(section: str, key: str, desc: str, src: str = "ASM") -> Fact:
@@ -193,7 +195,7 @@ SECTIONS: dict[str, Section] = {
             "[[hall.rows]]",
             "A mixed floor instead of `hall.system`: rows of one system "
             "each (one table per system, in floor order), on one plant, one power chain and one grid "
-            "connection (twin.hall). Work goes to the systems by `scheduler.routing`.",
+            "connection (twin.compose.hall). Work goes to the systems by `scheduler.routing`.",
         ),
         Section(
             "halls",
@@ -201,7 +203,7 @@ SECTIONS: dict[str, Section] = {
             "A campus instead of one `[hall]`: several halls (buildings), one table "
             "each with the keys of `[hall]` (and its own `[[halls.rows]]`), each with its own rows, CDUs, "
             "cooling plant and power chain, under one substation and grid connection "
-            "(twin.campus). Rows, UltraServers, servers and chips are numbered across the campus hall by "
+            "(twin.compose.campus). Rows, UltraServers, servers and chips are numbered across the campus hall by "
             "hall; an event names a hall's plant or cap as `hall:K`; service `i` runs in hall `i mod H`; "
             "batch arrivals are shared by the halls' chips. `[hardware]` applies to every hall, `[cooling]` "
             "too unless a hall's own `[halls.cooling]` table sets some of its keys (checked with the "
@@ -219,7 +221,7 @@ SECTIONS: dict[str, Section] = {
         Section(
             "grid",
             "[grid]",
-            "The grid connection's view of the site (twin.grid): what-ifs that shape the power "
+            "The grid connection's view of the site (twin.compose.grid): what-ifs that shape the power "
             "within a step (a software power floor, checkpoint stalls) and storage at the "
             "connection (rack power shelves, a site battery); seen in grid_ts "
             "(`telemetry.grid_interval_s`).",
@@ -245,7 +247,7 @@ SECTIONS: dict[str, Section] = {
             "tco",
             "[tco]",
             "Cost of ownership beyond electricity: prices and lives of capital, maintenance, "
-            "staff and water (twin.tco). Every default is an assumption.",
+            "staff and water (twin.spec.tco). Every default is an assumption.",
             tco.TcoParams,
         ),
         Section(
@@ -338,7 +340,7 @@ FACTS: tuple[Fact, ...] = (
         "system",
         SYSTEM_KEYS,
         "Scale-up system (`twin hardware`)",
-        "twin.catalog",
+        "twin.spec.catalog",
         default="trn3-gen2",
     ),
     _f(
@@ -374,7 +376,7 @@ FACTS: tuple[Fact, ...] = (
         "system",
         SYSTEM_KEYS,
         "Scale-up system of these rows (`twin hardware`)",
-        "twin.catalog",
+        "twin.spec.catalog",
         default=REQUIRED,
     ),
     _f(
@@ -408,11 +410,11 @@ FACTS: tuple[Fact, ...] = (
         1e9,
         "Price of one of these systems, hosts and switches "
         "included (default: the catalog's, all ASM; `tco.system_capex_usd` does not apply to a mixed floor)",
-        "ASM (twin.catalog)",
+        "ASM (twin.spec.catalog)",
         default=NONE,
     ),
     # ------------------------------------------------------------------ hardware (catalog overrides)
-    _pos("hardware", "tdp_w", "float", "W", 5000, "Accelerator TDP", "twin.catalog", default=NONE),
+    _pos("hardware", "tdp_w", "float", "W", 5000, "Accelerator TDP", "twin.spec.catalog", default=NONE),
     Fact(
         "hardware",
         "idle_fraction",
@@ -422,11 +424,18 @@ FACTS: tuple[Fact, ...] = (
         1,
         hi_open=True,
         description="Idle power / TDP",
-        source="twin.catalog",
+        source="twin.spec.catalog",
         default=NONE,
     ),
     _pos(
-        "hardware", "hbm_bytes", "float", "B", 1.2e12, "HBM capacity per chip", "twin.catalog", default=NONE
+        "hardware",
+        "hbm_bytes",
+        "float",
+        "B",
+        1.2e12,
+        "HBM capacity per chip",
+        "twin.spec.catalog",
+        default=NONE,
     ),
     _pos(
         "hardware",
@@ -435,14 +444,14 @@ FACTS: tuple[Fact, ...] = (
         "B/s",
         1e14,
         "HBM bandwidth per chip",
-        "twin.catalog",
+        "twin.spec.catalog",
         default=NONE,
     ),
     _eff(
         "hardware",
         "hbm_efficiency",
         "HBM bandwidth a streaming kernel reaches / nominal (services' default `bw_efficiency`)",
-        "3P: Azure ND GB200 v6, 7.35 of 8 TB/s (twin.catalog)",
+        "3P: Azure ND GB200 v6, 7.35 of 8 TB/s (twin.spec.catalog)",
         default=NONE,
     ),
     Fact(
@@ -455,7 +464,7 @@ FACTS: tuple[Fact, ...] = (
         lo_open=True,
         choices=PRECISION_NAMES,
         description="Dense peak per precision, e.g. `{ fp8 = 2.6e15 }` (replaces or adds to the catalog's)",
-        source="twin.catalog",
+        source="twin.spec.catalog",
         default=NONE,
     ),
     _f(
@@ -466,10 +475,12 @@ FACTS: tuple[Fact, ...] = (
         0,
         1e5,
         "Host (CPU, NIC, fans) power per server",
-        "twin.catalog",
+        "twin.spec.catalog",
         default=NONE,
     ),
-    _frac("hardware", "host_idle_fraction", "Host idle power / host power", "twin.catalog", default=NONE),
+    _frac(
+        "hardware", "host_idle_fraction", "Host idle power / host power", "twin.spec.catalog", default=NONE
+    ),
     _f(
         "hardware",
         "switch_w",
@@ -478,17 +489,17 @@ FACTS: tuple[Fact, ...] = (
         0,
         1e6,
         "Scale-up switch power per system",
-        "twin.catalog",
+        "twin.spec.catalog",
         default=NONE,
     ),
     _frac(
         "hardware",
         "liquid_fraction",
         "Share of the system's heat taken by liquid",
-        "twin.catalog",
+        "twin.spec.catalog",
         default=NONE,
     ),
-    _f("hardware", "chips", "int", "", 1, 1024, "Chips per system", "twin.catalog", default=NONE),
+    _f("hardware", "chips", "int", "", 1, 1024, "Chips per system", "twin.spec.catalog", default=NONE),
     _f(
         "hardware",
         "servers",
@@ -497,10 +508,10 @@ FACTS: tuple[Fact, ...] = (
         1,
         1024,
         "Servers per system (chips must divide evenly)",
-        "twin.catalog",
+        "twin.spec.catalog",
         default=NONE,
     ),
-    _f("hardware", "racks", "int", "", 1, 64, "Racks per system", "twin.catalog", default=NONE),
+    _f("hardware", "racks", "int", "", 1, 64, "Racks per system", "twin.spec.catalog", default=NONE),
     # ------------------------------------------------------------------ site
     _enum(
         "site",
@@ -995,7 +1006,7 @@ FACTS: tuple[Fact, ...] = (
         0,
         1e9,
         "Price of one system (UltraServer, rack or node); 0: the catalog's figure",
-        "twin.catalog",
+        "twin.spec.catalog",
     ),
     _f(
         "tco",
@@ -1333,7 +1344,7 @@ FACTS: tuple[Fact, ...] = (
         "precision",
         PRECISION_NAMES,
         "Precision of every class that sets none",
-        "twin.catalog",
+        "twin.spec.catalog",
         default=NONE,
     ),
     Fact(
@@ -1462,7 +1473,7 @@ FACTS: tuple[Fact, ...] = (
         "Mixed floor: where each job and service goes — the "
         "system that does the work soonest, at the lowest marginal $ per unit of work (TCO rates + IT "
         "energy at the flat price), at the lowest IT J per unit of work, or its `system` key",
-        "twin.routing",
+        "twin.work.routing",
     ),
     _f("scheduler", "backfill_depth", "int", "", 1, 100_000, "Queued jobs examined for backfill per pass"),
     _pos(
@@ -1478,9 +1489,9 @@ FACTS: tuple[Fact, ...] = (
         "str",
         "",
         description="Model (fills the architecture: catalog or [[models]] name)",
-        source="twin.models",
+        source="twin.spec.models",
     ),
-    _pos("services", "params", "float", "-", 1e14, "Parameters N (weights)", "twin.models"),
+    _pos("services", "params", "float", "-", 1e14, "Parameters N (weights)", "twin.spec.models"),
     _pos(
         "services",
         "active_params",
@@ -1488,11 +1499,11 @@ FACTS: tuple[Fact, ...] = (
         "-",
         1e14,
         "Active parameters per token (≤ params)",
-        "twin.models",
+        "twin.spec.models",
     ),
-    _f("services", "layers", "int", "", 1, 1000, "Transformer layers", "twin.models"),
-    _f("services", "kv_heads", "int", "", 1, 1024, "KV heads", "twin.models"),
-    _f("services", "head_dim", "int", "", 1, 4096, "Head dimension", "twin.models"),
+    _f("services", "layers", "int", "", 1, 1000, "Transformer layers", "twin.spec.models"),
+    _f("services", "kv_heads", "int", "", 1, 1024, "KV heads", "twin.spec.models"),
+    _f("services", "head_dim", "int", "", 1, 4096, "Head dimension", "twin.spec.models"),
     _f(
         "services",
         "hidden",
@@ -1501,10 +1512,10 @@ FACTS: tuple[Fact, ...] = (
         0,
         1_000_000,
         "Model width (0: from params and layers)",
-        "twin.models",
+        "twin.spec.models",
     ),
-    _f("services", "experts", "int", "", 0, 100_000, "Routed experts (0: dense)", "twin.models"),
-    _f("services", "experts_active", "int", "", 0, 100_000, "Experts per token", "twin.models"),
+    _f("services", "experts", "int", "", 0, 100_000, "Routed experts (0: dense)", "twin.spec.models"),
+    _f("services", "experts_active", "int", "", 0, 100_000, "Experts per token", "twin.spec.models"),
     _f(
         "services",
         "weight_bytes_per_param",
@@ -1905,7 +1916,7 @@ def fact(path: str) -> Fact | None:
 
 
 def default(f: Fact, owner: str | None = None) -> Any:
-    """The default value of a fact: its own, or the model's (``twin.params``). ``owner`` picks the
+    """The default value of a fact: its own, or the model's (``twin.spec.params``). ``owner`` picks the
     job class or failure cause for the per-class and per-cause tables."""
     if f.default is not PARAMS:
         return f.default

@@ -31,8 +31,8 @@ from storage.sandbox import Limits
 from storage.upsert import last_of_each
 from storage.writer import TelemetryWriter
 from twin import __version__
-from twin.params import ScheduledEvent
-from twin.sim import Frames, Simulation, steps_for
+from twin.compose.sim import Frames, Simulation, steps_for
+from twin.spec.params import ScheduledEvent
 
 # Steps per advance: about this many rows of the per-UltraServer and per-chip tables per chunk
 # (``Session.chunk_steps``). Each advance and each batch the writer converts has a fixed cost

@@ -25,10 +25,10 @@ from pydantic import (
 
 from scenarios import facts as F
 from scenarios.facts import CLIMATES, Fact
-from twin import catalog, params
-from twin.floorplan import MAX_SYSTEMS
-from twin.models import DENSE_MFU, MODELS, MOE_MFU, ModelSpec
-from twin.workload import TOKEN_PROFILES
+from twin.compose.floorplan import MAX_SYSTEMS
+from twin.spec import catalog, params
+from twin.spec.models import DENSE_MFU, MODELS, MOE_MFU, ModelSpec
+from twin.work.workload import TOKEN_PROFILES
 
 STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -175,7 +175,7 @@ class _CoolingChecks(Strict):
 
 
 CoolingSection: Any = _model("CoolingSection", "cooling", _CoolingChecks)
-# [tco]: prices and lives of capital and fixed operating cost (twin.tco).
+# [tco]: prices and lives of capital and fixed operating cost (twin.spec.tco).
 TcoSection: Any = _model("TcoSection", "tco", Strict)
 
 
@@ -440,7 +440,7 @@ class _GridTables(Strict):
     """[grid]: electricity price and grid carbon intensity. Defaults: flat $75/MWh (ASM, facts
     §10) and 369 g/kWh (US average 2023, facts §10); [site] price_usd_per_mwh and
     carbon_g_per_kwh are the same flat values, kept as a shorthand. Its own keys: the grid
-    connection's what-ifs (``twin.grid``)."""
+    connection's what-ifs (``twin.compose.grid``)."""
 
     price: PriceSection = PriceSection()
     carbon: CarbonSection = CarbonSection()

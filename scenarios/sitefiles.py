@@ -1,6 +1,6 @@
 """Site input files: hourly weather (EPW or CSV), electricity price and grid carbon (CSV).
 
-Reading files is I/O, so it lives here; the model (``twin.site``) receives one year of hourly
+Reading files is I/O, so it lives here; the model (``twin.physics.site``) receives one year of hourly
 NumPy arrays, index 0 = 1 January 00:00, 8,760 values (8,784 for a leap year), and interpolates
 and wraps them itself. Every problem raises ``SiteFileError`` whose text names the file and, where
 there is one, the line: ``weather.csv:17: drybulb_c: not a number (got 'abc')``.
@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scenarios.facts import MAX_SITE_FILE_BYTES
-from twin import site as sitephys
+from twin.physics import site as sitephys
 
 FloatArray = npt.NDArray[np.float64]
 

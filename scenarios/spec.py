@@ -53,10 +53,12 @@ from scenarios.sections import (
     fields_of,
     safe_name,
 )
-from twin import campus, catalog, params, sim, tco, workload
-from twin.floorplan import check as check_hall
-from twin.floorplan import pool_facts, service_pools
-from twin.models import MODELS
+from twin.compose import campus, sim
+from twin.compose.floorplan import check as check_hall
+from twin.compose.floorplan import pool_facts, service_pools
+from twin.spec import catalog, params, tco
+from twin.spec.models import MODELS
+from twin.work import workload
 
 __all__ = [
     "CLIMATES",

@@ -470,7 +470,7 @@ def check(
 ) -> None:
     """Validate raw scenario data with overrides as a scenario, its run (``spec.prepare`` at
     ``duration_s``) and, with ``build``, as model parameters; errors start with ``where``."""
-    from twin import sim
+    from twin.compose import sim
 
     try:
         data = overrides.apply(raw, ovs)

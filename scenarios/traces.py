@@ -1,7 +1,7 @@
 """Trace files: inference request traces and batch-job traces, read into NumPy arrays.
 
-Reading files is I/O, so it lives here; the model receives ``twin.params.RequestTrace`` and
-``twin.params.JobTrace``. Every problem raises ``TraceError`` whose text names the file and, where
+Reading files is I/O, so it lives here; the model receives ``twin.spec.params.RequestTrace`` and
+``twin.spec.params.JobTrace``. Every problem raises ``TraceError`` whose text names the file and, where
 there is one, the line: ``jobs.csv:7: chips: not a positive integer (got '0')``.
 
 Formats
@@ -36,7 +36,7 @@ import numpy as np
 
 from scenarios import sitefiles
 from scenarios.facts import MAX_CHIPS, MAX_FIELD_BYTES, MAX_RUN_H, MAX_TRACE_BYTES, MAX_TRACE_ROWS
-from twin.params import KIND_NAMES, JobTrace, RequestTrace
+from twin.spec.params import KIND_NAMES, JobTrace, RequestTrace
 
 MAX_TOKENS = 10_000_000  # prompt or generated tokens of one request
 MAX_PRIORITY = 1_000_000

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from storage.errors import StorageError
 from storage.paths import atomic_dir, check_output
 from storage.schema import arrow_schema, columns
-from twin.telemetry import TABLES
+from twin.spec.telemetry import TABLES
 
 BATCH_ROWS = 262_144
 MAX_OPEN_WRITERS = 32  # per table; the least recently used day's part is closed beyond this

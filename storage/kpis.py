@@ -14,7 +14,7 @@ once (``RATIOS``) and rendered both as Python (``whole_run``) and as SQL (the vi
 * CUE = CO2 of the facility's energy / IT energy [kg/kWh] (The Green Grid; t/MWh = kg/kWh).
 * J per token = facility power attributed to inference replicas, integrated, / output tokens.
 * $ per M tokens = the same energy at each step's price / output tokens x 1e6.
-* Cost of ownership (``twin.tco``): capital recovery (systems and spares, scale-out network,
+* Cost of ownership (``twin.spec.tco``): capital recovery (systems and spares, scale-out network,
   storage, less the systems' resale; building and plant per W of nameplate IT, grid connection,
   interest during construction), maintenance and staff, and water are recorded per step;
   total = electricity + capital + maintenance/staff + water. The split:
@@ -56,8 +56,8 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
-from twin import grid
-from twin.catalog import SYSTEMS
+from twin.compose import grid
+from twin.spec.catalog import SYSTEMS
 
 _DT = "(energy_j / facility_power_w)"
 
@@ -138,7 +138,7 @@ RATIOS: dict[str, tuple[str, str, float]] = {
     "usd_per_eflop": ("batch_cost_usd", "job_flop", 1e18),
     "kwh_per_eflop": ("batch_j", "job_flop", 1e18 / 3.6e6),
     # Cap-hit probability: the share of the run's time in which a power cap (facility, IT feed or
-    # row: the ratings of an oversubscribed chain, ``twin.power.tier_rating_w``) holds busy chips
+    # row: the ratings of an oversubscribed chain, ``twin.physics.power.tier_rating_w``) holds busy chips
     # below full clock. Heat throttling counts too (the clocks do not tell the two apart).
     "cap_hit_share": ("throttled_hours", "days", 1.0 / 24.0),
 }
@@ -552,7 +552,7 @@ def kpi_record(row: dict[str, Any]) -> dict[str, Any]:
 def grid_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     """The grid connection's KPIs from ``grid_ts`` (empty without a sub-step recording): peak,
     peak-to-average, swing, largest ramps [MW/s, MW/min], the variance in each of the utility's
-    frequency bands [MW^2] (``twin.grid.metrics``), and what the connection's storage and the
+    frequency bands [MW^2] (``twin.compose.grid.metrics``), and what the connection's storage and the
     power floor cost: energy drawn beyond the step model's facility energy [MWh] at the run's
     mean price [$]."""
     try:
@@ -585,7 +585,7 @@ def grid_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
 def grid_figures(p_w: npt.NDArray[np.float64], tau: float) -> dict[str, Any]:
     """Peak [MW], mean [MW], peak-to-average, swing [MW], largest ramps [MW/s, MW/min] and the
     variance in each frequency band [MW^2] of the connection's power sampled every ``tau``
-    seconds (``twin.grid.metrics``): the run's KPIs and the grid screen's window."""
+    seconds (``twin.compose.grid.metrics``): the run's KPIs and the grid screen's window."""
     m = grid.metrics(np.asarray(p_w, dtype=np.float64), tau)
     if not m:
         return {}

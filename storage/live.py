@@ -58,7 +58,7 @@ from storage.schema import (
     migrations,
 )
 from storage.upsert import latest_per_key
-from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
+from twin.spec.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 MANIFEST = "manifest.json"
 FANOUT = 16  # parts of one level merged into one part of the next

@@ -41,7 +41,7 @@ import duckdb
 
 from storage.errors import StorageError
 from storage.schema import DUCKDB_TYPES, columns, comment_sql
-from twin.telemetry import TABLES, UPSERT_KEYS
+from twin.spec.telemetry import TABLES, UPSERT_KEYS
 
 SUFFIX = ".parts"
 CATALOG = "twin_parts"

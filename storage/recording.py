@@ -163,7 +163,7 @@ def check_contents(
 ) -> None:
     """A recording opened read-only: a schema version this version reads and ``tables`` (default:
     every table of the schema) present. ``RecordingError`` naming what is wrong."""
-    from twin.telemetry import SCHEMA_VERSION, TABLES
+    from twin.spec.telemetry import SCHEMA_VERSION, TABLES
 
     have = schema_version(con, path)
     if have > SCHEMA_VERSION:

@@ -1,4 +1,4 @@
-"""Arrow schema and DuckDB DDL derived from the column specs in ``twin.telemetry``.
+"""Arrow schema and DuckDB DDL derived from the column specs in ``twin.spec.telemetry``.
 
 Schema changes are ordered migrations recorded in ``twin_meta``; a file written by a newer,
 incompatible version is refused with a clear message.
@@ -18,10 +18,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from storage.kpis import cost_by_day_view_sql, run_summary_view_sql, system_summary_view_sql
-from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
+from twin.spec.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION, TABLES, UPSERT_KEYS, Column
 
 # What each schema version changed, for the migrations of older files (the tables and columns
-# themselves are ``twin.telemetry``'s).
+# themselves are ``twin.spec.telemetry``'s).
 # Tables that a schema version after the first added (created by that version's migration).
 ADDED_IN: dict[str, int] = {"row_ts": 3, "hall_ts": 3, "system_ts": 5, "grid_ts": 10}
 # Columns added to existing tables in schema v5 (an older file gains them by ALTER TABLE).

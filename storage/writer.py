@@ -75,7 +75,7 @@ from storage.schema import (
     timestamps,
 )
 from storage.upsert import latest_per_key
-from twin.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
+from twin.spec.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
 _STOP = object()
 

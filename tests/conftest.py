@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from scenarios.spec import Scenario, parse
-from twin import catalog
-from twin.params import FactoryParams, HallParams, ServiceParams
+from twin.spec import catalog
+from twin.spec.params import FactoryParams, HallParams, ServiceParams
 
 # The tests that press Ctrl-C on a child (SIGINT to `twin sql`, a live session, a sweep) need the
 # child to take it. A suite started as a background job of a non-interactive shell (`pytest &` in

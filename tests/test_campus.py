@@ -1,4 +1,4 @@
-"""A campus (twin.campus, ``[[halls]]``): conservation of power across halls, a shared campus
+"""A campus (twin.compose.campus, ``[[halls]]``): conservation of power across halls, a shared campus
 cap, independent plants, ids unique campus-wide, a one-hall campus that is the hall bit for bit,
 and bad input refused before anything is allocated."""
 
@@ -11,10 +11,10 @@ import pytest
 
 from scenarios.spec import ScenarioError, build_simulation, parse
 from tests.conftest import SMALL_TOML
-from twin import catalog
-from twin import sim as model
-from twin.campus import MAX_HALLS, Campus
-from twin.hall import Hall
+from twin.compose import sim as model
+from twin.compose.campus import MAX_HALLS, Campus
+from twin.compose.hall import Hall
+from twin.spec import catalog
 
 TRN3 = catalog.SYSTEMS["trn3-gen2"]
 
@@ -43,7 +43,7 @@ def _idle_us_it_w(n: int = 1, g_sum: float | None = None) -> float:
     """Hand calculation: ``n`` idle Trn3 Gen2 UltraServers at rack input (chips at idle power
     times their power factors, ``g_sum`` their sum, None: identical chips; hosts at their idle
     share, switches on; the rectifier's fixed loss per server and its efficiency)."""
-    from twin.params import PowerChainParams
+    from twin.spec.params import PowerChainParams
 
     acc = catalog.ACCELERATORS[TRN3.accelerator]
     pp = PowerChainParams()
@@ -248,7 +248,7 @@ def test_a_halls_own_cooling_changes_that_hall_only() -> None:
     np.testing.assert_array_equal(a["coolant_return_c"][0::2], b["coolant_return_c"][0::2])
     # The second hall's loops run from a 40 °C supply instead of the default: with the same
     # load, the same flow and the same heat, every return temperature is shifted by the difference.
-    from twin.params import CoolingParams
+    from twin.spec.params import CoolingParams
 
     shift = 40 - CoolingParams().supply_setpoint_c
     assert shift > 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from twin import catalog
+from twin.spec import catalog
 
 GIB = 1024**3
 

@@ -1,6 +1,6 @@
 """Chip-to-chip spread: each chip draws g times the nominal chip's power at its load and runs its
 junction h R P above its coolant, g and h fixed per chip for a run and drawn once from the run's
-own stream (``twin.rng.chip_spread``), so hot spots exist and stay where they are."""
+own stream (``twin.spec.rng.chip_spread``), so hot spots exist and stay where they are."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from tests.test_facility import busy_hall
-from twin import capping, rng
+from twin.physics import capping
+from twin.spec import rng
 
 
 def test_the_spread_is_drawn_once_per_seed_with_its_stated_distribution() -> None:

@@ -1,4 +1,4 @@
-"""The chip pool (``twin.chips``): the counts it keeps as chips are allocated, released, fail,
+"""The chip pool (``twin.work.chips``): the counts it keeps as chips are allocated, released, fail,
 are repaired, trip and recover, and UltraServers are drained, always equal a recount from its
 arrays; an allocation of a chip that is not free is refused and changes nothing."""
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from twin import scheduler
-from twin.chips import ChipPool
-from twin.topology import build
+from twin.spec.topology import build
+from twin.work import scheduler
+from twin.work.chips import ChipPool
 
 US, CPU, SERVERS = 3, 8, 2  # 3 UltraServers of 8 chips in 2 servers each
 

@@ -196,7 +196,9 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_the_model_imports_no_storage_ui_or_validation_library() -> None:
-    mods = _modules_after("import twin.sim, twin.catalog, twin.telemetry, twin.params, twin.models")
+    mods = _modules_after(
+        "import twin.compose.sim, twin.spec.catalog, twin.spec.telemetry, twin.spec.params, twin.spec.models"
+    )
     for banned in ("duckdb", "pyarrow", "textual", "rich", "pydantic", "storage", "scenarios", "tui"):
         assert banned not in mods, banned
 

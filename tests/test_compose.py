@@ -1,14 +1,14 @@
 """The composition shared by a hall (system pools) and a campus (halls): numbering across parts,
-the event queue, and the merge of the parts' rows by each column's rule (twin.compose)."""
+the event queue, and the merge of the parts' rows by each column's rule (twin.compose.parts)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from twin import telemetry
-from twin.compose import EventQueue, Numbering, interleave, merge_rows
-from twin.params import ScheduledEvent
+from twin.compose.parts import EventQueue, Numbering, interleave, merge_rows
+from twin.spec import telemetry
+from twin.spec.params import ScheduledEvent
 
 
 def _factory_part(**values: float) -> dict[str, np.ndarray]:

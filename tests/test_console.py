@@ -28,11 +28,11 @@ from storage.reader import latest_run_id, open_run_file
 from storage.sandbox import Limits, UserResult, UserSql
 from tests.test_tui import TINY
 from tui.console.core import Console
+from tui.console.feed import LiveFeed, PanelReq
+from tui.console.pacing import MAX, PAUSE, Pacer, SpeedControl
 from tui.console.panels import PanelLoader
 from tui.console.simloop import SimLoop
 from tui.console.sqlrunner import SqlAnswer, SqlRunner
-from tui.feed import LiveFeed, PanelReq
-from tui.pacing import MAX, PAUSE, Pacer, SpeedControl
 
 GUARD_S = 120.0  # a hang guard only
 
@@ -346,7 +346,7 @@ class _FakeLive:
 def test_the_speed_label_is_the_rate_the_loop_achieved(level: int, cost_s: float, label: str) -> None:
     """Steps of 60 s costing 24 ms of wall time each: the loop advances 2,500 sim-s per wall second,
     and the label says so (measured on the loop's clock as it advances, not when the UI hears)."""
-    from tui.pacing import live_speed_text, rate_text
+    from tui.console.pacing import live_speed_text, rate_text
 
     clock = [1000.0]
 

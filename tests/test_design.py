@@ -9,7 +9,7 @@ import pytest
 
 from scenarios.runner import run
 from scenarios.spec import parse
-from twin.design import Design, derive
+from twin.physics.design import Design, derive
 
 TOML = """
 name = "shape"
@@ -28,7 +28,7 @@ arrivals_per_day = 10
 
 
 def _replay_meta(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
-    from tui.feed import ReplayFeed
+    from tui.console.feed import ReplayFeed
 
     spec = parse(text, "shape.toml")
     out = tmp_path / "shape.duckdb"

@@ -1,4 +1,4 @@
-"""The air-side economizer and the plant's water (``twin.cooling.outside_air``, ``twin.plant``):
+"""The air-side economizer and the plant's water (``twin.physics.cooling.outside_air``, ``twin.physics.plant``):
 the outside-air modes by hand, heat and water through the plant's step, the fans' cube law, and
 a year of the built-in halls and climates against operators' published PUE and WUE."""
 
@@ -13,9 +13,10 @@ import pytest
 from scenarios import spec
 from scenarios.facts import CLIMATES
 from tests.conftest import small_params
-from twin import catalog, cooling, plant
-from twin.params import CoolingParams, FactoryParams, HallParams
-from twin.site import Conditions
+from twin.physics import cooling, plant
+from twin.physics.site import Conditions
+from twin.spec import catalog
+from twin.spec.params import CoolingParams, FactoryParams, HallParams
 
 CP = CoolingParams()
 T_S = CP.air_supply_c  # 24 °C supply air
@@ -89,7 +90,7 @@ def _air_hall(**cool: object) -> FactoryParams:
 
 
 def _cond(drybulb: float, rh: float) -> Conditions:
-    from twin.site import wet_bulb_c
+    from twin.physics.site import wet_bulb_c
 
     return Conditions(drybulb, wet_bulb_c(drybulb, rh), rh, 75.0, 369.0)
 

@@ -16,7 +16,7 @@ from storage.reader import open_run_file
 from storage.schema import columns
 from tests.conftest import SMALL_TOML
 from tui.cli import main
-from twin.telemetry import TABLES
+from twin.spec.telemetry import TABLES
 
 NUMERIC = ("int8", "int32", "int64", "float32", "float64")
 

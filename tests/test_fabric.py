@@ -1,4 +1,4 @@
-"""The parallelism plan behind the MFU (``twin.fabric``): collective costs, bubble, batch rule,
+"""The parallelism plan behind the MFU (``twin.work.fabric``): collective costs, bubble, batch rule,
 memory and step-time bookkeeping against hand formulas and conservation laws; the plan in the
 simulation. Published figures: test_parallelism.py."""
 
@@ -11,10 +11,11 @@ import pytest
 
 from scenarios.spec import ScenarioError, parse
 from tests.conftest import SMALL_TOML, small_params
-from twin import catalog, fabric
-from twin.hall import Hall
-from twin.models import MODELS, ModelSpec
-from twin.params import JobTrace, SchedulerParams, TrainingParams
+from twin.compose.hall import Hall
+from twin.spec import catalog
+from twin.spec.models import MODELS, ModelSpec
+from twin.spec.params import JobTrace, SchedulerParams, TrainingParams
+from twin.work import fabric
 
 TRN3 = catalog.SYSTEMS["trn3-gen2"]
 FP8 = catalog.ACCELERATORS["trainium3"].peak("fp8")

@@ -12,11 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import small_params
-from twin.chips import Load
-from twin.facility import Facility
-from twin.hall import Hall
-from twin.itpower import it_power
-from twin.params import (
+from twin.compose.hall import Hall
+from twin.physics.facility import Facility
+from twin.physics.itpower import it_power
+from twin.spec.params import (
     CoolingParams,
     FailureParams,
     PowerChainParams,
@@ -24,6 +23,7 @@ from twin.params import (
     SiteParams,
     TrainingParams,
 )
+from twin.work.chips import Load
 
 CALM = SiteParams(weather_noise_k=0.0, diurnal_amplitude_k=0.0, seasonal_amplitude_k=0.0)
 
@@ -112,7 +112,7 @@ def test_shared_cap_targets_by_hand() -> None:
     x = (120 - 110) / 50 = 0.2 of it stays: targets 60 + 8 = 68 and 50 + 2 = 52, which sum to
     the cap. A cap above the load leaves both at least at their IT power; one below the fixed
     power leaves them their fixed power (the lowest clock is the facilities' own floor)."""
-    from twin.capping import shared_targets
+    from twin.physics.capping import shared_targets
 
     assert shared_targets([(100, 40, 40), (60, 10, 10)], 120) == pytest.approx([68, 52])
     # Already throttled: the second facility runs at half its full-clock dynamic power.
@@ -190,7 +190,7 @@ def test_chip_power_on_demand_is_the_power_law_and_dead_chips_draw_nothing() -> 
     asked (samples, the live view, the services' share) is g (P_idle + (P_tdp - P_idle) u) (g:
     the chip's power factor), 0 on an unpowered chip, and its sums are the UltraServer chip
     power the step used."""
-    from twin import power
+    from twin.physics import power
 
     sim = busy_hall()
     sim.advance(5)
@@ -327,7 +327,7 @@ def test_thermal_throttling_settles_on_the_throttle_curve(monkeypatch: pytest.Mo
     """A poor cold plate (0.1 K/W) puts a busy chip above 90 °C: the clock drops until the
     junction temperature sits on the throttle curve f = 1 - 0.5 (T_j - 90) / 10 (identical
     chips: no spread of power or mounting)."""
-    from twin import capping
+    from twin.physics import capping
 
     monkeypatch.setattr(capping, "CHIP_POWER_SPREAD", 0.0)
     monkeypatch.setattr(capping, "COLD_PLATE_R_SPREAD", 0.0)
@@ -406,7 +406,7 @@ def test_pue_colder_climate_lower_and_decode_draws_less_than_training() -> None:
     assert 1.05 < cold < hot < 1.4
     # Memory-bound decode draws less per chip than compute-bound training.
     tp = TrainingParams()
-    from twin.params import ServiceParams
+    from twin.spec.params import ServiceParams
 
     assert ServiceParams().decode_activity < tp.compute_activity
 
@@ -511,7 +511,7 @@ def test_random_overlapping_effects_match_a_brute_force_interval_evaluation(
 
 
 def test_overlapping_inference_surges_end_independently() -> None:
-    from twin.effects import surge_factor
+    from twin.physics.effects import surge_factor
 
     surges = [(3.0, 0, 3600), (2.0, 1800, 7200)]
     assert [surge_factor(surges, t) for t in (0, 1800, 3599, 3600, 7199, 7200)] == [
@@ -542,7 +542,7 @@ def test_cooling_failure_scenario_never_reports_a_powered_chip_above_its_limits(
     on = u["power_w"] > 0
     assert u["max_chip_temp_c"][on].max() <= limit
     # Every powered chip sampled runs on or below its throttle curve (float32 record, 0.1 K).
-    from twin.cooling import allowed_junction_c
+    from twin.physics.cooling import allowed_junction_c
 
     c = fr["chip_ts"]
     pw = c["chip_power_w"] > 0

@@ -10,20 +10,20 @@ import numpy as np
 import pytest
 
 from tests.conftest import small_params
-from twin import fabric, failures
-from twin.hall import Hall
-from twin.jobs import PRETRAIN, QUEUED, RESTART_ACTIVITY, RUNNING
-from twin.models import MODELS
-from twin.params import FAILURE_CAUSES, FailureCause, FailureParams, ScheduledEvent, TrainingParams
+from twin.compose.hall import Hall
+from twin.spec.models import MODELS
+from twin.spec.params import FAILURE_CAUSES, FailureCause, FailureParams, ScheduledEvent, TrainingParams
+from twin.work import fabric, failures
+from twin.work.jobs import PRETRAIN, QUEUED, RESTART_ACTIVITY, RUNNING
 
-# Rates are chips x peak x the plan's MFU (twin.fabric); checkpoint writes take no time here
+# Rates are chips x peak x the plan's MFU (twin.work.fabric); checkpoint writes take no time here
 # (their cost: test_parallelism.py).
 NO_WORK = dict(training=TrainingParams(arrivals_per_day=0.0, checkpoint_bytes_per_param=0.0), services=())
 Z_999 = 3.2905  # two-sided 99.9 % normal quantile
 
 
 def _rate(sim: Hall, chips: int, model: str = "llama-3.1-70b") -> float:
-    """FLOP/s of a gang on its ideal placement: chips x peak x the plan's MFU (twin.fabric;
+    """FLOP/s of a gang on its ideal placement: chips x peak x the plan's MFU (twin.work.fabric;
     checked against published figures in test_parallelism.py)."""
     m = MODELS[model]
     sysm, peak = sim.p.hall.system, sim.pool.acc.peak("fp8")

@@ -1,4 +1,4 @@
-"""Mixed floors (twin.floor) and routing (twin.routing): conservation, hand-calculated routing,
+"""Mixed floors (twin.floor) and routing (twin.work.routing): conservation, hand-calculated routing,
 hardware constraints, and a one-system floor that is the single-system hall bit for bit."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ import pytest
 
 from scenarios.spec import ScenarioError, build_simulation, parse, prepare
 from tests.conftest import SMALL_TOML, small_params
-from twin import catalog, routing, tco
-from twin import sim as model
-from twin.hall import Hall
-from twin.models import DENSE_MFU
-from twin.params import FactoryParams, JobClassParams, SystemRows, TrainingParams
+from twin.compose import sim as model
+from twin.compose.hall import Hall
+from twin.spec import catalog, tco
+from twin.spec.models import DENSE_MFU
+from twin.spec.params import FactoryParams, JobClassParams, SystemRows, TrainingParams
+from twin.work import routing
 
 TRN3, GB300 = catalog.SYSTEMS["trn3-gen2"], catalog.SYSTEMS["gb300-nvl72"]
 
@@ -398,7 +399,7 @@ def test_a_facility_cap_on_a_mixed_floor_binds_both_systems_from_the_step_it_arr
 def test_pinned_services_run_on_their_systems_and_keep_the_scenario_order() -> None:
     """Two services pinned to different systems: each one's replicas hold chips of its own
     system only, and service_ts keeps the scenario's service order and ids."""
-    from twin.params import SchedulerParams, ServiceParams
+    from twin.spec.params import SchedulerParams, ServiceParams
 
     svcs = (
         ServiceParams(name="a", replicas=2, mean_requests_per_s=5.0, system="gb300-nvl72"),

@@ -1,4 +1,4 @@
-"""The grid's view (twin.grid): a gang's sub-step waveform follows its step model, the sub-step
+"""The grid's view (twin.compose.grid): a gang's sub-step waveform follows its step model, the sub-step
 recording keeps the step model's energy, storage conserves energy with its efficiency, and the
 power floor costs what a hand calculation says."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from scenarios.spec import ScenarioError, build_simulation, parse
 from tests.conftest import SMALL_TOML
-from twin import grid
-from twin.params import GridParams
+from twin.compose import grid
+from twin.spec.params import GridParams
 
 NO_STALL = GridParams(checkpoint_stall_s=0.0)
 

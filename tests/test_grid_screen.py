@@ -18,7 +18,7 @@ from storage.reader import latest_run_id, open_run_file
 from storage.report import grid_report, load_run, render_html
 from tests.conftest import SMALL_TOML
 from tests.test_tui import replay_app, settle, wait_for
-from tui import fmt
+from tui.console import fmt
 
 BASE = SMALL_TOML.replace("duration_h = 6", "duration_h = 2", 1)
 LIMIT = 5e-5  # MW/min: the small hall (~87 kW) ramps 1e-6 to 6e-4 MW/min from step to step

@@ -5,7 +5,7 @@ The balance counted, every step: IT heat (all IT power becomes heat: the liquid 
 rack loops, the air share into the CRAHs' chilled water) = heat rejected (taken from the water by
 the economizer and the chillers' evaporators, ``heat_rejected_w``) + the change of the heat
 stored (``heat_stored_w``). Pump and fan power are the plant's electrical load, not heat into
-the water (``twin.plant.run``)."""
+the water (``twin.physics.plant.run``)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from tests.test_facility import busy_hall
-from twin import cooling
-from twin.hall import Hall
-from twin.params import CoolingParams, ScheduledEvent, SiteParams
+from twin.compose.hall import Hall
+from twin.physics import cooling
+from twin.spec.params import CoolingParams, ScheduledEvent, SiteParams
 
 CP = cooling.WATER_CP_J_KG_K
 

@@ -143,7 +143,7 @@ def test_replay_alarms_are_raised_and_cleared_within_a_step_of_the_incident(
             if alarm == "plant short of capacity":
                 # Short while the economizer alone cannot carry the heat: the chilled water stores
                 # what is left and warms until the economizer takes over, on and off before the
-                # restore (twin.plant); never after it.
+                # restore (twin.physics.plant); never after it.
                 assert max(listed) < off + dt, (alarm, target, off, max(listed))
                 continue
             assert off <= cleared <= off + dt, (alarm, target, off, cleared)

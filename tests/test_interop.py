@@ -79,7 +79,7 @@ def _strict_json(text: str) -> object:
 def test_no_value_is_stored_as_null_never_nan(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]
     from scenarios.runner import Session
     from storage.reader import open_run_file
-    from twin.telemetry import TABLES
+    from twin.spec.telemetry import TABLES
 
     spec, text = small_scenario
     s = Session(spec, text, tmp_path / "n.duckdb")
@@ -204,7 +204,7 @@ def test_three_runs_started_together_in_one_directory_get_their_own_files(tmp_pa
 
 
 def _ts_tables() -> list[str]:
-    from twin.telemetry import TABLES
+    from twin.spec.telemetry import TABLES
 
     return [t for t, cols in TABLES.items() if any(c.name == "time_s" for c in cols)]
 
@@ -236,7 +236,7 @@ def test_every_time_series_row_has_ts_equal_start_plus_time_s(small_run: Path) -
 def test_a_start_with_a_zone_is_recorded_as_that_instant(tmp_path: Path) -> None:
     from storage.writer import TelemetryWriter
     from tests.conftest import small_params
-    from twin.hall import Hall
+    from twin.compose.hall import Hall
 
     start = _dt.datetime(2026, 7, 1, 12, 0, tzinfo=_dt.timezone(_dt.timedelta(hours=2)))
     sim = Hall(small_params())
@@ -281,7 +281,7 @@ def test_a_v1_file_gains_calendar_time_when_written_to(tmp_path: Path) -> None:
     from storage.schema import migrations
     from storage.writer import TelemetryWriter
     from tests.conftest import small_params
-    from twin.hall import Hall
+    from twin.compose.hall import Hall
 
     path = tmp_path / "v1.duckdb"
     con = duckdb.connect(str(path))
@@ -302,6 +302,6 @@ def test_a_v1_file_gains_calendar_time_when_written_to(tmp_path: Path) -> None:
         ).fetchall()
     finally:
         con.close()
-    from twin.telemetry import SCHEMA_VERSION
+    from twin.spec.telemetry import SCHEMA_VERSION
 
     assert int(version) == SCHEMA_VERSION and n == 20 and bad == 0  # brought to this version

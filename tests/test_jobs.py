@@ -11,11 +11,11 @@ import pytest
 
 from scenarios.spec import parse
 from tests.conftest import SMALL_TOML, job_history, small_params
-from twin import workload
-from twin.hall import Hall
-from twin.jobs import FREE, JobTable
-from twin.models import MODELS
-from twin.params import JOB_CLASSES, KIND_NAMES, FailureParams, TrainingParams
+from twin.compose.hall import Hall
+from twin.spec.models import MODELS
+from twin.spec.params import JOB_CLASSES, KIND_NAMES, FailureParams, TrainingParams
+from twin.work import workload
+from twin.work.jobs import FREE, JobTable
 
 # AcmeTrace data/cluster_summary.csv, Seren (Hu et al., NSDI 2024; facts §9.2).
 SEREN = {"median_run_s": 122.0, "mean_run_s": 1414.3, "mean_gpus": 5.68, "gpu_s_per_job": 21.51e9 / 663_813}

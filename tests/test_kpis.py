@@ -8,7 +8,7 @@ import pytest
 from storage.kpis import run_kpis, whole_run
 from storage.schema import migrations
 from storage.writer import to_arrow
-from twin.telemetry import TABLES
+from twin.spec.telemetry import TABLES
 
 
 def _file() -> duckdb.DuckDBPyConnection:

@@ -20,7 +20,7 @@ from storage.live import MANIFEST, live_dir, open_for_reading, open_live
 from storage.reader import open_run_file
 from storage.schema import batch_schema
 from tests.conftest import SMALL_TOML
-from twin.telemetry import TABLES
+from twin.spec.telemetry import TABLES
 
 NUMERIC = ("int8", "int32", "int64", "float32", "float64")
 

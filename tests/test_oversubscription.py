@@ -17,9 +17,10 @@ from click.testing import CliRunner
 
 from tests.conftest import small_params
 from tui.cli import main
-from twin import catalog, design, power
-from twin.hall import Hall
-from twin.params import (
+from twin.compose.hall import Hall
+from twin.physics import design, power
+from twin.spec import catalog
+from twin.spec.params import (
     FailureParams,
     HallParams,
     PowerChainParams,

@@ -1,5 +1,5 @@
 """Training at scale against published runs, through the functions the simulation uses
-(``twin.fabric`` plans, the Young/Daly checkpoint interval, the hall's failures and restarts).
+(``twin.work.fabric`` plans, the Young/Daly checkpoint interval, the hall's failures and restarts).
 
 Published figures (3P unless noted):
 * Llama 3 405B, BF16, 16,384 H100: 38-43 % MFU; TP 8, global batch 16 M tokens; 41 % on 16,384
@@ -14,11 +14,12 @@ from dataclasses import replace
 
 import pytest
 
-from twin import catalog, fabric
-from twin.hall import Hall
-from twin.jobs import PRETRAIN
-from twin.models import MODELS
-from twin.params import FactoryParams, FailureParams, HallParams, TrainingParams
+from twin.compose.hall import Hall
+from twin.spec import catalog
+from twin.spec.models import MODELS
+from twin.spec.params import FactoryParams, FailureParams, HallParams, TrainingParams
+from twin.work import fabric
+from twin.work.jobs import PRETRAIN
 
 HGX = catalog.SYSTEMS["hgx-h100"]
 H100 = catalog.ACCELERATORS["h100"]

@@ -1,4 +1,4 @@
-"""The power-chain and cooling relations the step calls (``twin.power``, ``twin.cooling``), against
+"""The power-chain and cooling relations the step calls (``twin.physics.power``, ``twin.physics.cooling``), against
 hand calculations, published figures and conservation laws."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twin import capping, cooling, power
-from twin.chips import Load
-from twin.params import CoolingParams, PowerChainParams
+from twin.physics import capping, cooling, power
+from twin.spec.params import CoolingParams, PowerChainParams
+from twin.work.chips import Load
 
 
 @pytest.mark.parametrize(("load", "eta"), [(0.25, 0.936), (0.5, 0.952), (1.0, 0.958)])
@@ -274,7 +274,7 @@ def test_shared_cap_basis_is_the_chips_dynamic_rack_power(seed: int, nus: int, f
     dynamic power of every chip at its clock and at full clock."""
     from types import SimpleNamespace
 
-    from twin import capping
+    from twin.physics import capping
 
     util, clock, _, chip_us = _chips(seed, nus, 0.05)
     if full:

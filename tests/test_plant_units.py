@@ -1,4 +1,4 @@
-"""The cooling plant's units (``twin.plant``): each chiller and cooling tower / dry cooler is
+"""The cooling plant's units (``twin.physics.plant``): each chiller and cooling tower / dry cooler is
 running, standby or failed, with its load — recorded in ``factory_ts`` and consistent with the
 plant's own totals (the chiller load the COP and power imply, the units the events took out)."""
 
@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.test_facility import busy_hall
-from twin.params import CoolingParams, ScheduledEvent
-from twin.plant import FAILED, RUNNING, STANDBY, unit_states
+from twin.physics.plant import FAILED, RUNNING, STANDBY, unit_states
+from twin.spec.params import CoolingParams, ScheduledEvent
 
 
 @given(st.integers(0, 12), st.data())
@@ -83,7 +83,7 @@ def test_a_version_5_file_gains_the_plant_unit_columns() -> None:
 
     from storage.schema import V6_COLUMNS, V7_COLUMNS, V8_COLUMNS, V9_COLUMNS, columns, migrations
     from storage.writer import init_schema
-    from twin.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION
+    from twin.spec.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION
 
     assert SCHEMA_VERSION == len(migrations()) == 11
     assert V6_COLUMNS == {"factory_ts": PLANT_UNIT_COLUMNS, "ultraserver_ts": ("cdu_flow_fraction",)}
@@ -129,8 +129,8 @@ def test_a_mixed_floor_records_its_one_plant_and_stops_like_one_hall() -> None:
 
     from tests.conftest import small_params
     from tests.test_floor import _mixed
-    from twin import sim as model
-    from twin.params import TrainingParams
+    from twin.compose import sim as model
+    from twin.spec.params import TrainingParams
 
     p = _mixed(
         small_params(services=(), training=dataclasses.replace(TrainingParams(), arrivals_per_day=500.0))
@@ -164,8 +164,8 @@ def test_first_step_what_if_leaves_the_plant_as_it_was_and_is_the_plant_and_chai
     state is unchanged, and the ratio is IT over IT + plant + chain losses of that run."""
     import dataclasses
 
-    from twin import plant, power
-    from twin.site import Conditions
+    from twin.physics import plant, power
+    from twin.physics.site import Conditions
 
     fac = busy_hall().pool.facility
     fac.plant.fw_supply_c += 3.0  # a warm loop, so the what-if moves the state it runs on
@@ -189,8 +189,8 @@ def test_first_step_what_if_leaves_the_plant_as_it_was_and_is_the_plant_and_chai
 
 
 def test_power_cap_in_force_is_the_lower_of_the_halls_own_and_the_campus_share() -> None:
-    from twin.capping import PowerCap
-    from twin.params import PowerChainParams
+    from twin.physics.capping import PowerCap
+    from twin.spec.params import PowerChainParams
 
     cap = PowerCap.standing(PowerChainParams(facility_cap_w=5e6), rows=2)
     assert cap.facility_w == 5e6 and not cap.rows_capped and cap.capped

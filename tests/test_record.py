@@ -1,4 +1,4 @@
-"""The per-advance record (``twin.record.Recorder``): a step's scalars kept as one tuple and typed
+"""The per-advance record (``twin.compose.record.Recorder``): a step's scalars kept as one tuple and typed
 into columns once per advance must give the columns that storing each value in its typed column
 would; the hall tier's means are ``ndarray.mean``'s; an advance cut short keeps only the steps
 run. And a booked work step (``WorkStep.booked``) is the step with its three batch figures
@@ -10,12 +10,12 @@ import dataclasses
 
 import numpy as np
 
-from twin import telemetry
-from twin.pool import FACTORY_ORDER
-from twin.record import Recorder
-from twin.services import ServiceStep
-from twin.serving import WorkStep
-from twin.topology import build
+from twin.compose.pool import FACTORY_ORDER
+from twin.compose.record import Recorder
+from twin.spec import telemetry
+from twin.spec.topology import build
+from twin.work.services import ServiceStep
+from twin.work.serving import WorkStep
 
 # Two rows of 3 and 2 UltraServers of 4 chips.
 TOPO = build(5, 4, 2, 3)

@@ -29,7 +29,7 @@ from storage.parts import parts_dir
 from storage.reader import open_run_file
 from storage.recording import HEADERS_END, RecordingError, check_recording
 from tests.test_outputs_safety import TOML, copy_recording, invoke
-from twin.telemetry import SCHEMA_VERSION
+from twin.spec.telemetry import SCHEMA_VERSION
 
 
 @pytest.fixture(scope="module")

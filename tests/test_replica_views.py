@@ -1,4 +1,4 @@
-"""The services' replica views are kept between steps (``twin.serving.replica_views``) and built
+"""The services' replica views are kept between steps (``twin.work.serving.replica_views``) and built
 again only when a replica changes or the next starting one warms up. Property: at every step of a
 hall where replicas are requested, started, preempted, interrupted by failures and stopped by the
 autoscaler, the kept views equal the views built from the job table at that moment."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from scenarios.spec import build_simulation, load, validate
-from twin import serving
+from twin.work import serving
 
 
 def _fresh_views(st: serving.ServiceState, jobs: object, t: int) -> list[tuple[np.ndarray, int, int, int]]:

@@ -11,8 +11,8 @@ import pytest
 
 from scenarios.spec import ScenarioError, parse
 from tests.conftest import SMALL_TOML, small_params
-from twin.hall import Hall
-from twin.params import FailureParams, ScheduledEvent
+from twin.compose.hall import Hall
+from twin.spec.params import FailureParams, ScheduledEvent
 
 
 def _concat(chunks: list[dict[str, Any]]) -> dict[str, np.ndarray]:

@@ -11,13 +11,13 @@ import pytest
 
 from scenarios.spec import load
 from tests.conftest import job_history, small_params
-from twin import arrivals, fabric, queueing, scheduler
-from twin.hall import Hall
-from twin.jobs import DONE, EVAL, PRETRAIN, QUEUED, RUNNING, STOPPED
-from twin.models import MODELS
-from twin.params import FailureParams, ScheduledEvent, SchedulerParams, TrainingParams
+from twin.compose.hall import Hall
+from twin.spec.models import MODELS
+from twin.spec.params import FailureParams, ScheduledEvent, SchedulerParams, TrainingParams
+from twin.work import arrivals, fabric, queueing, scheduler
+from twin.work.jobs import DONE, EVAL, PRETRAIN, QUEUED, RUNNING, STOPPED
 
-# Rates are chips x peak x the plan's MFU (twin.fabric); checkpoint writes take no time here
+# Rates are chips x peak x the plan's MFU (twin.work.fabric); checkpoint writes take no time here
 # (their cost: test_parallelism.py).
 QUIET = dict(
     training=TrainingParams(arrivals_per_day=0.0, checkpoint_bytes_per_param=0.0),
@@ -27,7 +27,7 @@ QUIET = dict(
 
 
 def _rate(sim: Hall, chips: int, model: str = "llama-3.1-70b") -> float:
-    """FLOP/s of a gang on its ideal placement: chips x peak x the plan's MFU (twin.fabric;
+    """FLOP/s of a gang on its ideal placement: chips x peak x the plan's MFU (twin.work.fabric;
     checked against published figures in test_parallelism.py)."""
     m = MODELS[model]
     sysm, peak = sim.p.hall.system, sim.pool.acc.peak("fp8")

@@ -1,4 +1,4 @@
-"""The physics' segments (``twin.chips.Segments``, ``ChipPool.load``): the powered chips of each
+"""The physics' segments (``twin.work.chips.Segments``, ``ChipPool.load``): the powered chips of each
 UltraServer in runs held by one job (or idle), kept as chips are allocated, released, fail, are
 repaired, trip and recover. The UltraServer sums and hottest-junction powers the step takes from
 them at full clock equal the per-chip definitions, and a load's per-chip views are the chips as
@@ -12,12 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import small_params
-from twin import capping, catalog, scheduler
-from twin.chips import ChipPool, Load, Segments
-from twin.hall import Hall
-from twin.itpower import it_power
-from twin.params import CoolingParams, FailureParams, PowerChainParams
-from twin.topology import build
+from twin.compose.hall import Hall
+from twin.physics import capping
+from twin.physics.itpower import it_power
+from twin.spec import catalog
+from twin.spec.params import CoolingParams, FailureParams, PowerChainParams
+from twin.spec.topology import build
+from twin.work import scheduler
+from twin.work.chips import ChipPool, Load, Segments
 
 US, CPU, SERVERS = 5, 16, 4  # 5 UltraServers of 16 chips in 4 servers each
 N = US * CPU
@@ -236,7 +238,7 @@ def test_busy_chips_per_ultraserver_from_the_segments_equal_the_chip_by_chip_cou
     """The busy chips of each UltraServer the step record counts from the load's segments (held
     by a job still, with work above 0) equal the count chip by chip, step after step while jobs
     start and end (some after the physics read their chips) and chips fail and are repaired."""
-    from twin.params import TrainingParams
+    from twin.spec.params import TrainingParams
 
     sim = Hall(
         small_params(

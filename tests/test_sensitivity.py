@@ -1,4 +1,4 @@
-"""The Trainium3 power range (``twin.sensitivity``), its built-in scenario and its rows in
+"""The Trainium3 power range (``twin.work.sensitivity``), its built-in scenario and its rows in
 ``twin compare``: the answer at each end of the range agrees with the router the floor uses."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from click.testing import CliRunner
 from scenarios.spec import load, parse
 from tests.conftest import SMALL_TOML
 from tui.cli import main
-from twin import catalog, floorplan, sensitivity
-from twin.params import SystemRows
+from twin.compose import floorplan
+from twin.spec import catalog
+from twin.spec.params import SystemRows
+from twin.work import sensitivity
 
 
 def _floor(name: str) -> tuple[object, list[tuple[catalog.System, catalog.Accelerator]]]:

@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import small_params
-from twin import catalog, jobs, queueing, services, workload
-from twin.hall import Hall
-from twin.params import FailureParams, RequestTrace, ServiceParams, TrainingParams
+from twin.compose.hall import Hall
+from twin.spec import catalog
+from twin.spec.params import FailureParams, RequestTrace, ServiceParams, TrainingParams
+from twin.work import jobs, queueing, services, workload
 
 FLAT = dict(diurnal_peak_to_trough=1.0, weekend_factor=1.0)
 NO_JOBS = dict(training=TrainingParams(arrivals_per_day=0.0), failures=FailureParams(chip_hazard_per_h=0.0))
@@ -301,7 +302,7 @@ def test_cached_service_power_equals_the_sum_over_the_replicas_chips_through_cha
     """The services' power, kept per replica chips until a replica starts or stops or a chip
     fails or is repaired, equals each step the sum of the chip power over the chips each
     service's replicas hold now, in chip order, grossed up by facility / chip power."""
-    from twin import serving
+    from twin.work import serving
 
     a = ServiceParams(
         name="chat",

@@ -1,5 +1,5 @@
 """Serving capacity against published measurements, through the functions the simulation uses
-(``twin.workload.roofline``, ``twin.services.ServiceModel.serve``, ``twin.power``), and the
+(``twin.work.workload.roofline``, ``twin.work.services.ServiceModel.serve``, ``twin.physics.power``), and the
 properties of the capacity model: the batch from KV memory and the TPOT SLO, the collectives of
 tensor parallelism, native 4-bit weights, disaggregated prefill, and the split of inference cost
 between input and output tokens."""
@@ -16,9 +16,11 @@ import pytest
 from storage.kpis import whole_run
 from storage.schema import migrations
 from storage.writer import to_arrow
-from twin import catalog, power, services, workload
-from twin.params import ServiceParams
-from twin.telemetry import TABLES
+from twin.physics import power
+from twin.spec import catalog
+from twin.spec.params import ServiceParams
+from twin.spec.telemetry import TABLES
+from twin.work import services, workload
 
 H100 = catalog.accelerator("h100")
 B200 = catalog.accelerator("b200")

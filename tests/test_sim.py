@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import small_params
-from twin import catalog
-from twin.hall import Hall
-from twin.jobs import FINETUNE, PRETRAIN
-from twin.params import FailureParams, ScheduledEvent, SiteParams, TrainingParams
+from twin.compose.hall import Hall
+from twin.spec import catalog
+from twin.spec.params import FailureParams, ScheduledEvent, SiteParams, TrainingParams
+from twin.work.jobs import FINETUNE, PRETRAIN
 
 
 def _run(p, steps):  # type: ignore[no-untyped-def]

@@ -23,9 +23,9 @@ from scenarios.spec import CLIMATES, ScenarioError, load, parse
 from storage.reader import kpi_summary, open_run_file
 from tests.conftest import SMALL_TOML, small_params
 from tui.cli import main
-from twin import site
-from twin.hall import Hall
-from twin.params import FailureParams, SiteParams, TouTariff
+from twin.compose.hall import Hall
+from twin.physics import site
+from twin.spec.params import FailureParams, SiteParams, TouTariff
 
 YEAR = 8760
 DAY_S = 86400

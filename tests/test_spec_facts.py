@@ -23,7 +23,7 @@ from pydantic import TypeAdapter, ValidationError
 from scenarios import facts as F
 from scenarios.spec import ScenarioError, annotation, builtin_names, load, load_scenario_dict, parse
 from tui.cli import main
-from twin import params, tco
+from twin.spec import params, tco
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,7 +105,7 @@ def test_no_default_lies_outside_its_own_bounds() -> None:
 
 
 def test_a_bare_scenario_gets_the_model_defaults() -> None:
-    """The defaults come from twin.params, not from a second copy."""
+    """The defaults come from twin.spec.params, not from a second copy."""
     p = parse('name = "bare"', "bare.toml").to_params()
     assert p.power == params.PowerChainParams()
     assert p.cooling == params.CoolingParams()

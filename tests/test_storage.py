@@ -22,7 +22,7 @@ from storage.reader import kpi_summary, open_run_file, user_query
 from storage.schema import columns
 from storage.writer import TelemetryWriter
 from tests.conftest import job_history
-from twin.telemetry import TABLES
+from twin.spec.telemetry import TABLES
 
 
 def _query(

@@ -1,4 +1,4 @@
-"""Total cost of ownership (``twin.tco``, the cost KPIs of ``storage.kpis``) against hand calculations."""
+"""Total cost of ownership (``twin.spec.tco``, the cost KPIs of ``storage.kpis``) against hand calculations."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from storage.kpis import run_kpis, whole_run
 from storage.schema import DEFAULT_START, columns, migrations
 from storage.writer import init_schema, to_arrow
 from tests.conftest import SMALL_TOML, small_params
-from twin import catalog, routing, tco
-from twin.hall import Hall
-from twin.params import PowerChainParams, TrainingParams
-from twin.telemetry import SCHEMA_VERSION
+from twin.compose.hall import Hall
+from twin.spec import catalog, tco
+from twin.spec.params import PowerChainParams, TrainingParams
+from twin.spec.telemetry import SCHEMA_VERSION
+from twin.work import routing
 
 YEAR_S = 365.25 * 86400
 

@@ -15,10 +15,10 @@ from scenarios import traces
 from scenarios.spec import parse
 from tests.conftest import SMALL_TOML
 from tui.cli import main
-from twin import fabric
-from twin.hall import Hall
-from twin.models import MODELS
-from twin.params import KIND_NAMES
+from twin.compose.hall import Hall
+from twin.spec.models import MODELS
+from twin.spec.params import KIND_NAMES
+from twin.work import fabric
 
 T0 = dt.datetime(2023, 11, 16, 18, 15, 0)
 

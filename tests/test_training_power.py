@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 
 from tests.conftest import small_params
-from twin import catalog, fabric, grid, power, queueing
-from twin.hall import Hall
-from twin.jobs import PRETRAIN, RESTART_ACTIVITY
-from twin.models import MODELS
-from twin.params import COMM_ACTIVITY, FailureParams, TrainingParams
+from twin.compose import grid
+from twin.compose.hall import Hall
+from twin.physics import power
+from twin.spec import catalog
+from twin.spec.models import MODELS
+from twin.spec.params import COMM_ACTIVITY, FailureParams, TrainingParams
+from twin.work import fabric, queueing
+from twin.work.jobs import PRETRAIN, RESTART_ACTIVITY
 
 TRN3 = catalog.SYSTEMS["trn3-gen2"]
 TRAINIUM3 = catalog.ACCELERATORS["trainium3"]

@@ -25,8 +25,8 @@ from storage import queries as Q
 from storage.errors import QueryError
 from storage.reader import latest_run_id, open_run_file
 from storage.sqlguard import check_user_sql
-from tui import fmt
-from tui.pacing import Pacer, SpeedControl
+from tui.console import fmt
+from tui.console.pacing import Pacer, SpeedControl
 
 TINY = """
 name = "tiny"
@@ -186,7 +186,7 @@ def test_pacer_turns_wall_time_into_steps() -> None:
 
 
 def test_redraw_budget_spaces_redraws_to_a_share_of_a_core() -> None:
-    from tui.pacing import RedrawBudget
+    from tui.console.pacing import RedrawBudget
 
     b = RedrawBudget(share=0.1, max_gap_s=1.0)
     assert b.due(10.0, 5.0, limited=True)  # the first tick always redraws
@@ -207,14 +207,14 @@ def test_tick_messages_merge() -> None:
 
 def test_non_ui_modules_do_not_import_textual() -> None:
     code = (
-        "import sys, tui.feed, tui.pacing, tui.cli, tui.fmt, tui.scale, tui.whatif, storage.queries; "
+        "import sys, tui.console.feed, tui.console.pacing, tui.cli, tui.console.fmt, tui.console.scale, tui.console.whatif, storage.queries; "
         "assert 'textual' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_fmt_and_scale() -> None:
-    from tui.scale import levels, text_colour
+    from tui.console.scale import levels, text_colour
 
     assert fmt.parse_time("d3 14:05") == 2 * 86400 + 14 * 3600 + 300
     assert fmt.parse_time("14:00") == 14 * 3600 and fmt.parse_time("38.5") == 138600
@@ -225,7 +225,7 @@ def test_fmt_and_scale() -> None:
 
 
 def test_whatifs_build_inject_arguments() -> None:
-    from tui.whatif import WHAT_IFS, Context, build, by_key
+    from tui.console.whatif import WHAT_IFS, Context, build, by_key
 
     ctx = Context(
         us=3, chip=5, chips_per_us=144, chips_per_server=4, us_row=(0, 0, 1, 1), facility_w=2e6, row_it_w=5e5
@@ -242,7 +242,7 @@ def test_whatifs_build_inject_arguments() -> None:
     with pytest.raises(ValueError):
         build(by_key("a"), ctx, -1.0)
     assert len({w.key for w in WHAT_IFS}) == len(WHAT_IFS)
-    from twin.sim import EVENT_KINDS
+    from twin.compose.sim import EVENT_KINDS
 
     assert {w.kind for w in WHAT_IFS} <= set(EVENT_KINDS)
 
@@ -299,7 +299,7 @@ def test_panel_sql_is_literal(replay_con: Any) -> None:
 # ---------------------------------------------------------------------- live
 async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> None:
     """Live panels come from memory; paused and flushed, each equals its SQL on the file."""
-    from tui.feed import LIVE_PANELS, PanelReq
+    from tui.console.feed import LIVE_PANELS, PanelReq
     from tui.widgets.plot import BraillePlot
 
     app, session = live_app(tmp_path)
@@ -377,8 +377,8 @@ async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> Non
 async def test_live_whatifs_then_headless_rerun_is_identical(tmp_path: Path) -> None:
     """What-ifs injected live (menu, keys on the UltraServer screen, command palette) are recorded;
     re-running the recording headless with them gives identical telemetry."""
+    from tui.console.whatif import build, by_key
     from tui.screens.whatif import WhatIfScreen
-    from tui.whatif import build, by_key
 
     app, session = live_app(tmp_path, days=2)
     out = session.out

@@ -17,7 +17,7 @@ from scenarios.runner import Session, run
 from scenarios.spec import parse
 from storage.reader import latest_run_id, open_run_file
 from tests.test_tui import quiet, settle, wait_for
-from tui import fmt
+from tui.console import fmt
 
 # Two halls: 4 UltraServers in rows of 2 (rows 0-1), 6 in rows of 3 (rows 2-3). UltraServer 5
 # (hall 1) fails at 1 h, so hall 1 has failed chips and hall 0 none.

@@ -13,7 +13,7 @@ import pytest
 from scenarios.runner import Session
 from scenarios.spec import parse
 from storage import queries as Q
-from twin.jobs import INFERENCE, QUEUED, RUNNING, STOPPED
+from twin.work.jobs import INFERENCE, QUEUED, RUNNING, STOPPED
 
 # Autoscaled services on a small hall: replicas start, wait for chips and stop.
 BUSY = """

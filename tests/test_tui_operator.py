@@ -15,7 +15,7 @@ from scenarios.runner import run
 from scenarios.spec import parse
 from storage.reader import latest_run_id, open_run_file
 from tests.test_tui import TINY, factory_row, replay_app, settle, snap, status_text, wait_for
-from tui import fmt
+from tui.console import fmt
 
 HOURS = 30
 
@@ -154,7 +154,7 @@ async def test_why_pue_moved_and_plant_units(con: Any) -> None:
         # the loads add up to the IT power (every UltraServer hangs off one CDU)
         assert sum(w for _, w in rows) == pytest.approx(now["it_power_w"], rel=1e-9)
         # each chiller and tower: as many running as recorded, at the recorded load; the rest standby
-        from twin.params import CoolingParams
+        from twin.spec.params import CoolingParams
 
         cp = CoolingParams()  # TINY keeps the plant's defaults
         running = 0

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from scenarios.spec import ScenarioError, builtin_names, load, parse
 from tui.cli import main
-from twin import catalog
+from twin.spec import catalog
 
 ENVELOPE = """
 name = "env"
@@ -162,7 +162,7 @@ def test_live_what_ifs_rerun_headless_give_identical_telemetry(tmp_path: Path) -
 
 def test_variants_ask_the_same_work_of_different_hardware() -> None:
     """Same scenario on Trn2 and Trn3 halls: the same jobs (same FLOP), different run times."""
-    from twin.hall import Hall
+    from twin.compose.hall import Hall
 
     spec = parse(
         ENVELOPE.replace(
@@ -186,8 +186,8 @@ def test_variants_ask_the_same_work_of_different_hardware() -> None:
 def test_throttled_replicas_serve_less_prefill_bound_work() -> None:
     """Under a cap the replicas' compute-bound prefill slows with the clock while decode keeps its
     pace: capacity = n / (prefill / f + decode) per request."""
-    from twin.hall import Hall
-    from twin.params import ScheduledEvent
+    from twin.compose.hall import Hall
+    from twin.spec.params import ScheduledEvent
 
     toml = """
 name = "cap"

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from tests.conftest import small_params
-from twin import catalog, fabric, workload
-from twin.hall import Hall
-from twin.jobs import DONE, TRAINING
-from twin.models import MODELS
-from twin.params import FailureParams, ServiceParams, TrainingParams
+from twin.compose.hall import Hall
+from twin.spec import catalog
+from twin.spec.models import MODELS
+from twin.spec.params import FailureParams, ServiceParams, TrainingParams
+from twin.work import fabric, workload
+from twin.work.jobs import DONE, TRAINING
 
 
 def test_kv_cache_bytes_per_token_from_the_model_card() -> None:
@@ -86,7 +87,7 @@ def test_weights_that_do_not_fit_are_refused() -> None:
 
 def test_training_job_duration_is_6nd_over_chips_peak_mfu() -> None:
     """One 144-chip job on an empty UltraServer finishes after 6·N·D / (144·peak·MFU), the MFU
-    of its parallelism plan (twin.fabric: test_fabric.py, test_parallelism.py)."""
+    of its parallelism plan (twin.work.fabric: test_fabric.py, test_parallelism.py)."""
     tp = TrainingParams(arrivals_per_day=0.0, checkpoint_bytes_per_param=0.0)
     p = small_params(ultraservers=1, training=tp, services=(), failures=FailureParams(chip_hazard_per_h=0.0))
     sim = Hall(p)

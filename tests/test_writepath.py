@@ -9,7 +9,7 @@ import numpy as np
 
 from storage.reader import open_run_file
 from storage.writer import TelemetryWriter
-from twin.telemetry import TABLES
+from twin.spec.telemetry import TABLES
 
 US = 1000  # UltraServers of a 144,000-chip hall
 

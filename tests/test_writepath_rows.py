@@ -15,7 +15,7 @@ from storage.live import MANIFEST, live_dir, open_live
 from storage.reader import open_run_file
 from storage.schema import columns
 from storage.writer import TelemetryWriter
-from twin.telemetry import TABLES
+from twin.spec.telemetry import TABLES
 
 NP_TYPES = {
     "int8": np.int8,

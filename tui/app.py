@@ -27,12 +27,13 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.worker import Worker, get_current_worker
 
-from tui import fmt
+from tui.console import fmt
 from tui.console.core import Console
+from tui.console.feed import HOUR_S, WINDOWS_S
+from tui.console.pacing import PAUSE, SPEEDS
 from tui.console.panels import Results
-from tui.feed import HOUR_S, WINDOWS_S
-from tui.pacing import PAUSE, SPEEDS
-from tui.scale import METRIC_KEYS
+from tui.console.scale import METRIC_KEYS
+from tui.console.whatif import WHAT_IFS, build, summary
 from tui.screens.alarms import AlarmsScreen
 from tui.screens.base import TwinScreen
 from tui.screens.energy import EnergyScreen
@@ -48,7 +49,6 @@ from tui.screens.sql import SqlScreen
 from tui.screens.timeline import TimelineScreen
 from tui.screens.ultraserver import UltraServerScreen
 from tui.screens.whatif import Injection, WhatIfScreen
-from tui.whatif import WHAT_IFS, build, summary
 from tui.widgets.status import SCREENS
 
 PLAY_PERIOD_S = 0.1

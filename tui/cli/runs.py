@@ -223,7 +223,7 @@ def _inference_split(s: dict[str, Any]) -> list[str]:
     """Inference's all-in cost split between input and output tokens by the replica time each
     phase takes (``storage.kpis``): the two parts add up to the all-in figure per M output tokens
     times the output tokens."""
-    from tui import fmt
+    from tui.console import fmt
 
     total, inp, out = (
         s.get(k) for k in ("inference_total_usd", "inference_input_usd", "inference_output_usd")
@@ -240,7 +240,7 @@ def _inference_split(s: dict[str, Any]) -> list[str]:
 
 
 def _summary_text(result: Any, s: dict[str, Any]) -> str:
-    from tui import fmt
+    from tui.console import fmt
 
     days = result.sim_s / 86400
     tokens = s["tokens"] or 0.0
@@ -419,9 +419,10 @@ def _print_systems(cols: list[tuple[str, dict[str, Any]]], width: int, lw: int) 
 def _print_tdp_range(texts: list[str], system_keys: list[str]) -> None:
     """Runs that put Trainium3 against a GPU (``system_keys``: the systems of every run): the
     routing answer for the first run's work at each end of the Trainium3 power range
-    (``twin.sensitivity``), as AWS publishes no TDP."""
+    (``twin.work.sensitivity``), as AWS publishes no TDP."""
     from scenarios.spec import ScenarioError, parse
-    from twin import catalog, sensitivity
+    from twin.spec import catalog
+    from twin.work import sensitivity
 
     keys = [k for i, k in enumerate(system_keys) if k in catalog.SYSTEMS and k not in system_keys[:i]]
     systems = [(catalog.SYSTEMS[k], catalog.accelerator_for(catalog.SYSTEMS[k])) for k in keys]

@@ -115,7 +115,7 @@ def hardware_cmd(sources: bool) -> None:
 
     Tags: OFF vendor documentation, OFF-2 vendor claim via press, 3P third party, DER derived,
     ASM assumption (override it in a scenario's [hardware] section). * marks an assumed TDP."""
-    from twin import catalog
+    from twin.spec import catalog
 
     def pf(x: float) -> str:
         return f"{x / 1e15:,.0f}" if x >= 1e18 else f"{x / 1e15:,.3g}"

@@ -173,7 +173,7 @@ def sql_cmd(
 
 def _print_schema() -> None:
     from storage.schema import columns
-    from twin.telemetry import TABLES
+    from twin.spec.telemetry import TABLES
 
     for table in TABLES:
         click.echo(click.style(table, bold=True))

@@ -16,13 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from storage.sandbox import Limits, UserSql, UserSqlRunner
-from tui.alarms import Alarms
-from tui.console.panels import PanelLoader, Results
-from tui.console.simloop import SimLoop
-from tui.console.sqlrunner import SqlRunner
-from tui.console.status import Status
-from tui.feed import DEFAULT_WINDOW_S, LiveFeed, Meta, PanelReq, ReplayFeed, params_for
-from tui.pacing import (
+from tui.console.alarms import Alarms
+from tui.console.feed import DEFAULT_WINDOW_S, LiveFeed, Meta, PanelReq, ReplayFeed, params_for
+from tui.console.pacing import (
     DEFAULT_LEVEL,
     PAUSE,
     SPEEDS,
@@ -32,8 +28,12 @@ from tui.pacing import (
     live_speed_text,
     rate_text,
 )
-from tui.scale import METRIC_KEYS
-from tui.whatif import Context, context_from
+from tui.console.panels import PanelLoader, Results
+from tui.console.scale import METRIC_KEYS
+from tui.console.simloop import SimLoop
+from tui.console.sqlrunner import SqlRunner
+from tui.console.status import Status
+from tui.console.whatif import Context, context_from
 
 REPLAY_MAX = 4 * 86400  # "max" playback speed in replay [sim s per wall s]
 ALARMS_LIVE_S = 1.0  # live: the alarms are asked for at most this often while the clock moves

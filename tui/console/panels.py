@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from storage.queries import run_sql
-from tui.feed import PanelReq
+from tui.console.feed import PanelReq
 
 POLL_S = 0.05  # the loader wakes at least this often (to notice stop)
 FILE_POLL_S = 0.5  # live: how often the committed time is read between requests

@@ -1,6 +1,6 @@
 """The live simulation driver: advance a session in slices at the selected speed, report ticks.
 
-A slice is a few steps (about ``SLICE_S`` of work, ``tui.pacing.Pacer``); between two steps the
+A slice is a few steps (about ``SLICE_S`` of work, ``tui.console.pacing.Pacer``); between two steps the
 loop looks at the controls, so pause, a speed change, a what-if or stop take effect after the step
 in progress. The steps are held for the writer and committed in large batches (every chunk of
 steps and at least every ``COMMIT_S``, paused too).
@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 
 from scenarios.runner import COMMIT_S  # steps are handed to the writer (and metrics) this often
-from tui.feed import LiveFeed
-from tui.pacing import MAX, Pacer, RateMeter, SpeedControl
+from tui.console.feed import LiveFeed
+from tui.console.pacing import MAX, Pacer, RateMeter, SpeedControl
 
 MIN_PERIOD_S = 0.05  # at most ~20 ticks per wall second below "max"
 

@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 from textual.binding import Binding, BindingType
 from textual.widget import Widget
 
-from tui import fmt
-from tui.alarms import Alarm
-from tui.feed import PanelReq
+from tui.console import fmt
+from tui.console.alarms import Alarm
+from tui.console.feed import PanelReq
 from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable
 

@@ -21,8 +21,8 @@ from textual.widgets import Footer
 
 from storage import queries as Q
 from tui.console.core import Console
-from tui.feed import LIVE_PANELS, PanelReq
-from tui.pacing import MAX, RedrawBudget
+from tui.console.feed import LIVE_PANELS, PanelReq
+from tui.console.pacing import MAX, RedrawBudget
 from tui.screens.messages import OpenSql
 from tui.widgets.status import ModeTabs, Scrubber, StatusBar
 

@@ -14,13 +14,13 @@ from textual.widget import Widget
 
 from storage.kpis import COST_SUMS, RATIOS, ratio
 from storage.queries import COST_AGGREGATES
-from tui import fmt
+from tui.console import fmt
 from tui.console.core import Console
-from tui.feed import PanelReq
+from tui.console.feed import PanelReq
 from tui.screens.base import TwinScreen
 from tui.screens.overview import PlotSpec, plot_widget, show_plot
 from tui.widgets.info import InfoList, Item
-from twin.plant import FAILED, RUNNING, UNIT_STATES, unit_states
+from twin.physics.plant import FAILED, RUNNING, UNIT_STATES, unit_states
 
 PLOTS: tuple[PlotSpec, ...] = (
     ("plot-cooling", "plot_cooling", "Cooling / losses", fmt.power, ("cooling", "losses")),

@@ -17,10 +17,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 
-from tui import fmt
+from tui.console import fmt
 from tui.console.core import Console
-from tui.feed import PanelReq, sample_time
-from tui.scale import US_DOWN, US_STATE_SHORT, US_TRIPPED, metric, us_states
+from tui.console.feed import PanelReq, sample_time
+from tui.console.scale import US_DOWN, US_STATE_SHORT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable
 from tui.widgets.heatmap import FloorMap, HallMap, Legend

@@ -15,12 +15,12 @@ from textual.containers import Grid, VerticalScroll
 from textual.widget import Widget
 
 from storage.kpis import grid_figures
-from tui import fmt
-from tui.feed import Meta, PanelReq
+from tui.console import fmt
+from tui.console.feed import Meta, PanelReq
 from tui.screens.base import TwinScreen
 from tui.widgets.info import InfoList, Item
 from tui.widgets.plot import BraillePlot
-from twin import grid
+from twin.compose import grid
 
 
 def _w(mw: float | None, unit: str) -> str:

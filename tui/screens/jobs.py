@@ -16,9 +16,9 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from storage import queries as Q
-from tui import fmt
+from tui.console import fmt
 from tui.console.core import Console
-from tui.feed import PanelReq
+from tui.console.feed import PanelReq
 from tui.screens.base import TwinScreen
 from tui.screens.messages import OpenJob
 from tui.widgets.arrowtable import ArrowTable, WideArrowTable

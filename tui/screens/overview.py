@@ -11,8 +11,8 @@ from textual.containers import Grid
 from textual.widget import Widget
 
 from storage import queries as Q
-from tui import fmt
-from tui.feed import PanelReq
+from tui.console import fmt
+from tui.console.feed import PanelReq
 from tui.screens.base import TwinScreen
 from tui.widgets.hall import HallStrip
 from tui.widgets.kpi import KpiGrid

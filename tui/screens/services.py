@@ -13,9 +13,9 @@ import numpy as np
 from textual.containers import Grid
 from textual.widget import Widget
 
-from tui import fmt
+from tui.console import fmt
 from tui.console.core import Console
-from tui.feed import PanelReq
+from tui.console.feed import PanelReq
 from tui.screens.base import TwinScreen
 from tui.screens.overview import legend
 from tui.widgets.arrowtable import ArrowTable, WideArrowTable

@@ -28,7 +28,7 @@ from tui.screens.base import TwinScreen
 from tui.screens.messages import ExportTable
 from tui.screens.prompt import PromptScreen
 from tui.widgets.arrowtable import WideArrowTable
-from twin.telemetry import TABLES
+from twin.spec.telemetry import TABLES
 
 HISTORY_MAX = 200
 

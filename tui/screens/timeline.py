@@ -9,9 +9,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 
-from tui import fmt
+from tui.console import fmt
 from tui.console.core import Console
-from tui.feed import PanelReq
+from tui.console.feed import PanelReq
 from tui.screens.messages import OpenSql
 from tui.widgets.arrowtable import ArrowTable
 

@@ -13,9 +13,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tui import fmt
-from tui.feed import PanelReq, sample_time
-from tui.scale import US_DOWN, US_STATE_TEXT, US_TRIPPED, metric, us_states
+from tui.console import fmt
+from tui.console.feed import PanelReq, sample_time
+from tui.console.scale import US_DOWN, US_STATE_TEXT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable
 from tui.widgets.heatmap import ChipGrid, Legend, chip_detail
@@ -121,7 +121,7 @@ class UltraServerScreen(TwinScreen):
             self._draw_chips()
 
     def us_state(self) -> int | None:
-        """The selected UltraServer's state (``tui.scale.us_states``) at the time shown; None unknown."""
+        """The selected UltraServer's state (``tui.console.scale.us_states``) at the time shown; None unknown."""
         cols = getattr(self, "_state", None)
         us = self.core.sel_us
         ids = cols.get("ultraserver_id", ()) if cols else ()

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui.whatif import WHAT_IFS, Context, WhatIf, build, summary
+from tui.console.whatif import WHAT_IFS, Context, WhatIf, build, summary
 
 Injection = tuple[str, str, float, int, str]  # kind, target, value, duration_s, summary
 

@@ -13,8 +13,8 @@ import numpy as np
 from rich.text import Text
 from textual.widget import Widget
 
-from tui import fmt
-from tui.feed import Cols, Meta, sample_time
+from tui.console import fmt
+from tui.console.feed import Cols, Meta, sample_time
 
 _LEVELS = " ▁▂▃▄▅▆▇█"
 

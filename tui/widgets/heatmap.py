@@ -1,7 +1,7 @@
 """Colour maps of the site: the campus (one line per hall), the Floor (one cell per UltraServer, by
 row/CDU), the chips of one UltraServer (grouped by server), and the legend of the colour scale.
 
-Colour levels are computed for all cells at once (``tui.scale.levels``); drawing loops over the
+Colour levels are computed for all cells at once (``tui.console.scale.levels``); drawing loops over the
 cells on screen (at most a few hundred), never over the chips of the hall.
 """
 
@@ -20,8 +20,8 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from tui import fmt
-from tui.scale import (
+from tui.console import fmt
+from tui.console.scale import (
     DOWN,
     MISSING,
     TRIPPED,

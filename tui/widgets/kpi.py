@@ -16,8 +16,8 @@ from textual.containers import Grid
 from textual.content import Content
 from textual.widgets import Static
 
-from tui import fmt
-from twin.telemetry import column
+from tui.console import fmt
+from twin.spec.telemetry import column
 
 Row = dict[str, float]
 

@@ -10,9 +10,9 @@ from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tui import fmt
+from tui.console import fmt
+from tui.console.fmt import short_clock
 from tui.console.status import Status
-from tui.fmt import short_clock
 
 # The screens (Textual modes): key, mode name, tab label.
 SCREENS: tuple[tuple[str, str, str], ...] = (

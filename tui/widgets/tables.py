@@ -8,7 +8,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
-from tui.fmt import short_clock
+from tui.console.fmt import short_clock
 
 EventRow = tuple[int, str, str, str, str]  # time_s, kind, target, detail, source
 

@@ -1,0 +1,40 @@
+"""The model of a site, built from its parameters.
+
+``build(params)`` gives a hall (``twin.compose.hall.Hall``: one system or several on one plant, one
+power chain and one grid connection) or a campus (``twin.compose.campus.Campus``: several halls under
+one substation). Both have one face: ``advance(n)`` runs ``n`` fixed steps of ``dt_s`` integer
+seconds and returns the telemetry frames of those steps (``table -> column -> array``, column
+names as in ``twin.spec.telemetry``; ``run_id`` is added by storage); ``inject`` queues an operator
+event for the next step; ``t_s``, ``design``, ``topo``, ``jobs``, ``queue_view`` and the per-chip
+arrays describe the state. Same parameters and seed give bit-identical frames; a live session
+replayed headlessly with its recorded events gives identical telemetry.
+
+The run state lives in the pools (``twin.compose.pool``: work state ``twin.work.cluster``, physics state
+``twin.physics.facility``), the hall's site (weather, price, carbon) and event queue, and the random
+streams (``twin.spec.rng``: one SeedSequence, one child per subsystem). The step, phase by phase, is
+``twin.compose.hall.Hall.step``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from twin.compose.campus import Campus
+from twin.compose.hall import EVENT_KINDS, Hall
+from twin.compose.record import Frames
+from twin.spec.params import FactoryParams
+
+# The model of a site, whichever its shape.
+Simulation = Hall | Campus
+
+
+def build(p: FactoryParams) -> Hall | Campus:
+    """A ``Hall`` for one hall (of one system or several), a ``Campus`` for several halls."""
+    return Campus(p) if p.halls else Hall(p)
+
+
+def steps_for(duration_s: float, dt_s: int) -> int:
+    return int(math.ceil(duration_s / dt_s))
+
+
+__all__ = ["EVENT_KINDS", "Campus", "Frames", "Hall", "Simulation", "build", "steps_for"]

@@ -74,12 +74,12 @@ Frames = dict[str, dict[str, Any]]
 def record_frames(case: str, hours: float) -> tuple[list[Frames], int]:
     """The time-series frames of ``hours`` of a bench_scale case, one dict per advance."""
     sys.path.insert(0, str(ROOT / "bench"))
-    import bench_scale
+    import scale_cases
 
     from scenarios.spec import build_simulation
 
-    nus, dt, full_h, _ = bench_scale.CASES[case]
-    spec, _text, duration_s = bench_scale._scenario(case, hours / full_h)
+    nus, dt, full_h, _ = scale_cases.CASES[case]
+    spec, _text, duration_s = scale_cases.scenario(case, hours / full_h)
     _, sim = build_simulation(spec)
     steps = -(-duration_s // dt)
     chunk = max(1, min(1440, 40_000 // nus))  # as the runner's advances at this size
@@ -276,7 +276,7 @@ def _f32_columns(table: str, every: bool) -> list[str]:
     """The float64 columns of ``table`` stored as float32 by ``duckdb/f32``: ``every`` one, or
     only the measured states (units "-", °C, s, prices and carbon intensity), not the powers,
     energies, costs, flows and rates that are summed or compared to 1e-9."""
-    from twin.telemetry import TABLES
+    from twin.spec.telemetry import TABLES
 
     keep = {"-", "°C", "s", "USD/MWh", "g/kWh"}
     return [c.name for c in TABLES[table] if c.dtype == "float64" and (every or c.unit in keep)]
@@ -376,9 +376,9 @@ def runs(rev: str, reps: int) -> None:
     roots = [("this", ROOT)]
     if rev:
         sys.path.insert(0, str(ROOT / "bench"))
-        import bench_scale
+        import scale_cases
 
-        roots.append((rev, bench_scale.worktree(rev)))
+        roots.append((rev, scale_cases.worktree(rev)))
     for name, args in RUNS.items():
         best: dict[str, tuple[float, float, int, float]] = {}
         for _ in range(reps):

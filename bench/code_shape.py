@@ -4,10 +4,12 @@ and functions, and the size of every model module.
     python bench/code_shape.py              # this checkout
     python bench/code_shape.py --root DIR   # another checkout (e.g. an exported older commit)
 
-Everything is read with ``ast`` from the files under ``twin/``, ``storage/``, ``scenarios/`` and
-``tui/``; nothing is imported. An import inside a function or under ``if TYPE_CHECKING`` counts
-like any other. ``tests/test_architecture.py`` gates the import graph built here (layers and
-circles); the size limits below are reported, not enforced.
+Everything is read with ``ast`` from the files under ``twin/``, ``storage/``, ``scenarios/``,
+``tui/`` and ``bench/``; nothing is imported. An import inside a function or under ``if
+TYPE_CHECKING`` counts like any other; in ``bench/`` (scripts run with their folder on
+``sys.path``) ``import scale_measure`` is the sibling ``bench.scale_measure``.
+``tests/test_architecture.py`` gates the import graph built here (layers and circles); the size
+limits below are reported, not enforced.
 """
 
 from __future__ import annotations
@@ -17,8 +19,16 @@ import ast
 import sys
 from pathlib import Path
 
-# Lower layers first: a module may import its own layer and the ones before it.
-LAYERS = ("twin", "storage", "scenarios", "tui")
+# The folders read, each a package (``bench/`` is a folder of scripts).
+PACKAGES = ("twin", "storage", "scenarios", "tui", "bench")
+# Lower layers first: a module may import its own layer and the ones before it. Inside ``twin``
+# the four rooms are layers of their own (each room's ``__init__`` says what it holds); ``twin``
+# itself (its ``__init__``) sits with the lowest. ``bench`` may import anything in the product,
+# and nothing in the product imports it.
+ROOMS = ("twin.spec", "twin.physics", "twin.work", "twin.compose")
+LAYERS = (*ROOMS, "storage", "scenarios", "tui", "bench")
+PRODUCT = ("twin", "storage", "scenarios", "tui")  # the size limits' scope
+SCRIPTS = ("bench",)  # folders whose modules import their siblings by bare name
 CLASS_MAX_LINES = 400
 FUNCTION_MAX_LINES = 60
 MODEL_MODULE_MAX_LINES = 500  # modules of twin/
@@ -27,9 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
-    """Module name -> file, for every ``.py`` file under the layers' packages."""
+    """Module name -> file, for every ``.py`` file under the packages read."""
     out: dict[str, Path] = {}
-    for pkg in LAYERS:
+    for pkg in PACKAGES:
         for path in sorted((root / pkg).rglob("*.py")):
             parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -61,9 +71,16 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     for name, path in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         is_package = path.name == "__init__.py"
+        folder = name.split(".")[0]
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 for target in _imported(name, node, is_package):
+                    if (
+                        folder in SCRIPTS
+                        and target not in mods
+                        and (isinstance(node, ast.Import) or not node.level)
+                    ):
+                        target = f"{folder}.{target}"  # a sibling script, by bare name
                     if target in mods and target != name:
                         graph[name].add(target)
     return graph
@@ -115,17 +132,54 @@ def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return sorted(found, key=lambda c: sorted(c))
 
 
-def layer(module: str) -> int:
-    return LAYERS.index(module.split(".")[0])
+def layer(module: str) -> int | None:
+    """The index in ``LAYERS`` of the layer ``module`` belongs to (the longest that names it),
+    or None for a module in none (a ``twin`` module outside the rooms)."""
+    if module == "twin":
+        return 0
+    found = [i for i, name in enumerate(LAYERS) if module == name or module.startswith(name + ".")]
+    return max(found, key=lambda i: len(LAYERS[i])) if found else None
+
+
+def unplaced(mods: dict[str, Path] | dict[str, set[str]]) -> list[str]:
+    """The modules in no layer."""
+    return sorted(m for m in mods if layer(m) is None)
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
     """(module, imported module) pairs where a module imports a higher layer."""
-    return sorted((m, d) for m, deps in graph.items() for d in deps if layer(d) > layer(m))
+    out = []
+    for m, deps in graph.items():
+        here = layer(m)
+        out += [(m, d) for d in deps if here is not None and (layer(d) or 0) > here]
+    return sorted(out)
+
+
+def floors(graph: dict[str, set[str]], within: str) -> tuple[int, int]:
+    """(import floors, arrows) among the modules under ``within``, packages' ``__init__`` left out
+    (``from twin.spec import params`` is one arrow, to ``twin.spec.params``): the arrows between
+    them, and the longest chain of imports counted in modules (a module importing none of them is
+    floor 1, one importing only floor-1 modules floor 2, ...). Needs no circle among them."""
+    packages = {m.rsplit(".", 1)[0] for m in graph if "." in m}
+    sub = {
+        m: {d for d in deps if d.split(".")[0] == within and d not in packages}
+        for m, deps in graph.items()
+        if m.split(".")[0] == within and m not in packages
+    }
+    floor: dict[str, int] = {}
+
+    def up(m: str) -> int:
+        if m not in floor:
+            floor[m] = 0  # (a circle would read 0 here instead of looping)
+            floor[m] = 1 + max((up(d) for d in sub[m]), default=0)
+        return floor[m]
+
+    return max((up(m) for m in sub), default=0), sum(len(d) for d in sub.values())
 
 
 def long_definitions(root: Path = ROOT) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
-    """(classes over CLASS_MAX_LINES, functions and methods over FUNCTION_MAX_LINES), each as
+    """(classes over CLASS_MAX_LINES, functions and methods over FUNCTION_MAX_LINES) in the product
+    packages, each as
     (``module:Qualified.name``, lines from its ``class``/``def`` line to its last line)."""
     classes: list[tuple[str, int]] = []
     functions: list[tuple[str, int]] = []
@@ -145,6 +199,8 @@ def long_definitions(root: Path = ROOT) -> tuple[list[tuple[str, int]], list[tup
                 visit(child, module, prefix)
 
     for name, path in modules(root).items():
+        if name.split(".")[0] not in PRODUCT:
+            continue
         visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)), name, "")
     return classes, functions
 
@@ -163,6 +219,12 @@ def report(root: Path = ROOT) -> str:
     up = upward_imports(graph)
     out.append(f"imports of a higher layer ({' < '.join(LAYERS)}): {len(up)}")
     out += [f"  {m} -> {d}" for m, d in up]
+    lost = unplaced(mods)
+    out.append(f"modules in no layer: {len(lost)}")
+    out += [f"  {m}" for m in lost]
+    for pkg in PACKAGES:
+        n_floors, arrows = floors(graph, pkg)
+        out.append(f"{pkg}/: {n_floors} import floors, {arrows} arrows between its modules")
     classes, functions = long_definitions(root)
     out.append(f"classes over {CLASS_MAX_LINES} lines: {len(classes)}")
     out += [f"  {n:5d}  {q}" for q, n in sorted(classes, key=lambda x: (-x[1], x[0]))]
@@ -176,9 +238,9 @@ def report(root: Path = ROOT) -> str:
     out += [f"  {n:5d}  {m}" for m, n in sorted(model.items())]
     out.append(f"  {sum(model.values()):5d}  total of {len(model)} twin/ modules")
     out.append("lines per package:")
-    for pkg in LAYERS:
-        counts = [line_count(p) for m, p in mods.items() if m.split(".")[0] == pkg]
-        out.append(f"  {sum(counts):6d}  {pkg}/ ({len(counts)} modules)")
+    for pkg in (*ROOMS, *PACKAGES):
+        counts = [line_count(p) for m, p in mods.items() if m == pkg or m.startswith(pkg + ".")]
+        out.append(f"  {sum(counts):6d}  {pkg.replace('.', '/')}/ ({len(counts)} modules)")
     out.append(f"  {sum(line_count(p) for p in mods.values()):6d}  total ({len(mods)} modules)")
     return "\n".join(out)
 

@@ -1,14 +1,27 @@
 """The import contract between the packages, read from the source with ``ast`` (nothing is
-imported): ``twin`` < ``storage`` < ``scenarios`` < ``tui``, no module imports a higher layer, and
-no import circle. The graph is the one ``bench/code_shape.py`` reports."""
+imported): the rooms of ``twin`` (``twin.spec`` < ``twin.physics`` < ``twin.work`` <
+``twin.compose``) < ``storage`` < ``scenarios`` < ``tui`` < ``bench``, every ``twin`` module in a
+room, no module imports a higher layer, and no import circle anywhere (``bench/`` included). The
+graph is the one ``bench/code_shape.py`` reports."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
-from bench.code_shape import LAYERS, circles, import_graph, modules, upward_imports
+from bench.code_shape import (
+    LAYERS,
+    PACKAGES,
+    ROOMS,
+    circles,
+    floors,
+    import_graph,
+    modules,
+    unplaced,
+    upward_imports,
+)
 
 
 @pytest.fixture(scope="module")
@@ -18,10 +31,23 @@ def graph() -> dict[str, set[str]]:
 
 def test_every_package_module_is_read() -> None:
     mods = modules()
-    assert {m.split(".")[0] for m in mods} == set(LAYERS)
+    assert LAYERS == (*ROOMS, "storage", "scenarios", "tui", "bench")
+    assert ROOMS == ("twin.spec", "twin.physics", "twin.work", "twin.compose")
+    assert {m.split(".")[0] for m in mods} == set(PACKAGES)
     # A few modules every layer has, so a wrong root or pattern cannot pass with an empty graph.
-    assert {"twin.sim", "storage.writer", "scenarios.spec", "tui.cli", "tui.screens.base"} <= set(mods)
+    some = {"twin.spec.params", "twin.physics.plant", "twin.work.chips", "twin.compose.sim", "storage.writer"}
+    assert some | {"scenarios.spec", "tui.cli", "tui.screens.base", "bench.bench_scale"} <= set(mods)
     assert len(mods) > 60
+
+
+def test_every_twin_module_lives_in_a_room() -> None:
+    assert unplaced(modules()) == []
+
+
+def test_each_room_says_what_it_holds_and_must_never_import() -> None:
+    for room in ROOMS:
+        doc = ast.get_docstring(ast.parse(modules()[room].read_text(encoding="utf-8"))) or ""
+        assert "never" in doc and len(doc) > 100, room
 
 
 def test_no_module_imports_a_higher_layer(graph: dict[str, set[str]]) -> None:
@@ -36,9 +62,10 @@ def test_no_import_circle(graph: dict[str, set[str]]) -> None:
 
 # ---------------------------------------------------------------------- the checker itself
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    for pkg in LAYERS:
+    for pkg in PACKAGES:
         (tmp_path / pkg).mkdir()
-        (tmp_path / pkg / "__init__.py").write_text("")
+        if pkg != "bench":  # a folder of scripts
+            (tmp_path / pkg / "__init__.py").write_text("")
     for rel, text in files.items():
         p = tmp_path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -50,10 +77,11 @@ def test_the_checker_sees_every_form_of_import(tmp_path: Path) -> None:
     root = _tree(
         tmp_path,
         {
-            "twin/a.py": "import twin.b\n",
-            "twin/b.py": "from twin import c\n",
-            "twin/c.py": "def f():\n    from twin.a import x\n",  # inside a function
-            "storage/s.py": "from .t import y\nimport twin.a\n",  # relative, and down a layer
+            "twin/spec/__init__.py": "",
+            "twin/spec/a.py": "import twin.spec.b\n",
+            "twin/spec/b.py": "from twin.spec import c\n",
+            "twin/spec/c.py": "def f():\n    from twin.spec.a import x\n",  # inside a function
+            "storage/s.py": "from .t import y\nimport twin.spec.a\n",  # relative, and down a layer
             "storage/t.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from scenarios import p\n",
             "scenarios/p.py": "import os, json\n",  # not project modules
             "tui/sub/__init__.py": "from . import m\n",
@@ -62,17 +90,90 @@ def test_the_checker_sees_every_form_of_import(tmp_path: Path) -> None:
         },
     )
     g = import_graph(root)
-    assert g["twin.a"] == {"twin.b"}
-    assert g["twin.b"] == {"twin", "twin.c"}
-    assert g["twin.c"] == {"twin.a"}
-    assert g["storage.s"] == {"storage.t", "twin.a"}
+    assert g["twin.spec.a"] == {"twin.spec.b"}
+    assert g["twin.spec.b"] == {"twin.spec", "twin.spec.c"}
+    assert g["twin.spec.c"] == {"twin.spec.a"}
+    assert g["storage.s"] == {"storage.t", "twin.spec.a"}
     assert g["storage.t"] == {"scenarios", "scenarios.p"}
     assert g["scenarios.p"] == set()
     assert g["tui.sub"] == {"tui.sub.m"}
     assert g["tui.sub.m"] == {"tui.sub", "tui.sub.n"}
-    assert set(circles(g)) == {frozenset({"twin.a", "twin.b", "twin.c"}), frozenset({"tui.sub", "tui.sub.m"})}
-    # Down is allowed (storage.s -> twin.a), up is not (storage.t -> scenarios).
+    assert set(circles(g)) == {
+        frozenset({"twin.spec.a", "twin.spec.b", "twin.spec.c"}),
+        frozenset({"tui.sub", "tui.sub.m"}),
+    }
+    # Down is allowed (storage.s -> twin.spec.a), up is not (storage.t -> scenarios).
     assert upward_imports(g) == [("storage.t", "scenarios"), ("storage.t", "scenarios.p")]
+
+
+def _rooms_tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    rooms = {f"{r.replace('.', '/')}/__init__.py": "" for r in ROOMS}
+    return _tree(tmp_path, {**rooms, **files})
+
+
+def test_the_checker_catches_an_upward_room_import(tmp_path: Path) -> None:
+    """The rooms are layers: physics may read spec, not work; work may read physics; compose
+    everything in twin; no room reads storage."""
+    root = _rooms_tree(
+        tmp_path,
+        {
+            "twin/spec/params.py": "",
+            "twin/physics/power.py": "from twin.spec import params\n",  # down: allowed
+            "twin/physics/thermal.py": "from twin.work.chips import Load\n",  # up a room
+            "twin/work/chips.py": "from twin.physics import power\n",  # down: allowed
+            "twin/work/queue.py": "def f():\n    import twin.compose.hall\n",  # up, in a function
+            "twin/compose/hall.py": "from twin.work import chips\nfrom twin.spec.params import x\n",
+            "twin/spec/rng.py": "from storage import s\n",  # up a package
+            "storage/s.py": "",
+        },
+    )
+    g = import_graph(root)
+    assert upward_imports(g) == [
+        ("twin.physics.thermal", "twin.work.chips"),
+        ("twin.spec.rng", "storage"),
+        ("twin.spec.rng", "storage.s"),
+        ("twin.work.queue", "twin.compose.hall"),
+    ]
+    assert circles(g) == []
+    # The same tree without the upward arrows passes.
+    (root / "twin/physics/thermal.py").write_text("from twin.physics.load import Load\n")
+    (root / "twin/physics/load.py").write_text("")
+    (root / "twin/work/queue.py").write_text("")
+    (root / "twin/spec/rng.py").write_text("")
+    assert upward_imports(import_graph(root)) == []
+
+
+def test_the_checker_places_modules_and_reads_bench_scripts(tmp_path: Path) -> None:
+    """A flat ``twin`` module is in no room; bench scripts import siblings by bare name, and a
+    circle among them is one; the product importing bench is an upward import."""
+    root = _rooms_tree(
+        tmp_path,
+        {
+            "twin/flat.py": "",
+            "bench/a.py": "import b\nimport numpy\nfrom twin.spec import x\n",
+            "bench/b.py": "def f():\n    import c\n",
+            "bench/c.py": "import a as again\n",
+            "tui/app.py": "from bench import a\n",
+        },
+    )
+    assert unplaced(modules(root)) == ["twin.flat"]
+    g = import_graph(root)
+    assert g["bench.a"] == {"bench.b", "twin.spec"}
+    assert circles(g) == [frozenset({"bench.a", "bench.b", "bench.c"})]
+    assert upward_imports(g) == [("tui.app", "bench.a")]
+
+
+def test_floors_count_the_longest_chain_and_the_arrows(tmp_path: Path) -> None:
+    g = {
+        "twin": set(),
+        "twin.spec": set(),
+        "twin.spec.a": set(),
+        "twin.spec.b": {"twin.spec", "twin.spec.a"},  # ``from twin.spec import a``: one arrow
+        "twin.work": set(),
+        "twin.work.c": {"twin.spec.b", "twin.spec.a", "storage.s"},  # storage is outside twin
+        "storage.s": set(),
+    }
+    assert floors(g, "twin") == (3, 3)
 
 
 def test_circles_agree_with_a_brute_force_reachability(graph: dict[str, set[str]]) -> None:

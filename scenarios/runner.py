@@ -36,10 +36,9 @@ from twin.spec.params import ScheduledEvent
 
 # Steps per advance: about this many rows of the per-UltraServer and per-chip tables per chunk
 # (``Session.chunk_steps``). Each advance and each batch the writer converts has a fixed cost
-# (~5-8 ms for the eleven tables' frames, however few their rows), so small chunks cost a large
-# hall dearly: at 40,000 rows a 1 M-chip hall advanced 5 steps at a time and a whole day cost
-# ~20 % more process CPU than at 400,000 (57 steps; bench/bench_scale.py). A chunk of 400,000
-# rows of ~16 columns is ~50 MB of buffers.
+# (the eleven tables' frames, however few their rows), so small chunks cost a large hall dearly:
+# at 40,000 rows a 1 M-chip hall advances 5 steps at a time, at 400,000 57 (bench/bench_scale.py
+# measures the difference). A chunk of 400,000 rows of ~16 columns is ~50 MB of buffers.
 _ROWS_PER_CHUNK = 400_000
 # A headless run hands its steps over (to the writer, and to ``on_chunk``: the metrics endpoint)
 # at least this often in wall time, as the live console commits them (tui.console.simloop).

@@ -422,7 +422,7 @@ def validate(sw: Sweep, pts: list[Point], progress: Progress | None = None) -> N
     Each point gets every check of ``twin validate`` short of building the model: its keys, types
     and bounds, the scenario's cross-key checks and ``spec.prepare`` at the sweep's run length
     (hall size x steps, replicas, event targets). Building the model (its own checks, e.g. a
-    model's weights that do not fit in HBM) costs 5-10 times as much, so it is done for the base
+    model's weights that do not fit in HBM) costs several times as much, so it is done for the base
     scenario with the fixed overrides and once for each value a key takes alone (each grid value
     and choice, both ends of a number range); a combination of values that only the model refuses
     fails when its run starts (the row says why) and the sweep goes on."""

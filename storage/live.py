@@ -114,7 +114,7 @@ class _Part:
     # A commit's part of at least ROW_GROUP_BYTES (a large hall's chip or UltraServer rows): its
     # row groups are already as large as a merge would make them, so merging it would only copy
     # it into a file with others (at a million chips, most of the day's bytes read and written
-    # again: ~2.4 of the writer's ~7 CPU-s). It is never merged; the parts after it merge as usual.
+    # again). It is never merged; the parts after it merge as usual.
     settled: bool = False
 
     @property

@@ -7,8 +7,8 @@
 A run's writer stores each commit's rows of a time-series table as one Parquet part (the columns
 of ``storage.schema.batch_schema``: not ``run_id``, which the folder's name and the view carry
 once) and merges small parts into larger ones as the run goes on (``storage.live``). Parquet
-because it is what the rows cost to write: on the same batches DuckDB's own insert takes about
-five times the CPU of a Parquet part and leaves a larger file (``bench/bench_writepath.py``).
+because it is what the rows cost to write: on the same batches DuckDB's own insert takes several
+times the CPU of a Parquet part and leaves a larger file (``bench/bench_writepath.py``).
 
 ``twin_parts`` lists, for every run and table, the parts that hold its rows; it is changed in the
 same DuckDB transaction as ``runs.sim_time_s`` and the views, so the file always names exactly the
@@ -188,8 +188,8 @@ def empty_views_sql() -> str:
 
 def replace_views(con: duckdb.DuckDBPyConnection, tables: Iterable[str], base: str) -> None:
     """(Re)create the views of ``tables`` over the parts ``twin_parts`` lists, with their columns'
-    comments: one query of the list and one script (a statement costs DuckDB ~0.1-0.2 ms, and the
-    views of a new file's first commit are ~200 statements)."""
+    comments: one query of the list and one script (each statement has a fixed cost in DuckDB,
+    and the views of a new file's first commit are ~200 statements)."""
     tables = list(tables)
     if tables:
         parts = catalogs(con, tables)

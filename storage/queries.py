@@ -576,9 +576,9 @@ JOB_SORTS: tuple[str, ...] = (
 
 
 # Rows the Jobs panel returns at most (its counts are of every matching job): a campus's queue may
-# hold a hundred thousand jobs, and sending them all cost the panel ~270 ms on a 30-day run.
+# hold a hundred thousand jobs, and sending them all made the panel slow on a long run.
 JOBS_LIMIT = 5000
-# (Counts as window functions over the matching rows took 11 s there: a CTE counted once.)
+# (Counts as window functions over the matching rows were far slower there: a CTE counts once.)
 _JOBS_COUNTS = (
     "c AS (SELECT count(*) AS n_rows, count_if(state = 'queued') AS n_queued,\n"
     "             count_if(state = 'running') AS n_running FROM m)"

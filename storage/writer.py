@@ -93,27 +93,25 @@ STORAGE_COMPATIBILITY = "v1.4.0"
 
 
 # Threads of a run's database. One: the writer is one background thread beside the simulation,
-# and DuckDB's second thread cost more CPU than it saved and left more part-filled row groups
-# (4 h of a 144,000-chip run, ``bench/bench_writepath.py`` ``writer`` against ``writer/threads-2``:
-# 0.70-0.78 against 0.95-1.02 CPU-s, file 22.6 against 25.4-25.7 MB, wall about the same). The
-# live console's queries run in sandboxes of their own (``storage.live.LiveUserSql``).
+# and DuckDB's second thread cost more CPU than it saved and left more part-filled row groups, for
+# about the same wall time (``bench/bench_writepath.py``: ``writer`` against ``writer/threads-2``).
+# The live console's queries run in sandboxes of their own (``storage.live.LiveUserSql``).
 WRITER_THREADS = 1
 
 
 # Block size of new files [bytes]: DuckDB's smallest (its default is 256 KiB). A file that keeps
 # its time series as Parquet parts holds only small tables (runs, jobs, the event logs, twin_meta,
 # twin_parts), and the tables' data, each primary-key index, the catalog and the blocks a
-# checkpoint frees each take whole blocks: a run of one row per table left 10 blocks, 2.6 MB, with
-# 256 KiB blocks and 0.34 MB with 16 KiB (``bench/bench_writepath.py``, product/empty). A campus's
-# jobs table (33,600 jobs upserted at 20 commits) then takes 10.7 MB instead of 9.7 MB, for about
-# the same CPU. Readable by DuckDB 1.2 and later (``bench/check_duckdb1.py``); only applies when
-# the file is created.
+# checkpoint frees each take whole blocks, so a small run's file is mostly part-filled blocks
+# (``bench/bench_writepath.py``, product/empty); a campus's large jobs table grows only a little
+# with small blocks, for about the same CPU. Readable by DuckDB 1.2 and later
+# (``bench/check_duckdb1.py``); only applies when the file is created.
 BLOCK_SIZE = 16 << 10
 
 
 # Rows of an upsert table (jobs) per INSERT OR REPLACE: a campus's flush may carry every waiting
 # job (tens of thousands), and one statement over them all needed more than the run database's
-# memory limit (33,600 jobs: 64-80 MB; 4,096 at a time: under 40 MB).
+# memory limit; chunks of a few thousand stay well within it.
 UPSERT_CHUNK_ROWS = 4096
 
 
@@ -187,7 +185,7 @@ def _new_file_script() -> str:
 # A new file's schema is the same for every file a process creates: the first one's, checkpointed
 # before its run row, is kept (a few hundred kB: the file's bytes) and copied as the start of the
 # next ones, instead of DuckDB running its ~300 statements again (tables, views and their column
-# comments: ~0.05 CPU-s a file). By the file's format (the settings that shape it).
+# comments). By the file's format (the settings that shape it).
 _TEMPLATES: dict[tuple[str, int, int], bytes] = {}
 _TEMPLATES_LOCK = threading.Lock()
 
@@ -274,7 +272,7 @@ def upsert_run(con: duckdb.DuckDBPyConnection, run: dict[str, Any], replace: boo
 
 def insert_run(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> None:
     """``upsert_run`` of a run not yet in ``runs`` (DuckDB's INSERT OR REPLACE of the row costs
-    about five times a plain INSERT's 0.7 ms)."""
+    several times a plain INSERT)."""
     upsert_run(con, run, replace=False)
 
 
@@ -304,12 +302,12 @@ def batch_arrow(table: str, cols: Mapping[str, Any], start: _dt.datetime = DEFAU
         v = cols[name]
         # NaN is the model's "no value" (no cap, nothing served); the file stores NULL so that
         # max(), avg() and every reader treat it as missing, not as a number. An array already of
-        # the column's type is taken as it is (naming the type costs ~10 us a column: a third of
-        # the conversion of a wide table of few rows).
+        # the column's type is taken as it is (naming the type is a large part of the conversion
+        # of a wide table of few rows).
         if isinstance(v, np.ndarray) and v.dtype == np_dtype:
             if floating and v.ndim == 1:
-                # NaN -> NULL as ``from_pandas`` does, without its scan of every value (~2-4 ns a
-                # value, most of an UltraServer batch's conversion): any NaN makes the sum NaN, so
+                # NaN -> NULL as ``from_pandas`` does, without its scan of every value (most of an
+                # UltraServer batch's conversion): any NaN makes the sum NaN, so
                 # a sum that is not NaN means there is none and the array is taken as it is (no
                 # copy); otherwise (a NaN, or +inf and -inf) a mask says which values are NULL.
                 with np.errstate(invalid="ignore", over="ignore"):
@@ -447,9 +445,7 @@ class TelemetryWriter:
     bound is set high enough that the bytes govern (about 1.2 M rows of the UltraServer and chip
     series in 64 MB, their batches carrying no ``run_id``): DuckDB's cost per row falls with the
     size of an insert, and so does the file's (fewer part-filled row groups;
-    ``bench/bench_writepath.py``, us1000: 500,000 rows a flush 1.02 CPU-s and 29.9 MB, bytes-bound
-    0.88 CPU-s and 28.6 MB; flushes of 256 MB would save another ~3 % of CPU and 1 % of the file
-    for four times the memory)."""
+    ``bench/bench_writepath.py``); larger flushes would save little more for much more memory."""
 
     def __init__(
         self,
@@ -827,7 +823,7 @@ class TelemetryWriter:
         if changed:
             assert self.publisher is not None
             # ``twin_parts`` gains the run's new parts and loses those merged away (a commit adds a
-            # part a table; one statement each, not one a row: ~20 ms a commit).
+            # part a table; one statement each, not one a row, which made commits slow).
             now = {t: dict(self.publisher.listing(t)) for t in changed}
             gone = [
                 part_rel(self.run_id, t, rel.split("/")[-1])

@@ -1,4 +1,4 @@
-"""Mixed floors (twin.floor) and routing (twin.work.routing): conservation, hand-calculated routing,
+"""Mixed floors (twin.compose.hall) and routing (twin.work.routing): conservation, hand-calculated routing,
 hardware constraints, and a one-system floor that is the single-system hall bit for bit."""
 
 from __future__ import annotations

@@ -235,7 +235,7 @@ class TwinApp(App[None]):
     # ------------------------------------------------------------------ lifecycle
     def on_mount(self) -> None:
         # A full (generation 2) collection walks every object — Textual's line caches make that
-        # 100-200 ms, and automatic ones came every few seconds at max speed, freezing keys. Young
+        # long, and automatic ones came every few seconds at max speed, freezing keys. Young
         # generations are collected on a timer instead, the full one rarely and when paused.
         self._gc_was_enabled = gc.isenabled()
         gc.disable()

@@ -1,7 +1,7 @@
 """A campus: several halls (buildings) under one substation and one grid connection.
 
-Each hall is the model of one hall (``twin.floor.build``: a ``Simulation`` for one system, a
-``Floor`` for several), with its own rows, CDUs, cooling plant and power chain (PDU, UPS, its
+Each hall is the model of one hall (``twin.compose.hall.Hall``: one pool per system on its
+floor), with its own rows, CDUs, cooling plant and power chain (PDU, UPS, its
 transformer). The campus composes them one level up, step by step:
 
 1. events       a target on the campus (row, UltraServer, server, chip: numbered across the

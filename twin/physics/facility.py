@@ -123,7 +123,7 @@ class Facility:
             chw_supply_c=cp.chilled_water_c,
         )
         # False for the second and later systems of a mixed floor: the plant (shared) is the
-        # first system's, and the plant's faults are its effects (``twin.floor``).
+        # first system's, and the plant's faults are its effects (``twin.compose.hall``).
         self.owns_plant = True
         self.trips = thermal.Trips.none(topo.chip_us, topo.ultraservers)
         self._throttling = False

@@ -154,7 +154,7 @@ class FacilityStep:
             )
             return out
         chips = self.busy_chips(owner).view(np.uint8).reshape(nus, -1)
-        counts: npt.NDArray[np.int64] = np.add.reduce(chips, axis=1, dtype=np.int64)  # ~2x count_nonzero
+        counts: npt.NDArray[np.int64] = np.add.reduce(chips, axis=1, dtype=np.int64)  # beats count_nonzero
         return counts
 
     def chip_tj(self) -> FloatArray:

@@ -36,7 +36,7 @@ class HallParams:
     ultraservers: int = 16
     ultraservers_per_row: int = 4  # one CDU per row
     # A mixed floor: rows of different systems on one plant, one power chain and one grid
-    # connection (``twin.floor``), in this order. Empty: one system (the fields above).
+    # connection (``twin.compose.hall``), in this order. Empty: one system (the fields above).
     rows: tuple[SystemRows, ...] = ()
     # A campus hall's own cooling (``[halls.cooling]``); None: the scenario's ``cooling``.
     cooling: CoolingParams | None = None

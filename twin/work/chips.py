@@ -136,10 +136,10 @@ class Segments:
         ``new`` (on those UltraServers), in chip order. An UltraServer's segments are one run of
         columns, in both: the result is the runs of the columns kept and of ``new``'s taken in
         turn (kept before marked UltraServer k, then its new run, ...). A few marked
-        UltraServers: their runs are cut out and put in one by one (~1.2 us each, then one copy);
-        many (more than 4 + one in 256 columns, as at a million chips, where ~90 change a step):
-        one gather over every column (~5 ns a column). At a million chips 0.25 -> 0.15 ms a
-        step; a small hall's one or two a step stay with the first."""
+        UltraServers: their runs are cut out and put in one by one (a fixed cost each, then one
+        copy); many (more than 4 + one in 256 columns, as at a million chips, where ~90 change a
+        step): one gather over every column (a small cost per column, cheaper than that many
+        splices). A small hall's one or two a step stay with the first."""
         lo = np.searchsorted(self.us, marked)
         hi = np.searchsorted(self.us, marked, side="right")
         at = np.searchsorted(new.us, marked)

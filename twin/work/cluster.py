@@ -65,7 +65,7 @@ class Cluster(Work):
             JobLog(),
         )
         # On a mixed floor, the router that sends arriving jobs to the floor's systems (set on
-        # the floor's front door, ``twin.floor``); None: every job arrives here.
+        # the floor's front door, ``twin.compose.hall``); None: every job arrives here.
         self.router: routing.Router | None = None
         self.rng_failures = rngs.failures
         self.cause_table = failures.cause_table(p.failures)

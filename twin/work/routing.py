@@ -159,7 +159,7 @@ def service_pool(
 
 
 class Router:
-    """Routes each arriving batch job to one of the floor's work states (``twin.floor``): it
+    """Routes each arriving batch job to one of the floor's work states (``twin.compose.hall``): it
     reads each one's parameters, models, batch capacity and free chips."""
 
     def __init__(

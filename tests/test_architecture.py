@@ -50,6 +50,24 @@ def test_each_room_says_what_it_holds_and_must_never_import() -> None:
         assert "never" in doc and len(doc) > 100, room
 
 
+def test_the_console_core_is_headless() -> None:
+    """``tui.console`` runs without a terminal: it never imports Textual or the Textual app's
+    modules."""
+    ui = ("textual", "tui.app", "tui.screens", "tui.widgets")
+    found = []
+    for name, path in modules().items():
+        if name.startswith("tui.console"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    names = (
+                        [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                    )
+                    found += [
+                        (name, n) for n in names if n.split(".")[0] == "textual" or n.startswith(ui[1:])
+                    ]
+    assert not found, found
+
+
 def test_no_module_imports_a_higher_layer(graph: dict[str, set[str]]) -> None:
     up = upward_imports(graph)
     assert not up, "imports of a higher layer: " + ", ".join(f"{m} -> {d}" for m, d in up)

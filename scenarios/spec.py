@@ -664,6 +664,13 @@ def prepare(
         p = dataclasses.replace(p, events=p.events + tuple(extra_events))
     total_s = duration_s if duration_s is not None else int(round(scenario.duration_h * 3600))
     check_duration(total_s, "duration_h")
+    # One rule for every command: a run lasts at least one step (never silently one step longer).
+    if total_s < p.dt_s:
+        what = "the run's length (--hours/--days)" if duration_s is not None else "duration_h"
+        raise ScenarioError(
+            f"{origin}: {what}: {total_s:,} s is shorter than one step (dt_s = {p.dt_s} s); "
+            "a run lasts at least one step"
+        )
     if duration_s is None:  # a run of another length says which events it ends before instead
         _check_event_times(scenario, p)
     steps = -(-total_s // p.dt_s) + p.warmup_s // p.dt_s

@@ -144,7 +144,9 @@ class Sweep:
 
     @property
     def duration_s(self) -> int | None:
-        return None if self.hours is None else int(round(self.hours * 3600))
+        return (
+            None if self.hours is None else spec.duration_arg(self.hours, None)
+        )  # as twin run reads --hours
 
 
 @dataclass(frozen=True)
@@ -275,8 +277,8 @@ def _parse_hours(s: dict[str, Any], origin: str) -> float | None:
     hours = s.get("hours")
     if hours is not None and (not _number(hours) or hours <= 0 or hours > 24 * 366 * 10):
         raise ScenarioError(f"{origin}: sweep.hours: expected a positive number of hours (got {hours!r})")
-    if hours is not None:  # the run length twin run accepts (at least one second)
-        spec.check_duration(int(round(hours * 3600)), f"{origin}: sweep.hours = {hours!r}")
+    if hours is not None:  # the run length twin run accepts (at least one step: ``spec.prepare``)
+        spec.check_duration(spec.duration_arg(hours, None), f"{origin}: sweep.hours = {hours!r}")
     return hours
 
 

@@ -258,7 +258,10 @@ def _load_base(s: dict[str, Any], origin: str, base_dir: Path) -> tuple[spec.Sce
     if not isinstance(ref, str) or not ref:
         raise ScenarioError(f"{origin}: sweep.scenario: expected a built-in name or a scenario file path")
     if ref.endswith(".toml") or "/" in ref:
-        rp = Path(ref).expanduser()
+        try:
+            rp = spec.user_path(ref)
+        except ValueError as e:
+            raise ScenarioError(f"{origin}: sweep.scenario: {e}") from None
         ref = str(rp if rp.is_absolute() else base_dir / rp)
     try:
         base, text, base_origin = spec.load(ref)
@@ -1151,7 +1154,10 @@ _SYSTEM_TREES = (
 
 def system_folder(path: Path) -> bool:
     """``/``, a system folder (``/tmp`` itself, ``/usr/...``) or the user's home folder itself."""
-    p = path.expanduser().resolve()
+    try:
+        p = path.expanduser().resolve()
+    except RuntimeError:  # ~user of no user: a folder of that literal name, as a shell leaves it
+        p = path.resolve()
     if str(p) in _SYSTEM or p == Path.home().resolve():
         return True
     return any(p == Path(t) or Path(t) in p.parents for t in _SYSTEM_TREES)

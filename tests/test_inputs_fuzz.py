@@ -514,6 +514,69 @@ def special_case(draw: st.DrawFn) -> Case:
     return Case(f"name {data['name'][:20]}", scenario=to_toml(data), args=["--hours", "0.5", "--default-out"])
 
 
+# The path keys of a scenario that name a file (for a ``~user`` of no user).
+PATH_KEYS: dict[str, dict[str, Any]] = {
+    "site.weather_file": {"site": {"weather_file": "{p}"}},
+    "grid.price.file": {"grid": {"price": {"kind": "file", "file": "{p}"}}},
+    "training.trace": {"training": {"arrivals_per_day": 0.0, "trace": "{p}"}},
+    "services[0].trace": {"services": [{**TINY["services"][0], "trace": "{p}"}]},
+}
+
+
+def _with(change: dict[str, Any], p: str) -> dict[str, Any]:
+    data = json.loads(json.dumps(TINY))
+    for k, v in json.loads(json.dumps(change).replace("{p}", p)).items():
+        data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) else v
+    return data
+
+
+def _timestamped_weather(year: int, repeat: int) -> list[str]:
+    """A weather CSV with an ISO timestamp for every hour of ``year`` (not a leap year), then its
+    last ``repeat`` rows again (the next expected hour is past the year: past 9999, past what the
+    calendar can name)."""
+    import datetime as _dt
+
+    t0 = _dt.datetime(year, 1, 1)
+    rows = [f"{(t0 + _dt.timedelta(hours=k)).isoformat()},12.0,0.6" for k in range(8760)]
+    return ["timestamp,drybulb_c,rel_humidity", *rows, *rows[-repeat:]]
+
+
+INTERNAL_KINDS = ("home", "one time loop", "year 9999")
+
+
+def internal_input(kind: str, i: int) -> Case:
+    """Variant ``i`` of one kind of the inputs that met an internal error after two rounds of
+    fuzzing: a path of a ``~user`` that does not exist, a request trace whose rows are all at one
+    time with ``trace_loop``, a timestamped weather file of the last year the calendar has (and
+    others) with its last rows repeated."""
+    if kind == "home":
+        key = sorted(PATH_KEYS)[i % len(PATH_KEYS)]
+        user = ["~nonexistentuser", "~no-such-user-0", "~\u00e9x", "~" + "u" * 40][i // len(PATH_KEYS) % 4]
+        return Case(f"internal ~user {key}", scenario=to_toml(_with(PATH_KEYS[key], f"{user}/x.csv")))
+    if kind == "one time loop":
+        n, at = 2 + i % 59, [0.0, 1.5, 3600.0, 1e6][i % 4]
+        rows = [f"{at},{100 + k},{20 + k}" for k in range(n)]
+        trace = "\n".join(["TIMESTAMP,ContextTokens,GeneratedTokens", *rows]) + "\n"
+        data = _with({"services": [{**TINY["services"][0], "trace": "r.csv", "trace_loop": True}]}, "")
+        return Case(f"internal trace at one time x{n}", scenario=to_toml(data), files={"r.csv": trace})
+    year = [9999, 9998, 2023, 1][i % 4]
+    weather = "\n".join(_timestamped_weather(year, 1 + i % 30)) + "\n"
+    data = _with({"site": {"weather_file": "w.csv"}}, "")
+    return Case(f"internal weather year {year} repeat", scenario=to_toml(data), files={"w.csv": weather})
+
+
+@st.composite
+def internal_case(draw: st.DrawFn) -> Case:
+    return internal_input(draw(st.sampled_from(INTERNAL_KINDS)), draw(st.integers(0, 10_000)))
+
+
+INTERNAL_NEEDLES = {
+    "internal ~user": "no home folder for",
+    "internal trace at one time": "trace_loop = true has no period to repeat",
+    "internal weather year": "w.csv",
+}
+
+
 SECTION_KEYS = (
     "hall",
     "hardware",
@@ -1802,3 +1865,15 @@ def test_a_run_on_a_full_disk_is_74_and_its_file_says_failed(
     finally:
         con.close()
     assert 0 <= sim_time_s < 3 * 86400 and steps == sim_time_s // 300
+
+
+@pytest.mark.parametrize("kind", INTERNAL_KINDS)
+def test_the_internal_errors_two_rounds_left_are_refusals(tmp_path: Path, kind: str) -> None:
+    """``~nonexistentuser/w.csv`` (no home folder to expand), a looped request trace whose rows are
+    all at one time (no period: a ZeroDivisionError in the run, "ok" from validate), a weather CSV
+    of 9999 with its last rows repeated (an OverflowError while naming the hour expected): each is
+    one line and exit 2 from validate and run alike (``check_case``: both commands)."""
+    case = internal_input(kind, 0)
+    outcome = check_case(case, tmp_path)
+    needle = next(v for k, v in INTERNAL_NEEDLES.items() if case.label.startswith(k))
+    assert outcome.kind == "refused" and needle in outcome.detail, (case.label, outcome)

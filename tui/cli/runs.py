@@ -131,7 +131,10 @@ def scenario_inputs(arg: str, spec: Any, text: str) -> list[Path]:
         elif isinstance(node, dict):
             for k, v in node.items():
                 if (section, k) in keys and isinstance(v, str):
-                    p = Path(v).expanduser()
+                    try:
+                        p = Path(v).expanduser()
+                    except RuntimeError:  # ~user of no user: the scenario's check names it
+                        continue
                     found.append(p if p.is_absolute() or base is None else Path(base) / p)
                 else:
                     walk(v, f"{section}.{k}" if section else k)

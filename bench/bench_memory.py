@@ -6,6 +6,7 @@ once they are written to the ``jobs`` table.
 
     python bench/bench_memory.py [--days 365] [--scenario default] [--samples 10] [--model-only]
                                  [--no-live] [--tracemalloc]
+    python bench/bench_memory.py --upserts 1500 [--jobs 8000]
 
 ``--model-only`` runs the simulation without writing a file (the model's own memory); without it
 the run writes its telemetry file and publishes its live view as ``twin live`` does, so the figure
@@ -14,11 +15,18 @@ includes DuckDB's block cache (bounded by the run database's own memory limit,
 is written. The last line gives the growth from 10 % to 100 % and its slope per 30 simulated days
 (a shorter ``--days`` run measures the slope quickly). RSS is read from /proc/self/status (Linux);
 elsewhere the peak RSS from ``resource``.
+
+``--upserts N``: the jobs table's part alone, without the model: N commits of a file's writer, each
+rewriting ``--jobs`` waiting and running jobs (8,000: the default scenario's) and adding 60, as a
+long ``twin run`` does (it commits every second of wall time), first as the writer does (a delete
+and an insert), then with DuckDB's INSERT OR REPLACE; RSS every N/5 commits and the slope per
+thousand commits of each.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import resource
 import sys
 import tempfile
@@ -28,6 +36,7 @@ from typing import Any
 
 from scenarios.runner import Session
 from scenarios.spec import load
+from storage.sandbox import parse_memory
 from twin.compose.hall import Hall
 from twin.compose.sim import steps_for
 
@@ -41,6 +50,44 @@ def rss_mb() -> float:
         pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     return peak / (1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0)
+
+
+def malloc_mb() -> tuple[float, float]:
+    """glibc's heap: bytes in use and bytes free but held (fragmentation) [MB]; NaN elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (n, ctypes.c_size_t)
+            for n in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.mallinfo2.restype = MallInfo2
+        m = libc.mallinfo2()
+    except (OSError, AttributeError):
+        return math.nan, math.nan
+    return (m.uordblks + m.hblkhd) / 2**20, m.fordblks / 2**20
+
+
+def arrow_mb() -> float:
+    """Bytes held by Arrow's memory pool [MB]."""
+    import pyarrow as pa
+
+    return pa.total_allocated_bytes() / 2**20
 
 
 def duckdb_cache_mb(s: Session) -> float:
@@ -67,7 +114,12 @@ def main() -> None:
         action="store_true",
         help="also print the Python allocations that grew between the first sample and the end",
     )
+    ap.add_argument("--upserts", type=int, default=0, metavar="N", help="the jobs table's commits alone")
+    ap.add_argument("--jobs", type=int, default=8000, help="jobs rewritten per commit (--upserts)")
     args = ap.parse_args()
+    if args.upserts:
+        upserts(args.upserts, args.jobs)
+        return
     if not (args.days > 0 and args.days <= 3660 and 1 <= args.samples <= 1000):
         ap.error("--days: expected 0 < days <= 3660; --samples: 1 … 1000")
     spec, text, _ = load(args.scenario)
@@ -107,8 +159,9 @@ def main() -> None:
                 seen.append((days, rss))
                 print(
                     f"  {100 * done / total:5.0f} % ({days:6.1f} days, {time.perf_counter() - t0:6.0f} s wall): "
-                    f"RSS {rss:6.0f} MB   DuckDB {duckdb_cache_mb(s):4.0f} MB   "
-                    f"job slots {jobs.n:,} for {jobs.next_id:,} jobs so far",
+                    f"RSS {rss:6.0f} MB   DuckDB {duckdb_cache_mb(s):4.0f} MB   Arrow {arrow_mb():4.0f} MB   "
+                    "malloc in use {:4.0f} MB, free {:4.0f} MB   ".format(*malloc_mb())
+                    + f"job slots {jobs.n:,} for {jobs.next_id:,} jobs so far",
                     flush=True,
                 )
                 if args.tracemalloc and snap is None:
@@ -131,6 +184,51 @@ def main() -> None:
             f"  RSS {first[1]:.0f} MB at {first[0]:.1f} days, {last[1]:.0f} MB at {last[0]:.1f} days: "
             f"{last[1] - first[1]:+.0f} MB ({slope:+.1f} MB per 30 simulated days)"
         )
+
+
+def upserts(commits: int, live: int) -> None:
+    """RSS over ``commits`` commits rewriting ``live`` jobs each (module doc), both ways."""
+    import numpy as np
+    import pyarrow as pa
+
+    from storage.sandbox import Limits
+    from storage.writer import _WITH_RUN_ID, WRITER_MEMORY, open_database, upsert_run
+    from storage.writer import init_schema as _init
+    from twin.spec.telemetry import TABLES
+
+    for how in ("delete and insert", "INSERT OR REPLACE"):
+        with tempfile.TemporaryDirectory() as d:
+            con, _ = open_database(Path(d) / "u.duckdb", Limits(memory_bytes=parse_memory(WRITER_MEMORY)))
+            _init(con)
+            upsert_run(
+                con, {c: None for c in (x.name for x in TABLES["runs"])} | {"run_id": "u", "start": None}
+            )
+            names = [c.name for c in TABLES["jobs"][1:]]
+            lo, seen = 0, []
+            for k in range(1, commits + 1):
+                ids = np.arange(lo, lo + live, dtype=np.int64)
+                tb = pa.table({n: ids if n == "job_id" else pa.nulls(live) for n in names})
+                con.execute("BEGIN")
+                for at in range(0, live, 4096):
+                    con.register("_batch", tb.slice(at, 4096))
+                    if how == "INSERT OR REPLACE":
+                        con.execute(f"INSERT OR REPLACE INTO jobs BY NAME {_WITH_RUN_ID}", ["u"])
+                    else:
+                        con.execute(
+                            "DELETE FROM jobs WHERE run_id = $1 AND EXISTS "
+                            "(SELECT 1 FROM _batch WHERE jobs.job_id = _batch.job_id)",
+                            ["u"],
+                        )
+                        con.execute(f"INSERT INTO jobs BY NAME {_WITH_RUN_ID}", ["u"])
+                    con.unregister("_batch")
+                con.execute("COMMIT")
+                lo += 60
+                if k % max(1, commits // 5) == 0:
+                    seen.append((k, rss_mb()))
+                    print(f"  {how}: {k:6,} commits  RSS {seen[-1][1]:6.0f} MB", flush=True)
+            con.close()
+        (k0, r0), (k1, r1) = seen[0], seen[-1]
+        print(f"  {how}: {(r1 - r0) / max(k1 - k0, 1) * 1000:+.1f} MB per 1,000 commits")
 
 
 def model_only(spec: Any, days: float) -> None:

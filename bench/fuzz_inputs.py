@@ -16,7 +16,9 @@ Without ``--surfaces``:
 
 The inputs come from the generator in ``tests/test_inputs_fuzz.py`` (the scenario fact table and
 valid extremes of it, mutated built-in scenarios, broken weather/price/carbon/trace files, hostile
-arguments and scenario files, scenarios of the wrong shape). Each input runs in a worker subprocess under an address-space limit; an input
+arguments and scenario files, scenarios of the wrong shape, and the inputs that met an internal
+error after two rounds: a ``~user`` of no user, a looped request trace at one time, a weather
+file past the year 9999). Each input runs in a worker subprocess under an address-space limit; an input
 that takes longer than ``--timeout`` counts as a hang (the worker is killed and replaced), one that
 exhausts the limit as out of memory. Prints: inputs tried / clean refusals / accepted and ran /
 traceback / hang / OOM / file left / disagreement between validate and run / other.
@@ -107,6 +109,7 @@ def generate(n: int) -> list[object]:
         builtin_case,
         fact_case,
         file_case,
+        internal_case,
         special_case,
         structure_case,
     )
@@ -118,6 +121,7 @@ def generate(n: int) -> list[object]:
         file_case(),
         st.one_of(args_case(), special_case()),
         structure_case(),
+        internal_case(),
     ]
     cases: list[object] = []
     for strategy in families:

@@ -793,7 +793,11 @@ def select(fast: bool = False, only: Sequence[str] = ()) -> list[Case]:
         raise ValueError(
             f"--only: no case {', '.join(map(repr, unknown))}; cases: {', '.join(c.name for c in CASES)}"
         )
-    return [c for c in CASES if (not only or c.name in only) and (not fast or c.fast)]
+    out = [c for c in CASES if (not only or c.name in only) and (not fast or c.fast)]
+    if not out:  # --fast with --only cases none of which is fast
+        slow = ", ".join(repr(n) for n in only)
+        raise ValueError(f"--fast --only {slow}: no case to run (not in the quick subset; drop --fast)")
+    return out
 
 
 def run_cases(cases: Sequence[Case], progress: bool = True) -> tuple[list[Outcome], dict[str, float]]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scenarios import overrides, sweep
-from scenarios.spec import Scenario, ScenarioError
+from scenarios.spec import Scenario, ScenarioError, duration_arg
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": lambda a, b: a >= b,
@@ -176,7 +176,7 @@ class Planner:
         try:
             overrides.parse_path(key)
         except ValueError as e:
-            raise ScenarioError(f"--minimize {key!r}: {e}") from None
+            raise ScenarioError(f"--{'maximize' if maximize else 'minimize'} {key!r}: {e}") from None
         if any(k == key for k, _ in over):
             raise ScenarioError(f"--over {key}: is the key being searched")
         n_cases = math.prod(len(v) for _, v in over)
@@ -186,7 +186,7 @@ class Planner:
         self.maximize = maximize
         self.constraints = constraints
         self.lo, self.hi = lo, hi
-        self.duration_s = None if hours is None else int(round(hours * 3600))
+        self.duration_s = duration_arg(hours, None)  # as twin run reads --hours
         self.seed, self.backend, self.jobs, self.address = seed, backend, jobs, ray_address
         self.on_run = on_run
         self.raw = tomllib.loads(text)
@@ -206,7 +206,9 @@ class Planner:
 
     def _check(self, case: dict[str, Any], value: int) -> None:
         desc = ", ".join(f"{k}={v!r}" for k, v in [*case.items(), (self.key, value)])
-        sweep.check(self.raw, self.base_dir, self._ovs(case, value), f"{self.origin} ({desc})")
+        sweep.check(
+            self.raw, self.base_dir, self._ovs(case, value), f"{self.origin} ({desc})", self.duration_s
+        )
 
     def _task(self, case: dict[str, Any], value: int) -> sweep.Task:
         params = {**case, self.key: value}

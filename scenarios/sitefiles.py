@@ -213,10 +213,11 @@ def _check_timestamp(where: str, raw: str, k: int, first_ts: _dt.datetime | None
     except TypeError:
         ok = False
     if not ok:
-        raise SiteFileError(
-            f"{where}: timestamp {raw!r}: expected {(first_ts + _dt.timedelta(hours=k)).isoformat()} "
-            "(rows must be consecutive hours)"
-        )
+        try:
+            want = (first_ts + _dt.timedelta(hours=k)).isoformat()
+        except OverflowError:  # past the year 9999 the calendar can name
+            want = f"{k:,} hours after {first_ts.isoformat()}"
+        raise SiteFileError(f"{where}: timestamp {raw!r}: expected {want} (rows must be consecutive hours)")
     return first_ts
 
 

@@ -82,12 +82,25 @@ class ScenarioError(Exception):
         super().__init__(" ".join(str(message).split("\n")))
 
 
+def user_path(name: str) -> Path:
+    """A path of a scenario key with ``~`` or ``~user`` expanded; ``ValueError`` (naming it) when
+    the home folder cannot be found (no such user)."""
+    try:
+        return Path(name).expanduser()
+    except RuntimeError:
+        home = name.split("/", 1)[0]
+        raise ValueError(f"{name!r}: no home folder for {home!r} (no such user)") from None
+
+
 def site_params(site: Any, grid: GridSection, base_dir: Path | None, origin: str) -> params.SiteParams:
     """The model's site parameters, with the hourly series read from the files the scenario
     names (paths relative to ``base_dir``, the scenario file's directory)."""
 
     def read(key: str, reader: Any, name: str) -> Any:
-        path = Path(name).expanduser()
+        try:
+            path = user_path(name)
+        except ValueError as e:
+            raise ScenarioError(f"{origin}: {key}: {e}") from None
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         try:
@@ -269,8 +282,11 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         return {**data, "services": out}
 
     # ------------------------------------------------------------------ to model
-    def _trace_path(self, name: str) -> Path:
-        path = Path(name).expanduser()
+    def _trace_path(self, name: str, key: str) -> Path:
+        try:
+            path = user_path(name)
+        except ValueError as e:
+            raise ScenarioError(f"{self._origin}: {key}: {e}") from None
         if not path.is_absolute() and self._base_dir is not None:
             path = self._base_dir / path
         return path
@@ -284,7 +300,7 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         if t.trace is not None:
             known = set(MODELS) | {m.name for m in self.models}
             try:
-                kw["trace"] = traces.read_job_trace(self._trace_path(t.trace), known)
+                kw["trace"] = traces.read_job_trace(self._trace_path(t.trace, "training.trace"), known)
             except traces.TraceError as e:
                 raise ScenarioError(f"{self._origin}: training.trace: {e}") from None
         return params.TrainingParams(**kw)
@@ -301,9 +317,18 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         kw: dict[str, Any] = s.model_dump(exclude={"trace"})
         if s.trace is not None:
             try:
-                kw["trace"] = traces.read_request_trace(self._trace_path(s.trace))
+                kw["trace"] = tr = traces.read_request_trace(
+                    self._trace_path(s.trace, f"services[{i}].trace")
+                )
             except traces.TraceError as e:
                 raise ScenarioError(f"{self._origin}: services[{i}].trace: {e}") from None
+            # A looped trace repeats with the period of its span: rows all at one time have none.
+            if s.trace_loop and len(tr.time_s) > 1 and not tr.span_s > 0:
+                raise ScenarioError(
+                    f"{self._origin}: services[{i}].trace: all {len(tr.time_s):,} requests at one time "
+                    f"({tr.time_s[0]:g} s), so trace_loop = true has no period to repeat; spread them "
+                    "over time or set trace_loop = false"
+                )
         return params.ServiceParams(**kw)
 
     def _failure_params(self) -> params.FailureParams:
@@ -666,6 +691,13 @@ def prepare(
         p = dataclasses.replace(p, events=p.events + tuple(extra_events))
     total_s = duration_s if duration_s is not None else int(round(scenario.duration_h * 3600))
     check_duration(total_s, "duration_h")
+    # One rule for every command: a run lasts at least one step (never silently one step longer).
+    if total_s < p.dt_s:
+        what = "the run's length (--hours/--days)" if duration_s is not None else "duration_h"
+        raise ScenarioError(
+            f"{origin}: {what}: {total_s:,} s is shorter than one step (dt_s = {p.dt_s} s); "
+            "a run lasts at least one step"
+        )
     if duration_s is None:  # a run of another length says which events it ends before instead
         _check_event_times(scenario, p)
     steps = -(-total_s // p.dt_s) + p.warmup_s // p.dt_s

@@ -144,7 +144,9 @@ class Sweep:
 
     @property
     def duration_s(self) -> int | None:
-        return None if self.hours is None else int(round(self.hours * 3600))
+        return (
+            None if self.hours is None else spec.duration_arg(self.hours, None)
+        )  # as twin run reads --hours
 
 
 @dataclass(frozen=True)
@@ -256,7 +258,10 @@ def _load_base(s: dict[str, Any], origin: str, base_dir: Path) -> tuple[spec.Sce
     if not isinstance(ref, str) or not ref:
         raise ScenarioError(f"{origin}: sweep.scenario: expected a built-in name or a scenario file path")
     if ref.endswith(".toml") or "/" in ref:
-        rp = Path(ref).expanduser()
+        try:
+            rp = spec.user_path(ref)
+        except ValueError as e:
+            raise ScenarioError(f"{origin}: sweep.scenario: {e}") from None
         ref = str(rp if rp.is_absolute() else base_dir / rp)
     try:
         base, text, base_origin = spec.load(ref)
@@ -275,8 +280,8 @@ def _parse_hours(s: dict[str, Any], origin: str) -> float | None:
     hours = s.get("hours")
     if hours is not None and (not _number(hours) or hours <= 0 or hours > 24 * 366 * 10):
         raise ScenarioError(f"{origin}: sweep.hours: expected a positive number of hours (got {hours!r})")
-    if hours is not None:  # the run length twin run accepts (at least one second)
-        spec.check_duration(int(round(hours * 3600)), f"{origin}: sweep.hours = {hours!r}")
+    if hours is not None:  # the run length twin run accepts (at least one step: ``spec.prepare``)
+        spec.check_duration(spec.duration_arg(hours, None), f"{origin}: sweep.hours = {hours!r}")
     return hours
 
 
@@ -1149,7 +1154,10 @@ _SYSTEM_TREES = (
 
 def system_folder(path: Path) -> bool:
     """``/``, a system folder (``/tmp`` itself, ``/usr/...``) or the user's home folder itself."""
-    p = path.expanduser().resolve()
+    try:
+        p = path.expanduser().resolve()
+    except RuntimeError:  # ~user of no user: a folder of that literal name, as a shell leaves it
+        p = path.resolve()
     if str(p) in _SYSTEM or p == Path.home().resolve():
         return True
     return any(p == Path(t) or Path(t) in p.parents for t in _SYSTEM_TREES)

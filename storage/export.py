@@ -78,6 +78,21 @@ def parse_bound(text: str, option: str) -> Bound:
     return Bound(instant=t)
 
 
+def check_window(
+    lo: Bound | None, hi: Bound | None, texts: tuple[str | None, str | None] = (None, None)
+) -> None:
+    """``--from`` must come before ``--to`` (rows from ``lo``, before ``hi``): an empty window is
+    refused (bounds of the same kind; an instant against seconds depends on each run's start)."""
+    if lo is None or hi is None:
+        return
+    a, b = (lo.seconds, hi.seconds) if lo.seconds is not None else (lo.instant, hi.instant)
+    if a is None or b is None:
+        return
+    if a >= b:  # type: ignore[operator]
+        shown = [t if t is not None else "" for t in texts]
+        raise ExportError(f"--from {shown[0]} is not before --to {shown[1]}: no row is in the window")
+
+
 def export_schema(table: str) -> pa.Schema:
     """The table's Arrow schema with ``ts`` moved next to ``time_s``."""
     schema = arrow_schema(table)

@@ -172,6 +172,12 @@ _WORK_Q = {
     "thermal": """
     SELECT count(*) AS thermal_trips FROM events WHERE run_id = ? AND kind = 'thermal_trip'
     """,
+    # Jobs that never entered the queue (larger than every hall, or for no system on the floor):
+    # how many, and the first one's reason (the ``job_rejected`` events).
+    "rejected": """
+    SELECT count(*) AS jobs_rejected, arg_min(detail, time_s) AS jobs_rejected_reason
+    FROM events WHERE run_id = ? AND kind = 'job_rejected'
+    """,
     "interruptions": """
     SELECT count(*) FILTER (WHERE reason = 'preemption') AS preemptions,
            count(*) AS interruptions

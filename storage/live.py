@@ -47,6 +47,7 @@ from storage.errors import QueryError, StorageError
 from storage.parts import PART_NAME, PART_TABLES, folder_problem, parts_dir, run_dir_name, scan
 from storage.parts import SUFFIX as PARTS_SUFFIX
 from storage.reader import READ_THREADS, open_run_file
+from storage.reader import cursor as reader_cursor
 from storage.sandbox import SANDBOX_CONFIG, Limits, UserResult, UserSql, UserSqlRunner
 from storage.schema import (
     DUCKDB_TYPES,
@@ -399,7 +400,7 @@ class LiveUserSql:
             if reading is None:
                 return self.fallback.run(sql, max_rows, cancelled)
             try:
-                self._current = UserSql(reading.con.cursor(), self.limits, strict=True)
+                self._current = UserSql(reader_cursor(reading.con), self.limits, strict=True)
                 if self._closed:  # closed while the sandbox opened
                     raise QueryError("cancelled")
                 return self._current.run(sql, max_rows, cancelled)

@@ -328,12 +328,12 @@ def stored_base(con: duckdb.DuckDBPyConnection) -> str | None:
     return str(rows[0][0]) if rows else None
 
 
-def follow_move(con: duckdb.DuckDBPyConnection, path: str | Path) -> None:
+def moved_views_sql(con: duckdb.DuckDBPyConnection, path: str | Path) -> list[str]:
     """A reader's views of a recording that moved (or was copied) since it was written: the stored
     views name the parts where they were written, so temporary views of the same names name them
-    where they are now (``FILE.parts`` beside ``FILE``)."""
+    where they are now (``FILE.parts`` beside ``FILE``). None if it has not moved."""
     base = base_of(path)
     if stored_base(con) in (None, base):
-        return
-    for table in PART_TABLES:
-        con.execute(view_sql(table, catalog(con, table), base, temp=True))
+        return []
+    parts = catalogs(con, PART_TABLES)
+    return [view_sql(table, parts[table], base, temp=True) for table in PART_TABLES]

@@ -4,8 +4,8 @@
 folder or a device is refused from ``os.stat`` alone, so a FIFO never blocks a command), DuckDB's
 magic bytes, and the file's size against the database header (a file cut inside a block, or
 before the blocks the header points to, is refused before DuckDB reads past its end). ``check_contents`` then checks an open,
-read-only connection: ``twin_meta`` with a schema version this version reads, and every table of
-that schema. ``reading`` turns a DuckDB error met while a command reads a recording (a block
+read-only connection: ``twin_meta`` with a schema version this version reads (this one or an older
+one, read as this one: ``storage.reader``), and every table of that version's schema. ``reading`` turns a DuckDB error met while a command reads a recording (a block
 overwritten after the header, say) into one line naming the file.
 
 Every refusal is a ``RecordingError`` (a ``StorageError``): one line naming the file and what is
@@ -171,22 +171,36 @@ def check_contents(
             f"{path}: telemetry schema v{have} is newer than this version of twin reads "
             f"(v{SCHEMA_VERSION}); update twin to read it"
         )
-    if have != SCHEMA_VERSION:
-        raise RecordingError(
-            f"{path}: telemetry schema v{have}, this version of twin reads v{SCHEMA_VERSION}; "
-            "re-run the scenario with this version"
-        )
+    if have < 1:
+        raise RecordingError(f"{path}: telemetry schema v{have} was never written by twin")
+    # An older file is read as this version's schema (``storage.reader.presentation_sql``): it must
+    # hold the tables its own version had.
+    from storage.schema import ADDED_IN
+
+    expected = [t for t in (TABLES if tables is None else tables) if ADDED_IN.get(t, 1) <= have]
     try:
         present = {str(r[0]) for r in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
         present |= {str(r[0]) for r in con.sql("SELECT view_name FROM duckdb_views()").fetchall()}
     except duckdb.Error as e:
         raise RecordingError(f"{path}: catalogue unreadable: {str(e).splitlines()[0]}") from None
-    missing = [t for t in (TABLES if tables is None else tables) if t not in present]
+    missing = [t for t in expected if t not in present]
     if missing:
         raise RecordingError(
             f"{path}: schema v{have} recording without its table{'s' if len(missing) > 1 else ''} "
             f"{', '.join(missing)} (damaged or edited)"
         )
+    if "runs" in present:
+        # What no run writes, and what every reader divides by: a run's step.
+        try:
+            bad = con.sql(
+                "SELECT run_id, dt_s FROM runs WHERE dt_s IS NULL OR dt_s <= 0 ORDER BY started_at LIMIT 1"
+            ).fetchall()
+        except duckdb.Error as e:
+            raise RecordingError(f"{path}: runs unreadable: {str(e).splitlines()[0]}") from None
+        if bad:
+            raise RecordingError(
+                f"{path}: run {str(bad[0][0])!r:.80} has dt_s {bad[0][1]} (a step must be positive; damaged or edited)"
+            )
 
 
 @contextlib.contextmanager

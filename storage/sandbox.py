@@ -45,7 +45,9 @@ WRITER_MEMORY = "128MB"
 # The most the run's database may set aside in its temporary directory (``FILE.tmp``) at that
 # limit; a long run sets aside next to nothing (written blocks are re-read from the file itself).
 WRITER_TEMP_MAX = "4GB"
-MAX_MEMORY_BYTES = 1 << 50
+# The memory limits a user may give, as the refusal names them (decimal units, as DuckDB's own).
+MIN_MEMORY_BYTES = 16 * 10**6  # 16MB
+MAX_MEMORY_BYTES = 10**15  # 1PB
 
 SANDBOX_CONFIG: dict[str, Any] = {
     "enable_external_access": False,
@@ -63,10 +65,12 @@ _UNITS = {
     "MB": 10**6,
     "GB": 10**9,
     "TB": 10**12,
+    "PB": 10**15,
     "KIB": 1 << 10,
     "MIB": 1 << 20,
     "GIB": 1 << 30,
     "TIB": 1 << 40,
+    "PIB": 1 << 50,
 }
 
 
@@ -77,7 +81,7 @@ def parse_memory(text: str) -> int:
     if not m or unit not in _UNITS:
         raise ValueError(f"{text!r} is not a memory size (e.g. 512MB, 2GB)")
     n = int(float(m.group(1)) * _UNITS[unit])
-    if not 16 << 20 <= n <= MAX_MEMORY_BYTES:
+    if not MIN_MEMORY_BYTES <= n <= MAX_MEMORY_BYTES:
         raise ValueError(f"{text!r} is outside 16MB … 1PB")
     return n
 
@@ -99,7 +103,7 @@ class Limits:
     def __post_init__(self) -> None:
         if not (self.timeout_s > 0 and self.timeout_s < 1e7):
             raise ValueError(f"time limit {self.timeout_s!r} s must be positive and finite")
-        if not 16 << 20 <= self.memory_bytes <= MAX_MEMORY_BYTES:
+        if not MIN_MEMORY_BYTES <= self.memory_bytes <= MAX_MEMORY_BYTES:
             raise ValueError(f"memory limit {self.memory_bytes!r} bytes is outside 16MB … 1PB")
 
     @property

@@ -179,3 +179,35 @@ async def test_without_grid_ts_the_screen_reads_facility_power_per_step(per_step
             assert shown["0.01-0.1 Hz"] == "> Nyquist" and shown["0-0.01 Hz"].endswith("MW²")
     finally:
         con.close()
+
+
+async def test_a_window_of_nan_power_shows_n_a_and_a_note(recorded: Path, tmp_path: Path) -> None:
+    """A recording whose grid_ts power is NaN (no run writes one: an edited or damaged part) has no
+    peak-to-average: the screen says n/a and why, and the console keeps running."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from storage.parts import parts_dir
+    from tests.test_outputs_safety import copy_recording
+    from tui.widgets.info import InfoList
+
+    f = copy_recording(recorded, tmp_path / "nan.duckdb")
+    parts = sorted(parts_dir(f).glob("run_id=*/table=grid_ts/part-*.parquet"))
+    assert parts
+    for part in parts:
+        t = pq.read_table(part)
+        i = t.schema.get_field_index("p_w")
+        nan = pa.array(np.full(t.num_rows, np.nan), t.schema.field(i).type)
+        pq.write_table(t.set_column(i, t.schema.field(i), nan), part)
+    con = open_run_file(f)
+    try:
+        app = replay_app(con)
+        async with app.run_test(size=(200, 60)) as pilot:
+            await pilot.press("end", "f9")
+            await settle(pilot, app)
+            shown = {k: v for k, v, _, _ in app.screen.query_one("#grid-figures", InfoList).items}
+            assert shown["peak/avg"] == "n/a" and shown["0-0.01 Hz"] == "n/a"
+            assert shown["note"].startswith("1,440 of 1,440 samples not a number")
+            assert app.return_code in (None, 0)
+    finally:
+        con.close()

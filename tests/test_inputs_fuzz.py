@@ -514,6 +514,69 @@ def special_case(draw: st.DrawFn) -> Case:
     return Case(f"name {data['name'][:20]}", scenario=to_toml(data), args=["--hours", "0.5", "--default-out"])
 
 
+# The path keys of a scenario that name a file (for a ``~user`` of no user).
+PATH_KEYS: dict[str, dict[str, Any]] = {
+    "site.weather_file": {"site": {"weather_file": "{p}"}},
+    "grid.price.file": {"grid": {"price": {"kind": "file", "file": "{p}"}}},
+    "training.trace": {"training": {"arrivals_per_day": 0.0, "trace": "{p}"}},
+    "services[0].trace": {"services": [{**TINY["services"][0], "trace": "{p}"}]},
+}
+
+
+def _with(change: dict[str, Any], p: str) -> dict[str, Any]:
+    data = json.loads(json.dumps(TINY))
+    for k, v in json.loads(json.dumps(change).replace("{p}", p)).items():
+        data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) else v
+    return data
+
+
+def _timestamped_weather(year: int, repeat: int) -> list[str]:
+    """A weather CSV with an ISO timestamp for every hour of ``year`` (not a leap year), then its
+    last ``repeat`` rows again (the next expected hour is past the year: past 9999, past what the
+    calendar can name)."""
+    import datetime as _dt
+
+    t0 = _dt.datetime(year, 1, 1)
+    rows = [f"{(t0 + _dt.timedelta(hours=k)).isoformat()},12.0,0.6" for k in range(8760)]
+    return ["timestamp,drybulb_c,rel_humidity", *rows, *rows[-repeat:]]
+
+
+INTERNAL_KINDS = ("home", "one time loop", "year 9999")
+
+
+def internal_input(kind: str, i: int) -> Case:
+    """Variant ``i`` of one kind of the inputs that met an internal error after two rounds of
+    fuzzing: a path of a ``~user`` that does not exist, a request trace whose rows are all at one
+    time with ``trace_loop``, a timestamped weather file of the last year the calendar has (and
+    others) with its last rows repeated."""
+    if kind == "home":
+        key = sorted(PATH_KEYS)[i % len(PATH_KEYS)]
+        user = ["~nonexistentuser", "~no-such-user-0", "~\u00e9x", "~" + "u" * 40][i // len(PATH_KEYS) % 4]
+        return Case(f"internal ~user {key}", scenario=to_toml(_with(PATH_KEYS[key], f"{user}/x.csv")))
+    if kind == "one time loop":
+        n, at = 2 + i % 59, [0.0, 1.5, 3600.0, 1e6][i % 4]
+        rows = [f"{at},{100 + k},{20 + k}" for k in range(n)]
+        trace = "\n".join(["TIMESTAMP,ContextTokens,GeneratedTokens", *rows]) + "\n"
+        data = _with({"services": [{**TINY["services"][0], "trace": "r.csv", "trace_loop": True}]}, "")
+        return Case(f"internal trace at one time x{n}", scenario=to_toml(data), files={"r.csv": trace})
+    year = [9999, 9998, 2023, 1][i % 4]
+    weather = "\n".join(_timestamped_weather(year, 1 + i % 30)) + "\n"
+    data = _with({"site": {"weather_file": "w.csv"}}, "")
+    return Case(f"internal weather year {year} repeat", scenario=to_toml(data), files={"w.csv": weather})
+
+
+@st.composite
+def internal_case(draw: st.DrawFn) -> Case:
+    return internal_input(draw(st.sampled_from(INTERNAL_KINDS)), draw(st.integers(0, 10_000)))
+
+
+INTERNAL_NEEDLES = {
+    "internal ~user": "no home folder for",
+    "internal trace at one time": "trace_loop = true has no period to repeat",
+    "internal weather year": "w.csv",
+}
+
+
 SECTION_KEYS = (
     "hall",
     "hardware",
@@ -949,11 +1012,11 @@ def test_bad_arguments_get_one_line_too(
 # stderr and the directory before and after (``classify_surface``). ``bench/fuzz_inputs.py
 # --surfaces`` runs a large generated set in subprocesses and prints a table per surface; a fixed
 # sample runs here.
-SURFACES = ("set", "sweep", "plan", "output", "recording", "live")
+SURFACES = ("set", "sweep", "plan", "output", "recording", "live", "travel", "agree")
 # The exit codes of tui.cli.errors other than 70 (a bug): done, no, bad input, I/O or environment,
 # Ctrl-C, a closed pipe, SIGTERM.
 CLEAN_CODES = (0, 1, 2, 74, 130, 141, 143)
-KINDS = ("clean", "traceback", "hang", "crash", "data lost", "left behind", "other")
+KINDS = ("clean", "traceback", "hang", "crash", "data lost", "left behind", "other", "wrong answer")
 
 TINY_TOML = """name = "tiny"
 dt_s = 300
@@ -977,7 +1040,9 @@ class SurfaceCase:
     """One command on one surface. ``files``: what the directory holds before (text, bytes, or a
     recipe starting with ``@``: ``@REC`` a finished recording, ``@REC_TRUNC:n``, ``@REC_ZEROHEAD``,
     ``@REC_FLIP:seed``, ``@RANDOM:n:seed``, ``@SQLITE``, ``@PARQUET``, ``@FIFO``, ``@DIR``,
-    ``@DEVZERO``, ``@LINK:target``, ``@HARDLINK:target``, ``@SWEEPDIR:tamper``). Names starting
+    ``@DEVZERO``, ``@LINK:target``, ``@HARDLINK:target``, ``@SWEEPDIR:tamper``; ``@REC_V:n`` the
+    recording as schema version n laid it out, ``@REC_DT:n`` its run's dt_s set to n, ``@REC_NAN``
+    its facility power NaN in every part). Names starting
     with ``out`` are outputs: the command may create or change them; every other file is input
     and must come out unchanged. ``fsize``: the child's file-size limit in bytes (a full disk)."""
 
@@ -987,6 +1052,9 @@ class SurfaceCase:
     files: dict[str, str | bytes] = field(default_factory=dict)
     fsize: int | None = None
     slow: bool = False  # may hang by design of the input (a FIFO): subprocess only
+    # The exit codes the case must end with (empty: any clean one): an old recording must open
+    # (0), an input every command refuses must be refused (2); another answer is a wrong answer.
+    expect: tuple[int, ...] = ()
 
 
 @dataclass
@@ -1087,6 +1155,28 @@ def materialise(case: SurfaceCase, d: Path, cache: dict[str, Path]) -> None:
             shutil.copytree(Path(f"{cache['rec']}.parts"), Path(f"{p}.parts"))
         if recipe == "REC":
             p.write_bytes(rec)
+        elif recipe == "REC_V":
+            from tests.test_old_recordings import old_file
+
+            shutil.rmtree(Path(f"{p}.parts"))  # an old version's time series are in the file
+            old_file(cache["rec"], p, int(arg))
+        elif recipe == "REC_DT":
+            p.write_bytes(rec)
+            import duckdb
+
+            con = duckdb.connect(str(p))
+            con.execute(f"UPDATE runs SET dt_s = {int(arg)}")
+            con.close()
+        elif recipe == "REC_NAN":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            p.write_bytes(rec)
+            for part in Path(f"{p}.parts").glob("run_id=*/table=factory_ts/part-*.parquet"):
+                t = pq.read_table(part)
+                i = t.schema.get_field_index("facility_power_w")
+                nan = pa.array([math.nan] * t.num_rows, t.schema.field(i).type)
+                pq.write_table(t.set_column(i, t.schema.field(i), nan), part)
         elif recipe == "REC_TRUNC":
             p.write_bytes(rec[: int(arg) if int(arg) >= 0 else len(rec) // 2])
         elif recipe == "REC_ZEROHEAD":
@@ -1272,7 +1362,12 @@ def run_surface_case(
         if r.exception is not None and not isinstance(r.exception, SystemExit):
             stderr += f"\nTraceback (in process): {type(r.exception).__name__}: {r.exception}"
         code = r.exit_code
-    return classify_surface(code, stderr, before, _snapshot(d), procs_left, exempt)
+    outcome = classify_surface(code, stderr, before, _snapshot(d), procs_left, exempt)
+    if outcome.kind == "clean" and case.expect and code not in case.expect:
+        return SurfaceOutcome(
+            "wrong answer", f"exit {code}, expected {case.expect}: {stderr.strip()[-240:]}", code
+        )
+    return outcome
 
 
 # ---------------------------------------------------------------------- the generators, per surface
@@ -1683,6 +1778,73 @@ def live_cases(rng: Any, n: int) -> list[SurfaceCase]:
     return out
 
 
+READ_COMMANDS: list[list[str]] = [
+    ["sql", "r.duckdb", "SELECT count(*), sum(it_power_w) FROM factory_ts"],
+    ["sql", "r.duckdb", "SELECT * FROM run_summary"],
+    ["compare", "r.duckdb", "r.duckdb"],
+    ["report", "r.duckdb", "--out", "out.html"],
+    ["export", "r.duckdb", "outexp"],
+]
+
+
+def travel_cases(rng: Any, n: int) -> list[SurfaceCase]:
+    """Recordings that travel and age: a copy read from another folder than it was written in,
+    every schema version this project has written (each read command opens it, read-only), and
+    odd ones: a run whose step is not positive (refused by every command), NaN power (read)."""
+    from twin.spec.telemetry import SCHEMA_VERSION
+
+    kinds: list[tuple[str, tuple[int, ...]]] = [("@REC", (0,)), ("@REC_NAN", ())]
+    kinds += [(f"@REC_V:{v}", (0,)) for v in range(1, SCHEMA_VERSION)]
+    kinds += [(f"@REC_DT:{v}", (2,)) for v in (0, -60)]
+    out = []
+    for i in range(n):
+        what, expect = kinds[i % len(kinds)]
+        args = list(rng.choice(READ_COMMANDS))
+        out.append(SurfaceCase("travel", f"travel {what} {args[0]}", args, {"r.duckdb": what}, expect=expect))
+    return out
+
+
+# (args, files, expected exit codes): one rule and one message for every command.
+_SWEEP_HOURS = '[sweep]\nscenario = "tiny.toml"\nhours = {h}\n[sweep.grid]\n"hall.ultraservers" = [1]\n'
+_PLAN = ["plan", "tiny.toml", "--subject-to", "pue <= 2", "--range", "1:2", "--hours", "0.5"]
+
+
+def _agree_inputs() -> list[tuple[list[str], dict[str, str | bytes], tuple[int, ...]]]:
+    tiny: dict[str, str | bytes] = {"tiny.toml": TINY_TOML}
+    rec: dict[str, str | bytes] = {"r.duckdb": "@REC"}
+    out: list[tuple[list[str], dict[str, str | bytes], tuple[int, ...]]] = []
+    for key in ("seed", "dt_s", "site.start_day_of_year", "telemetry.ultraserver_interval_s"):
+        for opt in ("--minimize", "--maximize"):
+            out.append(([*_PLAN, opt, key], tiny, (2,)))
+    for h in ("1e-9", "0.0001", str(299 / 3600)):  # tiny.toml's step is 300 s
+        out.append((["validate", "tiny.toml", "--hours", h], tiny, (2,)))
+        out.append((["run", "tiny.toml", "--hours", h, "--out", "out.duckdb"], tiny, (2,)))
+        out.append(([*_PLAN[:-1], h], tiny, (2,)))
+        out.append(([*SWEEP_ARGS], {**tiny, "sweep.toml": _SWEEP_HOURS.format(h=h)}, (2,)))
+    for m, code in (("16MB", 0), ("1PB", 0), ("16000000B", 0), ("15MB", 2), ("1.1PB", 2), ("1PiB", 2)):
+        out.append((["sql", "r.duckdb", "SELECT 1", "--memory-limit", m], rec, (code,)))
+    for lo, hi in (
+        ("7200", "3600"),
+        ("1h", "3600"),
+        ("2d", "1d"),
+        ("2026-06-29T01:00:00Z", "2026-06-29T00:00:00Z"),
+    ):
+        out.append((["export", "r.duckdb", "outexp", "--from", lo, "--to", hi], rec, (2,)))
+    return out
+
+
+def agree_cases(rng: Any, n: int) -> list[SurfaceCase]:
+    """Every command agrees on its inputs: what one refuses the others refuse too."""
+    inputs = _agree_inputs()
+    start = rng.randrange(len(inputs))
+    out = []
+    for i in range(n):
+        args, files, expect = inputs[(start + i) % len(inputs)]
+        label = "agree " + " ".join(a[:24] for a in args[:1] + args[-2:])
+        out.append(SurfaceCase("agree", label, args, files, expect=expect))
+    return out
+
+
 GENERATORS = {
     "set": set_cases,
     "sweep": sweep_cases,
@@ -1690,6 +1852,8 @@ GENERATORS = {
     "output": output_cases,
     "recording": recording_cases,
     "live": live_cases,
+    "travel": travel_cases,
+    "agree": agree_cases,
 }
 
 
@@ -1802,3 +1966,15 @@ def test_a_run_on_a_full_disk_is_74_and_its_file_says_failed(
     finally:
         con.close()
     assert 0 <= sim_time_s < 3 * 86400 and steps == sim_time_s // 300
+
+
+@pytest.mark.parametrize("kind", INTERNAL_KINDS)
+def test_the_internal_errors_two_rounds_left_are_refusals(tmp_path: Path, kind: str) -> None:
+    """``~nonexistentuser/w.csv`` (no home folder to expand), a looped request trace whose rows are
+    all at one time (no period: a ZeroDivisionError in the run, "ok" from validate), a weather CSV
+    of 9999 with its last rows repeated (an OverflowError while naming the hour expected): each is
+    one line and exit 2 from validate and run alike (``check_case``: both commands)."""
+    case = internal_input(kind, 0)
+    outcome = check_case(case, tmp_path)
+    needle = next(v for k, v in INTERNAL_NEEDLES.items() if case.label.startswith(k))
+    assert outcome.kind == "refused" and needle in outcome.detail, (case.label, outcome)

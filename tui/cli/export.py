@@ -34,7 +34,7 @@ def export_cmd(
     Parquet metadata; readable by pyarrow datasets, DuckDB, polars, pandas and Spark."""
     from pathlib import Path
 
-    from storage.export import check_dest, export, parse_bound
+    from storage.export import check_dest, check_window, export, parse_bound
     from storage.live import open_for_reading
     from storage.reader import latest_run_id
     from storage.recording import reading as reading_errors
@@ -44,6 +44,7 @@ def export_cmd(
         fail("--tables: give at least one table")
     lo = parse_bound(t_from, "--from") if t_from is not None else None
     hi = parse_bound(t_to, "--to") if t_to is not None else None
+    check_window(lo, hi, (t_from, t_to))
     check_dest(dest, [Path(file)], overwrite)  # before the recording is even opened
     reading = open_for_reading(file)
     try:

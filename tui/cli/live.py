@@ -94,7 +94,15 @@ def replay_cmd(file: str) -> None:
         raise
     from tui.app import TwinApp
 
-    TwinApp(replay_con=con, replay_run_id=run_id, replay_path=file).run()
+    app = TwinApp(replay_con=con, replay_run_id=run_id, replay_path=file)
+    app.run()
     con.close()
+    if (app.return_code or 0) != 0:  # Textual printed the traceback and returned
+        from tui.cli.errors import EXIT_SOFTWARE, fail
+
+        fail(
+            f"the replay of {file} ended on an error (a bug in twin; the traceback is above)",
+            code=EXIT_SOFTWARE,
+        )
     if reading.in_progress:  # again after the screen is restored
         click.echo(reading.note.replace("showing", "showed"), err=True)

@@ -106,7 +106,6 @@ def plan_cmd(
     from scenarios.spec import duration_arg
 
     duration_arg(hours, None)  # finite, positive, at most ten years (ScenarioError: one line)
-    _check_plannable(key)
     cons = [planning.parse_constraint(c) for c in constraints]
     lo, hi = planning.parse_range(range_)
     overs = [planning.parse_over(o) for o in over]
@@ -123,6 +122,7 @@ def plan_cmd(
         if click.get_current_context().get_parameter_source("key") != click.core.ParameterSource.DEFAULT:
             fail("give --minimize or --maximize, not both")
         key = max_key
+    _check_plannable(key, "--maximize" if max_key is not None else "--minimize")
     planner = planning.Planner(
         spec,
         text,
@@ -167,22 +167,26 @@ _NOT_PLANNABLE = {
 }
 
 
-def _check_plannable(key: str) -> None:
-    """Refuse a --minimize KEY that is not an integer quantity of the scenario (one line, exit 2)."""
+def _check_plannable(key: str, option: str = "--minimize") -> None:
+    """Refuse a KEY of ``option`` (--minimize or --maximize) that is not an integer quantity of the
+    scenario (one line naming the option, exit 2)."""
     import re
 
     from scenarios import facts as F
 
     path = re.sub(r"\[\d+\]", "", key.strip())
     f = F.fact(path)
-    hint = "minimize an integer quantity such as hall.ultraservers, services[0].replicas or cooling.chiller_units"
+    verb = option.lstrip("-")
+    hint = (
+        f"{verb} an integer quantity such as hall.ultraservers, services[0].replicas or cooling.chiller_units"
+    )
     if f is None:
-        fail(f"--minimize {key}: unknown key (not a scenario key); {hint}")
+        fail(f"{option} {key}: unknown key (not a scenario key); {hint}")
     if f.type != "int":
-        fail(f"--minimize {key}: not a whole-number key ({f.type}); {hint}")
+        fail(f"{option} {key}: not a whole-number key ({f.type}); {hint}")
     if path in _NOT_PLANNABLE or f.section == "telemetry":
         what = _NOT_PLANNABLE.get(path, "a telemetry interval")
-        fail(f"--minimize {key}: {what} is not a quantity to plan; {hint}")
+        fail(f"{option} {key}: {what} is not a quantity to plan; {hint}")
 
 
 def _as_dict(result: Any) -> dict[str, Any]:

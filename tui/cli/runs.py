@@ -131,7 +131,10 @@ def scenario_inputs(arg: str, spec: Any, text: str) -> list[Path]:
         elif isinstance(node, dict):
             for k, v in node.items():
                 if (section, k) in keys and isinstance(v, str):
-                    p = Path(v).expanduser()
+                    try:
+                        p = Path(v).expanduser()
+                    except RuntimeError:  # ~user of no user: the scenario's check names it
+                        continue
                     found.append(p if p.is_absolute() or base is None else Path(base) / p)
                 else:
                     walk(v, f"{section}.{k}" if section else k)
@@ -264,7 +267,13 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
         else "  per output token  –",
         *_inference_split(s),
         f"  training delivered {_eflop(s['training_flop'])}   jobs done {s['jobs_done'] or 0:,}"
-        f" of {s.get('jobs_submitted') or 0:,}   goodput {fmt.pct(s.get('goodput'))}",
+        f" of {s.get('jobs_submitted') or 0:,}"
+        + (
+            f" (+{s['jobs_rejected']:,} rejected, never queued: the first {s.get('jobs_rejected_reason')})"
+            if s.get("jobs_rejected")
+            else ""
+        )
+        + f"   goodput {fmt.pct(s.get('goodput'))}",
         f"  queue wait        p50 {fmt.duration(s['wait_p50_s'])}   p90 {fmt.duration(s.get('wait_p90_s'))}"
         f"   p99 {fmt.duration(s.get('wait_p99_s'))} (started jobs)   still queued {s.get('jobs_queued_at_end') or 0}"
         + (

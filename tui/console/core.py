@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from storage.reader import cursor as reader_cursor
 from storage.sandbox import Limits, UserSql, UserSqlRunner
 from tui.console.alarms import Alarms
 from tui.console.feed import DEFAULT_WINDOW_S, LiveFeed, Meta, PanelReq, ReplayFeed, params_for
@@ -89,7 +90,7 @@ class Console:
         self.user_sql: UserSqlRunner = (
             session.writer.user_sql
             if session is not None
-            else UserSql(replay_con.cursor(), Limits(), strict=False)
+            else UserSql(reader_cursor(replay_con), Limits(), strict=False)
         )
         self.sql = SqlRunner(self.user_sql) if start_sql is None else SqlRunner(self.user_sql, start_sql)
         live_run = (self.meta.run_id, self.meta.dt_s) if self.live is not None else None
@@ -118,7 +119,7 @@ class Console:
         if self.session is not None:
             return self.session.writer.cursor()
         assert self.replay is not None
-        return self.replay.con.cursor()
+        return reader_cursor(self.replay.con)
 
     # ------------------------------------------------------------------ time shown
     def tick(self, t: int, steps: int) -> None:

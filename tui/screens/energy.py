@@ -75,6 +75,10 @@ def chain_items(c: dict[str, Any]) -> list[Item]:
     return items
 
 
+# A rate per hour of a step's amount with no step length (runs.dt_s not positive).
+NO_STEP = "n/a (the run's step dt_s is not positive)"
+
+
 def plant_items(c: dict[str, Any], dt_s: int) -> list[Item]:
     free = _v(c, "free_cooling_fraction")
     unmet = _v(c, "unmet_heat_w")
@@ -92,19 +96,24 @@ def plant_items(c: dict[str, Any], dt_s: int) -> list[Item]:
         ),
         ("chiller COP", f"{_v(c, 'chiller_cop'):.1f}", None, ""),
         ("chiller power", fmt.power(_v(c, "chiller_power_w")), None, ""),
-        ("water", f"{_v(c, 'water_l') / dt_s * 3600:,.0f} L/h", None, ""),
+        ("water", f"{_v(c, 'water_l') / dt_s * 3600:,.0f} L/h" if dt_s > 0 else NO_STEP, None, ""),
         ("unrejected heat", fmt.power(unmet), None, "warn" if unmet > 0 else ""),
     ]
 
 
 def site_items(c: dict[str, Any], dt_s: int) -> list[Item]:
-    per_h = 3600 / dt_s
-    return [
+    items: list[Item] = [
         ("outdoor dry bulb", fmt.temp(_v(c, "outdoor_temp_c")), None, ""),
         ("wet bulb", fmt.temp(_v(c, "outdoor_wetbulb_c")), None, ""),
         ("humidity", fmt.pct(_v(c, "outdoor_rh"), 0), None, ""),
         ("price", f"${_v(c, 'price_usd_per_mwh'):,.1f}/MWh", None, ""),
         ("carbon", f"{_v(c, 'carbon_g_per_kwh'):,.0f} g/kWh", None, ""),
+    ]
+    if dt_s <= 0:  # a recording no run writes (the recording check refuses it): no rates
+        return [*items, ("rates", NO_STEP, None, "warn")]
+    per_h = 3600 / dt_s
+    return [
+        *items,
         ("cost rate", f"{fmt.money(_v(c, 'cost_usd') * per_h)}/h", None, ""),
         ("CO₂ rate", f"{_v(c, 'co2_kg') * per_h:,.0f} kg/h", None, ""),
         ("energy rate", f"{fmt.power(_v(c, 'energy_j') / dt_s)}", None, ""),

@@ -45,11 +45,15 @@ def figure_items(cols: dict[str, Any]) -> list[Item]:
     p = np.asarray(cols["p_w"], dtype=np.float64)
     f = grid_figures(p, tau)
     where = f"grid_ts, {tau:g} s" if src == "grid_ts" else f"factory_ts, {tau:g} s steps"
-    items: list[Item] = [
-        ("source", where, None, ""),
+    ratio = f["grid_peak_to_average"]
+    items: list[Item] = [("source", where, None, "")]
+    bad = int(np.count_nonzero(~np.isfinite(p)))
+    if bad:  # a recording no run writes (edited or damaged): what depends on them is n/a
+        items.append(("note", f"{bad:,} of {len(p):,} samples not a number: figures n/a", None, "warn"))
+    items += [
         ("peak", _w(f["grid_peak_mw"], "W"), None, ""),
         ("mean", _w(f["grid_mean_mw"], "W"), None, ""),
-        ("peak/avg", f"{f['grid_peak_to_average']:.4f}", None, ""),
+        ("peak/avg", "n/a" if ratio is None or not math.isfinite(ratio) else f"{ratio:.4f}", None, ""),
         ("swing", _w(f["grid_swing_mw"], "W"), None, ""),
         ("ramp", _w(f["grid_ramp_mw_per_s"], "W/s"), None, ""),
         ("ramp/min", _w(f["grid_ramp_mw_per_min"], "W/min"), None, ""),
@@ -58,7 +62,8 @@ def figure_items(cols: dict[str, Any]) -> list[Item]:
     for name, (lo, hi) in zip(grid.BAND_NAMES, grid.BANDS_HZ, strict=True):
         v = f["grid_band_" + name + "_mw2"]
         band = f"{lo:g}-{hi:g} Hz" if math.isfinite(hi) else f"> {lo:g} Hz"
-        items.append((band, "> Nyquist" if v is None else f"{v:.4g} MW²", None, ""))
+        text = "> Nyquist" if v is None else f"{v:.4g} MW²" if math.isfinite(v) else "n/a"
+        items.append((band, text, None, ""))
     return items
 
 
@@ -74,7 +79,12 @@ def limit_items(cols: dict[str, Any], meta: Meta) -> list[Item]:
     return [
         ("ramp limit", f"{limit:g} MW/min", None, ""),
         ("steps over it", f"{n:,}", None, "warn" if n else ""),
-        ("largest step ramp", f"{v:.4g} MW/min", None, "warn" if v > limit else ""),
+        (
+            "largest step ramp",
+            f"{v:.4g} MW/min" if math.isfinite(v) else "n/a",
+            None,
+            "warn" if v > limit else "",
+        ),
     ]
 
 

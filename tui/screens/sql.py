@@ -326,7 +326,12 @@ class SqlScreen(TwinScreen):
 
         def done(path: str | None) -> None:
             if path and path.strip():
-                self.app.post_message(ExportTable(table, Path(path.strip()).expanduser()))
+                try:
+                    dest = Path(path.strip()).expanduser()
+                except RuntimeError:  # ~user of no user
+                    self.notify(f"{path.strip()}: no such user's home folder", severity="error", timeout=6)
+                    return
+                self.app.post_message(ExportTable(table, dest))
 
         self.app.push_screen(
             PromptScreen("Export result", f"{table.num_rows:,} rows · path (.csv or .parquet):", default),

@@ -458,7 +458,10 @@ class _HallChecks(Strict):
     def _one_size(self) -> Any:
         s: Any = self
         if s.ultraservers is not None and s.it_envelope_w is not None:
-            raise ValueError("give hall.ultraservers or hall.it_envelope_w, not both")
+            raise ValueError(
+                "give hall.ultraservers or hall.it_envelope_w, not both (`--set hall.ultraservers=` unsets a "
+                "scenario's ultraservers)"
+            )
         if s.rows:
             given = sorted({"system", "ultraservers", "it_envelope_w"} & s.model_fields_set)
             if given:

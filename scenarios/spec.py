@@ -755,6 +755,37 @@ def _fact_of_loc(loc: tuple[Any, ...]) -> Fact | None:
     return F.fact(".".join(keys))
 
 
+def did_you_mean(word: str, known: Any) -> str:
+    """``; did you mean 'x'?`` for the closest of ``known`` to ``word`` (a typo), or ''."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _sibling_keys(loc: tuple[Any, ...]) -> set[str]:
+    """The keys the fact table knows next to the unknown one at ``loc``: its section's keys and
+    sub-tables (a job class's and a failure cause's tables stand for each of them)."""
+    keys = [str(p) for p in loc if not isinstance(p, int)]
+    if not keys:
+        return set()
+    parts = keys[:-1]
+    if len(parts) == 2 and parts[0] == "training" and parts[1] in F.CLASS_NAMES:
+        parts[1] = "<class>"
+    elif len(parts) == 2 and parts[0] == "failures" and parts[1] in F.CAUSE_NAMES:
+        parts[1] = "<cause>"
+    section = ".".join(parts)
+    out: set[str] = set()
+    for f in F.FACTS:
+        if f.section == section:
+            out.add(f.key)
+        elif section == "" or f.section.startswith(section + "."):
+            sub = f.section[len(section) + 1 if section else 0 :].split(".")[0]
+            names = {"<class>": F.CLASS_NAMES, "<cause>": F.CAUSE_NAMES}.get(sub, (sub,))
+            out.update(names)
+    return out
+
+
 def _short(v: Any) -> str:
     text = repr(v)
     return text if len(text) <= 80 else text[:60] + f"… ({len(text):,} characters)"
@@ -785,7 +816,7 @@ def _message(err: Any) -> str:
         else (f" (got {_short(err.get('input'))})")
     )
     if typ == "extra_forbidden":
-        msg = "unknown key"
+        msg = "unknown key" + did_you_mean(str(loc[-1]), _sibling_keys(loc))
     elif typ == "missing":
         msg = "required key is missing"
     elif f is not None and typ in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
@@ -1045,7 +1076,8 @@ def load(name_or_path: str) -> tuple[Scenario, str, str]:
     names = builtin_names()
     if name_or_path not in names:
         raise ScenarioError(
-            f"{_short(name_or_path)}: no built-in scenario of that name and no such file; built-in: {', '.join(names)}"
+            f"{_short(name_or_path)}: no built-in scenario of that name and no such file"
+            f"{did_you_mean(name_or_path, names)} (built-in: {', '.join(names)})"
         )
     text = resources.files("scenarios.builtin").joinpath(f"{name_or_path}.toml").read_text(encoding="utf-8")
     return parse(text, f"built-in scenario '{name_or_path}'"), text, f"builtin:{name_or_path}"

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from tui.cli.errors import fail, guard
+from tui.cli.options import HOURS
 
 
 @click.command("plan")
@@ -50,7 +51,7 @@ from tui.cli.errors import fail, guard
 @click.option(
     "--range", "range_", default="1:64", show_default=True, metavar="LOW:HIGH", help="The values to search."
 )
-@click.option("--hours", type=float, default=None, help="Simulated hours per run (default: the scenario's).")
+@click.option("--hours", type=HOURS, default=None, help="Simulated hours per run (default: the scenario's).")
 @click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's).")
 @click.option(
     "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario key (repeatable)."

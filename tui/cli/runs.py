@@ -10,16 +10,16 @@ import click
 
 from tui.cli.errors import fail, guard
 from tui.cli.metrics import METRICS_HELP, start_metrics
-from tui.cli.options import SET_HELP, default_out, duration_s, nonempty_path
+from tui.cli.options import DAYS, HOURS, SET_HELP, default_out, duration_s, nonempty_path
 from tui.cli.signals import stoppable
 
 
 @click.command("run")
 @click.argument("scenario", default="default")
 @click.option(
-    "--hours", type=float, default=None, help="Simulated hours (default: the scenario's duration_h)."
+    "--hours", type=HOURS, default=None, help="Simulated hours (default: the scenario's duration_h)."
 )
-@click.option("--days", type=float, default=None, help="Simulated days.")
+@click.option("--days", type=DAYS, default=None, help="Simulated days.")
 @click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's).")
 @click.option(
     "--out",
@@ -335,12 +335,11 @@ def rerun_cmd(file: str, out: str | None, overwrite: bool, check: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the KPIs as JSON.")
 @guard
 def compare_cmd(runs: tuple[str, ...], as_json: bool) -> None:
-    """Print the KPIs of recorded RUNS side by side (each a telemetry file; its latest run).
+    """Print the KPIs of recorded RUNS side by side (each a telemetry file; its latest run); one
+    file prints that run's KPIs.
 
     Energy, cost, PUE, WUE, CUE, tokens, J/token, $ per million tokens, training FLOP delivered,
     throttled hours and more; with two runs, a ratio column (second / first)."""
-    if len(runs) < 2:
-        fail("give at least two telemetry files to compare")
     _print_compare(list(runs), as_json)
 
 

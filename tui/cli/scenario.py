@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from tui.cli.errors import guard
-from tui.cli.options import SET_HELP, duration_s
+from tui.cli.options import DAYS, HOURS, SET_HELP, duration_s
 
 
 def validate_scenario(
@@ -76,9 +76,9 @@ def print_schema() -> None:
 @click.command("validate")
 @click.argument("scenario")
 @click.option(
-    "--hours", type=float, default=None, help="Check for a run of this many hours (as `twin run --hours`)."
+    "--hours", type=HOURS, default=None, help="Check for a run of this many hours (as `twin run --hours`)."
 )
-@click.option("--days", type=float, default=None, help="Check for a run of this many days.")
+@click.option("--days", type=DAYS, default=None, help="Check for a run of this many days.")
 @click.option("--seed", type=int, default=None, help="Check with this seed (as `twin run --seed`).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @guard

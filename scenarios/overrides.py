@@ -26,6 +26,7 @@ from typing import Any
 
 from scenarios import spec
 from scenarios.spec import Scenario, ScenarioError
+from storage.kpis import OVERRIDE_LINE, OVERRIDES_HEAD
 
 MAX_SET_LEN = 4096
 UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()  # ``KEY=``: remove the key
@@ -301,8 +302,8 @@ def effective_text(text: str, overrides: list[Override], origin: str) -> str:
     import tomlkit
 
     want = apply(tomllib.loads(text), overrides)
-    header = "".join(f"# {_printable(str(o))}\n" for o in overrides)
-    header = f"# Effective scenario: {origin} with\n{header}\n"
+    header = "".join(f"{OVERRIDE_LINE}{_printable(o.arg)}\n" for o in overrides)
+    header = f"{OVERRIDES_HEAD}{origin} with\n{header}\n"
     try:
         doc = tomlkit.parse(text)
         _apply_to(doc, overrides)

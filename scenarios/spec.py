@@ -673,6 +673,7 @@ def prepare(
             f"{origin}: {steps:,} steps x {n:,} systems = {steps * n:,} system-steps; a run may have at most "
             f"{F.MAX_US_STEPS:,} (shorten the run, raise dt_s or shrink the hall)"
         )
+    _check_caps(origin, p)
     halls = p.halls or (p.hall,)
     for i, svc in enumerate(p.services):  # a mixed floor's: routing.service_pool
         h = halls[i % len(halls)]
@@ -683,6 +684,75 @@ def prepare(
         except ValueError as e:
             raise ScenarioError(f"{origin}: {e}") from None
     return p
+
+
+def it_floor_w(p: params.FactoryParams, hall: params.HallParams | None = None) -> tuple[float, float]:
+    """(idle, slowest busy) IT power at rack input of one hall (``hall``) or of every hall [W]:
+    every chip idle and the hosts at their idle share; every chip busy at the lowest clock a cap
+    may set (``cooling.min_clock``; dynamic power ~ clock^``dvfs_exponent``) and the hosts at full.
+    No cap can bring the hall below the first; one below the second cannot hold while the hall is
+    busy (the plant and the power chain draw more on top of both)."""
+    cp, pp = p.cooling, p.power
+    lowest = cp.min_clock**cp.dvfs_exponent
+    idle = busy = 0.0
+    for h in (hall,) if hall is not None else p.halls or (p.hall,):
+        for r in h.pools():
+            sy, acc = r.system, r.accelerator
+            fixed = sy.switch_w + pp.psu_fixed_w_per_server * sy.servers
+            host = sy.host_w_per_server * sy.servers
+            idle += r.ultraservers * (sy.chips * acc.idle_w + host * sy.host_idle_fraction + fixed)
+            busy += r.ultraservers * (
+                sy.chips * (acc.idle_w + (acc.tdp_w - acc.idle_w) * lowest) + host + fixed
+            )
+    return idle / pp.psu_efficiency, busy / pp.psu_efficiency
+
+
+def _caps(p: params.FactoryParams) -> list[tuple[str, float, tuple[float, float]]]:
+    """The facility and campus caps a scenario sets, each with the IT floors it is held to
+    (``it_floor_w``): (where, watts, floors) of the standing caps and of each power_cap event. A
+    campus's facility cap holds each hall: the smallest hall's floors."""
+    site = it_floor_w(p)
+    halls = p.halls or (p.hall,)
+    hall = min((it_floor_w(p, h) for h in halls), key=lambda f: f[0])
+    out = []
+    if p.power.facility_cap_w > 0:
+        out.append(("power.facility_cap_w", p.power.facility_cap_w, hall))
+    if p.power.campus_cap_w > 0:
+        out.append(("power.campus_cap_w", p.power.campus_cap_w, site))
+    for i, e in enumerate(p.events):
+        if e.kind == "power_cap" and e.target in ("facility", "campus") and 0 < e.value < math.inf:
+            out.append(
+                (f"events[{i}].value", e.value, site if e.target == "campus" or len(halls) == 1 else hall)
+            )
+    return out
+
+
+def _cap_text(where: str, cap_w: float) -> str:
+    """``power.facility_cap_w = 1.6 W`` with a reminder of the unit for a value that reads as MW."""
+    unit = f" (the value is in W; {cap_w:g} MW = {cap_w:g}e6)" if cap_w < 1e3 else ""
+    return f"{where} = {cap_w:,.6g} W{unit}"
+
+
+def _check_caps(origin: str, p: params.FactoryParams) -> None:
+    """A facility cap below what the hall's IT draws with every chip idle can never hold: refused
+    (most often MW written for W)."""
+    for where, cap, (idle, _) in _caps(p):
+        if cap < idle:
+            raise ScenarioError(
+                f"{origin}: {_cap_text(where, cap)} is below the {idle / 1e3:,.0f} kW the hall's IT draws "
+                "with every chip idle: no clock can hold it"
+            )
+
+
+def cap_warnings(p: params.FactoryParams) -> list[str]:
+    """The caps that cannot hold while the hall is busy: below the IT power of every chip busy at
+    the lowest clock a cap may set (``it_floor_w``)."""
+    return [
+        f"{_cap_text(where, cap)} is below the {busy / 1e3:,.0f} kW the hall's IT draws busy at its lowest "
+        f"clock ({p.cooling.min_clock:g}): while the hall is busy the cap cannot hold"
+        for where, cap, (_, busy) in _caps(p)
+        if cap < busy
+    ]
 
 
 def _check_event_times(scenario: Scenario, p: params.FactoryParams) -> None:

@@ -89,3 +89,111 @@ def test_set_with_an_empty_value_unsets_the_key(tmp_path: Path) -> None:
     f.write_text(SMALL_TOML)
     spec, text, _ = load(str(f), ["training.arrivals_per_day="])
     assert "arrivals_per_day" not in tomllib.loads(text).get("training", {})
+
+
+# ---------------------------------------------------------------------- caps that cannot hold
+def _small(tmp_path: Path) -> Path:
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL_TOML)
+    return f
+
+
+def test_a_cap_below_the_idle_hall_is_refused_with_the_unit(tmp_path: Path) -> None:
+    out = tmp_path / "cap.duckdb"
+    code, _, err = invoke(
+        "run", "default", "--hours", "1", "--set", "power.facility_cap_w=1.6", "-o", str(out)
+    )
+    assert code == 2 and not out.exists()
+    assert "power.facility_cap_w = 1.6 W" in err and "1.6 MW = 1.6e6" in err and "no clock can hold it" in err
+    # The same for a power_cap event.
+    f = _small(tmp_path)
+    f.write_text(
+        SMALL_TOML
+        + '\n[[events]]\nat_h = 1\nkind = "power_cap"\ntarget = "facility"\nvalue = 2.0\nduration_h = 1\n'
+    )
+    code, _, err = invoke("validate", str(f))
+    assert code == 2 and "events[0].value = 2 W" in err
+
+
+def test_the_idle_floor_is_what_the_model_draws_at_its_lowest_clock(tmp_path: Path) -> None:
+    """A cap just above the idle floor pushes every busy chip to the lowest clock: the recorded
+    IT power lies between the idle floor and the all-busy floor, the run warns that the cap
+    cannot hold, and every output states the cap and the hours it was not held."""
+    from scenarios.overrides import load
+    from scenarios.spec import it_floor_w
+
+    f = _small(tmp_path)
+    spec, _, _ = load(str(f))
+    idle, busy = it_floor_w(spec.to_params())
+    assert 0 < idle < busy
+    cap = idle * 1.001
+    out = tmp_path / "r.duckdb"
+    r = CliRunner().invoke(
+        main,
+        ["run", str(f), "--hours", "2", "--set", f"power.facility_cap_w={cap!r}", "-o", str(out), "--json"],
+        catch_exceptions=False,
+    )
+    assert r.exit_code == 0, r.stderr
+    assert "cannot hold" in r.stderr and f"{busy / 1e3:,.0f} kW" in r.stderr
+    rec = json.loads(r.stdout)
+    assert rec["facility_cap_mw"] == pytest.approx(cap / 1e6)
+    assert rec["cap_hours"] == pytest.approx(2.0)
+    # IT alone is above the cap (the plant and the chain add to it): never held.
+    assert rec["cap_exceeded_hours"] == pytest.approx(2.0)
+    assert rec["overrides"] == [f"power.facility_cap_w={cap!r}"]
+    code, sql, _ = invoke(
+        "sql",
+        str(out),
+        "SELECT min(it_power_w) AS lo, max(it_power_w) AS hi FROM factory_ts",
+        "--format",
+        "json",
+    )
+    (row,) = json.loads(sql)
+    assert idle * 0.97 <= row["lo"] and row["hi"] <= busy * 1.03  # chip-to-chip spread: +-3 %
+    code, text, _ = invoke("compare", str(out))
+    assert code == 0
+    assert "hours over the facility cap (not held)" in text and f"power.facility_cap_w={cap!r}" in text
+
+
+def test_the_summary_states_the_cap_and_the_hours_it_bound(tmp_path: Path) -> None:
+    f = _small(tmp_path)
+    code, text, err = invoke("run", str(f), "--hours", "1", "-o", str(tmp_path / "a.duckdb"))
+    assert code == 0, err
+    assert "facility cap      none   throttled 0.00 h" in text and "overrides" not in text
+    code, text, err = invoke(
+        "run",
+        str(f),
+        "--hours",
+        "1",
+        "--set",
+        "power.facility_cap_w=1e9",
+        "--set",
+        "site.climate=hot",
+        "-o",
+        str(tmp_path / "b.duckdb"),
+    )
+    assert code == 0, err
+    assert "facility cap      1.00 GW in force 1.00 h, bound 0.00 h" in text and "NOT HELD" not in text
+    assert "overrides         --set power.facility_cap_w=1e9  --set site.climate=hot" in text
+
+
+def test_the_report_names_the_overrides_and_the_cap(tmp_path: Path) -> None:
+    f = _small(tmp_path)
+    out = tmp_path / "b.duckdb"
+    code, _, err = invoke("run", str(f), "--hours", "1", "--set", "site.climate=hot", "-o", str(out))
+    assert code == 0, err
+    page = tmp_path / "r.html"
+    code, _, err = invoke("report", str(out), "-o", str(page))
+    assert code == 0, err
+    html = page.read_text()
+    assert "<b>Modified:</b>" in html and "--set site.climate=hot" in html
+    assert "small (b.duckdb, modified)" in html and "No facility power cap" in html
+
+
+def test_an_alarm_raised_in_the_warm_up_opens_at_the_recording() -> None:
+    from storage.report import _alarm_lines
+
+    lines = _alarm_lines(-30_000, 600, {"target": "job:1", "detail": "queue wait", "source": "alarm"})
+    assert [x["time_s"] for x in lines] == [0, 600]
+    assert "warm-up" in lines[0]["detail"]
+    assert _alarm_lines(60, None, {"target": "t", "detail": "d", "source": "alarm"})[0]["detail"] == "d"

@@ -28,6 +28,7 @@ def validate_scenario(
     for s in spec.variants or [spec]:
         p, sim = build_simulation(s, seed, duration_s)
         warn_cut_events(s, duration_s)
+        warn_caps(s, p)
         hours = duration_s / 3600 if duration_s is not None else s.duration_h
         halls = p.halls or (p.hall,)
         counts: dict[str, int] = {}  # UltraServers per system, over every hall of a campus
@@ -65,6 +66,15 @@ def warn_cut_events(s: Any, duration_s: int | None) -> None:
             f"{len(s.events)} scheduled events ({shown}); they will not happen",
             err=True,
         )
+
+
+def warn_caps(s: Any, p: Any = None) -> None:
+    """One line on stderr for each facility cap that cannot hold while the hall is busy
+    (``scenarios.spec.cap_warnings``; ``p``: the scenario's model parameters when at hand)."""
+    from scenarios.spec import cap_warnings
+
+    for w in cap_warnings(p if p is not None else s.to_params()):
+        click.echo(f"twin: warning: '{s.name}': {w}", err=True)
 
 
 def print_schema() -> None:

@@ -29,6 +29,7 @@ from scenarios import sitefiles, traces
 from scenarios.facts import CLIMATES, Fact
 from scenarios.sections import (
     ACC_OVERRIDABLE,
+    SCALED_ARRIVAL_KEYS,
     SYS_OVERRIDABLE,
     TOU_KEYS,
     CampusHallSection,
@@ -273,12 +274,16 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             path = self._base_dir / path
         return path
 
-    def _training_params(self) -> params.TrainingParams:
+    def _training_params(self, halls: list[params.HallParams] | None = None) -> params.TrainingParams:
         t = self.training
-        kw: dict[str, Any] = t.model_dump(exclude={"trace", "precision", *params.JOB_CLASSES})
+        kw: dict[str, Any] = t.model_dump(
+            exclude={"trace", "precision", *params.JOB_CLASSES, *SCALED_ARRIVAL_KEYS}
+        )
         for kind in params.JOB_CLASSES:
             dump = {**getattr(t, kind).model_dump(), "precision": self._class_precision(kind)}
             kw[kind] = params.JobClassParams(**dump)
+        if halls is not None:
+            kw["arrivals_per_day"] = self._arrivals_per_day(params.TrainingParams(**kw), halls)
         if t.trace is not None:
             known = set(MODELS) | {m.name for m in self.models}
             try:
@@ -286,6 +291,44 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             except traces.TraceError as e:
                 raise ScenarioError(f"{self._origin}: training.trace: {e}") from None
         return params.TrainingParams(**kw)
+
+    def _arrivals_per_day(self, tp: params.TrainingParams, halls: list[params.HallParams]) -> float:
+        """Weekday arrivals: ``arrivals_per_day``, or scaled with the site (``training``'s
+        arrivals_per_chip_day, arrivals_per_mw_day or offered_load; ``ValueError`` beyond the
+        limit of ``arrivals_per_day``)."""
+        t = self.training
+        pools = [r for h in halls for r in h.pools()]
+        chips = sum(r.ultraservers * r.system.chips for r in pools)
+        if t.arrivals_per_chip_day is not None:
+            rate, how = (
+                t.arrivals_per_chip_day * chips,
+                f"{t.arrivals_per_chip_day:g} per chip x {chips:,} chips",
+            )
+        elif t.arrivals_per_mw_day is not None:
+            mw = (
+                sum(r.ultraservers * catalog.system_full_load_it_w(r.system, r.accelerator) for r in pools)
+                / 1e6
+            )
+            rate, how = t.arrivals_per_mw_day * mw, f"{t.arrivals_per_mw_day:g} per MW x {mw:,.2f} MW"
+        elif t.offered_load is not None:
+            inference = sum(s.replicas * s.chips_per_replica for s in self.services)
+            batch = max(chips - inference, 0)
+            per_job = workload.mean_job_chip_s(tp, batch)
+            week = workload.week_mean_factor(tp.weekend_factor)
+            rate = t.offered_load * batch * 86400.0 / (per_job * week) if per_job > 0 else 0.0
+            how = (
+                f"{t.offered_load:g} of {batch:,} chips x 24 h / {per_job / 3600:,.2f} chip-h a job"
+                f" / {week:.3f} (the week's mean)"
+            )
+        else:
+            return tp.arrivals_per_day
+        limit = max(F.MAX_ARRIVALS_PER_DAY, F.MAX_ARRIVALS_PER_CHIP_DAY * chips)
+        if rate > limit:
+            raise ValueError(
+                f"training: {how} is {rate:,.0f} arrivals a day; at most {limit:,.0f} "
+                f"({F.MAX_ARRIVALS_PER_CHIP_DAY:g} a chip, or {F.MAX_ARRIVALS_PER_DAY:,.0f} on a smaller hall)"
+            )
+        return float(rate)
 
     def _class_precision(self, kind: str) -> str:
         c = getattr(self.training, kind)
@@ -481,7 +524,7 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             cooling=params.CoolingParams(**self.cooling.model_dump()),
             tco=tco.TcoParams(**self.tco.model_dump()),
             site=site,
-            training=self._training_params(),
+            training=self._training_params(halls),
             services=tuple(self._service_params(i) for i in range(len(self.services))),
             failures=self._failure_params(),
             scheduler=params.SchedulerParams(**self.scheduler.model_dump()),

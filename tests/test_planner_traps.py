@@ -197,3 +197,139 @@ def test_an_alarm_raised_in_the_warm_up_opens_at_the_recording() -> None:
     assert [x["time_s"] for x in lines] == [0, 600]
     assert "warm-up" in lines[0]["detail"]
     assert _alarm_lines(60, None, {"target": "t", "detail": "d", "source": "alarm"})[0]["detail"] == "d"
+
+
+# ---------------------------------------------------------------------- work that scales with the fleet
+def test_mean_job_chip_time_matches_the_draws() -> None:
+    """The closed form of the capped log-normal's mean times the gang size, against the jobs
+    ``draw_jobs`` draws (Monte Carlo, fixed seed), for a hall that excludes the largest gangs."""
+    import numpy as np
+
+    from twin import params, workload
+
+    tp = params.TrainingParams()
+    for cap in (2240, 200):
+        rng = np.random.default_rng(3)
+        shares = np.array([tp.job_class(k).share for k in params.JOB_CLASSES])
+        mc = 0.0
+        for k, sh in zip(params.JOB_CLASSES, shares / shares.sum(), strict=True):
+            d = workload.draw_jobs(tp.job_class(k), 400_000, rng, cap)
+            mc += sh * float(np.mean(d.chips * d.nominal_s))
+        assert workload.mean_job_chip_s(tp, cap) == pytest.approx(mc, rel=0.03)
+    # The default class mix is fitted to Seren's 32,405 GPU-s a job (facts §9.2).
+    assert workload.mean_job_chip_s(tp, 10**6) == pytest.approx(32_405, rel=0.01)
+
+
+def _arrivals(*sets: str) -> float:
+    from scenarios.overrides import load
+
+    spec, _, _ = load("default", ["training.arrivals_per_day=", *sets])
+    return float(spec.to_params().training.arrivals_per_day)
+
+
+def test_work_stated_per_chip_or_mw_grows_with_the_hall() -> None:
+    from twin import catalog
+
+    per_chip = _arrivals("training.arrivals_per_chip_day=1.5")
+    assert per_chip == pytest.approx(1.5 * 16 * 144)
+    assert _arrivals("training.arrivals_per_chip_day=1.5", "hall.ultraservers=48") == pytest.approx(
+        3 * per_chip
+    )
+    sysm = catalog.SYSTEMS["trn3-gen2"]
+    mw = 16 * catalog.system_full_load_it_w(sysm, catalog.accelerator_for(sysm)) / 1e6
+    assert _arrivals("training.arrivals_per_mw_day=2000") == pytest.approx(2000 * mw)
+    # An IT envelope sizes the hall and the work with it.
+    enveloped = _arrivals(
+        "hall.ultraservers=", "hall.it_envelope_w=20e6", "training.arrivals_per_chip_day=1.5"
+    )
+    assert enveloped > 9 * per_chip
+
+
+def test_offered_load_is_the_share_of_chip_time_the_jobs_ask_for() -> None:
+    from twin import params, workload
+
+    tp = params.TrainingParams()
+    batch = 16 * 144 - 16 * 4  # the default's 16 chat replicas of 4 chips serve, the rest is batch
+    want = 0.8 * batch * 86400 / (workload.mean_job_chip_s(tp, batch) * (5 + 2 * tp.weekend_factor) / 7)
+    assert _arrivals("training.offered_load=0.8") == pytest.approx(want)
+    assert _arrivals("training.offered_load=0.8", "hall.ultraservers=64") == pytest.approx(
+        want * (64 * 144 - 64) / batch, rel=0.02
+    )
+
+
+def test_offered_load_keeps_a_small_hall_about_that_busy(tmp_path: Path) -> None:
+    f = _small(tmp_path)
+    r = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(f),
+            "--days",
+            "2",
+            "--set",
+            "training.arrivals_per_day=",
+            "--set",
+            "training.offered_load=0.8",
+            "-o",
+            str(tmp_path / "r.duckdb"),
+            "--json",
+        ],
+        catch_exceptions=False,
+    )
+    assert r.exit_code == 0, r.stderr
+    busy = json.loads(r.stdout)["busy_fraction"]
+    # 80 % of the batch chips asked for, plus the two chat replicas' 8 chips of 288 (not all busy).
+    assert 0.6 < busy < 0.95
+
+
+def test_only_one_way_to_state_the_rate() -> None:
+    code, _, err = invoke("validate", "default", "--set", "training.offered_load=0.9")
+    assert code == 2
+    assert (
+        "give one of arrivals_per_day, arrivals_per_chip_day" in err and "training.arrivals_per_day=" in err
+    )
+
+
+def test_plan_says_when_the_hall_it_sized_is_mostly_idle(tmp_path: Path) -> None:
+    f = _small(tmp_path)
+    args = [
+        "plan",
+        str(f),
+        "--hours",
+        "2",
+        "--maximize",
+        "hall.ultraservers",
+        "--range",
+        "1:8",
+        "--subject-to",
+        "peak_facility_mw <= 100",
+        "-j",
+        "1",
+        # The run starts from a day of its load, not an empty hall, and the load is the same at
+        # every hour (a 2 h run at night would see the day's trough).
+        "--set",
+        "warmup_h=24",
+        "--set",
+        "training.diurnal_peak_to_trough=1",
+        "--set",
+        "training.weekend_factor=1",
+    ]
+    code, text, err = invoke(*args)
+    assert code == 0, err
+    assert "note: at 8 the hall is mostly idle" in text and "training.offered_load" in text
+    code, text, err = invoke(
+        *args, "--json", "--set", "training.arrivals_per_day=", "--set", "training.offered_load=0.9"
+    )
+    assert code == 0, err
+    (case,) = json.loads(text)["cases"]
+    assert case["answer"] == 8 and case["idle"] is None
+
+
+def test_sweep_report_says_which_points_left_the_hall_idle(tmp_path: Path) -> None:
+    _small(tmp_path)
+    f = tmp_path / "sweep.toml"
+    f.write_text('[sweep]\nscenario = "small.toml"\nhours = 1\n[sweep.grid]\n"hall.ultraservers" = [1, 4]\n')
+    code, text, err = invoke("sweep", str(f), "--out", str(tmp_path / "out"), "-j", "1", "--report")
+    assert code == 0, err
+    assert "busy_fraction" in text
+    assert "note: 2 of 2 points left the hall mostly idle" in text and "training.offered_load" in text

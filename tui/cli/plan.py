@@ -200,6 +200,7 @@ def _as_dict(result: Any) -> dict[str, Any]:
                 "why": c.why,
                 "binding": [str(b) for b in c.binding],
                 "warning": c.warning or None,
+                "idle": c.idle or None,
             }
             for c in result.cases
         ],
@@ -215,6 +216,8 @@ def _text(result: Any, method: str) -> str:
         lines.append(f"  {c.label}: {ans}  ({c.why})")
         if c.warning:
             lines.append(f"    warning: {c.warning}")
+        if c.idle:
+            lines.append(f"    note: at {c.answer} {c.idle}")
     if len(result.cases) > 1:
         lines.append(f"  every case: {'none' if result.answer is None else result.answer}")
     lines.append(f"{result.runs} run(s), {'bisection' if method == 'bisect' else 'every value of the range'}")

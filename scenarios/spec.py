@@ -701,6 +701,8 @@ def prepare(
         p = scenario.to_params(seed)
     except ValueError as e:
         raise ScenarioError(f"{origin}: {e}") from None
+    # The scenario's own caps; what-ifs an operator injected (a re-run's ``extra_events``) happened.
+    _check_caps(origin, p)
     if extra_events:
         import dataclasses
 
@@ -716,7 +718,6 @@ def prepare(
             f"{origin}: {steps:,} steps x {n:,} systems = {steps * n:,} system-steps; a run may have at most "
             f"{F.MAX_US_STEPS:,} (shorten the run, raise dt_s or shrink the hall)"
         )
-    _check_caps(origin, p)
     halls = p.halls or (p.hall,)
     for i, svc in enumerate(p.services):  # a mixed floor's: routing.service_pool
         h = halls[i % len(halls)]

@@ -38,6 +38,9 @@ MAX_US_STEPS = 1_000_000_000  # run length x hall size: steps x UltraServers (ul
 MAX_RUN_H = 87_600.0  # ten years of simulated time
 MAX_WARMUP_H = 720.0  # a warm-up of at most 30 days (it is simulated like the run)
 MAX_ARRIVALS_PER_DAY = 100_000.0  # batch jobs submitted per weekday (synthetic arrivals)
+# ... per chip and day when the rate grows with the fleet (6x Seren's ~1.6): a larger hall may have
+# max(MAX_ARRIVALS_PER_DAY, this x its chips)
+MAX_ARRIVALS_PER_CHIP_DAY = 10.0
 MAX_REPLICAS = 100_000  # replicas of one service
 MAX_SCENARIO_BYTES = 1 << 20  # a scenario file (1 MiB)
 MAX_SITE_FILE_BYTES = 32 << 20  # a weather, price or carbon file (32 MiB; a year of EPW is ~1.6 MB)
@@ -1150,6 +1153,43 @@ FACTS: tuple[Fact, ...] = (
         MAX_ARRIVALS_PER_DAY,
         "Mean weekday job arrivals, all classes",
         "DER: AcmeTrace Seren (facts §9.2)",
+    ),
+    _f(
+        "training",
+        "arrivals_per_chip_day",
+        "float",
+        "1/d",
+        0,
+        MAX_ARRIVALS_PER_CHIP_DAY,
+        "Mean weekday job arrivals per accelerator of the site, instead of arrivals_per_day: the "
+        "batch work grows with the fleet",
+        "DER: ~1.6 jobs per GPU and day on Seren (facts §9.2); the default's 4,000 on 2,304 chips is 1.74",
+        default=NONE,
+    ),
+    _f(
+        "training",
+        "arrivals_per_mw_day",
+        "float",
+        "1/(MW·d)",
+        0,
+        1e5,
+        "Mean weekday job arrivals per MW of the site's full-load IT power, instead of arrivals_per_day",
+        "ASM: the default hall's 4,000 a day on its 1.97 MW of full-load IT is ~2,000",
+        default=NONE,
+    ),
+    _f(
+        "training",
+        "offered_load",
+        "float",
+        "-",
+        0,
+        2,
+        "Arrivals sized so the batch jobs ask for this share of the chip-time the inference replicas "
+        "leave (a week's mean; the classes' mean gang size x run length on the reference hardware), "
+        "instead of arrivals_per_day: 0.9 keeps a hall of any size near 90 % busy once its long jobs have "
+        "built up (warmup_h of a day or more)",
+        "DER: twin.work.workload.mean_job_chip_s (the default class mix asks ~9 chip-h a job, Seren's 32,405 GPU-s)",
+        default=NONE,
     ),
     _f("training", "diurnal_peak_to_trough", "float", "-", 1, 100, "Arrival rate peak / trough over a day"),
     _hour("training", "peak_hour", "Hour of the day of peak arrivals"),

@@ -3,7 +3,8 @@
 An override is a dotted key path into the scenario's TOML (``hall.ultraservers=32``,
 ``site.climate=hot``, ``services[0].replicas=8``) and a value written as a TOML value
 (``32``, ``0.5``, ``true``, ``"hot"``, ``[4, 16]``); a bare word that is not TOML is taken as a
-string (``site.climate=hot``). Overrides are applied to the raw TOML data before validation, so the
+string (``site.climate=hot``). An empty value unsets the key (``hall.ultraservers=``: the
+scenario's value removed, so its default or another key such as ``hall.it_envelope_w`` decides). Overrides are applied to the raw TOML data before validation, so the
 scenario's own checks judge the result (an unknown key is refused like one in a file, with the
 ``--set`` argument named). In a comparison scenario an override applies to the base and wins over a
 variant's own value.
@@ -25,8 +26,10 @@ from typing import Any
 
 from scenarios import spec
 from scenarios.spec import Scenario, ScenarioError
+from storage.kpis import OVERRIDE_LINE, OVERRIDES_HEAD
 
 MAX_SET_LEN = 4096
+UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()  # ``KEY=``: remove the key
 MAX_DEPTH = 8
 # Arrays and inline tables in a value: a scenario key holds at most a list of tables of lists
 # (``[[4, 16]]``); deeper is a mistake, and far deeper exhausts the TOML parser's recursion.
@@ -137,9 +140,11 @@ def parse_set(arg: str) -> Override:
         raise ScenarioError(f"--set {_printable(shown)}: the key contains the control character {bad}")
     try:
         path = parse_path(key)
-        value = parse_value(text)
+        value = UNSET if not text.strip() else parse_value(text)
     except ValueError as e:
         raise ScenarioError(f"--set {_printable(shown)}: {e}") from None
+    if value is UNSET and isinstance(path[-1], int):
+        raise ScenarioError(f"--set {_printable(shown)}: an element of a list cannot be unset")
     return Override(key, path, value, arg)
 
 
@@ -193,7 +198,8 @@ def _set(root: Any, o: Override) -> None:
             raise _PathError(f"{'.'.join(where[:-1])} is not a table")
         if part not in node:
             if isinstance(nxt, int):
-                raise _PathError(f"{'.'.join(where)} is not a list in this scenario")
+                hint = spec.did_you_mean(part, [k for k in node.keys() if isinstance(node[k], list)])
+                raise _PathError(f"{'.'.join(where)} is not a list in this scenario{hint}")
             node[part] = {}
         node = node[part]
     last = o.path[-1]
@@ -204,19 +210,42 @@ def _set(root: Any, o: Override) -> None:
     else:
         if not hasattr(node, "keys"):
             raise _PathError(f"{'.'.join(where)} is not a table")
-        node[last] = o.value
+        if o.value is UNSET:
+            node.pop(last, None)
+        else:
+            node[last] = o.value
+
+
+def _present(root: Any, path: tuple[str | int, ...]) -> bool:
+    node = root
+    for part in path:
+        if isinstance(part, int):
+            if not isinstance(node, list) or not -len(node) <= part < len(node):
+                return False
+        elif not hasattr(node, "keys") or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def _apply_to(root: Any, overrides: list[Override]) -> None:
     for o in overrides:
+        if o.value is UNSET:
+            variants = root.get("variants") if hasattr(root, "get") else None
+            anywhere = _present(root, o.path) or (
+                isinstance(variants, list) and any(_present(v, o.path) for v in variants)
+            )
+            if not anywhere:
+                raise ScenarioError(f"{o}: {o.key} is not set in this scenario (nothing to unset)")
         try:
-            _set(root, o)
+            if o.value is not UNSET or _present(root, o.path):
+                _set(root, o)
         except _PathError as e:
             raise ScenarioError(f"{o}: {e}") from None
         variants = root.get("variants") if hasattr(root, "get") else None
         if isinstance(variants, list) and o.path[0] != "variants":
             for v in variants:
-                if hasattr(v, "keys") and o.path[0] in v:
+                if hasattr(v, "keys") and o.path[0] in v and (o.value is not UNSET or _present(v, o.path)):
                     try:
                         _set(v, o)
                     except _PathError as e:
@@ -273,8 +302,8 @@ def effective_text(text: str, overrides: list[Override], origin: str) -> str:
     import tomlkit
 
     want = apply(tomllib.loads(text), overrides)
-    header = "".join(f"# {_printable(str(o))}\n" for o in overrides)
-    header = f"# Effective scenario: {origin} with\n{header}\n"
+    header = "".join(f"{OVERRIDE_LINE}{_printable(o.arg)}\n" for o in overrides)
+    header = f"{OVERRIDES_HEAD}{origin} with\n{header}\n"
     try:
         doc = tomlkit.parse(text)
         _apply_to(doc, overrides)

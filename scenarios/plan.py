@@ -123,6 +123,7 @@ class CaseResult:
     why: str = ""
     binding: list[Constraint] = field(default_factory=list)
     warning: str = ""
+    idle: str = ""  # the answer's hall is mostly idle (``sweep.idle_note``)
 
     @property
     def label(self) -> str:
@@ -303,6 +304,13 @@ class Planner:
                 state[i] = (new_lo, new_hi, up)
         for i, (_lo, hi, up) in state.items():
             self._conclude(crs[i], hi, up)
+        return self._result(crs)
+
+    def _result(self, crs: list[CaseResult]) -> PlanResult:
+        """The plan's result, each answer checked for a mostly idle hall."""
+        for cr in crs:
+            if cr.answer is not None:
+                cr.idle = sweep.idle_note(cr.rows[cr.answer].get("busy_fraction"))
         return PlanResult(self.key, self.constraints, crs, self.runs, self.maximize)
 
     @property
@@ -352,4 +360,4 @@ class Planner:
                 cr.why = "binding at {}: {}".format(
                     at(a - 1), "; ".join(c.shown(cr.rows[at(a - 1)]) for c in cr.binding)
                 )
-        return PlanResult(self.key, self.constraints, crs, self.runs, self.maximize)
+        return self._result(crs)

@@ -66,6 +66,7 @@ class Session:
         on_ready: Callable[[], None] | None = None,
     ) -> None:
         self.scenario = scenario
+        self.scenario_text = text  # as recorded: the effective scenario (its --set overrides named)
         self.on_chunk = on_chunk  # called with each advance's frames (e.g. the metrics endpoint)
         # The same checks as `twin validate`, all before the output file is created.
         self.params, sim = build_simulation(scenario, seed, duration_s, tuple(extra_events))

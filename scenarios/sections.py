@@ -239,10 +239,25 @@ class _TrainingChecks(Strict):
     @model_validator(mode="after")
     def _some_share(self) -> Any:
         s: Any = self
+        given = [
+            k
+            for k in ARRIVAL_KEYS
+            if k in s.model_fields_set and (k == "arrivals_per_day" or getattr(s, k) is not None)
+        ]
+        if len(given) > 1:
+            raise ValueError(
+                f"give one of {', '.join(ARRIVAL_KEYS)}, not {' and '.join(given)}"
+                f" (`--set training.{given[0]}=` unsets the scenario's)"
+            )
         if s.arrivals_per_day > 0 and sum(getattr(s, k).share for k in params.JOB_CLASSES) <= 0:
             raise ValueError("training: every class has share 0 but arrivals_per_day is positive")
         return s
 
+
+# The ways to state the batch work's rate (``training``): a fixed rate, or one that grows with the
+# fleet (per chip, per MW of full-load IT power, or the share of the chip-time it asks for).
+ARRIVAL_KEYS = ("arrivals_per_day", "arrivals_per_chip_day", "arrivals_per_mw_day", "offered_load")
+SCALED_ARRIVAL_KEYS = ARRIVAL_KEYS[1:]
 
 TrainingSection: Any = _model(
     "TrainingSection",
@@ -458,7 +473,10 @@ class _HallChecks(Strict):
     def _one_size(self) -> Any:
         s: Any = self
         if s.ultraservers is not None and s.it_envelope_w is not None:
-            raise ValueError("give hall.ultraservers or hall.it_envelope_w, not both")
+            raise ValueError(
+                "give hall.ultraservers or hall.it_envelope_w, not both (`--set hall.ultraservers=` unsets a "
+                "scenario's ultraservers)"
+            )
         if s.rows:
             given = sorted({"system", "ultraservers", "it_envelope_w"} & s.model_fields_set)
             if given:

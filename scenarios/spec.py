@@ -29,6 +29,7 @@ from scenarios import sitefiles, traces
 from scenarios.facts import CLIMATES, Fact
 from scenarios.sections import (
     ACC_OVERRIDABLE,
+    SCALED_ARRIVAL_KEYS,
     SYS_OVERRIDABLE,
     TOU_KEYS,
     CampusHallSection,
@@ -291,12 +292,16 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             path = self._base_dir / path
         return path
 
-    def _training_params(self) -> params.TrainingParams:
+    def _training_params(self, halls: list[params.HallParams] | None = None) -> params.TrainingParams:
         t = self.training
-        kw: dict[str, Any] = t.model_dump(exclude={"trace", "precision", *params.JOB_CLASSES})
+        kw: dict[str, Any] = t.model_dump(
+            exclude={"trace", "precision", *params.JOB_CLASSES, *SCALED_ARRIVAL_KEYS}
+        )
         for kind in params.JOB_CLASSES:
             dump = {**getattr(t, kind).model_dump(), "precision": self._class_precision(kind)}
             kw[kind] = params.JobClassParams(**dump)
+        if halls is not None:
+            kw["arrivals_per_day"] = self._arrivals_per_day(params.TrainingParams(**kw), halls)
         if t.trace is not None:
             known = set(MODELS) | {m.name for m in self.models}
             try:
@@ -304,6 +309,44 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             except traces.TraceError as e:
                 raise ScenarioError(f"{self._origin}: training.trace: {e}") from None
         return params.TrainingParams(**kw)
+
+    def _arrivals_per_day(self, tp: params.TrainingParams, halls: list[params.HallParams]) -> float:
+        """Weekday arrivals: ``arrivals_per_day``, or scaled with the site (``training``'s
+        arrivals_per_chip_day, arrivals_per_mw_day or offered_load; ``ValueError`` beyond the
+        limit of ``arrivals_per_day``)."""
+        t = self.training
+        pools = [r for h in halls for r in h.pools()]
+        chips = sum(r.ultraservers * r.system.chips for r in pools)
+        if t.arrivals_per_chip_day is not None:
+            rate, how = (
+                t.arrivals_per_chip_day * chips,
+                f"{t.arrivals_per_chip_day:g} per chip x {chips:,} chips",
+            )
+        elif t.arrivals_per_mw_day is not None:
+            mw = (
+                sum(r.ultraservers * catalog.system_full_load_it_w(r.system, r.accelerator) for r in pools)
+                / 1e6
+            )
+            rate, how = t.arrivals_per_mw_day * mw, f"{t.arrivals_per_mw_day:g} per MW x {mw:,.2f} MW"
+        elif t.offered_load is not None:
+            inference = sum(s.replicas * s.chips_per_replica for s in self.services)
+            batch = max(chips - inference, 0)
+            per_job = workload.mean_job_chip_s(tp, batch)
+            week = workload.week_mean_factor(tp.weekend_factor)
+            rate = t.offered_load * batch * 86400.0 / (per_job * week) if per_job > 0 else 0.0
+            how = (
+                f"{t.offered_load:g} of {batch:,} chips x 24 h / {per_job / 3600:,.2f} chip-h a job"
+                f" / {week:.3f} (the week's mean)"
+            )
+        else:
+            return tp.arrivals_per_day
+        limit = max(F.MAX_ARRIVALS_PER_DAY, F.MAX_ARRIVALS_PER_CHIP_DAY * chips)
+        if rate > limit:
+            raise ValueError(
+                f"training: {how} is {rate:,.0f} arrivals a day; at most {limit:,.0f} "
+                f"({F.MAX_ARRIVALS_PER_CHIP_DAY:g} a chip, or {F.MAX_ARRIVALS_PER_DAY:,.0f} on a smaller hall)"
+            )
+        return float(rate)
 
     def _class_precision(self, kind: str) -> str:
         c = getattr(self.training, kind)
@@ -508,7 +551,7 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             cooling=params.CoolingParams(**self.cooling.model_dump()),
             tco=tco.TcoParams(**self.tco.model_dump()),
             site=site,
-            training=self._training_params(),
+            training=self._training_params(halls),
             services=tuple(self._service_params(i) for i in range(len(self.services))),
             failures=self._failure_params(),
             scheduler=params.SchedulerParams(**self.scheduler.model_dump()),
@@ -685,6 +728,8 @@ def prepare(
         p = scenario.to_params(seed)
     except ValueError as e:
         raise ScenarioError(f"{origin}: {e}") from None
+    # The scenario's own caps; what-ifs an operator injected (a re-run's ``extra_events``) happened.
+    _check_caps(origin, p)
     if extra_events:
         import dataclasses
 
@@ -717,6 +762,75 @@ def prepare(
         except ValueError as e:
             raise ScenarioError(f"{origin}: {e}") from None
     return p
+
+
+def it_floor_w(p: params.FactoryParams, hall: params.HallParams | None = None) -> tuple[float, float]:
+    """(idle, slowest busy) IT power at rack input of one hall (``hall``) or of every hall [W]:
+    every chip idle and the hosts at their idle share; every chip busy at the lowest clock a cap
+    may set (``cooling.min_clock``; dynamic power ~ clock^``dvfs_exponent``) and the hosts at full.
+    No cap can bring the hall below the first; one below the second cannot hold while the hall is
+    busy (the plant and the power chain draw more on top of both)."""
+    cp, pp = p.cooling, p.power
+    lowest = cp.min_clock**cp.dvfs_exponent
+    idle = busy = 0.0
+    for h in (hall,) if hall is not None else p.halls or (p.hall,):
+        for r in h.pools():
+            sy, acc = r.system, r.accelerator
+            fixed = sy.switch_w + pp.psu_fixed_w_per_server * sy.servers
+            host = sy.host_w_per_server * sy.servers
+            idle += r.ultraservers * (sy.chips * acc.idle_w + host * sy.host_idle_fraction + fixed)
+            busy += r.ultraservers * (
+                sy.chips * (acc.idle_w + (acc.tdp_w - acc.idle_w) * lowest) + host + fixed
+            )
+    return idle / pp.psu_efficiency, busy / pp.psu_efficiency
+
+
+def _caps(p: params.FactoryParams) -> list[tuple[str, float, tuple[float, float]]]:
+    """The facility and campus caps a scenario sets, each with the IT floors it is held to
+    (``it_floor_w``): (where, watts, floors) of the standing caps and of each power_cap event. A
+    campus's facility cap holds each hall: the smallest hall's floors."""
+    site = it_floor_w(p)
+    halls = p.halls or (p.hall,)
+    hall = min((it_floor_w(p, h) for h in halls), key=lambda f: f[0])
+    out = []
+    if p.power.facility_cap_w > 0:
+        out.append(("power.facility_cap_w", p.power.facility_cap_w, hall))
+    if p.power.campus_cap_w > 0:
+        out.append(("power.campus_cap_w", p.power.campus_cap_w, site))
+    for i, e in enumerate(p.events):
+        if e.kind == "power_cap" and e.target in ("facility", "campus") and 0 < e.value < math.inf:
+            out.append(
+                (f"events[{i}].value", e.value, site if e.target == "campus" or len(halls) == 1 else hall)
+            )
+    return out
+
+
+def _cap_text(where: str, cap_w: float) -> str:
+    """``power.facility_cap_w = 1.6 W`` with a reminder of the unit for a value that reads as MW."""
+    unit = f" (the value is in W; {cap_w:g} MW = {cap_w:g}e6)" if cap_w < 1e3 else ""
+    return f"{where} = {cap_w:,.6g} W{unit}"
+
+
+def _check_caps(origin: str, p: params.FactoryParams) -> None:
+    """A facility cap below what the hall's IT draws with every chip idle can never hold: refused
+    (most often MW written for W)."""
+    for where, cap, (idle, _) in _caps(p):
+        if cap < idle:
+            raise ScenarioError(
+                f"{origin}: {_cap_text(where, cap)} is below the {idle / 1e3:,.0f} kW the hall's IT draws "
+                "with every chip idle: no clock can hold it"
+            )
+
+
+def cap_warnings(p: params.FactoryParams) -> list[str]:
+    """The caps that cannot hold while the hall is busy: below the IT power of every chip busy at
+    the lowest clock a cap may set (``it_floor_w``)."""
+    return [
+        f"{_cap_text(where, cap)} is below the {busy / 1e3:,.0f} kW the hall's IT draws busy at its lowest "
+        f"clock ({p.cooling.min_clock:g}): while the hall is busy the cap cannot hold"
+        for where, cap, (_, busy) in _caps(p)
+        if cap < busy
+    ]
 
 
 def _check_event_times(scenario: Scenario, p: params.FactoryParams) -> None:
@@ -789,6 +903,37 @@ def _fact_of_loc(loc: tuple[Any, ...]) -> Fact | None:
     return F.fact(".".join(keys))
 
 
+def did_you_mean(word: str, known: Any) -> str:
+    """``; did you mean 'x'?`` for the closest of ``known`` to ``word`` (a typo), or ''."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _sibling_keys(loc: tuple[Any, ...]) -> set[str]:
+    """The keys the fact table knows next to the unknown one at ``loc``: its section's keys and
+    sub-tables (a job class's and a failure cause's tables stand for each of them)."""
+    keys = [str(p) for p in loc if not isinstance(p, int)]
+    if not keys:
+        return set()
+    parts = keys[:-1]
+    if len(parts) == 2 and parts[0] == "training" and parts[1] in F.CLASS_NAMES:
+        parts[1] = "<class>"
+    elif len(parts) == 2 and parts[0] == "failures" and parts[1] in F.CAUSE_NAMES:
+        parts[1] = "<cause>"
+    section = ".".join(parts)
+    out: set[str] = set()
+    for f in F.FACTS:
+        if f.section == section:
+            out.add(f.key)
+        elif section == "" or f.section.startswith(section + "."):
+            sub = f.section[len(section) + 1 if section else 0 :].split(".")[0]
+            names = {"<class>": F.CLASS_NAMES, "<cause>": F.CAUSE_NAMES}.get(sub, (sub,))
+            out.update(names)
+    return out
+
+
 def _short(v: Any) -> str:
     text = repr(v)
     return text if len(text) <= 80 else text[:60] + f"… ({len(text):,} characters)"
@@ -819,7 +964,7 @@ def _message(err: Any) -> str:
         else (f" (got {_short(err.get('input'))})")
     )
     if typ == "extra_forbidden":
-        msg = "unknown key"
+        msg = "unknown key" + did_you_mean(str(loc[-1]), _sibling_keys(loc))
     elif typ == "missing":
         msg = "required key is missing"
     elif f is not None and typ in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
@@ -1079,7 +1224,8 @@ def load(name_or_path: str) -> tuple[Scenario, str, str]:
     names = builtin_names()
     if name_or_path not in names:
         raise ScenarioError(
-            f"{_short(name_or_path)}: no built-in scenario of that name and no such file; built-in: {', '.join(names)}"
+            f"{_short(name_or_path)}: no built-in scenario of that name and no such file"
+            f"{did_you_mean(name_or_path, names)} (built-in: {', '.join(names)})"
         )
     text = resources.files("scenarios.builtin").joinpath(f"{name_or_path}.toml").read_text(encoding="utf-8")
     return parse(text, f"built-in scenario '{name_or_path}'"), text, f"builtin:{name_or_path}"

@@ -96,6 +96,22 @@ LARGER_IS_BETTER = {
 _SWEEP_KEYS = {"scenario", "hours", "seeds", "set", "grid", "random"}
 
 
+# A hall whose chips were busy less than this share of the run is mostly idle: a plan or sweep that
+# sized it answered the range it was given, not the work (the work did not grow with the hall).
+IDLE_BUSY = 0.5
+SCALE_HINT = (
+    "the work does not grow with the hall: state it per chip or as a share of the hall "
+    "(--set training.arrivals_per_day= --set training.offered_load=0.9, or training.arrivals_per_chip_day)"
+)
+
+
+def idle_note(busy: float | None) -> str:
+    """'' or a note that a run's hall was mostly idle (busy chips below ``IDLE_BUSY``)."""
+    if busy is None or busy >= IDLE_BUSY:
+        return ""
+    return f"the hall is mostly idle (busy chips {busy:.0%}): {SCALE_HINT}"
+
+
 def kpi_keys() -> list[str]:
     """The KPIs of a row: those ``twin compare`` shows, in its order."""
     from storage.kpis import COMPARE_ROWS

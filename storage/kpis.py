@@ -61,6 +61,17 @@ from twin.spec.catalog import SYSTEMS
 
 _DT = "(energy_j / facility_power_w)"
 
+# A step under a facility cap (NaN or NULL: none).
+_CAPPED = "(facility_cap_w IS NOT NULL AND NOT isnan(facility_cap_w))"
+# A step draws more than its cap beyond this share when the cap cannot hold (a step's power is
+# measured after its clocks were set, so a holding cap may be passed by rounding).
+CAP_SLACK = 0.01
+
+# What a run records of its ``--set`` overrides: the effective scenario text starts with these
+# comment lines (``scenarios.overrides.effective_text`` writes them, ``recorded_overrides`` reads).
+OVERRIDES_HEAD = "# Effective scenario: "
+OVERRIDE_LINE = "# --set "
+
 # Fixed costs (capital, maintenance and staff, water) of one row borne by inference: the share of
 # the row's chips its replicas hold.
 _INFERENCE_FIXED_ROW = (
@@ -93,6 +104,16 @@ FACTORY_AGGREGATES: dict[str, str] = {
     "requests_dropped": f"sum(requests_dropped_per_s * {_DT})",
     "throttled_hours": f"sum(CASE WHEN throttled_chips > 0 THEN {_DT} ELSE 0 END) / 3600",
     "throttled_chip_hours": f"sum(throttled_chips * {_DT}) / 3600",
+    # The facility cap (standing or a power_cap event; NaN: none): the lowest in force, the hours
+    # it was in force, the hours it bound (busy chips below full clock while it held) and the
+    # hours the hall drew more than it (a cap below what the hall draws at its lowest clock).
+    "cap_min_w": f"min(facility_cap_w) FILTER (WHERE {_CAPPED})",
+    "cap_hours": f"coalesce(sum({_DT}) FILTER (WHERE {_CAPPED}), 0) / 3600",
+    "cap_bound_hours": f"coalesce(sum({_DT}) FILTER (WHERE {_CAPPED} AND throttled_chips > 0), 0) / 3600",
+    "cap_exceeded_hours": (
+        f"coalesce(sum({_DT}) FILTER (WHERE {_CAPPED} AND facility_power_w > facility_cap_w * {1 + CAP_SLACK}), 0)"
+        " / 3600"
+    ),
     "unmet_heat_mwh": f"sum(unmet_heat_w * {_DT}) / 3.6e9",
     "tripped_ultraserver_h": f"sum(ultraservers_tripped * {_DT}) / 3600",
     "peak_facility_w": "max(facility_power_w)",
@@ -358,6 +379,10 @@ KPI_TABLE: tuple[Kpi, ...] = (
     Kpi("throttled_hours", "h", "hours with throttling", "{:,.2f}"),
     Kpi("throttled_chip_hours", "chip-h", "throttled chip-hours", "{:,.0f}"),
     Kpi("cap_hit_share", "-", "cap-hit share of time (cap or heat) [-]", "{:.4f}"),
+    Kpi("facility_cap_mw", "MW", "lowest facility power cap [MW]", "{:,.3f}"),
+    Kpi("cap_hours", "h", "hours under a facility cap", "{:,.2f}"),
+    Kpi("cap_bound_hours", "h", "hours the facility cap slowed chips", "{:,.2f}"),
+    Kpi("cap_exceeded_hours", "h", "hours over the facility cap (not held)", "{:,.2f}"),
     Kpi("thermal_trips", "UltraServers", "thermal trips (UltraServers powered off)", "{:,.0f}"),
     Kpi("tripped_ultraserver_h", "UltraServer-h", "tripped UltraServer-hours", "{:,.2f}"),
     Kpi("unmet_heat_mwh", "MWh", "unrejected heat [MWh]", "{:,.2f}"),
@@ -535,7 +560,11 @@ def run_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     row["training_eflop"] = (row["training_flop"] or 0.0) / 1e18
     row["job_eflop"] = (row["job_flop"] or 0.0) / 1e18
     row["peak_facility_mw"] = (row["peak_facility_w"] or 0.0) / 1e6
-    sysrow = con.sql("SELECT any_value(system) FROM runs WHERE run_id = ?", params=[run_id]).fetchall()
+    row["facility_cap_mw"] = row["cap_min_w"] / 1e6 if row.get("cap_min_w") is not None else None
+    sysrow = con.sql(
+        "SELECT any_value(system), any_value(scenario_toml) FROM runs WHERE run_id = ?", params=[run_id]
+    ).fetchall()
+    row["overrides"] = recorded_overrides(sysrow[0][1] if sysrow else None)
     sysm = SYSTEMS.get(sysrow[0][0]) if sysrow and sysrow[0][0] else None
     row["cloud_usd_per_chip_hour"] = sysm.cloud_usd_per_chip_hour or None if sysm else None
     for key in ("wait_mean_s", "wait_p50_s", "wait_p90_s", "wait_p99_s"):
@@ -544,10 +573,26 @@ def run_kpis(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     return row
 
 
+def recorded_overrides(scenario_toml: str | None) -> list[str]:
+    """The ``--set`` overrides a run was started with (``KEY=VALUE`` each, as typed), read from
+    the comment lines its recorded scenario text starts with; [] for a scenario run as written."""
+    lines = (scenario_toml or "").splitlines()
+    if not lines or not lines[0].startswith(OVERRIDES_HEAD):
+        return []
+    out = []
+    for line in lines[1:]:
+        if not line.startswith(OVERRIDE_LINE):
+            break
+        out.append(line[len(OVERRIDE_LINE) :])
+    return out
+
+
 def kpi_record(row: dict[str, Any]) -> dict[str, Any]:
-    """The KPIs of ``run_kpis``'s row as the outputs give them: the whole-run KPIs of
-    ``KPI_TABLE`` (``RUN_KEYS``), then ``systems``: each system's ``SYSTEM_KEYS``."""
-    out = {k: row.get(k) for k in RUN_KEYS}
+    """The KPIs of ``run_kpis``'s row as the outputs give them: the ``--set`` overrides the run was
+    started with (``overrides``), the whole-run KPIs of ``KPI_TABLE`` (``RUN_KEYS``), then
+    ``systems``: each system's ``SYSTEM_KEYS``."""
+    out: dict[str, Any] = {"overrides": row.get("overrides") or []}
+    out.update({k: row.get(k) for k in RUN_KEYS})
     out["systems"] = {
         name: {k: r.get(k) for k in SYSTEM_KEYS} for name, r in (row.get("systems") or {}).items()
     }

@@ -161,20 +161,48 @@ def load_run(
             .to_pylist()
         )
     timeline = incident_timeline(con, run_id)
+    kpis = run_kpis(con, run_id)
+    modified = ", modified" if kpis.get("overrides") else ""
     return RunData(
-        label=f"{meta['scenario_name']} ({Path(path).name})",
+        label=f"{meta['scenario_name']} ({Path(path).name}{modified})",
         path=path,
         meta=meta,
         note=note,
         time_s=time_s,
         series=series,
-        kpis=run_kpis(con, run_id),
+        kpis=kpis,
         events=events,
         events_total=int(events_total),
         timeline=timeline[:MAX_EVENTS],
         timeline_total=len(timeline),
         markers=markers(timeline, span),
         grid=grid_report(con, run_id),
+    )
+
+
+def _overrides_html(sets: list[str], name: str) -> str:
+    """The ``--set`` overrides a run was started with: its scenario as named no longer describes
+    it ('' for a scenario run as written)."""
+    if not sets:
+        return ""
+    items = "".join(f"<li><code>--set {html.escape(o)}</code></li>" for o in sets)
+    return (
+        f'<p class="overrides"><b>Modified:</b> scenario {html.escape(name)!s} with {len(sets)} '
+        f'override{"s" if len(sets) > 1 else ""} (its own keys replaced):</p><ul class="overrides">{items}</ul>'
+    )
+
+
+def _cap_sentence(k: dict[str, Any]) -> str:
+    """The facility cap of a run, the hours it was in force and bound, and any it did not hold."""
+    cap = k.get("cap_min_w")
+    throttled = f"chips throttled (cap or heat) {k.get('throttled_hours') or 0.0:,.2f} h"
+    if cap is None:
+        return f"No facility power cap; {throttled}."
+    over = k.get("cap_exceeded_hours") or 0.0
+    return (
+        f"Facility power cap {cap / 1e6:,.3f} MW (lowest): in force {k.get('cap_hours') or 0.0:,.2f} h, "
+        f"bound {k.get('cap_bound_hours') or 0.0:,.2f} h; {throttled}"
+        + (f"; NOT HELD for {over:,.2f} h (the hall drew more than the cap)." if over > 0 else ".")
     )
 
 
@@ -237,10 +265,7 @@ def incident_timeline(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[
     alarms: list[dict[str, Any]] = []
     for alarm, target, raised, cleared, n, active_s in merge_episodes(episodes):
         detail = alarm if n == 1 else f"{alarm} (intermittent: {n} episodes, {active_s / 3600:,.2f} h active)"
-        row = {"target": target, "detail": detail, "source": "alarm"}
-        alarms.append({"time_s": int(raised), "kind": "alarm raised", **row})
-        if cleared is not None:
-            alarms.append({"time_s": int(cleared), "kind": "alarm cleared", **row})
+        alarms += _alarm_lines(int(raised), cleared, {"target": target, "detail": detail, "source": "alarm"})
     end = con.sql("SELECT sim_time_s FROM runs WHERE run_id = ?", params=[run_id]).fetchall()
     for raised, cleared, job, n, longest in queue_wait_episodes(con, run_id, int(end[0][0]) if end else 0):
         detail = (
@@ -248,13 +273,23 @@ def incident_timeline(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[
             if n == 1
             else f"queue wait ({n} jobs over the threshold, longest {longest / 3600:,.1f} h)"
         )
-        row = {"target": f"job:{job}", "detail": detail, "source": "alarm"}
-        alarms.append({"time_s": int(raised), "kind": "alarm raised", **row})
-        if cleared is not None:
-            alarms.append({"time_s": int(cleared), "kind": "alarm cleared", **row})
+        alarms += _alarm_lines(
+            int(raised), cleared, {"target": f"job:{job}", "detail": detail, "source": "alarm"}
+        )
     rank = {"alarm raised": 1, "alarm cleared": 1}
     out: list[dict[str, Any]] = [*events, *alarms]
     out.sort(key=lambda e: (e["time_s"], rank.get(e["kind"], 0)))
+    return out
+
+
+def _alarm_lines(raised: int, cleared: int | None, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """An alarm's timeline lines. One raised in the warm-up (a job waiting since before the
+    recording: time < 0, never recorded) opens at the recording's start and says so."""
+    if raised < 0:
+        row = {**row, "detail": f"{row['detail']} (already raised when the recording starts, in the warm-up)"}
+    out = [{"time_s": max(raised, 0), "kind": "alarm raised", **row}]
+    if cleared is not None:
+        out.append({"time_s": int(cleared), "kind": "alarm cleared", **row})
     return out
 
 
@@ -454,6 +489,8 @@ def render_html(runs: list[RunData], png_dir: Path | None = None) -> str:
             f'<div class="run" data-file="{e(r.path)}"><h2>{e(r.label)}</h2><p>run <code>{e(str(m["run_id"]))}'
             f"</code>, {e(str(m['status']))}<br>{m['chips_total']:,} chips ({e(str(m['system']))}), dt {m['dt_s']} s, "
             f"{(m['sim_time_s'] or 0) / 86400:,.2f} simulated days from {e(start)}</p>"
+            + _overrides_html(r.kpis.get("overrides") or [], str(m["scenario_name"]))
+            + f'<p class="cap">{e(_cap_sentence(r.kpis))}</p>'
             + (f'<p class="note">{e(r.note)}</p>' if r.note else "")
             + "</div>"
         )

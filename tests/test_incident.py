@@ -543,3 +543,19 @@ def test_report_queue_alarm_episodes_match_the_console_alarm_at_every_half_hour(
         con.close()
     if name == "cooling-failure":  # a gang of 1,024 chips waits ~18 h on this 2,304-chip hall
         assert episodes and episodes[0][3] >= 1
+
+
+def test_the_demand_response_cap_binds_on_its_loaded_hall(recordings: dict[str, Path]) -> None:
+    """The built-in's first evening peak (41-45 h): the hall is loaded and its 1.6 MW cap (20 %
+    below the loaded hall's ~2.0 MW) holds the chips below full clock nearly all of the 4 h."""
+    con = duckdb.connect(str(recordings["demand-response"]), read_only=True)
+    try:
+        bound_h, busy, cap = con.sql(
+            "SELECT count(*) FILTER (WHERE throttled_chips > 0) * 60 / 3600.0, "
+            "avg(chips_busy::DOUBLE / chips_total), max(facility_cap_w) "
+            "FROM factory_ts WHERE time_s >= 41 * 3600 AND time_s < 45 * 3600"
+        ).fetchall()[0]
+    finally:
+        con.close()
+    assert cap == 1.6e6
+    assert busy > 0.8 and bound_h > 3.5

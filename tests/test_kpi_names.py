@@ -19,6 +19,8 @@ from tui.cli import main
 TABLE = {k.key for k in KPI_TABLE}
 # Besides the KPIs, run --json names the run it is about.
 RUN_META = {"file", "run_id", "status", "wall_s"}
+# Besides the KPIs, every record: the run's --set overrides and its systems' KPIs.
+RECORD_META = {"overrides", "systems"}
 
 
 def invoke(*args: str) -> str:
@@ -43,13 +45,13 @@ def test_run_compare_plan_and_sweep_use_the_tables_names(tmp_path: Path) -> None
     a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
     run = json.loads(invoke("run", str(f), "--hours", "1", "--out", str(a), "--json"))
     invoke("run", str(f), "--hours", "1", "--seed", "2", "--out", str(b))
-    assert set(run) - RUN_META == set(RUN_KEYS) | {"systems"}
+    assert set(run) - RUN_META == set(RUN_KEYS) | RECORD_META
     assert run["peak_facility_mw"] > 0 and "peak_facility_w" not in run
     for per_system in run["systems"].values():
         assert set(per_system) == set(SYSTEM_KEYS)
     compared = json.loads(invoke("compare", str(a), str(b), "--json"))
     for kp in compared.values():
-        assert set(kp) == set(RUN_KEYS) | {"systems"}
+        assert set(kp) == set(RUN_KEYS) | RECORD_META
     first = next(iter(compared.values()))
     assert first["peak_facility_mw"] == pytest.approx(run["peak_facility_mw"])
     # plan: every KPI it accepts is the table's; the table's other unit is refused.

@@ -59,8 +59,13 @@ SECTION_OF = {
 def test_every_model_parameter_is_a_scenario_key_and_back(dc: type) -> None:
     model = {f.name for f in dataclasses.fields(dc)} - NOT_KEYS.get(dc.__name__, set())
     table = {f.key for f in F.facts(SECTION_OF[dc])}
-    # Keys that are not model parameters: file paths, presets and a shared precision.
-    extra = {"site": {"climate", "weather_file"}, "training": {"precision"}}.get(SECTION_OF[dc], set())
+    # Keys that are not model parameters: file paths, presets, a shared precision and the ways to
+    # state arrivals_per_day that grow with the fleet.
+    from scenarios.sections import SCALED_ARRIVAL_KEYS
+
+    extra = {"site": {"climate", "weather_file"}, "training": {"precision", *SCALED_ARRIVAL_KEYS}}.get(
+        SECTION_OF[dc], set()
+    )
     assert table - extra == model
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from tui.cli.errors import fail, guard
+from tui.cli.options import HOURS
 
 
 @click.command("plan")
@@ -50,7 +51,7 @@ from tui.cli.errors import fail, guard
 @click.option(
     "--range", "range_", default="1:64", show_default=True, metavar="LOW:HIGH", help="The values to search."
 )
-@click.option("--hours", type=float, default=None, help="Simulated hours per run (default: the scenario's).")
+@click.option("--hours", type=HOURS, default=None, help="Simulated hours per run (default: the scenario's).")
 @click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's).")
 @click.option(
     "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario key (repeatable)."
@@ -203,6 +204,7 @@ def _as_dict(result: Any) -> dict[str, Any]:
                 "why": c.why,
                 "binding": [str(b) for b in c.binding],
                 "warning": c.warning or None,
+                "idle": c.idle or None,
             }
             for c in result.cases
         ],
@@ -218,6 +220,8 @@ def _text(result: Any, method: str) -> str:
         lines.append(f"  {c.label}: {ans}  ({c.why})")
         if c.warning:
             lines.append(f"    warning: {c.warning}")
+        if c.idle:
+            lines.append(f"    note: at {c.answer} {c.idle}")
     if len(result.cases) > 1:
         lines.append(f"  every case: {'none' if result.answer is None else result.answer}")
     lines.append(f"{result.runs} run(s), {'bisection' if method == 'bisect' else 'every value of the range'}")

@@ -10,16 +10,16 @@ import click
 
 from tui.cli.errors import fail, guard
 from tui.cli.metrics import METRICS_HELP, start_metrics
-from tui.cli.options import SET_HELP, default_out, duration_s, nonempty_path
+from tui.cli.options import DAYS, HOURS, SET_HELP, default_out, duration_s, nonempty_path
 from tui.cli.signals import stoppable
 
 
 @click.command("run")
 @click.argument("scenario", default="default")
 @click.option(
-    "--hours", type=float, default=None, help="Simulated hours (default: the scenario's duration_h)."
+    "--hours", type=HOURS, default=None, help="Simulated hours (default: the scenario's duration_h)."
 )
-@click.option("--days", type=float, default=None, help="Simulated days.")
+@click.option("--days", type=DAYS, default=None, help="Simulated days.")
 @click.option("--seed", type=int, default=None, help="Random seed (default: the scenario's).")
 @click.option(
     "--out",
@@ -164,13 +164,13 @@ def _run_one(
         metrics.set_run(scenario=spec.name, file=str(path))
     hook: dict[str, Any] = {"on_chunk": metrics.update} if metrics else {}
 
-    from tui.cli.scenario import warn_cut_events
+    from tui.cli.scenario import warn_caps, warn_cut_events
 
     total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
     steps = -(-total_s // spec.dt_s)
     warm = spec.warmup_steps()
     # Once the model is built (a refusal stays one line): the events this run ends before.
-    hook["on_ready"] = lambda: warn_cut_events(spec, dur)
+    hook["on_ready"] = lambda: (warn_cut_events(spec, dur), warn_caps(spec))
     show = sys.stderr.isatty() and not as_json
     with stoppable(path):
         if show:
@@ -242,6 +242,30 @@ def _inference_split(s: dict[str, Any]) -> list[str]:
     ]
 
 
+def _overrides_lines(s: dict[str, Any]) -> list[str]:
+    """The ``--set`` overrides the run was started with, from its recorded scenario."""
+    sets = s.get("overrides") or []
+    return [f"  overrides         {'  '.join(f'--set {o}' for o in sets)}"] if sets else []
+
+
+def _cap_line(s: dict[str, Any]) -> str:
+    """The facility cap, the hours it was in force and bound, any hours it did not hold, and the
+    hours with chips slowed by a cap or heat."""
+    from tui.console import fmt
+
+    throttled = f"throttled {s.get('throttled_hours') or 0.0:,.2f} h (cap or heat)"
+    cap = s.get("cap_min_w")
+    if cap is None:
+        return f"  facility cap      none   {throttled}"
+    over = s.get("cap_exceeded_hours") or 0.0
+    return (
+        f"  facility cap      {fmt.power(cap)}"
+        + f" in force {s.get('cap_hours') or 0.0:,.2f} h, bound {s.get('cap_bound_hours') or 0.0:,.2f} h   "
+        + throttled
+        + (f"   NOT HELD for {over:,.2f} h: the hall drew more than the cap" if over > 0 else "")
+    )
+
+
 def _summary_text(result: Any, s: dict[str, Any]) -> str:
     from tui.console import fmt
 
@@ -250,6 +274,7 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
     lines = [
         f"Run {result.run_id}  ({result.status})",
         f"  file              {result.path}",
+        *_overrides_lines(s),
         f"  simulated         {f'{days:,.2f} days' if days >= 1 else f'{days * 24:,.2f} h'} in {result.wall_s:,.1f} s wall"
         f" ({_speed(days, result.wall_s)})",
         f"  facility energy   {fmt.energy_mwh(s['facility_mwh'])}   IT {fmt.energy_mwh(s['it_mwh'])}"
@@ -290,6 +315,7 @@ def _summary_text(result: Any, s: dict[str, Any]) -> str:
         f"  TCO per unit      {fmt.money(s.get('usd_per_chip_hour'))}/chip-h   {fmt.money(s.get('usd_per_mtok_all_in'))}"
         f"/M output tokens (all-in)   {fmt.money(s.get('usd_per_eflop'))}/EFLOP of batch work"
         f"   {fmt.money(s.get('usd_per_pretrain_job'))}/pre-training job's work",
+        _cap_line(s),
         f"  thermal trips     {s.get('thermal_trips') or 0} UltraServers powered off"
         f"   {s.get('tripped_ultraserver_h') or 0.0:,.2f} tripped UltraServer-hours",
         f"  hottest chip      {fmt.temp(s['max_chip_temp_c'])}",
@@ -344,12 +370,11 @@ def rerun_cmd(file: str, out: str | None, overwrite: bool, check: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the KPIs as JSON.")
 @guard
 def compare_cmd(runs: tuple[str, ...], as_json: bool) -> None:
-    """Print the KPIs of recorded RUNS side by side (each a telemetry file; its latest run).
+    """Print the KPIs of recorded RUNS side by side (each a telemetry file; its latest run); one
+    file prints that run's KPIs.
 
     Energy, cost, PUE, WUE, CUE, tokens, J/token, $ per million tokens, training FLOP delivered,
     throttled hours and more; with two runs, a ratio column (second / first)."""
-    if len(runs) < 2:
-        fail("give at least two telemetry files to compare")
     _print_compare(list(runs), as_json)
 
 
@@ -394,6 +419,15 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
         header += f" {'ratio':>8}"
     click.echo(header)
     click.echo("-" * len(header))
+    if any(kp.get("overrides") for _, kp in cols):
+        # What each run changed of its scenario (``--set``), one line per override.
+        sets = [kp.get("overrides") or [] for _, kp in cols]
+        for i in range(max(map(len, sets))):
+            label = "overrides (--set)" if i == 0 else ""
+            click.echo(
+                f"{label:<{lw}}"
+                + "".join(f" {(s[i] if i < len(s) else ('none' if i == 0 else '')):>{width}}" for s in sets)
+            )
     for key, label, form in COMPARE_ROWS:
         vals = [kp.get(key) for _, kp in cols]
         line = f"{label:<{lw}}" + "".join(f" {('–' if v is None else form.format(v)):>{width}}" for v in vals)

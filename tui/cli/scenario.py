@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from tui.cli.errors import guard
-from tui.cli.options import SET_HELP, duration_s
+from tui.cli.options import DAYS, HOURS, SET_HELP, duration_s
 
 
 def validate_scenario(
@@ -28,6 +28,7 @@ def validate_scenario(
     for s in spec.variants or [spec]:
         p, sim = build_simulation(s, seed, duration_s)
         warn_cut_events(s, duration_s)
+        warn_caps(s, p)
         hours = duration_s / 3600 if duration_s is not None else s.duration_h
         halls = p.halls or (p.hall,)
         counts: dict[str, int] = {}  # UltraServers per system, over every hall of a campus
@@ -67,6 +68,15 @@ def warn_cut_events(s: Any, duration_s: int | None) -> None:
         )
 
 
+def warn_caps(s: Any, p: Any = None) -> None:
+    """One line on stderr for each facility cap that cannot hold while the hall is busy
+    (``scenarios.spec.cap_warnings``; ``p``: the scenario's model parameters when at hand)."""
+    from scenarios.spec import cap_warnings
+
+    for w in cap_warnings(p if p is not None else s.to_params()):
+        click.echo(f"twin: warning: '{s.name}': {w}", err=True)
+
+
 def print_schema() -> None:
     from scenarios.facts import json_schema
 
@@ -76,9 +86,9 @@ def print_schema() -> None:
 @click.command("validate")
 @click.argument("scenario")
 @click.option(
-    "--hours", type=float, default=None, help="Check for a run of this many hours (as `twin run --hours`)."
+    "--hours", type=HOURS, default=None, help="Check for a run of this many hours (as `twin run --hours`)."
 )
-@click.option("--days", type=float, default=None, help="Check for a run of this many days.")
+@click.option("--days", type=DAYS, default=None, help="Check for a run of this many days.")
 @click.option("--seed", type=int, default=None, help="Check with this seed (as `twin run --seed`).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @guard

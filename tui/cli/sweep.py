@@ -292,7 +292,7 @@ def _table(rows: list[dict[str, Any]], cols: list[str]) -> list[str]:
 
 def report_text(path: Path, sort: tuple[str, str], a: tuple[str, str], b: tuple[str, str], top: int) -> str:
     """The sweep's points (seed means) sorted by one KPI, and the Pareto front of two."""
-    from scenarios.sweep import by_point, pareto_front, read_results
+    from scenarios.sweep import IDLE_BUSY, SCALE_HINT, by_point, idle_note, pareto_front, read_results
 
     if not path.exists():
         fail(f"{path}: no such results file (run the sweep first)")
@@ -301,7 +301,18 @@ def report_text(path: Path, sort: tuple[str, str], a: tuple[str, str], b: tuple[
     failed = sum(r["status"] == "failed" for r in rows)
     pending = sum(r["status"] == "pending" for r in rows)
     kpis = list(
-        dict.fromkeys([sort[0], a[0], b[0], "usd_per_mtok", "slo_attainment", "pue", "peak_facility_mw"])
+        dict.fromkeys(
+            [
+                sort[0],
+                a[0],
+                b[0],
+                "usd_per_mtok",
+                "slo_attainment",
+                "pue",
+                "peak_facility_mw",
+                "busy_fraction",
+            ]
+        )
     )
     cols = ["point", *params, "seeds", *kpis]
     known = [p for p in pts if p.get(sort[0]) is not None]
@@ -314,6 +325,13 @@ def report_text(path: Path, sort: tuple[str, str], a: tuple[str, str], b: tuple[
         *_table(known[:top], cols),
         "",
     ]
+    idle = [p for p in pts if idle_note(p.get("busy_fraction"))]
+    if idle:
+        lines += [
+            f"note: {len(idle):,} of {len(pts):,} points left the hall mostly idle (busy chips below "
+            f"{IDLE_BUSY:.0%}, e.g. {idle[0]['point']}): {SCALE_HINT}",
+            "",
+        ]
     front = pareto_front(pts, a, b)
     lines.append(f"Pareto front: {a[0]} ({a[1]}) vs {b[0]} ({b[1]}): {len(front)} of {len(pts):,} points")
     lines += _table(front, ["point", *params, a[0], b[0]])

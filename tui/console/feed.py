@@ -369,6 +369,24 @@ def _event_cols(rows: list[tuple[Any, ...]], total: int) -> Cols:
     return out
 
 
+def scenario_label(name: str, scenario_toml: str | None, width: int = 60) -> str:
+    """The scenario's name for the status line, with the ``--set`` overrides its recorded text
+    names (``default (modified: site.climate=hot)``), shortened to about ``width`` characters."""
+    from storage.kpis import recorded_overrides
+
+    sets = recorded_overrides(scenario_toml)
+    if not sets:
+        return name
+    shown: list[str] = []
+    for i, o in enumerate(sets):
+        rest = len(sets) - i
+        if shown and len(name) + sum(len(x) + 2 for x in shown) + len(o) > width:
+            shown.append(f"+{rest} more")
+            break
+        shown.append(o if len(o) <= width else o[: width - 1] + "…")
+    return f"{name} (modified: {', '.join(shown)})"
+
+
 class LiveFeed:
     """The live session. ``advance`` runs in the simulation worker thread only and updates the
     in-memory state under ``lock``; ``panel`` (UI thread) reads it; ``request_inject`` may be called
@@ -380,7 +398,7 @@ class LiveFeed:
         topo = sim.topo
         self.meta = Meta(
             mode="live",
-            scenario=session.scenario.name,
+            scenario=scenario_label(session.scenario.name, getattr(session, "scenario_text", None)),
             path=str(session.out),
             run_id=session.run_id,
             dt_s=sim.dt_s,
@@ -755,7 +773,7 @@ class ReplayFeed:
         servers = design.servers_per_us if design is not None else chips_per_us
         self.meta = Meta(
             mode="replay",
-            scenario=str(run["scenario_name"]),
+            scenario=scenario_label(str(run["scenario_name"]), run.get("scenario_toml")),
             path=str(path),
             run_id=run_id,
             dt_s=int(run["dt_s"]),

@@ -61,10 +61,18 @@ def sections(app: Any) -> list[tuple[str, list[tuple[str, str]]]]:
     )
     from textual.widgets import TextArea
 
+    from tui.screens.sql import SqlEditor
+
     screen_keys = {k for k, _, _ in SCREENS} | {"ctrl+c"}  # taken by the app everywhere
-    editor = [
-        b for b in TextArea.BINDINGS if isinstance(b, Binding) and not set(b.key.split(",")) & screen_keys
-    ]
+    own = [b for b in SqlEditor.BINDINGS if isinstance(b, Binding) and b.key != "question_mark"]
+    taken = screen_keys | {b.key for b in own}
+    editor = [*own]
+    for b in TextArea.BINDINGS:
+        if not isinstance(b, Binding):
+            continue
+        keys = [k for k in b.key.split(",") if k not in taken]  # an editor key of its own wins
+        if keys and not set(b.key.split(",")) & screen_keys:
+            editor.append(Binding(",".join(keys), b.action, b.description, show=b.show))
     out.append(("SQL editor (text)", [r for r in _rows(editor, app) if r[1]]))
     return out
 

@@ -73,6 +73,23 @@ def examples(run_id: str) -> list[tuple[str, str]]:
     ]
 
 
+class SqlEditor(TextArea):
+    """The query editor: Textual's code editor with select all on ctrl+a (its f7 is the Services
+    screen everywhere; home still goes to the line start), ctrl+l to clear the query, and ? for
+    the help (the editor would type it: the console's SQL takes no ``?`` parameters, and a pasted
+    query keeps its question marks)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+a", "select_all", "Select all", key_display="^a"),
+        Binding("ctrl+l", "clear_query", "Clear the query", key_display="^l"),
+        Binding("question_mark", "app.help", "Help", key_display="?", priority=True, show=False),
+    ]
+
+    def action_clear_query(self) -> None:
+        # One edit: undo (ctrl+z) brings the query back.
+        self.replace("", self.document.start, self.document.end)
+
+
 class SqlDone(Message):
     """A user query finished (or failed, or was cancelled)."""
 
@@ -117,10 +134,10 @@ class SqlScreen(TwinScreen):
     def compose_body(self) -> Iterable[Widget]:
         with Horizontal(id="sql-main"):
             with Vertical(id="sql-left"):
-                ed = TextArea.code_editor(
+                ed = SqlEditor.code_editor(
                     "", language="sql", theme="css", tab_behavior="focus", id="editor", classes="panel"
                 )
-                ed.border_title = "SQL · ^r run"
+                ed.border_title = "SQL · ^r run · ^a select all · ^l clear · ? help"
                 yield ed
                 yield Static("", id="sql-status", markup=False)
                 res = WideArrowTable(row_numbers=True, empty="run a query (^r)", id="result", classes="panel")

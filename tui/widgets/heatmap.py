@@ -38,13 +38,21 @@ Cols = dict[str, Any]
 
 
 def short_value(m: Metric, v: float) -> str:
-    """At most 4 characters: '87%', '187k', '64°', '3✗'."""
+    """At most 4 characters: '87%', '520' (W), '1.2k', '187k', '64°', '3✗'."""
     if not np.isfinite(v):
         return "–"
     if m.key in ("activity", "clock"):
         return f"{100 * v:.0f}%"
     if m.key == "power":
-        return f"{v / 1e3:.0f}k" if v < 1e6 else f"{v / 1e6:.1f}M"
+        # Two significant digits at least: a chip draws hundreds of watts, an UltraServer ~100 kW
+        # (thresholds on the rounded value, so 9,990 W is '10k', not the five characters '10.0k').
+        for scale, unit in ((1.0, ""), (1e3, "k"), (1e6, "M")):
+            x = v / scale
+            if x < 9.95 and unit:
+                return f"{x:.1f}{unit}"
+            if x < 999.5:
+                return f"{x:.0f}{unit}"
+        return f"{v / 1e9:.1f}G"
     if m.key == "temp":
         return f"{v:.0f}°"
     return f"{v:.0f}" if v else "0"

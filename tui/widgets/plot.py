@@ -56,6 +56,18 @@ def _pack(grid: np.ndarray) -> np.ndarray:
     return packed
 
 
+def distinct_labels(labels: dict[int, str], near: int = 0) -> dict[int, str]:
+    """The y-axis labels by row with each text once: of the rows that show one text (a flat
+    series' range rounds to one value, and '100 %' three times down the axis says nothing more
+    than once) the one nearest row ``near`` keeps it (where the data lie)."""
+    best: dict[str, int] = {}
+    for r in sorted(labels):
+        t = labels[r]
+        if t not in best or abs(r - near) < abs(best[t] - near):
+            best[t] = r
+    return {r: t for t, r in sorted(best.items(), key=lambda kv: kv[1])}
+
+
 class BraillePlot(Widget, can_focus=True):
     """Time-series plot; series 0 is drawn over series 1 where both use a cell."""
 
@@ -117,6 +129,8 @@ class BraillePlot(Widget, can_focus=True):
         labels = {0: self.fmt_y(hi), h - 1: self.fmt_y(lo)}
         if h >= 5:
             labels[(h - 1) // 2] = self.fmt_y((lo + hi) / 2)
+        mid = float(np.median(vals))
+        labels = distinct_labels(labels, int(round((hi - mid) / (hi - lo) * (h - 1))) if hi > lo else 0)
         gutter = max(len(s) for s in labels.values()) + 1
         pw = max(1, w - gutter)
         px, py = 2 * pw, 4 * h

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from twin.spec.catalog import ACCELERATORS, SYSTEMS, Accelerator, System
 from twin.spec.models import DENSE_MFU, ModelSpec
-from twin.spec.params import JobClassParams, ServiceParams
+from twin.spec.params import JOB_CLASSES, JobClassParams, ServiceParams, TrainingParams
 from twin.work import fabric
 
 DAY_S = 86400
@@ -101,6 +101,36 @@ def draw_jobs(cls: JobClassParams, n: int, rng: np.random.Generator, max_chips: 
         cls.duration_median_h * 3600.0 * np.exp(cls.duration_sigma * z), cls.duration_max_h * 3600.0
     )
     return JobDraws(chips, [cls.models[int(k)] for k in mi], np.maximum(nominal, 1.0))
+
+
+def mean_job_chip_s(tp: TrainingParams, max_chips: int) -> float:
+    """Mean chip-time one arriving batch job asks for [chip-s], over the classes by their shares:
+    the mean gang size ``draw_jobs`` draws (sizes above ``max_chips`` excluded) times the mean of
+    its capped log-normal nominal run length (on the ideal placement of the reference hardware).
+    E[min(X, M)] for X log-normal (median m, sigma s): m e^(s^2/2) Phi((ln(M/m) - s^2)/s)
+    + M (1 - Phi(ln(M/m)/s))."""
+    total = share_sum = 0.0
+    for kind in JOB_CLASSES:
+        cls = tp.job_class(kind)
+        if cls.share <= 0:
+            continue
+        sizes = np.asarray(cls.size_chips, dtype=float)
+        w = np.where(sizes <= max_chips, np.asarray(cls.size_weights, dtype=float), 0.0)
+        chips = float((sizes * w).sum() / w.sum()) if w.sum() > 0 else float(max_chips)
+        m, sg, cap = cls.duration_median_h * 3600.0, cls.duration_sigma, cls.duration_max_h * 3600.0
+        if sg > 0:
+            a = math.log(cap / m) / sg
+            dur = m * math.exp(sg * sg / 2) * NormalDist().cdf(a - sg) + cap * (1.0 - NormalDist().cdf(a))
+        else:
+            dur = min(m, cap)
+        total += cls.share * chips * dur
+        share_sum += cls.share
+    return total / share_sum if share_sum > 0 else 0.0
+
+
+def week_mean_factor(weekend_factor: float) -> float:
+    """Mean of ``diurnal_factor`` over a week (the cosine day averages 1; two weekend days)."""
+    return (5.0 + 2.0 * weekend_factor) / 7.0
 
 
 def ideal_spanned(chips: int, chips_per_us: int) -> int:

@@ -2,7 +2,7 @@
 makes from the code, the commands and screens they list are the ones the CLI and the console
 have, links between them resolve, and the README stays a guide of ~600 lines with its map near
 the top. The run blocks' figures are compared with fresh runs only when ``TWIN_DOCS_RUNS=1``
-(about a minute); what those runs build is checked on every run."""
+(a few minutes); what those runs build is checked on every run."""
 
 from __future__ import annotations
 

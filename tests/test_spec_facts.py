@@ -1,5 +1,5 @@
 """The scenario fact table: one definition of every key, read by validation, the schema and the
-README; physical bounds honoured by the generated types; the model's defaults kept."""
+key reference (docs/scenario-keys.md); physical bounds honoured by the generated types; the model's defaults kept."""
 
 from __future__ import annotations
 
@@ -456,13 +456,13 @@ def test_the_schema_accepts_every_builtin_scenario_and_refuses_bad_values() -> N
     )
 
 
-def test_readme_key_tables_are_the_generated_ones() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert F.readme_with_tables(readme) == readme, (
-        "README key tables are stale: python -m scenarios.facts --readme"
+def test_the_key_reference_holds_the_generated_tables() -> None:
+    ref = (ROOT / "docs" / "scenario-keys.md").read_text(encoding="utf-8")
+    assert F.readme_with_tables(ref) == ref, (
+        "docs/scenario-keys.md key tables are stale: python bench/docs.py --only scenario-keys"
     )
     for f in F.FACTS:
-        assert f"| `{f.key}` |" in readme, f.path
+        assert f"| `{f.key}` |" in ref, f.path
 
 
 @pytest.mark.parametrize(("system", "n"), [("trn3-gen2", 16), ("hgx-h100", 20_000), ("trn3-gen2", 6_000)])

@@ -1,0 +1,703 @@
+"""Real telemetry -> observed samples (time, entity, metric, value, unit, source, quality).
+
+Every parser maps a format's fields to the twin's quantities through the mapping table
+(``storage.interop.mapping``) and returns an Arrow table of ``OBSERVED``'s columns plus the count
+of samples whose field the twin does not map (counted, never fatal) and of lines it could not
+read. Parsing is vectorised: the Prometheus text and CSV with Arrow's compute kernels over all
+lines at once, JSON documents by walking their structure (one Python step per entity, not per
+sample where the format groups samples, as neuron-monitor's per-core maps do).
+
+``normalise`` then brings a batch to the recording's terms: units to the quantity's canonical
+unit, counters to rates (a drop is a reset: the rate restarts from the new value), exact
+duplicates dropped, series sorted by time, and a quality per sample:
+
+    good         as read
+    invalid      NaN or infinite (value NULL)
+    clock        time more than ``FAR_S`` from the ingest's clock (far past or future)
+    gap          more than ``GAP_FACTOR`` sampling intervals after the series' previous sample
+    rate         a counter's rate over the interval before it
+    reset        a counter's rate right after a reset
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from storage.interop.mapping import BY_NAME, FIELDS, JOB_STATES, UNIT_OFFSETS, UNITS, Field
+
+OBSERVED = pa.schema(
+    [
+        pa.field("time", pa.timestamp("us", tz="UTC")),
+        pa.field("entity", pa.string()),
+        pa.field("metric", pa.string()),
+        pa.field("value", pa.float64()),
+        pa.field("unit", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("quality", pa.string()),
+    ]
+)
+FAR_S = 366 * 86400  # a sample more than a year from now is stamped by a wrong clock
+GAP_FACTOR = 3.0
+MAX_LABEL_CHARS = 1024  # a longer label value is cut (and the sample flagged) to bound memory
+MAX_DOCUMENT_BYTES = 256 << 20  # one JSON document; a larger one is refused with an error
+
+
+class IngestError(ValueError):
+    """Input that cannot be read at all (one line naming the source and what is wrong)."""
+
+
+@dataclass
+class Parsed:
+    table: pa.Table
+    fmt: str
+    unmapped: int = 0
+    malformed: int = 0
+    unmapped_names: dict[str, int] = field(default_factory=dict)
+    offsets_s: list[float] = field(default_factory=list)  # receipt - sample time, where both known
+
+
+def _by_field(fmt: str) -> dict[str, Field]:
+    out: dict[str, Field] = {}
+    for f in FIELDS:
+        if f.fmt == fmt:
+            out.setdefault(f.field, f)
+    return out
+
+
+def _table(
+    time_us: Any, entity: Any, metric: Any, value: Any, unit: Any, source: str, quality: Any = "good"
+) -> pa.Table:
+    n = len(value)
+    return pa.table(
+        {
+            "time": col(np.asarray(time_us, dtype=np.int64)).cast(pa.timestamp("us", tz="UTC")),
+            "entity": col(entity).cast(pa.string()),
+            "metric": col(metric).cast(pa.string()),
+            "value": col(np.asarray(value, dtype=np.float64)),
+            "unit": col(unit).cast(pa.string()),
+            "source": pa.repeat(pa.scalar(source), n) if n else pa.array([], pa.string()),
+            "quality": (pa.repeat(pa.scalar(quality), n) if n else pa.array([], pa.string()))
+            if isinstance(quality, str)
+            else col(quality),
+        },
+        schema=OBSERVED,
+    )
+
+
+def col(x: Any) -> Any:
+    """An Arrow array of ``x`` (as is when it is one)."""
+    return x if isinstance(x, (pa.Array, pa.ChunkedArray)) else pa.array(x)
+
+
+def empty(source: str = "") -> pa.Table:
+    return OBSERVED.empty_table()
+
+
+def _to_canonical(f: Field, raw: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], str]:
+    """A format's values of field ``f`` in the quantity's canonical unit."""
+    q = BY_NAME[f.quantity]
+    x = np.asarray(raw, dtype=np.float64)
+    if f.codec == "flag":
+        return (x > 0).astype(np.float64), q.unit
+    if f.codec == "counter":  # the counter in its base unit; normalise turns it into a rate
+        base, k = UNITS.get(f.unit, (f.unit, 1.0))
+        return x * k, base
+    if f.unit in UNITS and UNITS[f.unit][0] == q.unit:
+        return x * UNITS[f.unit][1] + UNIT_OFFSETS.get(f.unit, 0.0), q.unit
+    return x / f.scale, q.unit
+
+
+# ---------------------------------------------------------------------- Prometheus text
+_SAMPLE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^\n]*)\})?[ \t]+"
+    r"(?P<value>[-+]?(?:[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?|NaN|Inf|inf))(?:[ \t]+(?P<ts>-?[0-9]{1,16}))?[ \t]*$"
+)
+_LABEL = r'(?:^|,)\s*{0}="(?P<v>(?:[^"\\]|\\.)*)"'
+
+
+def _label(labels: pa.Array, name: str) -> pa.Array:
+    """The value of label ``name`` in each labels text (null where absent), by Arrow's regex."""
+    s = pc.extract_regex(labels, _LABEL.format(re.escape(name)))
+    return pc.struct_field(s, [0])
+
+
+def parse_prometheus_text(text: str, source: str, now_us: int) -> Parsed:
+    """Prometheus / OpenMetrics text exposition (a DCGM exporter's, kube-state-metrics', a
+    scrape saved to a file). Samples without a timestamp get ``now_us``."""
+    lines = pa.array(text.split("\n"))
+    content = pc.invert(pc.or_(pc.equal(pc.utf8_trim_whitespace(lines), ""), pc.starts_with(lines, "#")))
+    lines = lines.filter(content)
+    m = pc.extract_regex(lines, _SAMPLE.pattern)
+    ok = pc.is_valid(m)
+    malformed = len(lines) - pc.sum(ok.cast(pa.int64())).as_py() if len(lines) else 0
+    m = m.filter(ok)
+    names = pc.struct_field(m, [0])
+    labels = pc.fill_null(pc.struct_field(m, [1]), "")
+    values = pc.struct_field(m, [2])
+    ts = pc.struct_field(m, [3])
+    byf = {**_by_field("dcgm"), **_by_field("kube-state-metrics")}
+    mapped = pc.is_in(names, pa.array(list(byf)))
+    unmapped_names: dict[str, int] = {}
+    un = names.filter(pc.invert(mapped))
+    if len(un):
+        vc = pc.value_counts(un)
+        unmapped_names = {
+            str(k): int(c) for k, c in zip(vc.field(0).to_pylist(), vc.field(1).to_pylist(), strict=True)
+        }
+    names, labels, values, ts = (a.filter(mapped) for a in (names, labels, values, ts))
+    has_ts = pc.is_valid(ts)
+    t_ms = pc.if_else(
+        has_ts, pc.cast(pc.fill_null(ts, "0"), pa.int64()), pa.scalar(now_us // 1000, pa.int64())
+    )
+    time_us = pc.multiply(t_ms, 1000).to_numpy(zero_copy_only=False)
+    vals = pc.cast(pc.replace_substring(values, "Inf", "inf"), pa.float64()).to_numpy(zero_copy_only=False)
+    tables = []
+    # One pass per mapped name (a handful), each a vectorised slice of the whole text.
+    dict_names = names.dictionary_encode()
+    for code, name in enumerate(dict_names.dictionary.to_pylist()):
+        sel = pc.equal(dict_names.indices, code)
+        f = byf[name]
+        lab = labels.filter(sel)
+        if f.fmt == "dcgm":
+            host = pc.fill_null(_label(lab, "Hostname"), "host")
+            gpu = pc.fill_null(_label(lab, "gpu"), "0")
+            entity = pc.binary_join_element_wise(host, pc.binary_join_element_wise("chip", gpu, ""), "/")
+        else:
+            entity = pc.fill_null(_label(lab, "job_name"), "job")
+        entity = pc.utf8_slice_codeunits(entity, 0, MAX_LABEL_CHARS)
+        v, unit = _to_canonical(f, vals[sel.to_numpy(zero_copy_only=False)])
+        metric = BY_NAME[f.quantity].name + (".counter" if f.codec == "counter" else "")
+        tsel = time_us[sel.to_numpy(zero_copy_only=False)]
+        if f.fmt == "kube-state-metrics":
+            tsel = np.where(np.isfinite(v), v * 1e6, tsel).astype(np.int64)  # the time it reports
+        n = len(v)
+        tables.append(
+            _table(tsel, entity, pa.repeat(pa.scalar(metric), n), v, pa.repeat(pa.scalar(unit), n), source)
+        )
+    table = pa.concat_tables(tables) if tables else empty()
+    return Parsed(table, "prometheus-text", sum(unmapped_names.values()), int(malformed), unmapped_names)
+
+
+# ---------------------------------------------------------------------- JSON documents
+def _iso_us(s: Any) -> int | None:
+    if not isinstance(s, str):
+        return None
+    try:
+        arr = pc.strptime(pa.array([s.replace("Z", "+00:00")]), format="%Y-%m-%dT%H:%M:%S%z", unit="us")
+        return int(arr.cast(pa.int64())[0].as_py())
+    except (pa.ArrowInvalid, ValueError):
+        try:
+            import datetime as _dt
+
+            d = _dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+            if d.tzinfo is None:
+                d = d.replace(tzinfo=_dt.UTC)
+            return int(d.timestamp() * 1e6)
+        except ValueError:
+            return None
+
+
+def _num(x: Any) -> float:
+    if isinstance(x, bool) or x is None:
+        return math.nan
+    if isinstance(x, dict) and "number" in x:  # Slurm's {set, infinite, number}
+        return float(x["number"]) if x.get("set", True) and not x.get("infinite") else math.nan
+    if isinstance(x, (int, float)):
+        return float(x)
+    return math.nan
+
+
+class _Rows:
+    def __init__(self) -> None:
+        self.t: list[int] = []
+        self.e: list[str] = []
+        self.m: list[str] = []
+        self.v: list[float] = []
+        self.u: list[str] = []
+        self.unmapped = 0
+
+    def add(self, f: Field, t: int, entity: str, raw: list[float]) -> None:
+        v, unit = _to_canonical(f, np.asarray(raw))
+        self.t.extend([t] * len(raw))
+        self.e.extend([entity] if len(raw) == 1 else [f"{entity}{i}" for i in range(len(raw))])
+        self.m.extend([f.quantity] * len(raw))
+        self.v.extend(v.tolist())
+        self.u.extend([unit] * len(raw))
+
+    def table(self, source: str) -> pa.Table:
+        return _table(self.t, self.e, self.m, self.v, self.u, source)
+
+
+def parse_neuron_monitor(docs: list[dict[str, Any]], source: str, now_us: int) -> Parsed:
+    fu = next(f for f in FIELDS if f.fmt == "neuron-monitor" and f.quantity == "chip.utilization")
+    ff = next(f for f in FIELDS if f.fmt == "neuron-monitor" and f.quantity == "chip.failed")
+    t_l: list[np.ndarray[Any, Any]] = []
+    e_l: list[list[str]] = []
+    m_l: list[list[str]] = []
+    v_l: list[np.ndarray[Any, Any]] = []
+    unmapped = 0
+    for doc in docs:
+        t = _iso_us(doc.get("timestamp")) or now_us
+        inst = doc.get("instance_info") or {}
+        host = str(inst.get("instance_id") or inst.get("instance_name") or "host")[:MAX_LABEL_CHARS]
+        for rt in doc.get("neuron_runtime_data") or []:
+            rep = (rt or {}).get("report") or {}
+            unmapped += sum(1 for k in rep if k != "neuroncore_counters")
+            cores = ((rep.get("neuroncore_counters") or {}).get("neuroncores_in_use")) or {}
+            keys = [k for k in cores if str(k).isdigit()]
+            raw = np.array([_num((cores[k] or {}).get("neuroncore_utilization")) for k in keys])
+            t_l.append(np.full(len(keys), t))
+            e_l.append([f"{host}/chip{k}" for k in keys])
+            m_l.append([fu.quantity] * len(keys))
+            v_l.append(_to_canonical(fu, raw)[0])
+        devs = (((doc.get("system_data") or {}).get("neuron_hw_counters")) or {}).get("neuron_devices") or []
+        keys2 = [d.get("neuron_device_index") for d in devs if isinstance(d, dict)]
+        raw2 = np.array([_num(d.get("mem_ecc_uncorrected")) for d in devs if isinstance(d, dict)])
+        t_l.append(np.full(len(keys2), t))
+        e_l.append([f"{host}/chip{k}" for k in keys2])
+        m_l.append([ff.quantity] * len(keys2))
+        v_l.append(_to_canonical(ff, raw2)[0] if len(raw2) else np.array([]))
+        unmapped += sum(
+            1
+            for k in doc
+            if k
+            not in (
+                "timestamp",
+                "neuron_runtime_data",
+                "system_data",
+                "instance_info",
+                "neuron_hardware_info",
+            )
+        )
+    if not v_l:
+        return Parsed(empty(), "neuron-monitor", unmapped)
+    v = np.concatenate(v_l) if v_l else np.array([])
+    units = [BY_NAME[m].unit for ms in m_l for m in ms]
+    ents = [e for es in e_l for e in es]
+    mets = [m for ms in m_l for m in ms]
+    tab = _table(np.concatenate(t_l), ents, mets, v, units, source)
+    return Parsed(tab, "neuron-monitor", unmapped)
+
+
+_REDFISH_LEAF = re.compile(
+    r"/redfish/v1/(Chassis|PowerEquipment/RackPDUs|ThermalEquipment/CDUs)/([^/]+)/(.+)$"
+)
+
+
+def parse_redfish(docs: list[dict[str, Any]], source: str, now_us: int) -> Parsed:
+    """Redfish resources (each with its ``@odata.id``): the mapped readings of each."""
+    rows = _Rows()
+    fields = [f for f in FIELDS if f.fmt == "redfish"]
+    for doc in docs:
+        oid = str(doc.get("@odata.id", ""))
+        m = _REDFISH_LEAF.search(oid.split("#")[0])
+        if not m:
+            continue
+        entity, rest = m.group(2)[:MAX_LABEL_CHARS], m.group(3)
+        t = _iso_us(((doc.get("Oem") or {}).get("Twin") or {}).get("Timestamp")) or now_us
+        hit = False
+        for f in fields:
+            path, _, prop = f.field.partition("#")
+            if not path.endswith("/" + rest) or path.split("/")[0] != m.group(1).split("/")[0]:
+                continue
+            x: Any = doc
+            for part in prop.split("."):
+                idx = re.fullmatch(r"(\w+)\[(\d+)\]", part)
+                if idx:
+                    lst = x.get(idx.group(1)) if isinstance(x, dict) else None
+                    x = (
+                        lst[int(idx.group(2))]
+                        if isinstance(lst, list) and len(lst) > int(idx.group(2))
+                        else None
+                    )
+                else:
+                    x = x.get(part) if isinstance(x, dict) else None
+            if x is not None:
+                rows.add(f, t, entity, [_num(x)])
+                hit = True
+        if not hit:
+            rows.unmapped += 1
+    return Parsed(rows.table(source), "redfish", rows.unmapped)
+
+
+def parse_slurm(doc: dict[str, Any], source: str, now_us: int) -> Parsed:
+    rows = _Rows()
+    byq = {f.quantity: f for f in FIELDS if f.fmt == "slurm"}
+    t = now_us
+    for j in doc.get("jobs") or []:
+        if not isinstance(j, dict) or not isinstance(j.get("job_id"), int):
+            rows.unmapped += 1
+            continue
+        ent = f"job{j['job_id']}"
+        tm = j.get("time") or {}
+        vals = {
+            "job.submit_time": tm.get("submission", j.get("submit_time")),
+            "job.start_time": tm.get("start", j.get("start_time")),
+            "job.end_time": tm.get("end", j.get("end_time")),
+        }
+        for q, raw in vals.items():
+            x = _num(raw)
+            if math.isfinite(x) and x > 0:
+                rows.add(byq[q], t, ent, [x])
+        alloc = (j.get("tres") or {}).get("allocated") or []
+        chips = [a.get("count") for a in alloc if isinstance(a, dict) and a.get("type") == "gres"]
+        if chips:
+            rows.add(byq["job.chips"], t, ent, [_num(chips[0])])
+        st = (j.get("state") or {}).get("current") if isinstance(j.get("state"), dict) else j.get("job_state")
+        if isinstance(st, list) and st and st[0] in JOB_STATES:
+            rows.add(byq["job.state"], t, ent, [float(JOB_STATES.index(st[0]))])
+        rows.unmapped += sum(
+            1
+            for k in j
+            if k
+            not in (
+                "job_id",
+                "time",
+                "tres",
+                "state",
+                "job_state",
+                "name",
+                "partition",
+                "nodes",
+                "submit_time",
+                "start_time",
+                "end_time",
+            )
+        )
+    return Parsed(rows.table(source), "slurm", rows.unmapped)
+
+
+def parse_bms_csv(text: str, source: str) -> Parsed:
+    """A BMS trend export (Timestamp,Point,Value,Units,Status)."""
+    import pyarrow.csv as pacsv
+
+    try:
+        tab = pacsv.read_csv(
+            io.BytesIO(text.encode()),
+            convert_options=pacsv.ConvertOptions(
+                column_types={
+                    "Timestamp": pa.string(),
+                    "Point": pa.string(),
+                    "Value": pa.string(),
+                    "Units": pa.string(),
+                    "Status": pa.string(),
+                },
+                strings_can_be_null=True,
+            ),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=lambda r: "skip"),
+        )
+    except pa.ArrowInvalid as e:
+        raise IngestError(f"{source}: not a BMS CSV trend export ({str(e).splitlines()[0][:160]})") from None
+    missing = {"Timestamp", "Point", "Value"} - set(tab.column_names)
+    if missing:
+        raise IngestError(f"{source}: BMS CSV without column {sorted(missing)[0]!r}")
+    return _bms_table(
+        tab.column("Timestamp"),
+        tab.column("Point"),
+        tab.column("Value"),
+        tab.column("Units") if "Units" in tab.column_names else None,
+        tab.column("Status") if "Status" in tab.column_names else None,
+        source,
+        "bms-csv",
+    )
+
+
+def _point_index() -> tuple[dict[str, Field], list[tuple[re.Pattern[str], Field]]]:
+    exact, pats = {}, []
+    for f in FIELDS:
+        if f.fmt != "bms":
+            continue
+        if "<id>" in f.field:
+            pats.append((re.compile("^" + re.escape(f.field).replace("<id>", "([^/]+)") + "$"), f))
+        else:
+            exact[f.field] = f
+    return exact, pats
+
+
+def _bms_table(ts: Any, point: Any, value: Any, units: Any, status: Any, source: str, fmt: str) -> Parsed:
+    ts = pa.chunked_array([ts]) if isinstance(ts, pa.Array) else ts
+    t = pc.strptime(
+        pc.replace_substring(pc.fill_null(ts, ""), "Z", "+0000"),
+        format="%Y-%m-%dT%H:%M:%S%z",
+        unit="us",
+        error_is_null=True,
+    )
+    bad_t = pc.is_null(t)
+    vals = pc.cast(
+        pc.if_else(
+            pc.match_substring_regex(
+                pc.fill_null(value, ""), r"^[-+]?(\d+\.?\d*([eE][-+]?\d+)?|\.\d+|nan|NaN|inf|Inf)$"
+            ),
+            value,
+            pa.scalar(None, pa.string()),
+        ),
+        pa.float64(),
+    )
+    exact, pats = _point_index()
+    pts = pc.fill_null(point, "")
+    uniq = pc.unique(pts).to_pylist()
+    ent_of: dict[str, str] = {}
+    fld_of: dict[str, Field] = {}
+    for p in uniq:  # one step per distinct point, not per sample
+        f = exact.get(p)
+        ent = "site"
+        if f is None:
+            for pat, g in pats:
+                mm = pat.match(p)
+                if mm:
+                    f, ent = g, mm.group(1)[:MAX_LABEL_CHARS]
+                    break
+        if f is not None:
+            fld_of[p], ent_of[p] = f, ent
+    mapped = pc.and_(pc.is_in(pts, pa.array(list(fld_of), pa.string())), pc.invert(bad_t))
+    unmapped_n = (
+        len(pts) - pc.sum(pc.is_in(pts, pa.array(list(fld_of), pa.string())).cast(pa.int64())).as_py()
+    )
+    malformed = pc.sum(bad_t.cast(pa.int64())).as_py() or 0
+    pts_m = pts.filter(mapped).to_pylist()
+    v = vals.filter(mapped).to_numpy(zero_copy_only=False).astype(np.float64)
+    out_v = np.empty(len(pts_m))
+    ents, mets, uns = [], [], []
+    fl = [fld_of[p] for p in pts_m]
+    # Group by field for the unit conversion (vectorised per field).
+    codes = np.array([id(f) for f in fl]) if fl else np.array([], dtype=np.int64)
+    for f in set(fl):
+        sel = codes == id(f)
+        out_v[sel] = _to_canonical(f, v[sel])[0]
+    ents = [ent_of[p] for p in pts_m]
+    mets = [f.quantity for f in fl]
+    uns = [BY_NAME[f.quantity].unit for f in fl]
+    qual = pc.fill_null(status.filter(mapped), "good") if status is not None else "good"
+    if not isinstance(qual, str):
+        qual = pc.if_else(pc.equal(qual, "good"), "good", "source_bad")
+    tab = _table(
+        t.filter(mapped).cast(pa.int64()).to_numpy(zero_copy_only=False), ents, mets, out_v, uns, source, qual
+    )
+    return Parsed(tab, fmt, int(unmapped_n), int(malformed))
+
+
+def parse_bms_messages(msgs: list[tuple[str, bytes, int]], source: str, site_prefix: str = "bms/") -> Parsed:
+    """MQTT BMS messages (topic, payload, receipt time in us): JSON {value, unit, timestamp,
+    quality}. A payload that is not such an object is counted malformed."""
+    ts, pts, vals, units, stat, offs = [], [], [], [], [], []
+    malformed = 0
+    for topic, payload, recv_us in msgs:
+        try:
+            d = json.loads(payload)
+            if not isinstance(d, dict):
+                raise ValueError
+        except (ValueError, RecursionError):
+            malformed += 1
+            continue
+        parts = topic.split("/", 2)
+        pts.append(parts[2] if len(parts) == 3 and parts[0] + "/" == site_prefix else topic)
+        ts.append(d.get("timestamp") if isinstance(d.get("timestamp"), str) else None)
+        v = d.get("value")
+        vals.append(
+            None
+            if isinstance(v, bool) or not isinstance(v, (int, float))
+            else repr(float(v)).replace("inf", "inf")
+        )
+        units.append(str(d.get("unit", ""))[:32])
+        stat.append(str(d.get("quality", "good"))[:32])
+        tu = _iso_us(ts[-1])
+        if tu is not None:
+            offs.append((recv_us - tu) / 1e6)
+    p = _bms_table(
+        pa.array(ts, pa.string()),
+        pa.array(pts, pa.string()),
+        pa.array(vals, pa.string()),
+        pa.array(units, pa.string()),
+        pa.array(stat, pa.string()),
+        source,
+        "bms",
+    )
+    p.malformed += malformed
+    p.offsets_s = offs
+    return p
+
+
+# ---------------------------------------------------------------------- sniffing
+def sniff(data: bytes) -> str:
+    """The format of a file's content: neuron-monitor, redfish, slurm (JSON), prometheus-text,
+    bms-csv. ``IngestError`` when it is none of them."""
+    head = data[:4096].lstrip()
+    if head.startswith(b"{") or head.startswith(b"["):
+        if b'"neuron_runtime_data"' in data[: 1 << 20] or b'"neuron_hardware_info"' in data[: 1 << 20]:
+            return "neuron-monitor"
+        if b'"@odata.id"' in head:
+            return "redfish"
+        if b'"jobs"' in data[: 1 << 20]:
+            return "slurm"
+        raise IngestError("JSON of no known format (not neuron-monitor, Redfish or Slurm)")
+    first = head.split(b"\n", 1)[0].strip()
+    if first.lower().startswith(b"timestamp,point,value"):
+        return "bms-csv"
+    if (
+        head.startswith(b"# HELP")
+        or head.startswith(b"# TYPE")
+        or re.match(rb"[a-zA-Z_:][a-zA-Z0-9_:]*(\{|[ \t])", head)
+    ):
+        return "prometheus-text"
+    raise IngestError(
+        "not a known telemetry format (neuron-monitor, Redfish, Slurm JSON, Prometheus text, BMS CSV)"
+    )
+
+
+def parse_bytes(data: bytes, source: str, now_us: int) -> Parsed:
+    """Parse a file's content by its sniffed format; ``IngestError`` naming ``source`` otherwise."""
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise IngestError(
+            f"{source}: {len(data):,} bytes, above the {MAX_DOCUMENT_BYTES:,}-byte limit of one document"
+        )
+    try:
+        fmt = sniff(data)
+    except IngestError as e:
+        raise IngestError(f"{source}: {e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise IngestError(f"{source}: not UTF-8 text (byte {e.start})") from None
+    if fmt == "prometheus-text":
+        return parse_prometheus_text(text, source, now_us)
+    if fmt == "bms-csv":
+        return parse_bms_csv(text, source)
+    docs = _json_docs(text, source)
+    if fmt == "neuron-monitor":
+        return parse_neuron_monitor(docs, source, now_us)
+    if fmt == "redfish":
+        return parse_redfish(docs, source, now_us)
+    if len(docs) != 1:
+        raise IngestError(f"{source}: a Slurm document is one JSON object")
+    return parse_slurm(docs[0], source, now_us)
+
+
+def _json_docs(text: str, source: str) -> list[dict[str, Any]]:
+    """One JSON document, a list of them, or one a line (neuron-monitor's stream)."""
+    try:
+        doc = json.loads(text, parse_constant=lambda c: None)
+        docs = doc if isinstance(doc, list) else [doc]
+    except json.JSONDecodeError as e:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if len(lines) < 2:
+            raise IngestError(
+                f"{source}: malformed JSON (line {e.lineno}, column {e.colno}: {e.msg})"
+            ) from None
+        docs = []
+        for i, ln in enumerate(lines, 1):
+            try:
+                docs.append(json.loads(ln, parse_constant=lambda c: None))
+            except json.JSONDecodeError as e2:
+                raise IngestError(f"{source}: malformed JSON on line {i} ({e2.msg})") from None
+    except RecursionError:
+        raise IngestError(f"{source}: JSON nested too deeply") from None
+    bad = [d for d in docs if not isinstance(d, dict)]
+    if bad:
+        raise IngestError(f"{source}: a document is a JSON {type(bad[0]).__name__}, not an object")
+    return docs
+
+
+# ---------------------------------------------------------------------- normalising
+@dataclass
+class Normalised:
+    table: pa.Table
+    duplicates: int = 0
+    invalid: int = 0
+    clock: int = 0
+    gaps: int = 0
+    resets: int = 0
+
+
+def normalise(tab: pa.Table, now_us: int) -> Normalised:
+    """Sort each series by time, drop exact duplicates, flag the samples (module doc) and turn
+    counters (metric ``*.counter``) into rates. Vectorised over the whole batch."""
+    if not len(tab):
+        return Normalised(tab)
+    tab = tab.sort_by([("entity", "ascending"), ("metric", "ascending"), ("time", "ascending")])
+    key_e = pc.dictionary_encode(tab.column("entity")).combine_chunks().indices.to_numpy()
+    key_m = pc.dictionary_encode(tab.column("metric")).combine_chunks().indices.to_numpy()
+    t = tab.column("time").cast(pa.int64()).to_numpy()
+    v = tab.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
+    same_series = np.r_[False, (key_e[1:] == key_e[:-1]) & (key_m[1:] == key_m[:-1])]
+    dup = same_series & np.r_[False, t[1:] == t[:-1]]
+    keep = ~dup
+    tab, t, v, same_series = tab.filter(pa.array(keep)), t[keep], v[keep], same_series[keep]
+    invalid = ~np.isfinite(v)
+    far = np.abs(t - now_us) > FAR_S * 1_000_000
+    dt = np.r_[0, np.diff(t)].astype(np.float64)
+    dt[~same_series] = np.nan
+    # A gap: longer than GAP_FACTOR x the series' median interval.
+    sid = np.cumsum(~same_series) - 1
+    med = np.full(int(sid.max()) + 1 if sid.size else 0, np.nan)
+    finite_dt = np.isfinite(dt)
+    if finite_dt.any():
+        order = np.lexsort((dt[finite_dt], sid[finite_dt]))
+        s_sid = sid[finite_dt][order]
+        s_dt = dt[finite_dt][order]
+        starts = np.r_[0, np.flatnonzero(np.diff(s_sid)) + 1]
+        counts = np.diff(np.r_[starts, s_sid.size])
+        med[s_sid[starts]] = s_dt[starts + counts // 2]
+    with np.errstate(invalid="ignore"):
+        gap = finite_dt & (dt > GAP_FACTOR * np.where(np.isnan(med[sid]), np.inf, med[sid]))
+    metric = tab.column("metric").combine_chunks()
+    is_counter = pc.ends_with(metric, ".counter").to_numpy(zero_copy_only=False)
+    reset = np.zeros(len(v), dtype=bool)
+    keep2 = np.ones(len(v), dtype=bool)
+    if is_counter.any():
+        dv = np.r_[np.nan, np.diff(v)]
+        reset = is_counter & same_series & (dv < 0)
+        inc = np.where(reset, v, dv)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = inc / (dt / 1e6)
+        v = np.where(is_counter, rate, v)
+        keep2 = ~(is_counter & ~same_series)  # a counter's first sample has no rate
+        metric = pc.replace_substring(metric, ".counter", "")
+    quality = tab.column("quality").combine_chunks()
+    good = pc.equal(quality, "good").to_numpy(zero_copy_only=False)
+    for mask, word in (
+        (good & is_counter, "rate"),
+        (good & gap, "gap"),
+        (reset, "reset"),
+        (far, "clock"),
+        (~np.isfinite(v) | invalid, "invalid"),
+    ):
+        if mask.any():
+            quality = pc.if_else(pa.array(mask), pa.scalar(word), quality)
+    unit = tab.column("unit").combine_chunks()
+    if is_counter.any():
+        names = pc.unique(metric).to_pylist()
+        canon = pa.array([BY_NAME[n].unit if n in BY_NAME else "" for n in names], pa.string())
+        idx = pc.index_in(metric, pa.array(names, pa.string()))
+        unit = pc.if_else(pa.array(is_counter), pc.take(canon, idx), unit)
+    fin = np.isfinite(v)
+    val = pa.array(np.where(fin, v, 0.0), mask=~fin)
+    tab = tab.set_column(tab.schema.get_field_index("value"), "value", val)
+    tab = tab.set_column(tab.schema.get_field_index("metric"), "metric", metric)
+    tab = tab.set_column(tab.schema.get_field_index("unit"), "unit", unit)
+    tab = tab.set_column(tab.schema.get_field_index("quality"), "quality", quality)
+    tab = tab.filter(pa.array(keep2))
+    k = keep2
+    return Normalised(
+        tab,
+        int(dup.sum()),
+        int((~fin & k).sum()),
+        int((far & fin & k).sum()),
+        int((gap & k).sum()),
+        int(reset.sum()),
+    )
+
+
+def csv_escape(s: str) -> str:
+    buf = io.StringIO()
+    csv.writer(buf).writerow([s])
+    return buf.getvalue().strip()

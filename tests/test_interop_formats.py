@@ -233,7 +233,7 @@ def test_redfish_and_prometheus_give_back_the_recording_during_the_incident(tmp_
                     # Prometheus: once it has scraped this state, its query API gives it back.
                     fed = time.time()
                     wait_for(
-                        lambda: sampled_after(prom, "DCGM_FI_DEV_POWER_USAGE", fed),
+                        lambda fed=fed: sampled_after(prom, "DCGM_FI_DEV_POWER_USAGE", fed),
                         "a scrape after the update",
                     )
                     (p,) = sources.read_http(f"http://127.0.0.1:{prom}", 5.0, 0.25)

@@ -424,6 +424,10 @@ def _point_index() -> tuple[dict[str, Field], list[tuple[re.Pattern[str], Field]
     return exact, pats
 
 
+def _one_chunk(a: Any) -> Any:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
 def _bms_table(ts: Any, point: Any, value: Any, units: Any, status: Any, source: str, fmt: str) -> Parsed:
     ts = pa.chunked_array([ts]) if isinstance(ts, pa.Array) else ts
     t = pc.strptime(
@@ -432,7 +436,7 @@ def _bms_table(ts: Any, point: Any, value: Any, units: Any, status: Any, source:
         unit="us",
         error_is_null=True,
     )
-    bad_t = pc.is_null(t)
+    bad_t = pc.is_null(t).combine_chunks() if isinstance(t, pa.ChunkedArray) else pc.is_null(t)
     vals = pc.cast(
         pc.if_else(
             pc.match_substring_regex(
@@ -444,11 +448,13 @@ def _bms_table(ts: Any, point: Any, value: Any, units: Any, status: Any, source:
         pa.float64(),
     )
     exact, pats = _point_index()
-    pts = pc.fill_null(point, "")
-    uniq = pc.unique(pts).to_pylist()
-    ent_of: dict[str, str] = {}
-    fld_of: dict[str, Field] = {}
-    for p in uniq:  # one step per distinct point, not per sample
+    enc = _one_chunk(pc.dictionary_encode(pc.fill_null(point, "")))
+    uniq = enc.dictionary.to_pylist()
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    # One step per distinct point, not per sample: its field, entity, metric and the field's factor.
+    fld: list[Field | None] = []
+    ent_u, met_u, unit_u = [], [], []
+    for p in uniq:
         f = exact.get(p)
         ent = "site"
         if f is None:
@@ -457,31 +463,49 @@ def _bms_table(ts: Any, point: Any, value: Any, units: Any, status: Any, source:
                 if mm:
                     f, ent = g, mm.group(1)[:MAX_LABEL_CHARS]
                     break
-        if f is not None:
-            fld_of[p], ent_of[p] = f, ent
-    mapped = pc.and_(pc.is_in(pts, pa.array(list(fld_of), pa.string())), pc.invert(bad_t))
-    unmapped_n = (
-        len(pts) - pc.sum(pc.is_in(pts, pa.array(list(fld_of), pa.string())).cast(pa.int64())).as_py()
-    )
-    malformed = pc.sum(bad_t.cast(pa.int64())).as_py() or 0
-    pts_m = pts.filter(mapped).to_pylist()
-    v = vals.filter(mapped).to_numpy(zero_copy_only=False).astype(np.float64)
-    out_v = np.empty(len(pts_m))
-    ents, mets, uns = [], [], []
-    fl = [fld_of[p] for p in pts_m]
-    # Group by field for the unit conversion (vectorised per field).
-    codes = np.array([id(f) for f in fl]) if fl else np.array([], dtype=np.int64)
-    for f in set(fl):
-        sel = codes == id(f)
-        out_v[sel] = _to_canonical(f, v[sel])[0]
-    ents = [ent_of[p] for p in pts_m]
-    mets = [f.quantity for f in fl]
-    uns = [BY_NAME[f.quantity].unit for f in fl]
-    qual = pc.fill_null(status.filter(mapped), "good") if status is not None else "good"
-    if not isinstance(qual, str):
-        qual = pc.if_else(pc.equal(qual, "good"), "good", "source_bad")
+        fld.append(f)
+        ent_u.append(ent)
+        met_u.append(f.quantity if f else "")
+        unit_u.append(BY_NAME[f.quantity].unit if f else "")
+    known = np.array([f is not None for f in fld], dtype=bool)
+    k_row = known[idx] if idx.size else np.zeros(0, dtype=bool)
+    bad_np = bad_t.to_numpy(zero_copy_only=False) if len(bad_t) else np.zeros(0, dtype=bool)
+    mapped = k_row & ~bad_np
+    unmapped_n = int((~k_row).sum())
+    malformed = int((bad_np & k_row).sum())
+    raw = vals.to_numpy(zero_copy_only=False).astype(np.float64)
+    # The value in the quantity's unit: by the row's own unit when it names one of the quantity's
+    # (a BMS that reports W where the table says kW), else by the field's scale.
+    scale_u = np.array([f.scale if f else 1.0 for f in fld])
+    canon_u = np.array(unit_u, dtype=object)
+    factor = 1.0 / scale_u[idx] if idx.size else np.zeros(0)
+    offset = np.zeros(idx.size)
+    if units is not None and idx.size:
+        uenc = _one_chunk(pc.dictionary_encode(pc.fill_null(units, "")))
+        names = uenc.dictionary.to_pylist()
+        uidx = uenc.indices.to_numpy(zero_copy_only=False)
+        ucanon = np.array([UNITS.get(n, ("?", 1.0))[0] for n in names], dtype=object)
+        ufac = np.array([UNITS.get(n, ("?", 1.0))[1] for n in names])
+        uoff = np.array([UNIT_OFFSETS.get(n, 0.0) for n in names])
+        own = ucanon[uidx] == canon_u[idx]
+        factor = np.where(own, ufac[uidx], factor)
+        offset = np.where(own, uoff[uidx], 0.0)
+    flag = np.array([bool(f and f.codec == "flag") for f in fld])[idx] if idx.size else np.zeros(0, bool)
+    value = np.where(flag, (raw > 0).astype(np.float64), raw * factor + offset)
+    sel = pa.array(mapped)
+    take = pa.array(idx[mapped])
+    qual: Any = "good"
+    if status is not None:
+        st = pc.fill_null(status, "good").filter(sel)
+        qual = pc.if_else(pc.equal(st, "good"), "good", "source_bad")
     tab = _table(
-        t.filter(mapped).cast(pa.int64()).to_numpy(zero_copy_only=False), ents, mets, out_v, uns, source, qual
+        t.filter(sel).cast(pa.int64()).to_numpy(zero_copy_only=False),
+        pc.take(pa.array(ent_u, pa.string()), take),
+        pc.take(pa.array(met_u, pa.string()), take),
+        value[mapped],
+        pc.take(pa.array(unit_u, pa.string()), take),
+        source,
+        qual,
     )
     return Parsed(tab, fmt, int(unmapped_n), int(malformed))
 
@@ -624,8 +648,8 @@ def normalise(tab: pa.Table, now_us: int) -> Normalised:
     if not len(tab):
         return Normalised(tab)
     tab = tab.sort_by([("entity", "ascending"), ("metric", "ascending"), ("time", "ascending")])
-    key_e = pc.dictionary_encode(tab.column("entity")).combine_chunks().indices.to_numpy()
-    key_m = pc.dictionary_encode(tab.column("metric")).combine_chunks().indices.to_numpy()
+    key_e = pc.dictionary_encode(tab.column("entity").combine_chunks()).indices.to_numpy()
+    key_m = pc.dictionary_encode(tab.column("metric").combine_chunks()).indices.to_numpy()
     t = tab.column("time").cast(pa.int64()).to_numpy()
     v = tab.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
     same_series = np.r_[False, (key_e[1:] == key_e[:-1]) & (key_m[1:] == key_m[:-1])]

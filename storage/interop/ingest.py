@@ -155,9 +155,11 @@ def parse_prometheus_text(text: str, source: str, now_us: int) -> Parsed:
             str(k): int(c) for k, c in zip(vc.field(0).to_pylist(), vc.field(1).to_pylist(), strict=True)
         }
     names, labels, values, ts = (a.filter(mapped) for a in (names, labels, values, ts))
-    has_ts = pc.is_valid(ts)
+    # A group that did not take part is an empty string (or null): no timestamp.
+    ts = pc.fill_null(ts, "")
+    has_ts = pc.not_equal(ts, "")
     t_ms = pc.if_else(
-        has_ts, pc.cast(pc.fill_null(ts, "0"), pa.int64()), pa.scalar(now_us // 1000, pa.int64())
+        has_ts, pc.cast(pc.if_else(has_ts, ts, "0"), pa.int64()), pa.scalar(now_us // 1000, pa.int64())
     )
     time_us = pc.multiply(t_ms, 1000).to_numpy(zero_copy_only=False)
     vals = pc.cast(pc.replace_substring(values, "Inf", "inf"), pa.float64()).to_numpy(zero_copy_only=False)
@@ -211,9 +213,12 @@ def _num(x: Any) -> float:
     if isinstance(x, bool) or x is None:
         return math.nan
     if isinstance(x, dict) and "number" in x:  # Slurm's {set, infinite, number}
-        return float(x["number"]) if x.get("set", True) and not x.get("infinite") else math.nan
+        return _num(x["number"]) if x.get("set", True) and not x.get("infinite") else math.nan
     if isinstance(x, (int, float)):
-        return float(x)
+        try:
+            return float(x)
+        except OverflowError:  # an integer beyond any float
+            return math.nan
     return math.nan
 
 
@@ -225,6 +230,7 @@ class _Rows:
         self.v: list[float] = []
         self.u: list[str] = []
         self.unmapped = 0
+        self.malformed = 0
 
     def add(self, f: Field, t: int, entity: str, raw: list[float]) -> None:
         v, unit = _to_canonical(f, np.asarray(raw))
@@ -238,6 +244,9 @@ class _Rows:
         return _table(self.t, self.e, self.m, self.v, self.u, source)
 
 
+_NEURON_TOP = ("timestamp", "neuron_runtime_data", "system_data", "instance_info", "neuron_hardware_info")
+
+
 def parse_neuron_monitor(docs: list[dict[str, Any]], source: str, now_us: int) -> Parsed:
     fu = next(f for f in FIELDS if f.fmt == "neuron-monitor" and f.quantity == "chip.utilization")
     ff = next(f for f in FIELDS if f.fmt == "neuron-monitor" and f.quantity == "chip.failed")
@@ -245,48 +254,48 @@ def parse_neuron_monitor(docs: list[dict[str, Any]], source: str, now_us: int) -
     e_l: list[list[str]] = []
     m_l: list[list[str]] = []
     v_l: list[np.ndarray[Any, Any]] = []
-    unmapped = 0
+    unmapped = malformed = 0
     for doc in docs:
-        t = _iso_us(doc.get("timestamp")) or now_us
-        inst = doc.get("instance_info") or {}
-        host = str(inst.get("instance_id") or inst.get("instance_name") or "host")[:MAX_LABEL_CHARS]
-        for rt in doc.get("neuron_runtime_data") or []:
-            rep = (rt or {}).get("report") or {}
-            unmapped += sum(1 for k in rep if k != "neuroncore_counters")
-            cores = ((rep.get("neuroncore_counters") or {}).get("neuroncores_in_use")) or {}
-            keys = [k for k in cores if str(k).isdigit()]
-            raw = np.array([_num((cores[k] or {}).get("neuroncore_utilization")) for k in keys])
+        try:
+            t = _iso_us(doc.get("timestamp")) or now_us
+            inst = doc.get("instance_info") or {}
+            host = str(inst.get("instance_id") or inst.get("instance_name") or "host")[:MAX_LABEL_CHARS]
+            parts: list[tuple[Field, list[str], np.ndarray[Any, Any]]] = []
+            for rt in doc.get("neuron_runtime_data") or []:
+                rep = (rt or {}).get("report") or {}
+                unmapped += sum(1 for k in rep if k != "neuroncore_counters")
+                cores = ((rep.get("neuroncore_counters") or {}).get("neuroncores_in_use")) or {}
+                keys = [str(k)[:16] for k in cores if str(k).isdigit()]
+                raw = np.array([_num((cores[k] or {}).get("neuroncore_utilization")) for k in keys])
+                parts.append((fu, keys, raw))
+            sysd = doc.get("system_data") or {}
+            unmapped += sum(1 for k in sysd if k != "neuron_hw_counters")
+            devs = (sysd.get("neuron_hw_counters") or {}).get("neuron_devices") or []
+            devs = [d for d in devs if isinstance(d, dict) and isinstance(d.get("neuron_device_index"), int)]
+            parts.append(
+                (
+                    ff,
+                    [str(d["neuron_device_index"]) for d in devs],
+                    np.array([_num(d.get("mem_ecc_uncorrected")) for d in devs]),
+                )
+            )
+            unmapped += sum(1 for k in doc if k not in _NEURON_TOP)
+        except (AttributeError, TypeError, ValueError):  # a document of the wrong shape
+            malformed += 1
+            continue
+        for f, keys, raw in parts:
             t_l.append(np.full(len(keys), t))
             e_l.append([f"{host}/chip{k}" for k in keys])
-            m_l.append([fu.quantity] * len(keys))
-            v_l.append(_to_canonical(fu, raw)[0])
-        devs = (((doc.get("system_data") or {}).get("neuron_hw_counters")) or {}).get("neuron_devices") or []
-        keys2 = [d.get("neuron_device_index") for d in devs if isinstance(d, dict)]
-        raw2 = np.array([_num(d.get("mem_ecc_uncorrected")) for d in devs if isinstance(d, dict)])
-        t_l.append(np.full(len(keys2), t))
-        e_l.append([f"{host}/chip{k}" for k in keys2])
-        m_l.append([ff.quantity] * len(keys2))
-        v_l.append(_to_canonical(ff, raw2)[0] if len(raw2) else np.array([]))
-        unmapped += sum(
-            1
-            for k in doc
-            if k
-            not in (
-                "timestamp",
-                "neuron_runtime_data",
-                "system_data",
-                "instance_info",
-                "neuron_hardware_info",
-            )
-        )
+            m_l.append([f.quantity] * len(keys))
+            v_l.append(_to_canonical(f, raw)[0] if len(raw) else np.array([]))
     if not v_l:
-        return Parsed(empty(), "neuron-monitor", unmapped)
+        return Parsed(empty(), "neuron-monitor", unmapped, malformed)
     v = np.concatenate(v_l) if v_l else np.array([])
     units = [BY_NAME[m].unit for ms in m_l for m in ms]
     ents = [e for es in e_l for e in es]
     mets = [m for ms in m_l for m in ms]
     tab = _table(np.concatenate(t_l), ents, mets, v, units, source)
-    return Parsed(tab, "neuron-monitor", unmapped)
+    return Parsed(tab, "neuron-monitor", unmapped, malformed)
 
 
 _REDFISH_LEAF = re.compile(
@@ -299,35 +308,38 @@ def parse_redfish(docs: list[dict[str, Any]], source: str, now_us: int) -> Parse
     rows = _Rows()
     fields = [f for f in FIELDS if f.fmt == "redfish"]
     for doc in docs:
-        oid = str(doc.get("@odata.id", ""))
-        m = _REDFISH_LEAF.search(oid.split("#")[0])
-        if not m:
-            continue
-        entity, rest = m.group(2)[:MAX_LABEL_CHARS], m.group(3)
-        t = _iso_us(((doc.get("Oem") or {}).get("Twin") or {}).get("Timestamp")) or now_us
-        hit = False
-        for f in fields:
-            path, _, prop = f.field.partition("#")
-            if not path.endswith("/" + rest) or path.split("/")[0] != m.group(1).split("/")[0]:
+        try:
+            oid = str(doc.get("@odata.id", ""))
+            m = _REDFISH_LEAF.search(oid.split("#")[0])
+            if not m:
                 continue
-            x: Any = doc
-            for part in prop.split("."):
-                idx = re.fullmatch(r"(\w+)\[(\d+)\]", part)
-                if idx:
-                    lst = x.get(idx.group(1)) if isinstance(x, dict) else None
-                    x = (
-                        lst[int(idx.group(2))]
-                        if isinstance(lst, list) and len(lst) > int(idx.group(2))
-                        else None
-                    )
-                else:
-                    x = x.get(part) if isinstance(x, dict) else None
-            if x is not None:
-                rows.add(f, t, entity, [_num(x)])
-                hit = True
-        if not hit:
-            rows.unmapped += 1
-    return Parsed(rows.table(source), "redfish", rows.unmapped)
+            entity, rest = m.group(2)[:MAX_LABEL_CHARS], m.group(3)
+            t = _iso_us(((doc.get("Oem") or {}).get("Twin") or {}).get("Timestamp")) or now_us
+            hit = False
+            for f in fields:
+                path, _, prop = f.field.partition("#")
+                if not path.endswith("/" + rest) or path.split("/")[0] != m.group(1).split("/")[0]:
+                    continue
+                x: Any = doc
+                for part in prop.split("."):
+                    idx = re.fullmatch(r"(\w+)\[(\d+)\]", part)
+                    if idx:
+                        lst = x.get(idx.group(1)) if isinstance(x, dict) else None
+                        x = (
+                            lst[int(idx.group(2))]
+                            if isinstance(lst, list) and len(lst) > int(idx.group(2))
+                            else None
+                        )
+                    else:
+                        x = x.get(part) if isinstance(x, dict) else None
+                if x is not None:
+                    rows.add(f, t, entity, [_num(x)])
+                    hit = True
+            if not hit:
+                rows.unmapped += 1
+        except (AttributeError, TypeError, ValueError, IndexError):  # the wrong shape
+            rows.malformed += 1
+    return Parsed(rows.table(source), "redfish", rows.unmapped, rows.malformed)
 
 
 def parse_slurm(doc: dict[str, Any], source: str, now_us: int) -> Parsed:
@@ -335,46 +347,53 @@ def parse_slurm(doc: dict[str, Any], source: str, now_us: int) -> Parsed:
     byq = {f.quantity: f for f in FIELDS if f.fmt == "slurm"}
     t = now_us
     for j in doc.get("jobs") or []:
-        if not isinstance(j, dict) or not isinstance(j.get("job_id"), int):
-            rows.unmapped += 1
-            continue
-        ent = f"job{j['job_id']}"
-        tm = j.get("time") or {}
-        vals = {
-            "job.submit_time": tm.get("submission", j.get("submit_time")),
-            "job.start_time": tm.get("start", j.get("start_time")),
-            "job.end_time": tm.get("end", j.get("end_time")),
-        }
-        for q, raw in vals.items():
-            x = _num(raw)
-            if math.isfinite(x) and x > 0:
-                rows.add(byq[q], t, ent, [x])
-        alloc = (j.get("tres") or {}).get("allocated") or []
-        chips = [a.get("count") for a in alloc if isinstance(a, dict) and a.get("type") == "gres"]
-        if chips:
-            rows.add(byq["job.chips"], t, ent, [_num(chips[0])])
-        st = (j.get("state") or {}).get("current") if isinstance(j.get("state"), dict) else j.get("job_state")
-        if isinstance(st, list) and st and st[0] in JOB_STATES:
-            rows.add(byq["job.state"], t, ent, [float(JOB_STATES.index(st[0]))])
-        rows.unmapped += sum(
-            1
-            for k in j
-            if k
-            not in (
-                "job_id",
-                "time",
-                "tres",
-                "state",
-                "job_state",
-                "name",
-                "partition",
-                "nodes",
-                "submit_time",
-                "start_time",
-                "end_time",
+        try:
+            if not isinstance(j, dict) or not isinstance(j.get("job_id"), int):
+                rows.unmapped += 1
+                continue
+            ent = f"job{j['job_id']}"
+            tm = j.get("time") or {}
+            vals = {
+                "job.submit_time": tm.get("submission", j.get("submit_time")),
+                "job.start_time": tm.get("start", j.get("start_time")),
+                "job.end_time": tm.get("end", j.get("end_time")),
+            }
+            for q, raw in vals.items():
+                x = _num(raw)
+                if math.isfinite(x) and x > 0:
+                    rows.add(byq[q], t, ent, [x])
+            alloc = (j.get("tres") or {}).get("allocated") or []
+            chips = [a.get("count") for a in alloc if isinstance(a, dict) and a.get("type") == "gres"]
+            if chips:
+                rows.add(byq["job.chips"], t, ent, [_num(chips[0])])
+            st = (
+                (j.get("state") or {}).get("current")
+                if isinstance(j.get("state"), dict)
+                else j.get("job_state")
             )
-        )
-    return Parsed(rows.table(source), "slurm", rows.unmapped)
+            if isinstance(st, list) and st and st[0] in JOB_STATES:
+                rows.add(byq["job.state"], t, ent, [float(JOB_STATES.index(st[0]))])
+            rows.unmapped += sum(
+                1
+                for k in j
+                if k
+                not in (
+                    "job_id",
+                    "time",
+                    "tres",
+                    "state",
+                    "job_state",
+                    "name",
+                    "partition",
+                    "nodes",
+                    "submit_time",
+                    "start_time",
+                    "end_time",
+                )
+            )
+        except (AttributeError, TypeError, ValueError, IndexError):  # the wrong shape
+            rows.malformed += 1
+    return Parsed(rows.table(source), "slurm", rows.unmapped, rows.malformed)
 
 
 def parse_bms_csv(text: str, source: str) -> Parsed:
@@ -587,6 +606,8 @@ def parse_bytes(data: bytes, source: str, now_us: int) -> Parsed:
     try:
         fmt = sniff(data)
     except IngestError as e:
+        if data.lstrip()[:1] in (b"{", b"["):  # JSON of no known format, or no JSON at all
+            _json_docs(data.decode("utf-8", "replace"), source)
         raise IngestError(f"{source}: {e}") from None
     try:
         text = data.decode("utf-8")

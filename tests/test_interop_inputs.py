@@ -50,15 +50,6 @@ def test_neuron_monitor_report_of_the_docs() -> None:
 def test_dcgm_exporter_text_of_the_docs() -> None:
     p, n = parse_fixture("dcgm.prom")
     r = rows(n.table)
-    assert (
-        r[("node-a/chip0", "chip.power")]
-        == [(312.5, "good"), (300.0, "rate"), (50.0, "reset")][:1]
-        + [
-            (300.0, "rate"),
-            (50.0, "reset"),
-        ]
-        or True
-    )
     power = sorted(r[("node-a/chip0", "chip.power")], key=lambda x: x[1])
     # Gauge 312.5 W; the energy counter: 1e6 -> 4e6 mJ in 10 s = 300 W, then a drop to 5e5 mJ
     # (a reset): 500 J in 10 s = 50 W.
@@ -75,7 +66,7 @@ def test_dcgm_exporter_text_of_the_docs() -> None:
 def test_redfish_resources_of_the_schemas() -> None:
     _, n = parse_fixture("redfish_power.json")
     assert rows(n.table) == {("1U", "us.power"): [(344.0, "good")]}
-    p, n = parse_fixture("redfish_cdu.json")
+    _, n = parse_fixture("redfish_cdu.json")
     assert rows(n.table) == {
         ("1", "cdu.supply_temperature"): [(30.25, "good")],
         ("1", "cdu.return_temperature"): [(40.75, "good")],
@@ -203,7 +194,7 @@ def test_ingest_then_sql(tmp_path: Path) -> None:
 
 
 def test_the_observed_table_is_readable_while_written(tmp_path: Path) -> None:
-    p, n = parse_fixture("dcgm.prom")
+    _, n = parse_fixture("dcgm.prom")
     rec = ObservedRecorder(tmp_path / "o.duckdb")
     rec.append(n.table)
     reading = open_for_reading(tmp_path / "o.duckdb")  # the ingest has not ended

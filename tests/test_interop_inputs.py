@@ -55,7 +55,7 @@ def test_dcgm_exporter_text_of_the_docs() -> None:
     # (a reset): 500 J in 10 s = 50 W.
     assert power == [(312.5, "good"), (300.0, "rate"), (50.0, "reset")]
     assert r[("node-a/chip0", "chip.temperature")] == [(41.0, "good")]
-    assert r[("node-a/chip0", "chip.clock")] == [(1980 / 1200, "good")]
+    assert r[("node-a/chip0", "chip.clock")] == [(pytest.approx(1980 / 1200), "good")]
     assert r[("node-a/chip0", "chip.utilization")] == [(0.731, "good")]
     assert r[("node-a/chip0", "chip.failed")] == [(0.0, "good")]
     assert r[("node-a/chip1", "chip.failed")] == [(1.0, "good")]  # XID 79

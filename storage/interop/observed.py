@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from storage.errors import StorageError
 from storage.interop.ingest import OBSERVED
+from storage.live import PART_COMPRESSION
 from storage.parts import PART_GLOB, base_of, parts_dir
 from storage.sandbox import Limits
 from storage.writer import init_schema, open_database
@@ -85,7 +86,7 @@ class ObservedRecorder:
     def _write_part(self, tab: pa.Table) -> None:
         name = f"part-{self.seq:09d}-0.parquet"
         tmp = self.dir / f".{name}.tmp"
-        pq.write_table(tab.cast(OBSERVED), tmp, compression="zstd")
+        pq.write_table(tab.cast(OBSERVED), tmp, compression=PART_COMPRESSION)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, self.dir / name)

@@ -70,13 +70,14 @@ def main() -> int:
     cpu = wall = 0.0
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as d:
         rec = ObservedRecorder(Path(d) / "o.duckdb")
+        norm = ingest.Normaliser()
         for i in range(a.intervals):
             for first in range(0, a.chips, a.batch_chips):
                 # Made outside the timing, one batch at a time (memory: one batch's text).
                 text = scrape(first, min(a.batch_chips, a.chips - first), now_ms + 5000 * i)
                 cpu0, wall0 = time.process_time(), time.perf_counter()
                 p = ingest.parse_prometheus_text(text, "bench", now_ms * 1000)
-                n = ingest.normalise(p.table, now_ms * 1000)
+                n = norm(p.table, now_ms * 1000)
                 rec.append(n.table)
                 cpu += time.process_time() - cpu0
                 wall += time.perf_counter() - wall0

@@ -277,3 +277,16 @@ def test_an_mqtt_flood_is_bounded_and_nothing_received_is_lost(
     finally:
         reading.close()
     assert stored <= got and stored > 0  # duplicates of a time (the same second) dropped
+
+
+def test_a_counter_keeps_its_rate_across_batches() -> None:
+    """The energy counter's samples in two batches (two scrapes): the rate over the boundary is
+    the second batch's first sample, 3e6 mJ in 10 s = 300 W, and nothing of the carry shows."""
+    lab = 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0",Hostname="h"}'
+    t0 = NOW // 1000
+    norm = ingest.Normaliser()
+    first = norm(ingest.parse_prometheus_text(f"{lab} 1000000 {t0}\n", "a", NOW).table, NOW)
+    second = norm(ingest.parse_prometheus_text(f"{lab} 4000000 {t0 + 10_000}\n", "b", NOW).table, NOW)
+    assert len(first.table) == 0  # a first sample has no rate
+    assert rows(second.table) == {("h/chip0", "chip.power"): [(300.0, "rate")]}
+    assert second.table.column("source").to_pylist() == ["b"] and second.duplicates == 0

@@ -774,3 +774,44 @@ def csv_escape(s: str) -> str:
     buf = io.StringIO()
     csv.writer(buf).writerow([s])
     return buf.getvalue().strip()
+
+
+_CARRY = "\x00carry"  # the source of a counter's previous sample carried into the next batch
+
+
+class Normaliser:
+    """``normalise`` over a stream of batches: a counter's last sample is carried into the next
+    batch, so its rate over the boundary is not lost (the first sample of a series is the only
+    one without a rate)."""
+
+    def __init__(self) -> None:
+        self._last: pa.Table | None = None
+
+    def __call__(self, tab: pa.Table, now_us: int) -> Normalised:
+        if self._last is not None and len(self._last):
+            tab = pa.concat_tables([self._last, tab.cast(OBSERVED)])
+        raw = tab
+        n = normalise(tab, now_us)
+        n.table = n.table.filter(pc.not_equal(n.table.column("source"), _CARRY))
+        self._last = _last_counters(raw)
+        return n
+
+
+def _last_counters(tab: pa.Table) -> pa.Table | None:
+    """The latest raw sample of every counter series of ``tab`` (source marked carried)."""
+    if not len(tab):
+        return None
+    is_c = pc.ends_with(tab.column("metric"), ".counter")
+    c = tab.filter(is_c)
+    if not len(c):
+        return None
+    e = pc.dictionary_encode(c.column("entity").combine_chunks()).indices.to_numpy()
+    m = pc.dictionary_encode(c.column("metric").combine_chunks()).indices.to_numpy()
+    t = c.column("time").cast(pa.int64()).to_numpy()
+    order = np.lexsort((t, m, e))
+    e, m = e[order], m[order]
+    last = np.r_[(e[1:] != e[:-1]) | (m[1:] != m[:-1]), True]
+    out = c.take(pa.array(order[last]))
+    return out.set_column(
+        out.schema.get_field_index("source"), "source", pa.repeat(pa.scalar(_CARRY), len(out))
+    )

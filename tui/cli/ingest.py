@@ -140,8 +140,9 @@ def ingest_cmd(
                 batches = sub.batches()
             else:
                 batches = src.read_http(s, window_s, step_s)
+            norm = ingest.Normaliser()
             for p in batches:
-                n = ingest.normalise(p.table, src.now_us())
+                n = norm(p.table, src.now_us())
                 rec.append(n.table)
                 row["format"] = p.fmt
                 row["samples"] += len(n.table)

@@ -687,6 +687,17 @@ class Normalised:
     resets: int = 0
 
 
+def _codes(col: pa.ChunkedArray | pa.Array) -> np.ndarray[Any, Any]:
+    """Integer codes of a string column's values (equal values, equal codes), without copying
+    the strings of a column of several chunks."""
+    if isinstance(col, pa.Array):
+        return np.asarray(pc.dictionary_encode(col).indices.to_numpy(zero_copy_only=False))
+    if col.num_chunks == 1:
+        return np.asarray(pc.dictionary_encode(col.chunk(0)).indices.to_numpy(zero_copy_only=False))
+    enc = pc.dictionary_encode(col).unify_dictionaries()
+    return np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in enc.chunks])
+
+
 def normalise(tab: pa.Table, now_us: int) -> Normalised:
     """Sort each series by time, drop exact duplicates, flag the samples (module doc) and turn
     counters (metric ``*.counter``) into rates. Vectorised over the whole batch."""
@@ -694,8 +705,7 @@ def normalise(tab: pa.Table, now_us: int) -> Normalised:
         return Normalised(tab)
     # Series together, each in time order: a sort by the codes of entity and metric (their order
     # of appearance: grouping needs no alphabet) and time.
-    key_e = pc.dictionary_encode(tab.column("entity").combine_chunks()).indices.to_numpy()
-    key_m = pc.dictionary_encode(tab.column("metric").combine_chunks()).indices.to_numpy()
+    key_e, key_m = _codes(tab.column("entity")), _codes(tab.column("metric"))
     t = tab.column("time").cast(pa.int64()).to_numpy()
     order = np.lexsort((t, key_m, key_e))
     if not (order[1:] > order[:-1]).all():
@@ -703,8 +713,9 @@ def normalise(tab: pa.Table, now_us: int) -> Normalised:
     v = tab.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
     same_series = np.r_[False, (key_e[1:] == key_e[:-1]) & (key_m[1:] == key_m[:-1])]
     dup = same_series & np.r_[False, t[1:] == t[:-1]]
-    keep = ~dup
-    tab, t, v, same_series = tab.filter(pa.array(keep)), t[keep], v[keep], same_series[keep]
+    if dup.any():
+        keep = ~dup
+        tab, t, v, same_series = tab.filter(pa.array(keep)), t[keep], v[keep], same_series[keep]
     invalid = ~np.isfinite(v)
     far = np.abs(t - now_us) > FAR_S * 1_000_000
     dt = np.r_[0, np.diff(t)].astype(np.float64)
@@ -758,7 +769,8 @@ def normalise(tab: pa.Table, now_us: int) -> Normalised:
     tab = tab.set_column(tab.schema.get_field_index("metric"), "metric", metric)
     tab = tab.set_column(tab.schema.get_field_index("unit"), "unit", unit)
     tab = tab.set_column(tab.schema.get_field_index("quality"), "quality", quality)
-    tab = tab.filter(pa.array(keep2))
+    if not keep2.all():
+        tab = tab.filter(pa.array(keep2))
     k = keep2
     return Normalised(
         tab,
@@ -788,11 +800,15 @@ class Normaliser:
         self._last: pa.Table | None = None
 
     def __call__(self, tab: pa.Table, now_us: int) -> Normalised:
-        if self._last is not None and len(self._last):
-            tab = pa.concat_tables([self._last, tab.cast(OBSERVED)])
+        carried = self._last is not None and len(self._last) > 0
+        if carried:
+            tab = pa.concat_tables([self._last, tab])
         raw = tab
         n = normalise(tab, now_us)
-        n.table = n.table.filter(pc.not_equal(n.table.column("source"), _CARRY))
+        # A carried sample is the first of its series (dropped as such) unless the batch went
+        # back in time: then it is taken out here.
+        if carried and pc.any(pc.equal(n.table.column("source"), _CARRY)).as_py():
+            n.table = n.table.filter(pc.not_equal(n.table.column("source"), _CARRY))
         self._last = _last_counters(raw)
         return n
 
@@ -805,8 +821,7 @@ def _last_counters(tab: pa.Table) -> pa.Table | None:
     c = tab.filter(is_c)
     if not len(c):
         return None
-    e = pc.dictionary_encode(c.column("entity").combine_chunks()).indices.to_numpy()
-    m = pc.dictionary_encode(c.column("metric").combine_chunks()).indices.to_numpy()
+    e, m = _codes(c.column("entity")), _codes(c.column("metric"))
     t = c.column("time").cast(pa.int64()).to_numpy()
     order = np.lexsort((t, m, e))
     e, m = e[order], m[order]

@@ -290,3 +290,9 @@ def test_a_counter_keeps_its_rate_across_batches() -> None:
     assert len(first.table) == 0  # a first sample has no rate
     assert rows(second.table) == {("h/chip0", "chip.power"): [(300.0, "rate")]}
     assert second.table.column("source").to_pylist() == ["b"] and second.duplicates == 0
+
+
+@pytest.mark.parametrize("jobs", ["1.5", "7", '"x"', "{}", "null"])
+def test_a_slurm_document_whose_jobs_are_not_a_list_is_counted(jobs: str) -> None:
+    p = ingest.parse_bytes(f'{{"jobs": {jobs}}}'.encode(), "f", NOW)
+    assert len(p.table) == 0 and p.malformed == (0 if jobs == "null" else 1)

@@ -370,7 +370,11 @@ def parse_slurm(doc: dict[str, Any], source: str, now_us: int) -> Parsed:
     rows = _Rows()
     byq = {f.quantity: f for f in FIELDS if f.fmt == "slurm"}
     t = now_us
-    for j in doc.get("jobs") or []:
+    jobs = doc.get("jobs") or []
+    if not isinstance(jobs, list):  # the document's shape is wrong: nothing to read in it
+        rows.malformed += 1
+        jobs = []
+    for j in jobs:
         try:
             if not isinstance(j, dict) or not isinstance(j.get("job_id"), int):
                 rows.unmapped += 1

@@ -370,7 +370,8 @@ def parse_slurm(doc: dict[str, Any], source: str, now_us: int) -> Parsed:
     rows = _Rows()
     byq = {f.quantity: f for f in FIELDS if f.fmt == "slurm"}
     t = now_us
-    jobs = doc.get("jobs") or []
+    jobs = doc.get("jobs")
+    jobs = [] if jobs is None else jobs
     if not isinstance(jobs, list):  # the document's shape is wrong: nothing to read in it
         rows.malformed += 1
         jobs = []

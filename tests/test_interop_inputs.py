@@ -296,3 +296,61 @@ def test_a_counter_keeps_its_rate_across_batches() -> None:
 def test_a_slurm_document_whose_jobs_are_not_a_list_is_counted(jobs: str) -> None:
     p = ingest.parse_bytes(f'{{"jobs": {jobs}}}'.encode(), "f", NOW)
     assert len(p.table) == 0 and p.malformed == (0 if jobs == "null" else 1)
+
+
+@pytest.mark.parametrize(
+    "spec, needle",
+    [
+        ("bogus:1", "--emit bogus:1"),
+        ("prometheus:99999", "not a TCP port"),
+        ("mqtt://127.0.0.1", "mqtt://HOST:PORT"),
+        ("neuron:missing-dir/x.jsonl", "cannot open a sink"),
+    ],
+)
+def test_a_bad_emit_is_one_line_exit_2_and_nothing_written(tmp_path: Path, spec: str, needle: str) -> None:
+    from tests.conftest import SMALL_TOML
+
+    (tmp_path / "s.toml").write_text(SMALL_TOML)
+    out = tmp_path / "o.duckdb"
+    r = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(tmp_path / "s.toml"),
+            "--hours",
+            "0.1",
+            "--out",
+            str(out),
+            "--emit",
+            spec.replace("missing-dir", str(tmp_path / "missing-dir")),
+        ],
+    )
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+def test_twin_run_emits_to_files(tmp_path: Path) -> None:
+    from tests.conftest import SMALL_TOML
+
+    (tmp_path / "s.toml").write_text(SMALL_TOML)
+    r = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(tmp_path / "s.toml"),
+            "--hours",
+            "1",
+            "--out",
+            str(tmp_path / "o.duckdb"),
+            "--emit",
+            f"neuron:{tmp_path / 'n.jsonl'},slurm:{tmp_path / 's'}",
+            "--emit",
+            f"bms-csv:{tmp_path / 'b.csv'},prometheus:0,redfish:0",
+        ],
+    )
+    assert r.exit_code == 0, r.stderr
+    assert "emitting redfish at http://127.0.0.1:" in r.stderr
+    p, _ = ingest.parse_bytes((tmp_path / "n.jsonl").read_bytes(), "n", NOW), None
+    assert p.fmt == "neuron-monitor" and len(p.table) > 0
+    assert json.loads((tmp_path / "s" / "squeue.json").read_text())["jobs"] is not None
+    assert (tmp_path / "b.csv").read_text().startswith("Timestamp,Point,Value,Units,Status\n")

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from storage.interop import ingest, sources
 from storage.interop.observed import ObservedRecorder
 from storage.live import open_for_reading
-from tests.servers import mosquitto
+from tests.servers import mosquitto, wait_for
 from tui.cli import main
 
 FIX = Path(__file__).parent / "fixtures" / "interop"
@@ -227,15 +227,19 @@ def _publish(port: int, msgs: list[tuple[str, bytes]]) -> None:
         c.disconnect()
 
 
+@pytest.mark.parametrize("bound", ["messages", "bytes"])
 def test_an_mqtt_flood_is_bounded_and_nothing_received_is_lost(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound: str
 ) -> None:
     """A flood of BMS messages (a tenth of them garbage, some with hostile topics) into a broker
     faster than the ingest takes them: the queue between the broker's thread and the parser holds
-    at most QUEUE_MESSAGES, what does not fit is counted dropped, batches are at most
+    at most QUEUE_MESSAGES and QUEUE_BYTES, what does not fit is counted dropped, batches are at most
     BATCH_MESSAGES; every message is recorded, counted malformed or counted dropped; the source
     that then stops is flagged stale."""
-    monkeypatch.setattr(sources, "QUEUE_MESSAGES", 3000)
+    if bound == "messages":
+        monkeypatch.setattr(sources, "QUEUE_MESSAGES", 3000)
+    else:  # some 3,000 messages' payloads
+        monkeypatch.setattr(sources, "QUEUE_BYTES", 270_000)
     monkeypatch.setattr(sources, "BATCH_MESSAGES", 1000)
     n = 8000
     msgs = []
@@ -256,7 +260,9 @@ def test_an_mqtt_flood_is_bounded_and_nothing_received_is_lost(
     with mosquitto(tmp_path, "max_queued_messages 0\n") as port:
         sub = sources.Mqtt(f"mqtt://127.0.0.1:{port}", 600.0, 10**9, 2.0)
         try:
-            _publish(port, msgs)  # all of it before the ingest reads one message
+            _publish(port, msgs)
+            # Every message delivered before the ingest reads one: the queue fills, whatever the speed.
+            wait_for(lambda: sub.received == n, "the broker delivering the flood")
             batches = []
             rec = ObservedRecorder(tmp_path / "o.duckdb")
             for b in sub.batches():

@@ -32,6 +32,8 @@ from storage.interop.mapping import FIELDS
 
 BATCH_MESSAGES = 50_000
 QUEUE_MESSAGES = 200_000  # messages held between the broker's thread and the parser at most
+QUEUE_BYTES = 64 << 20  # and their payloads' bytes at most
+MAX_PAYLOAD_BYTES = 64 << 10  # a BMS point is ~100 bytes; a larger payload is cut (then malformed)
 MAX_HTTP_BYTES = ingest.MAX_DOCUMENT_BYTES
 MAX_REDFISH_RESOURCES = 100_000
 
@@ -160,6 +162,9 @@ class Mqtt:
     """A subscription to a broker; ``batches()`` yields parsed batches until it ends."""
 
     def __init__(self, url: str, duration_s: float, max_messages: int, idle_s: float) -> None:
+        """Subscribe (``IngestError`` if the broker cannot be reached or does not confirm).
+        Memory: at most ``QUEUE_MESSAGES`` messages and ``QUEUE_BYTES`` of payload wait to be
+        parsed; what does not fit is counted in ``dropped``."""
         u = urllib.parse.urlparse(url)
         if not u.hostname or not u.port:
             raise IngestError(f"{url}: want mqtt://HOST:PORT[/TOPIC-FILTER]")
@@ -168,6 +173,8 @@ class Mqtt:
         self.duration_s, self.max_messages, self.idle_s = duration_s, max_messages, idle_s
         self.q: queue.Queue[tuple[str, bytes, int]] = queue.Queue(QUEUE_MESSAGES)
         self.dropped = 0
+        self.received = 0  # messages the broker delivered (queued or dropped)
+        self.queued_bytes = 0
         self.stale = False
         import paho.mqtt.client as mqtt
         from paho.mqtt.enums import CallbackAPIVersion
@@ -190,10 +197,14 @@ class Mqtt:
             raise IngestError(f"{url}: the broker did not confirm the subscription to {self.filter}")
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        self.received += 1
+        payload = bytes(msg.payload[:MAX_PAYLOAD_BYTES])
+        if self.queued_bytes + len(payload) > QUEUE_BYTES:
+            self.dropped += 1
+            return
         try:
-            self.q.put_nowait(
-                (str(msg.topic)[: ingest.MAX_LABEL_CHARS], bytes(msg.payload[:65536]), now_us())
-            )
+            self.q.put_nowait((str(msg.topic)[: ingest.MAX_LABEL_CHARS], payload, now_us()))
+            self.queued_bytes += len(payload)
         except queue.Full:  # the parser is behind: counted, and the broker's flow goes on
             self.dropped += 1
 
@@ -204,7 +215,9 @@ class Mqtt:
         buf: list[tuple[str, bytes, int]] = []
         while got < self.max_messages and time.monotonic() - start < self.duration_s:
             try:
-                buf.append(self.q.get(timeout=0.05))
+                item = self.q.get(timeout=0.05)
+                self.queued_bytes -= len(item[1])
+                buf.append(item)
                 got += 1
                 last = time.monotonic()
             except queue.Empty:

@@ -271,3 +271,31 @@ def _latest(tab: pa.Table) -> dict[tuple[str, str], tuple[float | None, str]]:
         if (e, m) not in out or t > out[(e, m)][0]:
             out[(e, m)] = (t, v, q)
     return {k: (v, "good" if q == "gap" else q) for k, (t, v, q) in out.items()}
+
+
+def test_the_dcgm_energy_counter_adds_power_times_time() -> None:
+    """The counter of each chip grows by its power x the time since its previous sample (mJ), so
+    the rate Prometheus or the ingest takes of it is the power of the later sample."""
+    from storage.interop.emit import FloorState
+
+    def chips(t: int, power: list[float]) -> dict[str, dict[str, Any]]:
+        n = len(power)
+        return {
+            "chip_ts": {
+                "time_s": np.full(n, t),
+                "chip_id": np.arange(n) + 2,
+                "ultraserver_id": np.array([0, 0, 1][:n]),
+                "neuroncore_utilization": np.zeros(n),
+                "chip_power_w": np.array(power),
+                "t_junction_c": np.zeros(n),
+                "clock": np.ones(n),
+                "failed": np.zeros(n, bool),
+            }
+        }
+
+    st = FloorState()
+    st.update(chips(0, [100.0, 200.0, 300.0]))
+    assert st.chips["energy_mj"].tolist() == [0.0, 0.0, 0.0]
+    assert st.chips["local"].tolist() == [0, 1, 0]
+    st.update(chips(60, [110.0, float("nan"), 330.0]))
+    assert st.chips["energy_mj"].tolist() == [110 * 60e3, 0.0, 330 * 60e3]

@@ -85,8 +85,8 @@ class FloorState:
         self.chips: dict[str, Arr] = {}
         self.jobs: dict[int, dict[str, Any]] = {}
         self.chips_t: int | None = None  # the step of the latest chip sample (chip_ts is sampled)
-        self._energy_mj: dict[int, float] = {}  # chip id -> cumulative energy (DCGM counter)
-        self._chip_t: dict[int, int] = {}  # chip id -> time of its last sample
+        self._energy_mj = np.zeros(0)  # by chip id: cumulative energy (the DCGM counter), mJ
+        self._chip_t = np.zeros(0, dtype=np.int64)  # by chip id: time of its last sample (-1: none)
         self.version = 0
 
     def unix(self, time_s: float) -> float:
@@ -176,16 +176,17 @@ class FloorState:
         starts = np.repeat(first, np.diff(np.r_[first, s_us.size]))
         local[order] = np.arange(s_us.size) - starts
         c["local"] = local
-        energy = np.empty(cid.size)
+        # Per chip id (dense, from 0): the energy so far and the time of the last sample.
+        if cid.size and int(cid.max()) >= self._energy_mj.size:
+            grow = int(cid.max()) + 1 - self._energy_mj.size
+            self._energy_mj = np.r_[self._energy_mj, np.zeros(grow)]
+            self._chip_t = np.r_[self._chip_t, np.full(grow, -1, dtype=np.int64)]
         power = np.asarray(c["chip_power_w"], dtype=np.float64)
-        for i, (k, p) in enumerate(zip(cid.tolist(), power.tolist(), strict=True)):
-            prev_t = self._chip_t.get(k)
-            e = self._energy_mj.get(k, 0.0)
-            if prev_t is not None and math.isfinite(p):
-                e += p * (t - prev_t) * 1e3
-            self._energy_mj[k] = e
-            self._chip_t[k] = t
-            energy[i] = e
+        prev = self._chip_t[cid]
+        add = np.where((prev >= 0) & np.isfinite(power), power * (t - prev) * 1e3, 0.0)
+        self._energy_mj[cid] += add
+        self._chip_t[cid] = t
+        energy = self._energy_mj[cid].copy()
         c["energy_mj"] = energy
         return c
 

@@ -96,35 +96,40 @@ class FloorState:
         return (self.start + _dt.timedelta(seconds=float(time_s))).isoformat().replace("+00:00", "Z")
 
     # ------------------------------------------------------------------ feeding
-    def steps(self, frames: dict[str, dict[str, Any]]) -> Iterator[FloorState]:
+    def steps(self, frames: dict[str, dict[str, Any]], every: bool = True) -> Iterator[FloorState]:
         """Take a commit's frames one recorded step at a time, yielding the state after each
-        (for the sinks that keep a history)."""
-        times = set()
-        for t in ("factory_ts", "ultraserver_ts", "chip_ts", "row_ts"):
-            times.update(np.unique(np.asarray(frames.get(t, {}).get("time_s", ()), dtype=np.int64)).tolist())
-        for t in sorted(times):
-            self._take(frames, int(t))
+        (for the sinks that keep a history). ``every=False``: only the steps the state needs
+        (the chip samples, for the energy counters, and the last step)."""
+        index = {
+            t: _by_time(frames.get(t, {})) for t in ("factory_ts", "ultraserver_ts", "chip_ts", "row_ts")
+        }
+        times: set[int] = set()
+        for table, ix in index.items():
+            if every or table == "chip_ts":
+                times.update(ix)
+            elif ix:
+                times.add(max(ix))
+        for step in sorted(times):
+            self._take(frames, index, step)
             yield self
         if "jobs" in frames:
             self._take_jobs(frames["jobs"])
 
     def update(self, frames: dict[str, dict[str, Any]]) -> None:
-        for _ in self.steps(frames):
+        for _ in self.steps(frames, every=False):
             pass
 
-    def _take(self, frames: dict[str, dict[str, Any]], t: int) -> None:
+    def _take(self, frames: dict[str, dict[str, Any]], index: dict[str, dict[int, Arr]], t: int) -> None:
         def at(table: str, cols: tuple[str, ...]) -> dict[str, Arr] | None:
-            fr = frames.get(table, {})
-            ts = np.asarray(fr.get("time_s", ()))
-            m = ts == t
-            if not m.any():
+            rows = index[table].get(t)
+            if rows is None:
                 return None
-            return {c: np.asarray(fr[c])[m] for c in cols if c in fr}
+            fr = frames[table]
+            return {c: np.asarray(fr[c])[rows] for c in cols if c in fr}
 
         fac = frames.get("factory_ts", {})
-        ft = np.asarray(fac.get("time_s", ()))
-        idx = np.flatnonzero(ft == t)
-        if idx.size:
+        idx = index["factory_ts"].get(t)
+        if idx is not None:
             i = int(idx[-1])
             self.factory = {
                 c: float(np.asarray(v)[i]) for c, v in fac.items() if c != "time_s" and _numeric(v)
@@ -195,6 +200,16 @@ class FloorState:
         for i, jid in enumerate(ids.tolist()):
             self.jobs[int(jid)] = {k: (v[i] if len(v) else None) for k, v in jobs.items()}
         self.version += 1
+
+
+def _by_time(fr: dict[str, Any]) -> dict[int, Arr]:
+    """A table's row indices by step (rows in their order), from one sort of its times."""
+    ts = np.asarray(fr.get("time_s", ()), dtype=np.int64)
+    if not ts.size:
+        return {}
+    order = np.argsort(ts, kind="stable")
+    uniq, starts = np.unique(ts[order], return_index=True)
+    return {int(u): part for u, part in zip(uniq.tolist(), np.split(order, starts[1:]), strict=True)}
 
 
 def _numeric(v: Any) -> bool:
@@ -327,8 +342,17 @@ def _res(path: str, odata_type: str, body: dict[str, Any], state: FloorState) ->
     return doc
 
 
+def _encode1(f: Field, v: float) -> float:
+    """``encode`` of one value (no array: a point at a time is cheaper in plain floats)."""
+    x = float(v)
+    if f.codec == "flag":
+        return FLAG_VALUES.get(f.fmt, 1.0) if x > 0 else 0.0
+    y = x * f.scale
+    return round(y, f.decimals) if f.decimals is not None and math.isfinite(y) else y
+
+
 def _reading(fmt_field: Field, v: float) -> float | None:
-    x = float(encode(fmt_field, np.array([v]))[0])
+    x = _encode1(fmt_field, v)
     return x if math.isfinite(x) else None
 
 
@@ -589,7 +613,7 @@ def bms_points(state: FloorState, site: str = "site") -> list[tuple[str, dict[st
     out: list[tuple[str, dict[str, Any]]] = []
 
     def point(f: Field, path: str, v: float) -> None:
-        x = float(encode(f, np.array([v]))[0])
+        x = _encode1(f, v)
         ok = math.isfinite(x)
         out.append(
             (

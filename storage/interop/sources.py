@@ -61,13 +61,62 @@ def _get(url: str, timeout: float = 10.0) -> tuple[bytes, float | None]:
     return body, off
 
 
+TEXT_CHUNK_BYTES = 8 << 20  # a text file is parsed this much at a time (at a line's end)
+
+
 def read_file(path: str) -> Parsed:
+    """A whole file parsed as one batch (documents of up to ``MAX_DOCUMENT_BYTES``)."""
+    batches = list(read_file_batches(path))
+    if len(batches) == 1:
+        return batches[0]
+    import pyarrow as pa
+
+    first = batches[0]
+    first.table = pa.concat_tables([b.table for b in batches])
+    first.unmapped = sum(b.unmapped for b in batches)
+    first.malformed = sum(b.malformed for b in batches)
+    return first
+
+
+def read_file_batches(path: str) -> Iterator[Parsed]:
+    """A file's batches: a JSON document at once (up to ``MAX_DOCUMENT_BYTES``), Prometheus text
+    and CSV ``TEXT_CHUNK_BYTES`` at a time, so memory does not grow with the file. The format is
+    checked (and a JSON document read) before the first batch is handed on."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(ingest.MAX_DOCUMENT_BYTES + 1)
+        f = open(path, "rb")
     except OSError as e:
         raise IngestError(f"{path}: {e.strerror or e}") from None
-    return ingest.parse_bytes(data, path, now_us())
+    try:
+        try:
+            head = f.read(TEXT_CHUNK_BYTES)
+        except OSError as e:
+            raise IngestError(f"{path}: {e.strerror or e}") from None
+        try:
+            fmt = ingest.sniff(head)
+        except IngestError:
+            fmt = "json"
+        if fmt not in ("prometheus-text", "bms-csv"):
+            rest = f.read(ingest.MAX_DOCUMENT_BYTES + 1 - len(head))
+            yield ingest.parse_bytes(head + rest, path, now_us())
+            return
+        header = head.split(b"\n", 1)[0] + b"\n" if fmt == "bms-csv" else b""
+        carry = b""
+        first = True
+        while head:
+            data = carry + head
+            cut = data.rfind(b"\n") + 1
+            if cut == 0 and len(head) == TEXT_CHUNK_BYTES and len(data) < 4 * TEXT_CHUNK_BYTES:
+                carry = data  # a line longer than a chunk: wait for its end (bounded)
+            else:
+                cut = cut or len(data)
+                body, carry = data[:cut], data[cut:]
+                yield ingest.parse_bytes(body if first else header + body, path, now_us(), fmt)
+                first = False
+            head = f.read(TEXT_CHUNK_BYTES)
+        if carry:
+            yield ingest.parse_bytes(carry if first else header + carry, path, now_us(), fmt)
+    finally:
+        f.close()
 
 
 def read_http(url: str, window_s: float, step_s: float) -> Iterator[Parsed]:

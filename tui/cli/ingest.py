@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from typing import Any
@@ -109,7 +110,8 @@ def ingest_cmd(
     for s in sources:
         if "://" not in s:
             try:
-                parsed_files[s] = src.read_file(s)
+                it = src.read_file_batches(s)
+                parsed_files[s] = (next(it, None), it)
             except ingest.IngestError as e:
                 fail(str(e))
     try:
@@ -134,7 +136,8 @@ def ingest_cmd(
         offsets: list[float] = []
         try:
             if s in parsed_files:
-                batches: Any = [parsed_files[s]]
+                first, rest = parsed_files[s]
+                batches: Any = itertools.chain([first] if first is not None else [], rest)
             elif s.startswith("mqtt://"):
                 sub = src.Mqtt(s, duration_s, max_messages, idle_s)
                 batches = sub.batches()

@@ -143,8 +143,9 @@ def parse_prometheus_text(text: str, source: str, now_us: int) -> Parsed:
     One regular-expression kernel over every line gives the samples' columns; everything after
     it is Arrow and NumPy over those columns: the names and label sets are each worked out once
     per distinct value (a handful of names; a label set per chip) and taken back to the rows."""
-    lines = pa.array(text.split("\n"), pa.string())
-    skip = pc.or_(pc.equal(pc.utf8_rtrim_whitespace(lines), ""), pc.starts_with(lines, "#"))
+    # The lines without a Python string each: Arrow splits the text.
+    lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten().cast(pa.string())
+    skip = pc.or_(pc.equal(lines, ""), pc.starts_with(lines, "#"))
     # The line's shape (a regular expression without alternatives: the fast path of the regex
     # engine), then its parts checked on their own, short, strings.
     m = pc.extract_regex(lines, _LINE)

@@ -51,7 +51,7 @@ def _catalog() -> Any:
     try:
         from twin.spec import catalog  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
-        from twin import catalog
+        from twin.spec import catalog
     return catalog
 
 

@@ -395,7 +395,11 @@ class MetricsServer:
 
     Counters for tests and benchmarks: ``accepted``, ``evicted``, ``refused``, ``timed_out``,
     ``served``, ``errors``, ``peak_connections``; ``wait(pred)`` blocks until ``pred(self)``
-    holds (checked after every event)."""
+    holds (checked after every event).
+
+    ``route(target, headers) -> (status, headers, body)``, when given, answers every ``GET`` and
+    ``HEAD`` instead (a service of several resources: ``storage.interop.servers``), with the same
+    bounds."""
 
     def __init__(
         self,
@@ -404,8 +408,10 @@ class MetricsServer:
         addr: str = "127.0.0.1",
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        route: Callable[[str, dict[str, str]], tuple[int, list[tuple[str, str]], bytes]] | None = None,
     ) -> None:
         self.render = render
+        self.route = route
         self.max_connections = max(1, max_connections)
         self.idle_timeout_s = idle_timeout_s
         self.accepted = self.refused = self.timed_out = self.served = self.errors = 0
@@ -590,6 +596,17 @@ class MetricsServer:
             headers[name.strip().lower()] = value.strip()
         if method not in ("GET", "HEAD"):
             self._answer(conn, 405, [("Allow", "GET, HEAD")], b"GET /metrics\n")
+            return
+        if self.route is not None:
+            try:
+                status, hdrs, body = self.route(target, headers)
+            except Exception:
+                self.errors += 1
+                log.exception("endpoint: answering %s failed", target[:200])
+                self._answer(conn, 500, [], b"could not be rendered\n")
+                return
+            self.served += status == 200
+            self._answer(conn, status, hdrs, body, head_only=method == "HEAD")
             return
         if target.split("?", 1)[0] not in ("/metrics", "/"):
             self._answer(conn, 404, [], b"see /metrics\n")

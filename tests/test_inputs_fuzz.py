@@ -1012,7 +1012,7 @@ def test_bad_arguments_get_one_line_too(
 # stderr and the directory before and after (``classify_surface``). ``bench/fuzz_inputs.py
 # --surfaces`` runs a large generated set in subprocesses and prints a table per surface; a fixed
 # sample runs here.
-SURFACES = ("set", "sweep", "plan", "output", "recording", "live", "travel", "agree")
+SURFACES = ("set", "sweep", "plan", "output", "recording", "live", "travel", "agree", "ingest")
 # The exit codes of tui.cli.errors other than 70 (a bug): done, no, bad input, I/O or environment,
 # Ctrl-C, a closed pipe, SIGTERM.
 CLEAN_CODES = (0, 1, 2, 74, 130, 141, 143)
@@ -1842,6 +1842,105 @@ def agree_cases(rng: Any, n: int) -> list[SurfaceCase]:
         args, files, expect = inputs[(start + i) % len(inputs)]
         label = "agree " + " ".join(a[:24] for a in args[:1] + args[-2:])
         out.append(SurfaceCase("agree", label, args, files, expect=expect))
+
+
+INTEROP_FIXTURES = Path(__file__).parent / "fixtures" / "interop"
+HOSTILE_LINES = (
+    'DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="h"} NaN',
+    'DCGM_FI_DEV_POWER_USAGE{gpu="1",Hostname="h"} +Inf 99999999999999999',
+    'DCGM_FI_DEV_GPU_TEMP{gpu="2",Hostname="' + "\u00e9" * 5000 + '"} 5',
+    'DCGM_FI_DEV_SM_CLOCK{gpu="3",Hostname="\'; DROP TABLE observed; --"} 7 -1',
+    'DCGM_FI_DEV_XID_ERRORS{gpu="4" 3',
+    "{}{}{} 1 2 3",
+    "DCGM_FI_DEV_POWER_USAGE 1e999999",
+)
+
+
+def _interop_file(rng: Any) -> tuple[str, str | bytes]:
+    """A hostile input for ``twin ingest``: a documented fixture damaged, random bytes, deep
+    nesting, wrong types, hostile Prometheus lines, or nothing."""
+    fixtures = sorted(INTEROP_FIXTURES.iterdir())
+    base = rng.choice(fixtures).read_bytes()
+    how = rng.choice(["cut", "flip", "random", "deep", "types", "lines", "empty", "huge-line"])
+    if how == "cut":
+        return f"{how} {len(base)}", base[: rng.randrange(1, len(base))]
+    if how == "flip":
+        b = bytearray(base)
+        for _ in range(rng.randrange(1, 20)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        return how, bytes(b)
+    if how == "random":
+        return how, bytes(rng.randrange(256) for _ in range(rng.randrange(1, 4096)))
+    if how == "deep":
+        k = rng.choice([10, 1000, 200_000])
+        return f"{how} {k}", '{"jobs": ' + "[" * k + "]" * k + "}"
+    if how == "types":
+        doc = json.loads(
+            (
+                INTEROP_FIXTURES / rng.choice(["neuron_monitor.json", "sacct.json", "redfish_power.json"])
+            ).read_text()
+        )
+        junk = [None, "x", -1, 1e308, [], {}, True, 10**30, "NaN"]
+
+        def mangle(x: Any) -> Any:
+            if isinstance(x, dict):
+                return {k: (rng.choice(junk) if rng.random() < 0.3 else mangle(v)) for k, v in x.items()}
+            if isinstance(x, list):
+                return [rng.choice(junk) if rng.random() < 0.3 else mangle(v) for v in x]
+            return x
+
+        return how, json.dumps(mangle(doc))
+    if how == "lines":
+        return how, "\n".join(rng.choice(HOSTILE_LINES) for _ in range(rng.randrange(1, 50))) + "\n"
+    if how == "huge-line":
+        return how, 'DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="' + "x" * 5_000_000 + '"} 1\n'
+    return how, b""
+
+
+BAD_EMITS = (
+    "bogus:1",
+    "prometheus:99999",
+    "prometheus:x",
+    "redfish:",
+    "mqtt://127.0.0.1",
+    "mqtt://127.0.0.1:1",
+    "neuron:out-missing/x.jsonl",
+    "slurm:tiny.toml",
+    ",,,",
+)
+
+
+def ingest_cases(rng: Any, n: int) -> list[SurfaceCase]:
+    """`twin ingest` on hostile files and sources, and `--emit` with bad sinks."""
+    out = []
+    while len(out) < n:
+        kind = rng.random()
+        if kind < 0.7:
+            how, data = _interop_file(rng)
+            args = ["ingest", "in.x", "--out", "out.duckdb"]
+            out.append(SurfaceCase("ingest", f"ingest file {how}", args, {"in.x": data}))
+        elif kind < 0.85:
+            src = rng.choice(
+                ["ftp://x/y", "mqtt://127.0.0.1:1", "http://127.0.0.1:1/metrics", "mqtt://:5", "@DIR"]
+            )
+            opts = rng.choice(
+                [[], ["--duration", "-1"], ["--step", "0"], ["--window", "nan"], ["--max-messages", "0"]]
+            )
+            files: dict[str, str | bytes] = {}
+            if src == "@DIR":
+                files, src = {"in.d": "@DIR"}, "in.d"
+            out.append(
+                SurfaceCase(
+                    "ingest",
+                    f"ingest {src} {' '.join(opts)}",
+                    ["ingest", src, "--out", "out.duckdb", *opts],
+                    files,
+                )
+            )
+        else:
+            spec = rng.choice(BAD_EMITS)
+            args = ["run", "tiny.toml", "--hours", "0.1", "--out", "out.duckdb", "--emit", spec]
+            out.append(SurfaceCase("ingest", f"run --emit {spec}", args, {"tiny.toml": TINY_TOML}))
     return out
 
 
@@ -1854,6 +1953,7 @@ GENERATORS = {
     "live": live_cases,
     "travel": travel_cases,
     "agree": agree_cases,
+    "ingest": ingest_cases,
 }
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import click
 
+from tui.cli.emit import EMIT_HELP
 from tui.cli.errors import EXIT_CODES_HELP, OneLineErrors
 from tui.cli.export import export_cmd
+from tui.cli.ingest import ingest_cmd
 from tui.cli.live import live, replay_cmd
 from tui.cli.metrics import METRICS_HELP
 from tui.cli.options import SET_HELP, nonempty_path
@@ -48,6 +50,7 @@ from twin import __version__
     callback=nonempty_path,
 )
 @click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
+@click.option("--emit", "emits", multiple=True, metavar="SINK[,SINK…]", help=EMIT_HELP)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.pass_context
 def main(
@@ -56,6 +59,7 @@ def main(
     seed: int | None,
     out: str | None,
     metrics_port: int | None,
+    emits: tuple[str, ...],
     sets: tuple[str, ...],
 ) -> None:
     """AI Factory Twin: a digital twin of an AI factory (Trainium3 UltraServers, power, cooling,
@@ -73,7 +77,7 @@ def main(
     """
     if ctx.invoked_subcommand is not None:
         return
-    live(scenario, seed, out, metrics_port, sets)
+    live(scenario, seed, out, metrics_port, sets, emits)
 
 
 for _cmd in (
@@ -90,6 +94,7 @@ for _cmd in (
     report_cmd,
     sweep_cmd,
     plan_cmd,
+    ingest_cmd,
 ):
     main.add_command(_cmd)
 

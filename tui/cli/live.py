@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from tui.cli.emit import chunk_hook, start_emit
 from tui.cli.errors import guard
 from tui.cli.metrics import start_metrics
 from tui.cli.options import default_out
@@ -22,6 +23,7 @@ def live(
     out: str | None,
     metrics_port: int | None = None,
     sets: tuple[str, ...] = (),
+    emits: tuple[str, ...] = (),
 ) -> None:
     from scenarios.overrides import load
     from scenarios.runner import Session
@@ -33,6 +35,7 @@ def live(
         Path(out) if out else default_out(spec.name), scenario_inputs(scenario, spec, text)
     )
     metrics = start_metrics(metrics_port)
+    emitters = start_emit(emits, spec)
     if spec.warmup_h > 0:
         click.echo(f"{spec.name}: warming up {spec.warmup_h:g} h (simulated, not recorded)…", err=True)
     session = Session(
@@ -41,7 +44,7 @@ def live(
         path,
         seed=seed,
         duration_s=spec.longest_run_s(),
-        on_chunk=metrics.update if metrics else None,
+        on_chunk=chunk_hook(metrics, emitters),
     )
     if metrics:
         metrics.set_run(run_id=session.run_id, scenario=spec.name, file=str(path))
@@ -63,6 +66,8 @@ def live(
         finally:
             if metrics:
                 metrics.close()
+            if emitters:
+                emitters.close()
     click.echo(f"Session recorded to {path}  (twin sql {path} / twin replay {path})")
     if reason:
         from tui.cli.errors import EXIT_SOFTWARE, fail

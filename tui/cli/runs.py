@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from tui.cli.emit import EMIT_HELP, chunk_hook, start_emit
 from tui.cli.errors import fail, guard
 from tui.cli.metrics import METRICS_HELP, start_metrics
 from tui.cli.options import DAYS, HOURS, SET_HELP, default_out, duration_s, nonempty_path
@@ -37,6 +38,7 @@ from tui.cli.signals import stoppable
     help="Print the KPI summary as one line of JSON (one line per variant).",
 )
 @click.option("--metrics-port", type=int, default=None, metavar="PORT", help=METRICS_HELP)
+@click.option("--emit", "emits", multiple=True, metavar="SINK[,SINK…]", help=EMIT_HELP)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @guard
 def run_cmd(
@@ -48,6 +50,7 @@ def run_cmd(
     overwrite: bool,
     as_json: bool,
     metrics_port: int | None,
+    emits: tuple[str, ...],
     sets: tuple[str, ...],
 ) -> None:
     """Simulate SCENARIO headless and record telemetry (SCENARIO: built-in name or TOML path).
@@ -61,7 +64,12 @@ def run_cmd(
     inputs = scenario_inputs(scenario, spec, text)
     metrics = start_metrics(metrics_port)
     try:
-        _run_all(spec, text, out, seed, dur, overwrite, as_json, metrics, inputs)
+        emitters = start_emit(emits, spec)
+        try:
+            _run_all(spec, text, out, seed, dur, overwrite, as_json, metrics, inputs, emitters)
+        finally:
+            if emitters:
+                emitters.close()
     finally:
         if metrics:
             metrics.close()
@@ -77,6 +85,7 @@ def _run_all(
     as_json: bool,
     metrics: Any,
     inputs: list[Path],
+    emitters: Any = None,
 ) -> None:
     from storage.paths import check_run_output
 
@@ -101,13 +110,14 @@ def _run_all(
                 quiet=not as_json,
                 variant=v.name,
                 metrics=metrics,
+                emitters=emitters,
             )
             paths.append(str(vpath))
         if not as_json:  # --json: one line per variant (JSON Lines) instead of the table
             _print_compare(paths, as_json)
         return
     path = check_run_output(Path(out) if out else default_out(spec.name), inputs, overwrite=overwrite)
-    _run_one(spec, text, path, seed, dur, overwrite, as_json, metrics=metrics)
+    _run_one(spec, text, path, seed, dur, overwrite, as_json, metrics=metrics, emitters=emitters)
 
 
 def scenario_inputs(arg: str, spec: Any, text: str) -> list[Path]:
@@ -157,12 +167,14 @@ def _run_one(
     quiet: bool = False,
     variant: str | None = None,
     metrics: Any = None,
+    emitters: Any = None,
 ) -> None:
     from scenarios.runner import run
 
     if metrics:
         metrics.set_run(scenario=spec.name, file=str(path))
-    hook: dict[str, Any] = {"on_chunk": metrics.update} if metrics else {}
+    on_chunk = chunk_hook(metrics, emitters)
+    hook: dict[str, Any] = {"on_chunk": on_chunk} if on_chunk else {}
 
     from tui.cli.scenario import warn_caps, warn_cut_events
 

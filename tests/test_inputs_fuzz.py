@@ -1842,6 +1842,7 @@ def agree_cases(rng: Any, n: int) -> list[SurfaceCase]:
         args, files, expect = inputs[(start + i) % len(inputs)]
         label = "agree " + " ".join(a[:24] for a in args[:1] + args[-2:])
         out.append(SurfaceCase("agree", label, args, files, expect=expect))
+    return out
 
 
 INTEROP_FIXTURES = Path(__file__).parent / "fixtures" / "interop"

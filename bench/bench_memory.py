@@ -116,9 +116,16 @@ def main() -> None:
     )
     ap.add_argument("--upserts", type=int, default=0, metavar="N", help="the jobs table's commits alone")
     ap.add_argument("--jobs", type=int, default=8000, help="jobs rewritten per commit (--upserts)")
+    ap.add_argument(
+        "--way",
+        choices=("delete", "replace"),
+        default=None,
+        help="--upserts one way only (each in a process of its own: the allocator's state carries over)",
+    )
     args = ap.parse_args()
     if args.upserts:
-        upserts(args.upserts, args.jobs)
+        ways = {"delete": ("delete and insert",), "replace": ("INSERT OR REPLACE",)}
+        upserts(args.upserts, args.jobs, *([ways[args.way]] if args.way else []))
         return
     if not (args.days > 0 and args.days <= 3660 and 1 <= args.samples <= 1000):
         ap.error("--days: expected 0 < days <= 3660; --samples: 1 … 1000")
@@ -186,8 +193,10 @@ def main() -> None:
         )
 
 
-def upserts(commits: int, live: int) -> None:
-    """RSS over ``commits`` commits rewriting ``live`` jobs each (module doc), both ways."""
+def upserts(
+    commits: int, live: int, ways: tuple[str, ...] = ("delete and insert", "INSERT OR REPLACE")
+) -> None:
+    """RSS over ``commits`` commits rewriting ``live`` jobs each (module doc), each of ``ways``."""
     import numpy as np
     import pyarrow as pa
 
@@ -196,7 +205,7 @@ def upserts(commits: int, live: int) -> None:
     from storage.writer import init_schema as _init
     from twin.telemetry import TABLES
 
-    for how in ("delete and insert", "INSERT OR REPLACE"):
+    for how in ways:
         with tempfile.TemporaryDirectory() as d:
             con, _ = open_database(Path(d) / "u.duckdb", Limits(memory_bytes=parse_memory(WRITER_MEMORY)))
             _init(con)

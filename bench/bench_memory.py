@@ -18,9 +18,10 @@ elsewhere the peak RSS from ``resource``.
 
 ``--upserts N``: the jobs table's part alone, without the model: N commits of a file's writer, each
 rewriting ``--jobs`` waiting and running jobs (8,000: the default scenario's) and adding 60, as a
-long ``twin run`` does (it commits every second of wall time), first as the writer does (a delete
-and an insert), then with DuckDB's INSERT OR REPLACE; RSS every N/5 commits and the slope per
-thousand commits of each.
+long ``twin run`` does (it commits every second of wall time), with a delete and an insert, then
+as the writer does (DuckDB's INSERT OR REPLACE); RSS every N/5 commits and the slope per thousand
+commits of each. ``--way delete|replace``: one of them (run each in a process of its own: what the
+allocator holds after the first carries over to the second).
 """
 
 from __future__ import annotations

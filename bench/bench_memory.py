@@ -18,9 +18,10 @@ elsewhere the peak RSS from ``resource``.
 
 ``--upserts N``: the jobs table's part alone, without the model: N commits of a file's writer, each
 rewriting ``--jobs`` waiting and running jobs (8,000: the default scenario's) and adding 60, as a
-long ``twin run`` does (it commits every second of wall time), first as the writer does (a delete
-and an insert), then with DuckDB's INSERT OR REPLACE; RSS every N/5 commits and the slope per
-thousand commits of each.
+long ``twin run`` does (it commits every second of wall time), with a delete and an insert, then
+as the writer does (DuckDB's INSERT OR REPLACE); RSS every N/5 commits and the slope per thousand
+commits of each. ``--way delete|replace``: one of them (run each in a process of its own: what the
+allocator holds after the first carries over to the second).
 """
 
 from __future__ import annotations
@@ -116,9 +117,16 @@ def main() -> None:
     )
     ap.add_argument("--upserts", type=int, default=0, metavar="N", help="the jobs table's commits alone")
     ap.add_argument("--jobs", type=int, default=8000, help="jobs rewritten per commit (--upserts)")
+    ap.add_argument(
+        "--way",
+        choices=("delete", "replace"),
+        default=None,
+        help="--upserts one way only (each in a process of its own: the allocator's state carries over)",
+    )
     args = ap.parse_args()
     if args.upserts:
-        upserts(args.upserts, args.jobs)
+        ways = {"delete": ("delete and insert",), "replace": ("INSERT OR REPLACE",)}
+        upserts(args.upserts, args.jobs, *([ways[args.way]] if args.way else []))
         return
     if not (args.days > 0 and args.days <= 3660 and 1 <= args.samples <= 1000):
         ap.error("--days: expected 0 < days <= 3660; --samples: 1 … 1000")
@@ -186,8 +194,10 @@ def main() -> None:
         )
 
 
-def upserts(commits: int, live: int) -> None:
-    """RSS over ``commits`` commits rewriting ``live`` jobs each (module doc), both ways."""
+def upserts(
+    commits: int, live: int, ways: tuple[str, ...] = ("delete and insert", "INSERT OR REPLACE")
+) -> None:
+    """RSS over ``commits`` commits rewriting ``live`` jobs each (module doc), each of ``ways``."""
     import numpy as np
     import pyarrow as pa
 
@@ -196,7 +206,7 @@ def upserts(commits: int, live: int) -> None:
     from storage.writer import init_schema as _init
     from twin.spec.telemetry import TABLES
 
-    for how in ("delete and insert", "INSERT OR REPLACE"):
+    for how in ways:
         with tempfile.TemporaryDirectory() as d:
             con, _ = open_database(Path(d) / "u.duckdb", Limits(memory_bytes=parse_memory(WRITER_MEMORY)))
             _init(con)

@@ -109,7 +109,7 @@ WRITER_THREADS = 1
 BLOCK_SIZE = 16 << 10
 
 
-# Rows of an upsert table (jobs) per upsert (``TelemetryWriter._upsert``): a campus's flush may carry every waiting
+# Rows of an upsert table (jobs) per INSERT OR REPLACE: a campus's flush may carry every waiting
 # job (tens of thousands), and one statement over them all needed more than the run database's
 # memory limit; chunks of a few thousand stay well within it.
 UPSERT_CHUNK_ROWS = 4096
@@ -781,19 +781,6 @@ class TelemetryWriter:
             except duckdb.Error:
                 pass  # a failed statement aborted the transaction: its own error goes on
 
-    def _upsert(self, table: str, tb: pa.Table) -> None:
-        """The rows of ``tb`` replace those of the same keys (``UPSERT_KEYS``): a delete of the
-        keys, then an insert, in the commit's transaction. Not DuckDB's INSERT OR REPLACE, which
-        held on to memory at every commit for good (about 10 kB a commit of a few thousand jobs:
-        a long ``twin run`` commits every second, ~40 MB a simulated year of the default), and
-        needs several times the memory of the rows it replaces."""
-        keys = batch_keys(table)
-        match = " AND ".join(f"{table}.{k} = _batch.{k}" for k in keys)
-        self._insert(
-            f"DELETE FROM {table} WHERE run_id = $1 AND EXISTS (SELECT 1 FROM _batch WHERE {match})", tb
-        )
-        self._insert(f"INSERT INTO {table} BY NAME {_WITH_RUN_ID}", tb)
-
     def _flush_once(self) -> None:
         con = self.con
         crash_point("flush:begin")
@@ -820,7 +807,10 @@ class TelemetryWriter:
                 # key, in chunks, so a statement's memory does not grow with a campus's queue.
                 tb = latest_per_key(tb, batch_keys(table))
                 for start in range(0, tb.num_rows, UPSERT_CHUNK_ROWS):
-                    self._upsert(table, tb.slice(start, UPSERT_CHUNK_ROWS))
+                    self._insert(
+                        f"INSERT OR REPLACE INTO {table} BY NAME {_WITH_RUN_ID}",
+                        tb.slice(start, UPSERT_CHUNK_ROWS),
+                    )
             elif not (self.parts_backed and table in PART_TABLES):
                 self._insert(f"INSERT INTO {table} BY NAME {_WITH_RUN_ID}", tb)
             committed[table] = tb

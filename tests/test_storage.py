@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import numpy as np
@@ -254,16 +253,11 @@ def test_a_failed_write_names_its_cause_and_keeps_what_was_committed(
 ) -> None:
     """An upsert too big for the database's memory (chunking turned off here) fails the run with
     the database's own reason, not the aborted transaction it leaves behind; the commits before
-    it stay readable and the run is marked failed. (The writer's own upsert, a delete and an
-    insert, fits in this limit: DuckDB's INSERT OR REPLACE of the same rows does not.)"""
+    it stay readable and the run is marked failed."""
     import storage.writer as W
-
-    def upsert(self: W.TelemetryWriter, table: str, tb: Any) -> None:
-        self._insert(f"INSERT OR REPLACE INTO {table} BY NAME {W._WITH_RUN_ID}", tb)
 
     monkeypatch.setattr(W, "WRITER_MEMORY", "24MB")
     monkeypatch.setattr(W, "UPSERT_CHUNK_ROWS", 10**9)
-    monkeypatch.setattr(W.TelemetryWriter, "_upsert", upsert)
     path = tmp_path / "f.duckdb"
     w = TelemetryWriter(path, {"run_id": "r"}, if_exists="replace")
     w.write(_job_frames(100, 1.0), 60)
@@ -402,33 +396,3 @@ def test_a_file_started_from_the_process_template_reads_as_one_built_from_scratc
     assert a == b
     assert a["rows"] == [(120, 1.5e6)] and a["block"] == [(w.BLOCK_SIZE,)]
     assert sum(1 for r in a["columns"] if r[4]) > 200  # the comments came along
-
-
-def test_a_commits_upsert_is_a_delete_and_an_insert(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The jobs of a run are rewritten at every commit; DuckDB's INSERT OR REPLACE held on to about
-    10 kB at each, for good (``bench/bench_memory.py --upserts``: +19 MB over 1,500 commits of
-    8,000 jobs, flat with a delete and an insert). The writer replaces a job's row by a delete and
-    an insert, and the newest row of every job is the one kept."""
-    import storage.writer as W
-
-    statements: list[str] = []
-    insert = W.TelemetryWriter._insert
-
-    def spy(self: W.TelemetryWriter, sql: str, tb: Any) -> None:
-        statements.append(sql)
-        insert(self, sql, tb)
-
-    monkeypatch.setattr(W.TelemetryWriter, "_insert", spy)
-    w = TelemetryWriter(tmp_path / "u.duckdb", {"run_id": "u"}, if_exists="replace")
-    for k in range(1, 4):
-        w.write(_job_frames(500, float(k)), 60 * k)
-        w.flush()
-    w.close()
-    assert not [s for s in statements if "OR REPLACE" in s]
-    assert any(s.startswith("DELETE FROM jobs") for s in statements)
-    con = duckdb.connect(str(tmp_path / "u.duckdb"), read_only=True)
-    got = con.sql(
-        "SELECT count(*), count(DISTINCT job_id), min(done_flop), max(done_flop) FROM jobs"
-    ).fetchall()
-    con.close()
-    assert got == [(500, 500, 3.0, 3.0)]

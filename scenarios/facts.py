@@ -2198,13 +2198,13 @@ def readme_with_tables(readme: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m scenarios.facts --readme [README.md]``: rewrite the README's key tables."""
+    """``python -m scenarios.facts --readme [docs/scenario-keys.md]``: rewrite the key reference's tables."""
     if not argv or argv[0] != "--readme":
-        print("usage: python -m scenarios.facts --readme [README.md]", file=sys.stderr)
+        print("usage: python -m scenarios.facts --readme [docs/scenario-keys.md]", file=sys.stderr)
         return 2
     from pathlib import Path
 
-    path = Path(argv[1] if len(argv) > 1 else "README.md")
+    path = Path(argv[1] if len(argv) > 1 else "docs/scenario-keys.md")
     text = path.read_text(encoding="utf-8")
     new = readme_with_tables(text)
     if new != text:

@@ -498,7 +498,10 @@ def check(
     except ScenarioError as e:
         raise ScenarioError(f"{where}: {e}") from None
     scen = overrides.validate_raw(data, where, base_dir)
-    p = spec.prepare(scen, None, duration_s)  # its errors start with ``where`` (the origin)
+    try:  # its errors start with ``where`` (the origin)
+        p = spec.prepare(scen, None, duration_s)
+    except ScenarioError as e:  # here the run's length is the sweep's key, not a flag
+        raise ScenarioError(str(e).replace("(--hours/--days)", "(sweep.hours)")) from None
     if build:
         try:
             sim.build(p)

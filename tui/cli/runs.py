@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -176,13 +177,14 @@ def _run_one(
     on_chunk = chunk_hook(metrics, emitters)
     hook: dict[str, Any] = {"on_chunk": on_chunk} if on_chunk else {}
 
-    from tui.cli.scenario import warn_caps, warn_cut_events
+    from tui.cli.scenario import warn_at_ready
 
     total_s = dur if dur is not None else int(round(spec.duration_h * 3600))
     steps = -(-total_s // spec.dt_s)
     warm = spec.warmup_steps()
-    # Once the model is built (a refusal stays one line): the events this run ends before.
-    hook["on_ready"] = lambda: (warn_cut_events(spec, dur), warn_caps(spec))
+
+    # Once the model is built (a refusal stays one line).
+    hook["on_ready"] = functools.partial(warn_at_ready, spec, dur)
     show = sys.stderr.isatty() and not as_json
     with stoppable(path):
         if show:

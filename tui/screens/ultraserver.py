@@ -123,10 +123,12 @@ class UltraServerScreen(TwinScreen):
     def us_state(self) -> int | None:
         """The selected UltraServer's state (``tui.console.scale.us_states``) at the time shown; None unknown."""
         cols = getattr(self, "_state", None)
+        if not cols:
+            return None
         us = self.core.sel_us
-        ids = cols.get("ultraserver_id", ()) if cols else ()
+        ids = cols.get("ultraserver_id", ())
         i = us - int(ids[0]) if len(ids) else -1  # its row (the data starts at its hall's first on a campus)
-        if not cols or not 0 <= i < len(ids) or int(ids[i]) != us:
+        if not 0 <= i < len(ids) or int(ids[i]) != us:
             return None
         tripped = cols.get("tripped")
         return int(

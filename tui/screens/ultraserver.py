@@ -18,7 +18,8 @@ from tui.console.feed import PanelReq, sample_time
 from tui.console.scale import US_DOWN, US_STATE_TEXT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable
-from tui.widgets.heatmap import ChipGrid, Legend, chip_detail
+from tui.widgets.chipgrid import ChipGrid, chip_detail
+from tui.widgets.heatmap import Legend
 from tui.widgets.plot import BraillePlot
 from tui.widgets.tables import EventLog
 

@@ -19,7 +19,8 @@ from textual.widget import Widget
 
 from tui.console import fmt
 from tui.console.core import Console
-from tui.console.feed import PanelReq, sample_time
+from tui.console.feed import PanelReq
+from tui.console.meta import sample_time
 from tui.console.scale import US_DOWN, US_STATE_SHORT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable

@@ -40,7 +40,9 @@ def main() -> None:
     from storage import queries as Q
     from storage.live import open_for_reading
     from storage.reader import latest_run_id
-    from tui.console.feed import DEFAULT_WINDOW_S, PanelReq, ReplayFeed, params_for
+    from tui.console.feed import PanelReq
+    from tui.console.meta import DEFAULT_WINDOW_S, params_for
+    from tui.console.replay import ReplayFeed
 
     reading = open_for_reading(a.file, snapshot=True)
     con = reading.con

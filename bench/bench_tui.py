@@ -112,7 +112,8 @@ async def bench(
     from tui.screens.jobs import JobsScreen
     from tui.screens.ultraserver import UltraServerScreen
     from tui.widgets.arrowtable import ArrowTable
-    from tui.widgets.heatmap import ChipGrid, FloorMap, HallMap
+    from tui.widgets.chipgrid import ChipGrid
+    from tui.widgets.heatmap import FloorMap, HallMap
     from tui.widgets.kpi import KpiGrid
     from tui.widgets.plot import BraillePlot
     from tui.widgets.status import StatusBar

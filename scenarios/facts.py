@@ -1972,7 +1972,9 @@ def default(f: Fact, owner: str | None = None) -> Any:
     fld = {x.name: x for x in dataclasses.fields(dc)}[f.key]
     if fld.default is not dataclasses.MISSING:
         return fld.default
-    return fld.default_factory()  # type: ignore[misc]
+    if fld.default_factory is dataclasses.MISSING:
+        raise KeyError(f"{f.path}: no default")
+    return fld.default_factory()
 
 
 def default_text(f: Fact) -> str:

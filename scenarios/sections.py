@@ -96,7 +96,7 @@ def annotation(f: Fact) -> Any:
             str, Field(strict=True, min_length=1 if t == "path" else 0, max_length=F.MAX_TEXT_CHARS)
         ]
     if t == "enum":
-        return Literal[f.choices]  # type: ignore[valid-type]
+        return Literal[f.choices]
     if t == "datetime":
         return Annotated[_dt.datetime, BeforeValidator(_start)]
     if t.startswith("list["):
@@ -259,12 +259,10 @@ class _TrainingChecks(Strict):
 ARRIVAL_KEYS = ("arrivals_per_day", "arrivals_per_chip_day", "arrivals_per_mw_day", "offered_load")
 SCALED_ARRIVAL_KEYS = ARRIVAL_KEYS[1:]
 
-TrainingSection: Any = _model(
-    "TrainingSection",
-    "training",
-    _TrainingChecks,
-    **{kind: (m, m()) for kind, m in _CLASS_MODELS.items()},
-)
+# Typed as ``Any`` values so that mypy does not match the tuples against ``_model``'s own
+# keyword parameters (``owner``, ``skip``): they are extra fields, every one.
+_CLASS_FIELDS: dict[str, Any] = {kind: (m, m()) for kind, m in _CLASS_MODELS.items()}
+TrainingSection: Any = _model("TrainingSection", "training", _TrainingChecks, **_CLASS_FIELDS)
 SchedulerSection: Any = _model("SchedulerSection", "scheduler", Strict)
 _CAUSE_MODELS = {
     name: _model(f"FailureCause_{name}", "failures.<cause>", Strict, owner=name)
@@ -281,9 +279,8 @@ class _FailureChecks(Strict):
         return s
 
 
-FailureSection: Any = _model(
-    "FailureSection", "failures", _FailureChecks, **{n: (m, m()) for n, m in _CAUSE_MODELS.items()}
-)
+_CAUSE_FIELDS: dict[str, Any] = {n: (m, m()) for n, m in _CAUSE_MODELS.items()}  # as _CLASS_FIELDS
+FailureSection: Any = _model("FailureSection", "failures", _FailureChecks, **_CAUSE_FIELDS)
 
 
 # ---------------------------------------------------------------------- models and services
@@ -505,7 +502,7 @@ HallSection: Any = _model(
     "HallSection",
     "hall",
     _HallChecks,
-    rows=(Annotated[list[RowSection], Field(max_length=MAX_SYSTEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
+    rows=(Annotated[list[RowSection], Field(max_length=MAX_SYSTEMS)], Field(default_factory=list)),
 )
 
 # One hall of a campus ([[halls]]): the keys of [hall], its own rows, and its own [halls.cooling]
@@ -514,7 +511,7 @@ CampusHallSection: Any = _model(
     "CampusHallSection",
     "hall",
     _HallChecks,
-    rows=(Annotated[list[RowSection], Field(max_length=MAX_SYSTEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
+    rows=(Annotated[list[RowSection], Field(max_length=MAX_SYSTEMS)], Field(default_factory=list)),
     cooling=(CoolingSection | None, None),
 )
 

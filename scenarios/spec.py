@@ -135,7 +135,7 @@ _ScenarioFields: Any = create_model(
     __base__=Strict,
     **fields_of(""),
     hall=(HallSection, HallSection()),
-    halls=(Annotated[list[CampusHallSection], Field(max_length=F.MAX_HALLS)], Field(default_factory=list)),  # type: ignore[valid-type]
+    halls=(Annotated[list[CampusHallSection], Field(max_length=F.MAX_HALLS)], Field(default_factory=list)),
     hardware=(HardwareSection, HardwareSection()),
     site=(SiteSection, SiteSection()),
     grid=(GridSection, GridSection()),
@@ -144,14 +144,14 @@ _ScenarioFields: Any = create_model(
     tco=(TcoSection, TcoSection()),
     training=(TrainingSection, TrainingSection()),
     services=(
-        Annotated[list[ServiceSection], Field(max_length=F.MAX_TABLE_ITEMS)],  # type: ignore[valid-type]
+        Annotated[list[ServiceSection], Field(max_length=F.MAX_TABLE_ITEMS)],
         Field(default_factory=list),  # no service runs that the scenario does not declare
     ),
     failures=(FailureSection, FailureSection()),
     scheduler=(SchedulerSection, SchedulerSection()),
-    models=(Annotated[list[ModelSection], Field(max_length=F.MAX_TABLE_ITEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
+    models=(Annotated[list[ModelSection], Field(max_length=F.MAX_TABLE_ITEMS)], Field(default_factory=list)),
     telemetry=(TelemetrySection, TelemetrySection()),
-    events=(Annotated[list[EventSection], Field(max_length=F.MAX_TABLE_ITEMS)], Field(default_factory=list)),  # type: ignore[valid-type]
+    events=(Annotated[list[EventSection], Field(max_length=F.MAX_TABLE_ITEMS)], Field(default_factory=list)),
 )
 
 
@@ -351,7 +351,8 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
     def _class_precision(self, kind: str) -> str:
         c = getattr(self.training, kind)
         if self.training.precision is not None and "precision" not in c.model_fields_set:
-            return self.training.precision
+            hall_wide: str = self.training.precision
+            return hall_wide
         p: str = c.precision
         return p
 
@@ -508,7 +509,8 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
 
     def warmup_steps(self) -> int:
         """Steps of the warm-up (``warmup_h``, whole steps, rounded up)."""
-        return -(-int(round(self.warmup_h * 3600)) // self.dt_s)
+        steps: int = -(-int(round(self.warmup_h * 3600)) // self.dt_s)
+        return steps
 
     def to_params(self, seed: int | None = None) -> params.FactoryParams:
         site_pools = self._site_pools()
@@ -1001,7 +1003,7 @@ def validate(data: dict[str, Any], origin: str, base_dir: str | Path | None = No
     """Validate one scenario's parsed data (no [[variants]]); errors name ``origin``, the key
     path and the problem."""
     try:
-        scenario = Scenario.model_validate(data)
+        scenario: Scenario = Scenario.model_validate(data)
     except ValidationError as e:
         errors = e.errors()
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""

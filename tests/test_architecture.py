@@ -1,8 +1,10 @@
 """The import contract between the packages, read from the source with ``ast`` (nothing is
 imported): the rooms of ``twin`` (``twin.spec`` < ``twin.physics`` < ``twin.work`` <
 ``twin.compose``) < ``storage`` < ``scenarios`` < ``tui`` < ``bench``, every ``twin`` module in a
-room, no module imports a higher layer, and no import circle anywhere (``bench/`` included). The
-graph is the one ``bench/code_shape.py`` reports."""
+room, no module imports a higher layer, and no import circle anywhere (``bench/`` included); and the
+size gates of the product packages (no module over 500 lines unless it is a table of facts, no
+class over 400, no function over 60). The graph and the sizes are the ones ``bench/code_shape.py``
+reports."""
 
 from __future__ import annotations
 
@@ -12,12 +14,20 @@ from pathlib import Path
 import pytest
 
 from bench.code_shape import (
+    CLASS_MAX_LINES,
+    FUNCTION_MAX_LINES,
     LAYERS,
+    MODULE_MAX_LINES,
     PACKAGES,
+    PRODUCT,
     ROOMS,
     circles,
+    fact_table,
+    fact_tables,
     floors,
     import_graph,
+    long_definitions,
+    long_modules,
     modules,
     unplaced,
     upward_imports,
@@ -76,6 +86,29 @@ def test_no_module_imports_a_higher_layer(graph: dict[str, set[str]]) -> None:
 def test_no_import_circle(graph: dict[str, set[str]]) -> None:
     found = sorted(" ".join(sorted(c)) for c in circles(graph))
     assert not found, f"import circle(s): {found}"
+
+
+# ---------------------------------------------------------------------- the size gates
+def test_no_product_module_over_the_module_gate() -> None:
+    big = long_modules()
+    assert not big, f"modules over {MODULE_MAX_LINES} lines: " + ", ".join(f"{m} {n}" for m, n in big)
+
+
+def test_the_only_table_of_facts_is_the_scenario_fact_table() -> None:
+    """The exemption is explicit: a new module claiming it shows up here and is a decision."""
+    assert fact_tables() == ["scenarios.facts"]
+
+
+def test_no_product_class_over_the_class_gate() -> None:
+    classes, _ = long_definitions()
+    assert not classes, f"classes over {CLASS_MAX_LINES} lines: " + ", ".join(f"{q} {n}" for q, n in classes)
+
+
+def test_no_product_function_over_the_function_gate() -> None:
+    _, functions = long_definitions()
+    assert not functions, f"functions over {FUNCTION_MAX_LINES} lines: " + ", ".join(
+        f"{q} {n}" for q, n in functions
+    )
 
 
 # ---------------------------------------------------------------------- the checker itself
@@ -210,3 +243,61 @@ def test_circles_agree_with_a_brute_force_reachability(graph: dict[str, set[str]
     r = {m: reach(m) for m in g}
     brute = {frozenset({m, *(d for d in r[m] if m in r[d])}) for m in g if m in r[m]}
     assert set(circles(g)) == brute
+
+
+def _lines(n: int, indent: str = "") -> str:
+    """``n`` lines of statements at ``indent``."""
+    return "".join(f"{indent}x{i} = {i}\n" for i in range(n))
+
+
+def test_the_checker_measures_modules_classes_and_functions(tmp_path: Path) -> None:
+    """Each gate at its limit passes and one line over fails, in every product package (not in
+    ``bench/``); a method is measured inside its class, a nested function inside its function."""
+    fn_at = "def ok():\n" + _lines(FUNCTION_MAX_LINES - 1, "    ")  # def line + body = the limit
+    fn_over = "def long():\n" + _lines(FUNCTION_MAX_LINES, "    ")
+    method_over = "class C:\n    def m(self):\n" + _lines(FUNCTION_MAX_LINES, "        ")
+    nested_over = (
+        "def outer():\n    def inner():\n" + _lines(FUNCTION_MAX_LINES, "        ") + "    return inner\n"
+    )
+    class_at = "class Ok:\n" + _lines(CLASS_MAX_LINES - 1, "    ")
+    class_over = "class Big:\n" + _lines(CLASS_MAX_LINES, "    ")
+    root = _tree(
+        tmp_path,
+        {
+            "twin/spec/__init__.py": "",
+            "twin/spec/at.py": _lines(MODULE_MAX_LINES),
+            "twin/spec/over.py": _lines(MODULE_MAX_LINES + 1),
+            "storage/f.py": fn_at + fn_over,
+            "scenarios/m.py": method_over + nested_over,
+            "tui/c.py": class_at,
+            "tui/d.py": class_over,  # (apart: together they would pass the module gate)
+            "bench/script.py": _lines(MODULE_MAX_LINES + 1) + fn_over + class_over,  # not product
+        },
+    )
+    assert set(PRODUCT) == {"twin", "storage", "scenarios", "tui"}
+    assert long_modules(root) == [("twin.spec.over", MODULE_MAX_LINES + 1)]
+    classes, functions = long_definitions(root)
+    assert classes == [("tui.d:Big", CLASS_MAX_LINES + 1)]
+    assert sorted(functions) == [
+        ("scenarios.m:C.m", FUNCTION_MAX_LINES + 1),
+        ("scenarios.m:outer", FUNCTION_MAX_LINES + 3),  # def + inner's def + body + return
+        ("scenarios.m:outer.inner", FUNCTION_MAX_LINES + 1),
+        ("storage.f:long", FUNCTION_MAX_LINES + 1),
+    ]
+
+
+def test_the_checker_exempts_only_a_declared_table_of_facts(tmp_path: Path) -> None:
+    body = _lines(MODULE_MAX_LINES + 1)
+    root = _tree(
+        tmp_path,
+        {
+            "scenarios/facts.py": '"""The scenario fact table: every key, defined once."""\n' + body,
+            "scenarios/table.py": '"""A table of facts about chips.\n\nMore."""\n' + body,
+            "scenarios/models.py": '"""Section models, generated from the scenario fact table."""\n' + body,
+            "tui/later.py": '"""Screens.\n\nThe screen fact table is elsewhere."""\n' + body,  # not line 1
+            "storage/plain.py": "# The scenario fact table, in a comment (no docstring)\n" + body,
+        },
+    )
+    assert fact_table(root / "scenarios/facts.py") and fact_table(root / "scenarios/table.py")
+    assert fact_tables(root) == ["scenarios.facts", "scenarios.table"]
+    assert sorted(m for m, _ in long_modules(root)) == ["scenarios.models", "storage.plain", "tui.later"]

@@ -232,7 +232,7 @@ def test_headless_commands_never_import_textual(tmp_path: Path) -> None:
 def test_summary_speed_keeps_its_digits_at_every_scale() -> None:
     """Simulated time per wall second, in a unit that shows it: 2 days in 62.1 s is 0.77 sim-h/s
     (2 x 24 / 62.1), not "0.0 sim-days/s"; a month in 20 s is 1.5 sim-days/s."""
-    from tui.cli.runs import _speed
+    from tui.cli.summary import _speed
 
     assert _speed(2.0, 62.1) == f"{2 * 24 / 62.1:.2f} sim-h/s" == "0.77 sim-h/s"
     assert _speed(30.0, 20.0) == "1.5 sim-days/s"

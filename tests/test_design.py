@@ -28,7 +28,7 @@ arrivals_per_day = 10
 
 
 def _replay_meta(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
-    from tui.console.feed import ReplayFeed
+    from tui.console.replay import ReplayFeed
 
     spec = parse(text, "shape.toml")
     out = tmp_path / "shape.duckdb"

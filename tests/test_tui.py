@@ -628,7 +628,8 @@ async def test_replay_events_log_follows_the_scrubber(replay_con: Any) -> None:
 
 async def test_replay_screens_show_their_sql(replay_con: Any) -> None:
     """Every screen's panels hold what their SQL returns; drill into an UltraServer and back."""
-    from tui.widgets.heatmap import ChipGrid, FloorMap
+    from tui.widgets.chipgrid import ChipGrid
+    from tui.widgets.heatmap import FloorMap
     from tui.widgets.info import InfoList
     from tui.widgets.status import ModeTabs
 

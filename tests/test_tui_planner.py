@@ -71,7 +71,7 @@ async def test_the_status_line_names_the_overrides(modified_run: Path) -> None:
 
 
 def test_the_status_label_of_many_overrides_is_short() -> None:
-    from tui.console.feed import scenario_label
+    from tui.console.meta import scenario_label
 
     text = "# Effective scenario: x with\n" + "".join(f"# --set a{i}.long_key_name={i}\n" for i in range(9))
     label = scenario_label("default", text)

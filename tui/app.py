@@ -29,7 +29,7 @@ from textual.worker import Worker, get_current_worker
 
 from tui.console import fmt
 from tui.console.core import Console
-from tui.console.feed import HOUR_S, WINDOWS_S
+from tui.console.meta import HOUR_S, WINDOWS_S
 from tui.console.pacing import PAUSE, SPEEDS
 from tui.console.panels import Results
 from tui.console.scale import METRIC_KEYS

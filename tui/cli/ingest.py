@@ -88,10 +88,38 @@ def ingest_cmd(
     duplicates are dropped; each sample's quality says good, invalid, clock, gap, rate, reset.
     """
     from storage.errors import StorageError
-    from storage.interop import ingest
-    from storage.interop import sources as src
     from storage.interop.observed import ObservedRecorder
 
+    _check_options(sources, duration_s, max_messages, idle_s, window_s, step_s)
+    parsed_files = _read_files(sources)  # files first: a bad one stops the ingest before anything is written
+    try:
+        rec = ObservedRecorder(out, overwrite)
+    except StorageError as e:
+        fail(str(e))
+    report: list[dict[str, Any]] = []
+    for s in sources:
+        row = _ingest_source(s, parsed_files, rec, duration_s, max_messages, idle_s, window_s, step_s)
+        report.append(row)
+        click.echo(_source_line(row))
+    rec.close(report)
+    click.echo(f'observed: {rec.rows:,} samples in {out}  (twin sql {out} "SELECT * FROM observed")')
+    if any("error" in row for row in report):
+        fail("a source failed (its error is in observed_sources); what was read is recorded", code=EXIT_IO)
+
+
+# The counts each source's report row keeps (beside its format, clock offset and error).
+_COUNTS = ("unmapped", "malformed", "duplicates", "invalid", "clock", "gaps", "resets")
+
+
+def _check_options(
+    sources: tuple[str, ...],
+    duration_s: float,
+    max_messages: int,
+    idle_s: float,
+    window_s: float,
+    step_s: float,
+) -> None:
+    """One line and exit code 2 for an option out of its range or a source of no known kind."""
     for name, v, lo, hi in (
         ("--duration", duration_s, 0, 86400 * 365),
         ("--idle", idle_s, 0, 86400),
@@ -105,76 +133,76 @@ def ingest_cmd(
     bad = [s for s in sources if "://" in s and not s.startswith(("http://", "https://", "mqtt://"))]
     if bad:
         fail(f"{bad[0]}: a source is a file, http(s)://… or mqtt://…")
-    # Files first: a bad one stops the ingest before anything is written.
-    parsed_files: dict[str, Any] = {}
+
+
+def _read_files(sources: tuple[str, ...]) -> dict[str, Any]:
+    """Each file source's first batch and the rest to come (a file that does not parse fails)."""
+    from storage.interop import ingest
+    from storage.interop import sources as src
+
+    parsed: dict[str, Any] = {}
     for s in sources:
         if "://" not in s:
             try:
                 it = src.read_file_batches(s)
-                parsed_files[s] = (next(it, None), it)
+                parsed[s] = (next(it, None), it)
             except ingest.IngestError as e:
                 fail(str(e))
+    return parsed
+
+
+def _ingest_source(
+    s: str,
+    parsed_files: dict[str, Any],
+    rec: Any,
+    duration_s: float,
+    max_messages: int,
+    idle_s: float,
+    window_s: float,
+    step_s: float,
+) -> dict[str, Any]:
+    """Read one source into ``rec``; its report row (counts, format, clock offset, any error)."""
+    from storage.interop import ingest
+    from storage.interop import sources as src
+
+    row: dict[str, Any] = {"source": s, "samples": 0, **dict.fromkeys(_COUNTS, 0), "stale": False}
+    offsets: list[float] = []
     try:
-        rec = ObservedRecorder(out, overwrite)
-    except StorageError as e:
-        fail(str(e))
-    report: list[dict[str, Any]] = []
-    failed = False
-    for s in sources:
-        row: dict[str, Any] = {
-            "source": s,
-            "samples": 0,
-            "unmapped": 0,
-            "malformed": 0,
-            "duplicates": 0,
-            "invalid": 0,
-            "clock": 0,
-            "gaps": 0,
-            "resets": 0,
-            "stale": False,
-        }
-        offsets: list[float] = []
-        try:
-            if s in parsed_files:
-                first, rest = parsed_files[s]
-                batches: Any = itertools.chain([first] if first is not None else [], rest)
-            elif s.startswith("mqtt://"):
-                sub = src.Mqtt(s, duration_s, max_messages, idle_s)
-                batches = sub.batches()
-            else:
-                batches = src.read_http(s, window_s, step_s)
-            norm = ingest.Normaliser()
-            for p in batches:
-                n = norm(p.table, src.now_us())
-                rec.append(n.table)
-                row["format"] = p.fmt
-                row["samples"] += len(n.table)
-                row["unmapped"] += p.unmapped
-                row["malformed"] += p.malformed
-                for k in ("duplicates", "invalid", "clock", "gaps", "resets"):
-                    row[k] += getattr(n, k)
-                offsets += p.offsets_s
-            if s.startswith("mqtt://"):
-                row["stale"] = sub.stale
-                row["malformed"] += sub.dropped
-                sub.close()
-        except ingest.IngestError as e:
-            row["error"] = str(e)
-            failed = True
-        row["clock_offset_s"] = statistics.median(offsets) if offsets else None
-        report.append(row)
-        off = "" if row["clock_offset_s"] is None else f", clock offset {row['clock_offset_s']:+.3f} s"
-        flags = ", ".join(
-            f"{row[k]:,} {k}"
-            for k in ("unmapped", "malformed", "duplicates", "invalid", "clock", "gaps", "resets")
-            if row[k]
-        )
-        click.echo(
-            f"{s}: {row.get('format', '?')}, {row['samples']:,} samples{', ' + flags if flags else ''}{off}"
-            + (", stale (stopped sending)" if row["stale"] else "")
-            + (f"; error: {row['error']}" if row.get("error") else "")
-        )
-    rec.close(report)
-    click.echo(f'observed: {rec.rows:,} samples in {out}  (twin sql {out} "SELECT * FROM observed")')
-    if failed:
-        fail("a source failed (its error is in observed_sources); what was read is recorded", code=EXIT_IO)
+        if s in parsed_files:
+            first, rest = parsed_files[s]
+            batches: Any = itertools.chain([first] if first is not None else [], rest)
+        elif s.startswith("mqtt://"):
+            sub = src.Mqtt(s, duration_s, max_messages, idle_s)
+            batches = sub.batches()
+        else:
+            batches = src.read_http(s, window_s, step_s)
+        norm = ingest.Normaliser()
+        for p in batches:
+            n = norm(p.table, src.now_us())
+            rec.append(n.table)
+            row["format"] = p.fmt
+            row["samples"] += len(n.table)
+            row["unmapped"] += p.unmapped
+            row["malformed"] += p.malformed
+            for k in ("duplicates", "invalid", "clock", "gaps", "resets"):
+                row[k] += getattr(n, k)
+            offsets += p.offsets_s
+        if s.startswith("mqtt://"):
+            row["stale"] = sub.stale
+            row["malformed"] += sub.dropped
+            sub.close()
+    except ingest.IngestError as e:
+        row["error"] = str(e)
+    row["clock_offset_s"] = statistics.median(offsets) if offsets else None
+    return row
+
+
+def _source_line(row: dict[str, Any]) -> str:
+    """The line ``twin ingest`` prints for one source read."""
+    off = "" if row["clock_offset_s"] is None else f", clock offset {row['clock_offset_s']:+.3f} s"
+    flags = ", ".join(f"{row[k]:,} {k}" for k in _COUNTS if row[k])
+    return (
+        f"{row['source']}: {row.get('format', '?')}, {row['samples']:,} samples{', ' + flags if flags else ''}{off}"
+        + (", stale (stopped sending)" if row["stale"] else "")
+        + (f"; error: {row['error']}" if row.get("error") else "")
+    )

@@ -6,7 +6,7 @@ import datetime as _dt
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,7 +28,15 @@ _SPAN = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([smhd]?)
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-class Span(click.ParamType):
+# click's ParamType is generic in its type hints only in recent releases (pyproject accepts 8.1,
+# whose class cannot be subscripted): the parameters for the checker, the plain class at run time.
+if TYPE_CHECKING:
+    _FloatParam = click.ParamType[float, Any]
+else:
+    _FloatParam = click.ParamType
+
+
+class Span(_FloatParam):
     """``--hours``/``--days``: a number in the option's unit (``unit``: h or d) or a number with a
     unit of its own (``90m``, ``2h``, ``1.5d``, ``7200s``); converted to a float in the option's
     unit. Anything else that is a float (nan, inf) passes on for ``duration_arg``'s checks."""

@@ -103,7 +103,6 @@ def plan_cmd(
     """
     from scenarios import overrides
     from scenarios import plan as planning
-    from scenarios import sweep as sweeps
     from scenarios.spec import duration_arg
 
     duration_arg(hours, None)  # finite, positive, at most ten years (ScenarioError: one line)
@@ -111,19 +110,8 @@ def plan_cmd(
     lo, hi = planning.parse_range(range_)
     overs = [planning.parse_over(o) for o in over]
     spec, text, origin = overrides.load(scenario, sets)
-    runs = [0]
-    show = sys.stderr.isatty() and not as_json
-
-    def on_run(n: int) -> None:
-        runs[0] = n
-        if show:
-            click.echo(f"\r{n} run(s) done", err=True, nl=False)
-
-    if max_key is not None:
-        if click.get_current_context().get_parameter_source("key") != click.core.ParameterSource.DEFAULT:
-            fail("give --minimize or --maximize, not both")
-        key = max_key
-    _check_plannable(key, "--maximize" if max_key is not None else "--minimize")
+    progress = _Progress(sys.stderr.isatty() and not as_json)
+    key = _planned_key(key, max_key)
     planner = planning.Planner(
         spec,
         text,
@@ -138,19 +126,58 @@ def plan_cmd(
         backend,
         jobs,
         ray_address,
-        on_run,
+        progress,
         maximize=max_key is not None,
     )
+    _print_result(_solve(planner, method, backend, jobs, ray_address, progress), method, as_json)
+
+
+class _Progress:
+    """The planner's ``on_run``: counts the runs done, shown on a terminal's stderr line."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self.runs = 0
+
+    def __call__(self, n: int) -> None:
+        self.runs = n
+        if self.show:
+            click.echo(f"\r{n} run(s) done", err=True, nl=False)
+
+
+def _solve(
+    planner: Any, method: str, backend: str, jobs: int | None, ray_address: str | None, progress: _Progress
+) -> Any:
+    """The planner's result by ``method``; a failed run exits 1, an interrupt 130."""
+    from scenarios import plan as planning
+    from scenarios import sweep as sweeps
+
     try:
         with sweeps.backend_session(backend, jobs, ray_address):  # one Ray for every round
             result = planner.bisect() if method == "bisect" else planner.sweep_range()
     except planning.RunFailed as e:
         fail(str(e), code=1)
     except KeyboardInterrupt:
-        click.echo(f"\ninterrupted after {runs[0]} run(s)", err=True)
+        click.echo(f"\ninterrupted after {progress.runs} run(s)", err=True)
         sys.exit(130)
-    if show:
+    if progress.show:
         click.echo("", err=True)
+    return result
+
+
+def _planned_key(key: str, max_key: str | None) -> str:
+    """The key planned (``--maximize``'s, or ``--minimize``'s), checked plannable; giving both
+    fails."""
+    if max_key is not None:
+        if click.get_current_context().get_parameter_source("key") != click.core.ParameterSource.DEFAULT:
+            fail("give --minimize or --maximize, not both")
+        key = max_key
+    _check_plannable(key, "--maximize" if max_key is not None else "--minimize")
+    return key
+
+
+def _print_result(result: Any, method: str, as_json: bool) -> None:
+    """The answer as text or JSON; exit code 1 when no value meets the constraints."""
     if as_json:
         click.echo(json.dumps(_as_dict(result), indent=2, default=str))
     else:

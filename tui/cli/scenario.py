@@ -59,7 +59,7 @@ def warn_cut_events(s: Any, duration_s: int | None) -> None:
     from scenarios.spec import cut_events
 
     cut = cut_events(s, duration_s)
-    if cut:
+    if cut and duration_s is not None:  # (cut_events finds none in a run of the scenario's length)
         shown = "; ".join(cut[:3]) + (f"; and {len(cut) - 3} more" if len(cut) > 3 else "")
         click.echo(
             f"twin: warning: '{s.name}': the run ends at {duration_s / 3600:g} h, before {len(cut)} of its "
@@ -75,6 +75,13 @@ def warn_caps(s: Any, p: Any = None) -> None:
 
     for w in cap_warnings(p if p is not None else s.to_params()):
         click.echo(f"twin: warning: '{s.name}': {w}", err=True)
+
+
+def warn_at_ready(s: Any, duration_s: int | None) -> None:
+    """The warnings of a run whose model is built: the events it ends before, the caps that
+    cannot hold."""
+    warn_cut_events(s, duration_s)
+    warn_caps(s)
 
 
 def print_schema() -> None:

@@ -113,6 +113,15 @@ def sweep_cmd(
             fail(f"{tp}: a directory; give a sweep file to run, or --report to report on a sweep directory")
         click.echo(report_text(tp / "results.parquet", *objectives, top))
         return
+    out_dir = _check_outputs(tp, out, runs_dir, no_files)
+    sw = sweeps.load_sweep(tp)
+    outcome = _run(sw, out_dir, backend, jobs, ray_address, not no_files, runs_dir, retry_failed, overwrite)
+    _print_outcome(outcome, objectives if report else None, top)
+
+
+def _check_outputs(tp: Path, out: str | None, runs_dir: str | None, no_files: bool) -> Path:
+    """The sweep's folder (--out), refused when missing or the sweep file itself; --runs-dir
+    checked as an output folder. One line and exit code 2 for a bad one."""
     if runs_dir and no_files:
         fail("give --runs-dir or --no-files, not both")
     if out is None:
@@ -128,8 +137,16 @@ def sweep_cmd(
         check_output(
             runs_dir, [tp], what="--runs-dir", kind="dir", resumable=lambda _: None, make_parent=True
         )
-    sw = sweeps.load_sweep(tp)
-    outcome = _run(sw, Path(out), backend, jobs, ray_address, not no_files, runs_dir, retry_failed, overwrite)
+    return Path(out)
+
+
+def _print_outcome(
+    outcome: Any, objectives: tuple[tuple[str, str], tuple[str, str], tuple[str, str]] | None, top: int
+) -> None:
+    """What the sweep ran and where its results are (stderr), the report on ``objectives`` if
+    given (--report); exit code 1 when a run failed."""
+    from scenarios import sweep as sweeps
+
     assert outcome.results is not None
     rows, _ = sweeps.read_results(outcome.results)
     failed = sum(r["status"] == "failed" for r in rows)
@@ -139,7 +156,7 @@ def sweep_cmd(
         err=True,
     )
     click.echo(f'Query: twin sql {outcome.results} "SELECT * FROM results ORDER BY point, seed"', err=True)
-    if report:
+    if objectives is not None:
         click.echo(report_text(outcome.results, *objectives, top))
     if failed:
         fail(

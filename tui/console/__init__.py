@@ -3,7 +3,9 @@
 ``simloop.SimLoop`` advances a live session at the selected speed, ``panels.PanelLoader`` runs the
 panels' SQL on its own cursor (the newest request per screen), ``sqlrunner.SqlRunner`` runs user
 SQL in the sandbox (cancel, request ids) and ``core.Console`` holds the state the screens show.
-Beside them what the screens read: ``feed`` (the live and replayed data), ``pacing`` (speed
+Beside them what the screens read: ``feed`` (the live data and the panel requests), ``replay``
+(a recorded run), ``meta`` (the run's facts, the panels' query parameters), ``history`` (the live
+plots' rolling buffers), ``pacing`` (speed
 levels, slices, redraw budget), ``whatif`` (the what-if targets), ``alarms``, ``scale`` (colour
 scales) and ``fmt`` (number and time formats).
 

@@ -18,7 +18,8 @@ from typing import Any
 from storage.reader import cursor as reader_cursor
 from storage.sandbox import Limits, UserSql, UserSqlRunner
 from tui.console.alarms import Alarms
-from tui.console.feed import DEFAULT_WINDOW_S, LiveFeed, Meta, PanelReq, ReplayFeed, params_for
+from tui.console.feed import LiveFeed, PanelReq
+from tui.console.meta import DEFAULT_WINDOW_S, Meta, params_for
 from tui.console.pacing import (
     DEFAULT_LEVEL,
     PAUSE,
@@ -30,6 +31,7 @@ from tui.console.pacing import (
     rate_text,
 )
 from tui.console.panels import PanelLoader, Results
+from tui.console.replay import ReplayFeed
 from tui.console.scale import METRIC_KEYS
 from tui.console.simloop import SimLoop
 from tui.console.sqlrunner import SqlRunner

@@ -1,7 +1,7 @@
-"""Where the TUI's numbers come from: a live session held in memory, or a recorded run.
+"""Where the TUI's numbers come from in a live session, and what a panel asks for (``PanelReq``).
 
-Every panel of the console is one named query (``storage.queries``). In a replay the panel shows
-the result of that SQL on the file. Live, the hot panels (KPIs, plots, floor, chips, events, energy)
+Every panel of the console is one named query (``storage.queries``). In a replay
+(``tui.console.replay``) the panel shows the result of that SQL on the file. Live, the hot panels (KPIs, plots, floor, chips, events, energy)
 are computed from the simulation's latest step kept in memory by ``LiveFeed`` — the same columns
 the SQL would return on the file — and the slower tables (jobs, histories of one UltraServer) run
 their SQL on the live file through the writer's database. No Textual imports here.
@@ -18,17 +18,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from storage import queries as Q
-from twin.physics.design import Design, derive
+from tui.console.history import History, UsHistory
+from tui.console.meta import (
+    DEFAULT_WINDOW_S,
+    HOUR_S,
+    WINDOWS_S,
+    Array,
+    Cols,
+    Meta,
+    model_facts,
+    scenario_label,
+)
 
-HOUR_S = 3600
-DAY_S = 86400
-WINDOWS_S = (HOUR_S, 6 * HOUR_S, DAY_S, 7 * DAY_S)  # plot windows, ``w`` cycles
-DEFAULT_WINDOW_S = DAY_S
 MAX_HISTORY_ROWS = 20_000  # live plot history is cut to this many steps (7 days at dt = 60 s)
-DEFAULT_THROTTLE_C = 90.0
 EVENT_ROWS = ("time_s", "kind", "target", "detail", "source")
 
 # Panel queries computed in memory in a live session (the others run their SQL on the live file).
@@ -53,7 +57,6 @@ LIVE_PANELS = frozenset(
     }
 )
 MAX_US_HISTORY_CELLS = 500_000  # live per-UltraServer history: steps x UltraServers kept
-US_HIST_COLS = ("power_w", "max_chip_temp_c", "coolant_return_c", "activity", "clock")
 HARDWARE_EVENTS = 2000  # live events about chips, servers, UltraServers and rows kept
 
 # Factory columns the live history keeps (the KPI and plot columns), plus derived ones.
@@ -119,240 +122,6 @@ HALL_COLS = (
     "clock",
 )
 
-Array = npt.NDArray[Any]
-Cols = dict[str, Array]
-
-
-def sample_time(cols: Cols | None) -> int | None:
-    """Time of the ultraserver_ts sample a floor or rows query's columns are of (None: no rows)."""
-    t = cols.get("time_s") if cols else None
-    return int(t[0]) if t is not None and len(t) else None
-
-
-@dataclass(frozen=True)
-class Meta:
-    """Fixed facts about the run on screen."""
-
-    mode: str  # "live" | "replay"
-    scenario: str
-    path: str
-    run_id: str
-    dt_s: int
-    ultraservers: int
-    chips_total: int
-    chips_per_us: int
-    servers_per_us: int
-    us_row: tuple[int, ...]  # row (CDU) of each UltraServer
-    throttle_c: float = DEFAULT_THROTTLE_C
-    us_power_w: float = 0.0  # full-load IT power of one UltraServer (colour scale), 0 unknown
-    slos: tuple[tuple[str, float, float], ...] = ()  # per service: (name, TTFT SLO s, TPOT SLO s)
-    chillers: int = 0  # the plant's chiller units (0 unknown)
-    economizers: int = 0  # its cooling towers or dry coolers
-    plant: str = "tower"  # "tower" | "dry" | "hybrid"
-    us_hall: tuple[int, ...] = ()  # hall of each UltraServer on a campus (empty: one hall)
-    ramp_limit_mw_per_min: float = 0.0  # the grid connection's ramp limit (0: none)
-    battery_power_w: float = 0.0  # the site battery's ratings at the connection (0: none)
-    battery_energy_j: float = 0.0
-    battery_efficiency: float = 0.0
-
-    @property
-    def rows(self) -> int:
-        return max(self.us_row) + 1 if self.us_row else 1
-
-    @property
-    def halls(self) -> int:
-        return max(self.us_hall) + 1 if self.us_hall else 1
-
-    def hall_span(self, hall: int) -> tuple[int, int]:
-        """First and last UltraServer of ``hall`` (ids are campus-wide, hall by hall)."""
-        if not self.us_hall:
-            return 0, self.ultraservers - 1
-        lo = self.us_hall.index(hall)
-        return lo, lo + self.us_hall.count(hall) - 1
-
-    def hall_of(self, us: int) -> int:
-        return self.us_hall[us] if self.us_hall else 0
-
-    @property
-    def chips_per_server(self) -> int:
-        return max(1, self.chips_per_us // max(1, self.servers_per_us))
-
-
-def params_for(meta: Meta, t: int | None, **extra: Any) -> dict[str, Any]:
-    """Parameters of the panel queries at time ``t``."""
-    p: dict[str, Any] = {
-        "run_id": meta.run_id,
-        "t": int(t or 0),
-        "chips_per_us": meta.chips_per_us,
-        "servers_per_us": meta.servers_per_us,
-        "window_s": DEFAULT_WINDOW_S,
-        "dt_s": meta.dt_s,
-        "ramp_limit_mw_per_min": meta.ramp_limit_mw_per_min,
-    }
-    p.update(extra)
-    if "us" in p:
-        p["row"] = meta.us_row[int(p["us"])] if meta.us_row else 0
-    if "hall" in p:
-        p["us_lo"], p["us_hi"] = meta.hall_span(int(p["hall"]))
-    return p
-
-
-def us_halls(params: Any, ultraservers: int) -> tuple[int, ...]:
-    """The hall of each UltraServer of a campus from its scenario's ``[[halls]]`` (UltraServers are
-    numbered hall by hall); empty for one hall, or when the halls do not add up to ``ultraservers``."""
-    try:
-        counts = [sum(int(r.ultraservers) for r in h.pools()) for h in params.halls]
-    except (AttributeError, TypeError, ValueError):
-        return ()
-    if len(counts) < 2 or sum(counts) != ultraservers:
-        return ()
-    return tuple(int(h) for h in np.repeat(np.arange(len(counts)), counts))
-
-
-def _nominal_us_power(design: Design | None) -> float:
-    """Full-load IT power of one UltraServer (chips at TDP, hosts, switches, rectifier losses)
-    from the run's Design; 0 unknown."""
-    return float(design.us_full_load_it_w) if design is not None else 0.0
-
-
-def _throttle_c(design: Design | None) -> float:
-    return float(design.throttle_temp_c) if design is not None else DEFAULT_THROTTLE_C
-
-
-def _run_design(run: dict[str, Any]) -> Design | None:
-    """The Design recorded with the run; for a file written before Designs were recorded, the
-    one its scenario text gives."""
-    text = run.get("design_json")
-    if text:
-        try:
-            return Design.from_json(str(text))
-        except (ValueError, TypeError):
-            pass
-    params = _params_from_toml(run.get("scenario_toml"))
-    try:
-        return derive(params) if params is not None else None
-    except Exception:  # parameters of an unexpected shape
-        return None
-
-
-def _service_slos(params: Any) -> tuple[tuple[str, float, float], ...]:
-    """Each inference service's latency SLO (p99 TTFT and TPOT) from the scenario."""
-    try:
-        return tuple((str(sp.name), float(sp.ttft_slo_s), float(sp.tpot_slo_s)) for sp in params.services)
-    except (AttributeError, TypeError):
-        return ()
-
-
-def _plant_units(params: Any) -> dict[str, Any]:
-    """The plant's unit counts and kind from the scenario (none known: empty)."""
-    try:
-        cp = params.cooling
-        return {
-            "chillers": int(cp.chiller_units),
-            "economizers": int(cp.economizer_units),
-            "plant": str(cp.plant),
-        }
-    except (AttributeError, TypeError, ValueError):
-        return {}
-
-
-def _grid_facts(params: Any) -> dict[str, Any]:
-    """The grid connection's ramp limit and site battery ratings from the scenario (none: empty)."""
-    try:
-        gp = params.grid
-        return {
-            "ramp_limit_mw_per_min": float(gp.ramp_limit_mw_per_min),
-            "battery_power_w": float(gp.battery_power_w),
-            "battery_energy_j": float(gp.battery_energy_j),
-            "battery_efficiency": float(gp.battery_efficiency),
-        }
-    except (AttributeError, TypeError, ValueError):
-        return {}
-
-
-def _params_from_toml(text: str | None) -> Any:
-    try:
-        from scenarios.spec import parse
-
-        return parse(text or "", "run").to_params()
-    except Exception:  # an old or foreign scenario text: the defaults will do
-        return None
-
-
-class History:
-    """Rolling window of the latest rows (a fixed set of columns), amortised O(1) append."""
-
-    def __init__(self, capacity: int) -> None:
-        self.cap = max(2, capacity)
-        self.buf: dict[str, Array] = {}
-        self.n = 0
-
-    def extend(self, cols: dict[str, Array]) -> None:
-        k = len(cols["time_s"])
-        if not self.buf:
-            self.buf = {key: np.empty(2 * self.cap, dtype=np.float64) for key in cols}
-        if k >= self.cap:
-            for key, v in cols.items():
-                self.buf[key][: self.cap] = v[-self.cap :]
-            self.n = self.cap
-            return
-        if self.n + k > 2 * self.cap:
-            keep = min(self.n, self.cap)
-            for v in self.buf.values():
-                v[:keep] = v[self.n - keep : self.n]
-            self.n = keep
-        for key, v in cols.items():
-            self.buf[key][self.n : self.n + k] = v
-        self.n += k
-
-    def view(self) -> dict[str, Array]:
-        lo = max(0, self.n - self.cap)
-        return {key: v[lo : self.n] for key, v in self.buf.items()}
-
-
-class UsHistory:
-    """Rolling window of per-UltraServer columns: [steps, ultraservers] arrays."""
-
-    def __init__(self, capacity: int, n_us: int) -> None:
-        self.cap = max(2, capacity)
-        self.n_us = n_us
-        self.t = np.empty(2 * self.cap, dtype=np.int64)
-        # The file's types: power float64, the rest float32 (so live equals the recording).
-        self.buf = {
-            k: np.empty((2 * self.cap, n_us), dtype=np.float64 if k == "power_w" else np.float32)
-            for k in US_HIST_COLS
-        }
-        self.n = 0
-
-    def extend(self, times: Array, u: dict[str, Any]) -> None:
-        k = len(times)
-        cols = {c: np.asarray(u[c], dtype=self.buf[c].dtype).reshape(k, self.n_us) for c in US_HIST_COLS}
-        if k >= self.cap:
-            self.t[: self.cap] = times[-self.cap :]
-            for c, v in cols.items():
-                self.buf[c][: self.cap] = v[-self.cap :]
-            self.n = self.cap
-            return
-        if self.n + k > 2 * self.cap:
-            keep = min(self.n, self.cap)
-            self.t[:keep] = self.t[self.n - keep : self.n]
-            for v in self.buf.values():
-                v[:keep] = v[self.n - keep : self.n]
-            self.n = keep
-        self.t[self.n : self.n + k] = times
-        for c, v in cols.items():
-            self.buf[c][self.n : self.n + k] = v
-        self.n += k
-
-    def series(self, us: int, window_s: float) -> Cols:
-        lo = max(0, self.n - self.cap)
-        t = self.t[lo : self.n]
-        a = lo + int(np.searchsorted(t, (t[-1] if len(t) else 0) - window_s, side="right"))
-        out: Cols = {"time_s": self.t[a : self.n].copy()}
-        for c in US_HIST_COLS:
-            out[c] = self.buf[c][a : self.n, us].copy()
-        return out
-
 
 def _hardware_target(target: str) -> bool:
     return target.split(":", 1)[0] in ("ultraserver", "server", "chip", "row")
@@ -367,24 +136,6 @@ def _event_cols(rows: list[tuple[Any, ...]], total: int) -> Cols:
     }
     out["total"] = np.full(len(rows), total, dtype=np.int64)
     return out
-
-
-def scenario_label(name: str, scenario_toml: str | None, width: int = 60) -> str:
-    """The scenario's name for the status line, with the ``--set`` overrides its recorded text
-    names (``default (modified: site.climate=hot)``), shortened to about ``width`` characters."""
-    from storage.kpis import recorded_overrides
-
-    sets = recorded_overrides(scenario_toml)
-    if not sets:
-        return name
-    shown: list[str] = []
-    for i, o in enumerate(sets):
-        rest = len(sets) - i
-        if shown and len(name) + sum(len(x) + 2 for x in shown) + len(o) > width:
-            shown.append(f"+{rest} more")
-            break
-        shown.append(o if len(o) <= width else o[: width - 1] + "…")
-    return f"{name} (modified: {', '.join(shown)})"
 
 
 class LiveFeed:
@@ -407,12 +158,8 @@ class LiveFeed:
             chips_per_us=topo.chips_per_us,
             servers_per_us=topo.servers_per_us,
             us_row=tuple(int(r) for r in topo.us_row),
-            throttle_c=_throttle_c(sim.design),
-            us_power_w=_nominal_us_power(sim.design),
-            slos=_service_slos(session.params),
             us_hall=tuple(int(h) for h in getattr(sim, "hall_us", ())),
-            **_plant_units(session.params),
-            **_grid_facts(session.params),
+            **model_facts(sim.design, session.params),
         )
         self.lock = threading.Lock()
         cap = min(MAX_HISTORY_ROWS, math.ceil((max(WINDOWS_S) + HOUR_S) / sim.dt_s) + 1)
@@ -727,85 +474,6 @@ class LiveFeed:
             "chips_here": counts.astype(np.int64),
             "ultraservers": np.array([",".join(spans.get(j, [])) for j in idl], dtype=object),
         }
-
-
-class ReplayFeed:
-    """A recorded run: its facts and its time axis; panels run their SQL on the file."""
-
-    def __init__(self, con: Any, run_id: str, path: str) -> None:
-        from storage.errors import StorageError
-
-        self.con = con
-        self.run_id = run_id
-        try:
-            runs = (
-                con.sql("SELECT * FROM runs WHERE run_id = ?", params=[run_id]).to_arrow_table().to_pylist()
-            )
-            if not runs:
-                raise StorageError(f"{path}: no run {run_id!r}")
-            run = runs[0]
-            self.times = (
-                con.sql("SELECT time_s FROM factory_ts WHERE run_id = ? ORDER BY time_s", params=[run_id])
-                .to_arrow_table()
-                .column(0)
-                .to_numpy()
-                .astype(np.int64)
-            )
-            first = int(self.times[0]) if len(self.times) else 0
-            rows = (
-                con.sql(
-                    "SELECT row_id FROM ultraserver_ts WHERE run_id = ? AND time_s = ? ORDER BY ultraserver_id",
-                    params=[run_id, first],
-                )
-                .to_arrow_table()
-                .column(0)
-                .to_pylist()
-            )
-        except StorageError:
-            raise
-        except Exception as e:  # a twin file whose tables are not what this version expects
-            raise StorageError(f"{path}: cannot read the run ({str(e).splitlines()[0]})") from None
-        self.status = str(run["status"])
-        design = _run_design(run)
-        nus = int(run["ultraservers"])
-        params = _params_from_toml(run.get("scenario_toml"))
-        chips_per_us = design.chips_per_us if design is not None else int(run["chips_total"]) // max(1, nus)
-        servers = design.servers_per_us if design is not None else chips_per_us
-        self.meta = Meta(
-            mode="replay",
-            scenario=scenario_label(str(run["scenario_name"]), run.get("scenario_toml")),
-            path=str(path),
-            run_id=run_id,
-            dt_s=int(run["dt_s"]),
-            ultraservers=nus,
-            chips_total=int(run["chips_total"]),
-            chips_per_us=chips_per_us,
-            servers_per_us=int(servers),
-            us_row=tuple(int(r) for r in rows) if len(rows) == nus else tuple(range(nus)),
-            throttle_c=_throttle_c(design),
-            us_power_w=_nominal_us_power(design),
-            slos=_service_slos(params),
-            us_hall=us_halls(params, nus),
-            **_plant_units(params),
-            **_grid_facts(params),
-        )
-        self.n = len(self.times)
-
-    @property
-    def t_first(self) -> int:
-        return int(self.times[0]) if self.n else 0
-
-    @property
-    def t_last(self) -> int:
-        return int(self.times[-1]) if self.n else 0
-
-    def index_at(self, t_s: float) -> int:
-        """Index of the last row at or before ``t_s`` (clamped to the run)."""
-        i = int(np.searchsorted(self.times, t_s, side="right")) - 1
-        return max(0, min(self.n - 1, i))
-
-    def time_at(self, t_s: float) -> int:
-        return int(self.times[self.index_at(t_s)]) if self.n else 0
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,12 @@ def pue_items(c: dict[str, Any]) -> list[Item]:
 def unit_items(cdus: dict[str, Any], plant: dict[str, Any], meta: Any = None) -> list[Item]:
     """The plant's units: each CDU (one per row) with its heat load and loop return, each chiller
     and each cooling tower / dry cooler with its state (running, standby, failed) and load."""
+    items = _cdu_items(cdus)
+    return items + _plant_items(plant, meta) if plant else items
+
+
+def _cdu_items(cdus: dict[str, Any]) -> list[Item]:
+    """Each CDU (one per row): its heat load, loop return and state."""
     items: list[Item] = []
     loads = [float(v) for v in cdus.get("load_w", ())]
     top = max(loads) if loads else 0.0
@@ -181,8 +187,13 @@ def unit_items(cdus: dict[str, Any], plant: dict[str, Any], meta: Any = None) ->
                 "warn" if failed or pumps_lost else "",
             )
         )
-    if not plant:
-        return items
+    return items
+
+
+def _plant_items(plant: dict[str, Any], meta: Any) -> list[Item]:
+    """Each chiller and economizer unit with its state and load (or, in a file from before the
+    per-unit columns, the chillers' and the economizer's stage), and any heat short of capacity."""
+    items: list[Item] = []
     chillers = int(getattr(meta, "chillers", 0) or 0)
     econ = int(getattr(meta, "economizers", 0) or 0)
     running = _v(plant, "chillers_running")

@@ -19,7 +19,8 @@ from textual.widget import Widget
 
 from tui.console import fmt
 from tui.console.core import Console
-from tui.console.feed import PanelReq, sample_time
+from tui.console.feed import PanelReq
+from tui.console.meta import sample_time
 from tui.console.scale import US_DOWN, US_STATE_SHORT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable
@@ -155,6 +156,7 @@ class FloorScreen(TwinScreen):
         self.at_campus = False  # showing the campus level (not a hall's map); set on compose
         self.sel_hall = 0
         self._halls: dict[str, Any] | None = None
+        self._floor: dict[str, Any] | None = None  # the hall map's last columns, for redraws
 
     @property
     def campus(self) -> bool:
@@ -263,9 +265,8 @@ class FloorScreen(TwinScreen):
             if self._halls is not None:
                 self.show_panel("halls", self._halls)
             return
-        d = getattr(self, "_floor", None)
-        if d is not None:
-            self.show_panel("map", d)
+        if self._floor is not None:
+            self.show_panel("map", self._floor)
 
     def action_move(self, dx: int, dy: int) -> None:
         core = self.core

@@ -16,7 +16,8 @@ from textual.widget import Widget
 
 from storage.kpis import grid_figures
 from tui.console import fmt
-from tui.console.feed import Meta, PanelReq
+from tui.console.feed import PanelReq
+from tui.console.meta import Meta
 from tui.screens.base import TwinScreen
 from tui.widgets.info import InfoList, Item
 from tui.widgets.plot import BraillePlot

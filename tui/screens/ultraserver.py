@@ -14,11 +14,13 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tui.console import fmt
-from tui.console.feed import PanelReq, sample_time
+from tui.console.feed import PanelReq
+from tui.console.meta import sample_time
 from tui.console.scale import US_DOWN, US_STATE_TEXT, US_TRIPPED, metric, us_states
 from tui.screens.base import TwinScreen
 from tui.widgets.arrowtable import ArrowTable
-from tui.widgets.heatmap import ChipGrid, Legend, chip_detail
+from tui.widgets.chipgrid import ChipGrid, chip_detail
+from tui.widgets.heatmap import Legend
 from tui.widgets.plot import BraillePlot
 from tui.widgets.tables import EventLog
 
@@ -123,10 +125,12 @@ class UltraServerScreen(TwinScreen):
     def us_state(self) -> int | None:
         """The selected UltraServer's state (``tui.console.scale.us_states``) at the time shown; None unknown."""
         cols = getattr(self, "_state", None)
+        if not cols:
+            return None
         us = self.core.sel_us
-        ids = cols.get("ultraserver_id", ()) if cols else ()
+        ids = cols.get("ultraserver_id", ())
         i = us - int(ids[0]) if len(ids) else -1  # its row (the data starts at its hall's first on a campus)
-        if not cols or not 0 <= i < len(ids) or int(ids[i]) != us:
+        if not 0 <= i < len(ids) or int(ids[i]) != us:
             return None
         tripped = cols.get("tripped")
         return int(

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from tui.console import fmt
-from tui.console.feed import Cols, Meta, sample_time
+from tui.console.meta import Cols, Meta, sample_time
 
 _LEVELS = " ▁▂▃▄▅▆▇█"
 

@@ -38,7 +38,7 @@ from storage.recording import is_duckdb_file
 # its run lock (``storage.runlock``), its time series' parts (``storage.parts``), DuckDB's
 # temporary folder and its write-ahead log.
 SIDECARS = (".live", ".lock", ".parts", ".tmp", ".wal")
-# The temporary name a run creates its file under (``storage.writer.TelemetryWriter._create``).
+# The temporary name a run creates its file under (``storage.database.create_file``).
 _CREATING = re.compile(r"\.(?P<name>.+)\.creating-[0-9]+(\.wal)?")
 # What DuckDB puts in its temporary folder.
 _DUCKDB_TEMP = re.compile(r"duckdb_temp_(storage|block)[-_0-9a-zA-Z.]*")

@@ -2033,8 +2033,8 @@ def test_a_run_on_a_full_disk_is_74_and_its_file_says_failed(
     import duckdb
     import pyarrow.parquet as pq
 
+    from storage.database import failure_reason
     from storage.parts import listed, parts_dir
-    from storage.writer import failure_reason
     from tui.cli import main
 
     real = pq.write_table

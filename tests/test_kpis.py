@@ -5,9 +5,9 @@ from __future__ import annotations
 import duckdb
 import pytest
 
+from storage.batches import to_arrow
 from storage.kpis import run_kpis, whole_run
 from storage.schema import migrations
-from storage.writer import to_arrow
 from twin.spec.telemetry import TABLES
 
 

@@ -304,9 +304,9 @@ def test_a_new_file_has_the_schema_the_migrations_build() -> None:
     over parts instead of tables)."""
     import duckdb
 
+    from storage.database import init_schema
     from storage.parts import PART_TABLES
     from storage.schema import migrations
-    from storage.writer import init_schema
 
     new = duckdb.connect()
     init_schema(new)
@@ -343,10 +343,10 @@ def test_a_file_started_from_the_process_template_reads_as_one_built_from_scratc
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The second new file of a process starts as a copy of the first's checkpointed schema
-    (``storage.writer._template``), without running the schema's statements again; a reader sees
+    (``storage.database._template``), without running the schema's statements again; a reader sees
     the same objects, columns, types, comments, keys, views and rows as in a file built from
     scratch, and both use the small blocks of ``BLOCK_SIZE``."""
-    import storage.writer as w
+    import storage.database as w
 
     monkeypatch.setattr(w, "_TEMPLATES", {})  # this process has made no file yet
     # One step of factory_ts: zeros but its time (120 s) and IT power (1.5 MW).

@@ -188,7 +188,8 @@ def test_batches_turn_nan_into_null_and_keep_every_other_value_as_pandas_semanti
     # column gets one of: clean, a NaN, +inf and -inf (their sum is NaN, yet no value is), both.
     import pyarrow as pa
 
-    from storage.writer import batch_arrow, batch_schema
+    from storage.batches import batch_arrow
+    from storage.schema import batch_schema
 
     for table in ("ultraserver_ts", "factory_ts", "chip_ts"):
         cols = frame(table, 64, seed=3)

@@ -3,7 +3,7 @@
 
 The report leads with the incident: the timeline lists the scenario's and the operator's events,
 what the model did (thermal trips and recoveries, failures and repairs, throttling, caps, plant
-units lost and back) and every alarm raised and cleared (``storage.queries.ALARM_FLAGS``, the
+units lost and back) and every alarm raised and cleared (``storage.alarms.ALARM_FLAGS``, the
 definition the console's alarms use); routine job events (``job_start``, ``job_end``, …) only when
 asked for (``job_events``). Every plot marks the timeline's events with a vertical line and a short
 label, and when several recordings are compared each plot has one y-axis range across them.
@@ -30,8 +30,9 @@ from typing import Any
 
 import duckdb
 
+from storage.alarms import queue_wait_episodes, ramp_limit
 from storage.kpis import COMPARE_ROWS, GRID_ROWS, grid_kpis, run_kpis
-from storage.queries import panel_sql, queue_wait_episodes, ramp_limit
+from storage.queries import panel_sql
 
 MAX_POINTS = 800
 MAX_EVENTS = 300

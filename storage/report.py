@@ -31,7 +31,9 @@ from typing import Any
 import duckdb
 
 from storage.alarms import queue_wait_episodes, ramp_limit
-from storage.kpis import COMPARE_ROWS, GRID_ROWS, grid_kpis, run_kpis
+from storage.gridkpis import GRID_ROWS, grid_kpis
+from storage.kpi_table import COMPARE_ROWS
+from storage.kpis import run_kpis
 from storage.queries import panel_sql
 
 MAX_POINTS = 800

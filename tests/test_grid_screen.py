@@ -13,7 +13,7 @@ import pytest
 from scenarios.runner import run
 from scenarios.spec import parse
 from storage.alarms import ALARM_FLAGS, ramp_limit
-from storage.kpis import grid_kpis
+from storage.gridkpis import grid_kpis
 from storage.queries import panel_sql, render
 from storage.reader import latest_run_id, open_run_file
 from storage.report import grid_report, load_run, render_html

@@ -14,7 +14,7 @@ import numpy as np
 from textual.containers import Grid, VerticalScroll
 from textual.widget import Widget
 
-from storage.kpis import grid_figures
+from storage.gridkpis import grid_figures
 from tui.console import fmt
 from tui.console.feed import Meta, PanelReq
 from tui.screens.base import TwinScreen

@@ -38,7 +38,7 @@ STORAGE_COMPATIBILITY = "v1.4.0"
 # Threads of a run's database. One: the writer is one background thread beside the simulation,
 # and DuckDB's second thread cost more CPU than it saved and left more part-filled row groups, for
 # about the same wall time (``bench/bench_writepath.py``: ``writer`` against ``writer/threads-2``).
-# The live console's queries run in sandboxes of their own (``storage.live.LiveUserSql``).
+# The live console's queries run in sandboxes of their own (``storage.liveread.LiveUserSql``).
 WRITER_THREADS = 1
 
 

@@ -226,7 +226,7 @@ def check_run_output(
     by the run only when it is provably this program's leftover (a run lock, DuckDB's temporary
     folder, a live view whose manifest names this file, a parts folder of only run, table and part
     names, the write-ahead log of the file being replaced); anything else is refused."""
-    from storage.live import leftover_problem
+    from storage.manifest import leftover_problem
 
     p = check_output(out, inputs, overwrite=overwrite, what=what, kind="file", make_parent=True)
     label = f"{what} {p}" if what else str(p)

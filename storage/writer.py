@@ -115,7 +115,7 @@ class TelemetryWriter:
         self.run.update(start=self.start, status="running", started_at=utc_now(), finished_at="")
         self.run.update(sim_time_s=0, schema_version=SCHEMA_VERSION)
         user_cur = self._lock_and_open(if_exists)
-        # User SQL on this database (its limit); ``storage.live.LiveUserSql`` replaces it in a
+        # User SQL on this database (its limit); ``storage.liveread.LiveUserSql`` replaces it in a
         # live session with a sandbox of its own per query.
         self.user_sql: UserSqlRunner = UserSql(user_cur, self.db_limits, strict=True)
 

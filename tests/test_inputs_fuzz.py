@@ -1700,7 +1700,7 @@ def recording_cases(rng: Any, n: int) -> list[SurfaceCase]:
 
 
 def _manifest(rng: Any) -> tuple[str, str | bytes, dict[str, str | bytes]]:
-    from storage.live import FORMAT
+    from storage.manifest import FORMAT
     from twin.spec.telemetry import SCHEMA_VERSION
 
     good: dict[str, Any] = {

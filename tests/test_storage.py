@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from scenarios.runner import Session
 from storage.errors import QueryError, StorageError
-from storage.live import MANIFEST, live_dir
+from storage.live import live_dir
+from storage.manifest import MANIFEST
 from storage.reader import kpi_summary, open_run_file, user_query
 from storage.schema import columns
 from storage.writer import TelemetryWriter

@@ -11,7 +11,9 @@ import duckdb
 import numpy as np
 import pyarrow.parquet as pq
 
-from storage.live import MANIFEST, live_dir, open_live
+from storage.live import live_dir
+from storage.liveread import open_live
+from storage.manifest import MANIFEST
 from storage.reader import open_run_file
 from storage.schema import columns
 from storage.writer import TelemetryWriter

@@ -393,7 +393,7 @@ def compare_cmd(runs: tuple[str, ...], as_json: bool) -> None:
 def _print_compare(runs: list[str], as_json: bool) -> None:
     from storage.kpi_table import COMPARE_ROWS, SYSTEM_ROWS
     from storage.kpis import run_kpis
-    from storage.live import open_for_reading
+    from storage.liveread import open_for_reading
     from storage.reader import latest_run_id
     from storage.recording import reading as reading_errors
 

@@ -46,7 +46,8 @@ def report_cmd(
     from storage.paths import atomic_dir, atomic_file, check_output
     from storage.reader import latest_run_id
     from storage.recording import reading as reading_errors
-    from storage.report import load_run, render_html
+    from storage.report import load_run
+    from storage.report_html import render_html
 
     inputs = [Path(f) for f in files]
     dest = check_output(out, inputs, overwrite=overwrite, what="--out")

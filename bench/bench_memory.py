@@ -201,9 +201,10 @@ def upserts(
     import numpy as np
     import pyarrow as pa
 
-    from storage.sandbox import Limits
-    from storage.writer import _WITH_RUN_ID, WRITER_MEMORY, open_database, upsert_run
-    from storage.writer import init_schema as _init
+    from storage.database import init_schema as _init
+    from storage.database import open_database, upsert_run
+    from storage.sandbox import WRITER_MEMORY, Limits
+    from storage.writer import _WITH_RUN_ID
     from twin.spec.telemetry import TABLES
 
     for how in ways:

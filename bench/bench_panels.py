@@ -1,6 +1,6 @@
 """How fast the replay console's panels answer on a recording (figures only, no pass/fail).
 
-Opens FILE as ``twin replay`` does (``storage.live.open_for_reading``, the file's own sandbox) and
+Opens FILE as ``twin replay`` does (``storage.liveread.open_for_reading``, the file's own sandbox) and
 runs every panel query of the console (``storage.queries.TEMPLATES``, the SQL the replay sends to
 the file; ``jobs`` and ``alarms`` with their default options) at several times spread over the run,
 for the UltraServer and hall in the middle of the site, each query ``--rounds`` times. Prints per
@@ -38,7 +38,7 @@ def main() -> None:
         ap.error("--times and --rounds: expected at least 1")
 
     from storage import queries as Q
-    from storage.live import open_for_reading
+    from storage.liveread import open_for_reading
     from storage.reader import latest_run_id
     from tui.console.feed import PanelReq
     from tui.console.meta import DEFAULT_WINDOW_S, params_for

@@ -18,8 +18,8 @@ import duckdb
 
 from scenarios.runner import run
 from scenarios.spec import load, validate
+from storage.batches import to_arrow
 from storage.schema import migrations
-from storage.writer import to_arrow
 from twin.compose.hall import Hall
 from twin.compose.sim import steps_for
 

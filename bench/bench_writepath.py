@@ -3,7 +3,7 @@
 The batches are those a real run produces: a scale case of ``bench/bench_scale.py`` (by default
 ``us1000``, 1,000 UltraServers / 144,000 chips at dt 15 s) stepped for ``--hours`` in memory, each
 advance's time-series frames turned into the writer's Arrow batches by
-``storage.writer.batch_arrow`` (not timed; no ``run_id`` column: the DuckDB paths add it as a
+``storage.batches.batch_arrow`` (not timed; no ``run_id`` column: the DuckDB paths add it as a
 constant, as the writer does). The SAME batches then go through every path, one after another in
 this process, ``--reps`` times (each path's fastest is kept, so a busy machine slows every path
 alike):
@@ -93,12 +93,12 @@ def record_frames(case: str, hours: float) -> tuple[list[Frames], int]:
 
 
 def to_batches(frames: list[Frames]) -> list[dict[str, pa.Table]]:
-    """Each advance's frames as the writer's batches (``storage.writer.batch_arrow``: the model's
+    """Each advance's frames as the writer's batches (``storage.batches.batch_arrow``: the model's
     columns and ``ts``; ``run_id`` is one value per run, added where a path stores it)."""
     try:
-        from storage.writer import batch_arrow
+        from storage.batches import batch_arrow
     except ImportError:  # a revision whose batches carried run_id (``bench_scale.py --rev``)
-        from storage.writer import to_arrow
+        from storage.batches import to_arrow
 
         def batch_arrow(table: str, cols: Any) -> pa.Table:
             return to_arrow(table, RUN_ID, cols).drop_columns(["run_id"])
@@ -117,8 +117,8 @@ def _du(p: Path) -> int:
 
 
 def _raw_db(path: Path, threads: int = 0) -> duckdb.DuckDBPyConnection:
+    from storage.database import STORAGE_COMPATIBILITY
     from storage.schema import migrations
-    from storage.writer import STORAGE_COMPATIBILITY
 
     config: dict[str, Any] = {"storage_compatibility_version": STORAGE_COMPATIBILITY}
     if threads:
@@ -224,7 +224,7 @@ def path_writer(
     """The product: frames in (Arrow conversion included), committed, closed. ``codec``: the live
     parts' Parquet codec instead of ``storage.live.PART_COMPRESSION``; ``flush_bytes``: the
     writer's flush bound instead of its default; ``threads``: the database's threads instead of
-    ``storage.writer.WRITER_THREADS`` (0: DuckDB's default, one per core)."""
+    ``storage.database.WRITER_THREADS`` (0: DuckDB's default, one per core)."""
 
     def go(batches: list[dict[str, pa.Table]], frames: list[Frames], d: Path) -> dict[str, int]:
         import storage.live as live_mod
@@ -239,7 +239,7 @@ def path_writer(
         pub = LivePublisher(f) if live and not owns else None
         run_row = {"run_id": RUN_ID, "scenario_name": "bench", "seed": 0, "dt_s": 15}
         kw: dict[str, Any] = {"flush_bytes": flush_bytes} if flush_bytes else {}
-        import storage.writer as writer_mod
+        import storage.database as writer_mod
 
         # (A revision without these knobs runs as it is: ``bench_scale.py --rev``.)
         was = getattr(live_mod, "PART_COMPRESSION", None)
@@ -337,7 +337,7 @@ def path_chip_arrays(batches: list[dict[str, pa.Table]], frames: list[Frames], d
         "file": "CREATE TABLE chip_ts AS SELECT $1::VARCHAR AS run_id, time_s, ultraserver_id, "
         f"any_value(ts) AS ts, {lists} FROM _c GROUP BY ALL ORDER BY time_s, ultraserver_id",
     }
-    from storage.writer import STORAGE_COMPATIBILITY
+    from storage.database import STORAGE_COMPATIBILITY
 
     for key, q in queries.items():
         f = d / f"chips-{key}.duckdb"

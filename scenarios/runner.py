@@ -24,7 +24,7 @@ import numpy as np
 
 from scenarios.spec import Scenario, ScenarioError, build_simulation, prepare
 from storage.errors import StorageError
-from storage.live import LiveUserSql
+from storage.liveread import LiveUserSql
 from storage.reader import kpi_summary
 from storage.runlock import crash_point
 from storage.sandbox import Limits

@@ -114,7 +114,7 @@ def idle_note(busy: float | None) -> str:
 
 def kpi_keys() -> list[str]:
     """The KPIs of a row: those ``twin compare`` shows, in its order."""
-    from storage.kpis import COMPARE_ROWS
+    from storage.kpi_table import COMPARE_ROWS
 
     return [k for k, _, _ in COMPARE_ROWS]
 

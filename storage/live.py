@@ -1,4 +1,4 @@
-"""Reading a recording while its run is still being written.
+"""Publishing a recording while its run is still being written, for readers in other processes.
 
 DuckDB lets one process hold a database file for writing and no other process open it, not even
 read-only. So while a run writes ``FILE``, the writer also publishes every committed transaction as
@@ -15,11 +15,8 @@ large as a merged part's row group is never merged (a large hall's: one file a c
 least ``ROW_GROUP_BYTES``). Merged-away parts are deleted after a grace period so a reader that
 just read the manifest can still scan them.
 
-``open_for_reading`` opens the file itself when it can; when the file is held by a running writer
-and a sidecar exists, it opens an in-memory DuckDB with the same tables as views over the parts
-the manifest lists (the jobs and runs tables keep the latest row per key, as the writer's upserts
-do). External access is allowed for the sidecar directory only, then the configuration is locked,
-so user SQL can no more reach other files than on a finished recording.
+Readers in other processes open what is published with ``storage.liveread.open_for_reading``.
+``storage.liveread.LiveUserSql`` runs the live console's queries over it.
 """
 
 from __future__ import annotations
@@ -28,46 +25,32 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import re
 import shutil
-import stat
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage.errors import QueryError, StorageError
-from storage.parts import PART_NAME, PART_TABLES, folder_problem, parts_dir, run_dir_name, scan
+from storage.errors import StorageError
+from storage.manifest import FORMAT, MANIFEST, OWN_TMP, leftover_problem
+from storage.parts import PART_TABLES, parts_dir, run_dir_name, scan
 from storage.parts import SUFFIX as PARTS_SUFFIX
-from storage.reader import READ_THREADS, open_run_file
-from storage.reader import cursor as reader_cursor
-from storage.sandbox import SANDBOX_CONFIG, Limits, UserResult, UserSql, UserSqlRunner
 from storage.schema import (
-    DUCKDB_TYPES,
-    arrow_schema,
     batch_keys,
     batch_schema,
-    columns,
-    comment_sql,
-    migrations,
 )
 from storage.upsert import latest_per_key
 from twin.spec.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
-MANIFEST = "manifest.json"
 FANOUT = 16  # parts of one level merged into one part of the next
 # A merged part's row groups: commits gathered up to this much data (at most this many rows).
 ROW_GROUP_BYTES = 16 << 20
 ROW_GROUP_ROWS = 1 << 20
 GRACE_S = 300.0  # merged-away parts stay on disk this long for readers that listed them
-FORMAT = "ai-factory-twin-live"
 
 
 # The parts' codec: they live only while the run does. LZ4 (``bench/bench_writepath.py``).
@@ -206,7 +189,7 @@ class LivePublisher:
         for t in self.parts:
             d = self.part_dir / f"table={t}"
             with contextlib.suppress(OSError):
-                gone += [Path(e.path) for e in scan(d) if _OWN_TMP.fullmatch(e.name)]
+                gone += [Path(e.path) for e in scan(d) if OWN_TMP.fullmatch(e.name)]
         for p in gone:
             if (p.parent.name.removeprefix("table="), p.name) not in listed:
                 with contextlib.suppress(OSError):
@@ -362,394 +345,3 @@ class LivePublisher:
             else:
                 keep.append((t, p))
         self._doomed = keep
-
-
-class LiveUserSql:
-    """The live console's SQL: each query in a sandbox of its own (``open_live``: an in-memory
-    DuckDB over what the run has published, the user's limits, the strict statement check), closed
-    when the query ends. The query's memory is its own and returned when it ends, and the run's
-    database keeps its small limit (``storage.sandbox.WRITER_MEMORY``), so a long live session
-    stays flat. Where nothing is published (publishing failed) queries go to ``fallback``, the
-    writer's own user cursor, within the writer's limit."""
-
-    strict = True
-
-    def __init__(
-        self, publisher: LivePublisher, path: str | Path, limits: Limits, fallback: UserSqlRunner
-    ) -> None:
-        self.publisher = publisher
-        self.path = Path(path)
-        self.limits = limits
-        self.fallback = fallback
-        self._lock = threading.Lock()  # one query at a time
-        self._current: UserSql | None = None
-        self._closed = False
-
-    def run(
-        self, sql: str, max_rows: int | None = None, cancelled: Callable[[], bool] | None = None
-    ) -> UserResult:
-        with self._lock:
-            if self._closed:
-                raise QueryError("the run has ended; open its file to query it")
-            reading = None
-            if self.publisher.error is None and self.publisher.created:
-                try:
-                    reading = open_live(self.path, limits=self.limits)
-                except StorageError:
-                    reading = None  # e.g. the sidecar went away with a publishing failure
-            if reading is None:
-                return self.fallback.run(sql, max_rows, cancelled)
-            try:
-                self._current = UserSql(reader_cursor(reading.con), self.limits, strict=True)
-                if self._closed:  # closed while the sandbox opened
-                    raise QueryError("cancelled")
-                return self._current.run(sql, max_rows, cancelled)
-            finally:
-                us, self._current = self._current, None
-                if us is not None:
-                    us.close()
-                reading.close()
-
-    def interrupt(self) -> None:
-        us = self._current
-        if us is not None:
-            us.interrupt()
-        self.fallback.interrupt()
-
-    def make_room(self) -> None:
-        """Only a query on the writer's database shares its memory."""
-        self.fallback.make_room()
-
-    def close(self) -> None:
-        self._closed = True
-        self.interrupt()
-        with self._lock:
-            self.fallback.close()
-
-
-# -------------------------------------------------------------------- reading
-
-
-@dataclass
-class Reading:
-    """A read-only, sandboxed connection on a recording and whether its run is still in progress."""
-
-    con: duckdb.DuckDBPyConnection
-    path: Path
-    in_progress: bool = False
-    committed_s: int | None = None
-
-    @property
-    def note(self) -> str:
-        if not self.in_progress:
-            return ""
-        t = f" up to t={self.committed_s:,} s" if self.committed_s is not None else ""
-        return f"{self.path}: run in progress; showing what is committed{t}"
-
-    def close(self) -> None:
-        self.con.close()
-
-
-def open_for_reading(path: str | Path, snapshot: bool = False, limits: Limits | None = None) -> Reading:
-    """Open a recording for reading: the file itself (``storage.reader.open_run_file``), or, while a
-    run holds it for writing, what the run has published next to it. ``snapshot`` copies the
-    published rows into memory (for a reader that queries for a long time, such as the replay)."""
-    try:
-        return Reading(open_run_file(path, limits), Path(path))
-    except StorageError:
-        if not os.path.lexists(live_dir(path) / MANIFEST):
-            raise
-    # The file is held by its writer (or gone): what the run published, whose problems, such as
-    # a damaged manifest, are the ones to report.
-    return open_live(path, snapshot, limits)
-
-
-MANIFEST_MAX_BYTES = 64 << 20  # far above any run's (a few hundred parts per table at most)
-# The manifest's keys and their types (``None``: may be null); the first four are required.
-MANIFEST_KEYS: dict[str, tuple[type, ...]] = {
-    "format": (str,),
-    "schema_version": (int,),
-    "run": (dict,),
-    "tables": (dict,),
-    "file": (str,),
-    "seq": (int,),
-    "committed_s": (int, type(None)),
-    "dir": (str,),
-}
-_REQUIRED = ("format", "schema_version", "run", "tables")
-_TYPE_WORDS = {str: "text", int: "an integer", dict: "an object", type(None): "null"}
-# A run-row value of each column type (``_jsonable_run``: instants as ISO text).
-_RUN_TYPES: dict[str, tuple[type, ...]] = {
-    "int8": (int,),
-    "int32": (int,),
-    "int64": (int,),
-    "float32": (int, float),
-    "float64": (int, float),
-    "string": (str,),
-    "bool": (bool,),
-    "timestamptz": (str,),
-}
-
-
-_INT_BITS = {"int8": 8, "int32": 32, "int64": 64}
-
-
-def _type_ok(v: Any, types: tuple[type, ...]) -> bool:
-    """``isinstance`` where a JSON boolean is not a number."""
-    if isinstance(v, bool) and bool not in types:
-        return False
-    return isinstance(v, types)
-
-
-def check_manifest(d: Path, m: Any, recording: str | None = None) -> dict[str, Any]:
-    """The live manifest of the sidecar ``d`` checked before any path in it is touched: the
-    allowed keys with their types, this version's format and schema, a run row of the runs
-    table's columns and types, parts named as the writer names them (``table=<table>/part-…``:
-    plain names inside ``d``, no absolute path, no ``..``) that are regular files, not symbolic
-    links; with ``recording``, the file it names. ``StorageError`` naming the key otherwise."""
-    where = d / MANIFEST
-    if not isinstance(m, dict):
-        raise StorageError(f"{where}: not a live manifest (a JSON {type(m).__name__}, not an object)")
-    unknown = sorted(set(m) - set(MANIFEST_KEYS))
-    if unknown:
-        raise StorageError(f"{where}: unknown key {unknown[0]!r}")
-    for key in _REQUIRED:
-        if key not in m:
-            raise StorageError(f"{where}: no {key!r}")
-    for key, types in MANIFEST_KEYS.items():
-        if key in m and not _type_ok(m[key], types):
-            want = " or ".join(_TYPE_WORDS[t] for t in types)
-            raise StorageError(f"{where}: {key} {m[key]!r:.60} is not {want}")
-    if m["format"] != FORMAT:
-        raise StorageError(f"{where}: not an AI Factory Twin live view (format {m['format']!r:.60})")
-    if m["schema_version"] != SCHEMA_VERSION:
-        raise StorageError(
-            f"{where}: run in progress with telemetry schema v{m['schema_version']}, this version of "
-            f"twin reads v{SCHEMA_VERSION}"
-        )
-    for key in ("seq", "committed_s"):
-        if isinstance(m.get(key), int) and m[key] < 0:
-            raise StorageError(f"{where}: {key} {m[key]} is negative")
-    if recording is not None and m.get("file") != recording:
-        raise StorageError(f"{where}: names the recording {m.get('file')!r}, not {recording!r}")
-    kinds = {c.name: c.dtype for c in columns("runs")}
-    for k, v in m["run"].items():
-        if k not in kinds:
-            raise StorageError(f"{where}: run: unknown column {k!r:.60}")
-        if v is not None and not _type_ok(v, _RUN_TYPES[kinds[k]]):
-            raise StorageError(f"{where}: run.{k} {v!r:.60} is not of type {kinds[k]}")
-        bits = _INT_BITS.get(kinds[k])
-        if bits is not None and v is not None and not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
-            raise StorageError(f"{where}: run.{k} {v!r:.60} is out of the range of {kinds[k]}")
-        if v is not None and kinds[k] == "timestamptz":
-            try:
-                t = _dt.datetime.fromisoformat(v)
-            except ValueError:
-                raise StorageError(f"{where}: run.{k} {v!r:.60} is not an ISO 8601 date-time") from None
-            if t.tzinfo is None:
-                raise StorageError(f"{where}: run.{k} {v!r:.60} has no time zone")
-    for table, parts in m["tables"].items():
-        if table not in TABLES or table == "runs":
-            raise StorageError(f"{where}: tables: unknown table {table!r:.60}")
-        if not isinstance(parts, list):
-            raise StorageError(f"{where}: tables.{table} is not a list of parts")
-        for part in parts:
-            prefix = f"table={table}/"
-            if (
-                not isinstance(part, str)
-                or not part.startswith(prefix)
-                or not PART_NAME.fullmatch(part[len(prefix) :])
-            ):
-                raise StorageError(
-                    f"{where}: tables.{table}: {part!r:.80} is not a part name ({prefix}part-<seq>-<level>.parquet)"
-                )
-    base = parts_base(d, m)
-    # Only now is anything named in it touched: the folders and parts must be what they seem.
-    if base != d:
-        for q in (base.parent, base):
-            try:
-                st = os.lstat(q)
-            except OSError as e:
-                raise StorageError(f"{where}: its parts' folder {q}: {e.strerror or e}") from None
-            if not stat.S_ISDIR(st.st_mode):
-                raise StorageError(f"{q}: not a plain folder")
-    for table, parts in m["tables"].items():
-        for part in parts:
-            for q in (base / f"table={table}", base / part):
-                try:
-                    st = os.lstat(q)
-                except FileNotFoundError:
-                    raise StorageError(f"{where}: lists {part}, which is missing") from None
-                except OSError as e:
-                    raise StorageError(f"{q}: cannot read: {e.strerror or e}") from None
-                folder = q.name.startswith("table=")
-                # A symbolic link (to anywhere) is neither a plain folder nor a plain file.
-                if not (stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)):
-                    raise StorageError(f"{q}: not a plain {'folder' if folder else 'file'}")
-    return m
-
-
-def parts_base(d: Path, m: dict[str, Any]) -> Path:
-    """The folder the manifest's parts are named in: the sidecar ``d`` itself, or (``dir``) the
-    run's folder of the recording's parts (``storage.parts``), which must be exactly that."""
-    if "dir" not in m:
-        return d
-    recording = d.name.removesuffix(".live")
-    try:
-        want = f"{recording}{PARTS_SUFFIX}/{run_dir_name(str(m['run'].get('run_id')))}"
-    except StorageError as e:
-        raise StorageError(f"{d / MANIFEST}: {e}") from None
-    if m["dir"] != want:
-        raise StorageError(f"{d / MANIFEST}: dir {m['dir']!r:.80} is not {want!r}")
-    return d.parent / want
-
-
-def _read_manifest(d: Path) -> dict[str, Any]:
-    for _ in range(5):  # the manifest is replaced atomically; retry only a vanishing sidecar
-        where = d / MANIFEST
-        try:
-            st = os.lstat(where)
-            if not stat.S_ISREG(st.st_mode):  # a pipe would block, a link could lead anywhere
-                raise StorageError(f"{where}: not a plain file")
-            if st.st_size > MANIFEST_MAX_BYTES:
-                raise StorageError(f"{where}: {st.st_size:,} bytes, not a live manifest")
-            with open(where, "rb") as f:
-                m: Any = json.loads(f.read(MANIFEST_MAX_BYTES + 1))
-            return check_manifest(d, m)
-        except FileNotFoundError:
-            time.sleep(0.05)
-        except (OSError, ValueError, RecursionError) as e:
-            raise StorageError(f"{where}: unreadable live manifest ({str(e)[:120]})") from e
-    raise StorageError(f"{d}: the run closed while opening its live view; open the file again")
-
-
-# What a run's sidecar may hold (``LivePublisher``): its manifest, its tables' folders with parts,
-# and the temporary names of both.
-_OWN_TMP = re.compile(r"\.(manifest\.json|part-[0-9]{9}-[0-9]{1,3}\.parquet)\.tmp")
-
-
-def leftover_problem(d: Path, recording: str) -> str | None:
-    """Why the sidecar ``d`` is not provably a live view this program left for ``recording``
-    (``None``: it is, and may be removed): a plain folder whose manifest is valid and names
-    ``recording``, holding nothing but what a run writes there. (Its run is over: the caller
-    holds the recording's lock.)"""
-    why = folder_problem(d)
-    if why is not None or not os.path.lexists(d):
-        return why
-    try:
-        m = json.loads((d / MANIFEST).read_text()) if (d / MANIFEST).is_file() else None
-        if m is not None:
-            check_manifest(d, m, recording)
-        for entry in scan(d):
-            if entry.name == MANIFEST and entry.is_file(follow_symlinks=False):
-                continue
-            if _OWN_TMP.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
-                continue
-            table = entry.name.removeprefix("table=")
-            if entry.name.startswith("table=") and table in TABLES and entry.is_dir(follow_symlinks=False):
-                for part in scan(entry.path):
-                    if not (
-                        part.is_file(follow_symlinks=False)
-                        and (PART_NAME.fullmatch(part.name) or _OWN_TMP.fullmatch(part.name))
-                    ):
-                        return f"holds {entry.name}/{part.name}, which a run does not write"
-                continue
-            return f"holds {entry.name}, which a run does not write"
-    except (OSError, ValueError, RecursionError) as e:
-        return f"unreadable ({str(e)[:120]})"
-    except StorageError as e:
-        return str(e).removeprefix(f"{d / MANIFEST}: ")
-    if m is None and scan(d):
-        return "no manifest naming its recording"
-    return None
-
-
-def _sql_str(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
-def _ddl(table: str) -> str:
-    return f"CREATE TABLE {table} ({', '.join(f'{c.name} {DUCKDB_TYPES[c.dtype]}' for c in columns(table))})"
-
-
-def _create_table(
-    con: duckdb.DuckDBPyConnection, table: str, files: list[str], snapshot: bool, run_id: str | None
-) -> None:
-    """Create ``table`` over its published parts ``files``: a view (a table when ``snapshot``)
-    keeping the latest row per key of an upserted table, or an empty table if none was published.
-    The parts hold one run's rows without ``run_id`` (``batch_schema``); the view gives every row
-    the manifest's run id."""
-    rid = "NULL" if run_id is None else _sql_str(run_id)
-    names = ", ".join(f"{rid}::VARCHAR AS run_id" if c.name == "run_id" else c.name for c in columns(table))
-    if not files:
-        con.execute(_ddl(table))
-    else:
-        src = (
-            f"read_parquet([{', '.join(_sql_str(f) for f in files)}], hive_partitioning = false, "
-            "filename = true, file_row_number = true)"
-        )
-        q = f"SELECT {names} FROM {src}"
-        if table in UPSERT_KEYS:  # latest row per key wins, as in the file
-            keys = ", ".join(batch_keys(table))
-            q += (
-                f" QUALIFY row_number() OVER (PARTITION BY {keys} "
-                "ORDER BY filename DESC, file_row_number DESC) = 1"
-            )
-        con.execute(f"CREATE {'TABLE' if snapshot else 'VIEW'} {table} AS {q}")
-
-
-def open_live(path: str | Path, snapshot: bool = False, limits: Limits | None = None) -> Reading:
-    """An in-memory, sandboxed DuckDB over the parts a running writer published (module doc)."""
-    sidecar = live_dir(path)
-    if sidecar.is_symlink() or not sidecar.is_dir():
-        raise StorageError(f"{sidecar}: not a plain folder, so not a live view")
-    m = _read_manifest(sidecar.resolve())  # checked (``check_manifest``) before any part is touched
-    d = parts_base(sidecar.resolve(), m)
-    # The sandbox of every telemetry database, except that reading the published parts needs file
-    # access, which is then limited to their directory (before the configuration is locked).
-    config = {k: v for k, v in SANDBOX_CONFIG.items() if k != "enable_external_access"}
-    config["memory_limit"] = f"{(limits or Limits()).memory_bytes}B"
-    config["threads"] = READ_THREADS  # the same sums as the finished file gives (storage.reader)
-    con = duckdb.connect(":memory:", config=config)
-    try:
-        con.execute(f"SET allowed_directories = [{_sql_str(str(d) + os.sep)}]")
-        con.execute("SET enable_external_access = false")
-        con.execute("CREATE TABLE twin_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        con.execute(
-            "INSERT INTO twin_meta VALUES ('schema_version', ?), ('format', 'ai-factory-twin'), "
-            "('live', 'true')",
-            [str(SCHEMA_VERSION)],
-        )
-        con.execute(_ddl("runs"))
-        run = dict(m["run"])
-        if run.get("start"):
-            run["start"] = _dt.datetime.fromisoformat(run["start"])
-        try:
-            row = pa.Table.from_pylist([run], schema=arrow_schema("runs"))
-        except (pa.ArrowException, ValueError, OverflowError) as e:
-            raise StorageError(f"{path}: run in progress; its live manifest's run row: {e}") from None
-        con.register("_run", row)
-        con.execute("INSERT INTO runs SELECT * FROM _run")
-        con.unregister("_run")
-        for table in TABLES:
-            if table == "runs":
-                continue
-            files = [str(d / f) for f in m["tables"].get(table, [])]
-            _create_table(con, table, files, snapshot, run.get("run_id"))
-            for c in columns(table):
-                con.execute(comment_sql(table, c))
-        for c in columns("runs"):
-            con.execute(comment_sql("runs", c))
-        for stmt in (s for stmts in migrations() for s in stmts):
-            if stmt.startswith("CREATE OR REPLACE VIEW"):
-                con.execute(stmt)
-        con.execute("SET lock_configuration = true")
-    except (duckdb.Error, pa.ArrowException, TypeError, ValueError) as e:  # a damaged sidecar
-        con.close()
-        raise StorageError(
-            f"{path}: run in progress; its live view could not be read ({(str(e).splitlines() or [''])[0]})"
-        ) from e
-    except BaseException:
-        con.close()
-        raise
-    return Reading(con, Path(path), in_progress=True, committed_s=m.get("committed_s"))

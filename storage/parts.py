@@ -78,6 +78,33 @@ def part_rel(run_id: str, table: str, part: str) -> str:
     return f"{run_dir_name(run_id)}/table={table}/{part}"
 
 
+def sync_catalog(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    before: Mapping[str, Mapping[str, int]],
+    now: Mapping[str, Mapping[str, int]],
+) -> None:
+    """``twin_parts`` gains the run's parts listed in ``now`` and not ``before`` and loses those
+    merged away (by table: part -> rows), in the caller's transaction. One statement each, not one
+    a row, which made commits slow."""
+    gone = [
+        part_rel(run_id, t, rel.split("/")[-1]) for t in now for rel in before.get(t, {}) if rel not in now[t]
+    ]
+    new = [
+        (run_id, t, part_rel(run_id, t, rel.split("/")[-1]), n)
+        for t in now
+        for rel, n in now[t].items()
+        if rel not in before.get(t, {})
+    ]
+    if gone:
+        con.execute(f"DELETE FROM {CATALOG} WHERE run_id = ? AND list_contains(?, path)", [run_id, gone])
+    if new:
+        con.execute(
+            f"INSERT INTO {CATALOG} VALUES {', '.join(['(?, ?, ?, ?)'] * len(new))}",
+            [v for row in new for v in row],
+        )
+
+
 def is_part_rel(rel: str) -> bool:
     """Is ``rel`` (named in ``twin_parts``) a path the writer names
     (``run_id=<run>/table=<table>/part-<seq>-<level>.parquet``: no absolute path, no ``..``)?"""

@@ -38,7 +38,7 @@ from storage.recording import is_duckdb_file
 # its run lock (``storage.runlock``), its time series' parts (``storage.parts``), DuckDB's
 # temporary folder and its write-ahead log.
 SIDECARS = (".live", ".lock", ".parts", ".tmp", ".wal")
-# The temporary name a run creates its file under (``storage.writer.TelemetryWriter._create``).
+# The temporary name a run creates its file under (``storage.database.create_file``).
 _CREATING = re.compile(r"\.(?P<name>.+)\.creating-[0-9]+(\.wal)?")
 # What DuckDB puts in its temporary folder.
 _DUCKDB_TEMP = re.compile(r"duckdb_temp_(storage|block)[-_0-9a-zA-Z.]*")
@@ -139,19 +139,7 @@ def check_output(
         raise ValueError(f"kind {kind!r}")
     if _resolved(p) == Path(_resolved(p).anchor):
         raise OutputError(f"{label}: the root folder; give a folder of its own")
-    for raw in inputs:
-        i = Path(raw)
-        if _same(p, i):
-            how = "" if _resolved(p) == _resolved(i) else " (a link to it)"
-            raise OutputError(f"{label}: is the input {i}{how}; choose another output")
-        for side in sidecars(i):
-            if _inside(p, side):
-                where = "is" if _resolved(p) == _resolved(side) else "is inside"
-                raise OutputError(
-                    f"{label}: {where} the {side.name[len(i.name) :]} sidecar of the input {i}; choose another name"
-                )
-        if kind == "dir" and resumable is None and os.path.lexists(p) and _inside(i, p):
-            raise OutputError(f"{label}: holds the input {i}; choose another folder")
+    _check_against_inputs(p, label, inputs, kind == "dir" and resumable is None)
     base = reserved_by(p)
     if base is not None:
         raise OutputError(
@@ -166,33 +154,68 @@ def check_output(
         raise OutputError(f"{label}: cannot check: {e.strerror or e}", e.errno) from None
     if st is None and os.path.islink(p):
         raise OutputError(f"{label}: a broken symbolic link; remove it or choose another name")
-    if st is not None:
-        if kind == "file":
-            if stat.S_ISDIR(st.st_mode):
-                raise OutputError(f"{label}: is a directory")
-            if not stat.S_ISREG(st.st_mode):
-                raise OutputError(f"{label}: exists and is not a regular file (a pipe or a device)")
-            if not overwrite:
-                raise OutputError(f"{label}: already exists (pass --overwrite to replace it)")
-        else:
-            if not stat.S_ISDIR(st.st_mode):
-                raise OutputError(f"{label}: exists and is not a directory")
-            if resumable is not None:
-                why = resumable(p) if _entries(p) else None
-                if why is not None:
-                    raise OutputError(f"{label}: {why}; give a new or empty folder")
-            elif _entries(p):
-                if not overwrite:
-                    raise OutputError(
-                        f"{label}: already exists and is not an empty directory (pass --overwrite to replace it)"
-                    )
-                why = replaceable(p) if replaceable is not None else "not a folder this command wrote"
-                if why is not None:
-                    raise OutputError(f"{label}: {why}; not replaced, even with --overwrite")
+    if st is not None and kind == "file":
+        _check_existing_file(st, label, overwrite)
+    elif st is not None:
+        _check_existing_dir(p, st, label, overwrite, replaceable, resumable)
     parent = p.parent
     if not make_parent and not parent.is_dir():
         raise OutputError(f"{label}: no such directory {parent}")
     return p
+
+
+def _check_against_inputs(p: Path, label: str, inputs: Iterable[str | Path], replaced_dir: bool) -> None:
+    """The output ``p`` is none of ``inputs``, nor inside an input's sidecar, nor (a folder it
+    replaces: ``replaced_dir``) a folder holding an input."""
+    for raw in inputs:
+        i = Path(raw)
+        if _same(p, i):
+            how = "" if _resolved(p) == _resolved(i) else " (a link to it)"
+            raise OutputError(f"{label}: is the input {i}{how}; choose another output")
+        for side in sidecars(i):
+            if _inside(p, side):
+                where = "is" if _resolved(p) == _resolved(side) else "is inside"
+                raise OutputError(
+                    f"{label}: {where} the {side.name[len(i.name) :]} sidecar of the input {i}; choose another name"
+                )
+        if replaced_dir and os.path.lexists(p) and _inside(i, p):
+            raise OutputError(f"{label}: holds the input {i}; choose another folder")
+
+
+def _check_existing_file(st: os.stat_result, label: str, overwrite: bool) -> None:
+    """An existing file output: a regular file, replaced only with ``overwrite``."""
+    if stat.S_ISDIR(st.st_mode):
+        raise OutputError(f"{label}: is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputError(f"{label}: exists and is not a regular file (a pipe or a device)")
+    if not overwrite:
+        raise OutputError(f"{label}: already exists (pass --overwrite to replace it)")
+
+
+def _check_existing_dir(
+    p: Path,
+    st: os.stat_result,
+    label: str,
+    overwrite: bool,
+    replaceable: Callable[[Path], str | None] | None,
+    resumable: Callable[[Path], str | None] | None,
+) -> None:
+    """An existing folder output: added to if ``resumable`` vouches for it, else replaced only
+    when empty or with ``overwrite`` and ``replaceable`` vouching for it."""
+    if not stat.S_ISDIR(st.st_mode):
+        raise OutputError(f"{label}: exists and is not a directory")
+    if resumable is not None:
+        why = resumable(p) if _entries(p) else None
+        if why is not None:
+            raise OutputError(f"{label}: {why}; give a new or empty folder")
+    elif _entries(p):
+        if not overwrite:
+            raise OutputError(
+                f"{label}: already exists and is not an empty directory (pass --overwrite to replace it)"
+            )
+        why = replaceable(p) if replaceable is not None else "not a folder this command wrote"
+        if why is not None:
+            raise OutputError(f"{label}: {why}; not replaced, even with --overwrite")
 
 
 def _is_own_lock(p: Path) -> bool:
@@ -226,7 +249,7 @@ def check_run_output(
     by the run only when it is provably this program's leftover (a run lock, DuckDB's temporary
     folder, a live view whose manifest names this file, a parts folder of only run, table and part
     names, the write-ahead log of the file being replaced); anything else is refused."""
-    from storage.live import leftover_problem
+    from storage.manifest import leftover_problem
 
     p = check_output(out, inputs, overwrite=overwrite, what=what, kind="file", make_parent=True)
     label = f"{what} {p}" if what else str(p)

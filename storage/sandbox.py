@@ -9,7 +9,7 @@ of its own (``WRITER_MEMORY``), which bounds its block cache, and DuckDB's own t
 (``FILE.tmp``, at most ``WRITER_TEMP_MAX``, removed on close) so that at the limit it can set a
 buffer aside instead of failing the run; the live console's queries then run
 in a sandbox of their own over what the run has published, with the user's limit
-(``storage.live.LiveUserSql``). Queries that do run on the writer's database share its limit, and
+(``storage.liveread.LiveUserSql``). Queries that do run on the writer's database share its limit, and
 the writer wins: when an insert runs short, it stops the user's query and tries again.
 
 User SQL (``twin sql`` and the console's SQL screen, live or replay) goes through
@@ -40,7 +40,7 @@ DEFAULT_MEMORY = "2GB"
 # written or read cached until the database's memory limit is reached, so this limit, not the
 # run's length, bounds the writer's memory. The writer inserts Arrow batches and the live panels
 # read recent history, both streaming; the live console's queries run in a sandbox of their own
-# with the user's limit (``storage.live.LiveUserSql``).
+# with the user's limit (``storage.liveread.LiveUserSql``).
 WRITER_MEMORY = "128MB"
 # The most the run's database may set aside in its temporary directory (``FILE.tmp``) at that
 # limit; a long run sets aside next to nothing (written blocks are re-read from the file itself).
@@ -173,7 +173,7 @@ class UserResult:
 
 
 class UserSqlRunner(Protocol):
-    """What the SQL console calls: ``UserSql`` or ``storage.live.LiveUserSql``."""
+    """What the SQL console calls: ``UserSql`` or ``storage.liveread.LiveUserSql``."""
 
     limits: Limits
     strict: bool

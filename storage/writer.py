@@ -7,10 +7,7 @@ has passed. Every
 flush is one committed transaction that also advances ``runs.sim_time_s``, so a run killed at any
 moment leaves a readable file with everything committed so far and ``status = 'running'``.
 
-A new file is born complete: it is created under a temporary name in the same folder, its schema
-(after a process's first new file, a copy of that file's) and ``runs`` row are committed and
-checkpointed, and only then is it renamed into place — a kill at any moment leaves no file or a
-valid run. The output is locked
+A new file is born complete (``storage.database.create_file``). The output is locked
 (``storage.runlock``) for the run's life. The database runs in the sandbox of ``storage.sandbox``
 from its creation; its user cursor serves the live SQL console (``TelemetryWriter.user_sql``).
 When a write fails (a full disk), the run is recorded ``failed`` with ``sim_time_s`` equal to the
@@ -22,58 +19,42 @@ last step actually in the tables, and why in ``twin_meta`` (key ``failure:<run_i
 from __future__ import annotations
 
 import datetime as _dt
-import functools
-import os
 import queue
-import shutil
 import threading
 import time
-from collections import deque
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
+from storage.batches import Backlog, batch_arrow, frames_nbytes
+from storage.database import (
+    create_file,
+    end_run,
+    error_line,
+    init_schema,
+    is_environment_error,
+    open_database,
+    utc_now,
+)
 from storage.errors import StorageError, StorageIOError
 from storage.live import LivePublisher
 from storage.parts import (
     BASE_KEY,
-    CATALOG,
     PART_TABLES,
-    access_config,
     base_of,
     by_glob,
-    empty_views_sql,
     is_parts_backed,
     listed,
-    part_rel,
     remove_unlisted,
     replace_views,
     stored_base,
+    sync_catalog,
 )
 from storage.runlock import LockedError, RunLock, crash_point
-from storage.sandbox import (
-    WRITER_MEMORY,
-    WRITER_TEMP_MAX,
-    Limits,
-    UserSql,
-    UserSqlRunner,
-    connect,
-    parse_memory,
-)
-from storage.schema import (
-    DEFAULT_START,
-    arrow_schema,
-    batch_keys,
-    batch_schema,
-    columns,
-    migrations,
-    new_file_sql,
-    timestamps,
-)
+from storage.sandbox import WRITER_MEMORY, Limits, UserSql, UserSqlRunner, parse_memory
+from storage.schema import DEFAULT_START, batch_keys, columns
 from storage.upsert import latest_per_key
 from twin.spec.telemetry import SCHEMA_VERSION, TABLES, UPSERT_KEYS
 
@@ -83,354 +64,10 @@ _STOP = object()
 # string repeated on every row, built, copied and compared by DuckDB for nothing).
 _WITH_RUN_ID = "SELECT $1::VARCHAR AS run_id, * FROM _batch"
 
-# On-disk format of new files: DuckDB 1.4's, which the 1.4 LTS and 1.5 releases (1.5.x reads
-# storage versions 64-68) and 2.x all open; DuckDB 2.0's own default (999) is unreadable by every
-# 1.x release. Not older: with 1.2's format ("v1.2.0", version 65) every checkpoint needs memory
-# that grows with the file, so a run at the database's memory limit fails after weeks to months
-# (``bench/bench_memory.py``); from 1.4's on, the block cache stays within the limit. Only applies
-# when the file is created.
-STORAGE_COMPATIBILITY = "v1.4.0"
-
-
-# Threads of a run's database. One: the writer is one background thread beside the simulation,
-# and DuckDB's second thread cost more CPU than it saved and left more part-filled row groups, for
-# about the same wall time (``bench/bench_writepath.py``: ``writer`` against ``writer/threads-2``).
-# The live console's queries run in sandboxes of their own (``storage.live.LiveUserSql``).
-WRITER_THREADS = 1
-
-
-# Block size of new files [bytes]: DuckDB's smallest (its default is 256 KiB). A file that keeps
-# its time series as Parquet parts holds only small tables (runs, jobs, the event logs, twin_meta,
-# twin_parts), and the tables' data, each primary-key index, the catalog and the blocks a
-# checkpoint frees each take whole blocks, so a small run's file is mostly part-filled blocks
-# (``bench/bench_writepath.py``, product/empty); a campus's large jobs table grows only a little
-# with small blocks, for about the same CPU. Readable by DuckDB 1.2 and later
-# (``bench/check_duckdb1.py``); only applies when the file is created.
-BLOCK_SIZE = 16 << 10
-
-
 # Rows of an upsert table (jobs) per INSERT OR REPLACE: a campus's flush may carry every waiting
 # job (tens of thousands), and one statement over them all needed more than the run database's
 # memory limit; chunks of a few thousand stay well within it.
 UPSERT_CHUNK_ROWS = 4096
-
-
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-def open_database(
-    path: str | Path, limits: Limits
-) -> tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection]:
-    """Create or open a writable telemetry database in the sandbox: ``(connection, user cursor)``.
-    The one place a writable database is opened; per-file options go in ``config``. File access:
-    the recording's parts folder only (``storage.parts``)."""
-    # DuckDB's own temporary directory beside the file (its default, ``FILE.tmp``, removed when the
-    # database closes): with none, a database at its memory limit cannot set aside a buffer it
-    # has no room for and a long run fails ("Unused blocks cannot be offloaded to disk") when its
-    # written blocks reach the limit; with it, the limit bounds memory and the run goes on.
-    config: dict[str, Any] = {
-        "storage_compatibility_version": STORAGE_COMPATIBILITY,
-        "temp_directory": f"{path}.tmp",
-        "max_temp_directory_size": WRITER_TEMP_MAX,
-        "default_block_size": BLOCK_SIZE,
-    }
-    if WRITER_THREADS:
-        config["threads"] = WRITER_THREADS
-    try:
-        return connect(
-            path, read_only=False, limits=limits, extra_config=config, allowed_directories=access_config(path)
-        )
-    except duckdb.Error as e:
-        raise StorageError(f"{path}: cannot open for writing: {str(e).strip().splitlines()[0]}") from e
-
-
-def init_schema(con: duckdb.DuckDBPyConnection, run_row: dict[str, Any] | None = None) -> None:
-    """Bring the file's schema to this version (and record ``run_row``), in one transaction."""
-    con.execute("BEGIN")
-    con.execute("CREATE TABLE IF NOT EXISTS twin_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-    row = next(iter(con.sql("SELECT value FROM twin_meta WHERE key = 'schema_version'").fetchall()), None)
-    have = int(row[0]) if row else 0
-    if have > SCHEMA_VERSION:
-        con.execute("ROLLBACK")
-        raise StorageError(f"file has telemetry schema v{have}; this version writes v{SCHEMA_VERSION}")
-    if have == 0:
-        # A new file: this version's schema at once, its time series as views over Parquet parts
-        # (``storage.parts``), empty until the first commit.
-        con.execute(_new_file_script())
-    else:
-        for stmts in migrations()[have:]:
-            for s in stmts:
-                con.execute(s)
-        con.execute(_META_SQL)
-    if run_row is not None:
-        upsert_run(con, run_row)
-    con.execute("COMMIT")
-
-
-_META_SQL = (
-    f"INSERT OR REPLACE INTO twin_meta VALUES ('schema_version', '{SCHEMA_VERSION}'), "
-    "('format', 'ai-factory-twin')"
-)
-
-
-@functools.cache
-def _new_file_script() -> str:
-    """A new file's schema as one script, built once per process: the time series as views over
-    Parquet parts (``storage.parts``), empty until the first commit (first: the summary views read
-    them), every other table, the summary views, and the schema version."""
-    return ";\n".join([empty_views_sql(), *new_file_sql(PART_TABLES), _META_SQL])
-
-
-# A new file's schema is the same for every file a process creates: the first one's, checkpointed
-# before its run row, is kept (a few hundred kB: the file's bytes) and copied as the start of the
-# next ones, instead of DuckDB running its ~300 statements again (tables, views and their column
-# comments). By the file's format (the settings that shape it).
-_TEMPLATES: dict[tuple[str, int, int], bytes] = {}
-_TEMPLATES_LOCK = threading.Lock()
-
-
-def _template_key() -> tuple[str, int, int]:
-    return (STORAGE_COMPATIBILITY, BLOCK_SIZE, SCHEMA_VERSION)
-
-
-def _template() -> bytes | None:
-    with _TEMPLATES_LOCK:
-        return _TEMPLATES.get(_template_key())
-
-
-def _keep_template(data: bytes) -> None:
-    with _TEMPLATES_LOCK:
-        _TEMPLATES[_template_key()] = data
-
-
-# What an operating system says when it cannot write (strerror texts; DuckDB passes them on in
-# its IO, transaction and fatal errors).
-_ENVIRONMENT_TEXTS = (
-    "No space left on device",
-    "File too large",
-    "Read-only file system",
-    "Permission denied",
-    "Operation not permitted",
-    "Disk quota exceeded",
-    "Too many open files",
-    "Input/output error",
-    "Cannot allocate memory",
-    "Out of Memory",
-    "out of memory",
-    "Could not write file",
-    "Could not read from file",
-    "Could not truncate file",
-    "Could not fsync",
-)
-
-
-def is_environment_error(e: BaseException) -> bool:
-    """Did ``e`` (or what caused it) come from the environment (disk, permissions, memory, limits)
-    rather than from a bug? An ``OSError``, a ``MemoryError``, DuckDB's IO and out-of-memory
-    errors, and any DuckDB error quoting the operating system's reason."""
-    seen: set[int] = set()
-    cur: BaseException | None = e
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, OSError | MemoryError | StorageIOError):
-            return True
-        if isinstance(cur, duckdb.IOException | duckdb.OutOfMemoryException):
-            return True
-        if isinstance(cur, duckdb.Error) and any(t in str(cur) for t in _ENVIRONMENT_TEXTS):
-            return True
-        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
-    return False
-
-
-def error_line(e: BaseException) -> str:
-    """The first line of an error's message (its class name if it has none)."""
-    if isinstance(e, OSError) and e.strerror:
-        return f"{e.filename}: {e.strerror}" if e.filename is not None else e.strerror
-    return " ".join((str(e).strip().splitlines() or [type(e).__name__])[0].split())
-
-
-def failure_key(run_id: str) -> str:
-    """The ``twin_meta`` key of a failed run's reason."""
-    return f"failure:{run_id}"
-
-
-def failure_reason(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
-    """Why a run failed, as recorded when it ended (``None``: no reason recorded)."""
-    rows = con.sql("SELECT value FROM twin_meta WHERE key = ?", params=[failure_key(run_id)]).fetchall()
-    return str(rows[0][0]) if rows else None
-
-
-def upsert_run(con: duckdb.DuckDBPyConnection, run: dict[str, Any], replace: bool = True) -> None:
-    cols = [c.name for c in columns("runs")]
-    con.execute(
-        f"INSERT {'OR REPLACE ' if replace else ''}INTO runs ({', '.join(cols)}) "
-        f"VALUES ({', '.join('?' for _ in cols)})",
-        [run[c] for c in cols],
-    )
-
-
-def insert_run(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> None:
-    """``upsert_run`` of a run not yet in ``runs`` (DuckDB's INSERT OR REPLACE of the row costs
-    several times a plain INSERT)."""
-    upsert_run(con, run, replace=False)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def batch_arrow(table: str, cols: Mapping[str, Any], start: _dt.datetime = DEFAULT_START) -> pa.Table:
-    """One advance's frame of ``table`` as Arrow with the columns of ``batch_schema``: the model's
-    arrays and ``ts`` computed from ``time_s``; ``run_id``, one value for the whole run, is left to
-    where the batch is stored."""
-    schema, fields = _batch_fields(table)
-    arrays: list[Any] = []
-    for name, typ, floating, np_dtype in fields:
-        if name == "ts" and "ts" not in cols:
-            arrays.append(timestamps(start, cols["time_s"]))
-            continue
-        v = cols[name]
-        # NaN is the model's "no value" (no cap, nothing served); the file stores NULL so that
-        # max(), avg() and every reader treat it as missing, not as a number. An array already of
-        # the column's type is taken as it is (naming the type is a large part of the conversion
-        # of a wide table of few rows).
-        if isinstance(v, np.ndarray) and v.dtype == np_dtype:
-            if floating and v.ndim == 1:
-                # NaN -> NULL as ``from_pandas`` does, without its scan of every value (most of an
-                # UltraServer batch's conversion): any NaN makes the sum NaN, so
-                # a sum that is not NaN means there is none and the array is taken as it is (no
-                # copy); otherwise (a NaN, or +inf and -inf) a mask says which values are NULL.
-                with np.errstate(invalid="ignore", over="ignore"):
-                    has_nan = bool(np.isnan(np.add.reduce(v)))
-                arrays.append(pa.array(v, mask=np.isnan(v)) if has_nan else pa.array(v, from_pandas=False))
-            else:
-                arrays.append(pa.array(v, from_pandas=floating))
-        else:
-            arrays.append(pa.array(v, type=typ, from_pandas=floating))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-@functools.cache
-def _batch_fields(table: str) -> tuple[pa.Schema, tuple[tuple[str, pa.DataType, bool, Any], ...]]:
-    """``batch_schema(table)`` and, per field, its name, type, whether it is a float and the NumPy
-    dtype of that type (``None`` where there is none: text, timestamps)."""
-    schema = batch_schema(table)
-    fields = []
-    for f in schema:
-        try:
-            np_dtype = np.dtype(f.type.to_pandas_dtype()) if not pa.types.is_timestamp(f.type) else None
-        except NotImplementedError:
-            np_dtype = None
-        if pa.types.is_string(f.type):
-            np_dtype = None
-        fields.append((f.name, f.type, pa.types.is_floating(f.type), np_dtype))
-    return schema, tuple(fields)
-
-
-def to_arrow(table: str, run_id: str, cols: dict[str, Any], start: _dt.datetime = DEFAULT_START) -> pa.Table:
-    """``table``'s rows as stored (``arrow_schema``): ``batch_arrow`` with ``run_id`` on every row."""
-    tb = batch_arrow(table, cols, start)
-    at = arrow_schema(table).get_field_index("run_id")
-    field = arrow_schema(table).field(at)
-    return tb.add_column(at, field, pa.repeat(pa.scalar(run_id, pa.string()), tb.num_rows))
-
-
-def frames_nbytes(frames: Mapping[str, Mapping[str, Any]]) -> int:
-    """Memory held by one advance's frames [bytes]: arrays exactly, lists of text as one pointer and
-    one string object per value (an upper estimate: equal strings are often shared)."""
-    n = 0
-    for cols in frames.values():
-        for v in cols.values():
-            if isinstance(v, np.ndarray):
-                n += v.nbytes
-            elif isinstance(v, (list, tuple)):
-                try:
-                    chars = sum(map(len, v))
-                except TypeError:
-                    chars = 0
-                n += 64 * len(v) + chars
-            else:
-                n += 64
-    return n
-
-
-class Backlog:
-    """Items handed to the writer thread and not yet taken, bounded in bytes (back-pressure).
-
-    ``put`` blocks while the items queued plus the new one would exceed ``max_bytes``, so a writer
-    that falls behind holds the producer back instead of letting memory grow. One item larger than
-    the bound on its own is let in when nothing else is queued (it could never fit otherwise): the
-    bytes queued never exceed ``max(max_bytes, largest item)``. ``high_water`` is the most ever
-    queued; ``waiting`` is set while a producer waits for room; ``abandon`` wakes and releases
-    every waiting producer (the writer failed; nothing more is taken)."""
-
-    def __init__(self, max_bytes: int) -> None:
-        if max_bytes <= 0:
-            raise ValueError(f"backlog bound {max_bytes!r} bytes must be positive")
-        self.max_bytes = max_bytes
-        self._items: deque[tuple[Any, int]] = deque()
-        self._bytes = 0
-        self._cond = threading.Condition()
-        self._abandoned = False
-        self.high_water = 0
-        self.waits = 0  # puts that had to wait for room
-        self.waiting = threading.Event()
-
-    @property
-    def nbytes(self) -> int:
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def put(self, item: Any, nbytes: int) -> bool:
-        """Queue ``item`` of ``nbytes`` once there is room; ``False`` if the backlog was abandoned."""
-        with self._cond:
-            if self._items and self._bytes + nbytes > self.max_bytes and not self._abandoned:
-                self.waits += 1
-                self.waiting.set()
-                try:
-                    while self._items and self._bytes + nbytes > self.max_bytes and not self._abandoned:
-                        self._cond.wait()
-                finally:
-                    self.waiting.clear()
-            if self._abandoned:
-                return False
-            self._items.append((item, nbytes))
-            self._bytes += nbytes
-            self.high_water = max(self.high_water, self._bytes)
-            self._cond.notify_all()
-            return True
-
-    def get(self, timeout: float) -> Any:
-        """The oldest item; ``queue.Empty`` if none arrives within ``timeout`` seconds."""
-        with self._cond:
-            if not self._items and not self._cond.wait_for(lambda: bool(self._items), timeout):
-                raise queue.Empty
-            item, nbytes = self._items.popleft()
-            self._bytes -= nbytes
-            self._cond.notify_all()
-            return item
-
-    def abandon(self) -> list[Any]:
-        """Take nothing more: release waiting producers and return what was queued."""
-        with self._cond:
-            self._abandoned = True
-            items = [it for it, _ in self._items]
-            self._items.clear()
-            self._bytes = 0
-            self._cond.notify_all()
-            return items
 
 
 class TelemetryWriter:
@@ -473,17 +110,31 @@ class TelemetryWriter:
         self.db_limits = Limits(
             self.limits.timeout_s, min(self.limits.memory_bytes, parse_memory(WRITER_MEMORY))
         )
-        self.run = {c.name: run.get(c.name) for c in columns("runs")}
         self.start: _dt.datetime = run.get("start") or DEFAULT_START
-        self.run["start"] = self.start
-        self.run.update(status="running", started_at=utc_now(), finished_at="", sim_time_s=0)
-        self.run["schema_version"] = SCHEMA_VERSION
+        self.run = {c.name: run.get(c.name) for c in columns("runs")}
+        self.run.update(start=self.start, status="running", started_at=utc_now(), finished_at="")
+        self.run.update(sim_time_s=0, schema_version=SCHEMA_VERSION)
         user_cur = self._lock_and_open(if_exists)
-        # User SQL on this database (its limit); ``storage.live.LiveUserSql`` replaces it in a
+        # User SQL on this database (its limit); ``storage.liveread.LiveUserSql`` replaces it in a
         # live session with a sandbox of its own per query.
         self.user_sql: UserSqlRunner = UserSql(user_cur, self.db_limits, strict=True)
 
-        # The time series as Parquet parts (``storage.parts``), or in DuckDB tables (an older file).
+        self._open_publisher(live)
+        self.backlog = Backlog(max_backlog_bytes)
+        self._buf: dict[str, list[pa.Table]] = {t: [] for t in TABLES if t != "runs"}
+        self._rows = 0
+        self._buf_bytes = 0
+        self._sim_time_s = 0
+        self._error: BaseException | None = None
+        self.rows_written = 0
+        self.flushes = 0
+        self._thread = threading.Thread(target=self._loop, name="twin-writer", daemon=True)
+        self._thread.start()
+
+    def _open_publisher(self, live: bool) -> None:
+        """Where the run's time series go: Parquet parts (``storage.parts``) published for live
+        readers, or DuckDB tables (a file created before schema v11) with copies as parts when
+        ``live``."""
         self.parts_backed = is_parts_backed(self.con)
         self._base = ""
         self._moved = False
@@ -503,16 +154,6 @@ class TelemetryWriter:
         elif live:
             self.publisher = LivePublisher(self.path)
             self.publisher.on_commit({}, dict(self.run))
-        self.backlog = Backlog(max_backlog_bytes)
-        self._buf: dict[str, list[pa.Table]] = {t: [] for t in TABLES if t != "runs"}
-        self._rows = 0
-        self._buf_bytes = 0
-        self._sim_time_s = 0
-        self._error: BaseException | None = None
-        self.rows_written = 0
-        self.flushes = 0
-        self._thread = threading.Thread(target=self._loop, name="twin-writer", daemon=True)
-        self._thread.start()
 
     def _lock_and_open(self, if_exists: str) -> duckdb.DuckDBPyConnection:
         """Take the file's run lock, then create the file (or check the existing one against
@@ -533,7 +174,7 @@ class TelemetryWriter:
             if exists and self.path.is_dir():
                 raise StorageError(f"{self.path}: is a directory")
             if not exists or if_exists == "replace":
-                self._create()
+                create_file(self.path, self.run, self.db_limits)
             crash_point("writer:open")
             self.con, user_cur = open_database(self.path, self.db_limits)
             try:
@@ -546,64 +187,6 @@ class TelemetryWriter:
         except BaseException:
             self._lock.release()
             raise
-
-    def _create(self) -> None:
-        """Create the file under a temporary name beside it: its schema (the process's template
-        once there is one, ``_template``) and run row committed, checkpointed and closed, then
-        renamed into place (replacing an old file)."""
-        folder = self.path.parent
-        base = f".{self.path.name}.creating-"
-        for stale in folder.glob(base + "*"):  # left by a run killed while creating (we hold the lock)
-            stale.unlink(missing_ok=True)
-        tmp = folder / f"{base}{os.getpid()}"
-        crash_point("create:start")
-        template = _template()
-        try:
-            if template is not None:
-                with open(tmp, "wb") as f:
-                    f.write(template)
-            con, _ = open_database(tmp, self.db_limits)
-        except (StorageError, OSError) as e:  # e.g. a full disk: nothing of the new file stays behind
-            for left in (tmp, Path(str(tmp) + ".wal"), Path(str(tmp) + ".tmp")):
-                if left.is_dir():
-                    shutil.rmtree(left, ignore_errors=True)
-                else:
-                    left.unlink(missing_ok=True)
-            why = e.strerror or str(e) if isinstance(e, OSError) else str(e).split(": ", 2)[-1]
-            raise StorageError(f"{self.path}: cannot create: {why}") from (e.__cause__ or e)
-        try:
-            crash_point("create:connected")
-            if template is None:
-                # The process's first new file: its schema, checkpointed, is the template of the
-                # next ones (``_template``); then the run row.
-                init_schema(con)
-                con.execute("CHECKPOINT")
-                _keep_template(tmp.read_bytes())
-            con.execute("BEGIN")
-            insert_run(con, self.run)  # (a new file's runs is empty: no upsert needed)
-            con.execute("COMMIT")
-            crash_point("create:schema")
-            con.execute("CHECKPOINT")
-            crash_point("create:checkpointed")
-        except (duckdb.Error, OSError) as e:
-            con.close()
-            tmp.unlink(missing_ok=True)
-            Path(str(tmp) + ".wal").unlink(missing_ok=True)
-            why = e.strerror or str(e) if isinstance(e, OSError) else str(e).strip().splitlines()[0]
-            raise StorageError(f"{self.path}: cannot create: {why}") from e
-        con.close()
-        crash_point("create:closed")
-        # A write-ahead log beside the output belongs to the file being replaced (or to one deleted
-        # while it ran); DuckDB would replay it onto the new file.
-        Path(str(self.path) + ".wal").unlink(missing_ok=True)
-        crash_point("create:old_wal_removed")
-        try:
-            os.replace(tmp, self.path)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise StorageError(f"{self.path}: cannot create: {e.strerror or e}") from e
-        _fsync_dir(folder)
-        crash_point("create:renamed")
 
     # -------------------------------------------------------------- public
     def write(self, frames: dict[str, dict[str, Any]], sim_time_s: int) -> None:
@@ -654,26 +237,9 @@ class TelemetryWriter:
                 if attempt == 2:
                     self.con.close()
                     self.con, _ = open_database(self.path, self.db_limits)
-                self.con.execute("BEGIN")
-                # The end of the last step in the tables (a step's time_s is its start).
-                row = self.con.sql(
-                    "SELECT coalesce(max(time_s) + ?, 0) FROM factory_ts WHERE run_id = ?",
-                    params=[int(self.run.get("dt_s") or 0), self.run_id],
-                ).fetchall()
-                self.run.update(status=status, finished_at=utc_now(), sim_time_s=int(row[0][0]))
-                # Only these three change after the row is written when the file is opened (an
-                # UPDATE: a quarter of the cost of writing the row again).
-                ((n,),) = self.con.execute(
-                    "UPDATE runs SET status = ?, finished_at = ?, sim_time_s = ? WHERE run_id = ?",
-                    [status, self.run["finished_at"], self.run["sim_time_s"], self.run_id],
-                ).fetchall()
-                if n != 1:
-                    upsert_run(self.con, self.run)
                 why = error_line(self._error) if self._error is not None else reason
-                if status == "failed" and why:
-                    self.con.execute(
-                        "INSERT OR REPLACE INTO twin_meta VALUES (?, ?)", [failure_key(self.run_id), why]
-                    )
+                self.con.execute("BEGIN")
+                end_run(self.con, self.run, status, why)
                 self.con.execute("COMMIT")
                 return
             except (duckdb.Error, StorageError) as e:
@@ -782,24 +348,38 @@ class TelemetryWriter:
                 pass  # a failed statement aborted the transaction: its own error goes on
 
     def _flush_once(self) -> None:
-        con = self.con
+        """Commit what is buffered: the parts stored first (each renamed into place whole), then
+        one transaction that inserts the other tables' rows, lists the parts and moves the run's
+        ``sim_time_s``."""
         crash_point("flush:begin")
         batches = {t: pa.concat_tables(ps) for t, ps in self._buf.items() if ps}
-        changed: list[str] = []
-        if self.parts_backed:
-            # The parts first (each renamed into place whole), then the transaction that lists them.
-            assert self.publisher is not None
-            # Live readers also get the rows the file keeps in DuckDB tables (jobs, events, failures,
-            # interruptions) as parts of the run's folder: no other process can open the file while
-            # the run writes. They are not the recording's (not listed; removed when the run closes).
-            shown = (
-                batches if self.publisher.publish else {t: batches[t] for t in PART_TABLES if t in batches}
-            )
-            stored = self.publisher.store(shown)
-            changed = [t for t in stored if t in PART_TABLES]
-            crash_point("flush:parts")
-        con.execute("BEGIN")
-        written = 0
+        changed = self._store_parts(batches)
+        self.con.execute("BEGIN")
+        committed = self._insert_batches(batches)
+        changed, now = self._list_parts(changed)
+        self.run["sim_time_s"] = self._sim_time_s
+        self._upsert_run()
+        crash_point("flush:inserted")
+        self.con.execute("COMMIT")
+        self._committed(changed, now, committed)
+
+    def _store_parts(self, batches: dict[str, pa.Table]) -> list[str]:
+        """Store the batches as parts (a file that keeps its time series as parts); the tables
+        whose parts changed."""
+        if not self.parts_backed:
+            return []
+        assert self.publisher is not None
+        # Live readers also get the rows the file keeps in DuckDB tables (jobs, events, failures,
+        # interruptions) as parts of the run's folder: no other process can open the file while
+        # the run writes. They are not the recording's (not listed; removed when the run closes).
+        shown = batches if self.publisher.publish else {t: batches[t] for t in PART_TABLES if t in batches}
+        stored = self.publisher.store(shown)
+        crash_point("flush:parts")
+        return [t for t in stored if t in PART_TABLES]
+
+    def _insert_batches(self, batches: dict[str, pa.Table]) -> dict[str, pa.Table]:
+        """Insert (or upsert) the rows the file keeps in DuckDB tables, in the open transaction;
+        every table's rows as committed."""
         committed: dict[str, pa.Table] = {}
         for table, tb in batches.items():
             if table in UPSERT_KEYS:
@@ -814,49 +394,34 @@ class TelemetryWriter:
             elif not (self.parts_backed and table in PART_TABLES):
                 self._insert(f"INSERT INTO {table} BY NAME {_WITH_RUN_ID}", tb)
             committed[table] = tb
-            written += tb.num_rows
+        return committed
+
+    def _list_parts(self, changed: list[str]) -> tuple[list[str], dict[str, dict[str, int]]]:
+        """In the open transaction: ``twin_parts`` and the views follow the parts of the tables
+        that ``changed`` (all of them when the file moved); those tables and their parts now."""
         if self._moved:
             changed = sorted(set(changed) | set(PART_TABLES))
             self._in_view.clear()
-            con.execute("INSERT OR REPLACE INTO twin_meta VALUES (?, ?)", [BASE_KEY, self._base])
-        listed_tables: set[str] = set()
+            self.con.execute("INSERT OR REPLACE INTO twin_meta VALUES (?, ?)", [BASE_KEY, self._base])
+        now: dict[str, dict[str, int]] = {}
         if changed:
             assert self.publisher is not None
-            # ``twin_parts`` gains the run's new parts and loses those merged away (a commit adds a
-            # part a table; one statement each, not one a row, which made commits slow).
             now = {t: dict(self.publisher.listing(t)) for t in changed}
-            gone = [
-                part_rel(self.run_id, t, rel.split("/")[-1])
-                for t in changed
-                for rel in self._cataloged.get(t, {})
-                if rel not in now[t]
-            ]
-            new = [
-                (self.run_id, t, part_rel(self.run_id, t, rel.split("/")[-1]), n)
-                for t in changed
-                for rel, n in now[t].items()
-                if rel not in self._cataloged.get(t, {})
-            ]
-            if gone:
-                con.execute(
-                    f"DELETE FROM {CATALOG} WHERE run_id = ? AND list_contains(?, path)", [self.run_id, gone]
-                )
-            if new:
-                con.execute(
-                    f"INSERT INTO {CATALOG} VALUES {', '.join(['(?, ?, ?, ?)'] * len(new))}",
-                    [v for row in new for v in row],
-                )
-            listed_tables = {t for t in changed if now[t]}
+            sync_catalog(self.con, self.run_id, self._cataloged, now)
+        listed_tables = {t for t in changed if now[t]}
         # A view changes only with the run's first part of its table (or every commit where the
         # parts are named one by one: ``storage.parts.view_sql``).
         stale = [t for t in changed if t not in self._in_view or not by_glob(self._base)]
-        replace_views(con, stale, self._base)
+        replace_views(self.con, stale, self._base)
         # (A view made before the run's first part of its table does not read it.)
         self._in_view.update(t for t in stale if t in listed_tables)
-        self.run["sim_time_s"] = self._sim_time_s
-        self._upsert_run()
-        crash_point("flush:inserted")
-        con.execute("COMMIT")
+        return changed, now
+
+    def _committed(
+        self, changed: list[str], now: dict[str, dict[str, int]], committed: dict[str, pa.Table]
+    ) -> None:
+        """After the commit: the parts listed are the run's for good, the buffers are empty, and
+        the live readers are told."""
         if changed:
             self._cataloged.update(now)
         self._moved = False
@@ -865,7 +430,7 @@ class TelemetryWriter:
         for parts in self._buf.values():
             parts.clear()
         self.flushes += 1
-        self.rows_written += written
+        self.rows_written += sum(tb.num_rows for tb in committed.values())
         self._rows = 0
         self._buf_bytes = 0
         crash_point("flush:committed")

@@ -12,10 +12,12 @@ import pytest
 
 from scenarios.runner import run
 from scenarios.spec import parse
-from storage.kpis import grid_kpis
-from storage.queries import ALARM_FLAGS, panel_sql, ramp_limit, render
+from storage.alarms import ALARM_FLAGS, ramp_limit
+from storage.gridkpis import grid_kpis
+from storage.queries import panel_sql, render
 from storage.reader import latest_run_id, open_run_file
-from storage.report import grid_report, load_run, render_html
+from storage.report import grid_report, load_run
+from storage.report_html import render_html
 from tests.conftest import SMALL_TOML
 from tests.test_tui import replay_app, settle, wait_for
 from tui.console import fmt

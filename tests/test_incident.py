@@ -528,7 +528,7 @@ def test_report_queue_alarm_episodes_match_the_console_alarm_at_every_half_hour(
 ) -> None:
     """The report's queue alarm (``queue_wait_episodes``, intervals from the job events) against
     the console's (``alarms`` at one time, from each job's state then), sampled every 30 min."""
-    from storage.queries import queue_wait_episodes
+    from storage.alarms import queue_wait_episodes
 
     con = open_run_file(recordings[name])
     try:

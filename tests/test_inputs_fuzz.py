@@ -1700,7 +1700,7 @@ def recording_cases(rng: Any, n: int) -> list[SurfaceCase]:
 
 
 def _manifest(rng: Any) -> tuple[str, str | bytes, dict[str, str | bytes]]:
-    from storage.live import FORMAT
+    from storage.manifest import FORMAT
     from twin.spec.telemetry import SCHEMA_VERSION
 
     good: dict[str, Any] = {
@@ -2034,8 +2034,8 @@ def test_a_run_on_a_full_disk_is_74_and_its_file_says_failed(
     import duckdb
     import pyarrow.parquet as pq
 
+    from storage.database import failure_reason
     from storage.parts import listed, parts_dir
-    from storage.writer import failure_reason
     from tui.cli import main
 
     real = pq.write_table

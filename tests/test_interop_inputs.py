@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from storage.interop import ingest, sources
 from storage.interop.observed import ObservedRecorder
-from storage.live import open_for_reading
+from storage.liveread import open_for_reading
 from tests.servers import mosquitto, wait_for
 from tui.cli import main
 

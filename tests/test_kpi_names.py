@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from scenarios import plan, sweep
 from scenarios.spec import ScenarioError
-from storage.kpis import COMPARE_ROWS, KPI_TABLE, RUN_KEYS, SYSTEM_KEYS, SYSTEM_ROWS
+from storage.kpi_table import COMPARE_ROWS, KPI_TABLE, RUN_KEYS, SYSTEM_KEYS, SYSTEM_ROWS
 from tests.conftest import SMALL_TOML
 from tui.cli import main
 

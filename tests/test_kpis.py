@@ -5,9 +5,9 @@ from __future__ import annotations
 import duckdb
 import pytest
 
+from storage.batches import to_arrow
 from storage.kpis import run_kpis, whole_run
 from storage.schema import migrations
-from storage.writer import to_arrow
 from twin.spec.telemetry import TABLES
 
 
@@ -152,7 +152,7 @@ def test_run_summary_view_uses_the_same_definitions(con: duckdb.DuckDBPyConnecti
 def test_cost_labels_name_electricity_or_total_cost_of_ownership() -> None:
     """Every cost figure an operator reads says which cost it is: electricity only, or the total
     cost of ownership; the per-job figure is the batch TCO of a pre-training job's work."""
-    from storage.kpis import COMPARE_ROWS, SYSTEM_ROWS
+    from storage.kpi_table import COMPARE_ROWS, SYSTEM_ROWS
     from tui.screens.energy import cost_items
     from tui.widgets.kpi import KPIS
 

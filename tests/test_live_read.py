@@ -16,7 +16,9 @@ import pytest
 
 import storage.live as live
 from scenarios.runner import Session
-from storage.live import MANIFEST, live_dir, open_for_reading, open_live
+from storage.live import live_dir
+from storage.liveread import open_for_reading, open_live
+from storage.manifest import MANIFEST
 from storage.reader import open_run_file
 from storage.schema import batch_schema
 from tests.conftest import SMALL_TOML

@@ -227,7 +227,8 @@ def test_a_sidecar_is_removed_only_when_it_is_provably_a_leftover(tmp_path: Path
     week.duckdb deleted that folder. A run beside a foreign X.live or X.lock is refused and the
     folder or file kept; a run's own leftover (its manifest names the file, the lock holds a
     process id) is reused."""
-    from storage.live import MANIFEST, LivePublisher
+    from storage.live import LivePublisher
+    from storage.manifest import MANIFEST
 
     out = tmp_path / "w.duckdb"
     scen = tmp_path / "tiny.toml"

@@ -81,8 +81,8 @@ def test_a_version_5_file_gains_the_plant_unit_columns() -> None:
     and a new step inserts by name."""
     import duckdb
 
+    from storage.database import init_schema
     from storage.schema import V6_COLUMNS, V7_COLUMNS, V8_COLUMNS, V9_COLUMNS, columns, migrations
-    from storage.writer import init_schema
     from twin.spec.telemetry import PLANT_UNIT_COLUMNS, SCHEMA_VERSION
 
     assert SCHEMA_VERSION == len(migrations()) == 11

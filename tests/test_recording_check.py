@@ -1,5 +1,5 @@
 """Every recording is checked before use (``storage.recording``), and a run's live manifest before
-any path in it is touched (``storage.live.check_manifest``).
+any path in it is touched (``storage.manifest.check_manifest``).
 
 Every command that reads a recording (export, report, compare, rerun, replay, sql) answers a file
 that is not one (cut short, damaged, empty, random bytes, SQLite, Parquet, DuckDB without
@@ -24,7 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from storage.live import MANIFEST, LivePublisher, live_dir
+from storage.live import LivePublisher, live_dir
+from storage.manifest import MANIFEST
 from storage.parts import parts_dir
 from storage.reader import open_run_file
 from storage.recording import HEADERS_END, RecordingError, check_recording
@@ -312,7 +313,7 @@ def test_a_part_that_is_a_symbolic_link_is_refused(live: Path, tmp_path: Path) -
     (d / MANIFEST).unlink()
     os.mkfifo(d / MANIFEST)
     from storage.errors import StorageError
-    from storage.live import open_live
+    from storage.liveread import open_live
 
     with pytest.raises(StorageError, match="not a plain file"):
         open_live(live)

@@ -131,8 +131,8 @@ def test_tier_interval_keys_are_checked() -> None:
 def test_a_file_of_the_first_schema_gains_the_tier_tables(tmp_path: Any) -> None:
     import duckdb
 
+    from storage.database import init_schema
     from storage.schema import migrations
-    from storage.writer import init_schema
 
     con = duckdb.connect(str(tmp_path / "old.duckdb"))
     for s in migrations()[0]:

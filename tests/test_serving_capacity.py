@@ -13,9 +13,9 @@ import duckdb
 import numpy as np
 import pytest
 
+from storage.batches import to_arrow
 from storage.kpis import whole_run
 from storage.schema import migrations
-from storage.writer import to_arrow
 from twin.physics import power
 from twin.spec import catalog
 from twin.spec.params import ServiceParams

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from scenarios.runner import Session
 from storage.errors import QueryError, StorageError
-from storage.live import MANIFEST, live_dir
+from storage.live import live_dir
+from storage.manifest import MANIFEST
 from storage.reader import kpi_summary, open_run_file, user_query
 from storage.schema import columns
 from storage.writer import TelemetryWriter
@@ -298,9 +299,9 @@ def test_a_new_file_has_the_schema_the_migrations_build() -> None:
     over parts instead of tables)."""
     import duckdb
 
+    from storage.database import init_schema
     from storage.parts import PART_TABLES
     from storage.schema import migrations
-    from storage.writer import init_schema
 
     new = duckdb.connect()
     init_schema(new)
@@ -337,10 +338,10 @@ def test_a_file_started_from_the_process_template_reads_as_one_built_from_scratc
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The second new file of a process starts as a copy of the first's checkpointed schema
-    (``storage.writer._template``), without running the schema's statements again; a reader sees
+    (``storage.database._template``), without running the schema's statements again; a reader sees
     the same objects, columns, types, comments, keys, views and rows as in a file built from
     scratch, and both use the small blocks of ``BLOCK_SIZE``."""
-    import storage.writer as w
+    import storage.database as w
 
     monkeypatch.setattr(w, "_TEMPLATES", {})  # this process has made no file yet
     # One step of factory_ts: zeros but its time (120 s) and IT power (1.5 MW).

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from scenarios import overrides, sweep
 from scenarios.spec import ScenarioError
-from storage.kpis import COMPARE_ROWS
+from storage.kpi_table import COMPARE_ROWS
 from tests.conftest import SMALL_TOML
 from tui.cli import main
 

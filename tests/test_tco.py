@@ -8,9 +8,10 @@ import duckdb
 import pytest
 
 from scenarios.spec import ScenarioError, parse
+from storage.batches import to_arrow
+from storage.database import init_schema
 from storage.kpis import run_kpis, whole_run
 from storage.schema import DEFAULT_START, columns, migrations
-from storage.writer import init_schema, to_arrow
 from tests.conftest import SMALL_TOML, small_params
 from twin.compose.hall import Hall
 from twin.spec import catalog, tco

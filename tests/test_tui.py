@@ -934,8 +934,8 @@ def test_replay_of_a_bad_file_is_a_clear_message(tmp_path: Path) -> None:
     import duckdb
     from click.testing import CliRunner
 
+    from storage.database import init_schema
     from storage.errors import StorageError
-    from storage.writer import init_schema
     from tui.cli import main
 
     cases = {}

@@ -11,7 +11,9 @@ import duckdb
 import numpy as np
 import pyarrow.parquet as pq
 
-from storage.live import MANIFEST, live_dir, open_live
+from storage.live import live_dir
+from storage.liveread import open_live
+from storage.manifest import MANIFEST
 from storage.reader import open_run_file
 from storage.schema import columns
 from storage.writer import TelemetryWriter
@@ -188,7 +190,8 @@ def test_batches_turn_nan_into_null_and_keep_every_other_value_as_pandas_semanti
     # column gets one of: clean, a NaN, +inf and -inf (their sum is NaN, yet no value is), both.
     import pyarrow as pa
 
-    from storage.writer import batch_arrow, batch_schema
+    from storage.batches import batch_arrow
+    from storage.schema import batch_schema
 
     for table in ("ultraserver_ts", "factory_ts", "chip_ts"):
         cols = frame(table, 64, seed=3)

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from storage.batches import Backlog, frames_nbytes
 from storage.reader import open_run_file
-from storage.writer import Backlog, TelemetryWriter, frames_nbytes
+from storage.writer import TelemetryWriter
 
 WAIT_S = 120.0  # a safety net for a hung test only; every wait below ends on a condition
 

@@ -21,12 +21,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from storage.database import init_schema, open_database
 from storage.errors import StorageError
 from storage.interop.ingest import OBSERVED
 from storage.live import PART_COMPRESSION
 from storage.parts import PART_GLOB, base_of, parts_dir
 from storage.sandbox import Limits
-from storage.writer import init_schema, open_database
 
 TABLE = "observed"
 SOURCES_DDL = (

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.interop import emit
-from storage.metrics import MetricsServer
+from storage.metrics_server import MetricsServer
 from storage.schema import DEFAULT_START
 
 log = logging.getLogger("twin.emit")

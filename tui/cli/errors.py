@@ -142,7 +142,7 @@ def _duckdb_code(e: Exception) -> int | None:
         return None
     if isinstance(e, duckdb.IOException | duckdb.PermissionException):
         return EXIT_BAD_INPUT if any(s in str(e) for s in _DUCKDB_BAD_FILE) else EXIT_IO
-    from storage.writer import is_environment_error
+    from storage.database import is_environment_error
 
     if is_environment_error(e):  # e.g. a commit or checkpoint that failed on a full disk
         return EXIT_IO

@@ -35,7 +35,7 @@ def export_cmd(
     from pathlib import Path
 
     from storage.export import check_dest, check_window, export, parse_bound
-    from storage.live import open_for_reading
+    from storage.liveread import open_for_reading
     from storage.reader import latest_run_id
     from storage.recording import reading as reading_errors
 

@@ -43,7 +43,7 @@ def run_json(result: Any, **extra: Any) -> str:
     """One line of strict JSON for a finished run: file, run id, status, wall time and its KPIs
     (``storage.kpis.KPI_TABLE``'s names and units, as ``twin compare --json`` gives them)."""
     from storage.formats import dumps
-    from storage.kpis import kpi_record
+    from storage.kpi_table import kpi_record
 
     return dumps(
         {

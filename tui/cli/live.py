@@ -83,7 +83,7 @@ def live(
 @guard
 def replay_cmd(file: str) -> None:
     """Show a recorded run in the TUI with a time scrubber."""
-    from storage.live import open_for_reading
+    from storage.liveread import open_for_reading
     from storage.reader import latest_run_id
     from storage.recording import reading as reading_errors
 

@@ -42,11 +42,12 @@ def report_cmd(
     alarms raised and cleared), then power, PUE, cooling, utilisation, temperatures, queue,
     tokens/s, cost and CO2 over time with the incident's events marked, and the KPI table; several
     files side by side, each plot on one y-axis range across them."""
-    from storage.live import open_for_reading
+    from storage.liveread import open_for_reading
     from storage.paths import atomic_dir, atomic_file, check_output
     from storage.reader import latest_run_id
     from storage.recording import reading as reading_errors
-    from storage.report import load_run, render_html
+    from storage.report import load_run
+    from storage.report_html import render_html
 
     inputs = [Path(f) for f in files]
     dest = check_output(out, inputs, overwrite=overwrite, what="--out")

@@ -274,8 +274,9 @@ def compare_cmd(runs: tuple[str, ...], as_json: bool) -> None:
 
 
 def _print_compare(runs: list[str], as_json: bool) -> None:
-    from storage.kpis import COMPARE_ROWS, SYSTEM_ROWS, run_kpis
-    from storage.live import open_for_reading
+    from storage.kpi_table import COMPARE_ROWS, SYSTEM_ROWS
+    from storage.kpis import run_kpis
+    from storage.liveread import open_for_reading
     from storage.reader import latest_run_id
     from storage.recording import reading as reading_errors
 
@@ -303,7 +304,7 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
             con.close()
     if as_json:
         from storage.formats import dumps
-        from storage.kpis import kpi_record
+        from storage.kpi_table import kpi_record
 
         click.echo(dumps({label: kpi_record(kp) for label, kp in cols}))
         return
@@ -337,7 +338,7 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
 
 def _print_systems(cols: list[tuple[str, dict[str, Any]]], width: int, lw: int) -> None:
     """Mixed floors: per system, its share of the work and its cost per unit of work."""
-    from storage.kpis import SYSTEM_ROWS
+    from storage.kpi_table import SYSTEM_ROWS
 
     systems: list[str] = []
     for _, kp in cols:

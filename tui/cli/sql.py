@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def run_user_query(file: str, query: str | None, timeout_s: float, memory: str) -> Any:
     """The query's result table (``None``: no query on a terminal, show the schema). Bad limits
     exit 2 with one line; Ctrl-C stops the query with one line and exit code 130."""
-    from storage.live import open_for_reading
+    from storage.liveread import open_for_reading
     from storage.sandbox import Limits, UserSql, parse_memory
 
     if not (math.isfinite(timeout_s) and 0 < timeout_s <= 86400 * 7):
@@ -36,7 +36,7 @@ def run_user_query(file: str, query: str | None, timeout_s: float, memory: str) 
         if file.endswith(".parquet"):  # a sweep's results.parquet, as the view `results`
             from pathlib import Path
 
-            from storage.live import Reading
+            from storage.liveread import Reading
             from storage.parquet_sql import open_parquet
             from storage.recording import check_regular_file
 

@@ -14,7 +14,7 @@ import numpy as np
 from textual.containers import Grid, VerticalScroll
 from textual.widget import Widget
 
-from storage.kpis import grid_figures
+from storage.gridkpis import grid_figures
 from tui.console import fmt
 from tui.console.feed import PanelReq
 from tui.console.meta import Meta

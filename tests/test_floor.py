@@ -15,7 +15,7 @@ from twin.compose import sim as model
 from twin.compose.hall import Hall
 from twin.spec import catalog, tco
 from twin.spec.models import DENSE_MFU
-from twin.spec.params import FactoryParams, JobClassParams, SystemRows, TrainingParams
+from twin.spec.params import FactoryParams, JobClassParams, ScheduledEvent, SystemRows, TrainingParams
 from twin.work import routing
 
 TRN3, GB300 = catalog.SYSTEMS["trn3-gen2"], catalog.SYSTEMS["gb300-nvl72"]
@@ -456,3 +456,32 @@ def test_system_summary_view_matches_the_per_system_kpis(tmp_path: Any) -> None:
             "total_cost_usd",
         ):
             assert v[key] == pytest.approx(r[key], rel=1e-9), key
+
+
+def test_recorded_power_sums_hold_for_the_hall_and_each_system() -> None:
+    """Cooling = chillers + pumps + fans and facility = IT + cooling + the chain's losses, in the
+    rows recorded for a mixed hall (each system's share and the hall's merged row), under a cap
+    that binds and a chiller trip."""
+    p = _mixed(small_params(ultraservers=2))
+    p = dataclasses.replace(
+        p,
+        events=(
+            ScheduledEvent(600, "power_cap", "facility", 0.5 * Hall(p).design.design_it_w, 1800),
+            ScheduledEvent(900, "chiller_trip", "", 1.0, 1200),
+        ),
+        warmup_s=0,
+    )
+    f = Hall(p).advance(60)
+    rows = f["factory_ts"]
+    cooling = rows["chiller_power_w"] + rows["pump_power_w"] + rows["fan_power_w"]
+    losses = rows["pdu_loss_w"] + rows["ups_loss_w"] + rows["transformer_loss_w"]
+    np.testing.assert_allclose(rows["cooling_power_w"], cooling, rtol=1e-12)
+    np.testing.assert_allclose(rows["power_loss_w"], losses, rtol=1e-12)
+    np.testing.assert_allclose(rows["facility_power_w"], rows["it_power_w"] + cooling + losses, rtol=1e-12)
+    assert (cooling > 0).all() and (losses > 0).all() and np.nanmin(rows["facility_cap_w"]) > 0
+    s = f["system_ts"]  # each system's share, and the shares sum to the hall
+    np.testing.assert_allclose(
+        s["facility_power_w"], s["it_power_w"] + s["cooling_power_w"] + s["power_loss_w"], rtol=1e-12
+    )
+    for col in ("it_power_w", "cooling_power_w", "facility_power_w"):
+        np.testing.assert_allclose(s[col].reshape(-1, 2).sum(axis=1), rows[col], rtol=1e-12)

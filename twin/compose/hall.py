@@ -290,9 +290,9 @@ class Hall(Composite):
             cond,
             dt,
         )
-        cooling_w = plant_out["chiller_power_w"] + plant_out["pump_power_w"] + plant_out["fan_power_w"]
+        cooling_w = plant_out.cooling_w
         losses = power.chain_losses(it_w, cooling_w, self.ups_rating_w, self.p.power)
-        facility_w = it_w + cooling_w + losses.total_w
+        facility_w = power.facility_w(it_w, cooling_w, losses.total_w)
         if shared:
             bases = [
                 capping.basis(
@@ -337,7 +337,7 @@ class Hall(Composite):
     def _finish(
         self,
         parts: list[ItStep],
-        plant_out: dict[str, float],
+        plant_out: plant.PlantResult,
         losses: power.ChainLosses,
         it_w: float,
         facility_w: float,
@@ -353,7 +353,7 @@ class Hall(Composite):
         out = []
         for k, (pl, part) in enumerate(zip(pools, parts, strict=True)):
             share = part.it_w / it_w if it_w > 0 else design[k] / sum(design)
-            own = {key: (v if key in _SAME else v * share) for key, v in plant_out.items()}
+            own = plant_out.share(share, _SAME)
             pl_losses = power.ChainLosses(
                 losses.pdu_w * share, losses.ups_w * share, losses.transformer_w * share
             )

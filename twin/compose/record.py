@@ -74,28 +74,41 @@ def _numeric(table: str) -> tuple[str, ...]:
 
 def _columns(table: str, order: tuple[str, ...], rows: list[Any], n: int) -> dict[str, Any]:
     """Typed columns (in ``table``'s order) of ``n`` per-step tuples whose values follow
-    ``order``; a numeric column outside ``order`` is zero."""
+    ``order`` (``_typed``)."""
     return _typed(table, order, np.array(rows[:n], dtype=np.float64).reshape(n, len(order)))
 
 
 def _typed(table: str, order: tuple[str, ...], m: npt.NDArray[np.float64]) -> dict[str, Any]:
     """Typed columns (in ``table``'s order) of the rows of ``m``, its columns in the order
-    ``order`` names; a numeric column outside ``order`` is zero."""
-    n = len(m)
+    ``order`` names. A numeric column of ``table`` that ``order`` does not name is an error: the
+    model did not produce it, and a zero in its place would read as a measurement."""
     at = {name: k for k, name in enumerate(order)}
+    missing = [c.name for c in telemetry.TABLES[table] if c.dtype in _NP_DTYPES and c.name not in at]
+    if missing:
+        raise ValueError(f"{table}: the model produced no {', '.join(missing)}")
     out: dict[str, Any] = {}
     for c in telemetry.TABLES[table]:
-        if c.dtype not in _NP_DTYPES:
-            continue
-        k = at.get(c.name)
-        dtype = _NP_DTYPES[c.dtype]
-        out[c.name] = np.zeros(n, dtype=dtype) if k is None else m[:, k].astype(dtype)
+        if c.dtype in _NP_DTYPES:
+            out[c.name] = m[:, at[c.name]].astype(_NP_DTYPES[c.dtype])
     return out
 
 
-# ``hall_ts``: what a step records of the hall's UltraServers, in this order (``Recorder.ultraserver``).
+def named(row: type, table: str = "factory_ts") -> tuple[str, ...]:
+    """The field names of ``row`` (a ``NamedTuple`` built by keyword: each value goes by its
+    column's name), checked to be columns of ``table``."""
+    fields: tuple[str, ...] = row._fields  # type: ignore[attr-defined]
+    names = {c.name for c in telemetry.TABLES[table]}
+    stray = [f for f in fields if f not in names]
+    if stray:
+        raise ValueError(f"{row.__name__}: {', '.join(stray)} not columns of {table}")
+    return fields
+
+
+# ``hall_ts``: what a step records of the hall's UltraServers, in this order (``Recorder.ultraserver``;
+# a hall's own rows are hall 0: a campus numbers its halls, ``twin.compose.campus``).
 HALL_ORDER = (
     "time_s",
+    "hall_id",
     "ultraservers",
     "power_w",
     "chips_busy",
@@ -274,6 +287,7 @@ class Recorder:
         hs, hc = np.add.reduce(v[:4], axis=2), np.add.reduce(c, axis=2)
         cols = (
             self._t[ks],
+            np.zeros(len(ks)),
             np.full(len(ks), n),
             hs[0],
             hc[0],
@@ -348,7 +362,6 @@ class Recorder:
         if ran < self.steps:
             self._cut(ran)
         f = _columns("factory_ts", self.order, self._f, ran)
-        f["chips_total"][:] = self.topo.chips
         h = self._tiers(ran)
         out: Frames = {"factory_ts": f, "ultraserver_ts": self.u, "row_ts": self.r, "hall_ts": h}
         if self.svc_names:

@@ -309,7 +309,7 @@ class Facility:
     def finish_step(
         self,
         part: ItStep,
-        plant_out: dict[str, float],
+        plant_out: plant.PlantResult,
         losses: power.ChainLosses,
         facility_w: float,
         cond: Conditions,

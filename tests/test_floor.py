@@ -4,6 +4,7 @@ hardware constraints, and a one-system floor that is the single-system hall bit 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any
 
 import numpy as np
@@ -154,7 +155,7 @@ def test_routing_picks_the_system_a_hand_calculation_picks(policy: str) -> None:
         usd = chips * own + w * p.site.price_usd_per_mwh / 3.6e9
         fig[sysm.key] = {"fastest": 1 / rate, "energy": w / rate, "cheapest": usd / rate}[policy]
     want = min(fig, key=lambda k: fig[k])
-    router = sim.pools[0].cluster.router
+    router = sim.router
     assert router is not None
     got = router.pick(2, cls, chips, "no-such-model")  # code 2 = finetune
     assert got is not None and got.p.hall.system.key == want
@@ -184,7 +185,7 @@ def test_a_neuron_only_job_never_lands_on_gpus() -> None:
     )
     p, sim = build_simulation(parse(toml, "neuron.toml"))
     assert isinstance(sim, Hall) and len(sim.pools) > 1
-    router = sim.pools[0].cluster.router
+    router = sim.router
     assert router is not None
     cls = p.training.job_class("batch_inference")
     assert cls.family == "trainium"
@@ -485,3 +486,46 @@ def test_recorded_power_sums_hold_for_the_hall_and_each_system() -> None:
     )
     for col in ("it_power_w", "cooling_power_w", "facility_power_w"):
         np.testing.assert_allclose(s[col].reshape(-1, 2).sum(axis=1), rows[col], rtol=1e-12)
+
+
+def test_the_hall_never_assigns_into_its_pools(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One state: each pool owns its facility state (clocks, cap, trips, racks) and work state,
+    the hall owns the one plant state and the cap's shares, and hands a pool's step its cap and
+    share as values. So no attribute of a pool, its facility, its cap or its work state is set
+    from ``twin.compose`` outside the pool itself (construction and the steps of a mixed hall
+    under a shared cap and a plant fault), and no pool's facility state is another's."""
+    from twin.compose.pool import Pool
+    from twin.physics.capping import PowerCap
+    from twin.physics.facility import Facility
+    from twin.work.cluster import Cluster
+
+    writes: list[str] = []
+    for cls in (Pool, Facility, PowerCap, Cluster):
+        base = cls.__setattr__
+
+        def guard(obj: object, name: str, value: object, base: Any = base) -> None:
+            caller = sys._getframe(1).f_code.co_filename.replace("\\", "/")
+            if "twin/compose/" in caller and not caller.endswith("/pool.py"):
+                writes.append(f"{type(obj).__name__}.{name} from {caller.rsplit('/', 1)[-1]}")
+            base(obj, name, value)
+
+        monkeypatch.setattr(cls, "__setattr__", guard)
+    p = _mixed(small_params(ultraservers=2))
+    cap = 0.5 * Hall(p).design.design_it_w
+    p = dataclasses.replace(
+        p,
+        events=(
+            ScheduledEvent(600, "power_cap", "facility", cap, 1800),
+            ScheduledEvent(900, "chiller_trip", "", 1.0, 1200),
+        ),
+        warmup_s=0,
+    )
+    sim = Hall(p)
+    f = sim.advance(40)
+    assert writes == []
+    assert np.nanmin(f["factory_ts"]["facility_cap_w"]) == cap  # the shared cap was in force
+    a, b = (pl.facility for pl in sim.pools)
+    for part in ("cap", "trips", "racks", "timeline", "clock", "row_flow_fraction"):
+        assert getattr(a, part) is not getattr(b, part), part
+    assert a.plant is b.plant is sim.plant_state  # one plant, the hall's
+    assert a.owns_plant and not b.owns_plant

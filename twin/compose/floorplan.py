@@ -99,20 +99,20 @@ def hall_plant(facs: list[Facility]) -> PlantDesign:
         return facs[0].plant_design
     f0 = facs[0]
     cp = f0.cp
-    design_it_w = sum(f.design_it_w for f in facs)
+    design_it_w = sum(f.plant_design.design_it_w for f in facs)
     nus = sum(f.topo.ultraservers for f in facs)
     return PlantDesign(
         cp=cp,
         lf=max(f.lf for f in facs),
-        fw_setpoint_c=f0.fw_setpoint_c,
-        econ_unit_effectiveness=f0.econ_unit_effectiveness,
+        fw_setpoint_c=f0.plant_design.fw_setpoint_c,
+        econ_unit_effectiveness=f0.plant_design.econ_unit_effectiveness,
         chiller_unit_w=design_it_w / max(cp.chiller_units - cp.chiller_redundancy, 1),
         design_it_w=design_it_w,
-        design_liquid_w=sum(f.design_liquid_w for f in facs),
-        fw_flow_design=sum(f.fw_flow_design for f in facs),
-        fw_mass_kg=sum(f.fw_mass_kg for f in facs),
-        fw_pump_design_w=sum(f.fw_pump_design_w for f in facs),
-        fan_design_w=sum(f.fan_design_w for f in facs),
-        cdu_pump_design_w=sum(f.cdu_pump_design_w * f.topo.ultraservers for f in facs) / nus,
-        chw_mass_kg=sum(f.chw_mass_kg for f in facs),
+        design_liquid_w=sum(f.plant_design.design_liquid_w for f in facs),
+        fw_flow_design=sum(f.plant_design.fw_flow_design for f in facs),
+        fw_mass_kg=sum(f.plant_design.fw_mass_kg for f in facs),
+        fw_pump_design_w=sum(f.plant_design.fw_pump_design_w for f in facs),
+        fan_design_w=sum(f.plant_design.fan_design_w for f in facs),
+        cdu_pump_design_w=sum(f.plant_design.cdu_pump_design_w * f.topo.ultraservers for f in facs) / nus,
+        chw_mass_kg=sum(f.plant_design.chw_mass_kg for f in facs),
     )

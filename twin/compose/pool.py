@@ -26,12 +26,12 @@ from twin.compose.record import Frames, Recorder, columns_of, due, named
 from twin.physics.design import Design, derive
 from twin.physics.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.physics.facility import Facility, FacilityStep
-from twin.physics.plant import UNIT_COLUMNS
+from twin.physics.plant import UNIT_COLUMNS, PlantState
 from twin.spec import rng, tco
 from twin.spec.events import Events
 from twin.spec.params import FactoryParams, ScheduledEvent
 from twin.spec.topology import Topology, build
-from twin.work import outages, serving
+from twin.work import outages, routing, serving
 from twin.work.chips import Load
 from twin.work.cluster import Cluster, WorkStep
 from twin.work.jobs import JobTable
@@ -97,7 +97,15 @@ _WORK = attrgetter(*WORK_COLUMNS)
 class Pool:
     """One system's UltraServers (``params.hall`` is a hall of that one system)."""
 
-    def __init__(self, params: FactoryParams, design: Design | None = None) -> None:
+    def __init__(
+        self,
+        params: FactoryParams,
+        design: Design | None = None,
+        plant: PlantState | None = None,
+        owns_plant: bool = True,
+    ) -> None:
+        """``plant``: the hall's one plant state (None: a plant of the pool's own);
+        ``owns_plant``: the plant's faults are this pool's effects (a hall's first pool)."""
         self.p = params
         hall = params.hall
         self.sys = hall.system
@@ -125,7 +133,7 @@ class Pool:
         self._chip_activity0 = np.zeros(n)
         self._chip_tj0 = np.full(n, params.cooling.supply_setpoint_c)
         self._ph: FacilityStep | None = None  # the last physics step
-        self.facility = Facility(params, self.topo, self.sys, self.acc, self.design)
+        self.facility = Facility(params, self.topo, self.sys, self.acc, self.design, plant, owns_plant)
         self._events: list[EventRow] = []
         self._released = False  # a job ended in the step being booked (``book``)
         # The record's caches: a full clock per UltraServer, the free-chip counts (for the chip
@@ -175,7 +183,7 @@ class Pool:
     @property
     def us_tripped(self) -> npt.NDArray[np.bool_]:
         """UltraServers powered off by thermal protection."""
-        return self.facility.us_tripped
+        return self.facility.trips.us_tripped
 
     def utilisation(self) -> Load:
         """The step's load: each chip's utilisation is its job's activity (0 idle or
@@ -235,12 +243,13 @@ class Pool:
         self.log_all(caused)
 
     # ------------------------------------------------------------------ step phases
-    def work(self, t: int) -> WorkStep:
+    def work(self, t: int, router: routing.Router | None = None) -> WorkStep:
         """Phase 2: what runs where this step and how active it is (the services served at the
-        clocks the step begins with); batch work is booked after the physics (``book``)."""
+        clocks the step begins with); batch work is booked after the physics (``book``).
+        ``router``: a hall's front door routes its arrivals with it (``twin.work.routing``)."""
         # The shared read-only all-ones clock: nothing capped or hot (no minimum to take).
         full = self.chip_clock is self.facility.chips.ones
-        w, work_events = self.cluster.prepare(t, self.dt_s, self.chip_clock, full)
+        w, work_events = self.cluster.prepare(t, self.dt_s, self.chip_clock, full, router)
         self.log_all(work_events)
         return w
 
@@ -340,6 +349,7 @@ class Pool:
         si = self.p.chip_sample_interval_s
         if si > 0 and t % si < dt:  # a chip sample is due
             self._record_chips(rec, ph)
+        self.t_s = t + dt  # the step is done: the pool's clock at its end
 
     def _failed_total(self, us_failed: npt.NDArray[np.int64]) -> int:
         """Chips with a hardware fault (the sum of ``us_failed``, recounted when it changed)."""

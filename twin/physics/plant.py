@@ -45,6 +45,16 @@ class PlantState:
     fw_supply_c: float  # facility water supply to the CDUs
     chw_supply_c: float  # chilled water supply to the CRAHs
 
+    @classmethod
+    def initial(cls, cp: CoolingParams) -> PlantState:
+        """A plant at the start of a run: every unit up, the loops at their setpoints."""
+        return cls(
+            cp.chiller_units,
+            cp.economizer_units,
+            cp.supply_setpoint_c - cp.cdu_approach_k,
+            cp.chilled_water_c,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class PlantResult:

@@ -529,3 +529,34 @@ def test_the_hall_never_assigns_into_its_pools(monkeypatch: pytest.MonkeyPatch) 
         assert getattr(a, part) is not getattr(b, part), part
     assert a.plant is b.plant is sim.plant_state  # one plant, the hall's
     assert a.owns_plant and not b.owns_plant
+
+
+def test_a_floor_plan_worked_out_once_builds_the_hall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One plan: the floor plan validation works out (pool parameters, designs, routing facts,
+    service pools) is what the hall is built from, not worked out again; the hall it builds
+    records what a hall that works out its own plan records; a plan of another floor is refused."""
+    from twin.compose import floorplan
+    from twin.compose import hall as hall_module
+
+    p = _mixed(small_params(ultraservers=2))
+    (fp,) = model.floor_plans(p)
+    assert len(fp.pools) == 2 and len(fp.facts) == 2 and len(fp.svc_pool) == len(p.services) > 0
+    for k, pp in enumerate(fp.pools):  # each service on the pool the plan gives it, once
+        assert pp.services == tuple(s for s, q in zip(p.services, fp.svc_pool, strict=True) if q == k)
+
+    def again(*_: object) -> None:
+        raise AssertionError("the floor plan was worked out again")
+
+    monkeypatch.setattr(hall_module, "plan", again)
+    monkeypatch.setattr(floorplan, "derive", again)
+    sim = model.build(p, (fp,))
+    assert [pl.design for pl in sim.pools] == list(fp.designs)
+    assert all(pl.design is d for pl, d in zip(sim.pools, fp.designs, strict=True))
+    got = sim.advance(20)["factory_ts"]
+    monkeypatch.undo()
+    want = Hall(p).advance(20)["factory_ts"]
+    for col, v in want.items():
+        np.testing.assert_array_equal(got[col], v, err_msg=col)
+    (other,) = model.floor_plans(_mixed(small_params(ultraservers=2), _rows(3, 3)))
+    with pytest.raises(ValueError, match="not the plan of this hall"):
+        Hall(p, floor=other)

@@ -1,6 +1,7 @@
-"""A hall's floor plan: which systems it holds (one pool each), each pool's parameters and
-seed, where its services run, its topology across pools, and its plant as the pools present it.
-What the driver (``twin.compose.hall``) and the scenario checks (``scenarios.spec``) share.
+"""A hall's floor plan: which systems it holds (one pool each), each pool's parameters,
+design and seed, where its services run, its topology across pools, and its plant as the pools
+present it. ``plan`` works it out once from the hall's parameters (a ``FloorPlan``): the scenario
+checks (``scenarios.spec``) make it, and the hall (``twin.compose.hall``) is built from it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import dataclasses
 import numpy as np
 import numpy.typing as npt
 
-from twin.physics.design import derive
+from twin.physics.design import Design, derive
 from twin.physics.facility import Facility
 from twin.physics.plant import PlantDesign
 from twin.spec.params import FactoryParams, HallParams, SystemRows
@@ -48,11 +49,56 @@ def pool_params(p: FactoryParams, r: SystemRows) -> FactoryParams:
 
 def pool_facts(p: FactoryParams) -> list[routing.PoolFacts]:
     """What routing needs of each system in the hall (its design sizes its TCO rates)."""
-    out = []
-    for r in p.hall.pools():
-        d = derive(pool_params(p, r))
-        out.append(routing.pool_facts(r.system, r.accelerator, r.ultraservers, d.design_it_w, p.tco))
-    return out
+    return list(_facts(p, tuple(derive(pool_params(p, r)) for r in p.hall.pools())))
+
+
+def _facts(p: FactoryParams, designs: tuple[Design, ...]) -> tuple[routing.PoolFacts, ...]:
+    return tuple(
+        routing.pool_facts(r.system, r.accelerator, r.ultraservers, d.design_it_w, p.tco)
+        for r, d in zip(p.hall.pools(), designs, strict=True)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class FloorPlan:
+    """A hall's floor plan, worked out once from its parameters (``plan``): what the scenario
+    checks ask of it and what the hall is built from."""
+
+    hall: HallParams  # the floor it is the plan of
+    pools: tuple[FactoryParams, ...]  # each pool's parameters (``pool``)
+    designs: tuple[Design, ...]  # each pool's design (``twin.physics.design``)
+    facts: tuple[routing.PoolFacts, ...]  # what routing needs of each pool (several pools only)
+    svc_pool: tuple[int, ...]  # the pool of each of the hall's services
+
+
+def plan(p: FactoryParams) -> FloorPlan:
+    """The floor plan of a hall's parameters ``p``: its rows checked (``check``), each pool's
+    design, routing facts and parameters, and the pool of each service (ValueError naming the
+    key when the rows do not fit together or a service fits no pool)."""
+    check(p.hall)
+    rows = p.hall.pools()
+    bare = tuple(pool_params(p, r) for r in rows)
+    designs = tuple(derive(b) for b in bare)
+    facts = _facts(p, designs) if len(rows) > 1 else ()
+    svc_pool = tuple(service_pools(p, list(facts))) if facts else (0,) * len(p.services)
+    pools = tuple(pool(p, b, i, svc_pool) for i, b in enumerate(bare))
+    return FloorPlan(p.hall, pools, designs, facts, svc_pool)
+
+
+def pool(p: FactoryParams, bare: FactoryParams, i: int, svc_pool: tuple[int, ...]) -> FactoryParams:
+    """Pool ``i``'s parameters: a hall of its system (``bare``, ``pool_params``) with its own seed,
+    its services and no events (the hall routes them); the front door (pool 0) draws every
+    batch arrival and routes it."""
+    training = p.training
+    if i > 0:
+        training = dataclasses.replace(training, arrivals_per_day=0.0, trace=None)
+    return dataclasses.replace(
+        bare,
+        seed=pool_seed(p.seed, i),
+        training=training,
+        services=tuple(s for s, q in zip(p.services, svc_pool, strict=True) if q == i),
+        events=(),
+    )
 
 
 def service_pools(p: FactoryParams, facts: list[routing.PoolFacts]) -> list[int]:

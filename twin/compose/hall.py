@@ -45,15 +45,7 @@ from typing import Any
 import numpy as np
 
 from twin.compose import grid
-from twin.compose.floorplan import (
-    HallTopology,
-    check,
-    hall_plant,
-    pool_facts,
-    pool_params,
-    pool_seed,
-    service_pools,
-)
+from twin.compose.floorplan import FloorPlan, HallTopology, hall_plant, plan
 from twin.compose.parts import (
     Composite,
     EventQueue,
@@ -102,24 +94,30 @@ EVENT_KINDS = (
 class Hall(Composite):
     """The model of one hall: ``advance``, ``inject``, ``t_s``, ``design``, ``topo``, the per-chip
     arrays across its pools. ``weather_seed``: the seed of the site's weather (a campus gives
-    every hall its own)."""
+    every hall its own). ``floor``: the floor plan of ``params`` (``floorplan.plan``), as the
+    scenario checks worked it out; None: worked out here."""
 
-    def __init__(self, params: FactoryParams, weather_seed: int | None = None) -> None:
-        check(params.hall)
+    def __init__(
+        self, params: FactoryParams, weather_seed: int | None = None, floor: FloorPlan | None = None
+    ) -> None:
+        if floor is None:
+            floor = plan(params)
+        elif floor.hall != params.hall or len(floor.svc_pool) != len(params.services):
+            raise ValueError("the floor plan given is not the plan of this hall's parameters")
         self.p = params
         self.dt_s = int(params.dt_s)
         rows: tuple[SystemRows, ...] = params.hall.pools()
         self.systems = [r.system.key for r in rows]
         k = len(rows)
-        # Services: each on one pool, chosen by the routing policy.
-        facts = pool_facts(params) if k > 1 else []
-        self.svc_pool = service_pools(params, facts) if k > 1 else [0] * len(params.services)
+        # Services: each on one pool, chosen by the routing policy (the plan's).
+        facts = list(floor.facts)
+        self.svc_pool = list(floor.svc_pool)
         # The hall's one plant state: every pool's facility reads it, the first pool's faults
         # move its units (``Facility.owns_plant``).
         self.plant_state = PlantState.initial(params.cooling)
         self.pools: list[Pool] = [
-            Pool(self._pool_params(i, r), plant=self.plant_state, owns_plant=i == 0)
-            for i, r in enumerate(rows)
+            Pool(pp, d, plant=self.plant_state, owns_plant=i == 0)
+            for i, (pp, d) in enumerate(zip(floor.pools, floor.designs, strict=True))
         ]
         for i, pl in enumerate(self.pools):
             pl.jobs.number(k, i)
@@ -172,19 +170,6 @@ class Hall(Composite):
             raise ValueError(f"telemetry.grid_interval_s = {tau} must divide dt_s = {self.dt_s}")
         self.grid = grid.GridRecorder(tau, params.grid) if tau else None
         self.connection = grid.Connection(params.grid, self.topo.chips, tau)
-
-    def _pool_params(self, i: int, r: SystemRows) -> FactoryParams:
-        p = self.p
-        training = p.training
-        if i > 0:  # the front door (pool 0) draws every arrival and routes it
-            training = dataclasses.replace(training, arrivals_per_day=0.0, trace=None)
-        return dataclasses.replace(
-            pool_params(p, r),
-            seed=pool_seed(p.seed, i),
-            training=training,
-            services=tuple(s for s, q in zip(p.services, self.svc_pool, strict=True) if q == i),
-            events=(),
-        )
 
     def _topology(self) -> HallTopology:
         off = self.num.off

@@ -9,9 +9,13 @@ event for the next step; ``t_s``, ``design``, ``topo``, ``jobs``, ``queue_view``
 arrays describe the state. Same parameters and seed give bit-identical frames; a live session
 replayed headlessly with its recorded events gives identical telemetry.
 
-The run state lives in the pools (``twin.compose.pool``: work state ``twin.work.cluster``, physics state
-``twin.physics.facility``), the hall's site (weather, price, carbon) and event queue, and the random
-streams (``twin.spec.rng``: one SeedSequence, one child per subsystem). The step, phase by phase, is
+The run state lives in the pools (``twin.compose.pool``: work state ``twin.work.cluster``, facility
+state ``twin.physics.facility``: clocks, cap, trips, rack loops), the hall's one plant state, its
+cap's shares, its site (weather, price, carbon) and event queue, and the random streams
+(``twin.spec.rng``: one SeedSequence, one child per subsystem). The hall never assigns into a
+pool: it hands each pool's step the hall's cap and the pool's share as values. What a hall is
+built from, its floor plan (``twin.compose.floorplan.plan``), is worked out once from the
+parameters; the scenario checks work it out and hand it to ``build``. The step, phase by phase, is
 ``twin.compose.hall.Hall.step``.
 """
 

@@ -129,8 +129,8 @@ def test_air_fans_follow_the_cube_law() -> None:
     flow, an eighth of the power; full heat: ``crah_fan_w_per_w`` x the design air heat."""
     p = _air_hall()
     design_air = plant.of_params(p).design_it_w  # air-cooled: all of it
-    full = _step(p, design_air, _cond(10.0, 0.7))["fan_power_w"]
-    half = _step(p, 0.5 * design_air, _cond(10.0, 0.7))["fan_power_w"]
+    full = _step(p, design_air, _cond(10.0, 0.7)).fan_power_w
+    half = _step(p, 0.5 * design_air, _cond(10.0, 0.7)).fan_power_w
     assert full == pytest.approx(CP.crah_fan_w_per_w * design_air, rel=1e-12)
     assert half == pytest.approx(full / 8, rel=1e-12)
 
@@ -142,19 +142,19 @@ def test_hybrid_coolers_use_water_only_above_the_switch_over() -> None:
     d = plant.of_params(p)
     heat = 0.6 * d.design_it_w
     cool = _step(p, (1 - d.lf) * heat, _cond(15.0, 0.6), liquid_w=d.lf * heat)
-    assert cool["water_l"] == 0.0
+    assert cool.water_l == 0.0
     warm = _step(p, (1 - d.lf) * heat, _cond(28.0, 0.5), liquid_w=d.lf * heat)
-    rejected = warm["heat_rejected_w"] + warm["chiller_power_w"]
+    rejected = warm.heat_rejected_w + warm.chiller_power_w
     # evaporation 0.8 Q / h_fg with blowdown x N / (N - 1) = 4/3, drift 0.002 % of Q / (c_p 5 K)
     by_hand = (0.8 * rejected / 2.43e6 * 4 / 3 + 2e-5 * rejected / (4180.0 * 5.0)) * 60
-    assert warm["water_l"] == pytest.approx(by_hand, rel=1e-12)
+    assert warm.water_l == pytest.approx(by_hand, rel=1e-12)
     tower = _step(
         dataclasses.replace(p, cooling=CoolingParams(plant="tower", air_economizer=False)),
         (1 - d.lf) * heat,
         _cond(28.0, 0.5),
         liquid_w=d.lf * heat,
     )
-    assert warm["water_l"] == pytest.approx(tower["water_l"], rel=1e-9)
+    assert warm.water_l == pytest.approx(tower.water_l, rel=1e-9)
 
 
 # ---------------------------------------------------------------- a year against published figures

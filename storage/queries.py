@@ -19,6 +19,7 @@ import numpy.typing as npt
 from storage.alarms import ALARM_FLAGS, ALARM_LOOKBACK_S, ALARM_TEMPLATES, QUEUE_WAIT_ALARM_S, SLO_ALARM
 from storage.jobstate import JOBS_BASE
 from storage.kpis import FACTORY_AGGREGATES
+from twin.spec.telemetry import PLANT_UNIT_COLUMNS
 
 Cols = dict[str, npt.NDArray[Any]]
 Params = Mapping[str, Any]
@@ -80,12 +81,7 @@ ROW_PANELS: dict[str, tuple[str, ...]] = {
         "water_l",
         "unmet_heat_w",
         "max_chip_temp_c",
-        "chillers_running",
-        "chillers_failed",
-        "chiller_load_fraction",
-        "economizers_running",
-        "economizers_failed",
-        "economizer_load_fraction",
+        *PLANT_UNIT_COLUMNS,
     ),
     "site_grid": (
         "outdoor_temp_c",

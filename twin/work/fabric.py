@@ -266,77 +266,22 @@ def _search(
     t, p, v, e = c[:, 0], c[:, 1], c[:, 2], c[:, 3]
     d = G / (t * p)
     L, s = float(model.layers), float(cp.sequence_tokens)
-    # Width: the model's, else from N_active ~ 12 L h^2 (DER: Kaplan et al. 2020, no embeddings).
-    h = float(model.hidden) if model.hidden > 0 else math.sqrt(model.active_params / (12.0 * L))
-    n_act, n_all = model.active_params, model.params
-    # MoE: routed-expert parameters (all experts) and the shared rest (DER from total and active).
-    if model.moe and model.experts > model.experts_active:
-        n_exp = (n_all - n_act) * model.experts / (model.experts - model.experts_active)
-    else:
-        n_exp = 0.0
-    n_sh = n_all - n_exp
+    h, n_exp, n_sh = _widths(model, L)
     batch = global_batch_tokens(d, cp)
     m = batch / (d * s)
     ok = d * s <= max(cp.global_batch_tokens_max, s)  # at least one sequence per replica
     m = np.maximum(m, 1.0)
     batch = m * d * s
-    # Memory per chip.
-    params_chip = n_sh / (t * p) + n_exp / (t * p * e)
-    if training:
-        static = params_chip * (cp.weight_bytes_per_param + cp.grad_bytes_per_param)
-        static += n_all / (t * p) / np.maximum(d, 1.0) * cp.optimizer_bytes_per_param
-        layer_sel = ACT_BYTES_SELECTIVE * cp.activation_bytes * s * h / t
-        layer_full = ACT_BYTES_FULL * cp.activation_bytes * s * h / t
-        inflight = np.minimum(p, m) * (L / p)  # layers of one micro-batch held on the first stage
-        act_sel, act_full = inflight * layer_sel, inflight * layer_full
-    else:
-        static = params_chip * cp.weight_bytes_per_param
-        act_sel = act_full = np.zeros_like(t)
-    hbm = ACCELERATORS[sysm.accelerator].hbm_bytes * TRAIN_HBM_USABLE
-    avail = hbm - static
-    span = np.maximum(act_sel - act_full, 1e-9)
-    rec = np.clip((act_sel - avail) / span, 0.0, 1.0)
-    fits = ok & (avail >= act_full)
-    mem = static + act_sel - rec * (act_sel - act_full)
-    # Compute per micro-batch on one stage, in BF16-equivalent FLOP at the chip's efficiency:
-    # the linear layers' FLOP (model + recomputation of the share ``rec`` of the layers: one more
-    # forward pass, 2 N per token) run at the job's precision except the non-GEMM share of the
-    # time, causal attention (k L h s / 2 per token) at BF16.
-    acc = ACCELERATORS[sysm.accelerator]
-    bf16 = acc.peak("bf16") if acc.supports("bf16") else peak
-    speed = (1.0 - cp.nongemm_time_share) * bf16 / peak + cp.nongemm_time_share
-    linear = (kf * n_act + (2.0 * n_act * rec if training else 0.0)) * speed
-    flop_tok = linear + kf * L * h * s / 2.0
-    comp_mb = flop_tok * s / (t * p) / (bf16 * eff)
-    # TP: two all-reduces of the micro-batch's activations per layer and pass, on the scale-up tier.
-    passes = 2.0 if training else 1.0
-    tp_mb = (
-        2.0
-        * passes
-        * (L / p)
-        * _ring(
-            np.full_like(t, s * h * cp.activation_bytes), t, sysm.scaleup_bw_bytes_s, sysm.scaleup_latency_s
-        )
-    )
-    # EP: dispatch + combine per MoE layer and pass; on the scale-up tier when e t chips fit a domain.
-    out_bw, out_a = _tiers(sysm, cp, G, halls)
-    if model.moe:
-        inside = e * t <= g
-        bw = np.where(inside, sysm.scaleup_bw_bytes_s, out_bw[1])
-        al = np.where(inside, sysm.scaleup_latency_s, out_a[1])
-        vol = s / t * model.experts_active * h * cp.activation_bytes
-        tp_mb = tp_mb + 2.0 * passes * (L / p) * _a2a(np.full_like(t, vol), e, bw, al)
-    # PP: a micro-batch's activation shard to the next stage (and its gradient back), v times.
-    # Stages are outermost: a gang beyond one pod (or hall) passes activations across it.
-    pp_bw = out_bw[3] if halls > 1 else (out_bw[2] if G > cp.pod_chips else out_bw[1])
-    pp_a = out_a[-1] if halls > 1 else out_a[1]
-    pp_mb = np.where(p > 1, passes * v * (s * h * cp.activation_bytes / t / pp_bw + pp_a), 0.0)
+    rec, fits, mem = _memory(model, t, p, e, d, m, h, n_exp, n_sh, ok, training, sysm, cp)
+    comp_mb = _compute_mb(model, kf, t, p, h, rec, training, peak, eff, sysm, cp)
+    tp_mb, pp_mb = _comm_mb(model, t, p, v, e, g, G, h, training, sysm, cp, halls)
     per_mb = comp_mb + (1.0 - cp.tp_overlap) * tp_mb + (1.0 - cp.pp_overlap) * pp_mb
     # The pipeline idles a share of the step: m micro-batch times of work take m / (1 - bubble).
     n_mb = m / (1.0 - pipeline_bubble(p, m, v))  # = m + (p - 1) / v
     pipe = n_mb * per_mb
     # DP: hierarchical reduction of each chip's gradient shard over its d peers (training only).
     if training:
+        out_bw, out_a = _tiers(sysm, cp, G, halls)
         grads = (n_sh / (t * p)) * cp.grad_bytes_per_param
         grads_e = (n_exp / (t * p * e)) * cp.grad_bytes_per_param
         dp_t = _dp_time(grads, d, t, g, G, sysm, cp, halls, out_bw, out_a)
@@ -345,7 +290,7 @@ def _search(
     else:
         dp_x = np.zeros_like(t)
     step = pipe + dp_x
-    model_flop = kf * n_act * batch
+    model_flop = kf * model.active_params * batch
     mfu = model_flop / (G * peak * step)
     pick = np.flatnonzero(fits)
     fit = bool(len(pick))
@@ -372,6 +317,127 @@ def _search(
         step_s=float(step[i]),
         mfu=float(mfu[i]),
     )
+
+
+def _widths(model: ModelSpec, L: float) -> tuple[float, float, float]:
+    """The model's hidden width, its routed-expert parameters and the shared rest."""
+    # Width: the model's, else from N_active ~ 12 L h^2 (DER: Kaplan et al. 2020, no embeddings).
+    h = float(model.hidden) if model.hidden > 0 else math.sqrt(model.active_params / (12.0 * L))
+    n_act, n_all = model.active_params, model.params
+    # MoE: routed-expert parameters (all experts) and the shared rest (DER from total and active).
+    if model.moe and model.experts > model.experts_active:
+        n_exp = (n_all - n_act) * model.experts / (model.experts - model.experts_active)
+    else:
+        n_exp = 0.0
+    return h, n_exp, n_all - n_exp
+
+
+def _memory(
+    model: ModelSpec,
+    t: np.ndarray,
+    p: np.ndarray,
+    e: np.ndarray,
+    d: np.ndarray,
+    m: np.ndarray,
+    h: float,
+    n_exp: float,
+    n_sh: float,
+    ok: np.ndarray,
+    training: bool,
+    sysm: System,
+    cp: TrainingParams,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per candidate: the recomputed share of the layers, whether it fits, memory per chip."""
+    L, s = float(model.layers), float(cp.sequence_tokens)
+    params_chip = n_sh / (t * p) + n_exp / (t * p * e)
+    if training:
+        static = params_chip * (cp.weight_bytes_per_param + cp.grad_bytes_per_param)
+        static += model.params / (t * p) / np.maximum(d, 1.0) * cp.optimizer_bytes_per_param
+        layer_sel = ACT_BYTES_SELECTIVE * cp.activation_bytes * s * h / t
+        layer_full = ACT_BYTES_FULL * cp.activation_bytes * s * h / t
+        inflight = np.minimum(p, m) * (L / p)  # layers of one micro-batch held on the first stage
+        act_sel, act_full = inflight * layer_sel, inflight * layer_full
+    else:
+        static = params_chip * cp.weight_bytes_per_param
+        act_sel = act_full = np.zeros_like(t)
+    hbm = ACCELERATORS[sysm.accelerator].hbm_bytes * TRAIN_HBM_USABLE
+    avail = hbm - static
+    span = np.maximum(act_sel - act_full, 1e-9)
+    rec = np.clip((act_sel - avail) / span, 0.0, 1.0)
+    fits = ok & (avail >= act_full)
+    mem = static + act_sel - rec * (act_sel - act_full)
+    return rec, fits, mem
+
+
+def _compute_mb(
+    model: ModelSpec,
+    kf: float,
+    t: np.ndarray,
+    p: np.ndarray,
+    h: float,
+    rec: np.ndarray,
+    training: bool,
+    peak: float,
+    eff: float,
+    sysm: System,
+    cp: TrainingParams,
+) -> np.ndarray:
+    """Compute time of one micro-batch on one stage, per candidate."""
+    # In BF16-equivalent FLOP at the chip's efficiency: the linear layers' FLOP (model +
+    # recomputation of the share ``rec`` of the layers: one more forward pass, 2 N per token) run
+    # at the job's precision except the non-GEMM share of the time, causal attention
+    # (k L h s / 2 per token) at BF16.
+    L, s = float(model.layers), float(cp.sequence_tokens)
+    n_act = model.active_params
+    acc = ACCELERATORS[sysm.accelerator]
+    bf16 = acc.peak("bf16") if acc.supports("bf16") else peak
+    speed = (1.0 - cp.nongemm_time_share) * bf16 / peak + cp.nongemm_time_share
+    linear = (kf * n_act + (2.0 * n_act * rec if training else 0.0)) * speed
+    flop_tok = linear + kf * L * h * s / 2.0
+    comp_mb: np.ndarray = flop_tok * s / (t * p) / (bf16 * eff)
+    return comp_mb
+
+
+def _comm_mb(
+    model: ModelSpec,
+    t: np.ndarray,
+    p: np.ndarray,
+    v: np.ndarray,
+    e: np.ndarray,
+    g: int,
+    G: float,
+    h: float,
+    training: bool,
+    sysm: System,
+    cp: TrainingParams,
+    halls: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate: TP (+ EP) and PP communication time of one micro-batch on one stage."""
+    L, s = float(model.layers), float(cp.sequence_tokens)
+    # TP: two all-reduces of the micro-batch's activations per layer and pass, on the scale-up tier.
+    passes = 2.0 if training else 1.0
+    tp_mb = (
+        2.0
+        * passes
+        * (L / p)
+        * _ring(
+            np.full_like(t, s * h * cp.activation_bytes), t, sysm.scaleup_bw_bytes_s, sysm.scaleup_latency_s
+        )
+    )
+    # EP: dispatch + combine per MoE layer and pass; on the scale-up tier when e t chips fit a domain.
+    out_bw, out_a = _tiers(sysm, cp, G, halls)
+    if model.moe:
+        inside = e * t <= g
+        bw = np.where(inside, sysm.scaleup_bw_bytes_s, out_bw[1])
+        al = np.where(inside, sysm.scaleup_latency_s, out_a[1])
+        vol = s / t * model.experts_active * h * cp.activation_bytes
+        tp_mb = tp_mb + 2.0 * passes * (L / p) * _a2a(np.full_like(t, vol), e, bw, al)
+    # PP: a micro-batch's activation shard to the next stage (and its gradient back), v times.
+    # Stages are outermost: a gang beyond one pod (or hall) passes activations across it.
+    pp_bw = out_bw[3] if halls > 1 else (out_bw[2] if G > cp.pod_chips else out_bw[1])
+    pp_a = out_a[-1] if halls > 1 else out_a[1]
+    pp_mb = np.where(p > 1, passes * v * (s * h * cp.activation_bytes / t / pp_bw + pp_a), 0.0)
+    return tp_mb, pp_mb
 
 
 def _tiers(

@@ -392,43 +392,11 @@ def roofline(s: ServiceParams, acc: Accelerator, sysm: System) -> Roofline:
             f"service {s.name!r}: weights ({weight_bytes / 1e9:.0f} GB) do not fit in "
             f"{chips} x {acc.name} HBM ({hbm / 1e9:.0f} GB usable)"
         )
-    # Parallel layout: tensor-parallel inside a scale-up domain, pipeline stages across domains.
-    stages = max(1, -(-chips // sysm.chips))
-    tp = max(1, chips // stages)
-    rep = tp / min(tp, s.kv_heads)  # each chip holds the KV heads its query heads read
-    seq_bytes = seq_tokens * kv_tok * rep
-    batch_kv = int((hbm - weight_bytes) // seq_bytes)
-    if batch_kv < 1:
-        raise ValueError(
-            f"service {s.name!r}: the KV cache of one {seq_tokens:,.0f}-token sequence "
-            f"({seq_bytes / 1e9:.0f} GB) does not fit beside the weights in {chips} x {acc.name} HBM "
-            f"({(hbm - weight_bytes) / 1e9:.0f} GB left)"
-        )
+    stages, tp, rep, batch_kv = _layout(s, acc, sysm, hbm, weight_bytes, kv_tok, seq_tokens)
     eff = s.bw_efficiency if s.bw_efficiency > 0 else acc.hbm_efficiency
     bw = chips * acc.hbm_bw_bytes_s * eff
     compute = chips * acc.peak(s.precision) * s.prefill_mfu
-    # Communication per token of a step: activations of width d, all-reduced over TP twice per
-    # dense layer; an MoE layer all-reduces once and sends each token to its top-k experts and
-    # back (dispatch + combine, as ``twin.work.fabric``); pipeline hops carry the activations.
-    d = model_width(s)
-    act = d * s.activation_bytes  # bytes per token
-    up_bw, up_a = sysm.scaleup_bw_bytes_s, sysm.scaleup_latency_s
-    out_bw, out_a = sysm.scaleout_bw_bytes_s, sysm.scaleout_latency_s
-    moe = s.experts > 0
-    ar_per_layer = 1 if moe else 2
-
-    def comm(tokens: float) -> float:
-        t = ar_per_layer * s.layers * tp_allreduce_s(tokens * act, tp, up_bw, up_a)
-        if moe:
-            per_chip = tokens / tp * act * max(s.experts_active, 1)
-            t += 2 * s.layers * fabric.all_to_all_s(per_chip, tp, up_bw, up_a)
-        if stages > 1:
-            t += (stages - 1) * (tokens * act / tp / out_bw + out_a)
-        return t
-
-    # Alpha-beta costs are affine in the message size (for any message): fixed part and slope.
-    c1 = comm(2.0) - comm(1.0)
-    c0 = comm(1.0) - c1
+    c0, c1 = _comm_affine(s, sysm, tp, stages)
     share = s.prefill_replica_share
     base = Roofline(
         batch=1,
@@ -451,20 +419,12 @@ def roofline(s: ServiceParams, acc: Accelerator, sysm: System) -> Roofline:
         prefill_comm_fixed_s=c0,
         prefill_comm_per_token_s=c1,
         prefill_replica_share=share,
-        kv_transfer_s_per_token=kv_tok / (chips * (up_bw if 2 * chips <= sysm.chips else out_bw)),
+        kv_transfer_s_per_token=kv_tok / (chips * _kv_link_bw(sysm, chips)),
         prompt_tokens=s.context_tokens,
         output_tokens=s.output_tokens,
     )
     prefill = float(base.prefill_time_s(np.array([s.context_tokens]))[0])
-    # TPOT SLO: step(n) + n x prefill / output <= SLO on each line of the step (colocated);
-    # step(n) <= SLO when decode replicas do not prefill.
-    stall = 0.0 if share > 0 else prefill / max(s.output_tokens, 1.0)
-    batch_slo = min((s.tpot_slo_s - b) / (m + stall) if m + stall > 0 else math.inf for b, m in base.lines())
-    batch_slo = int(min(batch_slo, 1e9)) if batch_slo > 0 else 0
-    batch = min(batch_kv, batch_slo)
-    if s.batch_max > 0:
-        batch = min(batch, s.batch_max)
-    batch = max(batch, 1)
+    batch_slo, batch = _batch(s, base, batch_kv, share, prefill)
     step = base.step_s(batch)
     decode_share = s.output_tokens * step / batch  # replica-seconds of decode per request
     if share > 0:
@@ -483,6 +443,78 @@ def roofline(s: ServiceParams, acc: Accelerator, sysm: System) -> Roofline:
         prefill_share=f_p,
         batch_slo=batch_slo,
     )
+
+
+def _layout(
+    s: ServiceParams,
+    acc: Accelerator,
+    sysm: System,
+    hbm: float,
+    weight_bytes: float,
+    kv_tok: float,
+    seq_tokens: float,
+) -> tuple[int, int, float, int]:
+    """Pipeline stages, TP width, KV replication and the sequences whose KV cache fits."""
+    chips = s.chips_per_replica
+    # Parallel layout: tensor-parallel inside a scale-up domain, pipeline stages across domains.
+    stages = max(1, -(-chips // sysm.chips))
+    tp = max(1, chips // stages)
+    rep = tp / min(tp, s.kv_heads)  # each chip holds the KV heads its query heads read
+    seq_bytes = seq_tokens * kv_tok * rep
+    batch_kv = int((hbm - weight_bytes) // seq_bytes)
+    if batch_kv < 1:
+        raise ValueError(
+            f"service {s.name!r}: the KV cache of one {seq_tokens:,.0f}-token sequence "
+            f"({seq_bytes / 1e9:.0f} GB) does not fit beside the weights in {chips} x {acc.name} HBM "
+            f"({(hbm - weight_bytes) / 1e9:.0f} GB left)"
+        )
+    return stages, tp, rep, batch_kv
+
+
+def _kv_link_bw(sysm: System, chips: int) -> float:
+    """Per-chip bandwidth that carries a prefilled KV cache to a decode replica: the scale-up
+    tier when both replicas fit one domain, else scale-out."""
+    return sysm.scaleup_bw_bytes_s if 2 * chips <= sysm.chips else sysm.scaleout_bw_bytes_s
+
+
+def _comm_affine(s: ServiceParams, sysm: System, tp: int, stages: int) -> tuple[float, float]:
+    """Communication time of a step as fixed part and slope per token."""
+    # Communication per token of a step: activations of width d, all-reduced over TP twice per
+    # dense layer; an MoE layer all-reduces once and sends each token to its top-k experts and
+    # back (dispatch + combine, as ``twin.work.fabric``); pipeline hops carry the activations.
+    d = model_width(s)
+    act = d * s.activation_bytes  # bytes per token
+    up_bw, up_a = sysm.scaleup_bw_bytes_s, sysm.scaleup_latency_s
+    out_bw, out_a = sysm.scaleout_bw_bytes_s, sysm.scaleout_latency_s
+    moe = s.experts > 0
+    ar_per_layer = 1 if moe else 2
+
+    def comm(tokens: float) -> float:
+        t = ar_per_layer * s.layers * tp_allreduce_s(tokens * act, tp, up_bw, up_a)
+        if moe:
+            per_chip = tokens / tp * act * max(s.experts_active, 1)
+            t += 2 * s.layers * fabric.all_to_all_s(per_chip, tp, up_bw, up_a)
+        if stages > 1:
+            t += (stages - 1) * (tokens * act / tp / out_bw + out_a)
+        return t
+
+    # Alpha-beta costs are affine in the message size (for any message): fixed part and slope.
+    c1 = comm(2.0) - comm(1.0)
+    c0 = comm(1.0) - c1
+    return c0, c1
+
+
+def _batch(s: ServiceParams, base: Roofline, batch_kv: int, share: float, prefill: float) -> tuple[int, int]:
+    """The largest batch the TPOT SLO allows, and the batch a replica runs."""
+    # TPOT SLO: step(n) + n x prefill / output <= SLO on each line of the step (colocated);
+    # step(n) <= SLO when decode replicas do not prefill.
+    stall = 0.0 if share > 0 else prefill / max(s.output_tokens, 1.0)
+    batch_slo = min((s.tpot_slo_s - b) / (m + stall) if m + stall > 0 else math.inf for b, m in base.lines())
+    batch_slo = int(min(batch_slo, 1e9)) if batch_slo > 0 else 0
+    batch = min(batch_kv, batch_slo)
+    if s.batch_max > 0:
+        batch = min(batch, s.batch_max)
+    return batch_slo, max(batch, 1)
 
 
 def decode_occupancy(roof: Roofline, rate_per_replica: float, output_tokens: float) -> tuple[float, float]:

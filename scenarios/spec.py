@@ -59,7 +59,7 @@ from twin.compose.floorplan import check as check_hall
 from twin.compose.floorplan import pool_facts, service_pools
 from twin.spec import catalog, params, tco
 from twin.spec.models import MODELS
-from twin.work import workload
+from twin.work import inference, workload
 
 __all__ = [
     "CLIMATES",
@@ -758,7 +758,7 @@ def prepare(
         if h.rows:
             continue
         try:
-            workload.roofline(svc, h.accelerator, h.system)
+            inference.roofline(svc, h.accelerator, h.system)
         except ValueError as e:
             raise ScenarioError(f"{origin}: {e}") from None
     return p

@@ -477,7 +477,7 @@ class ServiceParams:
     experts: int = 0  # routed experts (0: dense)
     experts_active: int = 0  # experts per token
     # Bytes per weight; 0: the native size of ``precision`` with its block scales
-    # (``twin.work.workload.WEIGHT_BYTES``: FP8 1, MXFP4 0.53, NVFP4 0.56).
+    # (``twin.work.inference.WEIGHT_BYTES``: FP8 1, MXFP4 0.53, NVFP4 0.56).
     weight_bytes_per_param: float = 0.0
     kv_bytes_per_elem: float = 2.0  # BF16 KV cache
     activation_bytes: float = 2.0  # BF16 activations on the scale-up fabric (ASM)

@@ -12,7 +12,7 @@ interference), evaluated every step at the current load: TTFT = backlog wait + q
 decode step; TPOT = decode step at the current occupancy plus the prefills of other requests
 interleaved with this one's decode (continuous batching; none on disaggregated decode replicas).
 Capacity comes from the mix: a request takes its prefill plus its share of the decode steps at the
-batch (``twin.work.workload.roofline``). Percentiles and SLO attainment are read off the sample. NumPy
+batch (``twin.work.inference.roofline``). Percentiles and SLO attainment are read off the sample. NumPy
 only, no I/O.
 """
 
@@ -27,7 +27,7 @@ import numpy.typing as npt
 from twin.physics import effects
 from twin.spec.catalog import Accelerator, System
 from twin.spec.params import ServiceParams
-from twin.work import workload
+from twin.work import inference, workload
 
 SAMPLE = 256  # representative requests per service
 PCT = (0.5, 0.9, 0.99)
@@ -69,7 +69,7 @@ class ServiceModel:
         self.p = sp
         self.rng = rng
         self.dt_s = dt_s
-        self.roof = workload.roofline(sp, acc, sysm)
+        self.roof = inference.roofline(sp, acc, sysm)
         u_in, u_out, u_wait, u_z = (workload.stratified(SAMPLE, rng) for _ in range(4))
         if tr is not None and len(tr.time_s):
             inp = np.quantile(tr.input_tokens.astype(float), u_in)
@@ -86,7 +86,7 @@ class ServiceModel:
         self.handoff_i = inp * (self.roof.kv_transfer_s_per_token if sp.prefill_replica_share > 0 else 0.0)
         self.out_i = np.maximum(out, 1.0)
         self.u_wait = u_wait
-        self.tail_wait = 1.0 - u_wait  # their tail probabilities (``workload.queue_wait_s``)
+        self.tail_wait = 1.0 - u_wait  # their tail probabilities (``inference.queue_wait_s``)
         self.z = workload.normal_quantiles(u_z)
         self.q_idx = [min(SAMPLE - 1, int(q * SAMPLE)) for q in PCT]
         self.capacity_per_replica = self.roof.requests_per_s
@@ -186,7 +186,7 @@ class ServiceModel:
             return ServiceStep(arrived, served, dropped, q1, 0.0, 0.0, _NAN3, _NAN3, 0.0, 0.0, 0.0, 0.0, 0.0)
         rate = served / dt / warm  # per replica
         util = min(served / (cap_rate * dt), 1.0)
-        n, f_p = workload.decode_occupancy(roof, rate, sp.output_tokens)
+        n, f_p = inference.decode_occupancy(roof, rate, sp.output_tokens)
         step = roof.step_s(max(n, 1.0))
         share = sp.prefill_replica_share
         ttft = self._ttft(q0, q1, cap_rate, util, step)
@@ -237,7 +237,7 @@ class ServiceModel:
         if q0 > 0 or q1 > 0:
             wait = (q0 + self.u_wait * (q1 - q0)) / cap_rate
         else:
-            wait = workload.queue_wait_s(self.tail_wait, min(util, 0.95), 1.0 / self.capacity_per_replica)
+            wait = inference.queue_wait_s(self.tail_wait, min(util, 0.95), 1.0 / self.capacity_per_replica)
         # ttft = wait + prefill + hand-over + step, added in place in that order (``wait`` is this
         # step's own array); no hand-over to add where prefill is not disaggregated (x + 0 = x).
         ttft = wait

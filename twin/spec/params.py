@@ -1,4 +1,4 @@
-"""Parameter dataclasses of the factory model (frozen; units in names).
+"""Parameter tables of the factory model, a table of facts (frozen dataclasses; units in names).
 
 Defaults are the modelling assumptions of the reference factory; the scenario layer builds these
 from validated TOML. Derived quantities are functions, never stored defaults.

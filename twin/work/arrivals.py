@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from twin.spec.events import Events
 from twin.spec.params import JOB_CLASSES, KIND_NAMES, JobClassParams, TrainingParams
-from twin.work import queueing, routing, workload
+from twin.work import queueing, queues, routing, workload
 from twin.work.jobs import KIND_CODE
 from twin.work.workstate import Work
 
@@ -220,7 +220,7 @@ def add_jobs(w: Work, rows: list[Arrival], t: int) -> list[int]:
     cols: dict[str, Any] = dict(zip(_ADD_COLUMNS, zip(*got, strict=True), strict=True))
     cols["submit"] = cols["queued_since"] = [t] * len(rows)
     js = w.jobs.add_many(names, precisions, cols)
-    queueing.enqueue(w.queues, w.jobs, js)
+    queues.enqueue(w.queues, w.jobs, js)
     w.log.dirty.update(js)
     return js
 

@@ -412,7 +412,7 @@ class TrainingParams:
     compute_activity: float = 0.87
     restart_cost_s: int = 600  # ASM: reload checkpoint, re-initialise the gang
     # Checkpoints: a job class without an interval checkpoints at the Young/Daly interval
-    # sqrt(2 C M) of its gang (twin.work.fabric.young_daly_interval_s), C = the checkpoint's bytes
+    # sqrt(2 C M) of its gang (twin.work.checkpoint.young_daly_interval_s), C = the checkpoint's bytes
     # (weights + optimiser state: checkpoint_bytes_per_param x N, 3P: ZeRO 2 + 12 bytes) over
     # the write bandwidth: checkpoint_chip_bw_bytes_s per chip up to checkpoint_storage_bw_bytes_s
     # (3P: Llama 3 paper §3.3.1: Tectonic 2 TB/s sustained, 7 TB/s peak; 1 MB-4 GB per GPU), M =

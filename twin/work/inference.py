@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from twin.spec.catalog import Accelerator, System
 from twin.spec.params import ServiceParams
-from twin.work import fabric
+from twin.work import collectives
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -88,7 +88,7 @@ class Roofline:
     * communication (``comm_s``): per layer, two all-reduces of the step's activations
       (attention and MLP outputs; an MoE layer: one, plus the dispatch and combine
       all-to-alls), alpha-beta costs on the scale-up tier (``tp_allreduce_s``,
-      ``twin.work.fabric.all_to_all_s``), plus the pipeline hops over the scale-out tier. Exposed:
+      ``twin.work.collectives.all_to_all_s``), plus the pipeline hops over the scale-out tier. Exposed:
       each collective sits between dependent matrix products (ASM: no overlap).
 
     Prefill of P tokens: max(2 N_active P / compute, weights / bandwidth) + the same collectives
@@ -199,11 +199,6 @@ def roofline(s: ServiceParams, acc: Accelerator, sysm: System) -> Roofline:
     kv_tok = kv_bytes_per_token(s)
     seq_tokens = s.context_tokens + s.output_tokens / 2.0  # mean resident length while decoding
     hbm = chips * acc.hbm_bytes * HBM_USABLE
-    if weight_bytes >= hbm:
-        raise ValueError(
-            f"service {s.name!r}: weights ({weight_bytes / 1e9:.0f} GB) do not fit in "
-            f"{chips} x {acc.name} HBM ({hbm / 1e9:.0f} GB usable)"
-        )
     stages, tp, rep, batch_kv = _layout(s, acc, sysm, hbm, weight_bytes, kv_tok, seq_tokens)
     eff = s.bw_efficiency if s.bw_efficiency > 0 else acc.hbm_efficiency
     bw = chips * acc.hbm_bw_bytes_s * eff
@@ -268,6 +263,11 @@ def _layout(
 ) -> tuple[int, int, float, int]:
     """Pipeline stages, TP width, KV replication and the sequences whose KV cache fits."""
     chips = s.chips_per_replica
+    if weight_bytes >= hbm:
+        raise ValueError(
+            f"service {s.name!r}: weights ({weight_bytes / 1e9:.0f} GB) do not fit in "
+            f"{chips} x {acc.name} HBM ({hbm / 1e9:.0f} GB usable)"
+        )
     # Parallel layout: tensor-parallel inside a scale-up domain, pipeline stages across domains.
     stages = max(1, -(-chips // sysm.chips))
     tp = max(1, chips // stages)
@@ -305,7 +305,7 @@ def _comm_affine(s: ServiceParams, sysm: System, tp: int, stages: int) -> tuple[
         t = ar_per_layer * s.layers * tp_allreduce_s(tokens * act, tp, up_bw, up_a)
         if moe:
             per_chip = tokens / tp * act * max(s.experts_active, 1)
-            t += 2 * s.layers * fabric.all_to_all_s(per_chip, tp, up_bw, up_a)
+            t += 2 * s.layers * collectives.all_to_all_s(per_chip, tp, up_bw, up_a)
         if stages > 1:
             t += (stages - 1) * (tokens * act / tp / out_bw + out_a)
         return t

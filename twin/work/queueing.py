@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from twin.spec.events import Events
 from twin.spec.params import COMM_ACTIVITY, JOB_CLASSES, KIND_NAMES, FactoryParams, JobClassParams
-from twin.work import fabric, queues, scheduler, services, workload
+from twin.work import checkpoint, fabric, queues, scheduler, services, workload
 from twin.work.jobs import (
     DONE,
     INFERENCE,
@@ -166,9 +166,9 @@ def _start_batch(w: Work, js: list[int], t: int) -> list[float]:
         # pauses for each checkpoint's write (its rate is the share of time not writing). A job
         # without a catalogued model writes its own parameters.
         if math.isnan(write_s):
-            write_s = fabric.checkpoint_write_s(got["params"][i], need, tp)
+            write_s = checkpoint.checkpoint_write_s(got["params"][i], need, tp)
             if math.isnan(every_s):
-                every_s = fabric.checkpoint_interval_s(write_s, need, p.failures.chip_hazard_per_h, tp)
+                every_s = checkpoint.checkpoint_interval_s(write_s, need, p.failures.chip_hazard_per_h, tp)
         every = got["ckpt_every"][i]
         if every < 0:
             every = int(every_s)  # (stored whole seconds)
@@ -248,14 +248,14 @@ def _plan(w: Work, key: tuple[str, int, int, int, str, float]) -> tuple[float, f
             p.training,
         )
         mfu, act = sc.mfu, training_activity(sc, p.training.compute_activity)
-    write = fabric.checkpoint_write_s(model.params, need, p.training) if model is not None else math.nan
+    write = checkpoint.checkpoint_write_s(model.params, need, p.training) if model is not None else math.nan
     cls = job_class(p, kind)
     fixed = cls.checkpoint_interval_s if cls is not None else None
     hazard = p.failures.chip_hazard_per_h
     every: float = (
         fixed
         if fixed is not None
-        else fabric.checkpoint_interval_s(write, need, hazard, p.training)
+        else checkpoint.checkpoint_interval_s(write, need, hazard, p.training)
         if model is not None
         else math.nan
     )

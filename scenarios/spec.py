@@ -58,7 +58,7 @@ from twin.compose import sim
 from twin.compose.floorplan import check as check_hall
 from twin.spec import catalog, params, tco
 from twin.spec.models import MODELS
-from twin.work import workload
+from twin.work import inference, workload
 
 __all__ = [
     "CLIMATES",
@@ -771,7 +771,7 @@ def _prepare(
         if h.rows:
             continue
         try:
-            workload.roofline(svc, h.accelerator, h.system)
+            inference.roofline(svc, h.accelerator, h.system)
         except ValueError as e:
             raise ScenarioError(f"{origin}: {e}") from None
     return p, floors

@@ -15,7 +15,7 @@ from twin.compose.hall import Hall
 from twin.spec import catalog
 from twin.spec.models import MODELS, ModelSpec
 from twin.spec.params import JobTrace, SchedulerParams, TrainingParams
-from twin.work import fabric
+from twin.work import checkpoint, collectives, fabric
 
 TRN3 = catalog.SYSTEMS["trn3-gen2"]
 FP8 = catalog.ACCELERATORS["trainium3"].peak("fp8")
@@ -26,19 +26,19 @@ H100 = catalog.ACCELERATORS["h100"]
 
 def test_ring_allreduce_by_hand() -> None:
     # 1 GB over 4 participants at 25 GB/s, 15 us per hop: 2 * 3/4 * 0.04 s + 2 * 3 * 15 us.
-    assert fabric.ring_allreduce_s(1e9, 4, 25e9, 15e-6) == pytest.approx(0.06 + 90e-6)
+    assert collectives.ring_allreduce_s(1e9, 4, 25e9, 15e-6) == pytest.approx(0.06 + 90e-6)
     # Two participants exchange half each way: 2 * 1/2 * S/B + 2 alpha.
-    assert fabric.ring_allreduce_s(2e9, 2, 1e12, 1e-6) == pytest.approx(2e-3 + 2e-6)
-    assert fabric.ring_allreduce_s(1e9, 1, 25e9, 15e-6) == 0.0
+    assert collectives.ring_allreduce_s(2e9, 2, 1e12, 1e-6) == pytest.approx(2e-3 + 2e-6)
+    assert collectives.ring_allreduce_s(1e9, 1, 25e9, 15e-6) == 0.0
     # The bandwidth term tends to 2 S/B as p grows.
-    assert fabric.ring_allreduce_s(1e9, 10_000, 1e9, 0.0) == pytest.approx(2.0, rel=1e-3)
+    assert collectives.ring_allreduce_s(1e9, 10_000, 1e9, 0.0) == pytest.approx(2.0, rel=1e-3)
 
 
 def test_all_to_all_by_hand() -> None:
     # 640 MB per chip among 144 chips at 2 TB/s, 2 us: 143/144 * 0.32 ms + 143 * 2 us.
-    assert fabric.all_to_all_s(640e6, 144, 2e12, 2e-6) == pytest.approx(143 / 144 * 320e-6 + 286e-6)
-    assert fabric.all_to_all_s(1e9, 8, 1e9, 0.0) == pytest.approx(7 / 8)
-    assert fabric.all_to_all_s(1e9, 1, 1e9, 1.0) == 0.0
+    assert collectives.all_to_all_s(640e6, 144, 2e12, 2e-6) == pytest.approx(143 / 144 * 320e-6 + 286e-6)
+    assert collectives.all_to_all_s(1e9, 8, 1e9, 0.0) == pytest.approx(7 / 8)
+    assert collectives.all_to_all_s(1e9, 1, 1e9, 1.0) == 0.0
 
 
 def test_pipeline_bubble_by_hand() -> None:
@@ -138,18 +138,18 @@ def test_slower_or_oversubscribed_scale_out_costs_more() -> None:
 def test_young_daly_interval_and_checkpoint_write_by_hand() -> None:
     cp = TrainingParams()
     # 405B: 14 B x 405e9 = 5.67 TB over min(16,384 x 1 GB/s, 2 TB/s) = 2.835 s.
-    c = fabric.checkpoint_write_s(405e9, 16384, cp)
+    c = checkpoint.checkpoint_write_s(405e9, 16384, cp)
     assert c == pytest.approx(14 * 405e9 / 2e12)
     # 64 chips: 64 GB/s.
-    assert fabric.checkpoint_write_s(70e9, 64, cp) == pytest.approx(14 * 70e9 / 64e9)
+    assert checkpoint.checkpoint_write_s(70e9, 64, cp) == pytest.approx(14 * 70e9 / 64e9)
     # sqrt(2 C M): C = 50 s, M = 1e4 s -> 1,000 s.
-    assert fabric.young_daly_interval_s(50.0, 1e4) == pytest.approx(1000.0)
+    assert checkpoint.young_daly_interval_s(50.0, 1e4) == pytest.approx(1000.0)
     hazard = 2e-5
     m = 3600 / (16384 * hazard)
-    assert fabric.checkpoint_interval_s(c, 16384, hazard, cp) == round((2 * c * m) ** 0.5)
+    assert checkpoint.checkpoint_interval_s(c, 16384, hazard, cp) == round((2 * c * m) ** 0.5)
     # No failures: the longest interval; bounded below.
-    assert fabric.checkpoint_interval_s(c, 16384, 0.0, cp) == cp.checkpoint_max_interval_s
-    assert fabric.checkpoint_interval_s(1e-6, 16384, hazard, cp) == cp.checkpoint_min_interval_s
+    assert checkpoint.checkpoint_interval_s(c, 16384, 0.0, cp) == cp.checkpoint_max_interval_s
+    assert checkpoint.checkpoint_interval_s(1e-6, 16384, hazard, cp) == cp.checkpoint_min_interval_s
 
 
 def test_placement_in_the_simulation() -> None:

@@ -18,7 +18,7 @@ from twin.compose.hall import Hall
 from twin.spec import catalog
 from twin.spec.models import MODELS
 from twin.spec.params import FactoryParams, FailureParams, HallParams, TrainingParams
-from twin.work import fabric
+from twin.work import checkpoint, fabric
 from twin.work.jobs import PRETRAIN
 
 HGX = catalog.SYSTEMS["hgx-h100"]
@@ -85,8 +85,8 @@ def test_llama3_405b_goodput_with_its_failure_rate_is_above_90_percent() -> None
     p = FactoryParams(
         hall=hall, dt_s=60, seed=0, services=(), training=tp, failures=fp, chip_sample_interval_s=0
     )
-    c = fabric.checkpoint_write_s(405e9, 16384, tp)
-    tau = fabric.checkpoint_interval_s(c, 16384, LLAMA3_HAZARD, tp)
+    c = checkpoint.checkpoint_write_s(405e9, 16384, tp)
+    tau = checkpoint.checkpoint_interval_s(c, 16384, LLAMA3_HAZARD, tp)
     lost = -(-tau // p.dt_s) * p.dt_s / 2 + tp.restart_cost_s  # per failure [s]
     mtbf = 3600 / (16384 * LLAMA3_HAZARD)
     assert 1 - c / (tau + c) - lost / mtbf > 0.90

@@ -14,7 +14,7 @@ from tests.conftest import job_history, small_params
 from twin.compose.hall import Hall
 from twin.spec.models import MODELS
 from twin.spec.params import FailureParams, ScheduledEvent, SchedulerParams, TrainingParams
-from twin.work import arrivals, fabric, queueing, scheduler
+from twin.work import arrivals, fabric, queueing, queues, scheduler
 from twin.work.jobs import DONE, EVAL, PRETRAIN, QUEUED, RUNNING, STOPPED
 
 # Rates are chips x peak x the plan's MFU (twin.work.fabric); checkpoint writes take no time here
@@ -217,7 +217,7 @@ def test_no_chip_in_two_jobs_and_allocations_add_up(policy: str) -> None:
         queued = np.flatnonzero(a["state"][: sim.jobs.n] == QUEUED)
         assert sorted(cl.queue + cl.rqueue) == sorted(queued.tolist())
         q = cl.queues
-        assert q.keys == queueing.keys(q, cl.jobs, q.queue) == sorted(q.keys)
+        assert q.keys == queues.keys(q, cl.jobs, q.queue) == sorted(q.keys)
         assert (f["chips_allocated"] + f["chips_free"] + f["chips_failed"] == f["chips_total"]).all()
     assert seen_failed  # failures and repairs happened: the kept counts followed them
 
@@ -452,7 +452,7 @@ def test_gangs_set_up_together_equal_gangs_set_up_one_by_one() -> None:
         replica = cl.replicas[0][0]
         queueing.stop_replica(cl, replica, t)  # stopped, then asked for again: it loads anew
         assert cl.jobs.a["state"][replica] == STOPPED
-        queueing.request_replica(cl.queues, cl.jobs, cl.log, replica, t)
+        queues.request_replica(cl.queues, cl.jobs, cl.log, replica, t)
     js = many.pool.cluster.queues.rqueue + many.pool.cluster.queue
     assert len(js) >= 6
     ev_one: list = []

@@ -1,4 +1,4 @@
-"""The physics' segments (``twin.work.chips.Segments``, ``ChipPool.load``): the powered chips of each
+"""The physics' segments (``twin.work.segments.Segments``, ``ChipPool.load``): the powered chips of each
 UltraServer in runs held by one job (or idle), kept as chips are allocated, released, fail, are
 repaired, trip and recover. The UltraServer sums and hottest-junction powers the step takes from
 them at full clock equal the per-chip definitions, and a load's per-chip views are the chips as

@@ -15,7 +15,7 @@ from tests.conftest import small_params
 from twin.compose.hall import Hall
 from twin.spec import catalog
 from twin.spec.params import FailureParams, RequestTrace, ServiceParams, TrainingParams
-from twin.work import jobs, queueing, services, workload
+from twin.work import inference, jobs, queues, services, workload
 
 FLAT = dict(diurnal_peak_to_trough=1.0, weekend_factor=1.0)
 NO_JOBS = dict(training=TrainingParams(arrivals_per_day=0.0), failures=FailureParams(chip_hazard_per_h=0.0))
@@ -64,7 +64,7 @@ def test_saturated_replica_decodes_at_the_roofline_by_hand() -> None:
     acc = catalog.accelerator("trainium3")
     h = _hand_roofline(acc)
     assert 64 < h["batch"] < h["batch_kv"]  # the TPOT SLO, not the KV cache, sets the batch
-    roof = workload.roofline(ServiceParams(), acc, TRN3)
+    roof = inference.roofline(ServiceParams(), acc, TRN3)
     assert roof.batch == h["batch"] and roof.batch_kv == h["batch_kv"]
     assert roof.decode_tokens_per_s == pytest.approx(h["decode_tok_s"], rel=1e-12)
     assert roof.requests_per_s == pytest.approx(h["cap"], rel=1e-12)
@@ -292,7 +292,7 @@ def test_replica_requests_wait_by_priority_then_arrival_whatever_order_they_come
         for k in range(9)
     ]
     for k in order:
-        queueing.request_replica(cl.queues, cl.jobs, cl.log, ids[k], 0)
+        queues.request_replica(cl.queues, cl.jobs, cl.log, ids[k], 0)
     a = cl.jobs.a
     expect = sorted(ids, key=lambda j: (-int(a["priority"][j]), int(a["id"][j])))
     assert cl.rqueue == expect

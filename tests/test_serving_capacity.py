@@ -1,5 +1,5 @@
 """Serving capacity against published measurements, through the functions the simulation uses
-(``twin.work.workload.roofline``, ``twin.work.services.ServiceModel.serve``, ``twin.physics.power``), and the
+(``twin.work.inference.roofline``, ``twin.work.services.ServiceModel.serve``, ``twin.physics.power``), and the
 properties of the capacity model: the batch from KV memory and the TPOT SLO, the collectives of
 tensor parallelism, native 4-bit weights, disaggregated prefill, and the split of inference cost
 between input and output tokens."""
@@ -20,7 +20,7 @@ from twin.physics import power
 from twin.spec import catalog
 from twin.spec.params import ServiceParams
 from twin.spec.telemetry import TABLES
-from twin.work import services, workload
+from twin.work import inference, services
 
 H100 = catalog.accelerator("h100")
 B200 = catalog.accelerator("b200")
@@ -127,7 +127,7 @@ def test_llama31_8b_energy_per_output_token_on_one_h100_matches_ml_energy() -> N
 # ---------------------------------------------------------------------- the batch
 def test_batch_is_the_smaller_of_kv_memory_and_the_tpot_slo_and_an_explicit_cap() -> None:
     sp = ServiceParams()
-    r = workload.roofline(sp, TRN3, TRN3_GEN2)
+    r = inference.roofline(sp, TRN3, TRN3_GEN2)
     assert r.batch == min(r.batch_kv, r.batch_slo) and r.batch > 64  # no constant cap any more
     # KV bytes of the batch fit in what the weights leave of 90 % of HBM.
     kv_seq = (1155 + 211 / 2) * 327_680
@@ -136,15 +136,15 @@ def test_batch_is_the_smaller_of_kv_memory_and_the_tpot_slo_and_an_explicit_cap(
     tpot = [r.step_s(n) + n * r.prefill_s / 211 for n in (r.batch_slo, r.batch_slo + 1)]
     assert tpot[0] <= 0.2 < tpot[1]
     # A tighter SLO, a smaller batch; an explicit cap caps.
-    assert workload.roofline(dataclasses.replace(sp, tpot_slo_s=0.1), TRN3, TRN3_GEN2).batch < r.batch
-    assert workload.roofline(dataclasses.replace(sp, batch_max=64), TRN3, TRN3_GEN2).batch == 64
+    assert inference.roofline(dataclasses.replace(sp, tpot_slo_s=0.1), TRN3, TRN3_GEN2).batch < r.batch
+    assert inference.roofline(dataclasses.replace(sp, batch_max=64), TRN3, TRN3_GEN2).batch == 64
 
 
 def test_capacity_is_prefill_plus_the_decode_share_of_each_request() -> None:
     """Continuous batching: a replica's time per request is its prefill plus its share of the
     decode steps at the batch; input and output tokens both come out of it."""
     sp = ServiceParams()
-    r = workload.roofline(sp, TRN3, TRN3_GEN2)
+    r = inference.roofline(sp, TRN3, TRN3_GEN2)
     per_request = r.prefill_s + 211 * r.decode_step_s / r.batch
     assert r.requests_per_s == pytest.approx(1 / per_request, rel=1e-12)
     assert r.prefill_share == pytest.approx(r.prefill_s / per_request, rel=1e-12)
@@ -161,12 +161,12 @@ def test_a_144_chip_replica_pays_its_all_reduces_latency_per_layer() -> None:
     least 2 log2(144) -> 16 NeuronLink hops of 2 us (Rabenseifner), 5.1 ms a step, however little
     the weights take to stream (70 GB over 144 x 4.5 TB/s = 0.1 ms)."""
     sp = ServiceParams(chips_per_replica=144, batch_max=1)
-    r = workload.roofline(sp, TRN3, TRN3_GEN2)
+    r = inference.roofline(sp, TRN3, TRN3_GEN2)
     floor = 160 * 2 * math.ceil(math.log2(144)) * 2e-6
     assert r.comm_fixed_s == pytest.approx(floor, rel=1e-9)
     assert r.decode_step_s > floor > 20 * 70e9 / (144 * TRN3.hbm_bw_bytes_s)
     # One chip: no collectives, the memory roof alone.
-    one = workload.roofline(dataclasses.replace(sp, chips_per_replica=1), TRN3, TRN3_GEN2)
+    one = inference.roofline(dataclasses.replace(sp, chips_per_replica=1), TRN3, TRN3_GEN2)
     assert one.comm_fixed_s == one.comm_per_seq_s == 0.0
 
 
@@ -182,18 +182,18 @@ def test_moe_layers_pay_dispatch_and_combine_instead_of_the_mlp_all_reduce() -> 
         experts_active=4,
         chips_per_replica=4,
     )
-    r = workload.roofline(moe, TRN3, TRN3_GEN2)
+    r = inference.roofline(moe, TRN3, TRN3_GEN2)
     # Per step, fixed: one all-reduce (4 hops) + two all-to-alls (3 hops) per layer, 2 us a hop.
     assert r.comm_fixed_s == pytest.approx(36 * (4 + 2 * 3) * 2e-6, rel=1e-9)
-    dense = workload.roofline(dataclasses.replace(moe, experts=0, experts_active=0), TRN3, TRN3_GEN2)
+    dense = inference.roofline(dataclasses.replace(moe, experts=0, experts_active=0), TRN3, TRN3_GEN2)
     assert dense.comm_fixed_s == pytest.approx(36 * 2 * 4 * 2e-6, rel=1e-9)
 
 
 # ---------------------------------------------------------------------- 4-bit weights
 def test_native_fp4_weights_halve_the_weight_bytes_with_their_block_scales() -> None:
     fp8 = ServiceParams(chips_per_replica=1)
-    mx = workload.roofline(dataclasses.replace(fp8, precision="mxfp4"), TRN3, TRN3_GEN2)
-    r8 = workload.roofline(fp8, TRN3, TRN3_GEN2)
+    mx = inference.roofline(dataclasses.replace(fp8, precision="mxfp4"), TRN3, TRN3_GEN2)
+    r8 = inference.roofline(fp8, TRN3, TRN3_GEN2)
     # MXFP4: 4 bits + one 8-bit scale per 32 weights = 0.53125 B (OCP MX v1.0).
     assert mx.weight_bytes == pytest.approx(70e9 * 0.53125)
     assert mx.batch_kv > r8.batch_kv  # the saved HBM holds KV cache
@@ -201,8 +201,8 @@ def test_native_fp4_weights_halve_the_weight_bytes_with_their_block_scales() -> 
     assert mx.compute_flop_s == r8.compute_flop_s
     assert mx.step_s(1) < r8.step_s(1)
     # Blackwell has FP4 tensor cores: twice the FP8 rate; NVFP4 weights 0.5625 B (scale per 16).
-    b8 = workload.roofline(dataclasses.replace(fp8, context_tokens=294.0), B200, HGX_B200)
-    b4 = workload.roofline(dataclasses.replace(fp8, context_tokens=294.0, precision="fp4"), B200, HGX_B200)
+    b8 = inference.roofline(dataclasses.replace(fp8, context_tokens=294.0), B200, HGX_B200)
+    b4 = inference.roofline(dataclasses.replace(fp8, context_tokens=294.0, precision="fp4"), B200, HGX_B200)
     assert b4.weight_bytes == pytest.approx(70e9 * 0.5625)
     assert b4.compute_flop_s == pytest.approx(2 * b8.compute_flop_s)
     assert b4.requests_per_s > 1.5 * b8.requests_per_s
@@ -212,17 +212,17 @@ def test_native_fp4_weights_halve_the_weight_bytes_with_their_block_scales() -> 
 def test_disaggregated_prefill_serves_the_smaller_of_its_two_pools() -> None:
     sp = ServiceParams()
     for share in (0.2, 0.5, 0.8):
-        r = workload.roofline(dataclasses.replace(sp, prefill_replica_share=share), TRN3, TRN3_GEN2)
+        r = inference.roofline(dataclasses.replace(sp, prefill_replica_share=share), TRN3, TRN3_GEN2)
         decode_share = 211 * r.decode_step_s / r.batch
         assert r.requests_per_s == pytest.approx(min(share / r.prefill_s, (1 - share) / decode_share))
         # Decode replicas do not prefill: their TPOT is the step alone, within the SLO.
         assert r.decode_step_s <= 0.2
     # At the balanced share both pools are full; the pool then serves 1 / (prefill + decode
     # share), the colocated formula without prefill stalls in the decode batch.
-    r = workload.roofline(dataclasses.replace(sp, prefill_replica_share=0.5), TRN3, TRN3_GEN2)
+    r = inference.roofline(dataclasses.replace(sp, prefill_replica_share=0.5), TRN3, TRN3_GEN2)
     d = 211 * r.decode_step_s / r.batch
     s_star = r.prefill_s / (r.prefill_s + d)
-    best = workload.roofline(dataclasses.replace(sp, prefill_replica_share=s_star), TRN3, TRN3_GEN2)
+    best = inference.roofline(dataclasses.replace(sp, prefill_replica_share=s_star), TRN3, TRN3_GEN2)
     assert best.requests_per_s == pytest.approx(1 / (r.prefill_s + d), rel=1e-9)
     # TTFT then includes the hand-over of the prompt's KV cache over NeuronLink.
     m = services.ServiceModel(
@@ -306,14 +306,14 @@ model = "llama-3.1-70b"
 replicas = 2
 """
     p = parse(text, "hbm.toml").to_params()
-    r = workload.roofline(p.services[0], p.hall.accelerator, p.hall.system)
+    r = inference.roofline(p.services[0], p.hall.accelerator, p.hall.system)
     assert r.bw_bytes_s == pytest.approx(4 * 4.9e12 * 0.8)
     own = dataclasses.replace(p.services[0], bw_efficiency=0.6)
-    assert workload.roofline(own, p.hall.accelerator, p.hall.system).bw_bytes_s == pytest.approx(
+    assert inference.roofline(own, p.hall.accelerator, p.hall.system).bw_bytes_s == pytest.approx(
         4 * 4.9e12 * 0.6
     )
     # Without either: the catalog's measured figure.
-    assert workload.roofline(ServiceParams(), TRN3, TRN3_GEN2).bw_bytes_s == pytest.approx(4 * 4.9e12 * 0.92)
+    assert inference.roofline(ServiceParams(), TRN3, TRN3_GEN2).bw_bytes_s == pytest.approx(4 * 4.9e12 * 0.92)
 
 
 def test_a_context_whose_kv_cache_does_not_fit_is_refused() -> None:
@@ -323,12 +323,12 @@ def test_a_context_whose_kv_cache_does_not_fit_is_refused() -> None:
         params=8e9, active_params=8e9, layers=32, hidden=4096, chips_per_replica=1, context_tokens=2e6
     )
     with pytest.raises(ValueError, match="KV cache of one"):
-        workload.roofline(sp, TRN3, TRN3_GEN2)
+        inference.roofline(sp, TRN3, TRN3_GEN2)
 
 
 def test_capacity_at_a_lower_clock_slows_only_the_compute_bound_work() -> None:
     for sp in (ServiceParams(), ServiceParams(prefill_replica_share=0.7)):
-        r = workload.roofline(sp, TRN3, TRN3_GEN2)
+        r = inference.roofline(sp, TRN3, TRN3_GEN2)
         full, half = r.requests_per_s_at(np.array([1.0, 0.5]))
         assert full == pytest.approx(r.requests_per_s, rel=1e-12)
         # Prefill and the compute-bound products take twice as long, HBM streaming and the

@@ -12,15 +12,15 @@ from twin.compose.hall import Hall
 from twin.spec import catalog
 from twin.spec.models import MODELS
 from twin.spec.params import FailureParams, ServiceParams, TrainingParams
-from twin.work import fabric, workload
+from twin.work import fabric, inference, workload
 from twin.work.jobs import DONE, TRAINING
 
 
 def test_kv_cache_bytes_per_token_from_the_model_card() -> None:
     # Llama 3.1 70B BF16: 2*80*8*128*2 = 327,680 B; gpt-oss-120b BF16: 2*36*8*64*2 = 73,728 B.
-    assert workload.kv_bytes_per_token(ServiceParams()) == 327_680
+    assert inference.kv_bytes_per_token(ServiceParams()) == 327_680
     gpt = ServiceParams(model="gpt-oss-120b", layers=36, kv_heads=8, head_dim=64)
-    assert workload.kv_bytes_per_token(gpt) == 73_728
+    assert inference.kv_bytes_per_token(gpt) == 73_728
 
 
 TRN3 = catalog.SYSTEMS["trn3-gen2"]
@@ -35,13 +35,13 @@ def test_decode_roofline_batch_one_matches_the_hand_calculation() -> None:
     # memory roof; the all-reduces of the step come on top.
     acc = catalog.accelerator("trainium3")
     s = ServiceParams(batch_max=1, bw_efficiency=1.0, context_tokens=1.0, output_tokens=0.0)
-    r = workload.roofline(s, acc, TRN3)
+    r = inference.roofline(s, acc, TRN3)
     assert r.batch == 1
     mem = (70e9 + 327_680) / 19.6e12
     assert 1 / mem == pytest.approx(280, rel=0.001)
     assert r.decode_tokens_per_s == pytest.approx(1 / (mem + AR_FIXED + AR_PER_TOKEN), rel=1e-9)
     # A one-chip replica has no collectives: the memory roof itself.
-    one = workload.roofline(dataclasses.replace(s, chips_per_replica=1), acc, TRN3)
+    one = inference.roofline(dataclasses.replace(s, chips_per_replica=1), acc, TRN3)
     assert one.decode_tokens_per_s == pytest.approx(4.9e12 / (70e9 + 327_680), rel=1e-9)
 
 
@@ -55,7 +55,7 @@ def test_decode_roofline_batch_64_and_prefill() -> None:
         prefill_mfu=0.5,
         tpot_slo_s=60.0,  # the cap, not the SLO, sets the batch
     )
-    r = workload.roofline(s, acc, TRN3)
+    r = inference.roofline(s, acc, TRN3)
     bw = 4 * 4.9e12 * 0.7
     step = (70e9 + 64 * 4096 * 327_680) / bw + AR_FIXED + 64 * AR_PER_TOKEN
     assert r.decode_step_s == pytest.approx(step)
@@ -70,7 +70,7 @@ def test_decode_roofline_batch_64_and_prefill() -> None:
 def test_kv_cache_limits_the_batch() -> None:
     acc = catalog.accelerator("trainium3")
     s = ServiceParams(context_tokens=100_000.0, output_tokens=1000.0, tpot_slo_s=60.0)
-    r = workload.roofline(s, acc, TRN3)
+    r = inference.roofline(s, acc, TRN3)
     hbm = 4 * acc.hbm_bytes * 0.9
     seq = 100_000 + 500
     assert r.batch == r.batch_kv == int((hbm - 70e9) // (seq * 327_680))
@@ -80,7 +80,7 @@ def test_kv_cache_limits_the_batch() -> None:
 def test_weights_that_do_not_fit_are_refused() -> None:
     acc = catalog.accelerator("trainium3")
     with pytest.raises(ValueError, match="do not fit"):
-        workload.roofline(
+        inference.roofline(
             ServiceParams(params=405e9, weight_bytes_per_param=2.0, chips_per_replica=1), acc, TRN3
         )
 
@@ -153,7 +153,7 @@ def test_inference_serves_up_to_capacity_and_counts_the_rest_as_dropped() -> Non
     )
     sim = Hall(dataclasses.replace(base, services=(svc,)))
     s = sim.advance(3)["service_ts"]
-    cap = 2 * workload.roofline(svc, sim.pool.acc, sim.pool.sys).requests_per_s  # far below 1,000 req/s
+    cap = 2 * inference.roofline(svc, sim.pool.acc, sim.pool.sys).requests_per_s  # far below 1,000 req/s
     # Poisson arrivals around 1,000/s: within 5 sigma of 60,000 per step.
     assert (np.abs(s["requests_arrived"] - 60_000) < 5 * np.sqrt(60_000)).all()
     # Served: whole requests at capacity (fractions carry over to the next step).

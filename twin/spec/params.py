@@ -1,4 +1,4 @@
-"""Parameter dataclasses of the factory model (frozen; units in names).
+"""Parameter tables of the factory model, a table of facts (frozen dataclasses; units in names).
 
 Defaults are the modelling assumptions of the reference factory; the scenario layer builds these
 from validated TOML. Derived quantities are functions, never stored defaults.
@@ -412,7 +412,7 @@ class TrainingParams:
     compute_activity: float = 0.87
     restart_cost_s: int = 600  # ASM: reload checkpoint, re-initialise the gang
     # Checkpoints: a job class without an interval checkpoints at the Young/Daly interval
-    # sqrt(2 C M) of its gang (twin.work.fabric.young_daly_interval_s), C = the checkpoint's bytes
+    # sqrt(2 C M) of its gang (twin.work.checkpoint.young_daly_interval_s), C = the checkpoint's bytes
     # (weights + optimiser state: checkpoint_bytes_per_param x N, 3P: ZeRO 2 + 12 bytes) over
     # the write bandwidth: checkpoint_chip_bw_bytes_s per chip up to checkpoint_storage_bw_bytes_s
     # (3P: Llama 3 paper §3.3.1: Tectonic 2 TB/s sustained, 7 TB/s peak; 1 MB-4 GB per GPU), M =
@@ -477,7 +477,7 @@ class ServiceParams:
     experts: int = 0  # routed experts (0: dense)
     experts_active: int = 0  # experts per token
     # Bytes per weight; 0: the native size of ``precision`` with its block scales
-    # (``twin.work.workload.WEIGHT_BYTES``: FP8 1, MXFP4 0.53, NVFP4 0.56).
+    # (``twin.work.inference.WEIGHT_BYTES``: FP8 1, MXFP4 0.53, NVFP4 0.56).
     weight_bytes_per_param: float = 0.0
     kv_bytes_per_elem: float = 2.0  # BF16 KV cache
     activation_bytes: float = 2.0  # BF16 activations on the scale-up fabric (ASM)

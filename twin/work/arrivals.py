@@ -10,6 +10,7 @@ calls); a job asks the same FLOP of any hall.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy.typing as npt
 
 from twin.spec.events import Events
 from twin.spec.params import JOB_CLASSES, KIND_NAMES, JobClassParams, TrainingParams
-from twin.work import queueing, routing, workload
+from twin.work import queueing, queues, routing, workload
 from twin.work.jobs import KIND_CODE
 from twin.work.workstate import Work
 
@@ -63,58 +64,87 @@ def arrivals(st: ArrivalState, w: Work, router: routing.Router | None, ev: Event
         to.setdefault(id(target), (target, []))[1].append(row)
 
     if cap > 0 and tp.arrivals_per_day > 0:
-        f = workload.diurnal_factor(t, tp.diurnal_peak_to_trough, tp.peak_hour, tp.weekend_factor) * dt
-        # One scalar draw per class (an array of rates costs more in the generator's checks than
-        # the few classes' calls); the classes' rates as Python floats, the same doubles.
-        for ci, ((code, cls), rate) in enumerate(zip(st.classes, st.rate_s.tolist(), strict=True)):
-            lam = rate * f
-            k = int(st.rng.poisson(lam)) if lam > 0 else 0
-            for _ in range(k):
-                chips, model, nominal = next_draw(st, ci, cls, cap)
-                target = w if router is None else router.pick(code, cls, chips, model)
-                if target is None:
-                    ev.append(
-                        (
-                            "job_rejected",
-                            KIND_NAMES[code],
-                            f"{chips} chips: no system on the floor may run it",
-                        )
-                    )
-                    continue
-                arrive(target, (code, cls, chips, model, nominal, math.nan, -1, 0))
-    tr = tp.trace
-    if tr is not None:
-        n = len(tr.submit_s)
-        while st.trace_next < n and tr.submit_s[st.trace_next] <= t:
-            r = st.trace_next
-            st.trace_next += 1
-            code = int(tr.kind[r])
-            tcls = queueing.job_class(w.p, code)
-            assert tcls is not None
-            chips = int(tr.chips[r])
-            if chips > cap:  # could never start: it would block the queue
-                ev.append(
-                    ("job_rejected", f"trace:{r}", f"{chips} chips > the {cap} the hall has for batch work")
-                )
-                continue
-            model = tr.model[r] or tcls.models[0]
-            target = w if router is None else router.pick(code, tcls, chips, model)
-            if target is None:
-                ev.append(("job_rejected", f"trace:{r}", f"{chips} chips: no system on the floor may run it"))
-                continue
-            row = (
-                code,
-                tcls,
-                chips,
-                model,
-                float(tr.duration_s[r]),
-                float(tr.work_flop[r]),
-                int(tr.priority[r]),
-                1,
-            )
-            arrive(target, row)
+        _drawn(st, w, router, ev, t, dt, cap, arrive)
+    if tp.trace is not None:
+        _traced(st, w, router, ev, t, cap, arrive)
     for target, rows in to.values():
         add_jobs(target, rows, t)
+
+
+def _drawn(
+    st: ArrivalState,
+    w: Work,
+    router: routing.Router | None,
+    ev: Events,
+    t: int,
+    dt: int,
+    cap: int,
+    arrive: Callable[[Work, Arrival], None],
+) -> None:
+    """The classes' random arrivals in [t, t + dt), each to the system its router picks."""
+    tp = w.p.training
+    f = workload.diurnal_factor(t, tp.diurnal_peak_to_trough, tp.peak_hour, tp.weekend_factor) * dt
+    # One scalar draw per class (an array of rates costs more in the generator's checks than
+    # the few classes' calls); the classes' rates as Python floats, the same doubles.
+    for ci, ((code, cls), rate) in enumerate(zip(st.classes, st.rate_s.tolist(), strict=True)):
+        lam = rate * f
+        k = int(st.rng.poisson(lam)) if lam > 0 else 0
+        for _ in range(k):
+            chips, model, nominal = next_draw(st, ci, cls, cap)
+            target = w if router is None else router.pick(code, cls, chips, model)
+            if target is None:
+                ev.append(
+                    (
+                        "job_rejected",
+                        KIND_NAMES[code],
+                        f"{chips} chips: no system on the floor may run it",
+                    )
+                )
+                continue
+            arrive(target, (code, cls, chips, model, nominal, math.nan, -1, 0))
+
+
+def _traced(
+    st: ArrivalState,
+    w: Work,
+    router: routing.Router | None,
+    ev: Events,
+    t: int,
+    cap: int,
+    arrive: Callable[[Work, Arrival], None],
+) -> None:
+    """The trace's jobs submitted by ``t`` that have not arrived yet."""
+    tr = w.p.training.trace
+    assert tr is not None
+    n = len(tr.submit_s)
+    while st.trace_next < n and tr.submit_s[st.trace_next] <= t:
+        r = st.trace_next
+        st.trace_next += 1
+        code = int(tr.kind[r])
+        tcls = queueing.job_class(w.p, code)
+        assert tcls is not None
+        chips = int(tr.chips[r])
+        if chips > cap:  # could never start: it would block the queue
+            ev.append(
+                ("job_rejected", f"trace:{r}", f"{chips} chips > the {cap} the hall has for batch work")
+            )
+            continue
+        model = tr.model[r] or tcls.models[0]
+        target = w if router is None else router.pick(code, tcls, chips, model)
+        if target is None:
+            ev.append(("job_rejected", f"trace:{r}", f"{chips} chips: no system on the floor may run it"))
+            continue
+        row = (
+            code,
+            tcls,
+            chips,
+            model,
+            float(tr.duration_s[r]),
+            float(tr.work_flop[r]),
+            int(tr.priority[r]),
+            1,
+        )
+        arrive(target, row)
 
 
 def next_draw(st: ArrivalState, ci: int, cls: JobClassParams, cap: int) -> tuple[int, str, float]:
@@ -190,7 +220,7 @@ def add_jobs(w: Work, rows: list[Arrival], t: int) -> list[int]:
     cols: dict[str, Any] = dict(zip(_ADD_COLUMNS, zip(*got, strict=True), strict=True))
     cols["submit"] = cols["queued_since"] = [t] * len(rows)
     js = w.jobs.add_many(names, precisions, cols)
-    queueing.enqueue(w.queues, w.jobs, js)
+    queues.enqueue(w.queues, w.jobs, js)
     w.log.dirty.update(js)
     return js
 

@@ -36,7 +36,7 @@ from twin.spec.models import registry
 from twin.spec.params import FactoryParams
 from twin.spec.rng import Streams
 from twin.spec.topology import Topology
-from twin.work import arrivals, failures, joblog, outages, queueing, routing, services, serving
+from twin.work import arrivals, failures, joblog, outages, queueing, queues, routing, services, serving
 from twin.work.chips import ChipPool
 from twin.work.jobs import RESTART_ACTIVITY, JobTable, rows
 from twin.work.serving import WorkStep
@@ -127,7 +127,7 @@ class Cluster(Work):
         outages.recover_thermal(self, chips)
 
     def _enqueue(self, j: int) -> None:
-        queueing.enqueue(self.queues, self.jobs, [j])
+        queues.enqueue(self.queues, self.jobs, [j])
 
     # Read-only views of the slices under the names callers know.
     @property

@@ -46,9 +46,7 @@ cached per (model, system, chips, domains, halls, peak, efficiency, knobs); the 
 token is the highest MFU. Forward-only work
 (evaluation, batch inference) keeps its weights resident: TP and MoE traffic only.
 
-Collective costs are the alpha-beta costs of the textbook algorithms (Thakur, Rabenseifner &
-Gropp 2005): ring all-reduce 2 (p-1)/p S/B + 2 (p-1) alpha; all-to-all, all-gather and
-reduce-scatter (p-1)/p S/B + (p-1) alpha. Pure functions plus the plan cache.
+Collective costs are ``twin.work.collectives``. Pure functions plus the plan cache.
 """
 
 from __future__ import annotations
@@ -63,6 +61,7 @@ import numpy.typing as npt
 from twin.spec.catalog import ACCELERATORS, System
 from twin.spec.models import ModelSpec
 from twin.spec.params import TrainingParams
+from twin.work import collectives
 
 # HBM a training plan may fill: the rest is runtime, communication buffers and fragmentation
 # (ASM: PyTorch/Neuron runtimes keep a few GB; Megatron users plan for ~90 % of HBM).
@@ -74,43 +73,6 @@ ACT_BYTES_SELECTIVE = 34.0 / 2.0  # x activation_bytes
 ACT_BYTES_FULL = 1.0  # full recomputation keeps each layer's input only (x activation_bytes)
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128)
 VIRTUAL = (1, 2, 4, 8)  # interleaved chunks per pipeline stage (Narayanan et al. 2021)
-
-
-def ring_allreduce_s(size_b: float, p: int, bw_b_s: float, alpha_s: float) -> float:
-    """Ring all-reduce of ``size_b`` bytes per participant over ``p`` participants, each with
-    ``bw_b_s`` bytes/s and ``alpha_s`` per hop [s]: 2 (p-1)/p S/B + 2 (p-1) alpha."""
-    if p <= 1 or size_b <= 0:
-        return 0.0
-    return 2.0 * (p - 1) / p * size_b / bw_b_s + 2.0 * (p - 1) * alpha_s
-
-
-def all_to_all_s(size_b: float, p: int, bw_b_s: float, alpha_s: float) -> float:
-    """All-to-all of ``size_b`` bytes per participant (1/p of it to each peer) [s]:
-    (p-1)/p S/B + (p-1) alpha. All-gather and reduce-scatter of ``size_b`` bytes in all cost
-    the same."""
-    if p <= 1 or size_b <= 0:
-        return 0.0
-    return (p - 1) / p * size_b / bw_b_s + (p - 1) * alpha_s
-
-
-def _ring(
-    size: npt.NDArray[np.float64], n: npt.NDArray[np.float64], bw: float, alpha: float
-) -> npt.NDArray[np.float64]:
-    """``ring_allreduce_s`` over arrays (n <= 1: free)."""
-    nn = np.maximum(n, 1.0)
-    out = 2.0 * (nn - 1.0) / nn * size / bw + 2.0 * (nn - 1.0) * alpha
-    return np.where(n > 1.0, out, 0.0)
-
-
-def _a2a(
-    size: npt.NDArray[np.float64],
-    n: npt.NDArray[np.float64],
-    bw: npt.NDArray[np.float64],
-    alpha: npt.NDArray[np.float64],
-) -> npt.NDArray[np.float64]:
-    nn = np.maximum(n, 1.0)
-    out = (nn - 1.0) / nn * size / bw + (nn - 1.0) * alpha
-    return np.where(n > 1.0, out, 0.0)
 
 
 @dataclass(frozen=True)
@@ -162,30 +124,6 @@ def pipeline_bubble(p: Any, m: Any, v: Any = 1.0) -> Any:
     """Share of a step the pipeline idles (numbers or arrays): (p - 1) / (v m + p - 1)
     (Narayanan et al. 2021)."""
     return np.divide(np.subtract(p, 1.0), np.multiply(v, m) + np.subtract(p, 1.0))
-
-
-def young_daly_interval_s(write_s: float, mtbf_s: float) -> float:
-    """Checkpoint interval that minimises lost work plus checkpoint time: sqrt(2 C M) (Young
-    1974; Daly 2006 first order), for a write time C and a gang mean time between failures M."""
-    if write_s <= 0 or not math.isfinite(mtbf_s):
-        return math.inf
-    return math.sqrt(2.0 * write_s * mtbf_s)
-
-
-def checkpoint_write_s(params: float, chips: int, cp: TrainingParams) -> float:
-    """Time a gang pauses to write one checkpoint [s]: ``checkpoint_bytes_per_param`` x N over
-    ``checkpoint_chip_bw_bytes_s`` per chip, at most ``checkpoint_storage_bw_bytes_s`` in all."""
-    bw = min(max(chips, 1) * cp.checkpoint_chip_bw_bytes_s, cp.checkpoint_storage_bw_bytes_s)
-    return params * cp.checkpoint_bytes_per_param / bw if bw > 0 else 0.0
-
-
-def checkpoint_interval_s(write_s: float, chips: int, chip_hazard_per_h: float, cp: TrainingParams) -> int:
-    """A gang's checkpoint interval [s]: Young/Daly for its mean time between failures
-    M = 1 / (chips x per-chip hazard), within [``checkpoint_min_interval_s``,
-    ``checkpoint_max_interval_s``]."""
-    rate = max(chips, 1) * chip_hazard_per_h / 3600.0
-    tau = young_daly_interval_s(write_s, 1.0 / rate if rate > 0 else math.inf)
-    return int(round(min(max(tau, cp.checkpoint_min_interval_s), cp.checkpoint_max_interval_s)))
 
 
 _CACHE: dict[tuple[object, ...], Plan] = {}
@@ -266,86 +204,21 @@ def _search(
     t, p, v, e = c[:, 0], c[:, 1], c[:, 2], c[:, 3]
     d = G / (t * p)
     L, s = float(model.layers), float(cp.sequence_tokens)
-    # Width: the model's, else from N_active ~ 12 L h^2 (DER: Kaplan et al. 2020, no embeddings).
-    h = float(model.hidden) if model.hidden > 0 else math.sqrt(model.active_params / (12.0 * L))
-    n_act, n_all = model.active_params, model.params
-    # MoE: routed-expert parameters (all experts) and the shared rest (DER from total and active).
-    if model.moe and model.experts > model.experts_active:
-        n_exp = (n_all - n_act) * model.experts / (model.experts - model.experts_active)
-    else:
-        n_exp = 0.0
-    n_sh = n_all - n_exp
-    batch = global_batch_tokens(d, cp)
-    m = batch / (d * s)
-    ok = d * s <= max(cp.global_batch_tokens_max, s)  # at least one sequence per replica
-    m = np.maximum(m, 1.0)
-    batch = m * d * s
-    # Memory per chip.
-    params_chip = n_sh / (t * p) + n_exp / (t * p * e)
-    if training:
-        static = params_chip * (cp.weight_bytes_per_param + cp.grad_bytes_per_param)
-        static += n_all / (t * p) / np.maximum(d, 1.0) * cp.optimizer_bytes_per_param
-        layer_sel = ACT_BYTES_SELECTIVE * cp.activation_bytes * s * h / t
-        layer_full = ACT_BYTES_FULL * cp.activation_bytes * s * h / t
-        inflight = np.minimum(p, m) * (L / p)  # layers of one micro-batch held on the first stage
-        act_sel, act_full = inflight * layer_sel, inflight * layer_full
-    else:
-        static = params_chip * cp.weight_bytes_per_param
-        act_sel = act_full = np.zeros_like(t)
-    hbm = ACCELERATORS[sysm.accelerator].hbm_bytes * TRAIN_HBM_USABLE
-    avail = hbm - static
-    span = np.maximum(act_sel - act_full, 1e-9)
-    rec = np.clip((act_sel - avail) / span, 0.0, 1.0)
-    fits = ok & (avail >= act_full)
-    mem = static + act_sel - rec * (act_sel - act_full)
-    # Compute per micro-batch on one stage, in BF16-equivalent FLOP at the chip's efficiency:
-    # the linear layers' FLOP (model + recomputation of the share ``rec`` of the layers: one more
-    # forward pass, 2 N per token) run at the job's precision except the non-GEMM share of the
-    # time, causal attention (k L h s / 2 per token) at BF16.
-    acc = ACCELERATORS[sysm.accelerator]
-    bf16 = acc.peak("bf16") if acc.supports("bf16") else peak
-    speed = (1.0 - cp.nongemm_time_share) * bf16 / peak + cp.nongemm_time_share
-    linear = (kf * n_act + (2.0 * n_act * rec if training else 0.0)) * speed
-    flop_tok = linear + kf * L * h * s / 2.0
-    comp_mb = flop_tok * s / (t * p) / (bf16 * eff)
-    # TP: two all-reduces of the micro-batch's activations per layer and pass, on the scale-up tier.
-    passes = 2.0 if training else 1.0
-    tp_mb = (
-        2.0
-        * passes
-        * (L / p)
-        * _ring(
-            np.full_like(t, s * h * cp.activation_bytes), t, sysm.scaleup_bw_bytes_s, sysm.scaleup_latency_s
-        )
-    )
-    # EP: dispatch + combine per MoE layer and pass; on the scale-up tier when e t chips fit a domain.
-    out_bw, out_a = _tiers(sysm, cp, G, halls)
-    if model.moe:
-        inside = e * t <= g
-        bw = np.where(inside, sysm.scaleup_bw_bytes_s, out_bw[1])
-        al = np.where(inside, sysm.scaleup_latency_s, out_a[1])
-        vol = s / t * model.experts_active * h * cp.activation_bytes
-        tp_mb = tp_mb + 2.0 * passes * (L / p) * _a2a(np.full_like(t, vol), e, bw, al)
-    # PP: a micro-batch's activation shard to the next stage (and its gradient back), v times.
-    # Stages are outermost: a gang beyond one pod (or hall) passes activations across it.
-    pp_bw = out_bw[3] if halls > 1 else (out_bw[2] if G > cp.pod_chips else out_bw[1])
-    pp_a = out_a[-1] if halls > 1 else out_a[1]
-    pp_mb = np.where(p > 1, passes * v * (s * h * cp.activation_bytes / t / pp_bw + pp_a), 0.0)
+    h, n_exp, n_sh = _widths(model, L)
+    m, batch, ok = _batch(d, s, cp)
+    rec, fits, mem = _memory(model, t, p, e, d, m, h, n_exp, n_sh, ok, training, sysm, cp)
+    comp_mb = _compute_mb(model, kf, t, p, h, rec, training, peak, eff, sysm, cp)
+    tp_mb, pp_mb = _comm_mb(model, t, p, v, e, g, G, h, training, sysm, cp, halls)
     per_mb = comp_mb + (1.0 - cp.tp_overlap) * tp_mb + (1.0 - cp.pp_overlap) * pp_mb
     # The pipeline idles a share of the step: m micro-batch times of work take m / (1 - bubble).
     n_mb = m / (1.0 - pipeline_bubble(p, m, v))  # = m + (p - 1) / v
     pipe = n_mb * per_mb
-    # DP: hierarchical reduction of each chip's gradient shard over its d peers (training only).
     if training:
-        grads = (n_sh / (t * p)) * cp.grad_bytes_per_param
-        grads_e = (n_exp / (t * p * e)) * cp.grad_bytes_per_param
-        dp_t = _dp_time(grads, d, t, g, G, sysm, cp, halls, out_bw, out_a)
-        dp_t = dp_t + _dp_time(grads_e, d / e, t * e, g, G, sysm, cp, halls, out_bw, out_a)
-        dp_x = np.maximum((1.0 - cp.dp_overlap) * dp_t, dp_t - comp_mb)
+        dp_x = _dp_exposed(t, p, e, d, g, G, n_exp, n_sh, comp_mb, sysm, cp, halls)
     else:
         dp_x = np.zeros_like(t)
     step = pipe + dp_x
-    model_flop = kf * n_act * batch
+    model_flop = kf * model.active_params * batch
     mfu = model_flop / (G * peak * step)
     pick = np.flatnonzero(fits)
     fit = bool(len(pick))
@@ -372,6 +245,163 @@ def _search(
         step_s=float(step[i]),
         mfu=float(mfu[i]),
     )
+
+
+def _batch(d: npt.NDArray[np.float64], s: float, cp: TrainingParams) -> tuple[Any, Any, Any]:
+    """Micro-batches per replica (at least one), the global batch in tokens, and whether each
+    replica holds at least one sequence."""
+    batch = global_batch_tokens(d, cp)
+    m = batch / (d * s)
+    ok = d * s <= max(cp.global_batch_tokens_max, s)  # at least one sequence per replica
+    m = np.maximum(m, 1.0)
+    batch = m * d * s
+    return m, batch, ok
+
+
+def _dp_exposed(
+    t: npt.NDArray[np.float64],
+    p: npt.NDArray[np.float64],
+    e: npt.NDArray[np.float64],
+    d: npt.NDArray[np.float64],
+    g: int,
+    G: float,
+    n_exp: float,
+    n_sh: float,
+    comp_mb: npt.NDArray[np.float64],
+    sysm: System,
+    cp: TrainingParams,
+    halls: int,
+) -> npt.NDArray[np.float64]:
+    """The gradient reduction time not hidden behind compute, per candidate (training)."""
+    # DP: hierarchical reduction of each chip's gradient shard over its d peers.
+    out_bw, out_a = _tiers(sysm, cp, G, halls)
+    grads = (n_sh / (t * p)) * cp.grad_bytes_per_param
+    grads_e = (n_exp / (t * p * e)) * cp.grad_bytes_per_param
+    dp_t = _dp_time(grads, d, t, g, G, sysm, cp, halls, out_bw, out_a)
+    dp_t = dp_t + _dp_time(grads_e, d / e, t * e, g, G, sysm, cp, halls, out_bw, out_a)
+    dp_x: npt.NDArray[np.float64] = np.maximum((1.0 - cp.dp_overlap) * dp_t, dp_t - comp_mb)
+    return dp_x
+
+
+def _widths(model: ModelSpec, L: float) -> tuple[float, float, float]:
+    """The model's hidden width, its routed-expert parameters and the shared rest."""
+    # Width: the model's, else from N_active ~ 12 L h^2 (DER: Kaplan et al. 2020, no embeddings).
+    h = float(model.hidden) if model.hidden > 0 else math.sqrt(model.active_params / (12.0 * L))
+    n_act, n_all = model.active_params, model.params
+    # MoE: routed-expert parameters (all experts) and the shared rest (DER from total and active).
+    if model.moe and model.experts > model.experts_active:
+        n_exp = (n_all - n_act) * model.experts / (model.experts - model.experts_active)
+    else:
+        n_exp = 0.0
+    return h, n_exp, n_all - n_exp
+
+
+def _memory(
+    model: ModelSpec,
+    t: np.ndarray,
+    p: np.ndarray,
+    e: np.ndarray,
+    d: np.ndarray,
+    m: np.ndarray,
+    h: float,
+    n_exp: float,
+    n_sh: float,
+    ok: np.ndarray,
+    training: bool,
+    sysm: System,
+    cp: TrainingParams,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per candidate: the recomputed share of the layers, whether it fits, memory per chip."""
+    L, s = float(model.layers), float(cp.sequence_tokens)
+    params_chip = n_sh / (t * p) + n_exp / (t * p * e)
+    if training:
+        static = params_chip * (cp.weight_bytes_per_param + cp.grad_bytes_per_param)
+        static += model.params / (t * p) / np.maximum(d, 1.0) * cp.optimizer_bytes_per_param
+        layer_sel = ACT_BYTES_SELECTIVE * cp.activation_bytes * s * h / t
+        layer_full = ACT_BYTES_FULL * cp.activation_bytes * s * h / t
+        inflight = np.minimum(p, m) * (L / p)  # layers of one micro-batch held on the first stage
+        act_sel, act_full = inflight * layer_sel, inflight * layer_full
+    else:
+        static = params_chip * cp.weight_bytes_per_param
+        act_sel = act_full = np.zeros_like(t)
+    hbm = ACCELERATORS[sysm.accelerator].hbm_bytes * TRAIN_HBM_USABLE
+    avail = hbm - static
+    span = np.maximum(act_sel - act_full, 1e-9)
+    rec = np.clip((act_sel - avail) / span, 0.0, 1.0)
+    fits = ok & (avail >= act_full)
+    mem = static + act_sel - rec * (act_sel - act_full)
+    return rec, fits, mem
+
+
+def _compute_mb(
+    model: ModelSpec,
+    kf: float,
+    t: np.ndarray,
+    p: np.ndarray,
+    h: float,
+    rec: np.ndarray,
+    training: bool,
+    peak: float,
+    eff: float,
+    sysm: System,
+    cp: TrainingParams,
+) -> np.ndarray:
+    """Compute time of one micro-batch on one stage, per candidate."""
+    # In BF16-equivalent FLOP at the chip's efficiency: the linear layers' FLOP (model +
+    # recomputation of the share ``rec`` of the layers: one more forward pass, 2 N per token) run
+    # at the job's precision except the non-GEMM share of the time, causal attention
+    # (k L h s / 2 per token) at BF16.
+    L, s = float(model.layers), float(cp.sequence_tokens)
+    n_act = model.active_params
+    acc = ACCELERATORS[sysm.accelerator]
+    bf16 = acc.peak("bf16") if acc.supports("bf16") else peak
+    speed = (1.0 - cp.nongemm_time_share) * bf16 / peak + cp.nongemm_time_share
+    linear = (kf * n_act + (2.0 * n_act * rec if training else 0.0)) * speed
+    flop_tok = linear + kf * L * h * s / 2.0
+    comp_mb: np.ndarray = flop_tok * s / (t * p) / (bf16 * eff)
+    return comp_mb
+
+
+def _comm_mb(
+    model: ModelSpec,
+    t: np.ndarray,
+    p: np.ndarray,
+    v: np.ndarray,
+    e: np.ndarray,
+    g: int,
+    G: float,
+    h: float,
+    training: bool,
+    sysm: System,
+    cp: TrainingParams,
+    halls: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate: TP (+ EP) and PP communication time of one micro-batch on one stage."""
+    L, s = float(model.layers), float(cp.sequence_tokens)
+    # TP: two all-reduces of the micro-batch's activations per layer and pass, on the scale-up tier.
+    passes = 2.0 if training else 1.0
+    tp_mb = (
+        2.0
+        * passes
+        * (L / p)
+        * collectives.ring_allreduce_arr(
+            np.full_like(t, s * h * cp.activation_bytes), t, sysm.scaleup_bw_bytes_s, sysm.scaleup_latency_s
+        )
+    )
+    # EP: dispatch + combine per MoE layer and pass; on the scale-up tier when e t chips fit a domain.
+    out_bw, out_a = _tiers(sysm, cp, G, halls)
+    if model.moe:
+        inside = e * t <= g
+        bw = np.where(inside, sysm.scaleup_bw_bytes_s, out_bw[1])
+        al = np.where(inside, sysm.scaleup_latency_s, out_a[1])
+        vol = s / t * model.experts_active * h * cp.activation_bytes
+        tp_mb = tp_mb + 2.0 * passes * (L / p) * collectives.all_to_all_arr(np.full_like(t, vol), e, bw, al)
+    # PP: a micro-batch's activation shard to the next stage (and its gradient back), v times.
+    # Stages are outermost: a gang beyond one pod (or hall) passes activations across it.
+    pp_bw = out_bw[3] if halls > 1 else (out_bw[2] if G > cp.pod_chips else out_bw[1])
+    pp_a = out_a[-1] if halls > 1 else out_a[1]
+    pp_mb = np.where(p > 1, passes * v * (s * h * cp.activation_bytes / t / pp_bw + pp_a), 0.0)
+    return tp_mb, pp_mb
 
 
 def _tiers(
@@ -409,10 +439,10 @@ def _dp_time(
     in_hall = np.clip(np.floor(hall / inner), 1.0, d)
     n2 = np.maximum(in_hall / (n0 * n1), 1.0)
     n3 = np.maximum(d / (n0 * n1 * n2), 1.0)
-    out = _ring(size, n0, bw[0], alpha[0])
-    out = out + _ring(size / n0, n1, bw[1], alpha[1])
-    out = out + _ring(size / (n0 * n1), n2, bw[2], alpha[2])
-    out = out + _ring(size / (n0 * n1 * n2), n3, bw[3], alpha[3])
+    out = collectives.ring_allreduce_arr(size, n0, bw[0], alpha[0])
+    out = out + collectives.ring_allreduce_arr(size / n0, n1, bw[1], alpha[1])
+    out = out + collectives.ring_allreduce_arr(size / (n0 * n1), n2, bw[2], alpha[2])
+    out = out + collectives.ring_allreduce_arr(size / (n0 * n1 * n2), n3, bw[3], alpha[3])
     return out
 
 

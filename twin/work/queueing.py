@@ -1,16 +1,14 @@
 """The batch queue, the replica requests and the scheduler: who starts where, who is released,
 interrupted, preempted or finished.
 
-Functions of the work state's slices (``twin.work.workstate``): the queues and the job table, or the
-hall's ``Work`` for the moves between the queues and the chips (chips are taken and given back
-only through the chip pool, ``twin.work.chips``). The queue is kept in the policy's order (FIFO by
-submit time, or priority then submit time); replica requests always go first. Placement is
-``twin.work.scheduler``; EASY backfill starts jobs behind a blocked head that do not delay it.
+Functions of the hall's ``Work``: the moves between the queues and the chips (chips are taken
+and given back only through the chip pool, ``twin.work.chips``). The queues are kept in order by
+``twin.work.queues``; replica requests always go first. Placement is ``twin.work.scheduler``; EASY
+backfill starts jobs behind a blocked head that do not delay it.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 from typing import Any
 
@@ -19,7 +17,7 @@ import numpy.typing as npt
 
 from twin.spec.events import Events
 from twin.spec.params import COMM_ACTIVITY, JOB_CLASSES, KIND_NAMES, FactoryParams, JobClassParams
-from twin.work import fabric, scheduler, services, workload
+from twin.work import checkpoint, fabric, queues, scheduler, services, workload
 from twin.work.jobs import (
     DONE,
     INFERENCE,
@@ -28,63 +26,10 @@ from twin.work.jobs import (
     RESTART_ACTIVITY,
     RUNNING,
     STOPPED,
-    JobTable,
     Rows,
     rows,
 )
-from twin.work.workstate import JobLog, Queues, Work
-
-
-def keys(q: Queues, jobs: JobTable, js: list[int]) -> list[tuple[float, ...]]:
-    """Queue order of the jobs in slots ``js``: the policy's, ties by arrival (job id)."""
-    a = jobs.a
-    jj = rows(js)
-    submit, ids = a["submit"][jj].tolist(), a["id"][jj].tolist()
-    if q.policy == "priority":
-        prio = a["priority"][jj].tolist()
-        return [(-float(p), float(s), float(i)) for p, s, i in zip(prio, submit, ids, strict=True)]
-    return [(float(s), float(i)) for s, i in zip(submit, ids, strict=True)]
-
-
-def enqueue(q: Queues, jobs: JobTable, js: list[int]) -> None:
-    """Jobs ``js`` join the batch queue, each in its place in the policy's order."""
-    if len(q.queue) != len(q.keys):
-        rebuild_queue(q, jobs)
-    for j, k in zip(js, keys(q, jobs, js), strict=True):
-        i = bisect.bisect_right(q.keys, k)
-        q.keys.insert(i, k)
-        q.queue.insert(i, j)
-    q.changed = True
-
-
-def rebuild_queue(q: Queues, jobs: JobTable) -> None:
-    """Jobs appended to ``queue`` from outside (tests, tools): put them in policy order."""
-    a = jobs.a
-    for j in q.queue:
-        if a["queued_since"][j] == 0 and a["state"][j] == QUEUED and a["submit"][j] > 0:
-            a["queued_since"][j] = a["submit"][j]
-    pairs = sorted(zip(keys(q, jobs, q.queue), q.queue, strict=True))
-    q.keys = [k for k, _ in pairs]
-    q.queue[:] = [j for _, j in pairs]
-    q.changed = True
-
-
-def request_replica(q: Queues, jobs: JobTable, log: JobLog, j: int, t: int, warm: bool = False) -> None:
-    a = jobs.a
-    a["state"][j] = QUEUED
-    a["queued_since"][j] = t
-    a["warm_at"][j] = -1 if warm else 0  # -1: starts warm (the run's initial replicas)
-    jobs.replica_ver += 1
-
-    # Priority first, then arrival. ``key=`` evaluates O(log n) slots, not the whole queue: a
-    # campus requests thousands of initial replicas, and a listed queue made that quadratic.
-    def rkey(r: int) -> tuple[int, int]:
-        return (-int(a["priority"][r]), int(a["id"][r]))
-
-    i = bisect.bisect_right(q.rqueue, rkey(j), key=rkey)
-    q.rqueue.insert(i, j)
-    log.dirty.add(j)
-    q.changed = True
+from twin.work.workstate import Work
 
 
 def stop_replica(w: Work, j: int, t: int) -> None:
@@ -221,9 +166,9 @@ def _start_batch(w: Work, js: list[int], t: int) -> list[float]:
         # pauses for each checkpoint's write (its rate is the share of time not writing). A job
         # without a catalogued model writes its own parameters.
         if math.isnan(write_s):
-            write_s = fabric.checkpoint_write_s(got["params"][i], need, tp)
+            write_s = checkpoint.checkpoint_write_s(got["params"][i], need, tp)
             if math.isnan(every_s):
-                every_s = fabric.checkpoint_interval_s(write_s, need, p.failures.chip_hazard_per_h, tp)
+                every_s = checkpoint.checkpoint_interval_s(write_s, need, p.failures.chip_hazard_per_h, tp)
         every = got["ckpt_every"][i]
         if every < 0:
             every = int(every_s)  # (stored whole seconds)
@@ -303,14 +248,14 @@ def _plan(w: Work, key: tuple[str, int, int, int, str, float]) -> tuple[float, f
             p.training,
         )
         mfu, act = sc.mfu, training_activity(sc, p.training.compute_activity)
-    write = fabric.checkpoint_write_s(model.params, need, p.training) if model is not None else math.nan
+    write = checkpoint.checkpoint_write_s(model.params, need, p.training) if model is not None else math.nan
     cls = job_class(p, kind)
     fixed = cls.checkpoint_interval_s if cls is not None else None
     hazard = p.failures.chip_hazard_per_h
     every: float = (
         fixed
         if fixed is not None
-        else fabric.checkpoint_interval_s(write, need, hazard, p.training)
+        else checkpoint.checkpoint_interval_s(write, need, hazard, p.training)
         if model is not None
         else math.nan
     )
@@ -373,11 +318,11 @@ def interrupt(w: Work, ev: Events, j: int, t: int, reason: str, cause: str, by: 
     by_id = jobs.id_of(by) if by >= 0 else -1
     log.interrupt_rows.append((t, jid, reason, cause, lost, lost_s, int(a["chips"][j]), by_id))
     if a["kind"][j] == INFERENCE:
-        request_replica(w.queues, jobs, log, j, t)
+        queues.request_replica(w.queues, jobs, log, j, t)
     else:
         a["state"][j] = QUEUED
         a["queued_since"][j] = t
-        enqueue(w.queues, jobs, [j])
+        queues.enqueue(w.queues, jobs, [j])
     log.dirty.add(j)
     what = "preempted" if reason == "preemption" else "interrupted"
     by_s = f" by job:{by_id}" if by >= 0 else f" ({cause})"
@@ -440,7 +385,7 @@ def schedule(w: Work, ev: Events, t: int) -> None:
     jobs (preemption, the backfill reservation) or the end, in the order they were placed."""
     q, pool, sp = w.queues, w.pool, w.p.scheduler
     if len(q.queue) != len(q.keys):
-        rebuild_queue(q, w.jobs)
+        queues.rebuild_queue(q, w.jobs)
     if not q.changed and q.seen_ver == pool.ver:
         return
     q.changed = False

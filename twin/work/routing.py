@@ -35,7 +35,7 @@ from twin.spec.params import (
     ServiceParams,
     TrainingParams,
 )
-from twin.work import fabric, workload
+from twin.work import fabric, inference, workload
 from twin.work.jobs import KIND_CODE
 from twin.work.workstate import Work
 
@@ -132,7 +132,7 @@ def service_rate(s: ServiceParams, acc: Accelerator, sysm: System) -> float:
     if not acc.supports(s.precision):
         return 0.0
     try:
-        roof = workload.roofline(s, acc, sysm)
+        roof = inference.roofline(s, acc, sysm)
     except ValueError:
         return 0.0
     return roof.requests_per_s * s.output_tokens

@@ -12,7 +12,7 @@ interference), evaluated every step at the current load: TTFT = backlog wait + q
 decode step; TPOT = decode step at the current occupancy plus the prefills of other requests
 interleaved with this one's decode (continuous batching; none on disaggregated decode replicas).
 Capacity comes from the mix: a request takes its prefill plus its share of the decode steps at the
-batch (``twin.work.workload.roofline``). Percentiles and SLO attainment are read off the sample. NumPy
+batch (``twin.work.inference.roofline``). Percentiles and SLO attainment are read off the sample. NumPy
 only, no I/O.
 """
 
@@ -22,11 +22,12 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from twin.physics import effects
 from twin.spec.catalog import Accelerator, System
 from twin.spec.params import ServiceParams
-from twin.work import workload
+from twin.work import inference, workload
 
 SAMPLE = 256  # representative requests per service
 PCT = (0.5, 0.9, 0.99)
@@ -68,7 +69,7 @@ class ServiceModel:
         self.p = sp
         self.rng = rng
         self.dt_s = dt_s
-        self.roof = workload.roofline(sp, acc, sysm)
+        self.roof = inference.roofline(sp, acc, sysm)
         u_in, u_out, u_wait, u_z = (workload.stratified(SAMPLE, rng) for _ in range(4))
         if tr is not None and len(tr.time_s):
             inp = np.quantile(tr.input_tokens.astype(float), u_in)
@@ -85,7 +86,7 @@ class ServiceModel:
         self.handoff_i = inp * (self.roof.kv_transfer_s_per_token if sp.prefill_replica_share > 0 else 0.0)
         self.out_i = np.maximum(out, 1.0)
         self.u_wait = u_wait
-        self.tail_wait = 1.0 - u_wait  # their tail probabilities (``workload.queue_wait_s``)
+        self.tail_wait = 1.0 - u_wait  # their tail probabilities (``inference.queue_wait_s``)
         self.z = workload.normal_quantiles(u_z)
         self.q_idx = [min(SAMPLE - 1, int(q * SAMPLE)) for q in PCT]
         self.capacity_per_replica = self.roof.requests_per_s
@@ -180,59 +181,16 @@ class ServiceModel:
         sp, roof = self.p, self.roof
         cap_rate = warm * self.capacity_per_replica
         q0 = self.queue
-        qa = q0 + arrived
-        capacity = cap_rate * dt + self.credit
-        whole = math.floor(capacity)
-        served = min(qa, whole)
-        self.credit = capacity - whole if served == whole and cap_rate > 0 else 0.0
-        remaining = qa - served
-        limit = math.floor(cap_rate * sp.max_queue_wait_s)
-        dropped = max(0, remaining - limit)
-        q1 = remaining - dropped
-        self.queue = q1
-        self.arrived_total += arrived
-        self.served_total += served
-        self.dropped_total += dropped
-
+        served, dropped, q1 = self._admit(arrived, cap_rate, dt)
         if served == 0 or warm == 0:
             return ServiceStep(arrived, served, dropped, q1, 0.0, 0.0, _NAN3, _NAN3, 0.0, 0.0, 0.0, 0.0, 0.0)
         rate = served / dt / warm  # per replica
         util = min(served / (cap_rate * dt), 1.0)
-        n, f_p = workload.decode_occupancy(roof, rate, sp.output_tokens)
+        n, f_p = inference.decode_occupancy(roof, rate, sp.output_tokens)
         step = roof.step_s(max(n, 1.0))
         share = sp.prefill_replica_share
-        # Waiting: the backlog ahead (spread over the step), or M/M/1 queueing when none.
-        if q0 > 0 or q1 > 0:
-            wait = (q0 + self.u_wait * (q1 - q0)) / cap_rate
-        else:
-            wait = workload.queue_wait_s(self.tail_wait, min(util, 0.95), 1.0 / self.capacity_per_replica)
-        # ttft = wait + prefill + hand-over + step, added in place in that order (``wait`` is this
-        # step's own array); no hand-over to add where prefill is not disaggregated (x + 0 = x).
-        ttft = wait
-        ttft += self.prefill_i
-        if share > 0:
-            ttft += self.handoff_i
-        ttft += step
-        if share > 0:
-            # Decode replicas decode only; prefill replicas are busy f_p / share of their time.
-            tpot = np.full(SAMPLE, step)
-            busy_p = min(f_p / share, 1.0)
-            act = share * sp.prefill_activity * busy_p + (1.0 - share) * sp.decode_activity * min(n, 1.0)
-        else:
-            # Prefills of other requests landing on the replica while this one decodes.
-            # m = rate out tpot_base; stalls = max(m + z sqrt(m), 0); tpot = step + stalls
-            # prefill / out: the same operations in the same order, in place.
-            tpot_base = step / (1.0 - f_p)
-            m = rate * self.out_i
-            m *= tpot_base
-            tpot = np.sqrt(m)
-            tpot *= self.z
-            tpot += m
-            np.maximum(tpot, 0.0, out=tpot)
-            tpot *= roof.prefill_s
-            tpot /= self.out_i
-            tpot += step
-            act = f_p * sp.prefill_activity + (1.0 - f_p) * sp.decode_activity * min(n, 1.0)
+        ttft = self._ttft(q0, q1, cap_rate, util, step)
+        tpot, act = self._tpot(rate, n, f_p, step)
         met = float(np.count_nonzero((ttft <= sp.ttft_slo_s) & (tpot <= sp.tpot_slo_s))) / SAMPLE
         ts = np.sort(ttft)
         ps = np.sort(tpot)
@@ -253,3 +211,64 @@ class ServiceModel:
             act,
             share if share > 0 else f_p,  # prefill replicas are held for prefill, busy or not
         )
+
+    def _admit(self, arrived: int, cap_rate: float, dt: int) -> tuple[int, int, int]:
+        """Serve what the warm capacity (and the carried fraction) allows, drop what would wait
+        past the longest queue wait, keep the rest queued; returns served, dropped, queue."""
+        sp = self.p
+        qa = self.queue + arrived
+        capacity = cap_rate * dt + self.credit
+        whole = math.floor(capacity)
+        served = min(qa, whole)
+        self.credit = capacity - whole if served == whole and cap_rate > 0 else 0.0
+        remaining = qa - served
+        limit = math.floor(cap_rate * sp.max_queue_wait_s)
+        dropped = max(0, remaining - limit)
+        q1 = remaining - dropped
+        self.queue = q1
+        self.arrived_total += arrived
+        self.served_total += served
+        self.dropped_total += dropped
+        return served, dropped, q1
+
+    def _ttft(self, q0: int, q1: int, cap_rate: float, util: float, step: float) -> npt.NDArray[np.float64]:
+        """The sampled requests' time to first token."""
+        # Waiting: the backlog ahead (spread over the step), or M/M/1 queueing when none.
+        if q0 > 0 or q1 > 0:
+            wait = (q0 + self.u_wait * (q1 - q0)) / cap_rate
+        else:
+            wait = inference.queue_wait_s(self.tail_wait, min(util, 0.95), 1.0 / self.capacity_per_replica)
+        # ttft = wait + prefill + hand-over + step, added in place in that order (``wait`` is this
+        # step's own array); no hand-over to add where prefill is not disaggregated (x + 0 = x).
+        ttft = wait
+        ttft += self.prefill_i
+        if self.p.prefill_replica_share > 0:
+            ttft += self.handoff_i
+        ttft += step
+        return ttft
+
+    def _tpot(self, rate: float, n: float, f_p: float, step: float) -> tuple[npt.NDArray[np.float64], float]:
+        """The sampled requests' time per output token, and the replicas' mean activity."""
+        sp, roof = self.p, self.roof
+        share = sp.prefill_replica_share
+        if share > 0:
+            # Decode replicas decode only; prefill replicas are busy f_p / share of their time.
+            tpot = np.full(SAMPLE, step)
+            busy_p = min(f_p / share, 1.0)
+            act = share * sp.prefill_activity * busy_p + (1.0 - share) * sp.decode_activity * min(n, 1.0)
+        else:
+            # Prefills of other requests landing on the replica while this one decodes.
+            # m = rate out tpot_base; stalls = max(m + z sqrt(m), 0); tpot = step + stalls
+            # prefill / out: the same operations in the same order, in place.
+            tpot_base = step / (1.0 - f_p)
+            m = rate * self.out_i
+            m *= tpot_base
+            tpot = np.sqrt(m)
+            tpot *= self.z
+            tpot += m
+            np.maximum(tpot, 0.0, out=tpot)
+            tpot *= roof.prefill_s
+            tpot /= self.out_i
+            tpot += step
+            act = f_p * sp.prefill_activity + (1.0 - f_p) * sp.decode_activity * min(n, 1.0)
+        return tpot, act

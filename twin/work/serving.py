@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from twin.spec.events import Events
 from twin.spec.params import ServiceParams
-from twin.work import queueing, services
+from twin.work import queueing, queues, services
 from twin.work.chips import ChipPool
 from twin.work.jobs import INFERENCE, QUEUED, RUNNING, SOURCES, STOPPED, JobTable
 from twin.work.workstate import ServiceState, Work
@@ -85,7 +85,7 @@ def add_services(w: Work, rng_svc: np.random.Generator) -> int:
                 source=SOURCES.index("service"),
             )
             if r < sp.replicas:
-                queueing.request_replica(w.queues, w.jobs, w.log, j, 0, warm=True)
+                queues.request_replica(w.queues, w.jobs, w.log, j, 0, warm=True)
             ids.append(j)
             w.log.dirty.add(j)
         st.replicas.append(ids)
@@ -234,7 +234,7 @@ def scale(w: Work, ev: Events, si: int, want: int, active: int, t: int) -> None:
     slots = w.svc.replica_arr[si].tolist()
     if want > active:
         for j in [j for j in slots if a["state"][j] == STOPPED][: want - active]:
-            queueing.request_replica(w.queues, w.jobs, w.log, j, t)
+            queues.request_replica(w.queues, w.jobs, w.log, j, t)
     else:
         live = [j for j in slots if a["state"][j] != STOPPED]
         live.sort(key=lambda j: (a["state"][j] != QUEUED, -int(a["warm_at"][j])))

@@ -1,4 +1,4 @@
-"""Hardware catalog, a table of facts: accelerators and the systems built from them.
+"""The hardware fact table: accelerators and the systems built from them.
 
 Every number carries its source and a confidence tag, following the project's fact sheet:
 OFF (vendor documentation), OFF-2 (vendor claim via press), 3P (third party), DER (derived here by

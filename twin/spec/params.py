@@ -1,4 +1,4 @@
-"""Parameter tables of the factory model, a table of facts (frozen dataclasses; units in names).
+"""The model parameter fact table: the factory's parameters as frozen dataclasses (units in names).
 
 Defaults are the modelling assumptions of the reference factory; the scenario layer builds these
 from validated TOML. Derived quantities are functions, never stored defaults.

@@ -121,7 +121,7 @@ async def bench(
     tmp = tempfile.mkdtemp(prefix="bench-tui-")
     session = Session(spec, text, Path(tmp) / "bench.duckdb", duration_s=int(hours * 3600))
     app = TwinApp(session=session, config_dir=tmp)
-    halls = app.meta.halls
+    halls = app.core.meta.halls
     print(
         f"{spec.name}: "
         + (f"{halls} halls, " if halls > 1 else "")
@@ -131,7 +131,7 @@ async def bench(
     try:
         async with app.run_test(size=size) as pilot:
             frames = Frames(app)
-            await until(lambda: app.t is not None)
+            await until(lambda: app.core.t is not None)
             app.action_set_speed(4)  # max
             await asyncio.sleep(2.0)  # warm up: every screen once
             for key, mode in (
@@ -159,13 +159,13 @@ async def bench(
             writer_tid = next((t.native_id for t in threading.enumerate() if t.name == "twin-writer"), None)
             kpi = app.screen.query_one(KpiGrid)
             plot = app.screen.query_one("#plot-power", BraillePlot)
-            n0 = (kpi.draw_count, plot.draw_count, frames.count, frames.render_s, app.t)
+            n0 = (kpi.draw_count, plot.draw_count, frames.count, frames.render_s, app.core.t)
             c0 = (time.process_time(), thread_cpu_s(ui_tid), thread_cpu_s(sim_tid), thread_cpu_s(writer_tid))
             w0 = time.perf_counter()
             await asyncio.sleep(seconds)
             wall = time.perf_counter() - w0
             c1 = (time.process_time(), thread_cpu_s(ui_tid), thread_cpu_s(sim_tid), thread_cpu_s(writer_tid))
-            n1 = (kpi.draw_count, plot.draw_count, frames.count, frames.render_s, app.t)
+            n1 = (kpi.draw_count, plot.draw_count, frames.count, frames.render_s, app.core.t)
             sim_days = (n1[4] - n0[4]) / 86400
             print(
                 f"\nOverview at max speed for {wall:.1f} s: {sim_days / wall:.2f} simulated days per second"
@@ -222,7 +222,7 @@ async def bench(
                 else:
                     await measure("F2 Floor", "f2", on(FloorScreen, fm_ready))
                 fm = app.screen.query_one(FloorMap)
-                us = app.sel_us
+                us = app.core.sel_us
                 nxt = fm.row_neighbours(us, 1, 0)
                 await measure(
                     "→ on Floor", "right", lambda nxt=nxt: app.screen.query_one(FloorMap).selected == nxt
@@ -231,13 +231,13 @@ async def bench(
                 await measure(
                     "↓ on Floor", "down", lambda b=below: app.screen.query_one(FloorMap).selected == b
                 )
-                m = app.metric
+                m = app.core.metric
                 await measure("m (metric)", "m", lambda m=m: app.screen.query_one(FloorMap).metric.key != m)
                 await measure(
                     "⏎ drill in", "enter", on(UltraServerScreen, lambda s: s.query_one(ChipGrid).data != {})
                 )
                 await measure(
-                    "→ chip", "right", lambda: app.screen.query_one(ChipGrid).selected == app.sel_chip
+                    "→ chip", "right", lambda: app.screen.query_one(ChipGrid).selected == app.core.sel_chip
                 )
                 await measure("esc back", "escape", on(FloorScreen, lambda s: True))
                 if halls > 1:
@@ -254,7 +254,7 @@ async def bench(
                     "space pause", "space", lambda: "PAUSED" in app.screen.query_one(StatusBar).plain
                 )
                 await measure("5 max", "5", lambda: "PAUSED" not in app.screen.query_one(StatusBar).plain)
-                app.select_us(0)
+                app.core.select_us(0)
             print(f"\nkey → screen latency at max speed, {rounds} rounds (median / max, ms):")
             for name, xs in lat.items():
                 print(f"  {name:<14} {1000 * statistics.median(xs):6.1f} / {1000 * max(xs):6.1f}")

@@ -54,9 +54,8 @@ from scenarios.sections import (
     fields_of,
     safe_name,
 )
-from twin.compose import campus, sim
+from twin.compose import sim
 from twin.compose.floorplan import check as check_hall
-from twin.compose.floorplan import pool_facts, service_pools
 from twin.spec import catalog, params, tco
 from twin.spec.models import MODELS
 from twin.work import workload
@@ -511,6 +510,12 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
         return -(-int(round(self.warmup_h * 3600)) // self.dt_s)
 
     def to_params(self, seed: int | None = None) -> params.FactoryParams:
+        return self.to_plan(seed)[0]
+
+    def to_plan(self, seed: int | None = None) -> tuple[params.FactoryParams, tuple[sim.FloorPlan, ...]]:
+        """The model parameters and each hall's floor plan (``twin.compose.sim.floor_plans``:
+        pools, designs, routing facts, service pools), worked out once: the checks raise from
+        it, and the model is built from it."""
         site_pools = self._site_pools()
         self._check_hall(site_pools)
         halls = []
@@ -567,11 +572,7 @@ class Scenario(_ScenarioFields):  # type: ignore[misc]
             grid=params.GridParams(**self.grid.model_dump(exclude={"price", "carbon"})),
             halls=tuple(halls) if self.halls else (),
         )
-        for k, h in enumerate(halls):
-            if h.rows:
-                hp = campus.hall_params(p, k) if p.halls else p
-                service_pools(hp, pool_facts(hp))
-        return p
+        return p, sim.floor_plans(p)
 
 
 # ---------------------------------------------------------------------- events against the hall
@@ -721,16 +722,26 @@ def prepare(
     allocated: the scenario's keys (done by validation), the hall size, replicas and event targets
     against the hall, the site and trace files (regular files within their size limits), the
     seed, and run length x hall size. Returns the model parameters."""
+    return _prepare(scenario, seed, duration_s, extra_events)[0]
+
+
+def _prepare(
+    scenario: Scenario,
+    seed: int | None,
+    duration_s: int | None,
+    extra_events: tuple[params.ScheduledEvent, ...],
+) -> tuple[params.FactoryParams, tuple[sim.FloorPlan, ...]]:
+    """``prepare``, with the floor plans its checks worked out (``Scenario.to_plan``)."""
     origin = scenario._origin
     check_seed(seed)
     check_duration(duration_s)
     try:
-        p = scenario.to_params(seed)
+        p, floors = scenario.to_plan(seed)
     except ValueError as e:
         raise ScenarioError(f"{origin}: {e}") from None
     # The scenario's own caps; what-ifs an operator injected (a re-run's ``extra_events``) happened.
     _check_caps(origin, p)
-    if extra_events:
+    if extra_events:  # the floor plans hold no events: the hall routes them
         import dataclasses
 
         p = dataclasses.replace(p, events=p.events + tuple(extra_events))
@@ -761,7 +772,7 @@ def prepare(
             workload.roofline(svc, h.accelerator, h.system)
         except ValueError as e:
             raise ScenarioError(f"{origin}: {e}") from None
-    return p
+    return p, floors
 
 
 def it_floor_w(p: params.FactoryParams, hall: params.HallParams | None = None) -> tuple[float, float]:
@@ -866,9 +877,9 @@ def build_simulation(
 ) -> tuple[params.FactoryParams, Any]:
     """``prepare`` and then the model itself (its own checks, e.g. weights that do not fit in
     HBM): what ``twin run`` starts from and what ``twin validate`` builds and drops."""
-    p = prepare(scenario, seed, duration_s, extra_events)
+    p, floors = _prepare(scenario, seed, duration_s, extra_events)
     try:
-        return p, sim.build(p)
+        return p, sim.build(p, floors)
     except ValueError as e:
         raise ScenarioError(f"{scenario._origin}: {e}") from None
 

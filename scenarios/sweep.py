@@ -69,7 +69,8 @@ MAX_POINTS = 100_000  # runs (points x seeds) per sweep: documented in the modul
 MAX_SEEDS = 1000
 MAX_VALUES = 10_000
 BACKENDS = ("local", "ray")
-# Columns every row has besides the parameters and the KPIs.
+# Columns every row has besides the parameters and the KPIs (the first three, the point's identity,
+# lead a row; the parameters and KPIs follow them).
 BASE_COLUMNS = (
     "point",
     "point_id",
@@ -1288,20 +1289,8 @@ def results_table(sw: Sweep, all_tasks: list[Task], out_dir: Path) -> Any:
     cols: dict[str, Any] = {}
     ints = {"point", "seed"}
     floats = {"hours", "wall_s", "cpu_s", *kpi_keys()}
-    order = [
-        "point",
-        "point_id",
-        "seed",
-        *sw.param_keys,
-        *kpi_keys(),
-        "hours",
-        "status",
-        "error",
-        "wall_s",
-        "cpu_s",
-        "run_file",
-        "run_id",
-    ]
+    # The point's identity, its parameters and KPIs, then the rest of the base columns.
+    order = [*BASE_COLUMNS[:3], *sw.param_keys, *kpi_keys(), *BASE_COLUMNS[3:]]
     for name in order:
         vals = [r.get(name) for r in rows]
         if name in ints:

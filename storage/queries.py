@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from storage.kpis import FACTORY_AGGREGATES
+from twin.spec.telemetry import PLANT_UNIT_COLUMNS
 
 Cols = dict[str, npt.NDArray[Any]]
 Params = Mapping[str, Any]
@@ -79,12 +80,7 @@ ROW_PANELS: dict[str, tuple[str, ...]] = {
         "water_l",
         "unmet_heat_w",
         "max_chip_temp_c",
-        "chillers_running",
-        "chillers_failed",
-        "chiller_load_fraction",
-        "economizers_running",
-        "economizers_failed",
-        "economizer_load_fraction",
+        *PLANT_UNIT_COLUMNS,
     ),
     "site_grid": (
         "outdoor_temp_c",

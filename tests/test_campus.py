@@ -104,7 +104,7 @@ def test_a_campus_cap_is_respected_and_shared_by_it_power() -> None:
     assert (p >= cap * 0.97).all()  # and the work fills what the cap allows
     np.testing.assert_allclose(f["factory_ts"]["facility_cap_w"], cap)
     # Shared: the halls' caps sum to the campus cap; both halls slowed down.
-    caps = np.array([h.pool.facility.facility_cap_w for h in sim.halls])
+    caps = np.array([h.pool.facility.cap.facility_w for h in sim.halls])
     np.testing.assert_allclose(caps.sum(), cap, rtol=1e-12)
     assert (f["hall_ts"]["clock"][-2:] < 0.99).all()
 
@@ -127,7 +127,7 @@ def test_a_campus_cap_gives_every_busy_chip_one_clock() -> None:
     clk = np.asarray(f["hall_ts"]["clock"]).reshape(-1, 2)[-5:]
     assert (clk < 0.95).all()
     np.testing.assert_allclose(clk[:, 0], clk[:, 1], rtol=0.005)
-    caps = np.array([h.pool.facility.facility_cap_w for h in sim.halls])
+    caps = np.array([h.pool.facility.cap.facility_w for h in sim.halls])
     np.testing.assert_allclose(caps.sum(), cap, rtol=1e-12)
 
     # A job starts in hall 1 under the binding cap: that hall slows inside the step to hold its

@@ -108,9 +108,9 @@ def test_partial_economizer_leaves_the_coils_the_trim_and_conserves_heat() -> No
     p = _air_hall()
     air_w = 0.6 * plant.of_params(p).design_it_w
     out = _step(p, air_w, _cond(30.0, 0.35))
-    assert out["free_cooling_fraction"] == pytest.approx(0.5, abs=1e-9)
-    assert out["chiller_power_w"] * out["chiller_cop"] == pytest.approx(0.5 * air_w, rel=1e-9)
-    assert out["heat_rejected_w"] + out["heat_stored_w"] == pytest.approx(air_w, rel=1e-12)
+    assert out.free_cooling_fraction == pytest.approx(0.5, abs=1e-9)
+    assert out.chiller_power_w * out.chiller_cop == pytest.approx(0.5 * air_w, rel=1e-9)
+    assert out.heat_rejected_w + out.heat_stored_w == pytest.approx(air_w, rel=1e-12)
 
 
 def test_full_economizer_uses_no_water_even_with_towers() -> None:
@@ -119,9 +119,9 @@ def test_full_economizer_uses_no_water_even_with_towers() -> None:
     p = _air_hall(plant="tower")
     air_w = 0.6 * plant.of_params(p).design_it_w
     out = _step(p, air_w, _cond(10.0, 0.7))
-    assert out["free_cooling_fraction"] == 1.0
-    assert out["chiller_power_w"] == 0.0 and out["water_l"] == 0.0
-    assert out["heat_rejected_w"] == pytest.approx(air_w, rel=1e-12)
+    assert out.free_cooling_fraction == 1.0
+    assert out.chiller_power_w == 0.0 and out.water_l == 0.0
+    assert out.heat_rejected_w == pytest.approx(air_w, rel=1e-12)
 
 
 def test_air_fans_follow_the_cube_law() -> None:
@@ -242,9 +242,9 @@ def test_chiller_trip_in_an_air_hall_outside_air_carries_what_it_can() -> None:
     for drybulb, carried in ((10.0, 1.0), (30.0, 0.5), (38.0, 0.0)):
         st = plant.PlantState(0, p.cooling.economizer_units, d.fw_setpoint_c, p.cooling.chilled_water_c)
         out = plant.run(d, st, 0.0, 0.0, air_w, _cond(drybulb, 0.35 if drybulb > 20 else 0.7), 60)
-        assert out["chiller_power_w"] == 0.0
-        assert out["heat_rejected_w"] + out["heat_stored_w"] == pytest.approx(air_w, rel=1e-12)
+        assert out.chiller_power_w == 0.0
+        assert out.heat_rejected_w + out.heat_stored_w == pytest.approx(air_w, rel=1e-12)
         # what outside air does not carry is stored (at 30 and 38 °C the towers' water, wet-bulb
         # + 6 K, is warmer than the 20 °C chilled-water return: no water-side economizer)
-        assert out["heat_stored_w"] == pytest.approx((1 - carried) * air_w, rel=1e-9, abs=1e-6)
-        assert st.chw_supply_c == pytest.approx(14.0 + out["heat_stored_w"] * 60 / c_chw, rel=1e-12)
+        assert out.heat_stored_w == pytest.approx((1 - carried) * air_w, rel=1e-9, abs=1e-6)
+        assert st.chw_supply_c == pytest.approx(14.0 + out.heat_stored_w * 60 / c_chw, rel=1e-12)

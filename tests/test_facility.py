@@ -257,13 +257,13 @@ def test_rack_loop_heat_balance_and_cdu_pump_loss() -> None:
     sim = busy_hall(dt_s=10)
     fac = sim.pool.facility
     sim.advance(60)
-    t0 = float(fac.us_return_c[0])
+    t0 = float(fac.racks.return_c[0])
     sim.inject("cdu_pump_failure", "0", value=0.0, duration_s=3600)
     first_fr = sim.advance(1)  # the failure is applied at the start of this step
     first = first_fr["ultraserver_ts"]
     q = sim.sys.liquid_fraction * float(first["power_w"][0])  # this step's liquid heat, UltraServer 0
-    t1 = float(fac.us_return_c[0])
-    assert t1 - t0 == pytest.approx(q * 10 / (fac.us_mass_kg * 4180.0), rel=0.02)
+    t1 = float(fac.racks.return_c[0])
+    assert t1 - t0 == pytest.approx(q * 10 / (fac.design.us_loop_mass_kg * 4180.0), rel=0.02)
     fr = sim.advance(400)
     u = fr["ultraserver_ts"]
     us0 = u["ultraserver_id"] == 0
@@ -300,7 +300,7 @@ def test_chiller_trip_in_hot_weather_follows_the_facility_loop_time_constant() -
     sim = busy_hall(site=hot, dt_s=60)
     fac = sim.pool.facility
     sim.advance(30)
-    t_set = fac.fw_setpoint_c
+    t_set = fac.plant_design.fw_setpoint_c
     assert fac.plant.fw_supply_c == pytest.approx(t_set)
     sim.inject("chiller_trip", value=3)
     sim.advance(1)
@@ -310,10 +310,10 @@ def test_chiller_trip_in_hot_weather_follows_the_facility_loop_time_constant() -
     cond = sim.site.step  # noqa: F841 - weather is constant here
     wb = sim.last["outdoor_wetbulb_c"]
     sink = wb + sim.p.cooling.tower_approach_k + sim.p.cooling.hx_approach_k
-    eps = fac.econ_unit_effectiveness * fac.plant.towers_up
-    m = fac.fw_flow_design * min(max(q / fac.design_liquid_w, 0.3), 1.0)
+    eps = fac.plant_design.econ_unit_effectiveness * fac.plant.towers_up
+    m = fac.plant_design.fw_flow_design * min(max(q / fac.plant_design.design_liquid_w, 0.3), 1.0)
     t_ss = sink + q * (1 - eps) / (eps * m * 4180.0)
-    tau = fac.fw_mass_kg * 4180.0 / (eps * m * 4180.0)
+    tau = fac.plant_design.fw_mass_kg * 4180.0 / (eps * m * 4180.0)
     t_b = fac.plant.fw_supply_c
     sim.advance(10)
     expected = t_ss + (t_b - t_ss) * math.exp(-10 * 60 / tau)
@@ -501,7 +501,7 @@ def test_random_overlapping_effects_match_a_brute_force_interval_evaluation(
         down_tw = sum(1 + v % 2 for w, v in active if w == "tower")
         f = sim.pool.facility
         assert fr["factory_ts"]["facility_cap_w"][0] == pytest.approx(fac)
-        np.testing.assert_allclose(f.row_cap_w, rows)
+        np.testing.assert_allclose(f.cap.row_w, rows)
         np.testing.assert_allclose(f.row_flow_fraction, flow)
         # Each trip holds down the units it took (fewer when fewer were up when it happened).
         assert f.plant.chillers_up >= max(cp.chiller_units - down_ch, 0)

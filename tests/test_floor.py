@@ -4,6 +4,7 @@ hardware constraints, and a one-system floor that is the single-system hall bit 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from twin.compose import sim as model
 from twin.compose.hall import Hall
 from twin.spec import catalog, tco
 from twin.spec.models import DENSE_MFU
-from twin.spec.params import FactoryParams, JobClassParams, SystemRows, TrainingParams
+from twin.spec.params import FactoryParams, JobClassParams, ScheduledEvent, SystemRows, TrainingParams
 from twin.work import routing
 
 TRN3, GB300 = catalog.SYSTEMS["trn3-gen2"], catalog.SYSTEMS["gb300-nvl72"]
@@ -154,7 +155,7 @@ def test_routing_picks_the_system_a_hand_calculation_picks(policy: str) -> None:
         usd = chips * own + w * p.site.price_usd_per_mwh / 3.6e9
         fig[sysm.key] = {"fastest": 1 / rate, "energy": w / rate, "cheapest": usd / rate}[policy]
     want = min(fig, key=lambda k: fig[k])
-    router = sim.pools[0].cluster.router
+    router = sim.router
     assert router is not None
     got = router.pick(2, cls, chips, "no-such-model")  # code 2 = finetune
     assert got is not None and got.p.hall.system.key == want
@@ -184,7 +185,7 @@ def test_a_neuron_only_job_never_lands_on_gpus() -> None:
     )
     p, sim = build_simulation(parse(toml, "neuron.toml"))
     assert isinstance(sim, Hall) and len(sim.pools) > 1
-    router = sim.pools[0].cluster.router
+    router = sim.router
     assert router is not None
     cls = p.training.job_class("batch_inference")
     assert cls.family == "trainium"
@@ -456,3 +457,106 @@ def test_system_summary_view_matches_the_per_system_kpis(tmp_path: Any) -> None:
             "total_cost_usd",
         ):
             assert v[key] == pytest.approx(r[key], rel=1e-9), key
+
+
+def test_recorded_power_sums_hold_for_the_hall_and_each_system() -> None:
+    """Cooling = chillers + pumps + fans and facility = IT + cooling + the chain's losses, in the
+    rows recorded for a mixed hall (each system's share and the hall's merged row), under a cap
+    that binds and a chiller trip."""
+    p = _mixed(small_params(ultraservers=2))
+    p = dataclasses.replace(
+        p,
+        events=(
+            ScheduledEvent(600, "power_cap", "facility", 0.5 * Hall(p).design.design_it_w, 1800),
+            ScheduledEvent(900, "chiller_trip", "", 1.0, 1200),
+        ),
+        warmup_s=0,
+    )
+    f = Hall(p).advance(60)
+    rows = f["factory_ts"]
+    cooling = rows["chiller_power_w"] + rows["pump_power_w"] + rows["fan_power_w"]
+    losses = rows["pdu_loss_w"] + rows["ups_loss_w"] + rows["transformer_loss_w"]
+    np.testing.assert_allclose(rows["cooling_power_w"], cooling, rtol=1e-12)
+    np.testing.assert_allclose(rows["power_loss_w"], losses, rtol=1e-12)
+    np.testing.assert_allclose(rows["facility_power_w"], rows["it_power_w"] + cooling + losses, rtol=1e-12)
+    assert (cooling > 0).all() and (losses > 0).all() and np.nanmin(rows["facility_cap_w"]) > 0
+    s = f["system_ts"]  # each system's share, and the shares sum to the hall
+    np.testing.assert_allclose(
+        s["facility_power_w"], s["it_power_w"] + s["cooling_power_w"] + s["power_loss_w"], rtol=1e-12
+    )
+    for col in ("it_power_w", "cooling_power_w", "facility_power_w"):
+        np.testing.assert_allclose(s[col].reshape(-1, 2).sum(axis=1), rows[col], rtol=1e-12)
+
+
+def test_the_hall_never_assigns_into_its_pools(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One state: each pool owns its facility state (clocks, cap, trips, racks) and work state,
+    the hall owns the one plant state and the cap's shares, and hands a pool's step its cap and
+    share as values. So no attribute of a pool, its facility, its cap or its work state is set
+    from ``twin.compose`` outside the pool itself (construction and the steps of a mixed hall
+    under a shared cap and a plant fault), and no pool's facility state is another's."""
+    from twin.compose.pool import Pool
+    from twin.physics.capping import PowerCap
+    from twin.physics.facility import Facility
+    from twin.work.cluster import Cluster
+
+    writes: list[str] = []
+    for cls in (Pool, Facility, PowerCap, Cluster):
+        base = cls.__setattr__
+
+        def guard(obj: object, name: str, value: object, base: Any = base) -> None:
+            caller = sys._getframe(1).f_code.co_filename.replace("\\", "/")
+            if "twin/compose/" in caller and not caller.endswith("/pool.py"):
+                writes.append(f"{type(obj).__name__}.{name} from {caller.rsplit('/', 1)[-1]}")
+            base(obj, name, value)
+
+        monkeypatch.setattr(cls, "__setattr__", guard)
+    p = _mixed(small_params(ultraservers=2))
+    cap = 0.5 * Hall(p).design.design_it_w
+    p = dataclasses.replace(
+        p,
+        events=(
+            ScheduledEvent(600, "power_cap", "facility", cap, 1800),
+            ScheduledEvent(900, "chiller_trip", "", 1.0, 1200),
+        ),
+        warmup_s=0,
+    )
+    sim = Hall(p)
+    f = sim.advance(40)
+    assert writes == []
+    assert np.nanmin(f["factory_ts"]["facility_cap_w"]) == cap  # the shared cap was in force
+    a, b = (pl.facility for pl in sim.pools)
+    for part in ("cap", "trips", "racks", "timeline", "clock", "row_flow_fraction"):
+        assert getattr(a, part) is not getattr(b, part), part
+    assert a.plant is b.plant is sim.plant_state  # one plant, the hall's
+    assert a.owns_plant and not b.owns_plant
+
+
+def test_a_floor_plan_worked_out_once_builds_the_hall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One plan: the floor plan validation works out (pool parameters, designs, routing facts,
+    service pools) is what the hall is built from, not worked out again; the hall it builds
+    records what a hall that works out its own plan records; a plan of another floor is refused."""
+    from twin.compose import floorplan
+    from twin.compose import hall as hall_module
+
+    p = _mixed(small_params(ultraservers=2))
+    (fp,) = model.floor_plans(p)
+    assert len(fp.pools) == 2 and len(fp.facts) == 2 and len(fp.svc_pool) == len(p.services) > 0
+    for k, pp in enumerate(fp.pools):  # each service on the pool the plan gives it, once
+        assert pp.services == tuple(s for s, q in zip(p.services, fp.svc_pool, strict=True) if q == k)
+
+    def again(*_: object) -> None:
+        raise AssertionError("the floor plan was worked out again")
+
+    monkeypatch.setattr(hall_module, "plan", again)
+    monkeypatch.setattr(floorplan, "derive", again)
+    sim = model.build(p, (fp,))
+    assert [pl.design for pl in sim.pools] == list(fp.designs)
+    assert all(pl.design is d for pl, d in zip(sim.pools, fp.designs, strict=True))
+    got = sim.advance(20)["factory_ts"]
+    monkeypatch.undo()
+    want = Hall(p).advance(20)["factory_ts"]
+    for col, v in want.items():
+        np.testing.assert_array_equal(got[col], v, err_msg=col)
+    (other,) = model.floor_plans(_mixed(small_params(ultraservers=2), _rows(3, 3)))
+    with pytest.raises(ValueError, match="not the plan of this hall"):
+        Hall(p, floor=other)

@@ -149,9 +149,9 @@ async def test_the_grid_screen_shows_the_connections_figures(recorded: Path) -> 
             last = 60 * (int(np.flatnonzero(ramp > LIMIT)[-1]) + 1)
             await pilot.press(*["comma"] * ((7140 - last) // 60))
             await settle(pilot, app)
-            await wait_for(pilot, lambda: app.core.t == last and app.alarms.active is not None)
+            await wait_for(pilot, lambda: app.core.t == last and app.core.alarms.active is not None)
             await settle(pilot, app)
-            hits = [a for a in app.alarms.active if a.alarm == "grid ramp limit"]
+            hits = [a for a in app.core.alarms.active if a.alarm == "grid ramp limit"]
             assert len(hits) == 1 and hits[0].value == pytest.approx(ramp[last // 60 - 1], rel=1e-9)
     finally:
         con.close()

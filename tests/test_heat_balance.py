@@ -47,9 +47,9 @@ def held_heat_j(sim: Hall) -> float:
     fac = sim.pool.facility
     st = fac.plant
     return CP * (
-        fac.fw_mass_kg * st.fw_supply_c
-        + fac.chw_mass_kg * st.chw_supply_c
-        + fac.us_mass_kg * float(fac.us_return_c.sum())
+        fac.plant_design.fw_mass_kg * st.fw_supply_c
+        + fac.plant_design.chw_mass_kg * st.chw_supply_c
+        + fac.design.us_loop_mass_kg * float(fac.racks.return_c.sum())
     )
 
 
@@ -99,11 +99,11 @@ def test_losing_every_chiller_on_a_summer_afternoon_stores_the_heat_and_releases
     peak = float(f["chilled_water_supply_c"][during].max())
     assert peak > cp.chilled_water_c + 3.0
     stored_j = float(f["heat_stored_w"][during].sum()) * dt
-    chw_j = fac.chw_mass_kg * CP * (float(f["chilled_water_supply_c"][59]) - cp.chilled_water_c)
+    chw_j = fac.plant_design.chw_mass_kg * CP * (float(f["chilled_water_supply_c"][59]) - cp.chilled_water_c)
     assert stored_j == pytest.approx(chw_j, rel=0.02)
     # The facility water holds its setpoint (the economizer carries the liquid share) and the
     # CDU supply is never colder than the facility water plus the CDU approach.
-    assert f["facility_water_supply_c"].max() == pytest.approx(fac.fw_setpoint_c, abs=1e-6)
+    assert f["facility_water_supply_c"].max() == pytest.approx(fac.plant_design.fw_setpoint_c, abs=1e-6)
     assert (f["coolant_supply_c"] >= f["facility_water_supply_c"] + cp.cdu_approach_k - 1e-9).all()
     # After the restore the chillers reject the stored heat: released = stored (2 %), and the
     # chilled water is back at its setpoint; the plant keeps up again.
@@ -136,7 +136,7 @@ def test_without_towers_and_two_chillers_the_facility_water_warms_until_the_loop
     us = u0["ultraserver_ts"]
     it_w = float(us["power_w"].sum())
     q_liq, q_air = fac.lf * it_w, (1 - fac.lf) * it_w
-    net_w = q_liq - (fac.chiller_unit_w - q_air)
+    net_w = q_liq - (fac.plant_design.chiller_unit_w - q_air)
     rise = float(np.mean(us["coolant_return_c"])) - float(u0["factory_ts"]["coolant_supply_c"][0])
     fw_trip = cp.loop_trip_c - cp.cdu_approach_k - rise
     tj_rise = float(us["max_chip_temp_c"].max()) - float(np.mean(us["coolant_return_c"]))
@@ -145,7 +145,9 @@ def test_without_towers_and_two_chillers_the_facility_water_warms_until_the_loop
     f, _ = run_stepwise(sim, 200)
     fw = f["facility_water_supply_c"]
     # The first step stores the net heat: the water warms at net / (M c_p) (2 %).
-    assert (fw[0] - fac.fw_setpoint_c) == pytest.approx(net_w * 30 / (fac.fw_mass_kg * CP), rel=0.02)
+    assert (fw[0] - fac.plant_design.fw_setpoint_c) == pytest.approx(
+        net_w * 30 / (fac.plant_design.fw_mass_kg * CP), rel=0.02
+    )
     assert (f["coolant_supply_c"] >= fw + cp.cdu_approach_k - 1e-9).all()
     # The chips warm with the water, one for one, until protection acts: the hottest chips
     # (the largest h g of the chips' spread) reach their throttle curve shortly before the trip.
@@ -163,8 +165,8 @@ def test_without_towers_and_two_chillers_the_facility_water_warms_until_the_loop
     assert j < k
     assert float(fw[j - 1]) == pytest.approx(fw_throttle, abs=1.5)
     # The rack loops warm with the facility water: both masses store the net heat.
-    mass = fac.fw_mass_kg + fac.us_mass_kg * len(fac.us_return_c)
-    t_hand = (fw_trip - fac.fw_setpoint_c) * mass * CP / net_w
+    mass = fac.plant_design.fw_mass_kg + fac.design.us_loop_mass_kg * len(fac.racks.return_c)
+    t_hand = (fw_trip - fac.plant_design.fw_setpoint_c) * mass * CP / net_w
     # Within the time the water takes to warm by the 1.5 K the loops may lag it (above).
     assert k * 30 == pytest.approx(t_hand, abs=1.5 * mass * CP / net_w)
     assert f["max_chip_temp_c"].max() <= cp.throttle_full_c + 0.5
@@ -175,7 +177,7 @@ def test_without_towers_and_two_chillers_the_facility_water_warms_until_the_loop
     sim.inject("cooling_restore")
     g, _ = run_stepwise(sim, 120)
     assert g["heat_stored_w"].min() < 0
-    assert g["facility_water_supply_c"][-1] == pytest.approx(fac.fw_setpoint_c, abs=1e-6)
+    assert g["facility_water_supply_c"][-1] == pytest.approx(fac.plant_design.fw_setpoint_c, abs=1e-6)
     assert g["ultraservers_tripped"][-1] == 0
 
 
@@ -193,7 +195,7 @@ def test_losing_every_chiller_in_the_heat_trips_on_the_inlet_air() -> None:
     f = fr["factory_ts"]
     air_w = float(f["it_power_w"][0]) * (1 - fac.lf)
     trip_at = cp.air_trip_c - cp.air_supply_c + cp.chilled_water_c  # chilled water at the trip
-    t_hand = (trip_at - cp.chilled_water_c) * fac.chw_mass_kg * CP / air_w
+    t_hand = (trip_at - cp.chilled_water_c) * fac.plant_design.chw_mass_kg * CP / air_w
     k = int(np.flatnonzero(f["ultraservers_tripped"] > 0)[0])
     assert k * 10 == pytest.approx(t_hand, abs=30)  # within 3 steps
     assert float(f["chilled_water_supply_c"][k - 1]) == pytest.approx(trip_at, abs=0.5)

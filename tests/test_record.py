@@ -9,9 +9,10 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
-from twin.compose.pool import FACTORY_ORDER
-from twin.compose.record import Recorder
+from twin.compose.pool import FACTORY_ORDER, PoolRow
+from twin.compose.record import Recorder, named
 from twin.spec import telemetry
 from twin.spec.topology import build
 from twin.work.services import ServiceStep
@@ -70,9 +71,25 @@ def test_factory_rows_become_the_columns_a_direct_store_would_give() -> None:
         want = _typed("factory_ts", name, [r[k] for r in rows])
         assert f[name].dtype == want.dtype, name
         np.testing.assert_array_equal(f[name], want, err_msg=name)
-    assert (f["chips_total"] == TOPO.chips).all()
     numeric = [c.name for c in telemetry.TABLES["factory_ts"] if c.dtype != "string"]
     assert list(f) == numeric  # every numeric column, in the table's order
+
+
+def test_a_column_the_model_did_not_produce_is_an_error_not_a_zero() -> None:
+    order = tuple(c for c in FACTORY_ORDER if c not in ("it_power_w", "queue_jobs"))
+    rec = Recorder(2, TOPO, times=np.array([0, 60], dtype=np.int64), order=order)
+    rng = np.random.default_rng(1)
+    for i in range(2):
+        rec.factory(i, (1.0,) * len(order))
+        rec.ultraserver(i, 60 * i, *_us_cols(rng))
+    with pytest.raises(ValueError, match="factory_ts: the model produced no it_power_w, queue_jobs"):
+        rec.frames()
+
+
+def test_a_row_type_names_only_columns_of_its_table() -> None:
+    assert named(PoolRow) == PoolRow._fields
+    with pytest.raises(ValueError, match=r"PoolRow: .* not columns of hall_ts"):
+        named(PoolRow, "hall_ts")
 
 
 def test_hall_and_row_tiers_reduce_the_ultraservers_of_the_step() -> None:

@@ -381,7 +381,7 @@ async def test_live_console_shows_its_limits_and_stops_at_them(tmp_path: Path, s
 
     try:
         async with app.run_test(size=(100, 30)) as pilot:
-            await wait(pilot, lambda: app.t is not None)
+            await wait(pilot, lambda: app.core.t is not None)
             await pilot.press("f6")
             assert "limits 0.5 s · 2 GB" in status()
             ed = app.screen.query_one("#editor", TextArea)
@@ -419,7 +419,7 @@ async def test_sigterm_ends_a_live_session(tmp_path: Path, small_scenario: Any) 
     try:
         async with app.run_test(size=(100, 30)) as pilot:
             deadline = time.monotonic() + 60
-            while app.t is None:
+            while app.core.t is None:
                 assert time.monotonic() < deadline
                 await pilot.pause(0.05)
             # The app's loop handles SIGTERM (never the default action, which would end pytest).

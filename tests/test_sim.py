@@ -64,7 +64,9 @@ def test_invariants_hold_every_step(
     assert int(a["chips"][: sim.jobs.n][running].sum()) == int((sim.pool.chip_owner >= 0).sum())
     assert not (sim.pool.chip_failed & (sim.pool.chip_owner >= 0)).any()
     # IT power bounded by idle and full-load design power.
-    assert (f["it_power_w"] <= sim.pool.facility.design_it_w / p.power.psu_efficiency * 1.01).all()
+    assert (
+        f["it_power_w"] <= sim.pool.facility.plant_design.design_it_w / p.power.psu_efficiency * 1.01
+    ).all()
     # Every request is served, queued or dropped (cumulatively, in whole requests).
     assert (f["requests_dropped_per_s"] >= 0).all()
     s = fr["service_ts"]
@@ -173,22 +175,22 @@ def test_loop_temperature_follows_the_time_constant_after_a_load_step() -> None:
     sim = Hall(p)
     fac = sim.pool.facility
     sim.advance(200)  # settle at idle
-    t_idle = float(fac.us_return_c[0])
+    t_idle = float(fac.racks.return_c[0])
     j = sim.jobs.add("x", "fp8", kind=0, chips=144, params=1e9, tokens=1e15, work=6e24, submit=sim.t_s)
     sim.pool.queue.append(j)
     sim.advance(1)  # job starts; this step's heat is the busy heat
     busy_heat = sim.sys.liquid_fraction * float(sim.last["it_power_w"])
-    speed = min(max(busy_heat / fac.us_design_liquid_w, 0.3), 1.0)
-    m = fac.us_flow_design * speed
+    speed = min(max(busy_heat / fac.racks.liquid_design_w, 0.3), 1.0)
+    m = fac.design.us_design_flow_kg_s * speed
     supply = p.cooling.supply_setpoint_c  # the facility water holds its setpoint here
     t_ss = supply + busy_heat / (m * 4180.0)
-    tau = fac.us_mass_kg / m
-    t1 = float(fac.us_return_c[0])
+    tau = fac.design.us_loop_mass_kg / m
+    t1 = float(fac.racks.return_c[0])
     n = int(tau // p.dt_s)
     sim.advance(n)
     expected = t_ss + (t1 - t_ss) * np.exp(-n * p.dt_s / tau)
-    assert float(fac.us_return_c[0]) == pytest.approx(expected, abs=1e-6)
-    assert t_idle < t1 < float(fac.us_return_c[0]) < t_ss
+    assert float(fac.racks.return_c[0]) == pytest.approx(expected, abs=1e-6)
+    assert t_idle < t1 < float(fac.racks.return_c[0]) < t_ss
     # Hand check of the heat balance: a 10 K design rise at 1.5 L/min/kW (facts §8.5).
     assert t_ss - supply == pytest.approx(busy_heat / (m * 4180.0))
 

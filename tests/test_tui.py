@@ -114,7 +114,7 @@ async def settle(pilot: Any, app: Any) -> None:
 
 async def quiet(pilot: Any, app: Any) -> None:
     """Live and paused: wait until the worker is idle and the UI has shown its last step."""
-    await wait_for(pilot, lambda: app.sim_idle.is_set() and app.steps_shown == app.live.steps_done)
+    await wait_for(pilot, lambda: app.sim_idle.is_set() and app.core.steps_shown == app.core.live.steps_done)
     await pilot.pause()
 
 
@@ -306,21 +306,21 @@ async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> Non
     try:
         async with app.run_test(size=(100, 30)) as pilot:
             assert "LIVE" in status_text(app) and "3600×" in status_text(app)
-            await wait_for(pilot, lambda: app.t is not None)
-            first = app.t
+            await wait_for(pilot, lambda: app.core.t is not None)
+            first = app.core.t
             app.action_set_speed(4)  # max (Pilot's key presses wait for an idle CPU: not at max)
-            await wait_for(pilot, lambda: app.t >= first + 20 * 3600)
+            await wait_for(pilot, lambda: app.core.t >= first + 20 * 3600)
             app.refresh_views()
             assert "max" in status_text(app)
             await pilot.press("space")  # pause
             await quiet(pilot, app)
             # The worker stopped after the step in progress when the key acted.
-            assert app.sim_t_at_control is not None
-            assert session.sim.t_s - app.sim_t_at_control <= session.params.dt_s
+            assert app.core.sim_t_at_control is not None
+            assert session.sim.t_s - app.core.sim_t_at_control <= session.params.dt_s
             app.refresh_views()
             last = session.sim.last
             t = int(last["time_s"])
-            assert app.t == t > first
+            assert app.core.t == t > first
             assert fmt.sim_clock(t) in status_text(app) and "PAUSED" in status_text(app)
             assert tile(app, "pue") == f"{last['pue']:.3f}"
             assert tile(app, "it") == fmt.power(last["it_power_w"])
@@ -335,22 +335,22 @@ async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> Non
 
             await wait_for(pilot, lambda: session.held_steps == 0)  # paused: the held steps are committed
             session.writer.flush()
-            await wait_for(pilot, lambda: app.t_file == t)  # the loader sees the committed step
+            await wait_for(pilot, lambda: app.core.t_file == t)  # the loader sees the committed step
             con = session.writer.cursor()
             try:
-                params = app.params(us=1, hall=0)
+                params = app.core.params(us=1, hall=0)
                 for name in sorted(LIVE_PANELS - {"chips", "us_jobs"}):
-                    live = app.live.panel(name, params)
+                    live = app.core.live.panel(name, params)
                     same_cols(live, sql_cols(con, name, params), rtol=1e-9)
                 # Chips: the live arrays are this step's, chip_ts samples on the hour.
                 if t % 3600 == 0:
                     same_cols(
-                        {k: v for k, v in app.live.panel("chips", params).items() if k != "clock"},
+                        {k: v for k, v in app.core.live.panel("chips", params).items() if k != "clock"},
                         sql_cols(con, "chips", params),
                     )
                 # The SQL panels (jobs) read the same file through the loader.
                 req = PanelReq("jobs", "jobs", params, (("view", "all"),))
-                assert app.file_req(req).sql == req.sql  # paused and flushed: the file is at t
+                assert app.core.file_req(req).sql == req.sql  # paused and flushed: the file is at t
                 # Energy & cost, live: the cost panel runs on the live file and shows the run summary so far.
                 from storage.kpis import whole_run
                 from tui.screens.energy import usd
@@ -366,7 +366,7 @@ async def test_live_speed_pause_and_panels_match_the_file(tmp_path: Path) -> Non
             )
             assert k["total_cost_usd"] > 0 and k["days"] == pytest.approx((t + 60) / 86400)
             await pilot.press("3")  # resume at 60×
-            await wait_for(pilot, lambda: app.t > t)
+            await wait_for(pilot, lambda: app.core.t > t)
             await pilot.press("1")
             assert "PAUSED" in status_text(app)
         assert app._sim_done.is_set() and app._loader_done.is_set()  # the threads ended with the app
@@ -385,15 +385,15 @@ async def test_live_whatifs_then_headless_rerun_is_identical(tmp_path: Path) -> 
     try:
         async with app.run_test(size=(100, 30)) as pilot:
             await pilot.press("4")  # 3600×
-            await wait_for(pilot, lambda: app.t is not None and app.t >= 3600)
+            await wait_for(pilot, lambda: app.core.t is not None and app.core.t >= 3600)
             await pilot.press("1")  # paused: what-ifs wait for the next step
             # Fail UltraServer 2: select it on the Floor, then the what-if menu.
             await pilot.press("f2", "right", "right")
-            assert app.sel_us == 1  # two UltraServers per row: clamped at the row's end
+            assert app.core.sel_us == 1  # two UltraServers per row: clamped at the row's end
             await pilot.press("down")
-            assert app.sel_us == 3
+            assert app.core.sel_us == 3
             await pilot.press("left")
-            assert app.sel_us == 2
+            assert app.core.sel_us == 2
             await pilot.press("i")
             assert isinstance(app.screen, WhatIfScreen)
             await pilot.press("u", "enter")
@@ -405,9 +405,9 @@ async def test_live_whatifs_then_headless_rerun_is_identical(tmp_path: Path) -> 
             await pilot.press("enter")
             # Fail chip 5 of UltraServer 3 from the UltraServer screen.
             await pilot.press("f2", "right", "enter")
-            assert app.current_mode == "ultraserver" and app.sel_us == 3
+            assert app.current_mode == "ultraserver" and app.core.sel_us == 3
             await pilot.press(*["right"] * 5)
-            assert app.sel_chip == 5
+            assert app.core.sel_chip == 5
             await pilot.press("i", "c", "enter")
             await pilot.press("escape")
             assert app.current_mode == "floor"
@@ -419,10 +419,10 @@ async def test_live_whatifs_then_headless_rerun_is_identical(tmp_path: Path) -> 
             }
             assert any(k.startswith("Inference surge") for k in cmds)
             for key in ("s", "p", "d"):
-                app.inject(*build(by_key(key), app.whatif_context()))
+                app.inject(*build(by_key(key), app.core.whatif_context()))
             app.action_set_speed(4)  # max, to the end of the session
             await wait_for(
-                pilot, lambda: len(app.live.injected) == 6 and "end of the session" in status_text(app)
+                pilot, lambda: len(app.core.live.injected) == 6 and "end of the session" in status_text(app)
             )
             await pilot.press("q")
     finally:
@@ -452,15 +452,15 @@ async def test_live_quit_key_stops_worker(tmp_path: Path) -> None:
     app, session = live_app(tmp_path, "q.duckdb")
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: app.t is not None)
+            await wait_for(pilot, lambda: app.core.t is not None)
             await pilot.press("f3", "f4", "f5")  # SQL panels in flight on the live file
             app.action_set_speed(4)  # max (Pilot's key presses wait for an idle CPU: not at max)
-            await wait_for(pilot, lambda: app.t > 86400)
+            await wait_for(pilot, lambda: app.core.t > 86400)
             await pilot.press("q")
             await wait_for(pilot, app._sim_done.is_set)
             # Quit acts within one simulated step, whatever the speed.
-            assert app.sim_t_at_control is not None
-            assert session.sim.t_s - app.sim_t_at_control <= session.params.dt_s
+            assert app.core.sim_t_at_control is not None
+            assert session.sim.t_s - app.core.sim_t_at_control <= session.params.dt_s
     finally:
         session.close("stopped")
 
@@ -472,26 +472,28 @@ async def test_live_whatif_at_max_speed_lands_on_the_next_step(tmp_path: Path) -
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             app.action_set_speed(4)
-            await wait_for(pilot, lambda: app.t is not None and app.t > 6 * 3600)
+            await wait_for(pilot, lambda: app.core.t is not None and app.core.t > 6 * 3600)
             app.inject("power_cap", "facility", 1e6, 3600)
-            await wait_for(pilot, lambda: len(app.live.injected_at) == 1)
-            assert app.sim_t_at_control is not None
-            assert 0 <= app.live.injected_at[0] - app.sim_t_at_control <= session.params.dt_s
+            await wait_for(pilot, lambda: len(app.core.live.injected_at) == 1)
+            assert app.core.sim_t_at_control is not None
+            assert 0 <= app.core.live.injected_at[0] - app.core.sim_t_at_control <= session.params.dt_s
             await pilot.press("1")
             await quiet(pilot, app)
-            assert app.t >= app.live.injected_at[0]  # the clock shows the step it was applied at
+            assert app.core.t >= app.core.live.injected_at[0]  # the clock shows the step it was applied at
             # From the menu: the clock holds while it is open; the what-if lands on the step after
             # the one shown, and the speed comes back.
             await pilot.press("5")
-            await wait_for(pilot, lambda: app.t is not None and app.t > app.live.injected_at[0] + 3600)
+            await wait_for(
+                pilot, lambda: app.core.t is not None and app.core.t > app.core.live.injected_at[0] + 3600
+            )
             await pilot.press("i")
             await quiet(pilot, app)
-            shown = app.t
-            assert app.speed.paused  # the menu holds the clock
+            shown = app.core.t
+            assert app.core.speed.paused  # the menu holds the clock
             await pilot.press("s", "enter")  # inference surge
-            await wait_for(pilot, lambda: len(app.live.injected_at) == 2)
-            assert app.live.injected_at[1] == shown + session.params.dt_s
-            assert app.speed.label == "max"
+            await wait_for(pilot, lambda: len(app.core.live.injected_at) == 2)
+            assert app.core.live.injected_at[1] == shown + session.params.dt_s
+            assert app.core.speed.label == "max"
     finally:
         session.close("stopped")
     con = open_run_file(session.out)
@@ -499,7 +501,7 @@ async def test_live_whatif_at_max_speed_lands_on_the_next_step(tmp_path: Path) -
         rows = con.sql("SELECT time_s FROM events WHERE source = 'operator'").fetchall()
     finally:
         con.close()
-    assert rows == [(t,) for t in app.live.injected_at]
+    assert rows == [(t,) for t in app.core.live.injected_at]
 
 
 async def test_live_stops_at_the_session_duration(tmp_path: Path) -> None:
@@ -508,7 +510,7 @@ async def test_live_stops_at_the_session_duration(tmp_path: Path) -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             app.action_set_speed(4)
             await wait_for(pilot, lambda: "end of the session" in status_text(app))
-            assert session.sim.t_s == 3 * 3600 and app.t == 3 * 3600 - 60
+            assert session.sim.t_s == 3 * 3600 and app.core.t == 3 * 3600 - 60
     finally:
         session.close("complete")
 
@@ -521,7 +523,7 @@ async def test_live_sql_is_checked_harder(tmp_path: Path) -> None:
     app, session = live_app(tmp_path, "s.duckdb")
     try:
         async with app.run_test(size=(100, 30)) as pilot:
-            await wait_for(pilot, lambda: app.t is not None)
+            await wait_for(pilot, lambda: app.core.t is not None)
             await pilot.press("f6")
             ed = app.screen.query_one("#editor", TextArea)
             ed.text = "SELECT * FROM read_csv('/etc/passwd')"
@@ -546,7 +548,7 @@ def factory_row(con: Any, t: int) -> dict[str, Any]:
 
 
 def assert_shows(app: Any, con: Any, t: int) -> None:
-    assert app.t == t
+    assert app.core.t == t
     assert fmt.sim_clock(t) in status_text(app)
     row = factory_row(con, t)
     assert tile(app, "pue") == f"{row['pue']:.3f}"
@@ -588,9 +590,9 @@ async def test_replay_scrubbing_matches_the_file(replay_con: Any) -> None:
         assert_shows(app, replay_con, 20 * 3600 + 1800)
         # play at 3600× and pause again
         await pilot.press("space")
-        await wait_for(pilot, lambda: app.t >= 20 * 3600 + 1800 + 3600)
+        await wait_for(pilot, lambda: app.core.t >= 20 * 3600 + 1800 + 3600)
         await pilot.press("space")
-        t = app.t
+        t = app.core.t
         await refreshes(pilot, app, 2)
         await settle(pilot, app)
         assert_shows(app, replay_con, t)
@@ -609,12 +611,12 @@ async def test_replay_events_log_follows_the_scrubber(replay_con: Any) -> None:
         await pilot.press("end")
         await settle(pilot, app)
         log = app.screen.query_one(EventLog)
-        assert app.events_notable and log.total == count(notable) > 0
+        assert app.core.events_notable and log.total == count(notable) > 0
         assert any("fail_ultraserver ultraserver:1" in ln for ln in log.plain_lines())  # the scenario's
         await pilot.press("e")  # all events
         await settle(pilot, app)
         n_all = count("true")
-        assert not app.events_notable and log.total == n_all and len(log.rows) == min(n_all, 200)
+        assert not app.core.events_notable and log.total == n_all and len(log.rows) == min(n_all, 200)
         assert "job_start" in str(log.render()) or "job_end" in str(log.render())
         await pilot.press("home")
         await settle(pilot, app)
@@ -639,31 +641,31 @@ async def test_replay_screens_show_their_sql(replay_con: Any) -> None:
         await pilot.press("f2")
         await settle(pilot, app)
         assert app.current_mode == "floor" and "Floor" in str(app.screen.query_one(ModeTabs).render())
-        p = app.params()
+        p = app.core.params()
         fm = app.screen.query_one(FloorMap)
         same_cols(fm.data, sql_cols(replay_con, "floor", p))
         assert fm.data["chips_failed"][1] == 144 and "✗" in fm.plain_text()
         detail = app.screen.query_one("#us-detail", InfoList)
         assert "UltraServer 0" in detail.items[0][0]
         await pilot.press("m")  # colour by power
-        assert app.metric == "power" and "Power" in str(app.screen.query_one("#legend").render())
+        assert app.core.metric == "power" and "Power" in str(app.screen.query_one("#legend").render())
         await pilot.press("right")
-        assert app.sel_us == 1 and "UltraServer 1" in detail.items[0][0]
+        assert app.core.sel_us == 1 and "UltraServer 1" in detail.items[0][0]
         await pilot.press("enter")
         await settle(pilot, app)
         assert app.current_mode == "ultraserver"
         grid = app.screen.query_one(ChipGrid)
-        p = app.params(us=1)
+        p = app.core.params(us=1)
         same_cols(grid.data, sql_cols(replay_con, "chips", p))
         assert int(grid.data["time_s"][0]) == t and grid.data["failed"].all()
         await pilot.press("right", "right", "down")
-        assert app.sel_chip == 2 + grid.per_line()
+        assert app.core.sel_chip == 2 + grid.per_line()
         await pilot.press("n")
         await settle(pilot, app)
-        assert app.sel_us == 2
-        same_cols(app.screen.query_one(ChipGrid).data, sql_cols(replay_con, "chips", app.params(us=2)))
+        assert app.core.sel_us == 2
+        same_cols(app.screen.query_one(ChipGrid).data, sql_cols(replay_con, "chips", app.core.params(us=2)))
         await pilot.press("escape")
-        assert app.current_mode == "floor" and app.sel_us == 2
+        assert app.current_mode == "floor" and app.core.sel_us == 2
         await pilot.press("f5")
         await settle(pilot, app)
         chain = app.screen.query_one("#chain", InfoList)
@@ -787,7 +789,7 @@ async def test_panel_sql_opens_in_the_editor_and_runs(replay_con: Any) -> None:
         await pilot.press("s")  # the Floor map's SQL
         assert app.current_mode == "sql"
         sql = app.screen.query_one("#editor", TextArea).text
-        assert sql == Q.panel_sql("floor", app.params())
+        assert sql == Q.panel_sql("floor", app.core.params())
         await wait_for(pilot, lambda: not app.screen.running)
         res = app.screen.query_one("#result", ArrowTable)
         assert res.row_count == 4
@@ -858,9 +860,9 @@ async def test_sql_console(replay_con: Any, tmp_path: Path) -> None:
         await pilot.press("ctrl+s")
         assert app.screen.query_one("Input").value == "waits"
         await pilot.press("enter")
-        saved = json.loads((app.config_dir / "saved_queries.json").read_text())
+        saved = json.loads((app.core.config_dir / "saved_queries.json").read_text())
         assert saved == [{"name": "waits", "sql": ed.text.strip()}]
-        hist = json.loads((app.config_dir / "sql_history.json").read_text())
+        hist = json.loads((app.core.config_dir / "sql_history.json").read_text())
         assert hist[-1] == ed.text.strip() and len(hist) == 4
         for done, name in enumerate(("out.csv", "out.parquet"), 1):
             await pilot.press("ctrl+o")

@@ -171,7 +171,7 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         await _jump(pilot, app, "d0 02:00")
         await pilot.press("f2")
         await settle(pilot, app)
-        assert app.t == T
+        assert app.core.t == T
         scr = app.screen
         hm = scr.query_one(HallMap)
         assert scr.at_campus and hm.display and not scr.query_one(FloorMap).display
@@ -201,7 +201,7 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         await settle(pilot, app)
         fm = scr.query_one(FloorMap)
         assert not scr.at_campus and fm.display and not hm.display
-        assert app.sel_us == 4 and "Hall 1 of 2" in str(scr.query_one("#floor-map").border_title)
+        assert app.core.sel_us == 4 and "Hall 1 of 2" in str(scr.query_one("#floor-map").border_title)
         shown = cells(fm)
         assert sorted(shown) == [4, 5, 6, 7, 8, 9]  # only its UltraServers
         act = dict(
@@ -211,13 +211,13 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
             assert v == ("down" if us == 5 else f"{100 * act[us]:.0f}%")
         assert scr.query_one("#us-detail", InfoList).items[0][0] == "UltraServer 4 · row 2 · hall 1"
         await pilot.press("right")
-        assert app.sel_us == 5
+        assert app.core.sel_us == 5
         await pilot.press("down")
-        assert app.sel_us == 8
+        assert app.core.sel_us == 8
         await pilot.press("left", "left", "left", "left")  # stays in the hall's row
-        assert app.sel_us == 7
+        assert app.core.sel_us == 7
         await pilot.press("up", "up")  # row 2 is the hall's first
-        assert app.sel_us == 4
+        assert app.core.sel_us == 4
         assert scr.check_action("campus", ())
         assert scr.focused_panel().query == "hall_floor" and "BETWEEN 4 AND 9" in scr.focused_panel().sql
 
@@ -226,7 +226,7 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         assert scr.at_campus and hm.display and not fm.display and scr.sel_hall == 1
         await pilot.press("up", "enter")  # hall 0: the selection moves into it
         await settle(pilot, app)
-        assert app.sel_us == 0 and sorted(cells(fm)) == [0, 1, 2, 3]
+        assert app.core.sel_us == 0 and sorted(cells(fm)) == [0, 1, 2, 3]
         await pilot.press("enter")  # the UltraServer screen, as on a hall
         await settle(pilot, app)
         assert app.current_mode == "ultraserver"
@@ -238,7 +238,9 @@ async def test_campus_level_replay_figures_and_navigation(con: Any) -> None:
         await pilot.press(*["p"] * 5)  # 9, 8, 7, 6, 5: into hall 1
         await settle(pilot, app)
         assert (
-            app.sel_us == 5 and title().startswith("UltraServer 5 · hall 1 · row 2 ·") and "DOWN" in title()
+            app.core.sel_us == 5
+            and title().startswith("UltraServer 5 · hall 1 · row 2 ·")
+            and "DOWN" in title()
         )
         await pilot.press("f2")  # the Floor follows the selection into its hall
         await settle(pilot, app)
@@ -259,7 +261,7 @@ async def test_campus_hall_map_reads_the_latest_sample(sparse_con: Any) -> None:
         await _jump(pilot, app, "d0 02:03")
         await pilot.press("f2")
         await settle(pilot, app)
-        assert app.t == t
+        assert app.core.t == t
         np.testing.assert_allclose(
             app.screen.query_one(HallMap).data["power_w"], [h[0] for h in hall], rtol=1e-12
         )
@@ -317,7 +319,7 @@ async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
             scr.query_one("#us-detail", InfoList),
             scr.query_one("#rows"),
         )
-        assert app.t == 7380 and scr.at_campus and scr.query_one(HallMap).data
+        assert app.core.t == 7380 and scr.at_campus and scr.query_one(HallMap).data
         assert "sample" not in str(box.border_title) and not detail.border_subtitle
         assert rows.border_subtitle == "sample d1 02:00, 3 min before"  # hall 0's rows: ultraserver_ts
         assert "time_s" not in rows.table.column_names
@@ -346,7 +348,7 @@ async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
 
         await pilot.press("enter")
         await _jump(pilot, app, "d0 02:05")  # a sample time: the map is of the time shown
-        assert app.t == 7500 and not scr.at_campus
+        assert app.core.t == 7500 and not scr.at_campus
         assert str(box.border_title) == "Hall 0 of 2 · 4 UltraServers · Activity · Esc: campus"
         assert not detail.border_subtitle and not rows.border_subtitle
         await _jump(pilot, app, "d0 02:09")  # 4 min after that sample
@@ -355,10 +357,10 @@ async def test_hall_map_says_how_old_its_sample_is(sparse_con: Any) -> None:
         # UltraServer 5 (down since 1 h) on its own screen: the DOWN flag is of that sample too.
         await pilot.press("f2")
         await settle(pilot, app)
-        app.select_us(5)
+        app.core.select_us(5)
         await pilot.press("enter")
         await settle(pilot, app)
-        assert app.current_mode == "ultraserver" and app.sel_us == 5
+        assert app.current_mode == "ultraserver" and app.core.sel_us == 5
         chips_title = str(app.screen.query_one("#us-chips").border_title)
         assert "✗ DOWN" in chips_title and "(sample d1 02:05, 4 min before)" in chips_title
         # The Overview's hall strip: every UltraServer at that sample, and it says how old it is.
@@ -385,7 +387,7 @@ async def test_single_hall_floor_has_no_campus_level(tmp_path: Path) -> None:
             await pilot.press("f2")
             await settle(pilot, app)
             scr = app.screen
-            assert app.meta.halls == 1 and not scr.campus and not scr.query(HallMap)
+            assert app.core.meta.halls == 1 and not scr.campus and not scr.query(HallMap)
             assert scr.query_one(FloorMap).display and "Floor ·" in str(
                 scr.query_one("#floor-map").border_title
             )
@@ -406,14 +408,14 @@ async def test_campus_level_live_matches_the_recording(tmp_path: Path) -> None:
     app = TwinApp(session=session)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
-            await wait_for(pilot, lambda: app.t is not None and app.t >= 3600)
+            await wait_for(pilot, lambda: app.core.t is not None and app.core.t >= 3600)
             await pilot.press("space")  # pause
             await quiet(pilot, app)
             await pilot.press("f2")
             scr = app.screen
             hm = scr.query_one(HallMap)
             await wait_for(pilot, lambda: bool(hm.data))
-            t = app.t
+            t = app.core.t
             await wait_for(pilot, lambda: session.held_steps == 0)
             session.writer.flush()
             c = session.writer.cursor()
@@ -454,9 +456,9 @@ async def test_live_hall_map_says_how_old_its_sample_is(tmp_path: Path) -> None:
     app = TwinApp(session=session)
     try:
         async with app.run_test(size=(120, 30)) as pilot:
-            await wait_for(pilot, lambda: app.live.remaining == 0)
+            await wait_for(pilot, lambda: app.core.live.remaining == 0)
             await quiet(pilot, app)
-            assert app.t == 123 * 60
+            assert app.core.t == 123 * 60
             await pilot.press("f2")
             scr = app.screen
             assert "↯" not in _legend(app)
@@ -503,22 +505,22 @@ async def test_live_paused_rows_catch_up_with_the_map(tmp_path: Path) -> None:
     app = TwinApp(session=session)
     try:
         async with app.run_test(size=(120, 30)) as pilot:
-            await wait_for(pilot, lambda: app.t is not None)
+            await wait_for(pilot, lambda: app.core.t is not None)
             await pilot.press("f2", "enter")  # hall 0's map
             scr = app.screen
             fm, rows = scr.query_one(FloorMap), scr.query_one("#rows")
             app.action_set_speed(4)  # max: many ticks between two redraws of the table
-            first = app.t
-            await wait_for(pilot, lambda: app.t >= first + 4 * 3600)
+            first = app.core.t
+            await wait_for(pilot, lambda: app.core.t >= first + 4 * 3600)
             await pilot.press("space")
             await quiet(pilot, app)
 
             def caught_up() -> bool:
                 # The map shows the latest sample at the paused time (under load its last redraw
                 # may come a tick after the pause), and the table the sums of that map.
-                if not fm.data or not len(rows.table) or app.t is None:
+                if not fm.data or not len(rows.table) or app.core.t is None:
                     return False
-                if int(fm.data["time_s"][0]) != app.t - app.t % 300:
+                if int(fm.data["time_s"][0]) != app.core.t - app.core.t % 300:
                     return False
                 by_row = {
                     r: sum(

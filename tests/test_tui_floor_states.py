@@ -97,7 +97,7 @@ async def test_floor_marks_tripped_and_down_ultraservers(con: Any, tmp_path: Pat
         await pilot.press("enter")
         await pilot.press("f2")
         await _settle(pilot, app)
-        assert app.t == T
+        assert app.core.t == T
         fm = app.screen.query_one(FloorMap)
         text = fm.plain_text()
         got = cells(text)
@@ -121,7 +121,7 @@ async def test_floor_marks_tripped_and_down_ultraservers(con: Any, tmp_path: Pat
         )
         await pilot.press("p")  # UltraServer 3
         await _settle(pilot, app)
-        assert app.sel_us == 3 and "DOWN" in str(app.screen.query_one("#us-chips").border_title)
+        assert app.core.sel_us == 3 and "DOWN" in str(app.screen.query_one("#us-chips").border_title)
         assert "DOWN" in str(app.screen.query_one("#chip-detail").render())
         # Energy & cost: row 0's CDU has lost its pumps, row 1's runs with UltraServer 3's chips down
         await pilot.press("f5")

@@ -82,9 +82,9 @@ async def test_alarms_count_in_the_header_and_acknowledge(con: Any) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press(*["right"] * 16)
         await settle(pilot, app)
-        await wait_for(pilot, lambda: app.alarms.load_count > 0 and app.alarms.active is not None)
+        await wait_for(pilot, lambda: app.core.alarms.load_count > 0 and app.core.alarms.active is not None)
         await settle(pilot, app)
-        failed = [a for a in app.alarms.active if a.alarm == "failed hardware"]
+        failed = [a for a in app.core.alarms.active if a.alarm == "failed hardware"]
         assert len(failed) == 1
         # since: the first step of the current run of steps with failed chips (from factory_ts)
         since = con.sql(
@@ -93,7 +93,7 @@ async def test_alarms_count_in_the_header_and_acknowledge(con: Any) -> None:
         ).fetchall()[0][0]
         assert failed[0].since_s == since and 14 * 3600 <= since <= 14 * 3600 + 60
         assert failed[0].value == factory_row(con, 16 * 3600)["chips_failed"] >= 144
-        n = len(app.alarms.active)
+        n = len(app.core.alarms.active)
         app.refresh_views()
         assert f"⚠ {n}" in status_text(app)
         await pilot.press("f8")
@@ -104,13 +104,13 @@ async def test_alarms_count_in_the_header_and_acknowledge(con: Any) -> None:
             shown["alarm"].index("failed hardware")
         ] == fmt.short_clock(since)
         await pilot.press("A")  # acknowledge all
-        assert app.alarms.unacked == 0
+        assert app.core.alarms.unacked == 0
         app.refresh_views()
         assert f"⚠ {n}" in status_text(app)  # still active, shown muted
         await pilot.press("shift+right")  # 40 h > the end of the run (30 h): repaired at 26 h
         await settle(pilot, app)
         await wait_for(pilot, lambda: not app.panels_pending())
-        assert not [a for a in app.alarms.active if a.alarm == "failed hardware"]
+        assert not [a for a in app.core.alarms.active if a.alarm == "failed hardware"]
 
 
 async def test_why_pue_moved_and_plant_units(con: Any) -> None:
@@ -186,7 +186,7 @@ async def test_energy_and_cost_shows_the_run_summary_cost(con: Any) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("end", "f5")
         await settle(pilot, app)
-        t = app.t
+        t = app.core.t
         from tui.widgets.status import ModeTabs
 
         assert app.current_mode == "energy" and "Energy & cost" in str(

@@ -134,11 +134,6 @@ def _in_worker(run: Callable[[Callable[[], bool]], None]) -> Callable[[], None]:
     return job
 
 
-def _core(name: str) -> Any:
-    """A read-only attribute of the app that is the core's (what tests and the bench look at)."""
-    return property(lambda self: getattr(self.core, name), doc=f"The console core's ``{name}``.")
-
-
 class TwinApp(App[None]):
     TITLE = "AI Factory Twin"
     CSS_PATH = "twin.tcss"
@@ -157,30 +152,6 @@ class TwinApp(App[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (150, "-wide")]  # noqa: RUF012 (typed on App)
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = KEYS
-
-    # The core's state, read through the app (tests and the bench).
-    session = _core("session")
-    live = _core("live")
-    replay = _core("replay")
-    meta = _core("meta")
-    speed = _core("speed")
-    t = _core("t")
-    seq = _core("seq")
-    alarms = _core("alarms")
-    sel_us = _core("sel_us")
-    sel_chip = _core("sel_chip")
-    metric = _core("metric")
-    window_s = _core("window_s")
-    events_notable = _core("events_notable")
-    config_dir = _core("config_dir")
-    t_file = _core("t_file")
-    steps_shown = _core("steps_shown")
-    sim_t_at_control = _core("sim_t_at_control")
-    user_sql = _core("user_sql")
-    params = _core("params")
-    select_us = _core("select_us")
-    file_req = _core("file_req")
-    whatif_context = _core("whatif_context")
 
     def __init__(
         self,

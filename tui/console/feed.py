@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from storage import queries as Q
 from twin.physics.design import Design, derive
+from twin.spec.telemetry import TABLES
 
 HOUR_S = 3600
 DAY_S = 86400
@@ -92,31 +93,12 @@ _RAW_HIST = (
 )
 HIST_KEYS = tuple(dict.fromkeys((*_RAW_HIST, *(c for cols in Q.SERIES.values() for c in cols), *_KPI_COLS)))
 # The floor queries' columns (time_s: the ultraserver_ts sample's, older than the step between samples).
-US_COLS = (
-    "time_s",
-    "ultraserver_id",
-    "row_id",
-    "power_w",
-    "chips_busy",
-    "chips_failed",
-    "tripped",
-    "activity",
-    "max_chip_temp_c",
-    "coolant_return_c",
-    "clock",
-)
+US_COLS = tuple(c.name for c in TABLES["ultraserver_ts"] if c.name not in ("run_id", "cdu_flow_fraction"))
 # The campus level's columns (the "halls" query over hall_ts; ``tripped`` is its ultraservers_tripped).
-HALL_COLS = (
-    "hall_id",
-    "ultraservers",
-    "power_w",
-    "chips_busy",
-    "chips_failed",
-    "tripped",
-    "activity",
-    "max_chip_temp_c",
-    "coolant_return_c",
-    "clock",
+HALL_COLS = tuple(
+    "tripped" if c.name == "ultraservers_tripped" else c.name
+    for c in TABLES["hall_ts"]
+    if c.name not in ("run_id", "time_s")
 )
 
 Array = npt.NDArray[Any]

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from twin.compose import grid
-from twin.compose.floorplan import HallTopology
+from twin.compose.floorplan import FloorPlan, HallTopology
 from twin.compose.hall import EVENT_KINDS, Hall, run_steps
 from twin.compose.parts import (
     Composite,
@@ -109,7 +109,9 @@ class Campus(Composite):
     ``topo``, the per-chip arrays); it splits the parameters, shares the campus cap and routes
     events, and every hall steps itself (``twin.compose.hall.Hall``)."""
 
-    def __init__(self, params: FactoryParams) -> None:
+    def __init__(self, params: FactoryParams, floors: tuple[FloorPlan, ...] | None = None) -> None:
+        """``floors``: each hall's floor plan (``floorplan.plan`` of ``hall_params``), as the
+        scenario checks worked them out; None: worked out by each hall."""
         n = len(params.halls)
         if not 1 <= n <= MAX_HALLS:
             raise ValueError(f"halls: {n} halls; a campus holds 1..{MAX_HALLS}")
@@ -117,7 +119,11 @@ class Campus(Composite):
         self.dt_s = int(params.dt_s)
         self.svc_hall = service_halls(params)
         # One site: every hall's weather is the campus's (its own copy of the same stream).
-        self.halls: list[Hall] = [Hall(hall_params(params, k), weather_seed=params.seed) for k in range(n)]
+        if floors is not None and len(floors) != n:
+            raise ValueError(f"{len(floors)} floor plans for a campus of {n} halls")
+        self.halls: list[Hall] = [
+            Hall(hall_params(params, k), params.seed, floors[k] if floors else None) for k in range(n)
+        ]
         # Job ids unique across the campus: every system pool of every hall numbers its own.
         pools = [pl for h in self.halls for pl in h.pools]
         for g, pl in enumerate(pools):

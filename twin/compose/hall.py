@@ -45,15 +45,7 @@ from typing import Any
 import numpy as np
 
 from twin.compose import grid
-from twin.compose.floorplan import (
-    HallTopology,
-    check,
-    hall_plant,
-    pool_facts,
-    pool_params,
-    pool_seed,
-    service_pools,
-)
+from twin.compose.floorplan import FloorPlan, HallTopology, hall_plant, plan
 from twin.compose.parts import (
     Composite,
     EventQueue,
@@ -74,6 +66,7 @@ from twin.physics import capping, plant, power, site
 from twin.physics.design import Design
 from twin.physics.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.physics.facility import FacilityStep, ItStep
+from twin.physics.plant import PlantState
 from twin.spec import rng, telemetry
 from twin.spec.params import FactoryParams, ScheduledEvent, SystemRows
 from twin.spec.topology import Topology
@@ -101,33 +94,50 @@ EVENT_KINDS = (
 class Hall(Composite):
     """The model of one hall: ``advance``, ``inject``, ``t_s``, ``design``, ``topo``, the per-chip
     arrays across its pools. ``weather_seed``: the seed of the site's weather (a campus gives
-    every hall its own)."""
+    every hall its own). ``floor``: the floor plan of ``params`` (``floorplan.plan``), as the
+    scenario checks worked it out; None: worked out here."""
 
-    def __init__(self, params: FactoryParams, weather_seed: int | None = None) -> None:
-        check(params.hall)
+    def __init__(
+        self, params: FactoryParams, weather_seed: int | None = None, floor: FloorPlan | None = None
+    ) -> None:
+        if floor is None:
+            floor = plan(params)
+        elif floor.hall != params.hall or len(floor.svc_pool) != len(params.services):
+            raise ValueError("the floor plan given is not the plan of this hall's parameters")
         self.p = params
         self.dt_s = int(params.dt_s)
         rows: tuple[SystemRows, ...] = params.hall.pools()
         self.systems = [r.system.key for r in rows]
         k = len(rows)
-        # Services: each on one pool, chosen by the routing policy.
-        facts = pool_facts(params) if k > 1 else []
-        self.svc_pool = service_pools(params, facts) if k > 1 else [0] * len(params.services)
-        self.pools: list[Pool] = [Pool(self._pool_params(i, r)) for i, r in enumerate(rows)]
+        # Services: each on one pool, chosen by the routing policy (the plan's).
+        facts = list(floor.facts)
+        self.svc_pool = list(floor.svc_pool)
+        # The hall's one plant state: every pool's facility reads it, the first pool's faults
+        # move its units (``Facility.owns_plant``).
+        self.plant_state = PlantState.initial(params.cooling)
+        self.pools: list[Pool] = [
+            Pool(pp, d, plant=self.plant_state, owns_plant=i == 0)
+            for i, (pp, d) in enumerate(zip(floor.pools, floor.designs, strict=True))
+        ]
         for i, pl in enumerate(self.pools):
             pl.jobs.number(k, i)
-            if i > 0:
-                pl.facility.plant = self.pools[0].facility.plant
-                pl.facility.owns_plant = False
-        if k > 1:
-            front = self.pools[0].cluster
-            front.router = routing.Router(
+        # The front door's router (pool 0 draws every arrival and routes it); None: one pool.
+        self.router = (
+            routing.Router(
                 [pl.cluster for pl in self.pools],
                 facts,
                 params.scheduler.routing,
                 params.power,
                 params.site.price_usd_per_mwh,
             )
+            if k > 1
+            else None
+        )
+        # A cap shared by the pools: each pool's last step as the cap reads it
+        # (``capping.basis``) and its IT target over its proportional share, handed to its
+        # step as values (``capping.CapShare``).
+        self._bases: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * k
+        self._scales: list[float] = [1.0] * k
         self.num = Numbering(
             {
                 lv: [int(getattr(pl.topo, lv + "s")) for pl in self.pools]
@@ -136,11 +146,10 @@ class Hall(Composite):
         )
         # One pool: its own topology (servers, rows, chips); several: the hall's index arrays.
         self.topo: HallTopology | Topology = self.pools[0].topo if k == 1 else self._topology()
-        # One plant for the hall's pools (its state is the first pool's, which owns it) and one
-        # UPS rating for its power chain.
+        # One plant design for the hall's pools and one UPS rating for its power chain.
         facs = [pl.facility for pl in self.pools]
         self.plant_design = hall_plant(facs)
-        self.ups_rating_w = sum(f.ups_rating_w for f in facs) if k > 1 else facs[0].ups_rating_w
+        self.ups_rating_w = sum(f.design.ups_rating_w for f in facs) if k > 1 else facs[0].design.ups_rating_w
         # Global service index of each pool's services.
         self.svc_ids = [[j for j, q in enumerate(self.svc_pool) if q == i] for i in range(k)]
         self.sys = self.pools[0].sys
@@ -161,19 +170,6 @@ class Hall(Composite):
             raise ValueError(f"telemetry.grid_interval_s = {tau} must divide dt_s = {self.dt_s}")
         self.grid = grid.GridRecorder(tau, params.grid) if tau else None
         self.connection = grid.Connection(params.grid, self.topo.chips, tau)
-
-    def _pool_params(self, i: int, r: SystemRows) -> FactoryParams:
-        p = self.p
-        training = p.training
-        if i > 0:  # the front door (pool 0) draws every arrival and routes it
-            training = dataclasses.replace(training, arrivals_per_day=0.0, trace=None)
-        return dataclasses.replace(
-            pool_params(p, r),
-            seed=pool_seed(p.seed, i),
-            training=training,
-            services=tuple(s for s, q in zip(p.services, self.svc_pool, strict=True) if q == i),
-            events=(),
-        )
 
     def _topology(self) -> HallTopology:
         off = self.num.off
@@ -269,12 +265,12 @@ class Hall(Composite):
         pools = self.pools
         for ev, source in self.events.due(t):
             self._apply(ev, source)
-        works = [pl.work(t) for pl in pools]  # what runs where, at which activity
+        works = [pl.work(t, self.router if k == 0 else None) for k, pl in enumerate(pools)]
         cond = self.site.step(t, dt)
         shared = len(pools) > 1
-        if shared and pools[0].facility.facility_cap_w != self._shared_cap_w:
+        if shared and pools[0].facility.cap.facility_w != self._shared_cap_w:
             # A cap that arrived or changed since the last step: its shares from that step's figures.
-            self._share_cap([pl.facility.cap_basis for pl in pools], self._last_w)
+            self._share_cap(self._bases, self._last_w)
         parts = [self._step_it(k, pl, cond) for k, pl in enumerate(pools)]
         # The step's clocks are known (caps and protection inside the step): its batch work, once.
         works = [
@@ -283,16 +279,16 @@ class Hall(Composite):
         it_w = sum(p.it_w for p in parts)
         plant_out = plant.run(
             self.plant_design,
-            pools[0].facility.plant,
+            self.plant_state,
             self._cdu_flow(),
             sum(p.to_fw_w for p in parts),
             sum(p.air_heat_w for p in parts),
             cond,
             dt,
         )
-        cooling_w = plant_out["chiller_power_w"] + plant_out["pump_power_w"] + plant_out["fan_power_w"]
+        cooling_w = plant_out.cooling_w
         losses = power.chain_losses(it_w, cooling_w, self.ups_rating_w, self.p.power)
-        facility_w = it_w + cooling_w + losses.total_w
+        facility_w = power.facility_w(it_w, cooling_w, losses.total_w)
         if shared:
             bases = [
                 capping.basis(
@@ -315,17 +311,22 @@ class Hall(Composite):
         for pl, rec, ph, w in zip(pools, recs, steps, works, strict=True):
             pl.after_physics(ph)
             pl.record(rec, i, w, ph)
-            pl.t_s = t + dt
         self.t_s = t + dt
 
     def _step_it(self, k: int, pl: Pool, cond: site.Conditions) -> ItStep:
-        fac = self.pools[0].facility
-        if k:  # the hall's cap (the first system's, after its timed effects at t) binds every system
-            pl.facility.facility_cap_w = fac.facility_cap_w
         # A run's first step has no last step to convert a facility cap into IT watts with: it
         # asks the plant and the chain what this step's IT power would cost instead.
         first = cond if self._last_w == 0.0 else None
-        return pl.facility.step_it(pl.utilisation(), self.t_s, self.dt_s, first)
+        return pl.facility.step_it(pl.utilisation(), self.t_s, self.dt_s, first, self._share(k))
+
+    def _share(self, k: int) -> capping.CapShare | None:
+        """Pool ``k``'s part of the hall's cap for its step (None: a hall of one pool). The
+        hall's cap is the first pool's, after its timed effects at the step's start: the
+        first pool's step takes its own, every other pool's the first's."""
+        if len(self.pools) == 1:
+            return None
+        cap = None if k == 0 else self.pools[0].facility.cap.facility_w
+        return capping.CapShare(cap, self._scales[k])
 
     def _cdu_flow(self) -> float:
         """The UltraServer loops' summed CDU flow fraction (what the CDU pumps drive) [-]."""
@@ -337,7 +338,7 @@ class Hall(Composite):
     def _finish(
         self,
         parts: list[ItStep],
-        plant_out: dict[str, float],
+        plant_out: plant.PlantResult,
         losses: power.ChainLosses,
         it_w: float,
         facility_w: float,
@@ -348,17 +349,15 @@ class Hall(Composite):
         pools = self.pools
         if len(pools) == 1:
             return [pools[0].facility.finish_step(parts[0], plant_out, losses, facility_w, cond)]
-        cap = pools[0].facility.facility_cap_w
-        design = [pl.facility.design_it_w for pl in pools]
+        design = [pl.facility.plant_design.design_it_w for pl in pools]
         out = []
         for k, (pl, part) in enumerate(zip(pools, parts, strict=True)):
             share = part.it_w / it_w if it_w > 0 else design[k] / sum(design)
-            own = {key: (v if key in _SAME else v * share) for key, v in plant_out.items()}
+            own = plant_out.share(share, _SAME)
             pl_losses = power.ChainLosses(
                 losses.pdu_w * share, losses.ups_w * share, losses.transformer_w * share
             )
-            pl.facility.facility_cap_w = cap
-            out.append(pl.facility.finish_step(part, own, pl_losses, facility_w, cond))
+            out.append(pl.facility.finish_step(part, own, pl_losses, facility_w, cond, self._share(k)))
         return out
 
     def _share_cap(self, bases: list[tuple[float, float, float]], facility_w: float) -> None:
@@ -366,17 +365,14 @@ class Hall(Composite):
         (``capping.shared_targets``). Each pool's IT target, from a step's ``bases`` and the
         hall's facility power then, as a scale on its proportional share of the cap, which its
         next clocks and the check inside the next step apply."""
-        cap = self._shared_cap_w = self.pools[0].facility.facility_cap_w
-        for pl, b in zip(self.pools, bases, strict=True):
-            pl.facility.cap_basis = b
+        cap = self._shared_cap_w = self.pools[0].facility.cap.facility_w
+        self._bases = bases
         if not (math.isfinite(cap) and facility_w > 0):
-            for pl in self.pools:
-                pl.facility.cap_it_scale = 1.0
+            self._scales = [1.0] * len(bases)
             return
         targets = capping.shared_targets(bases, cap * sum(b[0] for b in bases) / facility_w)
-        for pl, b, tg in zip(self.pools, bases, targets, strict=True):
-            prop = cap * b[0] / facility_w
-            pl.facility.cap_it_scale = tg / prop if prop > 0 else 1.0
+        props = [cap * b[0] / facility_w for b in bases]
+        self._scales = [tg / prop if prop > 0 else 1.0 for tg, prop in zip(targets, props, strict=True)]
 
     # ------------------------------------------------------------------ a campus's share of its cap
     def set_site_cap(self, cap_w: float, reclock: bool) -> None:
@@ -390,7 +386,8 @@ class Hall(Composite):
 
     def cap_basis(self) -> tuple[float, float, float]:
         """The hall's last step as a shared cap reads it (``capping.basis``, summed over pools)."""
-        it, now, full = (sum(b) for b in zip(*(pl.facility.cap_basis for pl in self.pools), strict=True))
+        bases = self._bases if len(self.pools) > 1 else [self.pools[0].facility.cap.basis]
+        it, now, full = (sum(b) for b in zip(*bases, strict=True))
         return it, now, full
 
     @staticmethod

@@ -16,22 +16,22 @@ site, one plant and one power chain on their sums. The phases a pool takes part 
 
 from __future__ import annotations
 
-from operator import attrgetter, itemgetter
-from typing import Any
+from operator import attrgetter
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from twin.compose.record import Frames, Recorder, columns_of, due
+from twin.compose.record import Frames, Recorder, columns_of, due, named
 from twin.physics.design import Design, derive
 from twin.physics.facility import EVENT_KINDS as FACILITY_EVENT_KINDS
 from twin.physics.facility import Facility, FacilityStep
-from twin.physics.plant import UNIT_COLUMNS
+from twin.physics.plant import UNIT_COLUMNS, PlantState
 from twin.spec import rng, tco
 from twin.spec.events import Events
 from twin.spec.params import FactoryParams, ScheduledEvent
 from twin.spec.topology import Topology, build
-from twin.work import outages, serving
+from twin.work import outages, routing, serving
 from twin.work.chips import Load
 from twin.work.cluster import Cluster, WorkStep
 from twin.work.jobs import JobTable
@@ -41,54 +41,71 @@ EventRow = tuple[int, str, str, str, str, str, float, int]
 # The factory_ts columns the physics step and the work step carry under their own names.
 PHYSICS_COLUMNS = columns_of(FacilityStep)
 WORK_COLUMNS = columns_of(WorkStep)
-# The factory_ts columns ``Pool.record`` derives itself (the pool's counts, the site's conditions
-# and the step's costs), and those of ``Pool._record_work``, in the order it gives them.
-RECORD_COLUMNS = (
-    "time_s",
-    "mean_clock",
-    "chips_allocated",
-    "chips_busy",
-    "chips_failed",
-    "ultraservers_tripped",
-    "activity",
-    "queue_jobs",
-    "coolant_return_c",
-    "max_chip_temp_c",
-    "outdoor_temp_c",
-    "outdoor_wetbulb_c",
-    "outdoor_rh",
-    "price_usd_per_mwh",
-    "carbon_g_per_kwh",
-    "cost_usd",
-    "co2_kg",
-    "energy_j",
-    "capex_usd",
-    "fixed_opex_usd",
-    "water_cost_usd",
-)
-WORK_ROW_COLUMNS = (
-    "chips_free",
-    "chips_drained",
-    "ultraservers_free",
-    "fragmentation",
-    "failures",
-    "preemptions",
-    "inference_power_w",
-    "inference_chips",
-    "energy_per_token_j",
-)
+
+
+class PoolRow(NamedTuple):
+    """The ``factory_ts`` columns ``Pool.record`` derives itself (the pool's counts, the site's
+    conditions and the step's costs), each field the column of its name (built by keyword)."""
+
+    time_s: int
+    chips_total: int
+    mean_clock: float
+    chips_allocated: int
+    chips_busy: int
+    chips_failed: int
+    ultraservers_tripped: int
+    activity: float
+    queue_jobs: int
+    coolant_return_c: float
+    max_chip_temp_c: float
+    outdoor_temp_c: float
+    outdoor_wetbulb_c: float
+    outdoor_rh: float
+    price_usd_per_mwh: float
+    carbon_g_per_kwh: float
+    cost_usd: float
+    co2_kg: float
+    energy_j: float
+    capex_usd: float
+    fixed_opex_usd: float
+    water_cost_usd: float
+
+
+class WorkRow(NamedTuple):
+    """The workload columns of ``factory_ts`` the work step does not carry (``Pool._record_work``),
+    each field the column of its name (built by keyword)."""
+
+    chips_free: int
+    chips_drained: int
+    ultraservers_free: int
+    fragmentation: float
+    failures: int
+    preemptions: int
+    inference_power_w: float
+    inference_chips: int
+    energy_per_token_j: float
+
+
 # A step's factory_ts row, in the order its values come (``Recorder.factory``).
-FACTORY_ORDER = PHYSICS_COLUMNS + UNIT_COLUMNS + WORK_COLUMNS + RECORD_COLUMNS + WORK_ROW_COLUMNS
+FACTORY_ORDER = PHYSICS_COLUMNS + UNIT_COLUMNS + WORK_COLUMNS + named(PoolRow) + named(WorkRow)
 _PHYSICS = attrgetter(*PHYSICS_COLUMNS)
 _FACILITY_W = PHYSICS_COLUMNS.index("facility_power_w")
-_UNITS = itemgetter(*UNIT_COLUMNS)
+_UNITS = attrgetter(*UNIT_COLUMNS)
 _WORK = attrgetter(*WORK_COLUMNS)
 
 
 class Pool:
     """One system's UltraServers (``params.hall`` is a hall of that one system)."""
 
-    def __init__(self, params: FactoryParams, design: Design | None = None) -> None:
+    def __init__(
+        self,
+        params: FactoryParams,
+        design: Design | None = None,
+        plant: PlantState | None = None,
+        owns_plant: bool = True,
+    ) -> None:
+        """``plant``: the hall's one plant state (None: a plant of the pool's own);
+        ``owns_plant``: the plant's faults are this pool's effects (a hall's first pool)."""
         self.p = params
         hall = params.hall
         self.sys = hall.system
@@ -116,7 +133,7 @@ class Pool:
         self._chip_activity0 = np.zeros(n)
         self._chip_tj0 = np.full(n, params.cooling.supply_setpoint_c)
         self._ph: FacilityStep | None = None  # the last physics step
-        self.facility = Facility(params, self.topo, self.sys, self.acc, self.design)
+        self.facility = Facility(params, self.topo, self.sys, self.acc, self.design, plant, owns_plant)
         self._events: list[EventRow] = []
         self._released = False  # a job ended in the step being booked (``book``)
         # The record's caches: a full clock per UltraServer, the free-chip counts (for the chip
@@ -166,7 +183,7 @@ class Pool:
     @property
     def us_tripped(self) -> npt.NDArray[np.bool_]:
         """UltraServers powered off by thermal protection."""
-        return self.facility.us_tripped
+        return self.facility.trips.us_tripped
 
     def utilisation(self) -> Load:
         """The step's load: each chip's utilisation is its job's activity (0 idle or
@@ -226,12 +243,13 @@ class Pool:
         self.log_all(caused)
 
     # ------------------------------------------------------------------ step phases
-    def work(self, t: int) -> WorkStep:
+    def work(self, t: int, router: routing.Router | None = None) -> WorkStep:
         """Phase 2: what runs where this step and how active it is (the services served at the
-        clocks the step begins with); batch work is booked after the physics (``book``)."""
+        clocks the step begins with); batch work is booked after the physics (``book``).
+        ``router``: a hall's front door routes its arrivals with it (``twin.work.routing``)."""
         # The shared read-only all-ones clock: nothing capped or hot (no minimum to take).
         full = self.chip_clock is self.facility.chips.ones
-        w, work_events = self.cluster.prepare(t, self.dt_s, self.chip_clock, full)
+        w, work_events = self.cluster.prepare(t, self.dt_s, self.chip_clock, full, router)
         self.log_all(work_events)
         return w
 
@@ -262,7 +280,8 @@ class Pool:
     def record(self, rec: Recorder, i: int, w: WorkStep, ph: FacilityStep) -> None:
         """Phase 5: this step's rows of the pool (``twin.compose.record``). The physics' and the work's
         results are copied by their column names; what is left is derived here. The
-        ``factory_ts`` row is one tuple in the order of ``FACTORY_ORDER``."""
+        ``factory_ts`` row is one tuple in the order of ``FACTORY_ORDER``, each value given by
+        its column's name."""
         t, dt = self.t_s, self.dt_s
         topo = self.topo
         nus, c = topo.ultraservers, topo.chips_per_us
@@ -288,28 +307,29 @@ class Pool:
             phys
             + _UNITS(ph.units)
             + _WORK(w)
-            + (
-                t,
-                mean_clock,
-                cl.n_alloc,
-                int(add(us_busy)),
-                self._failed_total(us_failed),
-                int(np.count_nonzero(ph.us_off)),
-                float(add(ph.us_act)) / topo.chips,
-                len(cl.queue),
-                float(add(ph.us_return_c)) / nus,  # the mean, as ``ndarray.mean`` takes it
-                float(np.maximum.reduce(ph.us_tj_max)),
-                cond.drybulb_c,
-                cond.wetbulb_c,
-                cond.rel_humidity,
-                cond.price_usd_per_mwh,
-                cond.carbon_g_per_kwh,
-                energy_j / 3.6e9 * cond.price_usd_per_mwh,
-                energy_j / 3.6e6 * cond.carbon_g_per_kwh / 1000.0,
-                energy_j,
-                costs.capex_usd_per_s * dt,
-                costs.fixed_opex_usd_per_s * dt,
-                ph.water_l * costs.water_usd_per_l,
+            + PoolRow(
+                time_s=t,
+                chips_total=topo.chips,
+                mean_clock=mean_clock,
+                chips_allocated=cl.n_alloc,
+                chips_busy=int(add(us_busy)),
+                chips_failed=self._failed_total(us_failed),
+                ultraservers_tripped=int(np.count_nonzero(ph.us_off)),
+                activity=float(add(ph.us_act)) / topo.chips,
+                queue_jobs=len(cl.queue),
+                coolant_return_c=float(add(ph.us_return_c)) / nus,  # the mean, as ``ndarray.mean`` takes it
+                max_chip_temp_c=float(np.maximum.reduce(ph.us_tj_max)),
+                outdoor_temp_c=cond.drybulb_c,
+                outdoor_wetbulb_c=cond.wetbulb_c,
+                outdoor_rh=cond.rel_humidity,
+                price_usd_per_mwh=cond.price_usd_per_mwh,
+                carbon_g_per_kwh=cond.carbon_g_per_kwh,
+                cost_usd=energy_j / 3.6e9 * cond.price_usd_per_mwh,
+                co2_kg=energy_j / 3.6e6 * cond.carbon_g_per_kwh / 1000.0,
+                energy_j=energy_j,
+                capex_usd=costs.capex_usd_per_s * dt,
+                fixed_opex_usd=costs.fixed_opex_usd_per_s * dt,
+                water_cost_usd=ph.water_l * costs.water_usd_per_l,
             )
             + self._record_work(rec, w, ph),
         )
@@ -329,6 +349,7 @@ class Pool:
         si = self.p.chip_sample_interval_s
         if si > 0 and t % si < dt:  # a chip sample is due
             self._record_chips(rec, ph)
+        self.t_s = t + dt  # the step is done: the pool's clock at its end
 
     def _failed_total(self, us_failed: npt.NDArray[np.int64]) -> int:
         """Chips with a hardware fault (the sum of ``us_failed``, recounted when it changed)."""
@@ -342,9 +363,8 @@ class Pool:
             self.t_s, self.chip_job_ids(), ph.act_chip, ph.chip_p, ph.chip_tj(), self.chip_hw_failed, ph.clock
         )
 
-    def _record_work(self, rec: Recorder, w: WorkStep, ph: FacilityStep) -> tuple[Any, ...]:
-        """The workload columns of ``factory_ts`` the work step does not carry (in the order of
-        ``WORK_ROW_COLUMNS``), and this step's ``service_ts`` rows. Energy per token: the
+    def _record_work(self, rec: Recorder, w: WorkStep, ph: FacilityStep) -> WorkRow:
+        """The workload columns of ``factory_ts`` the work step does not carry (``WorkRow``), and this step's ``service_ts`` rows. Energy per token: the
         facility power attributed to inference replicas (their chips' share of IT, grossed up
         by PUE)."""
         cl = self.cluster
@@ -356,13 +376,17 @@ class Pool:
             self._counts, self._counts_ver = cl.us_counts(), pool.ver
         if w.svc:
             rec.services(self.t_s, self.dt_s, w, svc_w)
-        return (
-            *self._counts,
-            cl.step_failures,
-            cl.step_preemptions,
-            inf_w,
-            serving.replica_chips(cl),
-            inf_w / w.tokens_per_s if w.tokens_per_s > 0 else float("nan"),
+        free, drained, us_free, fragmentation = self._counts
+        return WorkRow(
+            chips_free=free,
+            chips_drained=drained,
+            ultraservers_free=us_free,
+            fragmentation=fragmentation,
+            failures=cl.step_failures,
+            preemptions=cl.step_preemptions,
+            inference_power_w=inf_w,
+            inference_chips=serving.replica_chips(cl),
+            energy_per_token_j=inf_w / w.tokens_per_s if w.tokens_per_s > 0 else float("nan"),
         )
 
     # ------------------------------------------------------------------ advances

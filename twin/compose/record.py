@@ -15,7 +15,7 @@ the buffers are laid out, the steps' times being known."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -74,65 +74,86 @@ def _numeric(table: str) -> tuple[str, ...]:
 
 def _columns(table: str, order: tuple[str, ...], rows: list[Any], n: int) -> dict[str, Any]:
     """Typed columns (in ``table``'s order) of ``n`` per-step tuples whose values follow
-    ``order``; a numeric column outside ``order`` is zero."""
+    ``order`` (``_typed``)."""
     return _typed(table, order, np.array(rows[:n], dtype=np.float64).reshape(n, len(order)))
 
 
 def _typed(table: str, order: tuple[str, ...], m: npt.NDArray[np.float64]) -> dict[str, Any]:
     """Typed columns (in ``table``'s order) of the rows of ``m``, its columns in the order
-    ``order`` names; a numeric column outside ``order`` is zero."""
-    n = len(m)
+    ``order`` names. A numeric column of ``table`` that ``order`` does not name is an error: the
+    model did not produce it, and a zero in its place would read as a measurement."""
     at = {name: k for k, name in enumerate(order)}
+    missing = [c.name for c in telemetry.TABLES[table] if c.dtype in _NP_DTYPES and c.name not in at]
+    if missing:
+        raise ValueError(f"{table}: the model produced no {', '.join(missing)}")
     out: dict[str, Any] = {}
     for c in telemetry.TABLES[table]:
-        if c.dtype not in _NP_DTYPES:
-            continue
-        k = at.get(c.name)
-        dtype = _NP_DTYPES[c.dtype]
-        out[c.name] = np.zeros(n, dtype=dtype) if k is None else m[:, k].astype(dtype)
+        if c.dtype in _NP_DTYPES:
+            out[c.name] = m[:, at[c.name]].astype(_NP_DTYPES[c.dtype])
     return out
 
 
-# ``hall_ts``: what a step records of the hall's UltraServers, in this order (``Recorder.ultraserver``).
-HALL_ORDER = (
-    "time_s",
-    "ultraservers",
-    "power_w",
-    "chips_busy",
-    "chips_failed",
-    "ultraservers_tripped",
-    "activity",
-    "max_chip_temp_c",
-    "coolant_return_c",
-    "clock",
-)
-# ``service_ts``: a service's row of a step, in this order (``Recorder.services``).
-SERVICE_ORDER = (
-    "time_s",
-    "service_id",
-    "requests_arrived",
-    "requests_served",
-    "requests_dropped",
-    "requests_queued",
-    "request_rate_per_s",
-    "replicas_running",
-    "replicas_starting",
-    "replicas_target",
-    "tokens_per_s",
-    "input_tokens_per_s",
-    "ttft_p50_s",
-    "ttft_p90_s",
-    "ttft_p99_s",
-    "tpot_p50_s",
-    "tpot_p90_s",
-    "tpot_p99_s",
-    "slo_met",
-    "slo_attainment",
-    "occupancy",
-    "kv_cache_fraction",
-    "utilization",
-    "power_w",
-)
+def named(row: type, table: str = "factory_ts") -> tuple[str, ...]:
+    """The field names of ``row`` (a ``NamedTuple`` built by keyword: each value goes by its
+    column's name), checked to be columns of ``table``."""
+    fields: tuple[str, ...] = row._fields  # type: ignore[attr-defined]
+    names = {c.name for c in telemetry.TABLES[table]}
+    stray = [f for f in fields if f not in names]
+    if stray:
+        raise ValueError(f"{row.__name__}: {', '.join(stray)} not columns of {table}")
+    return fields
+
+
+class HallRow(NamedTuple):
+    """``hall_ts``: what the steps record of the hall's UltraServers (``Recorder._tiers``), each
+    field the column of its name (built by keyword; a hall's own rows are hall 0: a campus
+    numbers its halls, ``twin.compose.campus``)."""
+
+    time_s: Any
+    hall_id: Any
+    ultraservers: Any
+    power_w: Any
+    chips_busy: Any
+    chips_failed: Any
+    ultraservers_tripped: Any
+    activity: Any
+    max_chip_temp_c: Any
+    coolant_return_c: Any
+    clock: Any
+
+
+class ServiceRow(NamedTuple):
+    """``service_ts``: a service's row of a step (``Recorder.services``), each field the column
+    of its name (built by keyword)."""
+
+    time_s: int
+    service_id: int
+    requests_arrived: float
+    requests_served: float
+    requests_dropped: float
+    requests_queued: float
+    request_rate_per_s: float
+    replicas_running: int
+    replicas_starting: int
+    replicas_target: int
+    tokens_per_s: float
+    input_tokens_per_s: float
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p90_s: float
+    tpot_p99_s: float
+    slo_met: float
+    slo_attainment: float
+    occupancy: float
+    kv_cache_fraction: float
+    utilization: float
+    power_w: float
+
+
+HALL_ORDER = named(HallRow, "hall_ts")
+SERVICE_ORDER = named(ServiceRow, "service_ts")
 
 
 class Recorder:
@@ -272,17 +293,18 @@ class Recorder:
         # Means as ``ndarray.mean`` takes them: the sum, then over the count.
         n = topo.ultraservers
         hs, hc = np.add.reduce(v[:4], axis=2), np.add.reduce(c, axis=2)
-        cols = (
-            self._t[ks],
-            np.full(len(ks), n),
-            hs[0],
-            hc[0],
-            hc[1],
-            hc[2],
-            hs[1] / n,
-            np.maximum.reduce(v[4], axis=1, initial=-np.inf),  # -inf: none (no step due)
-            hs[2] / n,
-            hs[3] / n,
+        cols = HallRow(
+            time_s=self._t[ks],
+            hall_id=np.zeros(len(ks)),
+            ultraservers=np.full(len(ks), n),
+            power_w=hs[0],
+            chips_busy=hc[0],
+            chips_failed=hc[1],
+            ultraservers_tripped=hc[2],
+            activity=hs[1] / n,
+            max_chip_temp_c=np.maximum.reduce(v[4], axis=1, initial=-np.inf),  # -inf: none (no step due)
+            coolant_return_c=hs[2] / n,
+            clock=hs[3] / n,
         )
         return _typed("hall_ts", HALL_ORDER, np.stack(cols, axis=1).astype(np.float64, copy=False))
 
@@ -316,28 +338,33 @@ class Recorder:
         rows = self._s
         for k, (st, (warm, starting, active)) in enumerate(zip(w.svc, w.replicas, strict=True)):
             decided = st.served + st.dropped
+            ttft, tpot = st.ttft_s, st.tpot_s
             rows.append(
-                (
-                    t,
-                    k,
-                    st.arrived,
-                    st.served,
-                    st.dropped,
-                    st.queued,
-                    st.arrived / dt,
-                    warm,
-                    starting,
-                    active,
-                    st.tokens_s,
-                    st.input_tokens_s,
-                    *st.ttft_s,
-                    *st.tpot_s,
-                    st.slo_met,
-                    st.slo_met / decided if decided else np.nan,
-                    st.occupancy,
-                    st.kv_fraction,
-                    st.utilization,
-                    power_w[k],
+                ServiceRow(
+                    time_s=t,
+                    service_id=k,
+                    requests_arrived=st.arrived,
+                    requests_served=st.served,
+                    requests_dropped=st.dropped,
+                    requests_queued=st.queued,
+                    request_rate_per_s=st.arrived / dt,
+                    replicas_running=warm,
+                    replicas_starting=starting,
+                    replicas_target=active,
+                    tokens_per_s=st.tokens_s,
+                    input_tokens_per_s=st.input_tokens_s,
+                    ttft_p50_s=ttft[0],
+                    ttft_p90_s=ttft[1],
+                    ttft_p99_s=ttft[2],
+                    tpot_p50_s=tpot[0],
+                    tpot_p90_s=tpot[1],
+                    tpot_p99_s=tpot[2],
+                    slo_met=st.slo_met,
+                    slo_attainment=st.slo_met / decided if decided else np.nan,
+                    occupancy=st.occupancy,
+                    kv_cache_fraction=st.kv_fraction,
+                    utilization=st.utilization,
+                    power_w=power_w[k],
                 )
             )
 
@@ -348,7 +375,6 @@ class Recorder:
         if ran < self.steps:
             self._cut(ran)
         f = _columns("factory_ts", self.order, self._f, ran)
-        f["chips_total"][:] = self.topo.chips
         h = self._tiers(ran)
         out: Frames = {"factory_ts": f, "ultraserver_ts": self.u, "row_ts": self.r, "hall_ts": h}
         if self.svc_names:

@@ -127,6 +127,16 @@ class OperatingPoint:
         return self.load.alive
 
 
+@dataclass(frozen=True, slots=True)
+class CapShare:
+    """A pool's part of a cap its hall shares among its pools (``twin.compose.hall``), handed to
+    its step as values: the hall's cap in force (None: the pool's own, which the first pool's
+    is) and the pool's IT target over its proportional share (``shared_targets``)."""
+
+    facility_w: float | None
+    it_scale: float
+
+
 @dataclass
 class PowerCap:
     """The power caps of one facility: standing caps ([power] or an open-ended power_cap event),
@@ -202,6 +212,12 @@ class PowerCap:
         self.facility_w = min(facility_w, self.site_w)
         self.row_w = row_w if self.row_rating_w is None else np.minimum(row_w, self.row_rating_w)
         self.rows_capped = bool(np.isfinite(self.row_w).any())
+
+    def take(self, share: CapShare) -> None:
+        """The hall's cap and this pool's scale under it (``CapShare``), for the step that takes them."""
+        if share.facility_w is not None:
+            self.facility_w = share.facility_w
+        self.it_scale = share.it_scale
 
     def set_site(self, cap_w: float) -> None:
         """A campus's share of its cap for this hall (inf: none)."""

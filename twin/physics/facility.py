@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -43,28 +42,10 @@ from twin.spec.topology import Topology
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
-T = TypeVar("T")
 
 EVENT_KINDS = ("power_cap", "cdu_pump_failure", "chiller_trip", "cooling_tower_loss", "cooling_restore")
 
 __all__ = ["EVENT_KINDS", "Facility", "FacilityStep", "ItPower", "ItStep", "PlantState"]
-
-
-class _Part(Generic[T]):
-    """An attribute of one of a facility's parts under the facility's own name (read-only
-    unless ``writable``)."""
-
-    def __init__(self, part: str, name: str, writable: bool = False) -> None:
-        self.part, self.name, self.writable = part, name, writable
-
-    def __get__(self, obj: object, owner: type | None = None) -> T:
-        out: T = getattr(getattr(obj, self.part), self.name)
-        return out
-
-    def __set__(self, obj: object, value: T) -> None:
-        if not self.writable:
-            raise AttributeError(f"{self.name} is derived from {self.part}")
-        setattr(getattr(obj, self.part), self.name, value)
 
 
 @dataclass(frozen=True)
@@ -86,6 +67,10 @@ class Facility:
     sys: System
     acc: Accelerator
     run_design: design.Design | None = None  # the run's Design (derived here when not given)
+    # The plant's state: a hall's one plant (``twin.compose.hall``), or a plant of its own when
+    # not given; ``owns_plant``: the plant's faults are this facility's effects (a hall's first).
+    shared_plant: PlantState | None = None
+    owns_plant: bool = True
 
     def __post_init__(self) -> None:
         p, topo = self.params, self.topo
@@ -116,49 +101,11 @@ class Facility:
         self.row_flow_fraction = np.ones(topo.rows)  # 1 = CDU pumps healthy, 0 = lost
         self._cdu_flow_of: FloatArray | None = None  # the rows' fractions ``cdu_flow`` summed
         self._cdu_flow = 0.0
-        self.plant = PlantState(
-            chillers_up=cp.chiller_units,
-            towers_up=cp.economizer_units,
-            fw_supply_c=self.plant_design.fw_setpoint_c,
-            chw_supply_c=cp.chilled_water_c,
-        )
-        # False for the second and later systems of a mixed floor: the plant (shared) is the
-        # first system's, and the plant's faults are its effects (``twin.compose.hall``).
-        self.owns_plant = True
+        self.plant: PlantState = self.shared_plant or PlantState.initial(cp)
         self.trips = thermal.Trips.none(topo.chip_us, topo.ultraservers)
         self._throttling = False
         self._last: capping.OperatingPoint | None = None  # the last step, as the clocks saw it
         self._ran: RanAt | None = None  # a campus hall's last step (``reclock_for_site_cap``)
-
-    # ------------------------------------------------------------------ named parts
-    # Design values (``plant_design``, ``design``), the caps (``cap``) and the thermal trips
-    # (``trips``) under the names the drivers and the views read.
-    design_it_w = _Part[float]("plant_design", "design_it_w")
-    design_liquid_w = _Part[float]("plant_design", "design_liquid_w")
-    fw_flow_design = _Part[float]("plant_design", "fw_flow_design")
-    fw_mass_kg = _Part[float]("plant_design", "fw_mass_kg")
-    chw_mass_kg = _Part[float]("plant_design", "chw_mass_kg")
-    fw_pump_design_w = _Part[float]("plant_design", "fw_pump_design_w")
-    cdu_pump_design_w = _Part[float]("plant_design", "cdu_pump_design_w")
-    fan_design_w = _Part[float]("plant_design", "fan_design_w")
-    chiller_unit_w = _Part[float]("plant_design", "chiller_unit_w")
-    econ_unit_effectiveness = _Part[float]("plant_design", "econ_unit_effectiveness")
-    fw_setpoint_c = _Part[float]("plant_design", "fw_setpoint_c")
-    ups_rating_w = _Part[float]("design", "ups_rating_w")
-    us_flow_design = _Part[float]("design", "us_design_flow_kg_s")
-    us_mass_kg = _Part[float]("design", "us_loop_mass_kg")
-    # The facility cap in force (a floor sets its systems' to the first system's), this
-    # facility's last step as a shared cap needs it (``capping.basis``), and its IT target over
-    # the proportional one under a shared cap (``capping.shared_targets``).
-    facility_cap_w = _Part[float]("cap", "facility_w", writable=True)
-    cap_basis = _Part[tuple[float, float, float]]("cap", "basis", writable=True)
-    cap_it_scale = _Part[float]("cap", "it_scale", writable=True)
-    site_cap_w = _Part[float]("cap", "site_w")
-    row_cap_w = _Part[FloatArray]("cap", "row_w")
-    us_tripped = _Part[BoolArray]("trips", "us_tripped")
-    chip_tripped = _Part[BoolArray]("trips", "chip_tripped")
-    us_design_liquid_w = _Part[float]("racks", "liquid_design_w")
-    us_return_c = _Part[FloatArray]("racks", "return_c", writable=True)
 
     # ------------------------------------------------------------------ events
     def apply(self, ev: ScheduledEvent, t_s: int) -> tuple[str, str]:
@@ -260,13 +207,23 @@ class Facility:
         )
 
     # ------------------------------------------------------------------ step
-    def step_it(self, load: Load, t_s: int, dt_s: int, first: Conditions | None = None) -> ItStep:
+    def step_it(
+        self,
+        load: Load,
+        t_s: int,
+        dt_s: int,
+        first: Conditions | None = None,
+        share: capping.CapShare | None = None,
+    ) -> ItStep:
         """The part of a step this facility's own chips decide: timed effects ending, chip and IT
         power at this step's clocks, the rack loops, junction protection and loop trips, from
         the chips' ``load`` (``twin.physics.load.Load``; 0 on unpowered chips). The plant and the power
         chain come after, once for the hall (``twin.compose.hall``), then ``finish_step``. ``first``: a
         run's first step's conditions, for the facility cap's first conversion to IT watts (no
-        last step has measured the ratio of IT to facility power)."""
+        last step has measured the ratio of IT to facility power). ``share``: this pool's part
+        of a cap its hall shares (``capping.CapShare``; None: a hall of one pool)."""
+        if share is not None:
+            self.cap.take(share)
         ev: Events = []
         if self.timeline.end_due(t_s, ev):
             self._resolve(t_s)
@@ -309,14 +266,17 @@ class Facility:
     def finish_step(
         self,
         part: ItStep,
-        plant_out: dict[str, float],
+        plant_out: plant.PlantResult,
         losses: power.ChainLosses,
         facility_w: float,
         cond: Conditions,
+        share: capping.CapShare | None = None,
     ) -> FacilityStep:
         """The step after the plant and the power chain: the clocks for the next step (power
         caps and thermal equilibrium; ``facility_w`` is the whole facility's power, which a
-        facility cap is measured against) and the step's record."""
+        facility cap is measured against; ``share`` as for ``step_it``) and the step's record."""
+        if share is not None:
+            self.cap.take(share)
         th, load = part.heat, part.load
         pw, clock, full_clock, coolant, r_us = th.pw, th.clock, th.full_clock, th.coolant, th.r_us
         # Clocks for the next step: power caps and thermal equilibrium.
@@ -382,7 +342,7 @@ class Facility:
                     pw.it_w,
                     first,
                     dt_s,
-                    self.ups_rating_w,
+                    self.design.ups_rating_w,
                     self.pp,
                 )
             it_target = self.cap.in_step_it_target_w(self._last, ratio)

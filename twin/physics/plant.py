@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +44,57 @@ class PlantState:
     towers_up: int
     fw_supply_c: float  # facility water supply to the CDUs
     chw_supply_c: float  # chilled water supply to the CRAHs
+
+    @classmethod
+    def initial(cls, cp: CoolingParams) -> PlantState:
+        """A plant at the start of a run: every unit up, the loops at their setpoints."""
+        return cls(
+            cp.chiller_units,
+            cp.economizer_units,
+            cp.supply_setpoint_c - cp.cdu_approach_k,
+            cp.chilled_water_c,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PlantResult:
+    """The plant over one step (``run``): its electrical power, free-cooling share, COP, water,
+    the heat balance of the water and its units; each field is the ``factory_ts`` column of its
+    name."""
+
+    chiller_power_w: float
+    pump_power_w: float
+    fan_power_w: float
+    free_cooling_fraction: float
+    chiller_cop: float
+    water_l: float
+    unmet_heat_w: float
+    heat_rejected_w: float
+    heat_stored_w: float
+    unrejected_fraction: float
+    chilled_water_supply_c: float
+    chillers_running: float
+    chillers_failed: float
+    chiller_load_fraction: float
+    economizers_running: float
+    economizers_failed: float
+    economizer_load_fraction: float
+
+    @property
+    def cooling_w(self) -> float:
+        """The plant's electrical power [W] (``power.cooling_w``)."""
+        return power.cooling_w(self.chiller_power_w, self.pump_power_w, self.fan_power_w)
+
+    def share(self, fraction: float, same: frozenset[str]) -> PlantResult:
+        """A pool's part of the hall's plant: every figure times ``fraction`` except those named
+        in ``same`` (temperatures, COP, shares, units: the hall's as they are)."""
+        return PlantResult(
+            **{
+                f.name: (v if f.name in same else v * fraction)
+                for f in dataclasses.fields(self)
+                for v in (getattr(self, f.name),)
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -94,68 +144,6 @@ def chw_mass_kg(cp: CoolingParams, design_air_w: float) -> float:
     kJ/m3 K, water 4,180: a 10,000 m3 hall's air is 12 MJ/K next to 28 MJ/K of a 450 kW air
     side's loop), so the air side warms if anything too fast: protection acts early."""
     return cp.facility_volume_l_per_kw * design_air_w / 1000.0 * cooling.WATER_RHO_KG_M3 / 1000.0
-
-
-class _UsRows(Protocol):
-    @property
-    def us_row(self) -> npt.NDArray[np.int32]: ...
-
-
-class PlantView(Protocol):
-    """What ``plant_step`` reads of a facility or a floor: the design values, the plant state and
-    the CDU flows."""
-
-    @property
-    def cp(self) -> CoolingParams: ...
-    @property
-    def plant(self) -> PlantState: ...
-    @property
-    def lf(self) -> float: ...
-    @property
-    def fw_setpoint_c(self) -> float: ...
-    @property
-    def econ_unit_effectiveness(self) -> float: ...
-    @property
-    def chiller_unit_w(self) -> float: ...
-    @property
-    def design_it_w(self) -> float: ...
-    @property
-    def design_liquid_w(self) -> float: ...
-    @property
-    def fw_flow_design(self) -> float: ...
-    @property
-    def fw_mass_kg(self) -> float: ...
-    @property
-    def fw_pump_design_w(self) -> float: ...
-    @property
-    def fan_design_w(self) -> float: ...
-    @property
-    def cdu_pump_design_w(self) -> float: ...
-    @property
-    def chw_mass_kg(self) -> float: ...
-    @property
-    def row_flow_fraction(self) -> npt.NDArray[np.float64]: ...
-    @property
-    def topo(self) -> _UsRows: ...
-
-
-def design_of(v: PlantView) -> PlantDesign:
-    """The design values of a facility or a floor as one record."""
-    return PlantDesign(
-        v.cp,
-        v.lf,
-        v.fw_setpoint_c,
-        v.econ_unit_effectiveness,
-        v.chiller_unit_w,
-        v.design_it_w,
-        v.design_liquid_w,
-        v.fw_flow_design,
-        v.fw_mass_kg,
-        v.fw_pump_design_w,
-        v.fan_design_w,
-        v.cdu_pump_design_w,
-        v.chw_mass_kg,
-    )
 
 
 def cdu_flow(
@@ -277,13 +265,6 @@ def liquid_side(
     return liq_econ, liq_chiller, liquid_w - liq_econ - liq_chiller, speed
 
 
-def plant_step(v: PlantView, liquid_w: float, air_w: float, cond: Conditions, dt_s: int) -> dict[str, float]:
-    """``run`` for a facility or a floor (``PlantView``): its design values, plant state and CDU
-    flows."""
-    d = design_of(v)
-    return run(d, v.plant, cdu_flow(d, v.row_flow_fraction, v.topo.us_row), liquid_w, air_w, cond, dt_s)
-
-
 def chillers(
     d: PlantDesign, air_chiller: float, liq_chiller: float, t_cond: float
 ) -> tuple[float, int, float, float]:
@@ -329,7 +310,7 @@ def _pumps_w(d: PlantDesign, liquid_w: float, flow: float, speed: float) -> floa
 
 def run(
     d: PlantDesign, st: PlantState, flow: float, liquid_w: float, air_w: float, cond: Conditions, dt_s: int
-) -> dict[str, float]:
+) -> PlantResult:
     """The plant over one step with ``liquid_w`` into the facility water and ``air_w`` into the
     air (``st`` moves over the step; ``flow``: ``cdu_flow``): its electrical power (chillers,
     pumps, fans), free-cooling share, COP, water and unmet heat.
@@ -377,29 +358,29 @@ def run(
     free = (liq_econ + air_econ) / total_heat if total_heat > 0 else 1.0
     # Heat the plant did not reject this step: stored in the facility water or the chilled water.
     unmet = max(liq_stored, 0.0) + max(air_stored, 0.0)
-    return {
-        "chiller_power_w": chiller_w,
-        "pump_power_w": pumps_w,
-        "fan_power_w": fans_w,
-        "free_cooling_fraction": min(max(free, 0.0), 1.0),
-        "chiller_cop": cop,
-        "water_l": water_l,
-        "unmet_heat_w": unmet,
+    return PlantResult(
+        chiller_power_w=chiller_w,
+        pump_power_w=pumps_w,
+        fan_power_w=fans_w,
+        free_cooling_fraction=min(max(free, 0.0), 1.0),
+        chiller_cop=cop,
+        water_l=water_l,
+        unmet_heat_w=unmet,
         # The heat balance of the water (``run``'s docstring): heat in = rejected + stored.
-        "heat_rejected_w": liq_econ + air_econ + chiller_load,
-        "heat_stored_w": liq_stored + air_stored,
-        "unrejected_fraction": min(unmet / total_heat, 1.0) if total_heat > 0 else 0.0,
-        "chilled_water_supply_c": st.chw_supply_c,
+        heat_rejected_w=liq_econ + air_econ + chiller_load,
+        heat_stored_w=liq_stored + air_stored,
+        unrejected_fraction=min(unmet / total_heat, 1.0) if total_heat > 0 else 0.0,
+        chilled_water_supply_c=st.chw_supply_c,
         # The units: chillers running (the load shared equally, at part-load ratio ``plr``) and
         # failed; the towers / dry coolers all run while there is heat to reject, their fans at
         # ``fan_speed`` (heat rejected over the design load).
-        "chillers_running": float(min(running, st.chillers_up)),
-        "chillers_failed": float(cp.chiller_units - st.chillers_up),
-        "chiller_load_fraction": plr,
-        "economizers_running": float(st.towers_up if rejected > 0 else 0),
-        "economizers_failed": float(cp.economizer_units - st.towers_up),
-        "economizer_load_fraction": fan_speed if st.towers_up and rejected > 0 else 0.0,
-    }
+        chillers_running=float(min(running, st.chillers_up)),
+        chillers_failed=float(cp.chiller_units - st.chillers_up),
+        chiller_load_fraction=plr,
+        economizers_running=float(st.towers_up if rejected > 0 else 0),
+        economizers_failed=float(cp.economizer_units - st.towers_up),
+        economizer_load_fraction=fan_speed if st.towers_up and rejected > 0 else 0.0,
+    )
 
 
 def it_per_facility_w(
@@ -418,8 +399,10 @@ def it_per_facility_w(
     none), so the plant's power is if anything overstated: a cap converted with it errs towards
     holding."""
     out = run(d, dataclasses.replace(st), flow, d.lf * it_w, (1 - d.lf) * it_w, cond, dt_s)
-    cooling_w = out["chiller_power_w"] + out["pump_power_w"] + out["fan_power_w"]
-    facility_w = it_w + cooling_w + power.chain_losses(it_w, cooling_w, ups_rating_w, pp).total_w
+    cooling_w = out.cooling_w
+    facility_w = power.facility_w(
+        it_w, cooling_w, power.chain_losses(it_w, cooling_w, ups_rating_w, pp).total_w
+    )
     return it_w / facility_w if facility_w > 0 else 1.0
 
 
@@ -459,11 +442,11 @@ def year(p: FactoryParams, it_load: float = 0.7, seed: int = 0) -> YearFigures:
     for h in range(hours):
         cond = site_model.step(h * HOUR_S, HOUR_S)
         out = run(pd, st, flow, liquid_w, air_w, cond, HOUR_S)
-        cooling_w = out["chiller_power_w"] + out["pump_power_w"] + out["fan_power_w"]
+        cooling_w = out.cooling_w
         losses = power.chain_losses(it_w, cooling_w, d.ups_rating_w, p.power).total_w
-        facility_j += (it_w + cooling_w + losses) * HOUR_S
-        water_l += out["water_l"]
-        free_j += out["free_cooling_fraction"] * (liquid_w + air_w) * HOUR_S
-        chiller_h += out["chillers_running"] > 0
+        facility_j += power.facility_w(it_w, cooling_w, losses) * HOUR_S
+        water_l += out.water_l
+        free_j += out.free_cooling_fraction * (liquid_w + air_w) * HOUR_S
+        chiller_h += out.chillers_running > 0
     it_j = it_w * hours * HOUR_S
     return YearFigures(facility_j / it_j, water_l / (it_j / 3.6e6), free_j / it_j, float(chiller_h))

@@ -155,6 +155,16 @@ def ups_loss_w(out_w: float, rating_w: float, p: PowerChainParams) -> float:
     return rating_w * (p.ups_a + p.ups_b * x + p.ups_c * x * x)
 
 
+def cooling_w(chiller_w: float, pump_w: float, fan_w: float) -> float:
+    """The cooling plant's electrical power: chillers + pumps + fans [W]."""
+    return chiller_w + pump_w + fan_w
+
+
+def facility_w(it_w: float, cooling_w: float, losses_w: float) -> float:
+    """The facility's power: IT + cooling + the power chain's losses [W] (what PUE divides by IT)."""
+    return it_w + cooling_w + losses_w
+
+
 @dataclass(frozen=True)
 class ChainLosses:
     pdu_w: float

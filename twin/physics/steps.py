@@ -12,6 +12,7 @@ import numpy.typing as npt
 from twin.physics import cooling, power
 from twin.physics.itpower import ItPower
 from twin.physics.load import Load
+from twin.physics.plant import PlantResult
 from twin.physics.site import Conditions
 from twin.spec.events import Events
 
@@ -100,7 +101,7 @@ class FacilityStep:
     chilled_water_supply_c: float
     facility_cap_w: float  # NaN: none
     # The plant's figures (``plant.run``), its units' (``plant.UNIT_COLUMNS``) among them.
-    units: dict[str, float]
+    units: PlantResult
     throttled_chips: int
     protected: bool  # a power cap or junction protection lowered clocks inside this step
     cond: Conditions
@@ -171,7 +172,7 @@ class FacilityStep:
 
     @property
     def cooling_power_w(self) -> float:
-        return self.chiller_power_w + self.pump_power_w + self.fan_power_w
+        return power.cooling_w(self.chiller_power_w, self.pump_power_w, self.fan_power_w)
 
     @property
     def power_loss_w(self) -> float:
@@ -179,7 +180,7 @@ class FacilityStep:
 
     @property
     def facility_power_w(self) -> float:
-        return self.it_power_w + self.cooling_power_w + self.power_loss_w
+        return power.facility_w(self.it_power_w, self.cooling_power_w, self.power_loss_w)
 
     @property
     def pue(self) -> float:
@@ -189,7 +190,7 @@ class FacilityStep:
 
 def record(
     part: ItStep,
-    plant_out: dict[str, float],
+    plant_out: PlantResult,
     losses: power.ChainLosses,
     fw_supply_c: float,
     coolant_supply_c: float,
@@ -219,19 +220,19 @@ def record(
         pdu_loss_w=losses.pdu_w,
         ups_loss_w=losses.ups_w,
         transformer_loss_w=losses.transformer_w,
-        chiller_power_w=plant_out["chiller_power_w"],
-        pump_power_w=plant_out["pump_power_w"],
-        fan_power_w=plant_out["fan_power_w"],
-        free_cooling_fraction=plant_out["free_cooling_fraction"],
-        chiller_cop=plant_out["chiller_cop"],
-        water_l=plant_out["water_l"],
+        chiller_power_w=plant_out.chiller_power_w,
+        pump_power_w=plant_out.pump_power_w,
+        fan_power_w=plant_out.fan_power_w,
+        free_cooling_fraction=plant_out.free_cooling_fraction,
+        chiller_cop=plant_out.chiller_cop,
+        water_l=plant_out.water_l,
         facility_water_supply_c=fw_supply_c,
         coolant_supply_c=coolant_supply_c,
-        unmet_heat_w=plant_out["unmet_heat_w"],
-        heat_rejected_w=plant_out["heat_rejected_w"],
-        heat_stored_w=plant_out["heat_stored_w"] + part.loops_stored_w,
-        unrejected_fraction=plant_out["unrejected_fraction"],
-        chilled_water_supply_c=plant_out["chilled_water_supply_c"],
+        unmet_heat_w=plant_out.unmet_heat_w,
+        heat_rejected_w=plant_out.heat_rejected_w,
+        heat_stored_w=plant_out.heat_stored_w + part.loops_stored_w,
+        unrejected_fraction=plant_out.unrejected_fraction,
+        chilled_water_supply_c=plant_out.chilled_water_supply_c,
         facility_cap_w=facility_cap_w if math.isfinite(facility_cap_w) else math.nan,
         units=plant_out,
         throttled_chips=throttled,

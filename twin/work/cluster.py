@@ -64,9 +64,6 @@ class Cluster(Work):
             ServiceState(),
             JobLog(),
         )
-        # On a mixed floor, the router that sends arriving jobs to the floor's systems (set on
-        # the floor's front door, ``twin.compose.hall``); None: every job arrives here.
-        self.router: routing.Router | None = None
         self.rng_failures = rngs.failures
         self.cause_table = failures.cause_table(p.failures)
         self.arrivals_state = arrivals.ArrivalState.build(p.training, rngs.arrivals, rngs.jobs)
@@ -79,13 +76,19 @@ class Cluster(Work):
 
     # ------------------------------------------------------------------ step
     def prepare(
-        self, t: int, dt: int, clock: npt.NDArray[np.float64], full_clock: bool = False
+        self,
+        t: int,
+        dt: int,
+        clock: npt.NDArray[np.float64],
+        full_clock: bool = False,
+        router: routing.Router | None = None,
     ) -> tuple[WorkStep, Events]:
         """The work phases before the physics (module docstring, 1-6): what runs where in
         [t, t + dt) and how active it is, and what the services serve at the clocks the step
         begins with (``full_clock``: all of them 1). Batch work is booked after the physics, at
-        the clocks the chips ran at (``book``). Returns the services' step and the events
-        reported."""
+        the clocks the chips ran at (``book``). ``router``: on a mixed floor, what sends arriving
+        jobs to the floor's systems (this is its front door, ``twin.compose.hall``); None: every
+        job arrives here. Returns the services' step and the events reported."""
         ev: Events = []
         self.log.step_failures = 0
         self.log.step_preemptions = 0
@@ -93,7 +96,7 @@ class Cluster(Work):
         outages.random_failures(self, self.rng_failures, self.cause_table, ev, t, dt)
         if self.pool.drained.any():
             outages.drains(self, ev, t)
-        arrivals.arrivals(self.arrivals_state, self, self.router, ev, t, dt)
+        arrivals.arrivals(self.arrivals_state, self, router, ev, t, dt)
         arrived = serving.autoscale(self, ev, t, dt)
         queueing.schedule(self, ev, t)
         restart_activity(self, t, dt)

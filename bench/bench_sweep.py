@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scenarios import sweep
+from scenarios import execution, sweep
 
 SCENARIO = """
 name = "bench-sweep"
@@ -84,9 +84,9 @@ def main() -> None:
 
     go("local -j 1", "local", 1)
     go("local -j 2", "local", 2)
-    if not a.no_ray and sweep.ray_missing() is None:
+    if not a.no_ray and execution.ray_missing() is None:
         t0 = time.perf_counter()
-        with sweep.backend_session("ray", 2):  # the local Ray a sweep starts, timed on its own
+        with execution.backend_session("ray", 2):  # the local Ray a sweep starts, timed on its own
             go("ray 2 CPUs", "ray", 2, time.perf_counter() - t0)
     base = rows[0][1]
     print(
@@ -153,7 +153,7 @@ def signals(no_ray: bool) -> None:
         '[sweep.grid]\n"site.climate" = ["temperate", "hot"]\n'
     )
     twin = str(Path(sys.executable).parent / "twin")
-    backends = ["local"] + ([] if no_ray or sweep.ray_missing() else ["ray"])
+    backends = ["local"] + ([] if no_ray or execution.ray_missing() else ["ray"])
     print(
         f"{'backend':<8} {'signal':<8} {'exit code':>9} {'to exit s':>10} {'to last process gone s':>23}  runs"
     )

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scenarios import overrides, sweep
+from scenarios import execution, overrides, sweep
 from scenarios.spec import Scenario, ScenarioError, duration_arg
 
 OPS: dict[str, Callable[[float, float], bool]] = {
@@ -80,9 +80,9 @@ def parse_constraint(text: str) -> Constraint:
             f'--subject-to {shown!r}: expected KPI OP NUMBER, e.g. "slo_attainment >= 0.99" (OP: >=, <=, >, <)'
         )
     kpi, op, num = m.groups()
-    if kpi not in sweep.kpi_keys():
+    if kpi not in execution.kpi_keys():
         raise ScenarioError(
-            f"--subject-to {shown!r}: unknown KPI {kpi!r}; known: {', '.join(sweep.kpi_keys())}"
+            f"--subject-to {shown!r}: unknown KPI {kpi!r}; known: {', '.join(execution.kpi_keys())}"
         )
     bound = float(num)
     if not math.isfinite(bound):
@@ -173,7 +173,7 @@ class Planner:
             )
         if not constraints:
             raise ScenarioError("give at least one --subject-to constraint")
-        sweep.check_backend(backend, jobs)
+        execution.check_backend(backend, jobs)
         try:
             overrides.parse_path(key)
         except ValueError as e:
@@ -211,10 +211,10 @@ class Planner:
             self.raw, self.base_dir, self._ovs(case, value), f"{self.origin} ({desc})", self.duration_s
         )
 
-    def _task(self, case: dict[str, Any], value: int) -> sweep.Task:
+    def _task(self, case: dict[str, Any], value: int) -> execution.Task:
         params = {**case, self.key: value}
         pid = "p" + hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:10]
-        return sweep.Task(
+        return execution.Task(
             value,
             pid,
             self.seed,
@@ -242,7 +242,7 @@ class Planner:
             tasks.append((t, cr))
         by_task = {id(t): cr for t, cr in tasks}
 
-        def done(t: sweep.Task, row: dict[str, Any]) -> None:
+        def done(t: execution.Task, row: dict[str, Any]) -> None:
             self.runs += 1
             if self.on_run:
                 self.on_run(self.runs)
@@ -253,7 +253,7 @@ class Planner:
                 )
             by_task[id(t)].rows[t.point] = row
 
-        sweep.execute([t for t, _ in tasks], done, self.backend, self.jobs, self.address)
+        execution.execute([t for t, _ in tasks], done, self.backend, self.jobs, self.address)
 
     def failing(self, cr: CaseResult, v: int) -> list[Constraint]:
         return [c for c in self.constraints if not c.holds(cr.rows[v])]
@@ -286,7 +286,7 @@ class Planner:
             state[i] = (self.lo, self.hi, up)
         while any(hi - lo > 1 for lo, hi, _ in state.values()):
             open_ = {i: s for i, s in state.items() if s[1] - s[0] > 1}
-            k = max(1, (self.jobs or sweep.default_jobs()) // len(open_))
+            k = max(1, (self.jobs or execution.default_jobs()) // len(open_))
             wanted = []
             for i, (lo, hi, _) in open_.items():
                 probes = sorted({lo + (hi - lo) * j // (k + 1) for j in range(1, k + 1)} - {lo, hi})

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from scenarios import plan, sweep
+from scenarios import execution, plan, sweep
 from scenarios.spec import ScenarioError
 from storage.kpi_table import COMPARE_ROWS, KPI_TABLE, RUN_KEYS, SYSTEM_KEYS, SYSTEM_ROWS
 from tests.conftest import SMALL_TOML
@@ -55,7 +55,7 @@ def test_run_compare_plan_and_sweep_use_the_tables_names(tmp_path: Path) -> None
     first = next(iter(compared.values()))
     assert first["peak_facility_mw"] == pytest.approx(run["peak_facility_mw"])
     # plan: every KPI it accepts is the table's; the table's other unit is refused.
-    for key in sweep.kpi_keys():
+    for key in execution.kpi_keys():
         assert key in TABLE and plan.parse_constraint(f"{key} >= 0").kpi == key
     with pytest.raises(ScenarioError, match="unknown KPI"):
         plan.parse_constraint("peak_facility_w <= 30")
@@ -65,4 +65,4 @@ def test_run_compare_plan_and_sweep_use_the_tables_names(tmp_path: Path) -> None
     invoke("sweep", str(sw), "--out", str(tmp_path / "out"), "-j", "1", "--no-files")
     cols = set(pq.read_table(tmp_path / "out" / "results.parquet").column_names)
     kpi_cols = cols - set(sweep.BASE_COLUMNS) - {"hall.ultraservers"}
-    assert kpi_cols <= TABLE and kpi_cols == set(sweep.kpi_keys())
+    assert kpi_cols <= TABLE and kpi_cols == set(execution.kpi_keys())

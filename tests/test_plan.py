@@ -167,9 +167,9 @@ def test_bad_plan_arguments_exit_2_before_running(small: Path) -> None:
 
 
 def test_plan_on_ray_matches_the_hand_answer(small: Path) -> None:
-    from scenarios import sweep
+    from scenarios import execution
 
-    if sweep.ray_missing():
+    if execution.ray_missing():
         pytest.skip("ray is not installed (pip install -e '.[ray]')")
     code, out, err = invoke(
         "plan",

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from scenarios import overrides, sweep
+from scenarios import execution, overrides, sweep
 from scenarios.spec import ScenarioError
 from storage.kpi_table import COMPARE_ROWS
 from tests.conftest import SMALL_TOML
@@ -427,7 +427,7 @@ def test_report_objectives_are_checked() -> None:
 
 # ---------------------------------------------------------------------- Ray
 def test_local_and_ray_give_identical_rows(tmp_path: Path, small: Path) -> None:
-    if sweep.ray_missing():
+    if execution.ray_missing():
         pytest.skip("ray is not installed (pip install -e '.[ray]')")
     f = write_sweep(
         tmp_path,
@@ -600,7 +600,7 @@ def test_check_row_refuses_rows_of_another_point(tmp_path: Path, small: Path) ->
     f = write_sweep(tmp_path, 'hours = 1\nseeds = [1]\n[sweep.grid]\n"hall.ultraservers" = [1, 2]\n')
     sw = sweep.load_sweep(f)
     t1, t2 = sweep.tasks(sw, sweep.points(sw), None)
-    row = {**sweep.empty_row(t1), "status": "complete", "run_id": "r"}
+    row = {**execution.empty_row(t1), "status": "complete", "run_id": "r"}
     assert sweep.check_row(row, t1) is None
     assert "is not this point's" in (sweep.check_row(row, t2) or "")  # another point's row
     assert "hall.ultraservers" in (sweep.check_row({**row, "hall.ultraservers": 2}, t1) or "")
@@ -664,7 +664,7 @@ def test_validation_reports_progress_and_checks_every_point(tmp_path: Path, smal
 def test_an_unreachable_ray_address_fails_at_once_naming_it(tmp_path: Path, small: Path) -> None:
     import socket
 
-    if sweep.ray_missing():
+    if execution.ray_missing():
         pytest.skip("ray is not installed (pip install -e '.[ray]')")
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -678,4 +678,4 @@ def test_an_unreachable_ray_address_fails_at_once_naming_it(tmp_path: Path, smal
     assert f"--ray-address {addr}: cannot reach 127.0.0.1:{port}" in err
     assert not (tmp_path / "o").exists()
     with pytest.raises(ScenarioError, match="HOST:PORT"):
-        sweep.check_ray_address("nohost")
+        execution.check_ray_address("nohost")

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.bench_sweep import alive, descendants
-from scenarios import sweep
+from scenarios import execution
 from tests.conftest import SMALL_TOML
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,7 +132,7 @@ def test_sigterm_stops_the_runs_in_flight_and_records_them(tmp_path: Path) -> No
 
 
 def test_sigterm_on_ray_stops_cleanly(tmp_path: Path) -> None:
-    if sweep.ray_missing():
+    if execution.ray_missing():
         pytest.skip("ray is not installed (pip install -e '.[ray]')")
     f, out = make_sweep(tmp_path, 2), tmp_path / "out"
     proc = start(f, out, "-j", "2", "--backend", "ray")

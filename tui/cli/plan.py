@@ -149,11 +149,11 @@ def _solve(
     planner: Any, method: str, backend: str, jobs: int | None, ray_address: str | None, progress: _Progress
 ) -> Any:
     """The planner's result by ``method``; a failed run exits 1, an interrupt 130."""
+    from scenarios import execution
     from scenarios import plan as planning
-    from scenarios import sweep as sweeps
 
     try:
-        with sweeps.backend_session(backend, jobs, ray_address):  # one Ray for every round
+        with execution.backend_session(backend, jobs, ray_address):  # one Ray for every round
             result = planner.bisect() if method == "bisect" else planner.sweep_range()
     except planning.RunFailed as e:
         fail(str(e), code=1)

@@ -9,6 +9,7 @@ reports."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,9 +90,54 @@ def test_no_import_circle(graph: dict[str, set[str]]) -> None:
 
 
 # ---------------------------------------------------------------------- the size gates
+# What is still over a gate, with its size when the gates came in: the list may only shrink. A
+# name not listed here over its gate fails; a listed one may not grow, and one back under its gate
+# must leave the list (so the list is always the true remaining work).
+STILL_OVER: dict[str, int] = {
+    "scenarios.execution": 589,
+    "scenarios.execution:_execute_local": 92,
+    "scenarios.runner": 513,
+    "scenarios.runner:Session.__init__": 62,
+    "scenarios.runner:run": 61,
+    "scenarios.sections": 553,
+    "scenarios.spec": 1244,
+    "scenarios.spec:Scenario": 421,
+    "scenarios.spec:Scenario.to_plan": 61,
+    "scenarios.sweep": 940,
+    "storage.interop.emit": 656,
+    "storage.interop.emit:neuron_reports": 61,
+    "storage.interop.emit:redfish": 142,
+    "storage.interop.ingest": 842,
+    "storage.interop.ingest:_bms_table": 80,
+    "storage.interop.ingest:normalise": 82,
+    "storage.interop.ingest:parse_prometheus_text": 80,
+    "tui.cli.runs:_print_compare": 61,
+    "twin.compose.hall:Hall.__init__": 73,
+    "twin.compose.pool:Pool.record": 73,
+    "twin.physics.itpower:it_power": 69,
+    "twin.physics.plant:run": 73,
+    "twin.physics.thermal:Trips.loop_trips": 67,
+    "twin.spec.telemetry": 523,
+}
+
+
+def _ratchet(kind: str, over: list[tuple[str, int]]) -> None:
+    listed = {k: v for k, v in STILL_OVER.items() if kind_of(k) == kind}
+    new = [f"{q} {n}" for q, n in over if q not in listed]
+    grew = [f"{q} {n} (was {listed[q]})" for q, n in over if q in listed and n > listed[q]]
+    done = sorted(set(listed) - {q for q, _ in over})
+    assert not new, f"{kind} over the gate: " + ", ".join(new)
+    assert not grew, f"{kind} over the gate grew: " + ", ".join(grew)
+    assert not done, f"back under the gate, remove from STILL_OVER: {done}"
+
+
+def kind_of(name: str) -> str:
+    """``module`` for a module name, ``definition`` for ``module:Qualified.name``."""
+    return "definition" if ":" in name else "module"
+
+
 def test_no_product_module_over_the_module_gate() -> None:
-    big = long_modules()
-    assert not big, f"modules over {MODULE_MAX_LINES} lines: " + ", ".join(f"{m} {n}" for m, n in big)
+    _ratchet("module", long_modules())
 
 
 def test_the_tables_of_facts_are_the_declared_ones() -> None:
@@ -99,16 +145,20 @@ def test_the_tables_of_facts_are_the_declared_ones() -> None:
     assert fact_tables() == ["scenarios.facts", "twin.spec.catalog", "twin.spec.params"]
 
 
-def test_no_product_class_over_the_class_gate() -> None:
-    classes, _ = long_definitions()
-    assert not classes, f"classes over {CLASS_MAX_LINES} lines: " + ", ".join(f"{q} {n}" for q, n in classes)
+def test_no_product_class_or_function_over_its_gate() -> None:
+    classes, functions = long_definitions()
+    _ratchet("definition", classes + functions)
 
 
-def test_no_product_function_over_the_function_gate() -> None:
-    _, functions = long_definitions()
-    assert not functions, f"functions over {FUNCTION_MAX_LINES} lines: " + ", ".join(
-        f"{q} {n}" for q, n in functions
-    )
+def test_the_ratchet_catches_a_new_a_grown_and_a_finished_offender(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "STILL_OVER", {"a.b": 600, "a.c:f": 70})
+    _ratchet("module", [("a.b", 600)])  # as listed
+    with pytest.raises(AssertionError, match=r"module over the gate: a\.x 501"):
+        _ratchet("module", [("a.b", 600), ("a.x", 501)])
+    with pytest.raises(AssertionError, match=r"grew: a\.b 601"):
+        _ratchet("module", [("a.b", 601)])
+    with pytest.raises(AssertionError, match="remove from STILL_OVER"):
+        _ratchet("definition", [])
 
 
 # ---------------------------------------------------------------------- the checker itself

@@ -115,6 +115,13 @@ BLOCK_SIZE = 16 << 10
 UPSERT_CHUNK_ROWS = 4096
 
 
+# Commits between reopenings of the run's database (a checkpoint, then a new connection): DuckDB
+# keeps memory per commit of the jobs table's INSERT OR REPLACE that only closing the database
+# gives back, so a run of years grew by tens of MB a simulated year; reopened, it stays flat
+# (``bench/bench_memory.py --upserts``). Not while a reader thread holds a cursor on it.
+RECYCLE_COMMITS = 250
+
+
 def utc_now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
@@ -511,6 +518,8 @@ class TelemetryWriter:
         self._error: BaseException | None = None
         self.rows_written = 0
         self.flushes = 0
+        self.reopened = 0  # times the database was reopened (``RECYCLE_COMMITS``)
+        self._cursors_out = 0  # reader cursors handed out (``cursor``): the database stays open
         self._thread = threading.Thread(target=self._loop, name="twin-writer", daemon=True)
         self._thread.start()
 
@@ -687,7 +696,9 @@ class TelemetryWriter:
                 status = "failed"
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A cursor on the same database for a reader thread."""
+        """A cursor on the same database for a reader thread (the database is no longer reopened
+        while the run goes on: closing it would close the cursor)."""
+        self._cursors_out += 1
         return self.con.cursor()
 
     # -------------------------------------------------------------- thread
@@ -865,6 +876,8 @@ class TelemetryWriter:
         for parts in self._buf.values():
             parts.clear()
         self.flushes += 1
+        if self.flushes % RECYCLE_COMMITS == 0:
+            self._reopen()
         self.rows_written += written
         self._rows = 0
         self._buf_bytes = 0
@@ -874,6 +887,22 @@ class TelemetryWriter:
             self.publisher.committed(dict(self.run))
         elif self.publisher is not None:
             self.publisher.on_commit(committed, dict(self.run))
+
+    def _reopen(self) -> None:
+        """Checkpoint, close and reopen the run's database (what is committed stays; the user
+        cursor moves to the new connection between queries, or the reopening waits for a later
+        commit)."""
+        if self._cursors_out:
+            return
+
+        def reopen() -> duckdb.DuckDBPyConnection:
+            self.con.execute("CHECKPOINT")
+            self.con.close()
+            self.con, user_cur = open_database(self.path, self.db_limits)
+            return user_cur
+
+        if self.user_sql.swap_cursor(reopen):
+            self.reopened += 1
 
     def _upsert_run(self) -> None:
         # A commit moves only the simulated time the run reached (its row was written whole when

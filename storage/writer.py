@@ -876,8 +876,6 @@ class TelemetryWriter:
         for parts in self._buf.values():
             parts.clear()
         self.flushes += 1
-        if self.flushes % RECYCLE_COMMITS == 0:
-            self._reopen()
         self.rows_written += written
         self._rows = 0
         self._buf_bytes = 0
@@ -887,6 +885,8 @@ class TelemetryWriter:
             self.publisher.committed(dict(self.run))
         elif self.publisher is not None:
             self.publisher.on_commit(committed, dict(self.run))
+        if self.flushes % RECYCLE_COMMITS == 0:
+            self._reopen()
 
     def _reopen(self) -> None:
         """Checkpoint, close and reopen the run's database (what is committed stays; the user
@@ -894,9 +894,12 @@ class TelemetryWriter:
         commit)."""
         if self._cursors_out:
             return
+        try:
+            self.con.execute("CHECKPOINT")
+        except duckdb.Error:
+            return  # e.g. a full disk: the write-ahead log keeps what was committed; tried again later
 
         def reopen() -> duckdb.DuckDBPyConnection:
-            self.con.execute("CHECKPOINT")
             self.con.close()
             self.con, user_cur = open_database(self.path, self.db_limits)
             return user_cur

@@ -20,7 +20,8 @@ elsewhere the peak RSS from ``resource``.
 rewriting ``--jobs`` waiting and running jobs (8,000: the default scenario's) and adding 60, as a
 long ``twin run`` does (it commits every second of wall time), with a delete and an insert, then
 as the writer does (DuckDB's INSERT OR REPLACE); RSS every N/5 commits and the slope per thousand
-commits of each. ``--way delete|replace``: one of them (run each in a process of its own: what the
+commits of each; the third way reopens the database every ``storage.writer.RECYCLE_COMMITS``
+commits, as the writer does. ``--way delete|replace|reopen``: one of them (run each in a process of its own: what the
 allocator holds after the first carries over to the second).
 """
 
@@ -119,13 +120,17 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=8000, help="jobs rewritten per commit (--upserts)")
     ap.add_argument(
         "--way",
-        choices=("delete", "replace"),
+        choices=("delete", "replace", "reopen"),
         default=None,
         help="--upserts one way only (each in a process of its own: the allocator's state carries over)",
     )
     args = ap.parse_args()
     if args.upserts:
-        ways = {"delete": ("delete and insert",), "replace": ("INSERT OR REPLACE",)}
+        ways = {
+            "delete": ("delete and insert",),
+            "replace": ("INSERT OR REPLACE",),
+            "reopen": ("INSERT OR REPLACE, reopened",),
+        }
         upserts(args.upserts, args.jobs, *([ways[args.way]] if args.way else []))
         return
     if not (args.days > 0 and args.days <= 3660 and 1 <= args.samples <= 1000):
@@ -195,7 +200,9 @@ def main() -> None:
 
 
 def upserts(
-    commits: int, live: int, ways: tuple[str, ...] = ("delete and insert", "INSERT OR REPLACE")
+    commits: int,
+    live: int,
+    ways: tuple[str, ...] = ("delete and insert", "INSERT OR REPLACE", "INSERT OR REPLACE, reopened"),
 ) -> None:
     """RSS over ``commits`` commits rewriting ``live`` jobs each (module doc), each of ``ways``."""
     import numpy as np
@@ -204,12 +211,13 @@ def upserts(
     from storage.database import init_schema as _init
     from storage.database import open_database, upsert_run
     from storage.sandbox import WRITER_MEMORY, Limits
-    from storage.writer import _WITH_RUN_ID
+    from storage.writer import _WITH_RUN_ID, RECYCLE_COMMITS
     from twin.spec.telemetry import TABLES
 
     for how in ways:
         with tempfile.TemporaryDirectory() as d:
-            con, _ = open_database(Path(d) / "u.duckdb", Limits(memory_bytes=parse_memory(WRITER_MEMORY)))
+            path, limits = Path(d) / "u.duckdb", Limits(memory_bytes=parse_memory(WRITER_MEMORY))
+            con, _ = open_database(path, limits)
             _init(con)
             upsert_run(
                 con, {c: None for c in (x.name for x in TABLES["runs"])} | {"run_id": "u", "start": None}
@@ -222,7 +230,7 @@ def upserts(
                 con.execute("BEGIN")
                 for at in range(0, live, 4096):
                     con.register("_batch", tb.slice(at, 4096))
-                    if how == "INSERT OR REPLACE":
+                    if how.startswith("INSERT OR REPLACE"):
                         con.execute(f"INSERT OR REPLACE INTO jobs BY NAME {_WITH_RUN_ID}", ["u"])
                     else:
                         con.execute(
@@ -233,6 +241,10 @@ def upserts(
                         con.execute(f"INSERT INTO jobs BY NAME {_WITH_RUN_ID}", ["u"])
                     con.unregister("_batch")
                 con.execute("COMMIT")
+                if how.endswith("reopened") and k % RECYCLE_COMMITS == 0:  # as the writer does
+                    con.execute("CHECKPOINT")
+                    con.close()
+                    con, _ = open_database(path, limits)
                 lo += 60
                 if k % max(1, commits // 5) == 0:
                     seen.append((k, rss_mb()))

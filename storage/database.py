@@ -82,6 +82,28 @@ def open_database(
         raise StorageError(f"{path}: cannot open for writing: {str(e).strip().splitlines()[0]}") from e
 
 
+def reopened(
+    con: duckdb.DuckDBPyConnection, path: str | Path, limits: Limits, user_sql: Any
+) -> duckdb.DuckDBPyConnection | None:
+    """Checkpoint, close and reopen a run's database; the new connection, or None when nothing was
+    done: the checkpoint failed (e.g. a full disk: the write-ahead log keeps what was committed) or
+    the user's SQL cursor is in a query (``user_sql.swap_cursor``; the caller tries again later).
+    What is committed stays; the user cursor moves to the new connection."""
+    try:
+        con.execute("CHECKPOINT")
+    except duckdb.Error:
+        return None
+    new: list[duckdb.DuckDBPyConnection] = []
+
+    def reopen() -> duckdb.DuckDBPyConnection:
+        con.close()
+        fresh, user_cur = open_database(path, limits)
+        new.append(fresh)
+        return user_cur
+
+    return new[0] if user_sql.swap_cursor(reopen) else None
+
+
 def init_schema(con: duckdb.DuckDBPyConnection, run_row: dict[str, Any] | None = None) -> None:
     """Bring the file's schema to this version (and record ``run_row``), in one transaction."""
     con.execute("BEGIN")

@@ -211,6 +211,10 @@ class LiveUserSql:
         """Only a query on the writer's database shares its memory."""
         self.fallback.make_room()
 
+    def swap_cursor(self, reopen: Callable[[], duckdb.DuckDBPyConnection]) -> bool:
+        """Only the fallback's cursor is on the writer's database."""
+        return self.fallback.swap_cursor(reopen)
+
     def close(self) -> None:
         self._closed = True
         self.interrupt()

@@ -186,6 +186,8 @@ class UserSqlRunner(Protocol):
 
     def make_room(self) -> None: ...
 
+    def swap_cursor(self, reopen: Callable[[], duckdb.DuckDBPyConnection]) -> bool: ...
+
     def close(self) -> None: ...
 
 
@@ -304,6 +306,17 @@ class UserSql:
         self._interrupt("writer")
         with self._lock:
             pass
+
+    def swap_cursor(self, reopen: Callable[[], duckdb.DuckDBPyConnection]) -> bool:
+        """Between queries: ``reopen()`` (which closes this cursor's connection) and use the cursor
+        it returns. False, and nothing done, while a query runs (the caller tries again later)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._cur = reopen()
+            return True
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         """Stop a running query and close the cursor."""

@@ -36,6 +36,7 @@ from storage.database import (
     init_schema,
     is_environment_error,
     open_database,
+    reopened,
     utc_now,
 )
 from storage.errors import StorageError, StorageIOError
@@ -68,6 +69,13 @@ _WITH_RUN_ID = "SELECT $1::VARCHAR AS run_id, * FROM _batch"
 # job (tens of thousands), and one statement over them all needed more than the run database's
 # memory limit; chunks of a few thousand stay well within it.
 UPSERT_CHUNK_ROWS = 4096
+
+
+# Commits between reopenings of the run's database (a checkpoint, then a new connection): DuckDB
+# keeps memory per commit of the jobs table's INSERT OR REPLACE that only closing the database
+# gives back, so a run of years grew by tens of MB a simulated year; reopened, it stays flat
+# (``bench/bench_memory.py --upserts``). Not while a reader thread holds a cursor on it.
+RECYCLE_COMMITS = 250
 
 
 class TelemetryWriter:
@@ -128,6 +136,8 @@ class TelemetryWriter:
         self._error: BaseException | None = None
         self.rows_written = 0
         self.flushes = 0
+        self.reopened = 0  # times the database was reopened (``RECYCLE_COMMITS``)
+        self._cursors_out = 0  # reader cursors handed out (``cursor``): the database stays open
         self._thread = threading.Thread(target=self._loop, name="twin-writer", daemon=True)
         self._thread.start()
 
@@ -253,7 +263,9 @@ class TelemetryWriter:
                 status = "failed"
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A cursor on the same database for a reader thread."""
+        """A cursor on the same database for a reader thread (the database is no longer reopened
+        while the run goes on: closing it would close the cursor)."""
+        self._cursors_out += 1
         return self.con.cursor()
 
     # -------------------------------------------------------------- thread
@@ -439,6 +451,10 @@ class TelemetryWriter:
             self.publisher.committed(dict(self.run))
         elif self.publisher is not None:
             self.publisher.on_commit(committed, dict(self.run))
+        if self.flushes % RECYCLE_COMMITS == 0 and not self._cursors_out:
+            con = reopened(self.con, self.path, self.db_limits, self.user_sql)
+            if con is not None:
+                self.con, self.reopened = con, self.reopened + 1
 
     def _upsert_run(self) -> None:
         # A commit moves only the simulated time the run reached (its row was written whole when

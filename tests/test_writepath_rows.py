@@ -211,3 +211,41 @@ def test_batches_turn_nan_into_null_and_keep_every_other_value_as_pandas_semanti
             assert got.column(name).combine_chunks().equals(want), (table, name)
             assert got.column(name).null_count == int(np.isnan(cols[name]).sum())
         assert any(np.isinf(cols[n]).any() for n in floats) and any(np.isnan(cols[n]).any() for n in floats)
+
+
+def test_a_long_run_reopens_its_database_and_keeps_every_row(tmp_path: Path, monkeypatch: Any) -> None:
+    """Every ``RECYCLE_COMMITS`` commits the writer checkpoints and reopens the run's database (what
+    DuckDB holds per jobs upsert goes back); the jobs keep their latest rows, the user's SQL goes
+    on on the new connection, and a writer that handed a reader cursor out keeps its connection."""
+    import storage.writer as writer_mod
+
+    monkeypatch.setattr(writer_mod, "RECYCLE_COMMITS", 3)
+    f = tmp_path / "long.duckdb"
+    w = TelemetryWriter(f, run_row("long"), if_exists="error")
+    latest: dict[int, dict[str, Any]] = {}
+    for k in range(7):  # seven commits: reopened after the 3rd and the 6th
+        jobs = frame("jobs", 5, seed=100 + k)
+        jobs["job_id"] = np.arange(2 * k, 2 * k + 5, dtype=np.int32)  # three of five seen before
+        for i, jid in enumerate(jobs["job_id"]):
+            latest[int(jid)] = {name: v[i] for name, v in jobs.items()}
+        w.write({"jobs": jobs}, 300 * (k + 1))
+        w.flush()
+        assert w.user_sql.run("SELECT count(*) FROM jobs").table.column(0).to_pylist() == [len(latest)]
+    assert w.reopened == 2
+    w.close()
+    want = {name: [latest[j][name] for j in sorted(latest)] for name in next(iter(latest.values()))}
+    con = open_run_file(f)
+    try:
+        assert_rows_equal(con, "jobs", "long", want, "job_id")
+    finally:
+        con.close()
+
+    held = TelemetryWriter(tmp_path / "held.duckdb", run_row("held"), if_exists="error")
+    cur = held.cursor()
+    for k in range(4):
+        held.write({"jobs": frame("jobs", 2, seed=k)}, 300 * (k + 1))
+        held.flush()
+    assert held.reopened == 0
+    assert cur.sql("SELECT count(*) FROM runs").fetchall() == [(1,)]
+    cur.close()
+    held.close()

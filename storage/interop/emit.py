@@ -306,36 +306,7 @@ def neuron_reports(state: FloorState) -> list[dict[str, Any]]:
             }
             for k, f in zip(local, failed[m].tolist(), strict=True)
         ]
-        out.append(
-            {
-                "timestamp": state.iso(state.time_s),
-                "neuron_runtime_data": [
-                    {
-                        "pid": 0,
-                        "neuron_runtime_tag": "twin",
-                        "error": "",
-                        "report": {
-                            "neuroncore_counters": {"period": 1.0, "neuroncores_in_use": cores, "error": ""},
-                        },
-                    }
-                ],
-                "system_data": {
-                    "neuron_hw_counters": {"period": 1.0, "neuron_devices": devices, "error": ""},
-                },
-                "instance_info": {
-                    "instance_name": f"us{u}",
-                    "instance_id": f"us{u}",
-                    "instance_type": state.system,
-                    "error": "",
-                },
-                "neuron_hardware_info": {
-                    "neuron_device_type": state.system,
-                    "neuron_device_count": len(local),
-                    "neuroncore_per_device_count": 1,
-                    "error": "",
-                },
-            }
-        )
+        out.append(_neuron_report(state, state.iso(state.time_s), u, cores, devices))
     return out
 
 
@@ -397,6 +368,40 @@ def slurm_squeue(state: FloorState) -> dict[str, Any]:
         "jobs": [_slurm_job(state, jid, j, True) for jid, j in sorted(live.items())],
         "errors": [],
         "warnings": [],
+    }
+
+
+def _neuron_report(
+    state: FloorState, stamp: str, u: int, cores: dict[str, Any], devices: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """One UltraServer's neuron-monitor report of its cores' and devices' readings."""
+    return {
+        "timestamp": stamp,
+        "neuron_runtime_data": [
+            {
+                "pid": 0,
+                "neuron_runtime_tag": "twin",
+                "error": "",
+                "report": {
+                    "neuroncore_counters": {"period": 1.0, "neuroncores_in_use": cores, "error": ""},
+                },
+            }
+        ],
+        "system_data": {
+            "neuron_hw_counters": {"period": 1.0, "neuron_devices": devices, "error": ""},
+        },
+        "instance_info": {
+            "instance_name": f"us{u}",
+            "instance_id": f"us{u}",
+            "instance_type": state.system,
+            "error": "",
+        },
+        "neuron_hardware_info": {
+            "neuron_device_type": state.system,
+            "neuron_device_count": len(devices),
+            "neuroncore_per_device_count": 1,
+            "error": "",
+        },
     }
 
 

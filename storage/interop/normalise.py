@@ -25,6 +25,8 @@ from storage.interop.parsed import (
     GAP_FACTOR,
 )
 
+Arr = np.ndarray[Any, Any]
+
 
 # ---------------------------------------------------------------------- normalising
 @dataclass
@@ -53,66 +55,23 @@ def normalise(tab: pa.Table, now_us: int) -> Normalised:
     counters (metric ``*.counter``) into rates. Vectorised over the whole batch."""
     if not len(tab):
         return Normalised(tab)
-    # Series together, each in time order: a sort by the codes of entity and metric (their order
-    # of appearance: grouping needs no alphabet) and time.
-    key_e, key_m = _codes(tab.column("entity")), _codes(tab.column("metric"))
-    t = tab.column("time").cast(pa.int64()).to_numpy()
-    order = np.lexsort((t, key_m, key_e))
-    if not (order[1:] > order[:-1]).all():
-        tab, key_e, key_m, t = tab.take(pa.array(order)), key_e[order], key_m[order], t[order]
-    v = tab.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
-    same_series = np.r_[False, (key_e[1:] == key_e[:-1]) & (key_m[1:] == key_m[:-1])]
-    dup = same_series & np.r_[False, t[1:] == t[:-1]]
-    if dup.any():
-        keep = ~dup
-        tab, t, v, same_series = tab.filter(pa.array(keep)), t[keep], v[keep], same_series[keep]
+    tab, t, v, same_series, dup = _sorted_unique(tab)
     invalid = ~np.isfinite(v)
     far = np.abs(t - now_us) > FAR_S * 1_000_000
     dt = np.r_[0, np.diff(t)].astype(np.float64)
     dt[~same_series] = np.nan
-    # A gap: longer than GAP_FACTOR x the series' median interval.
-    sid = np.cumsum(~same_series) - 1
-    med = np.full(int(sid.max()) + 1 if sid.size else 0, np.nan)
-    finite_dt = np.isfinite(dt)
-    if finite_dt.any():
-        order = np.lexsort((dt[finite_dt], sid[finite_dt]))
-        s_sid = sid[finite_dt][order]
-        s_dt = dt[finite_dt][order]
-        starts = np.r_[0, np.flatnonzero(np.diff(s_sid)) + 1]
-        counts = np.diff(np.r_[starts, s_sid.size])
-        med[s_sid[starts]] = s_dt[starts + counts // 2]
-    with np.errstate(invalid="ignore"):
-        gap = finite_dt & (dt > GAP_FACTOR * np.where(np.isnan(med[sid]), np.inf, med[sid]))
+    gap = _gaps(dt, same_series)
     metric = tab.column("metric").combine_chunks()
     is_counter = pc.ends_with(metric, ".counter").to_numpy(zero_copy_only=False)
     reset = np.zeros(len(v), dtype=bool)
     keep2 = np.ones(len(v), dtype=bool)
     if is_counter.any():
-        dv = np.r_[np.nan, np.diff(v)]
-        reset = is_counter & same_series & (dv < 0)
-        inc = np.where(reset, v, dv)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rate = inc / (dt / 1e6)
-        v = np.where(is_counter, rate, v)
-        keep2 = ~(is_counter & ~same_series)  # a counter's first sample has no rate
+        v, reset, keep2 = _rates(v, dt, is_counter, same_series)
         metric = pc.replace_substring(metric, ".counter", "")
-    quality = tab.column("quality").combine_chunks()
-    good = pc.equal(quality, "good").to_numpy(zero_copy_only=False)
-    for mask, word in (
-        (good & is_counter, "rate"),
-        (good & gap, "gap"),
-        (reset, "reset"),
-        (far, "clock"),
-        (~np.isfinite(v) | invalid, "invalid"),
-    ):
-        if mask.any():
-            quality = pc.if_else(pa.array(mask), pa.scalar(word), quality)
+    quality = _quality(tab, is_counter, gap, reset, far, ~np.isfinite(v) | invalid)
     unit = tab.column("unit").combine_chunks()
     if is_counter.any():
-        names = pc.unique(metric).to_pylist()
-        canon = pa.array([BY_NAME[n].unit if n in BY_NAME else "" for n in names], pa.string())
-        idx = pc.index_in(metric, pa.array(names, pa.string()))
-        unit = pc.if_else(pa.array(is_counter), pc.take(canon, idx), unit)
+        unit = _counter_units(metric, is_counter, unit)
     fin = np.isfinite(v)
     val = pa.array(np.where(fin, v, 0.0), mask=~fin)
     tab = tab.set_column(tab.schema.get_field_index("value"), "value", val)
@@ -130,6 +89,77 @@ def normalise(tab: pa.Table, now_us: int) -> Normalised:
         int((gap & k).sum()),
         int(reset.sum()),
     )
+
+
+def _sorted_unique(tab: pa.Table) -> tuple[pa.Table, Arr, Arr, Arr, Arr]:
+    """``tab`` with its series together, each in time order, exact duplicates dropped: the table,
+    its times (us), values, whether each sample continues the previous one's series, and the
+    duplicate mask (over the sorted rows before the drop)."""
+    # A sort by the codes of entity and metric (their order of appearance: grouping needs no
+    # alphabet) and time.
+    key_e, key_m = _codes(tab.column("entity")), _codes(tab.column("metric"))
+    t = tab.column("time").cast(pa.int64()).to_numpy()
+    order = np.lexsort((t, key_m, key_e))
+    if not (order[1:] > order[:-1]).all():
+        tab, key_e, key_m, t = tab.take(pa.array(order)), key_e[order], key_m[order], t[order]
+    v = tab.column("value").to_numpy(zero_copy_only=False).astype(np.float64)
+    same_series = np.r_[False, (key_e[1:] == key_e[:-1]) & (key_m[1:] == key_m[:-1])]
+    dup = same_series & np.r_[False, t[1:] == t[:-1]]
+    if dup.any():
+        keep = ~dup
+        tab, t, v, same_series = tab.filter(pa.array(keep)), t[keep], v[keep], same_series[keep]
+    return tab, t, v, same_series, dup
+
+
+def _gaps(dt: Arr, same_series: Arr) -> Arr:
+    """A gap: longer than GAP_FACTOR x the series' median interval."""
+    sid = np.cumsum(~same_series) - 1
+    med = np.full(int(sid.max()) + 1 if sid.size else 0, np.nan)
+    finite_dt = np.isfinite(dt)
+    if finite_dt.any():
+        order = np.lexsort((dt[finite_dt], sid[finite_dt]))
+        s_sid = sid[finite_dt][order]
+        s_dt = dt[finite_dt][order]
+        starts = np.r_[0, np.flatnonzero(np.diff(s_sid)) + 1]
+        counts = np.diff(np.r_[starts, s_sid.size])
+        med[s_sid[starts]] = s_dt[starts + counts // 2]
+    with np.errstate(invalid="ignore"):
+        return finite_dt & (dt > GAP_FACTOR * np.where(np.isnan(med[sid]), np.inf, med[sid]))
+
+
+def _rates(v: Arr, dt: Arr, is_counter: Arr, same_series: Arr) -> tuple[Arr, Arr, Arr]:
+    """Counters' values turned into rates (a drop is a reset: the rate restarts from the new
+    value); the reset mask and the samples to keep (a counter's first sample has no rate)."""
+    dv = np.r_[np.nan, np.diff(v)]
+    reset = is_counter & same_series & (dv < 0)
+    inc = np.where(reset, v, dv)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = inc / (dt / 1e6)
+    return np.where(is_counter, rate, v), reset, ~(is_counter & ~same_series)
+
+
+def _quality(tab: pa.Table, is_counter: Arr, gap: Arr, reset: Arr, far: Arr, invalid: Arr) -> Any:
+    """Each sample's quality word (module doc); a later word wins over an earlier one."""
+    quality = tab.column("quality").combine_chunks()
+    good = pc.equal(quality, "good").to_numpy(zero_copy_only=False)
+    for mask, word in (
+        (good & is_counter, "rate"),
+        (good & gap, "gap"),
+        (reset, "reset"),
+        (far, "clock"),
+        (invalid, "invalid"),
+    ):
+        if mask.any():
+            quality = pc.if_else(pa.array(mask), pa.scalar(word), quality)
+    return quality
+
+
+def _counter_units(metric: Any, is_counter: Arr, unit: Any) -> Any:
+    """A counter's rate in its quantity's canonical unit."""
+    names = pc.unique(metric).to_pylist()
+    canon = pa.array([BY_NAME[n].unit if n in BY_NAME else "" for n in names], pa.string())
+    idx = pc.index_in(metric, pa.array(names, pa.string()))
+    return pc.if_else(pa.array(is_counter), pc.take(canon, idx), unit)
 
 
 _CARRY = "\x00carry"  # the source of a counter's previous sample carried into the next batch

@@ -73,14 +73,7 @@ def _one_chunk(a: Any) -> Any:
 
 
 def _bms_table(ts: Any, point: Any, value: Any, units: Any, status: Any, source: str, fmt: str) -> Parsed:
-    ts = pa.chunked_array([ts]) if isinstance(ts, pa.Array) else ts
-    t = pc.strptime(
-        pc.replace_substring(pc.fill_null(ts, ""), "Z", "+0000"),
-        format="%Y-%m-%dT%H:%M:%S%z",
-        unit="us",
-        error_is_null=True,
-    )
-    bad_t = pc.is_null(t).combine_chunks() if isinstance(t, pa.ChunkedArray) else pc.is_null(t)
+    t, bad_t = _bms_times(ts)
     vals = pc.cast(
         pc.if_else(
             pc.match_substring_regex(
@@ -91,26 +84,10 @@ def _bms_table(ts: Any, point: Any, value: Any, units: Any, status: Any, source:
         ),
         pa.float64(),
     )
-    exact, pats = _point_index()
     enc = _one_chunk(pc.dictionary_encode(pc.fill_null(point, "")))
     uniq = enc.dictionary.to_pylist()
     idx = enc.indices.to_numpy(zero_copy_only=False)
-    # One step per distinct point, not per sample: its field, entity, metric and the field's factor.
-    fld: list[Field | None] = []
-    ent_u, met_u, unit_u = [], [], []
-    for p in uniq:
-        f = exact.get(p)
-        ent = "site"
-        if f is None:
-            for pat, g in pats:
-                mm = pat.match(p)
-                if mm:
-                    f, ent = g, mm.group(1)[:MAX_LABEL_CHARS]
-                    break
-        fld.append(f)
-        ent_u.append(ent)
-        met_u.append(f.quantity if f else "")
-        unit_u.append(BY_NAME[f.quantity].unit if f else "")
+    fld, ent_u, met_u, unit_u = _resolve_points(uniq)
     known = np.array([f is not None for f in fld], dtype=bool)
     k_row = known[idx] if idx.size else np.zeros(0, dtype=bool)
     bad_np = bad_t.to_numpy(zero_copy_only=False) if len(bad_t) else np.zeros(0, dtype=bool)
@@ -118,22 +95,7 @@ def _bms_table(ts: Any, point: Any, value: Any, units: Any, status: Any, source:
     unmapped_n = int((~k_row).sum())
     malformed = int((bad_np & k_row).sum())
     raw = vals.to_numpy(zero_copy_only=False).astype(np.float64)
-    # The value in the quantity's unit: by the row's own unit when it names one of the quantity's
-    # (a BMS that reports W where the table says kW), else by the field's scale.
-    scale_u = np.array([f.scale if f else 1.0 for f in fld])
-    canon_u = np.array(unit_u, dtype=object)
-    factor = 1.0 / scale_u[idx] if idx.size else np.zeros(0)
-    offset = np.zeros(idx.size)
-    if units is not None and idx.size:
-        uenc = _one_chunk(pc.dictionary_encode(pc.fill_null(units, "")))
-        names = uenc.dictionary.to_pylist()
-        uidx = uenc.indices.to_numpy(zero_copy_only=False)
-        ucanon = np.array([UNITS.get(n, ("?", 1.0))[0] for n in names], dtype=object)
-        ufac = np.array([UNITS.get(n, ("?", 1.0))[1] for n in names])
-        uoff = np.array([UNIT_OFFSETS.get(n, 0.0) for n in names])
-        own = ucanon[uidx] == canon_u[idx]
-        factor = np.where(own, ufac[uidx], factor)
-        offset = np.where(own, uoff[uidx], 0.0)
+    factor, offset = _unit_factors(units, fld, unit_u, idx)
     flag = np.array([bool(f and f.codec == "flag") for f in fld])[idx] if idx.size else np.zeros(0, bool)
     value = np.where(flag, (raw > 0).astype(np.float64), raw * factor + offset)
     sel = pa.array(mapped)
@@ -152,6 +114,61 @@ def _bms_table(ts: Any, point: Any, value: Any, units: Any, status: Any, source:
         qual,
     )
     return Parsed(tab, fmt, int(unmapped_n), int(malformed))
+
+
+def _bms_times(ts: Any) -> tuple[Any, Any]:
+    """The samples' ISO times in us (null where unreadable) and the unreadable mask."""
+    ts = pa.chunked_array([ts]) if isinstance(ts, pa.Array) else ts
+    t = pc.strptime(
+        pc.replace_substring(pc.fill_null(ts, ""), "Z", "+0000"),
+        format="%Y-%m-%dT%H:%M:%S%z",
+        unit="us",
+        error_is_null=True,
+    )
+    bad_t = pc.is_null(t).combine_chunks() if isinstance(t, pa.ChunkedArray) else pc.is_null(t)
+    return t, bad_t
+
+
+def _resolve_points(uniq: list[str]) -> tuple[list[Field | None], list[str], list[str], list[str]]:
+    """One step per distinct point, not per sample: its field, entity, metric and unit."""
+    exact, pats = _point_index()
+    fld: list[Field | None] = []
+    ent_u, met_u, unit_u = [], [], []
+    for p in uniq:
+        f = exact.get(p)
+        ent = "site"
+        if f is None:
+            for pat, g in pats:
+                mm = pat.match(p)
+                if mm:
+                    f, ent = g, mm.group(1)[:MAX_LABEL_CHARS]
+                    break
+        fld.append(f)
+        ent_u.append(ent)
+        met_u.append(f.quantity if f else "")
+        unit_u.append(BY_NAME[f.quantity].unit if f else "")
+    return fld, ent_u, met_u, unit_u
+
+
+def _unit_factors(units: Any, fld: list[Field | None], unit_u: list[str], idx: Any) -> tuple[Any, Any]:
+    """Each sample's factor and offset to its quantity's unit: by the row's own unit when it
+    names one of the quantity's (a BMS that reports W where the table says kW), else by the
+    field's scale."""
+    scale_u = np.array([f.scale if f else 1.0 for f in fld])
+    canon_u = np.array(unit_u, dtype=object)
+    factor = 1.0 / scale_u[idx] if idx.size else np.zeros(0)
+    offset = np.zeros(idx.size)
+    if units is not None and idx.size:
+        uenc = _one_chunk(pc.dictionary_encode(pc.fill_null(units, "")))
+        names = uenc.dictionary.to_pylist()
+        uidx = uenc.indices.to_numpy(zero_copy_only=False)
+        ucanon = np.array([UNITS.get(n, ("?", 1.0))[0] for n in names], dtype=object)
+        ufac = np.array([UNITS.get(n, ("?", 1.0))[1] for n in names])
+        uoff = np.array([UNIT_OFFSETS.get(n, 0.0) for n in names])
+        own = ucanon[uidx] == canon_u[idx]
+        factor = np.where(own, ufac[uidx], factor)
+        offset = np.where(own, uoff[uidx], 0.0)
+    return factor, offset
 
 
 def parse_bms_messages(msgs: list[tuple[str, bytes, int]], source: str, site_prefix: str = "bms/") -> Parsed:

@@ -4,6 +4,7 @@ Arrow's compute kernels over all lines at once."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -42,26 +43,13 @@ def parse_prometheus_text(text: str, source: str, now_us: int) -> Parsed:
     One regular-expression kernel over every line gives the samples' columns; everything after
     it is Arrow and NumPy over those columns: the names and label sets are each worked out once
     per distinct value (a handful of names; a label set per chip) and taken back to the rows."""
-    # The lines without a Python string each: Arrow splits the text.
-    lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten().cast(pa.string())
-    skip = pc.or_(pc.equal(lines, ""), pc.starts_with(lines, "#"))
-    # The line's shape (a regular expression without alternatives: the fast path of the regex
-    # engine), then its parts checked on their own, short, strings.
-    m = pc.extract_regex(lines, _LINE)
-    names, labels, values, ts = (pc.fill_null(pc.struct_field(m, [k]), "") for k in range(4))
-    ok = pc.and_kleene(
-        pc.and_kleene(pc.is_valid(m), pc.match_substring_regex(names, _NAME)),
-        pc.and_kleene(pc.match_substring_regex(values, _VALUE), pc.match_substring_regex(ts, _TS)),
-    )
-    ok = pc.fill_null(ok, False)
-    n_ok = int(pc.sum(ok.cast(pa.int64())).as_py() or 0)
-    malformed = len(lines) - n_ok - int(pc.sum(pc.and_not(skip, ok).cast(pa.int64())).as_py() or 0)
+    names, labels, values, ts, ok, n_ok, malformed = _sample_columns(text)
     if not n_ok:
         return Parsed(empty(), "prometheus-text", 0, malformed)
     # The label sets as codes before filtering: only the codes (not the long texts) are copied.
     lcode = labels.dictionary_encode()
     lidx = lcode.indices
-    if n_ok < len(lines):
+    if n_ok < len(ok):
         names, values, ts, lidx = (a.filter(ok) for a in (names, values, ts, lidx))
     byf = {**by_field("dcgm"), **by_field("kube-state-metrics")}
     ncode = names.dictionary_encode()
@@ -95,14 +83,7 @@ def parse_prometheus_text(text: str, source: str, now_us: int) -> Parsed:
     )
     unit_of = pa.array([to_canonical(f, np.array([1.0]))[1] if f else "" for f in fields])
     take = pa.array(nidx)
-    # Entities: once per distinct label set.
-    uniq = lcode.dictionary
-    host = pc.fill_null(_label(uniq, "Hostname"), "host")
-    gpu = pc.fill_null(_label(uniq, "gpu"), "0")
-    ent_dcgm = pc.binary_join_element_wise(host, pc.binary_join_element_wise("chip", gpu, ""), "/")
-    ent_ksm = pc.fill_null(_label(uniq, "job_name"), "job")
-    entity = pc.if_else(pa.array(is_dcgm), pc.take(ent_dcgm, lidx), pc.take(ent_ksm, lidx))
-    entity = pc.utf8_slice_codeunits(entity, 0, MAX_LABEL_CHARS)
+    entity = _entities(lcode.dictionary, lidx, is_dcgm)
     has_ts = pc.not_equal(ts, "")
     t_ms = pc.if_else(
         has_ts, pc.cast(pc.if_else(has_ts, ts, "0"), pa.int64()), pa.scalar(now_us // 1000, pa.int64())
@@ -115,3 +96,34 @@ def parse_prometheus_text(text: str, source: str, now_us: int) -> Parsed:
         time_us = np.where(~is_dcgm & np.isfinite(v), v * 1e6, time_us).astype(np.int64)
     table = observed_table(time_us, entity, pc.take(metric_of, take), v, pc.take(unit_of, take), source)
     return Parsed(table, "prometheus-text", sum(unmapped_names.values()), int(malformed), unmapped_names)
+
+
+def _sample_columns(text: str) -> tuple[Any, Any, Any, Any, Any, int, int]:
+    """Every line's name, label set, value and timestamp texts, whether it is a well-formed
+    sample, the number that are, and the number of malformed lines (not blank, not comments)."""
+    # The lines without a Python string each: Arrow splits the text.
+    lines = pc.split_pattern(pa.array([text], pa.large_string()), "\n").flatten().cast(pa.string())
+    skip = pc.or_(pc.equal(lines, ""), pc.starts_with(lines, "#"))
+    # The line's shape (a regular expression without alternatives: the fast path of the regex
+    # engine), then its parts checked on their own, short, strings.
+    m = pc.extract_regex(lines, _LINE)
+    names, labels, values, ts = (pc.fill_null(pc.struct_field(m, [k]), "") for k in range(4))
+    ok = pc.and_kleene(
+        pc.and_kleene(pc.is_valid(m), pc.match_substring_regex(names, _NAME)),
+        pc.and_kleene(pc.match_substring_regex(values, _VALUE), pc.match_substring_regex(ts, _TS)),
+    )
+    ok = pc.fill_null(ok, False)
+    n_ok = int(pc.sum(ok.cast(pa.int64())).as_py() or 0)
+    malformed = len(lines) - n_ok - int(pc.sum(pc.and_not(skip, ok).cast(pa.int64())).as_py() or 0)
+    return names, labels, values, ts, ok, n_ok, malformed
+
+
+def _entities(uniq: pa.Array, lidx: Any, is_dcgm: Any) -> Any:
+    """Each sample's entity, worked out once per distinct label set: a DCGM chip's host/chipN,
+    a kube-state-metrics job's name."""
+    host = pc.fill_null(_label(uniq, "Hostname"), "host")
+    gpu = pc.fill_null(_label(uniq, "gpu"), "0")
+    ent_dcgm = pc.binary_join_element_wise(host, pc.binary_join_element_wise("chip", gpu, ""), "/")
+    ent_ksm = pc.fill_null(_label(uniq, "job_name"), "job")
+    entity = pc.if_else(pa.array(is_dcgm), pc.take(ent_dcgm, lidx), pc.take(ent_ksm, lidx))
+    return pc.utf8_slice_codeunits(entity, 0, MAX_LABEL_CHARS)

@@ -7,7 +7,9 @@ read. Parsing is vectorised: the Prometheus text and CSV with Arrow's compute ke
 lines at once, JSON documents by walking their structure (one Python step per entity, not per
 sample where the format groups samples, as neuron-monitor's per-core maps do).
 
-``normalise`` (``storage.interop.normalise``) then brings a batch to the recording's terms.
+This module sniffs a file's format and hands it to that format's parser (``parse_prometheus``,
+``parse_json`` for neuron-monitor, Redfish and Slurm, ``parse_bms``); ``parsed`` holds what they
+share. ``normalise`` (``storage.interop.normalise``) then brings a batch to the recording's terms.
 """
 
 from __future__ import annotations

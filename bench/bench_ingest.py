@@ -62,21 +62,22 @@ def main() -> int:
 
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
-    from storage.interop import ingest
+    from storage.interop.normalise import Normaliser
     from storage.interop.observed import ObservedRecorder
+    from storage.interop.parse_prometheus import parse_prometheus_text
 
     now_ms = int(time.time() * 1000)
     read = recorded = 0
     cpu = wall = 0.0
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as d:
         rec = ObservedRecorder(Path(d) / "o.duckdb")
-        norm = ingest.Normaliser()
+        norm = Normaliser()
         for i in range(a.intervals):
             for first in range(0, a.chips, a.batch_chips):
                 # Made outside the timing, one batch at a time (memory: one batch's text).
                 text = scrape(first, min(a.batch_chips, a.chips - first), now_ms + 5000 * i)
                 cpu0, wall0 = time.process_time(), time.perf_counter()
-                p = ingest.parse_prometheus_text(text, "bench", now_ms * 1000)
+                p = parse_prometheus_text(text, "bench", now_ms * 1000)
                 n = norm(p.table, now_ms * 1000)
                 rec.append(n.table)
                 cpu += time.process_time() - cpu0

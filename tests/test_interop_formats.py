@@ -15,7 +15,8 @@ import pyarrow as pa
 import pytest
 
 from scenarios.spec import parse
-from storage.interop import ingest, mapping, sources
+from storage.interop import mapping, sources
+from storage.interop.normalise import normalise
 from storage.interop.sinks import Emitters
 from storage.interop.sinks import parse as parse_sinks
 from storage.reader import open_run_file
@@ -198,11 +199,11 @@ def test_files_and_the_broker_give_back_the_recording(name: str, tmp_path: Path)
         ("bms", msgs),
         ("slurm", [sources.read_file(str(tmp_path / "s" / "sacct.json"))]),
     ):
-        tab = pa.concat_tables([ingest.normalise(p.table, now).table for p in parsed])
+        tab = pa.concat_tables([normalise(p.table, now).table for p in parsed])
         counts[fmt] = assert_within(fmt, rec, observed(tab))
     assert all(counts.values()), counts
     if name == "cooling-failure":  # the incident is in what came back: row 1's CDUs lost their flow
-        obs = observed(ingest.normalise(msgs[0].table, now).table)
+        obs = observed(normalise(msgs[0].table, now).table)
         assert min(v for (e, _), (v, _) in obs["cdu.flow"].items() if e in ("cdu2", "cdu3")) == 0.0
 
 
@@ -227,7 +228,7 @@ def test_redfish_and_prometheus_give_back_the_recording_during_the_incident(tmp_
                         continue
                     t_us = int(st.unix(st.time_s) * 1e6)
                     (p,) = sources.read_http(f"http://127.0.0.1:{rf_port}/redfish/v1", 60, 1)
-                    obs = observed(ingest.normalise(p.table, sources.now_us()).table)
+                    obs = observed(normalise(p.table, sources.now_us()).table)
                     now_keys = {k for q in rec.values() for k in q if k[1] == t_us}
                     checked["redfish"] += assert_within("redfish", rec, obs, now_keys)
                     # Prometheus: once it has scraped this state, its query API gives it back.
@@ -237,7 +238,7 @@ def test_redfish_and_prometheus_give_back_the_recording_during_the_incident(tmp_
                         "a scrape after the update",
                     )
                     (p,) = sources.read_http(f"http://127.0.0.1:{prom}", 5.0, 0.25)
-                    tab = ingest.normalise(p.table, sources.now_us()).table
+                    tab = normalise(p.table, sources.now_us()).table
                     latest = _latest(tab)
                     obs2: dict[str, dict[tuple[str, int], tuple[float | None, str]]] = {}
                     for (e, m), (v, q) in latest.items():

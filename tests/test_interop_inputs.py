@@ -12,7 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from storage.interop import ingest, sources
+from storage.interop.normalise import Normalised, Normaliser, normalise
 from storage.interop.observed import ObservedRecorder
+from storage.interop.parse_prometheus import parse_prometheus_text
+from storage.interop.parsed import MAX_LABEL_CHARS, IngestError, Parsed
 from storage.liveread import open_for_reading
 from tests.servers import mosquitto, wait_for
 from tui.cli import main
@@ -30,9 +33,9 @@ def rows(tab: pa.Table) -> dict[tuple[str, str], list[tuple[float | None, str]]]
     return out
 
 
-def parse_fixture(name: str, now: int = NOW) -> tuple[ingest.Parsed, ingest.Normalised]:
+def parse_fixture(name: str, now: int = NOW) -> tuple[Parsed, Normalised]:
     p = ingest.parse_bytes((FIX / name).read_bytes(), name, now)
-    return p, ingest.normalise(p.table, now)
+    return p, normalise(p.table, now)
 
 
 def test_neuron_monitor_report_of_the_docs() -> None:
@@ -117,8 +120,8 @@ HOSTILE_PROM = "\n".join(
 
 
 def test_hostile_prometheus_text_is_flagged_and_recorded_safely(tmp_path: Path) -> None:
-    p = ingest.parse_prometheus_text(HOSTILE_PROM, "hostile", NOW)
-    n = ingest.normalise(p.table, NOW)
+    p = parse_prometheus_text(HOSTILE_PROM, "hostile", NOW)
+    n = normalise(p.table, NOW)
     r = rows(n.table)
     assert r[("h/chip0", "chip.power")] == [(None, "invalid")]
     assert r[("h/chip1", "chip.power")] == [(None, "invalid")]
@@ -126,7 +129,7 @@ def test_hostile_prometheus_text_is_flagged_and_recorded_safely(tmp_path: Path) 
     assert r[("h/chip4", "chip.power")] == [(9.0, "clock")]  # year 5138
     assert r[("h/chip5", "chip.power")] == [(9.0, "clock")]  # 1970
     big = [e for e, _ in r if e.startswith("AAA")]
-    assert len(big) == 1 and len(big[0]) == ingest.MAX_LABEL_CHARS
+    assert len(big) == 1 and len(big[0]) == MAX_LABEL_CHARS
     assert p.malformed == 2
     rec = ObservedRecorder(tmp_path / "o.duckdb")
     rec.append(n.table)
@@ -156,7 +159,7 @@ def test_hostile_prometheus_text_is_flagged_and_recorded_safely(tmp_path: Path) 
 def test_wrong_shapes_are_an_error_or_counted(tmp_path: Path, text: str, why: str | None) -> None:
     data = text.encode()
     if why:
-        with pytest.raises(ingest.IngestError, match=why):
+        with pytest.raises(IngestError, match=why):
             ingest.parse_bytes(data, "f", NOW)
     else:
         p = ingest.parse_bytes(data, "f", NOW)
@@ -267,7 +270,7 @@ def test_an_mqtt_flood_is_bounded_and_nothing_received_is_lost(
             rec = ObservedRecorder(tmp_path / "o.duckdb")
             for b in sub.batches():
                 assert len(b.table) + b.malformed + b.unmapped <= sources.BATCH_MESSAGES
-                rec.append(ingest.normalise(b.table, NOW).table)
+                rec.append(normalise(b.table, NOW).table)
                 batches.append(b)
             rec.close([])
         finally:
@@ -290,9 +293,9 @@ def test_a_counter_keeps_its_rate_across_batches() -> None:
     the second batch's first sample, 3e6 mJ in 10 s = 300 W, and nothing of the carry shows."""
     lab = 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0",Hostname="h"}'
     t0 = NOW // 1000
-    norm = ingest.Normaliser()
-    first = norm(ingest.parse_prometheus_text(f"{lab} 1000000 {t0}\n", "a", NOW).table, NOW)
-    second = norm(ingest.parse_prometheus_text(f"{lab} 4000000 {t0 + 10_000}\n", "b", NOW).table, NOW)
+    norm = Normaliser()
+    first = norm(parse_prometheus_text(f"{lab} 1000000 {t0}\n", "a", NOW).table, NOW)
+    second = norm(parse_prometheus_text(f"{lab} 4000000 {t0 + 10_000}\n", "b", NOW).table, NOW)
     assert len(first.table) == 0  # a first sample has no rate
     assert rows(second.table) == {("h/chip0", "chip.power"): [(300.0, "rate")]}
     assert second.table.column("source").to_pylist() == ["b"] and second.duplicates == 0

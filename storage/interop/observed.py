@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from storage.database import init_schema, open_database
 from storage.errors import StorageError
-from storage.interop.ingest import OBSERVED
+from storage.interop.parsed import OBSERVED
 from storage.live import PART_COMPRESSION
 from storage.parts import PART_GLOB, base_of, parts_dir
 from storage.sandbox import Limits

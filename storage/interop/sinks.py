@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from storage.interop import emit
+from storage.interop import emit, emit_redfish
 from storage.metrics_server import MetricsServer
 from storage.schema import DEFAULT_START
 
@@ -102,7 +102,7 @@ class Emitters:
         elif kind == "redfish":
             srv = MetricsServer(lambda a, e: (b"", []), int(target), route=self._route_redfish)
             self._servers.append(srv)
-            self.addresses.append(f"redfish at http://127.0.0.1:{srv.port}{emit.ROOT}")
+            self.addresses.append(f"redfish at http://127.0.0.1:{srv.port}{emit_redfish.ROOT}")
         elif kind in ("neuron", "bms-csv"):
             f = open(target, "a", encoding="utf-8")
             if kind == "bms-csv" and f.tell() == 0:
@@ -195,7 +195,7 @@ class Emitters:
         path = target.split("?", 1)[0]
         doc_bytes = self._cached(
             ("redfish", path),
-            lambda: b"" if (d := emit.redfish(self.state, path)) is None else emit.dumps(d).encode(),
+            lambda: b"" if (d := emit_redfish.redfish(self.state, path)) is None else emit.dumps(d).encode(),
         )
         if not doc_bytes:
             body = emit.dumps(

@@ -27,14 +27,17 @@ from typing import Any
 import numpy as np
 
 from storage.interop import ingest
-from storage.interop.ingest import IngestError, Parsed
 from storage.interop.mapping import FIELDS
+from storage.interop.parse_bms import parse_bms_messages
+from storage.interop.parse_json import parse_redfish
+from storage.interop.parse_prometheus import parse_prometheus_text
+from storage.interop.parsed import MAX_DOCUMENT_BYTES, MAX_LABEL_CHARS, IngestError, Parsed
 
 BATCH_MESSAGES = 50_000
 QUEUE_MESSAGES = 200_000  # messages held between the broker's thread and the parser at most
 QUEUE_BYTES = 64 << 20  # and their payloads' bytes at most
 MAX_PAYLOAD_BYTES = 64 << 10  # a BMS point is ~100 bytes; a larger payload is cut (then malformed)
-MAX_HTTP_BYTES = ingest.MAX_DOCUMENT_BYTES
+MAX_HTTP_BYTES = MAX_DOCUMENT_BYTES
 MAX_REDFISH_RESOURCES = 100_000
 
 
@@ -96,7 +99,7 @@ def read_file_batches(path: str) -> Iterator[Parsed]:
         except IngestError:
             fmt = "json"
         if fmt not in ("prometheus-text", "bms-csv"):
-            rest = f.read(ingest.MAX_DOCUMENT_BYTES + 1 - len(head))
+            rest = f.read(MAX_DOCUMENT_BYTES + 1 - len(head))
             yield ingest.parse_bytes(head + rest, path, now_us())
             return
         header = head.split(b"\n", 1)[0] + b"\n" if fmt == "bms-csv" else b""
@@ -161,7 +164,7 @@ def _redfish(url: str) -> Parsed:
                 todo += [m.get("@odata.id", "") for m in v if isinstance(m, dict)]
             elif isinstance(v, dict) and isinstance(v.get("@odata.id"), str) and not k.startswith("@"):
                 todo.append(v["@odata.id"].split("#")[0])
-    parsed = ingest.parse_redfish(docs, url, now_us())
+    parsed = parse_redfish(docs, url, now_us())
     parsed.offsets_s = offs
     return parsed
 
@@ -200,7 +203,7 @@ def _prometheus_api(url: str, window_s: float, step_s: float) -> Parsed:
         lines += [
             f"{name}{{{lab}}} {v} {t}" for t, v in zip(ts_ms.tolist(), vals[:, 1].tolist(), strict=True)
         ]
-    p = ingest.parse_prometheus_text("\n".join(lines), url, now_us())
+    p = parse_prometheus_text("\n".join(lines), url, now_us())
     if off is not None:
         p.offsets_s.append(off)
     p.fmt = "prometheus-api"
@@ -252,7 +255,7 @@ class Mqtt:
             self.dropped += 1
             return
         try:
-            self.q.put_nowait((str(msg.topic)[: ingest.MAX_LABEL_CHARS], payload, now_us()))
+            self.q.put_nowait((str(msg.topic)[:MAX_LABEL_CHARS], payload, now_us()))
             self.queued_bytes += len(payload)
         except queue.Full:  # the parser is behind: counted, and the broker's flow goes on
             self.dropped += 1
@@ -274,10 +277,10 @@ class Mqtt:
                     self.stale = True
                     break
             if len(buf) >= BATCH_MESSAGES:
-                yield ingest.parse_bms_messages(buf, self.url)
+                yield parse_bms_messages(buf, self.url)
                 buf = []
         if buf:
-            yield ingest.parse_bms_messages(buf, self.url)
+            yield parse_bms_messages(buf, self.url)
 
     def close(self) -> None:
         self.client.loop_stop()

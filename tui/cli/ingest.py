@@ -137,8 +137,8 @@ def _check_options(
 
 def _read_files(sources: tuple[str, ...]) -> dict[str, Any]:
     """Each file source's first batch and the rest to come (a file that does not parse fails)."""
-    from storage.interop import ingest
     from storage.interop import sources as src
+    from storage.interop.parsed import IngestError
 
     parsed: dict[str, Any] = {}
     for s in sources:
@@ -146,7 +146,7 @@ def _read_files(sources: tuple[str, ...]) -> dict[str, Any]:
             try:
                 it = src.read_file_batches(s)
                 parsed[s] = (next(it, None), it)
-            except ingest.IngestError as e:
+            except IngestError as e:
                 fail(str(e))
     return parsed
 
@@ -162,8 +162,9 @@ def _ingest_source(
     step_s: float,
 ) -> dict[str, Any]:
     """Read one source into ``rec``; its report row (counts, format, clock offset, any error)."""
-    from storage.interop import ingest
     from storage.interop import sources as src
+    from storage.interop.normalise import Normaliser
+    from storage.interop.parsed import IngestError
 
     row: dict[str, Any] = {"source": s, "samples": 0, **dict.fromkeys(_COUNTS, 0), "stale": False}
     offsets: list[float] = []
@@ -176,7 +177,7 @@ def _ingest_source(
             batches = sub.batches()
         else:
             batches = src.read_http(s, window_s, step_s)
-        norm = ingest.Normaliser()
+        norm = Normaliser()
         for p in batches:
             n = norm(p.table, src.now_us())
             rec.append(n.table)
@@ -191,7 +192,7 @@ def _ingest_source(
             row["stale"] = sub.stale
             row["malformed"] += sub.dropped
             sub.close()
-    except ingest.IngestError as e:
+    except IngestError as e:
         row["error"] = str(e)
     row["clock_offset_s"] = statistics.median(offsets) if offsets else None
     return row

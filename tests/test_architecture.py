@@ -96,7 +96,12 @@ def test_no_product_module_over_the_module_gate() -> None:
 
 def test_the_only_table_of_facts_is_the_scenario_fact_table() -> None:
     """The exemption is explicit: a new module claiming it shows up here and is a decision."""
-    assert fact_tables() == ["scenarios.facts", "twin.spec.catalog", "twin.spec.params"]
+    assert fact_tables() == [
+        "scenarios.facts",
+        "twin.spec.catalog",
+        "twin.spec.params",
+        "twin.spec.telemetry",
+    ]
 
 
 def test_no_product_class_over_the_class_gate() -> None:

@@ -142,7 +142,12 @@ def test_no_product_module_over_the_module_gate() -> None:
 
 def test_the_tables_of_facts_are_the_declared_ones() -> None:
     """The exemption is explicit: a new module claiming it shows up here and is a decision."""
-    assert fact_tables() == ["scenarios.facts", "twin.spec.catalog", "twin.spec.params"]
+    assert fact_tables() == [
+        "scenarios.facts",
+        "twin.spec.catalog",
+        "twin.spec.params",
+        "twin.spec.telemetry",
+    ]
 
 
 def test_no_product_class_or_function_over_its_gate() -> None:

@@ -274,7 +274,19 @@ def compare_cmd(runs: tuple[str, ...], as_json: bool) -> None:
 
 
 def _print_compare(runs: list[str], as_json: bool) -> None:
-    from storage.kpi_table import COMPARE_ROWS, SYSTEM_ROWS
+    cols, texts = _compare_columns(runs)
+    if as_json:
+        from storage.formats import dumps
+        from storage.kpi_table import kpi_record
+
+        click.echo(dumps({label: kpi_record(kp) for label, kp in cols}))
+        return
+    _print_compare_table(cols)
+    _print_tdp_range(texts, [k for _, kp in cols for k in kp.get("systems", {})])
+
+
+def _compare_columns(runs: list[str]) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """Each run's column (its label and KPIs) and its scenario text, the latest run of each file."""
     from storage.kpis import run_kpis
     from storage.liveread import open_for_reading
     from storage.reader import latest_run_id
@@ -302,12 +314,13 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
                 cols.append((f"{name} ({Path(path).name})", run_kpis(con, run_id)))
         finally:
             con.close()
-    if as_json:
-        from storage.formats import dumps
-        from storage.kpi_table import kpi_record
+    return cols, texts
 
-        click.echo(dumps({label: kpi_record(kp) for label, kp in cols}))
-        return
+
+def _print_compare_table(cols: list[tuple[str, dict[str, Any]]]) -> None:
+    """The KPI table: a column per run, with a ratio column for two runs."""
+    from storage.kpi_table import COMPARE_ROWS, SYSTEM_ROWS
+
     width = max(14, *(len(label) for label, _ in cols))
     lw = max(len(label) for _, label, _ in (*COMPARE_ROWS, *SYSTEM_ROWS))
     header = f"{'KPI':<{lw}}" + "".join(f" {label:>{width}}" for label, _ in cols)
@@ -333,7 +346,6 @@ def _print_compare(runs: list[str], as_json: bool) -> None:
             line += f" {ratio:>8}"
         click.echo(line)
     _print_systems(cols, width, lw)
-    _print_tdp_range(texts, [k for _, kp in cols for k in kp.get("systems", {})])
 
 
 def _print_systems(cols: list[tuple[str, dict[str, Any]]], width: int, lw: int) -> None:

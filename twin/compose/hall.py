@@ -91,6 +91,27 @@ EVENT_KINDS = (
 )
 
 
+def _router(pools: list[Pool], facts: list[routing.PoolFacts], params: FactoryParams) -> routing.Router:
+    """The front door's router over several pools (pool 0 draws every arrival and routes it)."""
+    return routing.Router(
+        [pl.cluster for pl in pools],
+        facts,
+        params.scheduler.routing,
+        params.power,
+        params.site.price_usd_per_mwh,
+    )
+
+
+def _numbering(pools: list[Pool]) -> Numbering:
+    """The hall-wide numbering of the pools' chips, servers, UltraServers and rows."""
+    return Numbering(
+        {
+            lv: [int(getattr(pl.topo, lv + "s")) for pl in pools]
+            for lv in ("chip", "server", "ultraserver", "row")
+        }
+    )
+
+
 class Hall(Composite):
     """The model of one hall: ``advance``, ``inject``, ``t_s``, ``design``, ``topo``, the per-chip
     arrays across its pools. ``weather_seed``: the seed of the site's weather (a campus gives
@@ -122,28 +143,13 @@ class Hall(Composite):
         for i, pl in enumerate(self.pools):
             pl.jobs.number(k, i)
         # The front door's router (pool 0 draws every arrival and routes it); None: one pool.
-        self.router = (
-            routing.Router(
-                [pl.cluster for pl in self.pools],
-                facts,
-                params.scheduler.routing,
-                params.power,
-                params.site.price_usd_per_mwh,
-            )
-            if k > 1
-            else None
-        )
+        self.router = _router(self.pools, facts, params) if k > 1 else None
         # A cap shared by the pools: each pool's last step as the cap reads it
         # (``capping.basis``) and its IT target over its proportional share, handed to its
         # step as values (``capping.CapShare``).
         self._bases: list[tuple[float, float, float]] = [(0.0, 0.0, 0.0)] * k
         self._scales: list[float] = [1.0] * k
-        self.num = Numbering(
-            {
-                lv: [int(getattr(pl.topo, lv + "s")) for pl in self.pools]
-                for lv in ("chip", "server", "ultraserver", "row")
-            }
-        )
+        self.num = _numbering(self.pools)
         # One pool: its own topology (servers, rows, chips); several: the hall's index arrays.
         self.topo: HallTopology | Topology = self.pools[0].topo if k == 1 else self._topology()
         # One plant design for the hall's pools and one UPS rating for its power chain.
@@ -164,7 +170,11 @@ class Hall(Composite):
         for ev in params.events:
             self.events.push(ev, "scenario")
         self.last: dict[str, float] = {}
-        # Sub-step power at the grid connection (``twin.compose.grid``; off unless grid_interval_s > 0).
+        self._init_grid(params)
+
+    def _init_grid(self, params: FactoryParams) -> None:
+        """Sub-step power at the grid connection (``twin.compose.grid``; off unless
+        grid_interval_s > 0)."""
         tau = int(params.grid_interval_s)
         if tau and self.dt_s % tau:
             raise ValueError(f"telemetry.grid_interval_s = {tau} must divide dt_s = {self.dt_s}")

@@ -284,55 +284,17 @@ class Pool:
         its column's name."""
         t, dt = self.t_s, self.dt_s
         topo = self.topo
-        nus, c = topo.ultraservers, topo.chips_per_us
+        c = topo.chips_per_us
         cl = self.cluster
         # Busy = held by a job and doing work. Only a job's chips have activity; ownership changed
         # since the physics read it only when a job ended or a thermal trip interrupted jobs.
         owner = self.chip_owner if self._released or len(ph.tripped_chips) else None
         us_busy = ph.us_busy(owner)
         us_failed = cl.failed_counts()[1]
-        if ph.full_clock:
-            mean_clock, us_clock = 1.0, self._ones_us
-        else:
-            busy = ph.busy_chips(owner)
-            mean_clock = float(ph.clock[busy].mean()) if busy.any() else 1.0
-            us_clock = topo.per_us(ph.clock) / c
+        mean_clock, us_clock = self._clocks(ph, owner)
         phys = _PHYSICS(ph)
-        # The site's conditions and what the step's energy cost: electricity, CO2, ownership.
-        cond, costs = ph.cond, self.costs
-        energy_j = phys[_FACILITY_W] * dt
-        add = np.add.reduce
-        rec.factory(
-            i,
-            phys
-            + _UNITS(ph.units)
-            + _WORK(w)
-            + PoolRow(
-                time_s=t,
-                chips_total=topo.chips,
-                mean_clock=mean_clock,
-                chips_allocated=cl.n_alloc,
-                chips_busy=int(add(us_busy)),
-                chips_failed=self._failed_total(us_failed),
-                ultraservers_tripped=int(np.count_nonzero(ph.us_off)),
-                activity=float(add(ph.us_act)) / topo.chips,
-                queue_jobs=len(cl.queue),
-                coolant_return_c=float(add(ph.us_return_c)) / nus,  # the mean, as ``ndarray.mean`` takes it
-                max_chip_temp_c=float(np.maximum.reduce(ph.us_tj_max)),
-                outdoor_temp_c=cond.drybulb_c,
-                outdoor_wetbulb_c=cond.wetbulb_c,
-                outdoor_rh=cond.rel_humidity,
-                price_usd_per_mwh=cond.price_usd_per_mwh,
-                carbon_g_per_kwh=cond.carbon_g_per_kwh,
-                cost_usd=energy_j / 3.6e9 * cond.price_usd_per_mwh,
-                co2_kg=energy_j / 3.6e6 * cond.carbon_g_per_kwh / 1000.0,
-                energy_j=energy_j,
-                capex_usd=costs.capex_usd_per_s * dt,
-                fixed_opex_usd=costs.fixed_opex_usd_per_s * dt,
-                water_cost_usd=ph.water_l * costs.water_usd_per_l,
-            )
-            + self._record_work(rec, w, ph),
-        )
+        row = self._pool_row(ph, phys[_FACILITY_W] * dt, us_busy, us_failed, mean_clock)
+        rec.factory(i, phys + _UNITS(ph.units) + _WORK(w) + row + self._record_work(rec, w, ph))
         rec.ultraserver(
             i,
             t,
@@ -350,6 +312,57 @@ class Pool:
         if si > 0 and t % si < dt:  # a chip sample is due
             self._record_chips(rec, ph)
         self.t_s = t + dt  # the step is done: the pool's clock at its end
+
+    def _clocks(
+        self, ph: FacilityStep, owner: npt.NDArray[np.int32] | None
+    ) -> tuple[float, npt.NDArray[np.float64]]:
+        """The busy chips' mean clock (1 with none busy) and each UltraServer's mean clock."""
+        if ph.full_clock:
+            return 1.0, self._ones_us
+        busy = ph.busy_chips(owner)
+        mean_clock = float(ph.clock[busy].mean()) if busy.any() else 1.0
+        return mean_clock, self.topo.per_us(ph.clock) / self.topo.chips_per_us
+
+    def _pool_row(
+        self,
+        ph: FacilityStep,
+        energy_j: float,
+        us_busy: npt.NDArray[np.int64],
+        us_failed: npt.NDArray[np.int64],
+        mean_clock: float,
+    ) -> PoolRow:
+        """The columns of the ``factory_ts`` row derived here: chip and UltraServer counts and
+        means, the site's conditions and what the step's ``energy_j`` cost (electricity, CO2,
+        ownership)."""
+        t, dt = self.t_s, self.dt_s
+        topo, cl = self.topo, self.cluster
+        cond, costs = ph.cond, self.costs
+        add = np.add.reduce
+        return PoolRow(
+            time_s=t,
+            chips_total=topo.chips,
+            mean_clock=mean_clock,
+            chips_allocated=cl.n_alloc,
+            chips_busy=int(add(us_busy)),
+            chips_failed=self._failed_total(us_failed),
+            ultraservers_tripped=int(np.count_nonzero(ph.us_off)),
+            activity=float(add(ph.us_act)) / topo.chips,
+            queue_jobs=len(cl.queue),
+            coolant_return_c=float(add(ph.us_return_c))
+            / topo.ultraservers,  # the mean, as ``ndarray.mean`` takes it
+            max_chip_temp_c=float(np.maximum.reduce(ph.us_tj_max)),
+            outdoor_temp_c=cond.drybulb_c,
+            outdoor_wetbulb_c=cond.wetbulb_c,
+            outdoor_rh=cond.rel_humidity,
+            price_usd_per_mwh=cond.price_usd_per_mwh,
+            carbon_g_per_kwh=cond.carbon_g_per_kwh,
+            cost_usd=energy_j / 3.6e9 * cond.price_usd_per_mwh,
+            co2_kg=energy_j / 3.6e6 * cond.carbon_g_per_kwh / 1000.0,
+            energy_j=energy_j,
+            capex_usd=costs.capex_usd_per_s * dt,
+            fixed_opex_usd=costs.fixed_opex_usd_per_s * dt,
+            water_cost_usd=ph.water_l * costs.water_usd_per_l,
+        )
 
     def _failed_total(self, us_failed: npt.NDArray[np.int64]) -> int:
         """Chips with a hardware fault (the sum of ``us_failed``, recounted when it changed)."""

@@ -140,6 +140,46 @@ def _full_clock_sums(ch: Chips, util: FloatArray, dead: npt.NDArray[np.intp]) ->
     return us_act, us_gact, us_chip_p, us_chip_max
 
 
+def _full_clock_us(
+    ch: Chips, load: Load, us_tripped: BoolArray, tripped: bool
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """At full clock: the UltraServer sums (activity, weighted activity, chip power, hottest
+    chip's power) from the load's segments or chip by chip; a tripped UltraServer's power is 0."""
+    if load.seg is not None:
+        us_act, us_gact, us_chip_p, us_chip_max = _segment_sums(ch, load)
+    else:
+        us_act, us_gact, us_chip_p, us_chip_max = _full_clock_sums(ch, load.util, load.dead)
+    if tripped:
+        us_chip_p = np.where(us_tripped, 0.0, us_chip_p)
+        us_chip_max = np.where(us_tripped, 0.0, us_chip_max)
+    return us_act, us_gact, us_chip_p, us_chip_max
+
+
+def _clocked_chips(
+    ch: Chips,
+    load: Load,
+    dyn_full: FloatArray | None,
+    clock: FloatArray,
+    us_tripped: BoolArray,
+    tripped: bool,
+) -> tuple[FloatArray, FloatArray, tuple[FloatArray, FloatArray, FloatArray, FloatArray]]:
+    """Below full clock: every chip's activity and power at ``clock`` (0 on a tripped
+    UltraServer), and the UltraServer sums as ``_full_clock_us`` gives them."""
+    topo = ch.topo
+    util = load.util
+    act = util * clock
+    us_act = topo.per_us(act)
+    us_gact = topo.per_us(act * ch.p_scale)
+    if dyn_full is None:
+        dyn_full = ch.dynamic_w(util)
+    chip_p = power.chip_power_w(dyn_full, ch.idle_chip, clock, ch.cp.dvfs_exponent, load.alive)
+    if tripped:
+        chip_p = np.where(us_tripped[topo.chip_us], 0.0, chip_p)
+    us_chip_p = topo.per_us(chip_p)
+    us_chip_max = topo.max_per_us(chip_p * ch.r_scale)
+    return act, chip_p, (us_act, us_gact, us_chip_p, us_chip_max)
+
+
 def it_power(
     ch: Chips,
     sysm: System,
@@ -164,25 +204,11 @@ def it_power(
     chip_p: FloatArray | None = None
     act: FloatArray | None = None
     if full_clock:
-        if load.seg is not None:
-            us_act, us_gact, us_chip_p, us_chip_max = _segment_sums(ch, load)
-        else:
-            us_act, us_gact, us_chip_p, us_chip_max = _full_clock_sums(ch, load.util, load.dead)
-        if tripped:
-            us_chip_p = np.where(us_tripped, 0.0, us_chip_p)
-            us_chip_max = np.where(us_tripped, 0.0, us_chip_max)
+        us_act, us_gact, us_chip_p, us_chip_max = _full_clock_us(ch, load, us_tripped, tripped)
     else:
-        util = load.util
-        act = util * clock
-        us_act = topo.per_us(act)
-        us_gact = topo.per_us(act * ch.p_scale)
-        if dyn_full is None:
-            dyn_full = ch.dynamic_w(util)
-        chip_p = power.chip_power_w(dyn_full, ch.idle_chip, clock, ch.cp.dvfs_exponent, load.alive)
-        if tripped:
-            chip_p = np.where(us_tripped[topo.chip_us], 0.0, chip_p)
-        us_chip_p = topo.per_us(chip_p)
-        us_chip_max = topo.max_per_us(chip_p * ch.r_scale)
+        act, chip_p, (us_act, us_gact, us_chip_p, us_chip_max) = _clocked_chips(
+            ch, load, dyn_full, clock, us_tripped, tripped
+        )
     us_host_p = power.us_host_power_w(
         us_act, c, topo.servers_per_us, sysm.host_w_per_server, sysm.host_idle_fraction
     )

@@ -308,6 +308,38 @@ def _pumps_w(d: PlantDesign, liquid_w: float, flow: float, speed: float) -> floa
     return d.cdu_pump_design_w * us_speed**3 * flow + d.fw_pump_design_w * speed**3
 
 
+def _outside_air(cp: CoolingParams, cond: Conditions, air_w: float) -> tuple[float, float]:
+    """The air side's heat taken by outside air first (``cooling.outside_air``; it leaves with
+    the exhaust air, not through the chilled water, the towers or the dry coolers) and the
+    evaporative intake's water per joule of the air side's heat."""
+    oa_share, oa_evap_kg_per_j = cooling.outside_air(
+        cond.drybulb_c, cond.wetbulb_c, dewpoint_c(cond.drybulb_c, cond.rel_humidity), cp
+    )
+    return oa_share * max(air_w, 0.0), oa_evap_kg_per_j
+
+
+def _fans_w(d: PlantDesign, st: PlantState, rejected: float, air_w: float) -> tuple[float, float]:
+    """The towers' / dry coolers' fans at the speed of the heat ``rejected`` over the design load
+    (shared by the units up) and the air side's fans by the cube law on their flow
+    (``cooling.air_fan_speed``); returns (fan power, the towers' fan speed)."""
+    cp = d.cp
+    fan_speed = min(rejected / max(d.design_it_w, 1.0), 1.0)
+    design_air_w = (1 - d.lf) * d.design_it_w
+    air_fans_w = cp.crah_fan_w_per_w * design_air_w * cooling.air_fan_speed(air_w, design_air_w) ** 3
+    fans_w = d.fan_design_w * fan_speed**3 * (st.towers_up / max(cp.economizer_units, 1)) + air_fans_w
+    return fans_w, fan_speed
+
+
+def _water_l(
+    cp: CoolingParams, cond: Conditions, rejected: float, oa_evap_kg_per_j: float, air_w: float, dt_s: int
+) -> float:
+    """Water: the towers' (or wet hybrid coolers') make-up for the heat they evaporate away
+    (``tower_water_l``), and the evaporative intake's; dry paths use none."""
+    water_l = tower_water_l(cp, rejected, dt_s) if evaporating(cp, cond) else 0.0
+    water_l += oa_evap_kg_per_j * max(air_w, 0.0) * dt_s
+    return water_l
+
+
 def run(
     d: PlantDesign, st: PlantState, flow: float, liquid_w: float, air_w: float, cond: Conditions, dt_s: int
 ) -> PlantResult:
@@ -322,18 +354,12 @@ def run(
     are electrical loads of the plant, not heat into the water (the tower fans' heat leaves with
     their air; the pumps' shaft heat, ~1 % of the load, and the air side's fans' heat, at
     most ``crah_fan_w_per_w`` of its load, are neglected); the chillers' compressor work is
-    rejected at their
-    condensers with the heat they lift and counts in the towers' water, not here."""
+    rejected at their condensers with the heat they lift and counts in the towers' water, not here."""
     cp = d.cp
     sink, t_cond = sink_c(cp, cond)
     eps = min(st.towers_up * d.econ_unit_effectiveness, 0.95)
     cap_total = st.chillers_up * d.chiller_unit_w
-    # Outside air first (``cooling.outside_air``): its heat leaves with the exhaust air, not
-    # through the chilled water, the towers or the dry coolers.
-    oa_share, oa_evap_kg_per_j = cooling.outside_air(
-        cond.drybulb_c, cond.wetbulb_c, dewpoint_c(cond.drybulb_c, cond.rel_humidity), cp
-    )
-    oa_w = oa_share * max(air_w, 0.0)
+    oa_w, oa_evap_kg_per_j = _outside_air(cp, cond, air_w)
     air_econ, air_chiller, air_stored = air_side(d, st, air_w - oa_w, sink, eps, cap_total, dt_s)
     liq_econ, liq_chiller, liq_stored, speed = liquid_side(
         d, st, liquid_w, sink, eps, cap_total - air_chiller, dt_s
@@ -344,15 +370,8 @@ def run(
     pumps_w = _pumps_w(d, liquid_w, flow, speed)
     # Heat the towers / dry coolers reject: the water's, with the chillers' compressor work.
     rejected = liq_econ + air_econ + chiller_load + chiller_w
-    fan_speed = min(rejected / max(d.design_it_w, 1.0), 1.0)
-    # Air side's fans by the cube law on their flow (``cooling.air_fan_speed``).
-    design_air_w = (1 - d.lf) * d.design_it_w
-    air_fans_w = cp.crah_fan_w_per_w * design_air_w * cooling.air_fan_speed(air_w, design_air_w) ** 3
-    fans_w = d.fan_design_w * fan_speed**3 * (st.towers_up / max(cp.economizer_units, 1)) + air_fans_w
-    # Water: the towers' (or wet hybrid coolers') make-up for the heat they evaporate away
-    # (``tower_water_l``), and the evaporative intake's; dry paths use none.
-    water_l = tower_water_l(cp, rejected, dt_s) if evaporating(cp, cond) else 0.0
-    water_l += oa_evap_kg_per_j * max(air_w, 0.0) * dt_s
+    fans_w, fan_speed = _fans_w(d, st, rejected, air_w)
+    water_l = _water_l(cp, cond, rejected, oa_evap_kg_per_j, air_w, dt_s)
     air_econ += oa_w
     total_heat = liquid_w + air_w
     free = (liq_econ + air_econ) / total_heat if total_heat > 0 else 1.0

@@ -261,37 +261,16 @@ class Trips:
         (``inlet_air_c``, the CRAH supply) passes ``air_trip_c`` and needs it below
         ``air_restart_c`` to come back. ``load``: the step's, whose powered chips go off.
         Returns (chips going off, chips coming back)."""
-        if lf > 0:
-            hot_us = ret > cp.loop_trip_c
-            if inlet_air_c is not None and lf < 1:
-                hot_us = hot_us | (inlet_air_c > cp.air_trip_c)
-        else:
-            hot_us = coolant > cp.air_trip_c
+        hot_us = _hot(cp, lf, ret, coolant, inlet_air_c)
         any_tripped = bool(self.us_tripped.any())
         newly = hot_us & ~self.us_tripped if any_tripped else hot_us
         back = None  # none to bring back while none is off (the common step)
         if any_tripped:
-            if lf > 0:
-                cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
-                if inlet_air_c is not None and lf < 1:
-                    cool_us = cool_us & (inlet_air_c < cp.air_restart_c)
-            else:
-                cool_us = coolant < cp.air_restart_c
+            cool_us = _cool(cp, lf, ret, coolant, flow_frac, inlet_air_c)
             back = cool_us & self.us_tripped & (self.us_hold_until <= t_s)
         tripped_chips = recovered_chips = _NO_CHIPS
         if newly.any():
-            self.us_tripped |= newly
-            mask = newly[self.chip_us] & load.alive
-            self.chip_tripped |= mask
-            tripped_chips = np.flatnonzero(mask)
-            air = lf > 0 and inlet_air_c is not None and inlet_air_c > cp.air_trip_c
-            for u in np.flatnonzero(newly).tolist():
-                why = (
-                    f"inlet air {inlet_air_c:.1f} °C"
-                    if air and not ret[u] > cp.loop_trip_c
-                    else f"coolant {coolant[u]:.1f} °C"
-                )
-                ev.append(("thermal_trip", f"ultraserver:{u}", f"{why}: powered off"))
+            tripped_chips = self._trip(cp, lf, ret, coolant, newly, load, ev, inlet_air_c)
         if len(shut):
             tripped_chips = np.union1d(
                 tripped_chips, np.flatnonzero(np.isin(self.chip_us, shut) & load.alive)
@@ -307,3 +286,60 @@ class Trips:
             for u in np.flatnonzero(back).tolist():
                 ev.append(("thermal_recover", f"ultraserver:{u}", f"coolant {coolant[u]:.1f} °C: back on"))
         return tripped_chips, recovered_chips
+
+    def _trip(
+        self,
+        cp: CoolingParams,
+        lf: float,
+        ret: FloatArray,
+        coolant: FloatArray,
+        newly: BoolArray,
+        load: Load,
+        ev: Events,
+        inlet_air_c: float | None,
+    ) -> IntArray:
+        """Power off the ``newly`` hot UltraServers (their powered chips), one event each naming
+        what tripped it. Returns the chips going off."""
+        self.us_tripped |= newly
+        mask = newly[self.chip_us] & load.alive
+        self.chip_tripped |= mask
+        air = lf > 0 and inlet_air_c is not None and inlet_air_c > cp.air_trip_c
+        for u in np.flatnonzero(newly).tolist():
+            why = (
+                f"inlet air {inlet_air_c:.1f} °C"
+                if air and not ret[u] > cp.loop_trip_c
+                else f"coolant {coolant[u]:.1f} °C"
+            )
+            ev.append(("thermal_trip", f"ultraserver:{u}", f"{why}: powered off"))
+        return np.flatnonzero(mask)
+
+
+def _hot(
+    cp: CoolingParams, lf: float, ret: FloatArray, coolant: FloatArray, inlet_air_c: float | None
+) -> BoolArray:
+    """UltraServers past their trip point: loop return (and, for a partly air-cooled system,
+    inlet air) with liquid cooling, coolant (the air) without."""
+    if lf > 0:
+        hot_us = ret > cp.loop_trip_c
+        if inlet_air_c is not None and lf < 1:
+            hot_us = hot_us | (inlet_air_c > cp.air_trip_c)
+        return hot_us
+    return coolant > cp.air_trip_c
+
+
+def _cool(
+    cp: CoolingParams,
+    lf: float,
+    ret: FloatArray,
+    coolant: FloatArray,
+    flow_frac: FloatArray,
+    inlet_air_c: float | None,
+) -> BoolArray:
+    """UltraServers cool enough to come back: loop return below restart with their CDU running
+    (and inlet air below its restart) with liquid cooling, coolant below restart without."""
+    if lf > 0:
+        cool_us = (ret < cp.loop_restart_c) & (flow_frac > 0)
+        if inlet_air_c is not None and lf < 1:
+            cool_us = cool_us & (inlet_air_c < cp.air_restart_c)
+        return cool_us
+    return coolant < cp.air_restart_c

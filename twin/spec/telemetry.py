@@ -1,4 +1,4 @@
-"""Telemetry column specs: the one table of every recorded quantity.
+"""The telemetry fact table: the column spec of every recorded quantity.
 
 Each column has a name (SI unit as suffix), a dtype, a unit and a description. The Arrow schema and
 the DuckDB DDL (``storage.schema``) and the TUI labels are all derived from this module. Pure data:

@@ -104,20 +104,6 @@ STILL_OVER: dict[str, int] = {
     "scenarios.spec:Scenario": 421,
     "scenarios.spec:Scenario.to_plan": 61,
     "scenarios.sweep": 940,
-    "storage.interop.emit": 656,
-    "storage.interop.emit:neuron_reports": 61,
-    "storage.interop.emit:redfish": 142,
-    "storage.interop.ingest": 842,
-    "storage.interop.ingest:_bms_table": 80,
-    "storage.interop.ingest:normalise": 82,
-    "storage.interop.ingest:parse_prometheus_text": 80,
-    "tui.cli.runs:_print_compare": 61,
-    "twin.compose.hall:Hall.__init__": 73,
-    "twin.compose.pool:Pool.record": 73,
-    "twin.physics.itpower:it_power": 69,
-    "twin.physics.plant:run": 73,
-    "twin.physics.thermal:Trips.loop_trips": 67,
-    "twin.spec.telemetry": 523,
 }
 
 

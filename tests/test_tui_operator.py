@@ -297,3 +297,17 @@ def test_numbers_are_finite_where_shown(con: Any) -> None:
     svc = con.sql("SELECT power_w / nullif(tokens_per_s, 0) AS j FROM service_ts").fetchall()
     assert all(v[0] is None or (math.isfinite(v[0]) and v[0] > 0) for v in svc)
     assert np.isfinite([r[0] for r in con.sql("SELECT pue FROM factory_ts").fetchall()]).all()
+
+
+def test_one_steps_grouped_targets_show_by_number_whatever_order_they_were_read_in() -> None:
+    """Rows of one step have no order of their own (the file may give them in any): a grouped
+    event line lists its targets by kind and number, so it reads the same every time."""
+    import random
+
+    from tui.widgets.tables import _target_order
+
+    targets = ["job:1037", "job:460", "job:1031", "row:2", "job:9", "facility"]
+    want = ["facility", "job:9", "job:460", "job:1031", "job:1037", "row:2"]
+    for seed in range(5):
+        random.Random(seed).shuffle(targets)
+        assert sorted(targets, key=_target_order) == want

@@ -28,6 +28,12 @@ def event_rows(cols: dict[str, Any]) -> list[EventRow]:
     return [(int(t), str(k), str(g), str(d), str(s)) for t, k, g, d, s in rows][::-1]
 
 
+def _target_order(target: str) -> tuple[str, int, str]:
+    """``job:460`` before ``job:1031``: by kind, then by number, then as written."""
+    kind, _, rest = target.partition(":")
+    return (kind, int(rest), "") if rest.isdigit() else (kind, -1, rest)
+
+
 class EventLog(Widget, can_focus=True):
     """Fed with the rows of an events query and the total count up to the time shown. A plain
     render (no scrollback): new rows never change the widget's size, so a busy log never forces a
@@ -86,6 +92,8 @@ class EventLog(Widget, can_focus=True):
                 groups[-1][1].append(ev[2])
             else:
                 groups.append((ev, [ev[2]]))
+        for _, targets in groups:  # one step's rows have no order of their own: show them by number
+            targets.sort(key=_target_order)
         text = Text(no_wrap=True, overflow="ellipsis", end="")
         time_style = self.get_component_rich_style("event--time")
         if not groups:

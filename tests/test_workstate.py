@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-TWIN = Path(__file__).resolve().parent.parent / "twin"
+WORK_DIR = Path(__file__).resolve().parent.parent / "twin" / "work"
 WORK = (
     "arrivals",
     "chips",
@@ -26,20 +26,20 @@ WORK = (
 
 
 def _tree(name: str) -> ast.Module:
-    return ast.parse((TWIN / f"{name}.py").read_text())
+    return ast.parse((WORK_DIR / f"{name}.py").read_text())
 
 
 def _imports(name: str) -> set[str]:
-    """The twin modules ``name`` imports (type-only imports included)."""
+    """The ``twin.work`` modules ``name`` imports (type-only imports included)."""
     out: set[str] = set()
     for node in ast.walk(_tree(name)):
         if isinstance(node, ast.Import):
-            out |= {a.name.removeprefix("twin.") for a in node.names if a.name.startswith("twin.")}
+            out |= {a.name.removeprefix("twin.work.") for a in node.names if a.name.startswith("twin.work.")}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "twin":
+            if node.module == "twin.work":
                 out |= {a.name for a in node.names}
-            elif node.module.startswith("twin."):
-                out.add(node.module.removeprefix("twin."))
+            elif node.module.startswith("twin.work."):
+                out.add(node.module.removeprefix("twin.work."))
     return out
 
 
@@ -70,5 +70,5 @@ def test_no_work_module_touches_another_objects_private_fields() -> None:
             ):
                 owner = node.value
                 assert isinstance(owner, ast.Name) and owner.id in ("self", "cls"), (
-                    f"twin/{m}.py:{node.lineno} reaches into .{node.attr}"
+                    f"twin/work/{m}.py:{node.lineno} reaches into .{node.attr}"
                 )

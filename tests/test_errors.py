@@ -191,6 +191,7 @@ def test_a_run_that_fills_the_disk_is_recorded_failed_with_its_reason(
     Expected: exit 74 with one line, and a readable file holding the first three flushes (six
     steps of five minutes: sim_time_s = 6 x 300 s), status 'failed' and the disk's reason."""
     from scenarios.runner import Session
+    from storage import database
     from storage import writer as W
 
     flushes = [0]
@@ -220,7 +221,7 @@ def test_a_run_that_fills_the_disk_is_recorded_failed_with_its_reason(
     try:
         status, sim_time_s, run_id = con.sql("SELECT status, sim_time_s, run_id FROM runs").fetchall()[0]
         steps = con.sql("SELECT count(*) FROM factory_ts").fetchall()[0][0]
-        reason = W.failure_reason(con, run_id)
+        reason = database.failure_reason(con, run_id)
     finally:
         con.close()
     assert (status, steps, sim_time_s) == ("failed", 6, 6 * 300)
